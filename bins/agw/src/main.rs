@@ -1,0 +1,99 @@
+//! `agw` — the gateway binary. Wiring only: parse the command line, load settings, start the
+//! server from agw-http, stop on SIGINT/SIGTERM.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+use agw_http::config::SETTINGS;
+
+#[derive(Parser)]
+#[command(
+    name = "agw",
+    version,
+    about = "LLM agent gateway: runs agent definitions against OpenAI-compatible providers and streams every step as SSE"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start the HTTP server.
+    #[command(after_help = settings_help())]
+    Serve {
+        /// Port to listen on (overrides SERVER_PORT and the config file).
+        #[arg(long)]
+        port: Option<u16>,
+        /// TOML config file; tables mirror the property names below, e.g. [server] port = 8080.
+        #[arg(long, env = "AGW_CONFIG")]
+        config: Option<PathBuf>,
+    },
+}
+
+fn settings_help() -> String {
+    let mut s = String::from("Settings (environment variable overrides the config file property):\n");
+    for spec in SETTINGS {
+        let default = spec.default.map(|d| format!(" [default: {d}]")).unwrap_or_default();
+        s.push_str(&format!("  {:<28} {:<30} {}{}\n", spec.env, spec.property, spec.help, default));
+    }
+    s.push_str("  AGENT_PROVIDERS_<KEY>_BASE_URL | _API_KEY | _MODEL | _PROTOCOL   provider <key> ([agent.providers.<key>] base-url, api-key, model, protocol)\n");
+    s.push_str("Logging: AGW_LOG (or RUST_LOG), e.g. AGW_LOG=debug\n");
+    s
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let filter = EnvFilter::try_from_env("AGW_LOG")
+        .or_else(|_| EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).init();
+
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve { port, config } => serve(port, config).await,
+    }
+}
+
+async fn serve(port: Option<u16>, config: Option<PathBuf>) -> anyhow::Result<()> {
+    let mut settings =
+        agw_http::Settings::load(config.as_deref(), std::env::vars()).context("invalid configuration")?;
+    if let Some(port) = port {
+        settings.port = port;
+    }
+    let state = agw_http::build_state(settings);
+    let server = agw_http::Server::bind(state.clone())
+        .await
+        .with_context(|| format!("cannot listen on {}:{}", state.settings.address, state.settings.port))?;
+    let addr = server.local_addr()?;
+    if addr.ip().is_loopback() {
+        tracing::info!("auth is not configured: listening on loopback only");
+    }
+    // The integration tests read this line to find the port when started with --port 0.
+    println!("agw listening on http://{addr}");
+    tracing::info!(%addr, "agw listening");
+    server.run(shutdown_signal()).await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { () = ctrl_c => {}, () = term => {} }
+    tracing::info!("shutdown signal received");
+}

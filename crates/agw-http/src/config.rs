@@ -1,0 +1,355 @@
+//! Settings: an optional TOML file, overridden by environment variables.
+//!
+//! Every setting is declared once in [`SETTINGS`] with its property path (the TOML table path,
+//! mirroring `config.md`), its environment variable and its default. Loading, `--help` text and
+//! validation all read that table, so a setting cannot exist in one place and not the others.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agw_llm::{ProviderConfig, ProviderProtocol};
+
+/// One documented setting.
+#[derive(Debug, Clone, Copy)]
+pub struct SettingSpec {
+    /// Dotted property path; in TOML the last segment is the key of the table named by the rest.
+    pub property: &'static str,
+    pub env: &'static str,
+    pub default: Option<&'static str>,
+    pub help: &'static str,
+}
+
+/// Every setting agw reads (providers are documented separately: `agent.providers.<key>.*`).
+pub const SETTINGS: &[SettingSpec] = &[
+    SettingSpec { property: "server.port", env: "SERVER_PORT", default: Some("8080"), help: "HTTP port" },
+    SettingSpec {
+        property: "server.address",
+        env: "SERVER_ADDRESS",
+        default: None,
+        help: "listen address; default 127.0.0.1 while auth is not enforced (0.0.0.0 only with AGENT_AUTH_ENABLED=false)",
+    },
+    SettingSpec {
+        property: "server.max-request-bytes",
+        env: "SERVER_MAX_REQUEST_BYTES",
+        default: Some("1048576"),
+        help: "largest accepted request body; larger bodies get 413 before they are read",
+    },
+    SettingSpec {
+        property: "agent.auth.enabled",
+        env: "AGENT_AUTH_ENABLED",
+        default: None,
+        help: "set false to allow listening on non-loopback addresses without auth",
+    },
+    SettingSpec {
+        property: "agent.catalog.external-dir",
+        env: "AGENT_EXTERNAL_DIR",
+        default: None,
+        help: "directory of agent JSON files; unset = the bundled demo agents",
+    },
+    SettingSpec {
+        property: "agw.sse.heartbeat-interval",
+        env: "AGW_SSE_HEARTBEAT_INTERVAL",
+        default: Some("15s"),
+        help: "period of `event:heartbeat` frames on open streams (e.g. 15s, 500ms)",
+    },
+    SettingSpec {
+        property: "agw.demo.enabled",
+        env: "AGW_DEMO_ENABLED",
+        default: Some("true"),
+        help: "register the embedded offline demo model as provider `demo` (a configured real `demo` provider replaces it)",
+    },
+    SettingSpec {
+        property: "agw.demo.chunk-delay-ms",
+        env: "AGW_DEMO_CHUNK_DELAY_MS",
+        default: Some("40"),
+        help: "delay between the demo model's chunks",
+    },
+];
+
+/// A configuration problem, always naming the setting.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("config file {path} is not valid TOML: {message}")]
+    Toml { path: String, message: String },
+    #[error("setting {property} ({env}): {message}")]
+    Invalid { property: &'static str, env: &'static str, message: String },
+    #[error("provider {key}: {message}")]
+    Provider { key: String, message: String },
+}
+
+/// Typed settings of the server.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub port: u16,
+    pub address: IpAddr,
+    pub max_request_bytes: usize,
+    /// `Some(false)` only when explicitly disabled.
+    pub auth_enabled: Option<bool>,
+    pub agents_dir: Option<PathBuf>,
+    pub heartbeat_interval: Duration,
+    pub demo_enabled: bool,
+    pub demo_chunk_delay: Duration,
+    pub providers: Vec<ProviderConfig>,
+}
+
+impl Settings {
+    /// Reads `config_file` (if any), then the environment `env` (pass `std::env::vars()`).
+    pub fn load(
+        config_file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let table = match config_file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
+                text.parse::<toml::Table>()
+                    .map_err(|e| ConfigError::Toml { path: path.display().to_string(), message: e.to_string() })?
+            }
+            None => toml::Table::new(),
+        };
+        // Empty environment values count as unset (config.md §5).
+        let env: HashMap<String, String> = env.into_iter().filter(|(_, v)| !v.trim().is_empty()).collect();
+        let raw = RawSettings { table: &table, env: &env };
+
+        let auth_enabled = raw.parse_opt("agent.auth.enabled", parse_bool)?;
+        let address = match raw.parse_opt("server.address", |s| s.parse::<IpAddr>().map_err(|e| e.to_string()))? {
+            Some(addr) => addr,
+            None if auth_enabled == Some(false) => IpAddr::from([0, 0, 0, 0]),
+            None => IpAddr::from([127, 0, 0, 1]),
+        };
+        // Auth is not implemented in this build: refuse to expose the API beyond loopback unless
+        // the operator said so explicitly.
+        if !address.is_loopback() && auth_enabled != Some(false) {
+            return Err(ConfigError::Invalid {
+                property: "server.address",
+                env: "SERVER_ADDRESS",
+                message: format!(
+                    "{address} is not a loopback address and no auth key source is configured; set AGENT_AUTH_ENABLED=false to serve without auth"
+                ),
+            });
+        }
+        Ok(Settings {
+            port: raw.parse("server.port", |s| s.parse::<u16>().map_err(|e| e.to_string()))?,
+            address,
+            max_request_bytes: raw
+                .parse("server.max-request-bytes", |s| s.parse::<usize>().map_err(|e| e.to_string()))?,
+            auth_enabled,
+            agents_dir: raw.parse_opt("agent.catalog.external-dir", |s| Ok(PathBuf::from(s)))?,
+            heartbeat_interval: raw.parse("agw.sse.heartbeat-interval", parse_duration)?,
+            demo_enabled: raw.parse("agw.demo.enabled", parse_bool)?,
+            demo_chunk_delay: Duration::from_millis(
+                raw.parse("agw.demo.chunk-delay-ms", |s| s.parse::<u64>().map_err(|e| e.to_string()))?,
+            ),
+            providers: providers(&table, &env)?,
+        })
+    }
+}
+
+struct RawSettings<'a> {
+    table: &'a toml::Table,
+    env: &'a HashMap<String, String>,
+}
+
+impl RawSettings<'_> {
+    fn spec(property: &str) -> &'static SettingSpec {
+        SETTINGS.iter().find(|s| s.property == property).expect("every property read is declared in SETTINGS")
+    }
+
+    fn value(&self, spec: &SettingSpec) -> Option<String> {
+        if let Some(v) = self.env.get(spec.env) {
+            return Some(v.trim().to_string());
+        }
+        toml_lookup(self.table, spec.property).or_else(|| spec.default.map(str::to_string))
+    }
+
+    fn parse_opt<T>(&self, property: &str, f: impl Fn(&str) -> Result<T, String>) -> Result<Option<T>, ConfigError> {
+        let spec = Self::spec(property);
+        self.value(spec)
+            .map(|v| {
+                f(&v).map_err(|message| ConfigError::Invalid {
+                    property: spec.property,
+                    env: spec.env,
+                    message: format!("{v:?}: {message}"),
+                })
+            })
+            .transpose()
+    }
+
+    fn parse<T>(&self, property: &str, f: impl Fn(&str) -> Result<T, String>) -> Result<T, ConfigError> {
+        let spec = Self::spec(property);
+        self.parse_opt(property, f)?.ok_or(ConfigError::Invalid {
+            property: spec.property,
+            env: spec.env,
+            message: "missing".into(),
+        })
+    }
+}
+
+/// Scalar at a dotted path, rendered as a string.
+fn toml_lookup(table: &toml::Table, property: &str) -> Option<String> {
+    let mut parts = property.split('.').peekable();
+    let mut current = table;
+    while let Some(part) = parts.next() {
+        let value = current.get(part)?;
+        if parts.peek().is_none() {
+            return match value {
+                toml::Value::String(s) => Some(s.clone()),
+                toml::Value::Integer(i) => Some(i.to_string()),
+                toml::Value::Float(f) => Some(f.to_string()),
+                toml::Value::Boolean(b) => Some(b.to_string()),
+                _ => None,
+            };
+        }
+        current = value.as_table()?;
+    }
+    None
+}
+
+fn parse_bool(s: &str) -> Result<bool, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        _ => Err("expected true or false".into()),
+    }
+}
+
+/// `15s`, `500ms`, `5m`, `1h`, or a bare number of milliseconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = s.find(|c: char| !c.is_ascii_digit()).map_or((s, ""), |i| s.split_at(i));
+    let n: u64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
+    let ms = match unit.trim() {
+        "" | "ms" => n,
+        "s" => n * 1000,
+        "m" => n * 60_000,
+        "h" => n * 3_600_000,
+        other => return Err(format!("unknown duration unit {other:?} (use ms, s, m or h)")),
+    };
+    Ok(Duration::from_millis(ms))
+}
+
+/// Provider settings: `[agent.providers.<key>]` tables, then `AGENT_PROVIDERS_<KEY>_<FIELD>`
+/// variables, merged per field so a file can hold the URL and the environment the secret.
+fn providers(table: &toml::Table, env: &HashMap<String, String>) -> Result<Vec<ProviderConfig>, ConfigError> {
+    const FIELDS: [(&str, &str); 4] =
+        [("base-url", "_BASE_URL"), ("api-key", "_API_KEY"), ("model", "_MODEL"), ("protocol", "_PROTOCOL")];
+    let mut merged: BTreeMap<String, HashMap<&str, String>> = BTreeMap::new();
+    if let Some(tables) = table.get("agent").and_then(|a| a.get("providers")).and_then(|p| p.as_table()) {
+        for (key, value) in tables {
+            let Some(fields) = value.as_table() else {
+                return Err(ConfigError::Provider { key: key.clone(), message: "must be a table".into() });
+            };
+            let entry = merged.entry(key.trim().to_lowercase()).or_default();
+            for (field, _) in FIELDS {
+                if let Some(v) = fields.get(field).and_then(|v| v.as_str()) {
+                    entry.insert(field, v.to_string());
+                }
+            }
+        }
+    }
+    for (name, value) in env {
+        let Some(rest) = name.strip_prefix("AGENT_PROVIDERS_") else { continue };
+        for (field, suffix) in FIELDS {
+            if let Some(key) = rest.strip_suffix(suffix).filter(|k| !k.is_empty()) {
+                merged.entry(key.to_lowercase()).or_default().insert(field, value.trim().to_string());
+                break;
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (key, fields) in merged {
+        let protocol = match fields.get("protocol") {
+            Some(p) => p
+                .parse::<ProviderProtocol>()
+                .map_err(|e| ConfigError::Provider { key: key.clone(), message: e.to_string() })?,
+            None => ProviderProtocol::OpenAiCompatible,
+        };
+        let get = |f: &str| fields.get(f).cloned().unwrap_or_default();
+        out.push(ProviderConfig {
+            key,
+            protocol,
+            base_url: get("base-url"),
+            api_key: get("api-key"),
+            model: get("model"),
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults_without_file_or_env() {
+        let s = Settings::load(None, env(&[])).unwrap();
+        assert_eq!(s.port, 8080);
+        assert_eq!(s.address, IpAddr::from([127, 0, 0, 1]));
+        assert_eq!(s.max_request_bytes, 1 << 20);
+        assert_eq!(s.heartbeat_interval, Duration::from_secs(15));
+        assert!(s.demo_enabled);
+        assert!(s.agents_dir.is_none());
+        assert!(s.providers.is_empty());
+    }
+
+    #[test]
+    fn env_overrides_file_and_providers_merge_per_field() {
+        let dir = std::env::temp_dir().join(format!("agw-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("agw.toml");
+        std::fs::write(
+            &file,
+            "[server]\nport = 9000\n[agw.sse]\nheartbeat-interval = \"2s\"\n[agent.providers.bailian]\nbase-url = \"https://x/v1\"\nmodel = \"qwen\"\n",
+        )
+        .unwrap();
+        let s = Settings::load(
+            Some(&file),
+            env(&[
+                ("SERVER_PORT", "9100"),
+                ("AGENT_PROVIDERS_BAILIAN_API_KEY", "sk-secret"),
+                ("AGENT_PROVIDERS_MY_LAB_MODEL", "m"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.port, 9100);
+        assert_eq!(s.heartbeat_interval, Duration::from_secs(2));
+        let bailian = s.providers.iter().find(|p| p.key == "bailian").unwrap();
+        assert_eq!(bailian.base_url, "https://x/v1");
+        assert_eq!(bailian.api_key, "sk-secret");
+        assert_eq!(bailian.model, "qwen");
+        assert!(s.providers.iter().any(|p| p.key == "my_lab" && p.model == "m"));
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn invalid_values_name_the_setting() {
+        let err = Settings::load(None, env(&[("SERVER_PORT", "eighty")])).unwrap_err().to_string();
+        assert!(err.contains("server.port") && err.contains("SERVER_PORT"), "{err}");
+        let err = Settings::load(None, env(&[("AGW_SSE_HEARTBEAT_INTERVAL", "5 parsecs")])).unwrap_err().to_string();
+        assert!(err.contains("agw.sse.heartbeat-interval"), "{err}");
+    }
+
+    #[test]
+    fn non_loopback_without_auth_needs_explicit_opt_out() {
+        let err = Settings::load(None, env(&[("SERVER_ADDRESS", "0.0.0.0")])).unwrap_err().to_string();
+        assert!(err.contains("AGENT_AUTH_ENABLED=false"), "{err}");
+        let s = Settings::load(None, env(&[("AGENT_AUTH_ENABLED", "false")])).unwrap();
+        assert_eq!(s.address, IpAddr::from([0, 0, 0, 0]));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_duration("100").unwrap(), Duration::from_millis(100));
+        assert!(parse_duration("x").is_err());
+    }
+}

@@ -1,0 +1,66 @@
+//! The `{code,msg,data}` JSON envelope of every non-SSE endpoint (contract `http-api.md` §0.3).
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::body::{BoxBody, full};
+
+/// A request that cannot be served: the status and the message for `msg`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub msg: String,
+}
+
+impl ApiError {
+    pub fn bad_request(msg: impl Into<String>) -> Self {
+        Self { status: StatusCode::BAD_REQUEST, msg: msg.into() }
+    }
+    pub fn not_found(msg: impl Into<String>) -> Self {
+        Self { status: StatusCode::NOT_FOUND, msg: msg.into() }
+    }
+    pub fn payload_too_large(limit: usize) -> Self {
+        Self { status: StatusCode::PAYLOAD_TOO_LARGE, msg: format!("request body larger than {limit} bytes") }
+    }
+    pub fn method_not_allowed() -> Self {
+        Self { status: StatusCode::METHOD_NOT_ALLOWED, msg: "method not allowed".into() }
+    }
+    pub fn internal() -> Self {
+        Self { status: StatusCode::INTERNAL_SERVER_ERROR, msg: "Internal server error".into() }
+    }
+
+    pub fn into_response(self) -> Response<BoxBody> {
+        let body = json!({ "code": self.status.as_u16(), "msg": self.msg, "data": {} });
+        json_response(self.status, &body)
+    }
+}
+
+/// `{"code":0,"msg":"success","data":<data>}`.
+pub fn success<T: Serialize>(data: &T) -> Response<BoxBody> {
+    #[derive(Serialize)]
+    struct Envelope<'a, T> {
+        code: u16,
+        msg: &'static str,
+        data: &'a T,
+    }
+    json_response(StatusCode::OK, &Envelope { code: 0, msg: "success", data })
+}
+
+pub fn json_response<T: Serialize>(status: StatusCode, value: &T) -> Response<BoxBody> {
+    let (status, bytes) = match serde_json::to_vec(value) {
+        Ok(v) => (status, Bytes::from(v)),
+        Err(e) => {
+            tracing::error!(error = %e, "response serialisation failed");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Bytes::from_static(br#"{"code":500,"msg":"Internal server error","data":{}}"#),
+            )
+        }
+    };
+    let mut resp = Response::new(full(bytes));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}

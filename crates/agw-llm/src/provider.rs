@@ -1,0 +1,45 @@
+//! The provider abstraction every mode calls.
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures::Stream;
+use futures::future::BoxFuture;
+
+use crate::{LlmDelta, LlmError, ChatRequest};
+
+/// The stream of one model turn. Items arrive as soon as the upstream chunk is parsed.
+/// The stream ends (`None`) after the upstream end; an `Err` item is terminal.
+pub type DeltaStream = Pin<Box<dyn Stream<Item = Result<LlmDelta, LlmError>> + Send>>;
+
+/// Per-call settings that are not part of the request body.
+#[derive(Debug, Clone)]
+pub struct CallOptions {
+    /// Inactivity timeout: max wait for the first chunk and between chunks
+    /// (`budget.model.timeoutMs`).
+    pub inactivity_timeout: Duration,
+    /// Retries on 429 / 5xx / connection failure, only before any byte of the body arrived.
+    pub max_retries: u32,
+    /// Stage name of the turn (`agent-oneshot`, …): sent as header `x-agw-stage`, logged.
+    pub stage: String,
+    /// Run id: sent as header `x-agw-run-id`, logged.
+    pub run_id: String,
+}
+
+impl Default for CallOptions {
+    fn default() -> Self {
+        Self {
+            inactivity_timeout: Duration::from_secs(60),
+            max_retries: 2,
+            stage: String::new(),
+            run_id: String::new(),
+        }
+    }
+}
+
+/// A streaming chat-completion backend. Implemented by the OpenAI-compatible client, the
+/// embedded demo model and test doubles. Dropping the returned stream cancels the upstream
+/// request (closes its connection).
+pub trait ChatProvider: Send + Sync + 'static {
+    fn stream(&self, request: ChatRequest, options: CallOptions) -> BoxFuture<'static, Result<DeltaStream, LlmError>>;
+}

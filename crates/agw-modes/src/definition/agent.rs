@@ -1,0 +1,142 @@
+//! [`AgentDefinition`] and the values derived from it (agent-definitions.md §4–§5).
+
+use agw_llm::ReasoningSetting;
+
+use super::budget::Budget;
+use super::model::{
+    AgentMode, ModeDef, ModelConfig, PLAN_ADD_TASKS_TOOL, PLAN_UPDATE_TASK_TOOL, ResolvedModel, Stage, StageKind,
+    StageTools, ToolChoicePolicy, ToolConfig,
+};
+use super::prompts::RuntimePrompts;
+
+/// Provider used when the top-level `modelConfig` names none.
+pub const DEFAULT_PROVIDER_KEY: &str = "bailian";
+/// Model used when neither the agent nor its provider names one.
+pub const DEFAULT_MODEL: &str = "qwen3-max";
+
+/// One validated agent file. Built only by parsing (`AgentDefinition::from_json`), which is why
+/// the tool union below stays private: it covers stage blocks that are not part of `mode`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentDefinition {
+    pub key: String,
+    pub name: String,
+    /// Trimmed; blank → `None`.
+    pub icon: Option<String>,
+    pub description: String,
+    pub mode: ModeDef,
+    pub model_config: Option<ModelConfig>,
+    pub tool_config: Option<ToolConfig>,
+    /// `skills[]` then `skillConfig.skills[]`: trimmed, lower-cased, distinct.
+    pub skills: Vec<String>,
+    pub tool_choice: ToolChoicePolicy,
+    pub budget: Budget,
+    pub runtime_prompts: RuntimePrompts,
+    /// Where the definition came from (path for directory loads, name for embedded sources).
+    pub source_file: String,
+    /// Union of the top-level and every stage `toolConfig` in the file, in first-seen order.
+    /// The reference lists tools of all stage blocks, including those of other modes.
+    pub(crate) declared_tools: Vec<String>,
+}
+
+impl AgentDefinition {
+    pub fn mode_kind(&self) -> AgentMode {
+        self.mode.kind()
+    }
+
+    /// Top-level `modelConfig.providerKey`, lower-cased; default `bailian`.
+    pub fn agent_provider_key(&self) -> String {
+        self.model_config
+            .as_ref()
+            .and_then(|c| c.provider_key.as_deref())
+            .map_or_else(|| DEFAULT_PROVIDER_KEY.to_owned(), str::to_lowercase)
+    }
+
+    /// Top-level `modelConfig.model`, else the agent provider's configured model, else
+    /// `qwen3-max`. `provider_default` is the model configured for [`Self::agent_provider_key`].
+    pub fn agent_model(&self, provider_default: Option<&str>) -> String {
+        self.model_config
+            .as_ref()
+            .and_then(|c| c.model.as_deref())
+            .or(provider_default.filter(|m| !m.trim().is_empty()))
+            .unwrap_or(DEFAULT_MODEL)
+            .to_owned()
+    }
+
+    /// Every tool the agent names (shown by `/agents`, resolved when the agent is built);
+    /// PLAN_EXECUTE always includes both plan tools.
+    pub fn tool_names(&self) -> Vec<String> {
+        let mut names = self.declared_tools.clone();
+        if self.mode_kind() == AgentMode::PlanExecute {
+            for tool in [PLAN_ADD_TASKS_TOOL, PLAN_UPDATE_TASK_TOOL] {
+                if !names.iter().any(|n| n == tool) {
+                    names.push(tool.to_owned());
+                }
+            }
+        }
+        names
+    }
+
+    /// A stage of the active mode; `None` for stages the mode does not run.
+    pub fn stage(&self, kind: StageKind) -> Option<&Stage> {
+        match (&self.mode, kind) {
+            (ModeDef::Oneshot { plain }, StageKind::Plain) => Some(plain),
+            (ModeDef::React { react, .. }, StageKind::React) => Some(react),
+            (ModeDef::PlanExecute { plan, .. }, StageKind::Plan) => Some(plan),
+            (ModeDef::PlanExecute { execute, .. }, StageKind::Execute) => Some(execute),
+            (ModeDef::PlanExecute { summary, .. }, StageKind::Summary) => Some(summary),
+            _ => None,
+        }
+    }
+
+    /// The tools a stage may offer: its own `toolConfig`, the top-level one when the key is
+    /// absent, nothing when it is `null`; the plan tools are then forced into the plan and
+    /// execute stages. An empty result means no tools (agw does not copy the reference's
+    /// "empty means all agent tools"). Stages outside the active mode have no tools.
+    pub fn stage_tools(&self, kind: StageKind) -> ToolConfig {
+        let Some(stage) = self.stage(kind) else {
+            return ToolConfig::default();
+        };
+        let mut tools = match &stage.tools {
+            StageTools::Inherit => self.tool_config.clone().unwrap_or_default(),
+            StageTools::Cleared => ToolConfig::default(),
+            StageTools::Set(tools) => tools.clone(),
+        };
+        match kind {
+            StageKind::Plan => tools.require_backend(PLAN_ADD_TASKS_TOOL),
+            StageKind::Execute => tools.require_backend(PLAN_UPDATE_TASK_TOOL),
+            StageKind::Plain | StageKind::React | StageKind::Summary => {}
+        }
+        tools
+    }
+
+    /// Provider, model and sampling settings of one stage's model calls (§5): a stage
+    /// `modelConfig` replaces the top-level one as a whole; blank provider/model fall back to the
+    /// agent-level values. `provider_default` maps a provider key to its configured model.
+    pub fn resolve_model(&self, kind: StageKind, provider_default: impl Fn(&str) -> Option<String>) -> ResolvedModel {
+        let effective = self.stage(kind).and_then(|s| s.model_config.as_ref()).or(self.model_config.as_ref());
+        let agent_provider = self.agent_provider_key();
+        let model = match effective.and_then(|c| c.model.clone()) {
+            Some(model) => model,
+            None => self.agent_model(provider_default(&agent_provider).as_deref()),
+        };
+        ResolvedModel {
+            provider_key: effective.and_then(|c| c.provider_key.clone()).unwrap_or(agent_provider),
+            model,
+            reasoning: effective.and_then(|c| c.reasoning).map(ReasoningSetting::from).unwrap_or_default(),
+            temperature: effective.and_then(|c| c.temperature),
+            top_p: effective.and_then(|c| c.top_p),
+            max_tokens: effective.and_then(|c| c.max_tokens),
+        }
+    }
+
+    /// The prompt that stands for the agent (§4): plain, react, or execute for PLAN_EXECUTE.
+    pub fn primary_system_prompt(&self) -> &str {
+        match &self.mode {
+            ModeDef::Oneshot { plain } => &plain.system_prompt,
+            ModeDef::React { react, .. } => &react.system_prompt,
+            // The execute prompt is required non-blank, so the reference's "first non-blank of
+            // execute, summary, plan" always ends at execute.
+            ModeDef::PlanExecute { execute, .. } => &execute.system_prompt,
+        }
+    }
+}

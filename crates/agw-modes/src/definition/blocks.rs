@@ -1,0 +1,171 @@
+//! Reading the reusable blocks of the schema: `modelConfig`, `toolConfig` and the stage blocks,
+//! and assembling the active mode from them (agent-definitions.md §3, §5, §6).
+
+use agw_llm::ReasoningEffort;
+
+use super::error::DefinitionError;
+use super::model::{AgentMode, ModeDef, ModelConfig, ReasoningConfig, Stage, StageTools, ToolConfig};
+use super::raw::{Obj, non_blank, normalize_names};
+
+const DEFAULT_REACT_MAX_STEPS: u32 = 6;
+/// The reference's value; CLAUDE.md's example shows 10 (agent-definitions.md §6).
+const DEFAULT_PLAN_EXECUTE_MAX_STEPS: u32 = 15;
+
+pub fn model_config(obj: &Obj<'_>) -> Result<ModelConfig, DefinitionError> {
+    Ok(ModelConfig {
+        provider_key: non_blank(obj.str("providerKey")?).map(|p| p.trim().to_owned()),
+        // Kept as written: a model id is opaque to the gateway.
+        model: non_blank(obj.str("model")?).map(str::to_owned),
+        reasoning: obj.obj("reasoning")?.map(|r| reasoning(&r)).transpose()?,
+        temperature: obj.f64("temperature")?,
+        top_p: obj.f64("top_p")?,
+        // A non-positive limit cannot be sent to a provider; it reads as "not set".
+        max_tokens: match obj.i64("max_tokens")? {
+            Some(n) if n > 0 => {
+                Some(u32::try_from(n).map_err(|_| DefinitionError::OutOfRange {
+                    field: obj.field("max_tokens"),
+                    value: n.to_string(),
+                })?)
+            }
+            _ => None,
+        },
+    })
+}
+
+fn reasoning(obj: &Obj<'_>) -> Result<ReasoningConfig, DefinitionError> {
+    let effort = match obj.str("effort")? {
+        None => ReasoningEffort::Medium,
+        Some("LOW") => ReasoningEffort::Low,
+        Some("MEDIUM") => ReasoningEffort::Medium,
+        Some("HIGH") => ReasoningEffort::High,
+        Some(other) => {
+            return Err(DefinitionError::InvalidEnum {
+                field: obj.field("effort"),
+                value: other.to_owned(),
+                expected: "LOW, MEDIUM, HIGH",
+            });
+        }
+    };
+    Ok(ReasoningConfig { enabled: obj.bool("enabled")?.unwrap_or(false), effort })
+}
+
+pub fn tool_config(obj: &Obj<'_>) -> Result<ToolConfig, DefinitionError> {
+    Ok(ToolConfig {
+        backends: normalize_names(obj.str_list("backends")?),
+        frontends: normalize_names(obj.str_list("frontends")?),
+        actions: normalize_names(obj.str_list("actions")?),
+    })
+}
+
+/// One stage block as written, before the mode decides whether it runs.
+pub struct RawStage {
+    pub stage: Stage,
+    pub deep_thinking: Option<bool>,
+}
+
+fn stage(obj: &Obj<'_>) -> Result<RawStage, DefinitionError> {
+    let tools = match obj.obj("toolConfig")? {
+        Some(tools) => StageTools::Set(tool_config(&tools)?),
+        None if obj.contains("toolConfig") => StageTools::Cleared,
+        None => StageTools::Inherit,
+    };
+    Ok(RawStage {
+        stage: Stage {
+            system_prompt: obj.str("systemPrompt")?.unwrap_or("").trim().to_owned(),
+            model_config: obj.obj("modelConfig")?.map(|m| model_config(&m)).transpose()?,
+            tools,
+        },
+        deep_thinking: obj.bool("deepThinking")?,
+    })
+}
+
+/// All five stage blocks, read whatever the mode: the reference collects tools and looks for a
+/// `modelConfig` across every block, so type errors anywhere reject the file too.
+pub struct StageBlocks {
+    pub plain: Option<RawStage>,
+    pub react: Option<RawStage>,
+    pub plan: Option<RawStage>,
+    pub execute: Option<RawStage>,
+    pub summary: Option<RawStage>,
+    react_max_steps: Option<i64>,
+    plan_execute_max_steps: Option<i64>,
+}
+
+impl StageBlocks {
+    pub fn parse(root: &Obj<'_>) -> Result<Self, DefinitionError> {
+        let read = |obj: Option<Obj<'_>>| obj.map(|o| stage(&o)).transpose();
+        let react = root.obj("react")?;
+        let plan_execute = root.obj("planExecute")?;
+        let nested = |key: &str| match &plan_execute {
+            Some(pe) => pe.obj(key),
+            None => Ok(None),
+        };
+        // Only the plan stage thinks ahead; the key elsewhere signals a misunderstanding, so
+        // even `false` is refused.
+        for (key, path) in [("execute", "planExecute.execute"), ("summary", "planExecute.summary")] {
+            if nested(key)?.is_some_and(|block| block.contains("deepThinking")) {
+                return Err(DefinitionError::DeepThinkingNotAllowed(path));
+            }
+        }
+        Ok(StageBlocks {
+            plain: read(root.obj("plain")?)?,
+            react_max_steps: react.as_ref().map(|r| r.i64("maxSteps")).transpose()?.flatten(),
+            react: read(react)?,
+            plan: read(nested("plan")?)?,
+            execute: read(nested("execute")?)?,
+            summary: read(nested("summary")?)?,
+            plan_execute_max_steps: plan_execute.as_ref().map(|pe| pe.i64("maxSteps")).transpose()?.flatten(),
+        })
+    }
+
+    /// Written blocks in the order their tools are listed: plain, react, plan, execute, summary.
+    pub fn all(&self) -> impl Iterator<Item = &Stage> {
+        [&self.plain, &self.react, &self.plan, &self.execute, &self.summary].into_iter().flatten().map(|raw| &raw.stage)
+    }
+
+    /// Keeps only the blocks `mode` runs, enforcing its required prompts.
+    pub fn into_mode(self, mode: AgentMode) -> Result<ModeDef, DefinitionError> {
+        let prompted = |raw: Option<RawStage>| raw.filter(|r| !r.stage.system_prompt.is_empty());
+        match mode {
+            AgentMode::Oneshot => {
+                let plain =
+                    prompted(self.plain).ok_or(DefinitionError::MissingPrompt("plain.systemPrompt is required"))?;
+                Ok(ModeDef::Oneshot { plain: plain.stage })
+            }
+            AgentMode::React => {
+                let react =
+                    prompted(self.react).ok_or(DefinitionError::MissingPrompt("react.systemPrompt is required"))?;
+                Ok(ModeDef::React {
+                    react: react.stage,
+                    max_steps: max_steps(self.react_max_steps, DEFAULT_REACT_MAX_STEPS),
+                })
+            }
+            AgentMode::PlanExecute => {
+                let (Some(plan), Some(execute)) = (prompted(self.plan), prompted(self.execute)) else {
+                    return Err(DefinitionError::MissingPrompt(
+                        "planExecute.plan.systemPrompt and planExecute.execute.systemPrompt are required",
+                    ));
+                };
+                let mut summary = self.summary.map(|s| s.stage).unwrap_or_default();
+                if summary.system_prompt.is_empty() {
+                    summary.system_prompt = execute.stage.system_prompt.clone();
+                }
+                Ok(ModeDef::PlanExecute {
+                    deep_thinking: plan.deep_thinking.unwrap_or(false),
+                    plan: plan.stage,
+                    execute: execute.stage,
+                    summary,
+                    max_steps: max_steps(self.plan_execute_max_steps, DEFAULT_PLAN_EXECUTE_MAX_STEPS),
+                })
+            }
+        }
+    }
+}
+
+/// Absent or ≤ 0 → the mode default; values beyond `u32` saturate (no run gets that far).
+fn max_steps(raw: Option<i64>, default: u32) -> u32 {
+    match raw {
+        Some(n) if n > 0 => u32::try_from(n).unwrap_or(u32::MAX),
+        _ => default,
+    }
+}

@@ -1,0 +1,37 @@
+//! Agent definitions: the JSON files in the agents directory, validated into types the modes can
+//! run without re-checking anything (contract: agent-definitions.md).
+//!
+//! * [`AgentDefinition::from_json`] parses one file: triple-quoted prompts and comments
+//!   (`preprocess`), legacy-key rejection (`rejected`), then the schema (`parse`, `blocks`,
+//!   `budget`, `prompts`).
+//! * [`AgentCatalog`] loads a directory (or embedded sources) into an immutable snapshot,
+//!   skipping and reporting broken files.
+//!
+//! Deliberate deviation from the reference: a stage `toolConfig: null` means "no tools" and an
+//! empty stage tool list is never widened to "all agent tools" (README decision table).
+
+mod agent;
+mod blocks;
+mod budget;
+mod catalog;
+mod error;
+mod model;
+mod parse;
+mod preprocess;
+mod prompts;
+mod raw;
+mod rejected;
+
+pub use agent::{AgentDefinition, DEFAULT_MODEL, DEFAULT_PROVIDER_KEY};
+pub use budget::{Budget, BudgetScope};
+pub use catalog::{AgentCatalog, LoadProblem};
+pub use error::DefinitionError;
+pub use model::{
+    AgentMode, ModeDef, ModelConfig, PLAN_ADD_TASKS_TOOL, PLAN_UPDATE_TASK_TOOL, ReasoningConfig, ResolvedModel, Stage,
+    StageKind, StageTools, ToolChoicePolicy, ToolConfig,
+};
+pub use prompts::{
+    DEFAULT_AFTER_CALL_HINT_TITLE, DEFAULT_SKILL_CATALOG_HEADER, DEFAULT_SKILL_DISCLOSURE_HEADER,
+    DEFAULT_SKILL_INSTRUCTIONS_LABEL, DEFAULT_TASK_EXECUTION_PROMPT_TEMPLATE, DEFAULT_TOOL_DESCRIPTION_TITLE,
+    RuntimePrompts,
+};

@@ -1,0 +1,110 @@
+//! One agent file → [`AgentDefinition`] (agent-definitions.md §1–§8).
+
+use super::agent::AgentDefinition;
+use super::blocks::{StageBlocks, model_config, tool_config};
+use super::budget::{self, Budget};
+use super::error::DefinitionError;
+use super::model::{AgentMode, StageKind, StageTools, ToolChoicePolicy};
+use super::preprocess;
+use super::prompts;
+use super::raw::{Obj, non_blank, normalize_names};
+use super::rejected;
+
+impl AgentDefinition {
+    /// Parses one agent file. `file_name` (e.g. `ops_daily.json`) supplies the key when the file
+    /// has none and appears in the default description; it is also recorded as `source_file`.
+    ///
+    /// # Errors
+    /// The first rule the file breaks; the message names the offending field.
+    pub fn from_json(file_name: &str, text: &str) -> Result<AgentDefinition, DefinitionError> {
+        let map = preprocess::parse_object(text)?;
+        build(&Obj::root(&map), file_name)
+    }
+}
+
+fn build(root: &Obj<'_>, file_name: &str) -> Result<AgentDefinition, DefinitionError> {
+    rejected::check(root)?;
+    let custom_budget = root.obj("budget")?.map(|b| budget::parse(&b)).transpose()?;
+    let key = agent_key(root, file_name)?;
+    let mode = agent_mode(root)?;
+    let model_config = root.obj("modelConfig")?.map(|m| model_config(&m)).transpose()?;
+    let tool_config = root.obj("toolConfig")?.map(|t| tool_config(&t)).transpose()?;
+    let blocks = StageBlocks::parse(root)?;
+    if model_config.is_none() && blocks.all().all(|stage| stage.model_config.is_none()) {
+        return Err(DefinitionError::NoModelConfig);
+    }
+    let declared_tools = normalize_names(
+        tool_config
+            .iter()
+            .chain(blocks.all().filter_map(|stage| match &stage.tools {
+                StageTools::Set(tools) => Some(tools),
+                _ => None,
+            }))
+            .flat_map(|tools| tools.names()),
+    );
+    let skill_config = root.obj("skillConfig")?;
+    let skill_config_skills = match &skill_config {
+        Some(config) => config.str_list("skills")?,
+        None => Vec::new(),
+    };
+    let skills = normalize_names(root.str_list("skills")?.into_iter().chain(skill_config_skills));
+    let explicit_tool_choice = tool_choice(root)?;
+    let mut definition = AgentDefinition {
+        name: non_blank(root.str("name")?).map_or_else(|| key.clone(), str::to_owned),
+        key,
+        icon: non_blank(root.str("icon")?).map(|i| i.trim().to_owned()),
+        description: non_blank(root.str("description")?)
+            .map_or_else(|| format!("external agent from {file_name}"), str::to_owned),
+        mode: blocks.into_mode(mode)?,
+        model_config,
+        tool_config,
+        skills,
+        tool_choice: ToolChoicePolicy::Auto,
+        budget: custom_budget.unwrap_or(Budget::preset_for(mode)),
+        runtime_prompts: prompts::parse(root.obj("runtimePrompts")?.as_ref())?,
+        source_file: file_name.to_owned(),
+        declared_tools,
+    };
+    definition.tool_choice = explicit_tool_choice.unwrap_or_else(|| default_tool_choice(&definition));
+    Ok(definition)
+}
+
+/// `key` as written when non-blank (not trimmed, like the reference), else the trimmed file stem.
+fn agent_key(root: &Obj<'_>, file_name: &str) -> Result<String, DefinitionError> {
+    if let Some(key) = non_blank(root.str("key")?) {
+        return Ok(key.to_owned());
+    }
+    let stem = file_name.strip_suffix(".json").unwrap_or(file_name).trim();
+    if stem.is_empty() {
+        return Err(DefinitionError::EmptyKey(file_name.to_owned()));
+    }
+    Ok(stem.to_owned())
+}
+
+fn agent_mode(root: &Obj<'_>) -> Result<AgentMode, DefinitionError> {
+    let raw = non_blank(root.str("mode")?).ok_or(DefinitionError::MissingMode)?;
+    raw.parse().map_err(|()| DefinitionError::UnknownMode(raw.to_owned()))
+}
+
+/// Exact upper-case names only, unlike `mode` (the reference binds it to an enum directly).
+fn tool_choice(root: &Obj<'_>) -> Result<Option<ToolChoicePolicy>, DefinitionError> {
+    match root.str("toolChoice")? {
+        None => Ok(None),
+        Some("NONE") => Ok(Some(ToolChoicePolicy::None)),
+        Some("AUTO") => Ok(Some(ToolChoicePolicy::Auto)),
+        Some("REQUIRED") => Ok(Some(ToolChoicePolicy::Required)),
+        Some(other) => Err(DefinitionError::InvalidEnum {
+            field: root.field("toolChoice"),
+            value: other.to_owned(),
+            expected: "NONE, AUTO, REQUIRED",
+        }),
+    }
+}
+
+/// §6: ONESHOT offers tools only when its stage has some; the other modes always may.
+fn default_tool_choice(definition: &AgentDefinition) -> ToolChoicePolicy {
+    match definition.mode_kind() {
+        AgentMode::Oneshot if definition.stage_tools(StageKind::Plain).is_empty() => ToolChoicePolicy::None,
+        _ => ToolChoicePolicy::Auto,
+    }
+}

@@ -1,0 +1,56 @@
+//! Run budget accounting (contract `modes.md` §7).
+
+use std::time::Instant;
+
+use crate::definition::Budget;
+
+use super::RunFailure;
+
+/// Counts model calls and tool calls of one run against its [`Budget`].
+#[derive(Debug)]
+pub struct BudgetTracker {
+    budget: Budget,
+    started: Instant,
+    model_calls: u32,
+    tool_calls: u32,
+}
+
+impl BudgetTracker {
+    pub fn new(budget: Budget) -> Self {
+        Self { budget, started: Instant::now(), model_calls: 0, tool_calls: 0 }
+    }
+
+    pub fn budget(&self) -> &Budget {
+        &self.budget
+    }
+
+    /// Called at the start of every model turn.
+    pub fn begin_model_call(&mut self) -> Result<(), RunFailure> {
+        self.check_run_time()?;
+        if self.model_calls >= self.budget.model.max_calls {
+            return Err(RunFailure::Budget(format!("model.maxCalls={}", self.budget.model.max_calls)));
+        }
+        self.model_calls += 1;
+        Ok(())
+    }
+
+    /// Called after each executed tool batch.
+    pub fn add_tool_calls(&mut self, n: u32) -> Result<(), RunFailure> {
+        self.tool_calls += n;
+        if self.tool_calls > self.budget.tool.max_calls {
+            return Err(RunFailure::Budget(format!("tool.maxCalls={}", self.budget.tool.max_calls)));
+        }
+        self.check_run_time()
+    }
+
+    pub fn check_run_time(&self) -> Result<(), RunFailure> {
+        if self.started.elapsed().as_millis() >= u128::from(self.budget.run_timeout_ms) {
+            return Err(RunFailure::Budget(format!("runTimeoutMs={}", self.budget.run_timeout_ms)));
+        }
+        Ok(())
+    }
+
+    pub fn model_calls(&self) -> u32 {
+        self.model_calls
+    }
+}

@@ -1,0 +1,48 @@
+//! Why a run stopped early, mapped onto the `run.error` codes of the contract.
+
+use agw_llm::LlmError;
+use agw_protocol::{ErrorCode, RunErrorInfo};
+
+use super::sink::EmitError;
+
+/// A run that cannot finish normally.
+#[derive(Debug, thiserror::Error)]
+pub enum RunFailure {
+    #[error(transparent)]
+    Provider(#[from] LlmError),
+    #[error("Budget exceeded: {0}")]
+    Budget(String),
+    #[error("{0}")]
+    Internal(String),
+    /// The consumer went away; nothing more can be emitted.
+    #[error("client disconnected")]
+    Disconnected,
+}
+
+impl From<EmitError> for RunFailure {
+    fn from(e: EmitError) -> Self {
+        match e {
+            EmitError::Closed => RunFailure::Disconnected,
+            EmitError::Protocol(m) => RunFailure::Internal(format!("protocol violation: {m}")),
+        }
+    }
+}
+
+impl RunFailure {
+    /// The `run.error` payload for this failure.
+    pub fn to_error_info(&self) -> RunErrorInfo {
+        let (code, retriable) = match self {
+            RunFailure::Provider(e) => (
+                match e.code() {
+                    "provider_timeout" => ErrorCode::ProviderTimeout,
+                    "provider_not_configured" => ErrorCode::ProviderNotConfigured,
+                    _ => ErrorCode::ProviderError,
+                },
+                e.retriable(),
+            ),
+            RunFailure::Budget(_) => (ErrorCode::BudgetExceeded, false),
+            RunFailure::Internal(_) | RunFailure::Disconnected => (ErrorCode::Internal, false),
+        };
+        RunErrorInfo { code, message: self.to_string(), retriable }
+    }
+}

@@ -1,0 +1,509 @@
+//! The event assembler: turns semantic [`AgentDelta`]s into numbered [`Event`]s following the
+//! block state machine of `sse-events.md` §5.1 and the tool/action rules of §6.
+//!
+//! One assembler per run. It owns `seq` (1..N, no gaps, `plan.update` included), the open
+//! reasoning/content block (at most one of them is open at a time, since each closes the
+//! other), the open tools and actions, and the active task. It never blocks and never does I/O;
+//! the caller writes the events it appends (see [`crate::sse::write_event`]).
+//!
+//! Timestamps: the clock is read at most once per call, lazily (calls that emit nothing do not
+//! read it), and every event produced by that call shares the value. Timestamps never decrease
+//! within a run even if the clock steps back.
+//!
+//! A [`ProtocolError`] leaves the assembler unchanged and emits nothing; the caller decides how
+//! to end the run (normally [`Assembler::fail`] with [`ErrorCode::Internal`]).
+
+mod calls;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+use crate::delta::{ActionStartMeta, AgentDelta, ToolStartMeta};
+use crate::event::{
+    ActionArgs, ActionEnd, ActionResult, ActionStart, ChatStart, ContentDelta, ContentEnd, ContentStart, ErrorCode,
+    Event, EventPayload, PlanTask, PlanUpdate, ReasoningDelta, ReasoningEnd, ReasoningStart, RequestQuery, RunComplete,
+    RunError, RunErrorInfo, RunStart, TaskCancel, TaskComplete, TaskError, TaskFail, TaskStart, ToolArgs, ToolEnd,
+    ToolResult, ToolStart,
+};
+use crate::ids;
+use calls::{ArgsStep, Calls};
+
+/// Source of event timestamps (epoch ms). Injected so tests can script time.
+pub trait Clock: Send {
+    fn now_ms(&mut self) -> i64;
+}
+
+/// Wall-clock milliseconds since the Unix epoch.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&mut self) -> i64 {
+        SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    }
+}
+
+/// Any `FnMut() -> i64` is a clock (handy for scripted tests).
+impl<F: FnMut() -> i64 + Send> Clock for F {
+    fn now_ms(&mut self) -> i64 {
+        self()
+    }
+}
+
+/// Tool calls vs action calls, for error messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallKind {
+    Tool,
+    Action,
+}
+
+impl std::fmt::Display for CallKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Tool => "tool",
+            Self::Action => "action",
+        })
+    }
+}
+
+/// A delta that the block state machine cannot accept (contract §6.6). Nothing was emitted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("run already finished")]
+    Finished,
+    #[error("{kind} {id}: arguments after the call ended")]
+    ArgsAfterEnd { kind: CallKind, id: String },
+    #[error("{kind} {id}: never started")]
+    NotStarted { kind: CallKind, id: String },
+    #[error("{kind} {id}: already ended")]
+    AlreadyEnded { kind: CallKind, id: String },
+    #[error("{kind} {id}: result already emitted")]
+    DuplicateResult { kind: CallKind, id: String },
+    #[error("task {task_id}: task.start without an active plan in this stream")]
+    TaskWithoutPlan { task_id: String },
+    #[error("task {task_id}: task.start while task {active} is active")]
+    TaskAlreadyActive { task_id: String, active: String },
+    #[error("task {task_id}: not the active task")]
+    TaskNotActive { task_id: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TextKind {
+    Reasoning,
+    Content,
+}
+
+#[derive(Debug)]
+struct OpenText {
+    kind: TextKind,
+    id: String,
+}
+
+/// How a task ends.
+enum TaskEnd {
+    Complete,
+    Cancel,
+    Fail(TaskError),
+}
+
+/// The per-run event assembler (see the module docs).
+pub struct Assembler {
+    run_id: String,
+    chat_id: String,
+    clock: Box<dyn Clock>,
+    next_seq: u64,
+    /// Timestamp of the current call, once read.
+    call_ts: Option<i64>,
+    last_ts: i64,
+    text: Option<OpenText>,
+    /// A stage marker arrived while a text block was open: the next text delta rotates the id.
+    stage_boundary: bool,
+    reasoning_blocks: u32,
+    content_blocks: u32,
+    tools: Calls,
+    actions: Calls,
+    plan_seen: bool,
+    active_task: Option<String>,
+    finished: bool,
+}
+
+impl std::fmt::Debug for Assembler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Assembler")
+            .field("run_id", &self.run_id)
+            .field("next_seq", &self.next_seq)
+            .field("text", &self.text)
+            .field("active_task", &self.active_task)
+            .field("finished", &self.finished)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Assembler {
+    pub fn new(run_id: impl Into<String>, chat_id: impl Into<String>, clock: Box<dyn Clock>) -> Self {
+        Self {
+            run_id: run_id.into(),
+            chat_id: chat_id.into(),
+            clock,
+            next_seq: 1,
+            call_ts: None,
+            last_ts: i64::MIN,
+            text: None,
+            stage_boundary: false,
+            reasoning_blocks: 0,
+            content_blocks: 0,
+            tools: Calls::new(CallKind::Tool),
+            actions: Calls::new(CallKind::Action),
+            plan_seen: false,
+            active_task: None,
+            finished: false,
+        }
+    }
+
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    pub fn chat_id(&self) -> &str {
+        &self.chat_id
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    pub fn active_task(&self) -> Option<&str> {
+        self.active_task.as_deref()
+    }
+
+    /// The seq the next event will get (= number of events emitted + 1).
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// request.query (seq 1), chat.start (only if Some), run.start. Call once, before `push`.
+    pub fn bootstrap(&mut self, query: RequestQuery, chat_start: Option<ChatStart>, out: &mut Vec<Event>) {
+        if self.finished {
+            return;
+        }
+        self.call_ts = None;
+        self.emit(query, out);
+        if let Some(chat_start) = chat_start {
+            self.emit(chat_start, out);
+        }
+        self.emit(RunStart { run_id: self.run_id.clone(), chat_id: self.chat_id.clone() }, out);
+    }
+
+    /// Applies one delta. On error nothing is emitted and the state is unchanged.
+    pub fn push(&mut self, delta: AgentDelta, out: &mut Vec<Event>) -> Result<(), ProtocolError> {
+        if self.finished {
+            return Err(ProtocolError::Finished);
+        }
+        self.call_ts = None;
+        match delta {
+            AgentDelta::StageMarker(_) => self.stage_boundary = true,
+            AgentDelta::Reasoning(text) => self.text_delta(TextKind::Reasoning, text, out),
+            AgentDelta::Content(text) => self.text_delta(TextKind::Content, text, out),
+            AgentDelta::ToolArgs { tool_id, meta, delta } => self.tool_args(tool_id, meta, delta, out)?,
+            AgentDelta::ToolEnd { tool_id } => {
+                self.tools.check_end(&tool_id)?;
+                self.close_text(out);
+                self.tools.end(&tool_id);
+                self.emit(ToolEnd { tool_id }, out);
+            }
+            AgentDelta::ToolResult { tool_id, result } => {
+                let still_open = self.tools.check_result(&tool_id)?;
+                self.close_text(out);
+                if still_open {
+                    self.tools.end(&tool_id);
+                    self.emit(ToolEnd { tool_id: tool_id.clone() }, out);
+                }
+                self.tools.record_result(&tool_id);
+                self.emit(ToolResult { tool_id, result }, out);
+            }
+            AgentDelta::ActionArgs { action_id, meta, delta } => {
+                self.action_args(action_id, meta, delta, out)?;
+            }
+            AgentDelta::ActionEnd { action_id } => {
+                self.actions.check_end(&action_id)?;
+                self.close_text(out);
+                self.actions.end(&action_id);
+                self.emit(ActionEnd { action_id }, out);
+            }
+            AgentDelta::ActionResult { action_id, result } => self.action_result(action_id, result, out)?,
+            AgentDelta::PlanUpdate { plan_id, plan } => self.plan_update(plan_id, plan, out),
+            AgentDelta::TaskStart { task_id, description } => self.task_start(task_id, description, out)?,
+            AgentDelta::TaskComplete { task_id } => self.task_end(task_id, TaskEnd::Complete, out)?,
+            AgentDelta::TaskCancel { task_id } => self.task_end(task_id, TaskEnd::Cancel, out)?,
+            AgentDelta::TaskFail { task_id, error } => self.task_end(task_id, TaskEnd::Fail(error), out)?,
+            AgentDelta::Usage(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Closes all open blocks (reasoning/content end, every open tool → tool.end, every open
+    /// action → action.end), `task.complete` for an active task, then
+    /// `run.complete{runId, finishReason}`. No-op after a terminal event.
+    pub fn complete(&mut self, finish_reason: &str, out: &mut Vec<Event>) {
+        if self.finished {
+            return;
+        }
+        self.call_ts = None;
+        self.close_all(out);
+        if let Some(task_id) = self.active_task.take() {
+            self.emit(TaskComplete { task_id }, out);
+        }
+        let run_id = self.run_id.clone();
+        self.emit(RunComplete { run_id, finish_reason: finish_reason.to_owned() }, out);
+        self.finished = true;
+    }
+
+    /// Closes open blocks, `task.fail` for an active task (its error carries the run error's
+    /// code and message), then `run.error`. No-op after a terminal event.
+    pub fn fail(&mut self, error: RunErrorInfo, out: &mut Vec<Event>) {
+        if self.finished {
+            return;
+        }
+        self.call_ts = None;
+        self.close_all(out);
+        if let Some(task_id) = self.active_task.take() {
+            let task_error = TaskError::new(error.code.as_str(), error.message.clone());
+            self.emit(TaskFail { task_id, error: task_error }, out);
+        }
+        self.emit(RunError { run_id: self.run_id.clone(), error }, out);
+        self.finished = true;
+    }
+
+    /// Convenience for turning a [`ProtocolError`] into the run's `run.error`.
+    pub fn fail_protocol(&mut self, error: &ProtocolError, out: &mut Vec<Event>) {
+        self.fail(RunErrorInfo::new(ErrorCode::Internal, error.to_string(), false), out);
+    }
+
+    // -- text -------------------------------------------------------------------------------
+
+    fn text_delta(&mut self, kind: TextKind, delta: String, out: &mut Vec<Event>) {
+        // Empty text carries nothing (whitespace-only text does, and is streamed verbatim).
+        if delta.is_empty() {
+            return;
+        }
+        let continues = !self.stage_boundary && self.text.as_ref().is_some_and(|t| t.kind == kind);
+        if !continues {
+            self.close_text(out);
+            self.open_text(kind, out);
+        }
+        let Some(open) = &self.text else { return };
+        let id = open.id.clone();
+        match kind {
+            TextKind::Reasoning => self.emit(ReasoningDelta { reasoning_id: id, delta }, out),
+            TextKind::Content => self.emit(ContentDelta { content_id: id, delta }, out),
+        }
+    }
+
+    /// Opens a text block with a fresh id. Ids are never reused, so a block closed by the other
+    /// kind of text is not reopened: the next block gets the next number.
+    fn open_text(&mut self, kind: TextKind, out: &mut Vec<Event>) {
+        self.stage_boundary = false;
+        let run_id = self.run_id.clone();
+        let task_id = self.active_task.clone();
+        let id = match kind {
+            TextKind::Reasoning => {
+                self.reasoning_blocks += 1;
+                let id = ids::reasoning_id(&run_id, self.reasoning_blocks);
+                self.emit(ReasoningStart { reasoning_id: id.clone(), run_id, task_id }, out);
+                id
+            }
+            TextKind::Content => {
+                self.content_blocks += 1;
+                let id = ids::content_id(&run_id, self.content_blocks);
+                self.emit(ContentStart { content_id: id.clone(), run_id, task_id }, out);
+                id
+            }
+        };
+        self.text = Some(OpenText { kind, id });
+    }
+
+    fn close_text(&mut self, out: &mut Vec<Event>) {
+        match self.text.take() {
+            Some(OpenText { kind: TextKind::Reasoning, id }) => {
+                self.emit(ReasoningEnd { reasoning_id: id }, out);
+            }
+            Some(OpenText { kind: TextKind::Content, id }) => {
+                self.emit(ContentEnd { content_id: id }, out);
+            }
+            None => {}
+        }
+    }
+
+    /// Text block, then every open tool, then every open action (each in start order).
+    fn close_all(&mut self, out: &mut Vec<Event>) {
+        self.close_text(out);
+        for tool_id in self.tools.end_all() {
+            self.emit(ToolEnd { tool_id }, out);
+        }
+        for action_id in self.actions.end_all() {
+            self.emit(ActionEnd { action_id }, out);
+        }
+    }
+
+    // -- tools and actions ------------------------------------------------------------------
+
+    fn tool_args(
+        &mut self,
+        tool_id: String,
+        meta: ToolStartMeta,
+        delta: String,
+        out: &mut Vec<Event>,
+    ) -> Result<(), ProtocolError> {
+        match self.tools.check_args(&tool_id)? {
+            ArgsStep::Start => {
+                self.close_text(out);
+                // Only this fragment has been seen, so it alone decides toolParams.
+                let tool_params = if delta.is_empty() { None } else { serde_json::from_str::<Value>(&delta).ok() };
+                let (tool_key, tool_timeout) = match meta.frontend {
+                    Some(f) => (Some(f.tool_key), Some(f.tool_timeout.max(1))),
+                    None => (None, None),
+                };
+                let start = ToolStart {
+                    tool_id: tool_id.clone(),
+                    run_id: self.run_id.clone(),
+                    task_id: self.active_task.clone(),
+                    tool_name: non_blank(meta.tool_name),
+                    tool_type: non_blank(meta.tool_type),
+                    tool_api: meta.tool_api.and_then(non_blank),
+                    tool_params,
+                    description: meta.description.and_then(non_blank),
+                    tool_key,
+                    tool_timeout,
+                };
+                self.tools.start(&tool_id);
+                self.emit(start, out);
+            }
+            ArgsStep::Continue if delta.is_empty() => return Ok(()),
+            ArgsStep::Continue => self.close_text(out),
+        }
+        if !delta.is_empty() {
+            let chunk_index = self.tools.next_chunk(&tool_id);
+            self.emit(ToolArgs { tool_id, delta, chunk_index }, out);
+        }
+        Ok(())
+    }
+
+    fn action_args(
+        &mut self,
+        action_id: String,
+        meta: ActionStartMeta,
+        delta: String,
+        out: &mut Vec<Event>,
+    ) -> Result<(), ProtocolError> {
+        match self.actions.check_args(&action_id)? {
+            ArgsStep::Start => {
+                self.close_text(out);
+                let start = ActionStart {
+                    action_id: action_id.clone(),
+                    run_id: self.run_id.clone(),
+                    task_id: self.active_task.clone(),
+                    action_name: non_blank(meta.action_name),
+                    description: meta.description.and_then(non_blank),
+                };
+                self.actions.start(&action_id);
+                self.emit(start, out);
+            }
+            ArgsStep::Continue if delta.is_empty() => return Ok(()),
+            ArgsStep::Continue => self.close_text(out),
+        }
+        if !delta.is_empty() {
+            // action.args has no chunkIndex, but the counter is kept for symmetry with tools.
+            self.actions.next_chunk(&action_id);
+            self.emit(ActionArgs { action_id, delta }, out);
+        }
+        Ok(())
+    }
+
+    fn action_result(&mut self, action_id: String, result: Value, out: &mut Vec<Event>) -> Result<(), ProtocolError> {
+        let still_open = self.actions.check_result(&action_id)?;
+        self.close_text(out);
+        if still_open {
+            self.actions.end(&action_id);
+            self.emit(ActionEnd { action_id: action_id.clone() }, out);
+        }
+        self.actions.record_result(&action_id);
+        self.emit(ActionResult { action_id, result }, out);
+        Ok(())
+    }
+
+    // -- plan and tasks ---------------------------------------------------------------------
+
+    /// `plan.update` is a non-text event: it closes an open text block (so the next text gets a
+    /// new id) but leaves tools and actions open.
+    fn plan_update(&mut self, plan_id: String, plan: Vec<PlanTask>, out: &mut Vec<Event>) {
+        self.close_text(out);
+        let chat_id = self.chat_id.clone();
+        self.emit(PlanUpdate { plan_id, chat_id, plan }, out);
+        self.plan_seen = true;
+    }
+
+    fn task_start(
+        &mut self,
+        task_id: String,
+        description: Option<String>,
+        out: &mut Vec<Event>,
+    ) -> Result<(), ProtocolError> {
+        if !self.plan_seen {
+            return Err(ProtocolError::TaskWithoutPlan { task_id });
+        }
+        if let Some(active) = &self.active_task {
+            return Err(ProtocolError::TaskAlreadyActive { task_id, active: active.clone() });
+        }
+        // Blocks opened before the task must not appear to belong to it.
+        self.close_all(out);
+        let start = TaskStart {
+            task_id: task_id.clone(),
+            run_id: self.run_id.clone(),
+            task_name: Some(task_id.clone()),
+            description: description.and_then(non_blank),
+        };
+        self.emit(start, out);
+        self.active_task = Some(task_id);
+        Ok(())
+    }
+
+    fn task_end(&mut self, task_id: String, end: TaskEnd, out: &mut Vec<Event>) -> Result<(), ProtocolError> {
+        if self.active_task.as_deref() != Some(task_id.as_str()) {
+            return Err(ProtocolError::TaskNotActive { task_id });
+        }
+        self.close_all(out);
+        self.active_task = None;
+        match end {
+            TaskEnd::Complete => self.emit(TaskComplete { task_id }, out),
+            TaskEnd::Cancel => self.emit(TaskCancel { task_id }, out),
+            TaskEnd::Fail(error) => self.emit(TaskFail { task_id, error }, out),
+        }
+        Ok(())
+    }
+
+    // -- emission ---------------------------------------------------------------------------
+
+    fn now(&mut self) -> i64 {
+        if let Some(ts) = self.call_ts {
+            return ts;
+        }
+        let ts = self.clock.now_ms().max(self.last_ts);
+        self.last_ts = ts;
+        self.call_ts = Some(ts);
+        ts
+    }
+
+    fn emit(&mut self, payload: impl Into<EventPayload>, out: &mut Vec<Event>) {
+        let timestamp = self.now();
+        out.push(Event { seq: self.next_seq, timestamp, payload: payload.into() });
+        self.next_seq += 1;
+    }
+}
+
+fn non_blank(s: String) -> Option<String> {
+    if s.trim().is_empty() { None } else { Some(s) }
+}
+
+#[cfg(test)]
+mod tests;

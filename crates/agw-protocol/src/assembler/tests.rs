@@ -1,0 +1,697 @@
+//! One test per rule of the block state machine (`sse-events.md` §5.1) and of the §6 rules the
+//! assembler owns. Run id `run`, so block ids read `run_r_1`, `run_c_2`, …
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::delta::FrontendMeta;
+use crate::event::TaskStatus;
+
+/// Assembler with a clock that advances by 10 ms on every read and counts reads.
+struct Rig {
+    asm: Assembler,
+    reads: Arc<AtomicI64>,
+    events: Vec<Event>,
+}
+
+impl Rig {
+    fn new() -> Self {
+        let reads = Arc::new(AtomicI64::new(0));
+        let counter = Arc::clone(&reads);
+        let clock = Box::new(move || 1000 + 10 * counter.fetch_add(1, Ordering::SeqCst));
+        Self { asm: Assembler::new("run", "chat", clock), reads, events: Vec::new() }
+    }
+
+    /// Pushes and returns the signatures of the events this push produced.
+    fn push(&mut self, delta: AgentDelta) -> Vec<String> {
+        let before = self.events.len();
+        self.asm.push(delta, &mut self.events).expect("delta accepted");
+        self.events[before..].iter().map(sig).collect()
+    }
+
+    fn push_err(&mut self, delta: AgentDelta) -> ProtocolError {
+        let before = self.events.len();
+        let err = self.asm.push(delta, &mut self.events).expect_err("delta must be rejected");
+        assert_eq!(self.events.len(), before, "a rejected delta emitted events");
+        err
+    }
+
+    fn complete(&mut self) -> Vec<String> {
+        let before = self.events.len();
+        self.asm.complete("stop", &mut self.events);
+        self.events[before..].iter().map(sig).collect()
+    }
+
+    fn fail(&mut self, error: RunErrorInfo) -> Vec<String> {
+        let before = self.events.len();
+        self.asm.fail(error, &mut self.events);
+        self.events[before..].iter().map(sig).collect()
+    }
+
+    fn json(&self, index_from_end: usize) -> Value {
+        let event = &self.events[self.events.len() - 1 - index_from_end];
+        serde_json::from_str(&event.to_json().expect("serialise")).expect("json")
+    }
+
+    fn reads(&self) -> i64 {
+        self.reads.load(Ordering::SeqCst)
+    }
+}
+
+/// `type` plus the event's main id, without the `run_` prefix: `content.start c_1`.
+fn sig(event: &Event) -> String {
+    let value: Value = serde_json::from_str(&event.to_json().expect("serialise")).expect("json");
+    let id = ["reasoningId", "contentId", "toolId", "actionId", "taskId", "planId"]
+        .iter()
+        .find_map(|k| value.get(*k).and_then(Value::as_str))
+        .map(|id| id.trim_start_matches("run_").to_owned());
+    match id {
+        Some(id) => format!("{} {}", event.type_name(), id),
+        None => event.type_name().to_owned(),
+    }
+}
+
+fn reasoning(s: &str) -> AgentDelta {
+    AgentDelta::Reasoning(s.into())
+}
+fn content(s: &str) -> AgentDelta {
+    AgentDelta::Content(s.into())
+}
+fn stage(s: &str) -> AgentDelta {
+    AgentDelta::StageMarker(s.into())
+}
+fn meta(name: &str) -> ToolStartMeta {
+    ToolStartMeta { tool_name: name.into(), tool_type: "function".into(), ..ToolStartMeta::default() }
+}
+fn args(id: &str, delta: &str) -> AgentDelta {
+    AgentDelta::ToolArgs { tool_id: id.into(), meta: meta("f"), delta: delta.into() }
+}
+fn tool_end(id: &str) -> AgentDelta {
+    AgentDelta::ToolEnd { tool_id: id.into() }
+}
+fn tool_result(id: &str) -> AgentDelta {
+    AgentDelta::ToolResult { tool_id: id.into(), result: "r".into() }
+}
+fn action_args(id: &str, delta: &str) -> AgentDelta {
+    AgentDelta::ActionArgs {
+        action_id: id.into(),
+        meta: ActionStartMeta { action_name: "switch_theme".into(), description: None },
+        delta: delta.into(),
+    }
+}
+fn plan() -> AgentDelta {
+    AgentDelta::PlanUpdate {
+        plan_id: "plan_x".into(),
+        plan: vec![PlanTask { task_id: "t1".into(), description: "d".into(), status: TaskStatus::Init }],
+    }
+}
+fn task_start(id: &str) -> AgentDelta {
+    AgentDelta::TaskStart { task_id: id.into(), description: Some("d".into()) }
+}
+
+// -- §5.1 text blocks ---------------------------------------------------------------------
+
+#[test]
+fn first_reasoning_delta_opens_a_block_and_later_ones_continue_it() {
+    let mut rig = Rig::new();
+    assert_eq!(rig.push(reasoning("a")), ["reasoning.start r_1", "reasoning.delta r_1"]);
+    assert_eq!(rig.push(reasoning("b")), ["reasoning.delta r_1"]);
+}
+
+#[test]
+fn reasoning_delta_closes_open_content() {
+    let mut rig = Rig::new();
+    rig.push(content("a"));
+    assert_eq!(rig.push(reasoning("b")), ["content.end c_1", "reasoning.start r_1", "reasoning.delta r_1"]);
+}
+
+#[test]
+fn content_delta_closes_open_reasoning() {
+    let mut rig = Rig::new();
+    rig.push(reasoning("a"));
+    assert_eq!(rig.push(content("b")), ["reasoning.end r_1", "content.start c_1", "content.delta c_1"]);
+}
+
+#[test]
+fn text_blocks_are_closed_lazily() {
+    let mut rig = Rig::new();
+    rig.push(content("a"));
+    // A stage marker and usage produce nothing; the end appears with the next different event.
+    assert!(rig.push(stage("summary")).is_empty());
+    assert!(rig.push(AgentDelta::Usage(json!({"total_tokens": 3}))).is_empty());
+    assert_eq!(rig.complete(), ["content.end c_1", "run.complete"]);
+}
+
+#[test]
+fn stage_boundary_rotates_an_open_block() {
+    let mut rig = Rig::new();
+    rig.push(reasoning("a"));
+    rig.push(stage("react-step-2"));
+    assert_eq!(rig.push(reasoning("b")), ["reasoning.end r_1", "reasoning.start r_2", "reasoning.delta r_2"]);
+    rig.push(content("c"));
+    rig.push(stage("summary"));
+    assert_eq!(rig.push(content("d")), ["content.end c_1", "content.start c_2", "content.delta c_2"]);
+}
+
+#[test]
+fn text_without_boundary_continues_the_block_across_model_turns() {
+    let mut rig = Rig::new();
+    rig.push(content("turn 1"));
+    rig.push(AgentDelta::Usage(json!({}))); // end of a model turn, e.g. a repair retry
+    assert_eq!(rig.push(content("turn 2")), ["content.delta c_1"]);
+    assert_eq!(rig.push(content("orchestrator error text")), ["content.delta c_1"]);
+}
+
+#[test]
+fn block_ids_rotate_after_every_non_text_event() {
+    let mut rig = Rig::new();
+    rig.push(content("a"));
+    assert_eq!(rig.push(args("call_1", "{}")), ["content.end c_1", "tool.start call_1", "tool.args call_1"]);
+    assert_eq!(rig.push(content("b")), ["content.start c_2", "content.delta c_2"]);
+    assert_eq!(rig.push(tool_end("call_1")), ["content.end c_2", "tool.end call_1"]);
+    assert_eq!(rig.push(content("c")), ["content.start c_3", "content.delta c_3"]);
+    assert_eq!(rig.push(tool_result("call_1")), ["content.end c_3", "tool.result call_1"]);
+    assert_eq!(rig.push(content("d")), ["content.start c_4", "content.delta c_4"]);
+    assert_eq!(rig.push(plan()), ["content.end c_4", "plan.update plan_x"]);
+    assert_eq!(rig.push(content("e")), ["content.start c_5", "content.delta c_5"]);
+    assert_eq!(rig.push(task_start("t1")), ["content.end c_5", "task.start t1"]);
+    assert_eq!(rig.push(content("f")), ["content.start c_6", "content.delta c_6"]);
+    assert_eq!(rig.push(action_args("call_a", "")), ["content.end c_6", "action.start call_a"]);
+    assert_eq!(rig.push(reasoning("g")), ["reasoning.start r_1", "reasoning.delta r_1"]);
+}
+
+#[test]
+fn a_closed_block_id_is_never_reopened() {
+    let mut rig = Rig::new();
+    rig.push(reasoning("a"));
+    rig.push(content("b"));
+    assert_eq!(rig.push(reasoning("c")), ["content.end c_1", "reasoning.start r_2", "reasoning.delta r_2"]);
+    assert_eq!(rig.push(content("d")), ["reasoning.end r_2", "content.start c_2", "content.delta c_2"]);
+}
+
+#[test]
+fn each_text_delta_yields_exactly_one_delta_event_verbatim() {
+    let mut rig = Rig::new();
+    for text in ["\n\n", " ", "x", "\t"] {
+        let sigs = rig.push(content(text));
+        assert_eq!(sigs.iter().filter(|s| s.starts_with("content.delta")).count(), 1);
+        assert_eq!(rig.json(0)["delta"], text);
+    }
+    assert_eq!(rig.push(reasoning(" ")).last().map(String::as_str), Some("reasoning.delta r_1"));
+    // Empty text carries nothing: no event, not even a block switch.
+    assert!(rig.push(content("")).is_empty());
+    assert!(rig.push(reasoning("")).is_empty());
+}
+
+// -- §5.1 / §6.2 tools ----------------------------------------------------------------------
+
+#[test]
+fn first_tool_chunk_closes_text_and_starts_the_tool_later_chunks_only_args() {
+    let mut rig = Rig::new();
+    rig.push(reasoning("r"));
+    assert_eq!(rig.push(args("call_1", "{\"a\":")), ["reasoning.end r_1", "tool.start call_1", "tool.args call_1"]);
+    assert_eq!(rig.push(args("call_1", "1}")), ["tool.args call_1"]);
+}
+
+#[test]
+fn tool_params_only_when_the_first_chunk_is_complete_json() {
+    let mut rig = Rig::new();
+    rig.push(args("call_1", "{\"city\":"));
+    assert_eq!(rig.json(1).get("toolParams"), None);
+    rig.push(args("call_2", "{\"city\":\"Shanghai\"}"));
+    assert_eq!(rig.json(1)["toolParams"], json!({"city": "Shanghai"}));
+    rig.push(args("call_3", ""));
+    assert_eq!(rig.json(0).get("toolParams"), None);
+    // Arguments completed later do not add toolParams retroactively.
+    rig.push(args("call_3", "{}"));
+    assert_eq!(rig.events.iter().filter(|e| e.to_json().is_ok_and(|j| j.contains("toolParams"))).count(), 1);
+}
+
+#[test]
+fn tool_start_is_emitted_for_empty_arguments_without_args() {
+    let mut rig = Rig::new();
+    assert_eq!(rig.push(args("call_1", "")), ["tool.start call_1"]);
+    // ...and such a tool can be ended and get a result (the reference failed here).
+    assert_eq!(rig.push(tool_end("call_1")), ["tool.end call_1"]);
+    assert_eq!(rig.push(tool_result("call_1")), ["tool.result call_1"]);
+}
+
+#[test]
+fn empty_fragment_of_a_started_tool_emits_nothing() {
+    let mut rig = Rig::new();
+    rig.push(args("call_1", "{"));
+    rig.push(content("stray text"));
+    assert!(rig.push(args("call_1", "")).is_empty());
+}
+
+#[test]
+fn chunk_index_counts_emitted_args_per_tool() {
+    let mut rig = Rig::new();
+    rig.push(args("call_1", ""));
+    rig.push(args("call_1", "{"));
+    rig.push(args("call_2", "["));
+    rig.push(args("call_1", ""));
+    rig.push(args("call_1", " "));
+    rig.push(args("call_2", "]"));
+    rig.push(args("call_1", "}"));
+    let indexes: Vec<(String, u64)> = rig
+        .events
+        .iter()
+        .filter(|e| e.type_name() == "tool.args")
+        .map(|e| {
+            let v: Value = serde_json::from_str(&e.to_json().expect("ser")).expect("json");
+            (v["toolId"].as_str().unwrap_or_default().to_owned(), v["chunkIndex"].as_u64().unwrap_or(99))
+        })
+        .collect();
+    let expected = [("call_1", 0), ("call_2", 0), ("call_1", 1), ("call_2", 1), ("call_1", 2)];
+    assert_eq!(indexes, expected.map(|(id, i)| (id.to_owned(), i)));
+}
+
+#[test]
+fn tool_start_decoration_backend_and_blank_fields() {
+    let mut rig = Rig::new();
+    rig.push(AgentDelta::ToolArgs {
+        tool_id: "call_1".into(),
+        meta: ToolStartMeta {
+            tool_name: "city_datetime".into(),
+            tool_type: "function".into(),
+            tool_api: Some("https://api.example/t".into()),
+            description: Some("  ".into()),
+            frontend: None,
+        },
+        delta: String::new(),
+    });
+    assert_eq!(
+        rig.events[0].to_json().expect("ser"),
+        r#"{"seq":1,"type":"tool.start","timestamp":1000,"toolId":"call_1","runId":"run","toolName":"city_datetime","toolType":"function","toolApi":"https://api.example/t"}"#
+    );
+}
+
+#[test]
+fn frontend_tool_start_appends_tool_key_and_timeout_last() {
+    let mut rig = Rig::new();
+    rig.push(plan());
+    rig.push(task_start("t1"));
+    rig.push(AgentDelta::ToolArgs {
+        tool_id: "call_f".into(),
+        meta: ToolStartMeta {
+            tool_name: "confirm_dialog".into(),
+            tool_type: "html".into(),
+            tool_api: None,
+            description: Some("确认".into()),
+            frontend: Some(FrontendMeta { tool_key: "confirm_dialog".into(), tool_timeout: 0 }),
+        },
+        delta: "{\"q\":1}".into(),
+    });
+    let start = rig.events[2].to_json().expect("ser");
+    assert_eq!(
+        start,
+        r#"{"seq":3,"type":"tool.start","timestamp":1020,"toolId":"call_f","runId":"run","taskId":"t1","toolName":"confirm_dialog","toolType":"html","toolParams":{"q":1},"description":"确认","toolKey":"confirm_dialog","toolTimeout":1}"#
+    );
+    // tool.end before the wait, then the submitted params as a string result.
+    assert_eq!(rig.push(tool_end("call_f")), ["tool.end call_f"]);
+    rig.push(AgentDelta::ToolResult { tool_id: "call_f".into(), result: r#"{"selectedIndex":1}"#.into() });
+    assert_eq!(rig.json(0)["result"], r#"{"selectedIndex":1}"#);
+}
+
+#[test]
+fn tool_end_closes_text_blocks() {
+    let mut rig = Rig::new();
+    rig.push(args("call_1", "{}"));
+    rig.push(content("late text"));
+    assert_eq!(rig.push(tool_end("call_1")), ["content.end c_1", "tool.end call_1"]);
+}
+
+#[test]
+fn tool_result_ends_a_still_open_tool_first() {
+    let mut rig = Rig::new();
+    rig.push(args("call_1", "{}"));
+    rig.push(content("x"));
+    assert_eq!(rig.push(tool_result("call_1")), ["content.end c_1", "tool.end call_1", "tool.result call_1"]);
+    assert_eq!(
+        rig.json(0),
+        json!({"seq": 7, "type": "tool.result", "timestamp": 1020, "toolId": "call_1", "result": "r"})
+    );
+}
+
+#[test]
+fn tool_protocol_errors_emit_nothing() {
+    let mut rig = Rig::new();
+    assert_eq!(rig.push_err(tool_end("nope")), ProtocolError::NotStarted { kind: CallKind::Tool, id: "nope".into() });
+    assert_eq!(
+        rig.push_err(tool_result("nope")),
+        ProtocolError::NotStarted { kind: CallKind::Tool, id: "nope".into() }
+    );
+    rig.push(args("call_1", "{}"));
+    rig.push(tool_end("call_1"));
+    assert_eq!(
+        rig.push_err(tool_end("call_1")),
+        ProtocolError::AlreadyEnded { kind: CallKind::Tool, id: "call_1".into() }
+    );
+    assert_eq!(
+        rig.push_err(args("call_1", "x")),
+        ProtocolError::ArgsAfterEnd { kind: CallKind::Tool, id: "call_1".into() }
+    );
+    // also an empty fragment: a reused id is a new call the mode must not send
+    assert_eq!(
+        rig.push_err(args("call_1", "")),
+        ProtocolError::ArgsAfterEnd { kind: CallKind::Tool, id: "call_1".into() }
+    );
+    rig.push(tool_result("call_1"));
+    assert_eq!(
+        rig.push_err(tool_result("call_1")),
+        ProtocolError::DuplicateResult { kind: CallKind::Tool, id: "call_1".into() }
+    );
+    // an action id space is separate
+    assert_eq!(
+        rig.push_err(AgentDelta::ActionEnd { action_id: "call_1".into() }),
+        ProtocolError::NotStarted { kind: CallKind::Action, id: "call_1".into() }
+    );
+}
+
+#[test]
+fn rejected_delta_leaves_the_state_unchanged() {
+    let mut rig = Rig::new();
+    rig.push(content("a"));
+    rig.push_err(tool_end("nope"));
+    assert_eq!(rig.push(content("b")), ["content.delta c_1"]);
+    let seqs: Vec<u64> = rig.events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, [1, 2, 3]);
+}
+
+// -- §6.4 actions ---------------------------------------------------------------------------
+
+#[test]
+fn action_order_is_start_args_end_result() {
+    let mut rig = Rig::new();
+    rig.push(content("x"));
+    assert_eq!(
+        rig.push(action_args("call_a", "{\"theme\":")),
+        ["content.end c_1", "action.start call_a", "action.args call_a"]
+    );
+    assert_eq!(rig.push(action_args("call_a", "\"dark\"}")), ["action.args call_a"]);
+    assert!(rig.push(action_args("call_a", "")).is_empty());
+    assert_eq!(rig.push(AgentDelta::ActionEnd { action_id: "call_a".into() }), ["action.end call_a"]);
+    assert_eq!(
+        rig.push(AgentDelta::ActionResult { action_id: "call_a".into(), result: json!("OK") }),
+        ["action.result call_a"]
+    );
+    assert_eq!(rig.json(0)["result"], "OK");
+    assert_eq!(
+        rig.events[3].to_json().expect("ser"),
+        r#"{"seq":4,"type":"action.start","timestamp":1010,"actionId":"call_a","runId":"run","actionName":"switch_theme"}"#
+    );
+    assert_eq!(
+        rig.json(2),
+        json!({"seq": 6, "type": "action.args", "timestamp": 1020, "actionId": "call_a", "delta": "\"dark\"}"})
+    );
+}
+
+#[test]
+fn action_result_ends_a_still_open_action_and_keeps_json_values() {
+    let mut rig = Rig::new();
+    rig.push(action_args("call_a", ""));
+    assert_eq!(
+        rig.push(AgentDelta::ActionResult { action_id: "call_a".into(), result: json!({"ok": true}) }),
+        ["action.end call_a", "action.result call_a"]
+    );
+    assert_eq!(rig.json(0)["result"], json!({"ok": true}));
+    assert_eq!(
+        rig.push_err(action_args("call_a", "x")),
+        ProtocolError::ArgsAfterEnd { kind: CallKind::Action, id: "call_a".into() }
+    );
+    assert_eq!(
+        rig.push_err(AgentDelta::ActionResult { action_id: "call_a".into(), result: json!("OK") }),
+        ProtocolError::DuplicateResult { kind: CallKind::Action, id: "call_a".into() }
+    );
+}
+
+// -- §3.2 tasks -----------------------------------------------------------------------------
+
+#[test]
+fn task_start_requires_a_plan_update_earlier_in_the_stream() {
+    let mut rig = Rig::new();
+    assert_eq!(rig.push_err(task_start("t1")), ProtocolError::TaskWithoutPlan { task_id: "t1".into() });
+    rig.push(plan());
+    assert_eq!(rig.push(task_start("t1")), ["task.start t1"]);
+    assert_eq!(
+        rig.json(0),
+        json!({"seq": 2, "type": "task.start", "timestamp": 1010, "taskId": "t1", "runId": "run", "taskName": "t1", "description": "d"})
+    );
+}
+
+#[test]
+fn at_most_one_task_is_active() {
+    let mut rig = Rig::new();
+    rig.push(plan());
+    rig.push(task_start("t1"));
+    assert_eq!(
+        rig.push_err(task_start("t2")),
+        ProtocolError::TaskAlreadyActive { task_id: "t2".into(), active: "t1".into() }
+    );
+    assert_eq!(rig.asm.active_task(), Some("t1"));
+    assert_eq!(
+        rig.push_err(AgentDelta::TaskComplete { task_id: "t2".into() }),
+        ProtocolError::TaskNotActive { task_id: "t2".into() }
+    );
+    rig.push(AgentDelta::TaskComplete { task_id: "t1".into() });
+    assert_eq!(rig.asm.active_task(), None);
+    assert_eq!(
+        rig.push_err(AgentDelta::TaskCancel { task_id: "t1".into() }),
+        ProtocolError::TaskNotActive { task_id: "t1".into() }
+    );
+    assert_eq!(rig.push(task_start("t2")), ["task.start t2"]);
+}
+
+#[test]
+fn leaf_start_events_carry_the_active_task_id() {
+    let mut rig = Rig::new();
+    rig.push(plan());
+    rig.push(task_start("t1"));
+    rig.push(reasoning("r"));
+    rig.push(content("c"));
+    rig.push(args("call_1", "{}"));
+    rig.push(action_args("call_a", "{}"));
+    for event in &rig.events[2..] {
+        let v: Value = serde_json::from_str(&event.to_json().expect("ser")).expect("json");
+        let expected = event.type_name().ends_with(".start").then_some("t1");
+        assert_eq!(v.get("taskId").and_then(Value::as_str), expected, "{}", event.type_name());
+    }
+    rig.push(AgentDelta::TaskComplete { task_id: "t1".into() });
+    rig.push(content("summary"));
+    assert_eq!(rig.json(1).get("taskId"), None);
+}
+
+#[test]
+fn task_end_events_close_all_open_blocks_first() {
+    for (end, sig_end) in [
+        (AgentDelta::TaskComplete { task_id: "t1".into() }, "task.complete t1"),
+        (AgentDelta::TaskCancel { task_id: "t1".into() }, "task.cancel t1"),
+        (AgentDelta::TaskFail { task_id: "t1".into(), error: TaskError::new("task_failed", "m") }, "task.fail t1"),
+    ] {
+        let mut rig = Rig::new();
+        rig.push(plan());
+        rig.push(task_start("t1"));
+        rig.push(action_args("call_a", "{"));
+        rig.push(args("call_1", "{"));
+        rig.push(args("call_2", "{"));
+        rig.push(reasoning("r"));
+        assert_eq!(
+            rig.push(end),
+            ["reasoning.end r_1", "tool.end call_1", "tool.end call_2", "action.end call_a", sig_end]
+        );
+        assert_eq!(rig.asm.active_task(), None);
+    }
+}
+
+#[test]
+fn task_start_closes_blocks_opened_before_the_task() {
+    let mut rig = Rig::new();
+    rig.push(plan());
+    rig.push(args("call_x", "{"));
+    assert_eq!(rig.push(task_start("t1")), ["tool.end call_x", "task.start t1"]);
+}
+
+#[test]
+fn task_fail_keeps_the_mode_error_object() {
+    let mut rig = Rig::new();
+    rig.push(plan());
+    rig.push(task_start("t1"));
+    rig.push(AgentDelta::TaskFail { task_id: "t1".into(), error: TaskError::new("task_execution_error", "stalled") });
+    assert_eq!(rig.json(0)["error"], json!({"code": "task_execution_error", "message": "stalled"}));
+}
+
+// -- §5 / §7 terminal events ----------------------------------------------------------------
+
+#[test]
+fn complete_closes_everything_completes_the_task_then_run_complete() {
+    let mut rig = Rig::new();
+    rig.push(plan());
+    rig.push(task_start("t1"));
+    rig.push(args("call_1", "{"));
+    rig.push(action_args("call_a", "{"));
+    rig.push(content("c"));
+    assert_eq!(
+        rig.complete(),
+        ["content.end c_1", "tool.end call_1", "action.end call_a", "task.complete t1", "run.complete"]
+    );
+    assert_eq!(
+        rig.json(0),
+        json!({"seq": 13, "type": "run.complete", "timestamp": 1050, "runId": "run", "finishReason": "stop"})
+    );
+    assert!(rig.asm.is_finished());
+}
+
+#[test]
+fn fail_closes_everything_fails_the_task_then_run_error() {
+    let mut rig = Rig::new();
+    rig.push(plan());
+    rig.push(task_start("t1"));
+    rig.push(args("call_1", "{"));
+    rig.push(reasoning("r"));
+    let sigs = rig.fail(RunErrorInfo::new(ErrorCode::ProviderError, "HTTP 503", true));
+    assert_eq!(sigs, ["reasoning.end r_1", "tool.end call_1", "task.fail t1", "run.error"]);
+    assert_eq!(rig.json(1)["error"], json!({"code": "provider_error", "message": "HTTP 503"}));
+    assert_eq!(
+        rig.events.last().map(|e| e.to_json().expect("ser")).unwrap_or_default(),
+        r#"{"seq":10,"type":"run.error","timestamp":1040,"runId":"run","error":{"code":"provider_error","message":"HTTP 503","retriable":true}}"#
+    );
+}
+
+#[test]
+fn fail_without_task_emits_no_task_fail() {
+    let mut rig = Rig::new();
+    rig.push(content("c"));
+    let sigs = rig.fail(RunErrorInfo::new(ErrorCode::MaxSteps, "no answer", false));
+    assert_eq!(sigs, ["content.end c_1", "run.error"]);
+}
+
+#[test]
+fn nothing_after_the_terminal_event() {
+    let mut rig = Rig::new();
+    rig.complete();
+    let count = rig.events.len();
+    assert_eq!(rig.push_err(content("late")), ProtocolError::Finished);
+    assert_eq!(rig.push_err(stage("late")), ProtocolError::Finished);
+    rig.asm.complete("stop", &mut rig.events);
+    rig.asm.fail(RunErrorInfo::new(ErrorCode::Internal, "x", false), &mut rig.events);
+    rig.asm.bootstrap(
+        RequestQuery {
+            request_id: "r".into(),
+            chat_id: "chat".into(),
+            role: "user".into(),
+            message: "m".into(),
+            agent_key: None,
+            references: None,
+            params: None,
+            scene: None,
+            stream: None,
+        },
+        None,
+        &mut rig.events,
+    );
+    assert_eq!(rig.events.len(), count);
+
+    let mut failed = Rig::new();
+    failed.asm.fail_protocol(&ProtocolError::TaskWithoutPlan { task_id: "t".into() }, &mut failed.events);
+    failed.complete();
+    assert_eq!(failed.events.len(), 1);
+    assert_eq!(failed.json(0)["error"]["code"], "internal");
+}
+
+// -- seq and timestamps ---------------------------------------------------------------------
+
+fn query() -> RequestQuery {
+    RequestQuery {
+        request_id: "run".into(),
+        chat_id: "chat".into(),
+        role: "user".into(),
+        message: "m".into(),
+        agent_key: None,
+        references: None,
+        params: None,
+        scene: None,
+        stream: None,
+    }
+}
+
+#[test]
+fn bootstrap_emits_query_optional_chat_start_and_run_start() {
+    let mut rig = Rig::new();
+    rig.asm.bootstrap(query(), None, &mut rig.events);
+    let sigs: Vec<String> = rig.events.iter().map(sig).collect();
+    assert_eq!(sigs, ["request.query", "run.start"]);
+    assert_eq!(
+        rig.json(0),
+        json!({"seq": 2, "type": "run.start", "timestamp": 1000, "runId": "run", "chatId": "chat"})
+    );
+
+    let mut rig = Rig::new();
+    let chat_start = ChatStart { chat_id: "chat".into(), chat_name: "m".into() };
+    rig.asm.bootstrap(query(), Some(chat_start), &mut rig.events);
+    let sigs: Vec<String> = rig.events.iter().map(sig).collect();
+    assert_eq!(sigs, ["request.query", "chat.start", "run.start"]);
+    assert_eq!(rig.events[0].seq, 1);
+    assert_eq!(rig.reads(), 1);
+}
+
+#[test]
+fn seq_is_gapless_from_one_including_plan_update() {
+    let mut rig = Rig::new();
+    rig.asm.bootstrap(query(), None, &mut rig.events);
+    rig.push(plan());
+    rig.push(task_start("t1"));
+    rig.push(content("c"));
+    rig.push(args("call_1", "{}"));
+    rig.push(tool_result("call_1"));
+    rig.push(plan());
+    rig.complete();
+    let seqs: Vec<u64> = rig.events.iter().map(|e| e.seq).collect();
+    let expected: Vec<u64> = (1..=rig.events.len() as u64).collect();
+    assert_eq!(seqs, expected);
+    assert_eq!(rig.asm.next_seq(), rig.events.len() as u64 + 1);
+    let plan_update = rig.events.iter().find(|e| e.type_name() == "plan.update").expect("plan.update");
+    assert_eq!(
+        plan_update.to_json().expect("ser"),
+        r#"{"seq":3,"type":"plan.update","timestamp":1010,"planId":"plan_x","chatId":"chat","plan":[{"taskId":"t1","description":"d","status":"init"}]}"#
+    );
+}
+
+#[test]
+fn clock_is_read_once_per_emitting_call_and_never_for_silent_ones() {
+    let mut rig = Rig::new();
+    rig.push(reasoning("a")); // 2 events
+    assert_eq!(rig.reads(), 1);
+    rig.push(stage("x"));
+    rig.push(AgentDelta::Usage(json!({})));
+    rig.push(content(""));
+    assert_eq!(rig.reads(), 1);
+    rig.push(args("call_1", "{}")); // reasoning.end, tool.start, tool.args
+    assert_eq!(rig.reads(), 2);
+    let ts: Vec<i64> = rig.events.iter().map(|e| e.timestamp).collect();
+    assert_eq!(ts, [1000, 1000, 1010, 1010, 1010]);
+    rig.complete();
+    assert_eq!(rig.reads(), 3);
+}
+
+#[test]
+fn timestamps_never_decrease_even_if_the_clock_steps_back() {
+    let mut times = vec![500, 100, 700].into_iter();
+    let clock = Box::new(move || times.next().unwrap_or(0));
+    let mut asm = Assembler::new("run", "chat", clock);
+    let mut out = Vec::new();
+    asm.push(content("a"), &mut out).expect("ok");
+    asm.push(content("b"), &mut out).expect("ok");
+    asm.push(content("c"), &mut out).expect("ok");
+    let ts: Vec<i64> = out.iter().map(|e| e.timestamp).collect();
+    assert_eq!(ts, [500, 500, 500, 700]);
+}
+
+#[test]
+fn system_clock_is_epoch_millis() {
+    let now = SystemClock.now_ms();
+    assert!(now > 1_700_000_000_000, "{now}");
+}

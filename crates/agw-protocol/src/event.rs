@@ -1,0 +1,183 @@
+//! Every SSE event type of the contract (`sse-events.md` §3), as typed Rust.
+//!
+//! An [`Event`] is `seq` + `timestamp` + a typed [`EventPayload`]. On the wire it is one flat JSON
+//! object whose keys are, in order, `seq`, `type`, `timestamp`, then the payload fields in the
+//! order of §3 (the declaration order of the payload structs).
+//!
+//! agw decisions applied here: `plan.update` carries `seq` and never `rawEvent`; `scene` is an
+//! object; `run.error.error` is `{code, message, retriable}` with a snake_case [`ErrorCode`].
+//!
+//! Parsing is lenient so that embedders can read both agw and reference streams: a missing `seq`
+//! (the reference's `plan.update`) parses as 0, unknown keys such as `rawEvent` are ignored, a
+//! string-encoded `scene` is decoded, unknown error codes become [`ErrorCode::Internal`].
+
+mod types;
+
+use serde::{Deserialize, Serialize, Serializer};
+
+pub use types::*;
+
+/// One protocol event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// 1..N without gaps within a stream (live and replay).
+    pub seq: u64,
+    /// Epoch milliseconds when the event was assembled.
+    pub timestamp: i64,
+    pub payload: EventPayload,
+}
+
+impl Event {
+    pub fn new(seq: u64, timestamp: i64, payload: impl Into<EventPayload>) -> Self {
+        Self { seq, timestamp, payload: payload.into() }
+    }
+
+    /// The wire `type` (`"content.delta"`, …).
+    pub fn type_name(&self) -> &'static str {
+        self.payload.type_name()
+    }
+
+    /// `run.complete` or `run.error`: the last event of a stream.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.payload, EventPayload::RunComplete(_) | EventPayload::RunError(_))
+    }
+
+    /// Compact JSON of the event, exactly as it appears on a `data:` line.
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(self)
+    }
+}
+
+/// Declares [`EventPayload`] with one variant per event type, its `type_name`, the flat field
+/// serialiser and `From` conversions from each payload struct — from one table, so the wire
+/// name of a type is written exactly once.
+macro_rules! event_payloads {
+    ($( $(#[$doc:meta])* $variant:ident = $name:literal ),* $(,)?) => {
+        /// The typed payload of an [`Event`], one variant per wire `type`.
+        ///
+        /// Standalone, it (de)serialises internally tagged (`{"type":…, fields…}`); inside an
+        /// [`Event`] the `type` key is placed after `seq` as the contract requires.
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "type")]
+        pub enum EventPayload {
+            $( $(#[$doc])* #[serde(rename = $name)] $variant($variant), )*
+        }
+
+        impl EventPayload {
+            /// The wire `type`.
+            pub fn type_name(&self) -> &'static str {
+                match self { $( Self::$variant(_) => $name, )* }
+            }
+        }
+
+        /// Serialises only the payload fields (no `type`), for flattening into [`Event`].
+        struct PayloadFields<'a>(&'a EventPayload);
+
+        impl Serialize for PayloadFields<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                match self.0 { $( EventPayload::$variant(p) => p.serialize(s), )* }
+            }
+        }
+
+        $(
+            impl From<$variant> for EventPayload {
+                fn from(p: $variant) -> Self { Self::$variant(p) }
+            }
+        )*
+    };
+}
+
+event_payloads! {
+    RequestQuery = "request.query",
+    /// Protocol only, never emitted.
+    RequestUpload = "request.upload",
+    /// Protocol only, never emitted.
+    RequestSubmit = "request.submit",
+    ChatStart = "chat.start",
+    /// Protocol only, never emitted.
+    ChatUpdate = "chat.update",
+    RunStart = "run.start",
+    RunComplete = "run.complete",
+    /// Protocol only, never emitted.
+    RunCancel = "run.cancel",
+    RunError = "run.error",
+    /// Protocol only, never emitted.
+    PlanCreate = "plan.create",
+    PlanUpdate = "plan.update",
+    TaskStart = "task.start",
+    TaskComplete = "task.complete",
+    TaskCancel = "task.cancel",
+    TaskFail = "task.fail",
+    ReasoningStart = "reasoning.start",
+    ReasoningDelta = "reasoning.delta",
+    ReasoningEnd = "reasoning.end",
+    /// Replay only.
+    ReasoningSnapshot = "reasoning.snapshot",
+    ContentStart = "content.start",
+    ContentDelta = "content.delta",
+    ContentEnd = "content.end",
+    /// Replay only.
+    ContentSnapshot = "content.snapshot",
+    ToolStart = "tool.start",
+    ToolArgs = "tool.args",
+    ToolEnd = "tool.end",
+    ToolResult = "tool.result",
+    /// Replay only.
+    ToolSnapshot = "tool.snapshot",
+    ActionStart = "action.start",
+    ActionArgs = "action.args",
+    ActionEnd = "action.end",
+    /// Protocol only, never emitted.
+    ActionParam = "action.param",
+    ActionResult = "action.result",
+    /// Replay only.
+    ActionSnapshot = "action.snapshot",
+    /// Protocol only, never emitted.
+    SourceSnapshot = "source.snapshot",
+}
+
+/// Wire form of an [`Event`]: the field order here is the key order on the wire. Flattening
+/// makes serde_json stream the payload fields straight into the same object (no intermediate
+/// `Value`).
+#[derive(Serialize)]
+struct WireOut<'a> {
+    seq: u64,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    timestamp: i64,
+    #[serde(flatten)]
+    payload: PayloadFields<'a>,
+}
+
+impl Serialize for Event {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        WireOut {
+            seq: self.seq,
+            kind: self.type_name(),
+            timestamp: self.timestamp,
+            payload: PayloadFields(&self.payload),
+        }
+        .serialize(s)
+    }
+}
+
+#[derive(Deserialize)]
+struct WireIn {
+    /// Absent on the reference's `plan.update`.
+    #[serde(default)]
+    seq: u64,
+    #[serde(default)]
+    timestamp: i64,
+    #[serde(flatten)]
+    payload: EventPayload,
+}
+
+impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let wire = WireIn::deserialize(d)?;
+        Ok(Self { seq: wire.seq, timestamp: wire.timestamp, payload: wire.payload })
+    }
+}
+
+#[cfg(test)]
+mod tests;

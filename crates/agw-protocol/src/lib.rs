@@ -1,0 +1,27 @@
+//! agw-protocol — the wire contract of agw, as plain data.
+//!
+//! Owns: every SSE event type of the contract, emitted or protocol-only (`event`), the request
+//! bodies with field-naming parse/validation (`request`), the upstream and semantic delta types
+//! (`delta`), the event assembler that turns semantic deltas into numbered events with the block
+//! state machine (`assembler`), id formats and the chat-name rule (`ids`), and SSE framing: the
+//! frame encoder plus an incremental decoder for clients and tests (`sse`).
+//!
+//! Must never: do I/O, spawn tasks, read clocks except through the [`assembler::Clock`] it is
+//! given ([`assembler::SystemClock`] is the wall-clock one), or depend on tokio/hyper. Other
+//! crates and embedders use it to speak agw's protocol.
+//!
+//! Invariant: one upstream text/argument delta becomes exactly one delta event; events are
+//! numbered 1..N without gaps; the terminal event (`run.complete` / `run.error`) is last and unique.
+
+pub mod assembler;
+pub mod delta;
+pub mod event;
+pub mod ids;
+pub mod request;
+pub mod sse;
+
+pub use assembler::{Assembler, CallKind, Clock, ProtocolError, SystemClock};
+pub use delta::{ActionStartMeta, AgentDelta, FrontendMeta, LlmDelta, ToolCallFragment, ToolStartMeta};
+pub use event::{ErrorCode, Event, EventPayload, PlanTask, RunErrorInfo, TaskError, TaskStatus};
+pub use request::{QueryRequest, Reference, RequestError, Scene, SubmitRequest};
+pub use sse::{HEARTBEAT_FRAME, SseDecoder, SseFrame, write_event};

@@ -1,0 +1,207 @@
+//! SSE framing (contract `sse-events.md` §1): the frame encoder agw writes with, and a small
+//! incremental decoder for tests and clients reading agw streams.
+
+use crate::event::Event;
+
+/// The keep-alive frame. Carries no seq and is never counted as an event.
+pub const HEARTBEAT_FRAME: &[u8] = b"event:heartbeat\n\n";
+
+const MESSAGE_PREFIX: &[u8] = b"event:message\ndata:";
+const FRAME_END: &[u8] = b"\n\n";
+
+/// Appends one `event:message\ndata:<compact json>\n\n` frame (no space after the colons).
+///
+/// If the event cannot be serialised (not expected: every payload is plain data with string
+/// keys) the frame carries a `run.error` instead, keeping the event's `seq` and `timestamp`, so
+/// the stream stays parseable and the client learns the run is broken. Like the reference's
+/// fallback it has no `runId` (not every payload knows it).
+pub fn write_event(event: &Event, out: &mut Vec<u8>) {
+    out.extend_from_slice(MESSAGE_PREFIX);
+    let json_start = out.len();
+    if serde_json::to_writer(&mut *out, event).is_err() {
+        out.truncate(json_start);
+        write_fallback(event, out);
+    }
+    out.extend_from_slice(FRAME_END);
+}
+
+/// The frame of [`write_event`] as a new buffer.
+pub fn event_frame(event: &Event) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    write_event(event, &mut out);
+    out
+}
+
+fn write_fallback(event: &Event, out: &mut Vec<u8>) {
+    // Written by hand: serialisation is exactly what just failed.
+    out.extend_from_slice(
+        format!(
+            concat!(
+                r#"{{"seq":{},"type":"run.error","timestamp":{},"#,
+                r#""error":{{"code":"internal","message":"Internal serialization failure","retriable":false}}}}"#
+            ),
+            event.seq, event.timestamp
+        )
+        .as_bytes(),
+    );
+}
+
+/// One decoded SSE frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseFrame {
+    /// The `event:` field; `message` when the frame has none.
+    pub event: String,
+    /// The `data:` lines joined with `\n`; empty when the frame has none (heartbeats).
+    pub data: String,
+}
+
+impl SseFrame {
+    /// Parses `data` as a protocol event.
+    pub fn parse_event(&self) -> Result<Event, serde_json::Error> {
+        serde_json::from_str(&self.data)
+    }
+
+    pub fn is_heartbeat(&self) -> bool {
+        self.event == "heartbeat"
+    }
+}
+
+/// Incremental SSE decoder (WHATWG rules, simplified): lines end with LF, CRLF or CR; a blank
+/// line ends a frame; `:` lines are comments; one optional space after the field colon is
+/// stripped; `id`/`retry` and unknown fields are ignored. Unlike a browser it also yields frames
+/// without data, so heartbeats are visible.
+#[derive(Debug, Default)]
+pub struct SseDecoder {
+    buf: Vec<u8>,
+    event: Option<String>,
+    data: Option<String>,
+}
+
+impl SseDecoder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds a chunk (any split, even inside a UTF-8 sequence) and appends completed frames.
+    pub fn feed(&mut self, chunk: &[u8], frames: &mut Vec<SseFrame>) {
+        self.buf.extend_from_slice(chunk);
+        let mut start = 0;
+        while let Some(rel) = self.buf[start..].iter().position(|&b| b == b'\n' || b == b'\r') {
+            let end = start + rel;
+            let next = match self.buf[end] {
+                b'\r' if end + 1 == self.buf.len() => break, // may be the first half of CRLF
+                b'\r' if self.buf[end + 1] == b'\n' => end + 2,
+                _ => end + 1,
+            };
+            let line = String::from_utf8_lossy(&self.buf[start..end]).into_owned();
+            start = next;
+            self.line(&line, frames);
+        }
+        self.buf.drain(..start);
+    }
+
+    /// True when bytes of an unfinished line or frame are buffered (a cleanly ended stream
+    /// leaves nothing pending).
+    pub fn has_pending(&self) -> bool {
+        !self.buf.is_empty() || self.event.is_some() || self.data.is_some()
+    }
+
+    fn line(&mut self, line: &str, frames: &mut Vec<SseFrame>) {
+        if line.is_empty() {
+            if self.event.is_some() || self.data.is_some() {
+                frames.push(SseFrame {
+                    event: self.event.take().unwrap_or_else(|| "message".to_owned()),
+                    data: self.data.take().unwrap_or_default(),
+                });
+            }
+            return;
+        }
+        if line.starts_with(':') {
+            return;
+        }
+        let (field, value) = match line.split_once(':') {
+            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
+            None => (line, ""),
+        };
+        match field {
+            "event" => self.event = Some(value.to_owned()),
+            "data" => match &mut self.data {
+                Some(data) => {
+                    data.push('\n');
+                    data.push_str(value);
+                }
+                None => self.data = Some(value.to_owned()),
+            },
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{ContentDelta, RunComplete};
+
+    fn sample() -> Event {
+        Event::new(7, 1_771_000_000_000, ContentDelta { content_id: "r_c_1".into(), delta: "a\nb 中".into() })
+    }
+
+    #[test]
+    fn frame_bytes_are_exact() {
+        let frame = event_frame(&sample());
+        assert_eq!(
+            String::from_utf8(frame).expect("utf8"),
+            "event:message\ndata:{\"seq\":7,\"type\":\"content.delta\",\"timestamp\":1771000000000,\"contentId\":\"r_c_1\",\"delta\":\"a\\nb 中\"}\n\n"
+        );
+        assert_eq!(HEARTBEAT_FRAME, b"event:heartbeat\n\n");
+    }
+
+    #[test]
+    fn fallback_frame_is_valid_run_error_json() {
+        let mut out = Vec::new();
+        write_fallback(&sample(), &mut out);
+        let event: Event = serde_json::from_slice(&out).expect("fallback parses");
+        assert_eq!(event.type_name(), "run.error");
+        assert_eq!(event.seq, 7);
+        // the reference's fallback (no seq, no runId, no code) parses too
+        let reference = r#"{"type":"run.error","error":{"message":"Internal serialization failure"}}"#;
+        let event: Event = serde_json::from_str(reference).expect("reference fallback parses");
+        assert!(event.is_terminal());
+    }
+
+    #[test]
+    fn decoder_handles_any_split_and_heartbeats() {
+        let mut stream = event_frame(&sample());
+        stream.extend_from_slice(HEARTBEAT_FRAME);
+        stream.extend_from_slice(&event_frame(&Event::new(
+            8,
+            1,
+            RunComplete { run_id: "r".into(), finish_reason: "stop".into() },
+        )));
+        for split in 1..stream.len() {
+            let mut decoder = SseDecoder::new();
+            let mut frames = Vec::new();
+            for chunk in stream.chunks(split) {
+                decoder.feed(chunk, &mut frames);
+            }
+            assert!(!decoder.has_pending(), "split {split}");
+            assert_eq!(frames.len(), 3, "split {split}");
+            assert_eq!(frames[0].parse_event().expect("event"), sample());
+            assert!(frames[1].is_heartbeat());
+            assert_eq!(frames[1].data, "");
+            assert_eq!(frames[2].parse_event().expect("event").type_name(), "run.complete");
+        }
+    }
+
+    #[test]
+    fn decoder_general_sse_syntax() {
+        let mut decoder = SseDecoder::new();
+        let mut frames = Vec::new();
+        decoder.feed(b": comment\r\nid: 1\r\ndata: one\rdata:two\r\n\r\n\n\ndata", &mut frames);
+        assert_eq!(frames, vec![SseFrame { event: "message".into(), data: "one\ntwo".into() }]);
+        assert!(decoder.has_pending());
+        decoder.feed(b"\n\n", &mut frames);
+        assert_eq!(frames[1], SseFrame { event: "message".into(), data: String::new() });
+        assert!(!decoder.has_pending());
+    }
+}
