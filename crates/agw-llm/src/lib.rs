@@ -29,6 +29,4 @@ pub use error::{LlmError, TimeoutPhase};
 pub use openai::OpenAiCompatibleProvider;
 pub use provider::{CallOptions, ChatProvider, DeltaStream};
 pub use registry::{ProviderConfig, ProviderProtocol, ProviderRegistry};
-pub use request::{
-    ChatMessage, ChatRequest, ReasoningEffort, ReasoningSetting, ToolCallMessage, ToolChoice, ToolSpec,
-};
+pub use request::{ChatMessage, ChatRequest, ReasoningEffort, ReasoningSetting, ToolCallMessage, ToolChoice, ToolSpec};

@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures::Stream;
 use futures::future::BoxFuture;
 
-use crate::{LlmDelta, LlmError, ChatRequest};
+use crate::{ChatRequest, LlmDelta, LlmError};
 
 /// The stream of one model turn. Items arrive as soon as the upstream chunk is parsed.
 /// The stream ends (`None`) after the upstream end; an `Err` item is terminal.

@@ -7,22 +7,31 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "lowercase")]
 pub enum ChatMessage {
-    System { content: String },
-    User { content: String },
+    System {
+        content: String,
+    },
+    User {
+        content: String,
+    },
     /// `content` is `""` when the turn only called tools.
     Assistant {
         content: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCallMessage>,
     },
-    Tool { tool_call_id: String, name: String, content: String },
+    Tool {
+        tool_call_id: String,
+        name: String,
+        content: String,
+    },
 }
 
 /// `{"id","type","function":{"name","arguments"}}` inside an assistant message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallMessage {
     pub id: String,
-    /// Normally `function`.
+    /// The registry type (`function`, `action`, `frontend`); informational only — the
+    /// OpenAI-compatible wire always says `function` (the reference's leak is a quirk).
     pub call_type: String,
     pub name: String,
     /// JSON text.
@@ -75,7 +84,8 @@ pub struct ChatRequest {
     pub messages: Vec<ChatMessage>,
     #[serde(default)]
     pub tools: Vec<ToolSpec>,
-    /// Ignored when `tools` is empty.
+    /// `None` means NONE: `tools`, `tool_choice` and `parallel_tool_calls` are then not sent at
+    /// all (§10.1). Ignored when `tools` is empty.
     pub tool_choice: Option<ToolChoice>,
     pub reasoning: ReasoningSetting,
     pub temperature: Option<f64>,

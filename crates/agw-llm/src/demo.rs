@@ -1,0 +1,210 @@
+//! The embedded offline demo model (`demo` / `agw-demo`): deterministic, no network.
+//!
+//! It lets the README's first command produce a real streamed run without any provider
+//! configured, and tells the user how to configure one. The reply is decided by
+//! [`plan_turn`] from the request alone, then streamed in small chunks with a fixed delay so
+//! the output looks and times like a model's. To teach it new behaviour (e.g. calling tools
+//! when the request offers some), extend [`DemoTurn`] and [`plan_turn`]; streaming stays as is.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::json;
+
+use crate::request::ChatMessage;
+use crate::{CallOptions, ChatProvider, ChatRequest, DeltaStream, LlmDelta, LlmError};
+
+/// Provider key the registry uses for the demo model.
+pub const DEMO_PROVIDER_KEY: &str = "demo";
+/// Model name of the demo model.
+pub const DEMO_MODEL: &str = "agw-demo";
+/// Default pause between two streamed text chunks.
+pub const DEFAULT_CHUNK_DELAY: Duration = Duration::from_millis(40);
+
+const REASONING_WORDS_PER_CHUNK: usize = 2;
+const ANSWER_WORDS_PER_CHUNK: usize = 3;
+/// Longest quote of the user's question in the reply (characters).
+const MAX_QUOTE_CHARS: usize = 160;
+
+/// The embedded demo model.
+#[derive(Debug, Clone)]
+pub struct DemoProvider {
+    chunk_delay: Duration,
+}
+
+impl Default for DemoProvider {
+    fn default() -> Self {
+        Self { chunk_delay: DEFAULT_CHUNK_DELAY }
+    }
+}
+
+impl DemoProvider {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Same model, another pause between text chunks (tests use zero or a few ms).
+    pub fn with_chunk_delay(chunk_delay: Duration) -> Self {
+        Self { chunk_delay }
+    }
+
+    pub fn chunk_delay(&self) -> Duration {
+        self.chunk_delay
+    }
+}
+
+/// What the demo model answers to one request, before it is cut into chunks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DemoTurn {
+    /// Streamed as reasoning first, only when the request enables reasoning.
+    pub reasoning: Option<String>,
+    pub content: String,
+    pub finish_reason: &'static str,
+}
+
+/// Decides the reply from the request (deterministic: same request, same reply).
+pub fn plan_turn(request: &ChatRequest) -> DemoTurn {
+    let question = last_user_message(request).map(quote).unwrap_or_else(|| "(an empty message)".to_owned());
+    let reasoning = request.reasoning.enabled.then(|| {
+        format!(
+            "The user wrote \"{question}\". I am the offline demo model, so I cannot really answer; \
+             I will echo the question and explain how to connect a real model."
+        )
+    });
+    let content = format!(
+        "You asked: \"{question}\"\n\n\
+         This reply comes from agw's offline demo model (`{DEMO_MODEL}`): no real model was called, \
+         so I can only echo your question. To get real answers, configure an OpenAI-compatible \
+         provider with the environment variables `AGENT_PROVIDERS_<KEY>_BASE_URL`, \
+         `AGENT_PROVIDERS_<KEY>_API_KEY` and `AGENT_PROVIDERS_<KEY>_MODEL` (for example \
+         `<KEY>` = `OPENAI`), then set the agent's `modelConfig.providerKey` to that key."
+    );
+    DemoTurn { reasoning, content, finish_reason: "stop" }
+}
+
+/// Every delta the demo model streams for `request`, in order.
+pub fn script(request: &ChatRequest) -> Vec<LlmDelta> {
+    let turn = plan_turn(request);
+    let mut deltas = Vec::new();
+    if let Some(reasoning) = &turn.reasoning {
+        deltas.extend(
+            chunk_words(reasoning, REASONING_WORDS_PER_CHUNK).into_iter().map(|text| LlmDelta::Reasoning { text }),
+        );
+    }
+    deltas
+        .extend(chunk_words(&turn.content, ANSWER_WORDS_PER_CHUNK).into_iter().map(|text| LlmDelta::Content { text }));
+    deltas.push(LlmDelta::Finish { reason: turn.finish_reason.to_owned() });
+    let prompt_tokens: usize = request.messages.iter().map(|m| estimate_tokens(message_text(m)) + 4).sum();
+    let completion_tokens =
+        estimate_tokens(&turn.content) + turn.reasoning.as_deref().map(estimate_tokens).unwrap_or(0);
+    deltas.push(LlmDelta::Usage {
+        usage: json!({
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }),
+    });
+    deltas
+}
+
+impl ChatProvider for DemoProvider {
+    fn stream(&self, request: ChatRequest, options: CallOptions) -> BoxFuture<'static, Result<DeltaStream, LlmError>> {
+        let deltas: VecDeque<LlmDelta> = script(&request).into();
+        let delay = self.chunk_delay;
+        tracing::debug!(stage = %options.stage, run_id = %options.run_id, deltas = deltas.len(), "demo model streaming");
+        Box::pin(async move {
+            // Pause before every text chunk but the first; finish and usage follow the last
+            // text chunk at once, as a real provider's final chunks do. Dropping the stream
+            // drops the pending sleep, so cancellation is immediate.
+            let stream = futures::stream::unfold((deltas, true), move |(mut deltas, first)| async move {
+                let delta = deltas.pop_front()?;
+                let is_text = matches!(delta, LlmDelta::Reasoning { .. } | LlmDelta::Content { .. });
+                if is_text && !first && !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                Some((Ok(delta), (deltas, false)))
+            });
+            Ok(Box::pin(stream) as DeltaStream)
+        })
+    }
+}
+
+fn last_user_message(request: &ChatRequest) -> Option<&str> {
+    request.messages.iter().rev().find_map(|m| match m {
+        ChatMessage::User { content } if !content.trim().is_empty() => Some(content.as_str()),
+        _ => None,
+    })
+}
+
+/// The question on one line, shortened for quoting.
+fn quote(text: &str) -> String {
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() <= MAX_QUOTE_CHARS {
+        return one_line;
+    }
+    let mut cut: String = one_line.chars().take(MAX_QUOTE_CHARS - 1).collect();
+    cut.push('…');
+    cut
+}
+
+fn message_text(message: &ChatMessage) -> &str {
+    match message {
+        ChatMessage::System { content }
+        | ChatMessage::User { content }
+        | ChatMessage::Assistant { content, .. }
+        | ChatMessage::Tool { content, .. } => content,
+    }
+}
+
+/// Roughly four characters per token, like the usual rule of thumb for English.
+fn estimate_tokens(text: &str) -> usize {
+    text.chars().count().div_ceil(4)
+}
+
+/// Cuts `text` into pieces of `words` words; each piece keeps the whitespace that follows its
+/// words, so the pieces concatenate back to `text` exactly.
+fn chunk_words(text: &str, words: usize) -> Vec<String> {
+    let mut pieces = Vec::new();
+    let mut current = String::new();
+    let mut words_in_current = 0;
+    let mut previous_was_space = true;
+    for ch in text.chars() {
+        let is_space = ch.is_whitespace();
+        if !is_space && previous_was_space {
+            // A new word starts: close the piece if it is full.
+            if words_in_current == words.max(1) {
+                pieces.push(std::mem::take(&mut current));
+                words_in_current = 0;
+            }
+            words_in_current += 1;
+        }
+        current.push(ch);
+        previous_was_space = is_space;
+    }
+    if !current.is_empty() {
+        pieces.push(current);
+    }
+    pieces
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_concatenate_back() {
+        let text = "You asked: \"hi there\"\n\nThis is  a test.";
+        let pieces = chunk_words(text, 3);
+        assert_eq!(pieces.concat(), text);
+        assert_eq!(pieces[0], "You asked: \"hi ");
+        assert!(pieces.iter().all(|p| !p.is_empty()));
+        assert_eq!(chunk_words("", 3), Vec::<String>::new());
+    }
+
+    #[test]
+    fn quote_is_one_line_and_bounded() {
+        assert_eq!(quote("a\n b"), "a b");
+        assert_eq!(quote(&"x ".repeat(200)).chars().count(), MAX_QUOTE_CHARS);
+    }
+}

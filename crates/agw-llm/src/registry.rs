@@ -1,0 +1,276 @@
+//! Providers by key, built from configuration (`agent.providers.<key>` /
+//! `AGENT_PROVIDERS_<KEY>_*`), plus the embedded demo model.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+use crate::demo::{DEMO_MODEL, DEMO_PROVIDER_KEY, DemoProvider};
+use crate::openai::OpenAiCompatibleProvider;
+use crate::{CallOptions, ChatProvider, ChatRequest, DeltaStream, LlmError};
+
+/// Wire protocol of a provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProviderProtocol {
+    #[default]
+    OpenAiCompatible,
+    /// Anthropic Messages API. Accepted in configuration; calls fail with
+    /// [`LlmError::ProtocolNotImplemented`] until the planned implementation lands.
+    Anthropic,
+}
+
+impl ProviderProtocol {
+    /// The configuration spelling (`OPENAI_COMPATIBLE` / `ANTHROPIC`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderProtocol::OpenAiCompatible => "OPENAI_COMPATIBLE",
+            ProviderProtocol::Anthropic => "ANTHROPIC",
+        }
+    }
+}
+
+impl FromStr for ProviderProtocol {
+    type Err = String;
+
+    /// Case-insensitive; surrounding whitespace ignored.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_uppercase().as_str() {
+            "OPENAI_COMPATIBLE" => Ok(ProviderProtocol::OpenAiCompatible),
+            "ANTHROPIC" => Ok(ProviderProtocol::Anthropic),
+            _ => Err(format!("unknown provider protocol {s:?} (expected OPENAI_COMPATIBLE or ANTHROPIC)")),
+        }
+    }
+}
+
+/// One configured provider.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ProviderConfig {
+    /// The `providerKey` agents use (matched case-insensitively).
+    pub key: String,
+    pub protocol: ProviderProtocol,
+    pub base_url: String,
+    pub api_key: String,
+    /// Default model of the provider (used when an agent names none).
+    pub model: String,
+}
+
+impl std::fmt::Debug for ProviderConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderConfig")
+            .field("key", &self.key)
+            .field("protocol", &self.protocol)
+            .field("base_url", &self.base_url)
+            .field("api_key", &if self.api_key.is_empty() { "" } else { "***" })
+            .field("model", &self.model)
+            .finish()
+    }
+}
+
+const ENV_PREFIX: &str = "AGENT_PROVIDERS_";
+const ENV_FIELDS: [&str; 4] = ["_BASE_URL", "_API_KEY", "_MODEL", "_PROTOCOL"];
+
+impl ProviderConfig {
+    /// Providers named by `AGENT_PROVIDERS_<KEY>_BASE_URL|API_KEY|MODEL|PROTOCOL` variables
+    /// (`<KEY>` lower-cased becomes the key), sorted by key. Missing fields stay blank (the
+    /// registry skips such providers with a warning); an unknown protocol skips the provider
+    /// with a warning.
+    pub fn from_env(vars: impl Iterator<Item = (String, String)>) -> Vec<ProviderConfig> {
+        let mut by_key: BTreeMap<String, (ProviderConfig, Option<String>)> = BTreeMap::new();
+        for (name, value) in vars {
+            let upper = name.to_ascii_uppercase();
+            let Some(rest) = upper.strip_prefix(ENV_PREFIX) else { continue };
+            let Some((key, field)) = ENV_FIELDS
+                .iter()
+                .find_map(|field| rest.strip_suffix(field).map(|key| (key, *field)))
+                .filter(|(key, _)| !key.is_empty())
+            else {
+                continue;
+            };
+            let (config, protocol) = by_key.entry(key.to_ascii_lowercase()).or_insert_with(|| {
+                let config = ProviderConfig {
+                    key: key.to_ascii_lowercase(),
+                    protocol: ProviderProtocol::default(),
+                    base_url: String::new(),
+                    api_key: String::new(),
+                    model: String::new(),
+                };
+                (config, None)
+            });
+            let value = value.trim().to_owned();
+            match field {
+                "_BASE_URL" => config.base_url = value,
+                "_API_KEY" => config.api_key = value,
+                "_MODEL" => config.model = value,
+                _ => *protocol = Some(value),
+            }
+        }
+        by_key
+            .into_values()
+            .filter_map(|(mut config, protocol)| {
+                match protocol.filter(|p| !p.is_empty()).map(|p| p.parse::<ProviderProtocol>()) {
+                    None => {}
+                    Some(Ok(protocol)) => config.protocol = protocol,
+                    Some(Err(reason)) => {
+                        tracing::warn!(provider = %config.key, "ignoring provider: {reason}");
+                        return None;
+                    }
+                }
+                Some(config)
+            })
+            .collect()
+    }
+
+    /// Whether base URL, API key and model are all set.
+    pub fn is_complete(&self) -> bool {
+        [&self.base_url, &self.api_key, &self.model].iter().all(|v| !v.trim().is_empty())
+    }
+}
+
+struct Entry {
+    provider: Arc<dyn ChatProvider>,
+    model: String,
+}
+
+/// The providers a server can call, by lower-cased key.
+pub struct ProviderRegistry {
+    entries: BTreeMap<String, Entry>,
+}
+
+impl std::fmt::Debug for ProviderRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderRegistry").field("keys", &self.keys()).finish()
+    }
+}
+
+impl ProviderRegistry {
+    /// Builds every usable provider of `configs`. Incomplete or invalid ones are skipped with a
+    /// warning. With `include_demo`, the offline demo model is available as `demo` unless a
+    /// usable real provider named `demo` replaces it.
+    pub fn new(configs: impl IntoIterator<Item = ProviderConfig>, include_demo: bool) -> Self {
+        let mut entries = BTreeMap::new();
+        if include_demo {
+            let demo: Arc<dyn ChatProvider> = Arc::new(DemoProvider::new());
+            entries.insert(DEMO_PROVIDER_KEY.to_owned(), Entry { provider: demo, model: DEMO_MODEL.to_owned() });
+        }
+        for config in configs {
+            let key = config.key.trim().to_ascii_lowercase();
+            if key.is_empty() {
+                tracing::warn!("ignoring a provider without a key");
+                continue;
+            }
+            if !config.is_complete() {
+                tracing::warn!(provider = %key, "ignoring provider: base-url, api-key and model are all required");
+                continue;
+            }
+            let provider: Arc<dyn ChatProvider> = match config.protocol {
+                ProviderProtocol::OpenAiCompatible => {
+                    match OpenAiCompatibleProvider::new(&key, &config.base_url, &config.api_key, config.model.trim()) {
+                        Ok(provider) => Arc::new(provider),
+                        Err(error) => {
+                            tracing::warn!(provider = %key, "ignoring provider: {error}");
+                            continue;
+                        }
+                    }
+                }
+                ProviderProtocol::Anthropic => Arc::new(NotImplemented { key: key.clone(), protocol: config.protocol }),
+            };
+            entries.insert(key, Entry { provider, model: config.model.trim().to_owned() });
+        }
+        Self { entries }
+    }
+
+    /// The provider registered under `key` (case-insensitive).
+    pub fn get(&self, key: &str) -> Result<Arc<dyn ChatProvider>, LlmError> {
+        self.entries
+            .get(&key.trim().to_ascii_lowercase())
+            .map(|entry| entry.provider.clone())
+            .ok_or_else(|| LlmError::NotConfigured { key: key.to_owned() })
+    }
+
+    /// The configured default model of `key`.
+    pub fn default_model(&self, key: &str) -> Option<String> {
+        self.entries.get(&key.trim().to_ascii_lowercase()).map(|entry| entry.model.clone())
+    }
+
+    /// Registered keys, sorted (lower-cased).
+    pub fn keys(&self) -> Vec<String> {
+        self.entries.keys().cloned().collect()
+    }
+
+    /// Registers (or replaces) a provider directly — for embedders and tests.
+    pub fn insert(&mut self, key: &str, model: &str, provider: Arc<dyn ChatProvider>) {
+        self.entries.insert(key.trim().to_ascii_lowercase(), Entry { provider, model: model.to_owned() });
+    }
+}
+
+/// A configured provider whose protocol agw does not speak yet: every call fails.
+struct NotImplemented {
+    key: String,
+    protocol: ProviderProtocol,
+}
+
+impl ChatProvider for NotImplemented {
+    fn stream(
+        &self,
+        _request: ChatRequest,
+        _options: CallOptions,
+    ) -> BoxFuture<'static, Result<DeltaStream, LlmError>> {
+        let error =
+            LlmError::ProtocolNotImplemented { key: self.key.clone(), protocol: self.protocol.as_str().to_owned() };
+        Box::pin(async move { Err(error) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Iterator<Item = (String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>().into_iter()
+    }
+
+    #[test]
+    fn protocol_parsing() {
+        assert_eq!("openai_compatible".parse(), Ok(ProviderProtocol::OpenAiCompatible));
+        assert_eq!(" Anthropic ".parse(), Ok(ProviderProtocol::Anthropic));
+        assert!("grpc".parse::<ProviderProtocol>().is_err());
+    }
+
+    #[test]
+    fn from_env_groups_by_key() {
+        let configs = ProviderConfig::from_env(vars(&[
+            ("AGENT_PROVIDERS_BAILIAN_BASE_URL", "https://dashscope.example/compatible-mode"),
+            ("AGENT_PROVIDERS_BAILIAN_API_KEY", "sk-1 "),
+            ("AGENT_PROVIDERS_BAILIAN_MODEL", "qwen3-max"),
+            ("AGENT_PROVIDERS_MY_LAB_MODEL", "m"),
+            ("AGENT_PROVIDERS_MY_LAB_PROTOCOL", "anthropic"),
+            ("AGENT_PROVIDERS_BAD_PROTOCOL", "soap"),
+            ("AGENT_PROVIDERS__MODEL", "no key"),
+            ("PATH", "/bin"),
+        ]));
+        assert_eq!(configs.len(), 2);
+        assert_eq!(configs[0].key, "bailian");
+        assert_eq!(configs[0].api_key, "sk-1");
+        assert_eq!(configs[0].protocol, ProviderProtocol::OpenAiCompatible);
+        assert_eq!(configs[1].key, "my_lab");
+        assert_eq!(configs[1].protocol, ProviderProtocol::Anthropic);
+        assert!(!configs[1].is_complete());
+    }
+
+    #[test]
+    fn debug_masks_the_api_key() {
+        let config = ProviderConfig {
+            key: "k".into(),
+            protocol: ProviderProtocol::OpenAiCompatible,
+            base_url: "http://x".into(),
+            api_key: "sk-secret".into(),
+            model: "m".into(),
+        };
+        let text = format!("{config:?}");
+        assert!(!text.contains("sk-secret") && text.contains("***"));
+        let registry = ProviderRegistry::new([config], false);
+        assert!(!format!("{registry:?}").contains("sk-secret"));
+    }
+}
