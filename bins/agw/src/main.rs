@@ -1,6 +1,7 @@
 //! `agw` — the gateway binary. Wiring only: parse the command line, load settings, start the
 //! server from agw-http, stop on SIGINT/SIGTERM.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -50,7 +51,13 @@ async fn main() -> anyhow::Result<()> {
     let filter = EnvFilter::try_from_env("AGW_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).init();
+    // Logs go to stderr; stdout carries only the "listening" line scripts wait for.
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
 
     let cli = Cli::parse();
     match cli.command {

@@ -18,7 +18,10 @@ pub mod server;
 pub mod sink;
 pub mod state;
 
+use std::sync::Arc;
+
 use agw_llm::ProviderRegistry;
+use agw_llm::demo::{DEMO_MODEL, DEMO_PROVIDER_KEY, DemoProvider};
 use agw_modes::definition::AgentCatalog;
 
 pub use config::Settings;
@@ -38,6 +41,14 @@ pub fn build_state(settings: Settings) -> AppState {
         tracing::warn!(file = %problem.file, "agent file skipped: {}", problem.message);
     }
     tracing::info!(agents = agents.len(), "agent catalog loaded");
-    let providers = ProviderRegistry::new(settings.providers.clone(), settings.demo_enabled);
+    let mut providers = ProviderRegistry::new(settings.providers.clone(), false);
+    // The demo model fills the `demo` key only when no real provider claims it.
+    if settings.demo_enabled && !providers.keys().iter().any(|k| k == DEMO_PROVIDER_KEY) {
+        providers.insert(
+            DEMO_PROVIDER_KEY,
+            DEMO_MODEL,
+            Arc::new(DemoProvider::with_chunk_delay(settings.demo_chunk_delay)),
+        );
+    }
     AppState::new(settings, agents, providers)
 }

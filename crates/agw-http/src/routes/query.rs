@@ -45,8 +45,7 @@ fn resolve_agent(state: &AppState, requested: Option<&str>) -> Result<Arc<AgentD
     let catalog = state.agents.load();
     let key = requested.map(str::trim).unwrap_or("");
     if key.is_empty() || key.eq_ignore_ascii_case("auto") || key.eq_ignore_ascii_case("default") {
-        let first = catalog.keys().into_iter().next().ok_or_else(|| ApiError::bad_request("No agents available"))?;
-        return catalog.get(&first).ok_or_else(|| ApiError::bad_request("No agents available"));
+        return catalog.iter().next().cloned().ok_or_else(|| ApiError::bad_request("No agents available"));
     }
     catalog.get(key).ok_or_else(|| ApiError::not_found(format!("agent not found: {key}")))
 }

@@ -51,7 +51,7 @@ pub enum RunOutcome {
 
 /// Runs the agent to completion, streaming into `sink`.
 pub async fn execute<S: DeltaSink>(ctx: RunContext, sink: &mut S) -> RunOutcome {
-    let budget = ctx.agent.budget.clone();
+    let budget = ctx.agent.budget;
     let run_timeout = Duration::from_millis(budget.run_timeout_ms);
     let mut tracker = BudgetTracker::new(budget);
     let fut = async {

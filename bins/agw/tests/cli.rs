@@ -1,0 +1,116 @@
+//! Drives the real `agw` binary: the README's first command must stream with zero configuration.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agw_protocol::sse::SseDecoder;
+use serde_json::Value;
+
+struct Running {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn agw() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agw"));
+    // A clean slate: no operator configuration leaks into the test.
+    for var in ["AGENT_EXTERNAL_DIR", "AGW_CONFIG", "SERVER_ADDRESS", "SERVER_PORT", "AGENT_AUTH_ENABLED"] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+fn start(args: &[&str], env: &[(&str, &str)]) -> Running {
+    let mut cmd = agw();
+    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn agw");
+    let stdout = child.stdout.take().unwrap();
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).expect("read listening line");
+    let base = line
+        .trim()
+        .strip_prefix("agw listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+        .to_string();
+    Running { child, base }
+}
+
+#[tokio::test]
+async fn serve_with_no_configuration_streams_the_demo_model() {
+    let agw = start(&["serve", "--port", "0"], &[("AGW_DEMO_CHUNK_DELAY_MS", "20")]);
+    assert!(agw.base.starts_with("http://127.0.0.1:"), "no auth → loopback only: {}", agw.base);
+    let client = reqwest::Client::new();
+
+    let agents: Value = client.get(format!("{}/api/ap/agents", agw.base)).send().await.unwrap().json().await.unwrap();
+    let keys: Vec<&str> = agents["data"].as_array().unwrap().iter().map(|a| a["key"].as_str().unwrap()).collect();
+    assert!(keys.contains(&"demoModePlain") && keys.contains(&"demoModeThinking"), "{keys:?}");
+
+    let mut resp = client
+        .post(format!("{}/api/ap/query", agw.base))
+        .json(&serde_json::json!({"agentKey": "demoModeThinking", "message": "What is carbon?"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let mut decoder = SseDecoder::new();
+    let mut frames = Vec::new();
+    let mut events: Vec<(Instant, Value)> = Vec::new();
+    while let Some(chunk) = tokio::time::timeout(Duration::from_secs(20), resp.chunk()).await.unwrap().unwrap() {
+        decoder.feed(&chunk, &mut frames);
+        for f in frames.drain(..) {
+            if !f.is_heartbeat() {
+                events.push((Instant::now(), serde_json::from_str(&f.data).unwrap()));
+            }
+        }
+    }
+    let types: Vec<&str> = events.iter().map(|(_, e)| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types[..4], ["request.query", "chat.start", "run.start", "reasoning.start"]);
+    assert_eq!(*types.last().unwrap(), "run.complete");
+    let reasoning = types.iter().filter(|t| **t == "reasoning.delta").count();
+    let content: Vec<&(Instant, Value)> = events.iter().filter(|(_, e)| e["type"] == "content.delta").collect();
+    assert!(reasoning >= 2 && content.len() >= 3, "streams in small chunks: {types:?}");
+    // Real streaming, not one burst: the demo model waits between chunks and so do the events.
+    let spread = content.last().unwrap().0.duration_since(content[0].0);
+    assert!(
+        spread >= Duration::from_millis(20 * (content.len() as u64 - 1) / 2),
+        "content arrived in one burst ({spread:?})"
+    );
+    let answer: String = content.iter().map(|(_, e)| e["delta"].as_str().unwrap()).collect();
+    assert!(answer.contains("What is carbon?"), "the demo answer quotes the question: {answer}");
+}
+
+#[test]
+fn serve_help_documents_every_setting() {
+    let out = agw().args(["serve", "--help"]).output().expect("run agw serve --help");
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for var in [
+        "SERVER_PORT",
+        "SERVER_ADDRESS",
+        "SERVER_MAX_REQUEST_BYTES",
+        "AGENT_EXTERNAL_DIR",
+        "AGW_SSE_HEARTBEAT_INTERVAL",
+        "AGENT_PROVIDERS_<KEY>_BASE_URL",
+    ] {
+        assert!(help.contains(var), "--help lacks {var}:\n{help}");
+    }
+}
+
+#[test]
+fn invalid_configuration_fails_at_startup_naming_the_setting() {
+    let out = agw().args(["serve", "--port", "0"]).env("SERVER_ADDRESS", "0.0.0.0").output().expect("run agw");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("SERVER_ADDRESS") && err.contains("AGENT_AUTH_ENABLED=false"), "{err}");
+}

@@ -1,0 +1,155 @@
+//! Test harness: the real hyper service on loopback, wired to a scripted fixture provider.
+
+#![allow(dead_code)] // each test file uses a different subset
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use agw_http::{Server, Settings};
+use agw_llm::fixture::FixtureServer;
+use agw_protocol::sse::SseDecoder;
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+/// The provider key test agents use; it points at the fixture server.
+pub const FIXTURE_PROVIDER: &str = "fixture";
+
+/// A running gateway plus the fixture provider behind it.
+pub struct Gateway {
+    pub base: String,
+    pub fixture: FixtureServer,
+    pub client: reqwest::Client,
+    agents_dir: PathBuf,
+    _stop: oneshot::Sender<()>,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.agents_dir);
+    }
+}
+
+/// A ONESHOT agent on the fixture provider.
+pub fn oneshot_agent(key: &str, reasoning: bool, model_timeout_ms: u64) -> (String, String) {
+    let text = format!(
+        r#"{{
+  "key": "{key}",
+  "mode": "ONESHOT",
+  "modelConfig": {{ "providerKey": "{FIXTURE_PROVIDER}", "model": "fixture-model", "reasoning": {{ "enabled": {reasoning}, "effort": "HIGH" }} }},
+  "budget": {{ "runTimeoutMs": 20000, "model": {{ "maxCalls": 3, "timeoutMs": {model_timeout_ms} }} }},
+  "plain": {{ "systemPrompt": """
+    You are a test agent.
+  """ }}
+}}"#
+    );
+    (format!("{key}.json"), text)
+}
+
+static NEXT_DIR: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl Gateway {
+    /// Starts the gateway with these agent files and extra settings (`(ENV_NAME, value)`).
+    pub async fn start(agents: &[(String, String)], env: &[(&str, &str)]) -> Gateway {
+        let fixture = FixtureServer::start().await.expect("fixture server");
+        let agents_dir = std::env::temp_dir().join(format!(
+            "agw-http-test-{}-{}",
+            std::process::id(),
+            NEXT_DIR.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&agents_dir).unwrap();
+        for (name, text) in agents {
+            std::fs::write(agents_dir.join(name), text).unwrap();
+        }
+        let mut vars: Vec<(String, String)> =
+            vec![("SERVER_PORT".into(), "0".into()), ("AGENT_EXTERNAL_DIR".into(), agents_dir.display().to_string())];
+        vars.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let mut settings = Settings::load(None, vars).expect("settings");
+        settings.providers.push(fixture.provider_config(FIXTURE_PROVIDER));
+        let state = agw_http::build_state(settings);
+        let server = Server::bind(state).await.expect("bind");
+        let base = format!("http://{}", server.local_addr().unwrap());
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(server.run(async move {
+            let _ = stopped.await;
+        }));
+        Gateway { base, fixture, client: reqwest::Client::new(), agents_dir, _stop: stop }
+    }
+
+    pub async fn post_query(&self, body: &Value) -> reqwest::Response {
+        self.client.post(format!("{}/api/ap/query", self.base)).json(body).send().await.expect("query request")
+    }
+
+    pub async fn post_raw(&self, body: impl Into<reqwest::Body>) -> reqwest::Response {
+        self.client
+            .post(format!("{}/api/ap/query", self.base))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("query request")
+    }
+
+    pub async fn get_json(&self, path: &str) -> (u16, Value) {
+        let resp = self.client.get(format!("{}{path}", self.base)).send().await.expect("get");
+        let status = resp.status().as_u16();
+        (status, resp.json().await.expect("json body"))
+    }
+
+    /// Posts a query and reads the whole SSE stream.
+    pub async fn run(&self, body: &Value) -> Stream {
+        let resp = self.post_query(body).await;
+        assert_eq!(resp.status(), 200, "query must stream");
+        read_stream(resp).await
+    }
+}
+
+/// One frame as the client saw it.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub at: Instant,
+    /// `None` for heartbeats.
+    pub event: Option<Value>,
+}
+
+#[derive(Debug, Default)]
+pub struct Stream {
+    pub frames: Vec<Received>,
+}
+
+impl Stream {
+    pub fn events(&self) -> Vec<&Value> {
+        self.frames.iter().filter_map(|f| f.event.as_ref()).collect()
+    }
+    pub fn types(&self) -> Vec<String> {
+        self.events().iter().map(|e| e["type"].as_str().unwrap_or("?").to_string()).collect()
+    }
+    pub fn of_type(&self, ty: &str) -> Vec<&Value> {
+        self.events().into_iter().filter(|e| e["type"] == ty).collect()
+    }
+    pub fn last(&self) -> &Value {
+        self.events().last().copied().expect("at least one event")
+    }
+    pub fn heartbeats(&self) -> usize {
+        self.frames.iter().filter(|f| f.event.is_none()).count()
+    }
+}
+
+/// Reads SSE frames until the response ends, stamping each with its arrival time.
+pub async fn read_stream(resp: reqwest::Response) -> Stream {
+    let mut out = Stream::default();
+    let mut decoder = SseDecoder::default();
+    let mut body = resp.bytes_stream();
+    let mut frames = Vec::new();
+    while let Some(chunk) = tokio::time::timeout(Duration::from_secs(20), body.next()).await.expect("stream stalled") {
+        let chunk = chunk.expect("body chunk");
+        let at = Instant::now();
+        decoder.feed(&chunk, &mut frames);
+        for frame in frames.drain(..) {
+            let event =
+                if frame.is_heartbeat() { None } else { Some(serde_json::from_str(&frame.data).expect("event JSON")) };
+            out.frames.push(Received { at, event });
+        }
+    }
+    out
+}
