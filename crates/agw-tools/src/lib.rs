@@ -1,10 +1,42 @@
-//! agw-tools — the tool registry and the built-in tools.
+//! agw-tools — the tools a model can call, and the viewports that render them.
 //!
-//! Will own: loading `*.backend` / `*.frontend` / `*.action` definition files, the `Tool` trait
-//! for backend tools, the registry the modes query by name, and the built-ins (`_bash_`,
-//! `city_datetime`, the `mock_*` tools, `agent_file_create`, later the plan tools).
+//! Owns:
+//! * tool definition files (`*.backend` / `*.frontend` / `*.action`) and their rules
+//!   ([`ToolDef`], [`ToolKind`]), merged with the built-in implementations into a [`ToolRegistry`]
+//!   (conflicts, skipped files and entries are reported as [`LoadProblem`]s, never panics);
+//! * the [`Tool`] trait of backend implementations, [`execute_backend`] (per-attempt timeout,
+//!   retries, error result objects) and [`truncate_output`];
+//! * argument templates `{{tool.field±Nd}}` ([`resolve`]);
+//! * the built-in tools ([`builtins`]): `_bash_`, `city_datetime`, the deterministic `mock_*` tools
+//!   and `agent_file_create`;
+//! * the [`ViewportRegistry`] (`.html`, `.qlc`, `.dqlc`, `.json_schema`, `.custom`);
+//! * the bundled definition files and viewports ([`bundled`]).
 //!
-//! Must never: talk to a model provider, write SSE, or know about HTTP. `_bash_` must never run a
-//! command outside its allow-list or touch a path outside its allowed roots.
+//! Contract: tools-skills-viewports.md §1–§8, §10–§11 and config.md §4 of the shared spec.
 //!
-//! Status: empty until the tools/REACT issue lands; nothing here pretends to work yet.
+//! Must never: talk to a model provider, write SSE, know about HTTP or agents' modes, or block a
+//! run beyond the timeout it was given. `_bash_` must never start a shell, run a program outside
+//! its allow-list, or let a path argument reach outside its allowed roots (symlinks are followed
+//! before the check); `agent_file_create` must never write outside the agents directory; reading a
+//! definition or viewport directory never follows a symlink out of it.
+
+pub mod builtin;
+pub mod bundled;
+mod dates;
+pub mod definition;
+mod dirscan;
+pub mod exec;
+pub mod registry;
+pub mod templates;
+pub mod tool;
+pub mod viewport;
+
+pub use builtin::{
+    AgentFileCreate, AgentFileCreateConfig, BUILTIN_NAMES, BashConfig, BashTool, BuiltinsConfig, CityDatetime, builtins,
+};
+pub use definition::{ToolDef, ToolKind, default_parameters};
+pub use exec::{DEFAULT_RESULT_LIMIT_BYTES, error_result, execute_backend, truncate_output};
+pub use registry::{LoadProblem, ToolRegistry};
+pub use templates::{RecordedCall, resolve};
+pub use tool::{Tool, ToolContext, ToolError, ToolOutput};
+pub use viewport::{Viewport, ViewportKind, ViewportPayload, ViewportRegistry};

@@ -1,0 +1,138 @@
+//! `_bash_` settings (config.md §4) and their defaults.
+
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+/// Commands `_bash_` may run when none are configured.
+pub const DEFAULT_ALLOWED_COMMANDS: [&str; 9] = ["ls", "pwd", "cat", "head", "tail", "top", "free", "df", "git"];
+/// Commands whose arguments must stay inside the allowed roots when none are configured.
+pub const DEFAULT_PATH_CHECKED_COMMANDS: [&str; 5] = ["ls", "cat", "head", "tail", "git"];
+
+/// What `_bash_` may run and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BashConfig {
+    /// Absolute; the process working directory and the first allowed root.
+    pub working_directory: PathBuf,
+    /// Extra allowed roots (absolute).
+    pub allowed_paths: Vec<PathBuf>,
+    /// Exact program names that may be run.
+    pub allowed_commands: Vec<String>,
+    /// Programs whose arguments are checked against the allowed roots.
+    pub path_checked_commands: Vec<String>,
+    /// Wall-clock limit per command; the process group is killed after it.
+    pub timeout: Duration,
+    /// Characters kept of stdout and of stderr each.
+    pub output_cap_chars: usize,
+}
+
+impl Default for BashConfig {
+    fn default() -> Self {
+        BashConfig::from_lists(None, [""; 0], [""; 0], [""; 0])
+    }
+}
+
+impl BashConfig {
+    /// Builds the configuration from the settings' raw forms: every list entry may itself be
+    /// comma-separated (`AGENT_BASH_ALLOWED_COMMANDS=ls,cat`); entries are trimmed and blanks
+    /// dropped; an empty command list means the defaults. A blank or absent working directory is
+    /// the process working directory; relative paths are resolved against it.
+    pub fn from_lists<S: AsRef<str>>(
+        working_directory: Option<&str>,
+        allowed_paths: impl IntoIterator<Item = S>,
+        allowed_commands: impl IntoIterator<Item = S>,
+        path_checked_commands: impl IntoIterator<Item = S>,
+    ) -> BashConfig {
+        let base = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let working_directory = match working_directory.map(str::trim).filter(|w| !w.is_empty()) {
+            Some(dir) => absolute(&base, Path::new(dir)),
+            None => normalize(&base),
+        };
+        let allowed_paths = split_list(allowed_paths).iter().map(|p| absolute(&base, Path::new(p))).collect();
+        BashConfig {
+            working_directory,
+            allowed_paths,
+            allowed_commands: or_defaults(split_list(allowed_commands), &DEFAULT_ALLOWED_COMMANDS),
+            path_checked_commands: or_defaults(split_list(path_checked_commands), &DEFAULT_PATH_CHECKED_COMMANDS),
+            timeout: Duration::from_secs(5),
+            output_cap_chars: 2000,
+        }
+    }
+}
+
+fn split_list<S: AsRef<str>>(items: impl IntoIterator<Item = S>) -> Vec<String> {
+    items
+        .into_iter()
+        .flat_map(|item| item.as_ref().split(',').map(|s| s.trim().to_owned()).collect::<Vec<_>>())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+fn or_defaults(items: Vec<String>, defaults: &[&str]) -> Vec<String> {
+    if items.is_empty() { defaults.iter().map(|s| (*s).to_owned()).collect() } else { items }
+}
+
+/// `path` made absolute against `base`, with `.` and `..` removed lexically.
+pub(crate) fn absolute(base: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() { normalize(path) } else { normalize(&base.join(path)) }
+}
+
+/// Lexical normalisation; `..` at the root stays at the root.
+pub(crate) fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults() {
+        let config = BashConfig::default();
+        assert_eq!(config.allowed_commands, DEFAULT_ALLOWED_COMMANDS);
+        assert_eq!(config.path_checked_commands, DEFAULT_PATH_CHECKED_COMMANDS);
+        assert!(config.working_directory.is_absolute());
+        assert!(config.allowed_paths.is_empty());
+        assert_eq!(config.timeout, Duration::from_secs(5));
+        assert_eq!(config.output_cap_chars, 2000);
+    }
+
+    #[test]
+    fn comma_separated_lists() {
+        let config = BashConfig::from_lists(
+            Some("/srv/work/../app"),
+            ["/opt/a, /opt/b", " ", "rel"],
+            ["echo, ls", "cat"],
+            [" ", ","],
+        );
+        assert_eq!(config.working_directory, PathBuf::from("/srv/app"));
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(
+            config.allowed_paths,
+            [PathBuf::from("/opt/a"), PathBuf::from("/opt/b"), normalize(&cwd.join("rel"))]
+        );
+        assert_eq!(config.allowed_commands, ["echo", "ls", "cat"]);
+        assert_eq!(config.path_checked_commands, DEFAULT_PATH_CHECKED_COMMANDS);
+    }
+
+    #[test]
+    fn blank_working_directory_is_the_process_directory() {
+        let config = BashConfig::from_lists(Some("  "), [""; 0], [""; 0], [""; 0]);
+        assert_eq!(config.working_directory, normalize(&std::env::current_dir().unwrap()));
+    }
+
+    #[test]
+    fn lexical_normalisation() {
+        assert_eq!(normalize(Path::new("/a/./b/../../../c")), PathBuf::from("/c"));
+        assert_eq!(absolute(Path::new("/w"), Path::new("x/../y")), PathBuf::from("/w/y"));
+    }
+}

@@ -1,0 +1,129 @@
+//! `_bash_` (tools-skills-viewports.md §4.1): one whitelisted command, run without a shell, with
+//! its path arguments confined to the allowed roots.
+//!
+//! This tool is a security boundary. It must never run a program outside the allow-list, hand the
+//! command to a shell, or let a path argument reach outside the allowed roots, symlinks included.
+//! The checks are in [`policy`], the path resolution in [`paths`], the process handling in
+//! [`process`].
+
+mod config;
+mod glob;
+mod paths;
+mod policy;
+mod process;
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+pub use config::{BashConfig, DEFAULT_ALLOWED_COMMANDS, DEFAULT_PATH_CHECKED_COMMANDS};
+
+use super::{java_random::java_to_string, meta};
+use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
+
+pub(crate) const NAME: &str = "_bash_";
+
+/// The `_bash_` tool.
+#[derive(Debug, Clone)]
+pub struct BashTool {
+    config: Arc<BashConfig>,
+}
+
+impl BashTool {
+    pub fn new(config: BashConfig) -> BashTool {
+        BashTool { config: Arc::new(config) }
+    }
+
+    pub fn config(&self) -> &BashConfig {
+        &self.config
+    }
+
+    /// Runs `command` and renders the result text of §4.1.
+    pub async fn run_command(&self, command: &str) -> String {
+        let config = Arc::clone(&self.config);
+        let command = command.to_owned();
+        // Path checks and glob expansion touch the file system; keep them off the async workers.
+        let planned = tokio::task::spawn_blocking(move || {
+            let roots = paths::Roots::new(&config.working_directory, &config.allowed_paths);
+            policy::plan(&command, &config, &roots)
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("internal error while checking the command: {e}")));
+        let invocation = match planned {
+            Ok(invocation) => invocation,
+            Err(message) => return self.render(-1, "", &message),
+        };
+        let config = &self.config;
+        match process::run(&invocation, &config.working_directory, config.timeout, config.output_cap_chars).await {
+            Ok(done) => self.render(done.exit_code, &done.stdout, &done.stderr),
+            Err(process::RunError::Start(message)) => self.render(-1, "", &message),
+            Err(process::RunError::TimedOut) => self.render(-1, "", "Command timed out"),
+        }
+    }
+
+    fn render(&self, exit_code: i32, stdout: &str, stderr: &str) -> String {
+        format!(
+            "exitCode: {exit_code}\n\"workingDirectory\": \"{}\"\nstdout:\n{stdout}\nstderr:\n{stderr}",
+            self.config.working_directory.display()
+        )
+    }
+}
+
+/// §4.1 step 1: absent → `""`, JSON null → `"null"`, other values stringified; then trimmed.
+fn command_text(args: &Value) -> String {
+    match args.get("command") {
+        None => String::new(),
+        Some(Value::String(s)) => s.trim().to_owned(),
+        Some(other) => java_to_string(other).trim().to_owned(),
+    }
+}
+
+impl Tool for BashTool {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn description(&self) -> &str {
+        meta::description(NAME)
+    }
+
+    fn parameters(&self) -> Value {
+        meta::parameters(NAME)
+    }
+
+    fn after_call_hint(&self) -> &str {
+        meta::after_call_hint(NAME)
+    }
+
+    fn call<'a>(&'a self, args: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move { Ok(ToolOutput::Text(self.run_command(&command_text(&args)).await)) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn command_argument_forms() {
+        assert_eq!(command_text(&json!({})), "");
+        assert_eq!(command_text(&json!({"command":null})), "null");
+        assert_eq!(command_text(&json!({"command":"  ls -la "})), "ls -la");
+        assert_eq!(command_text(&json!({"command":5})), "5");
+    }
+
+    #[tokio::test]
+    async fn missing_command() {
+        let tool = BashTool::new(BashConfig::from_lists(Some("/app"), [""; 0], [""; 0], [""; 0]));
+        assert_eq!(
+            tool.run_command("").await,
+            "exitCode: -1\n\"workingDirectory\": \"/app\"\nstdout:\n\nstderr:\nMissing argument: command"
+        );
+        assert_eq!(
+            tool.run_command("rm -rf x").await,
+            "exitCode: -1\n\"workingDirectory\": \"/app\"\nstdout:\n\nstderr:\nCommand not allowed: rm"
+        );
+    }
+}

@@ -1,0 +1,81 @@
+//! The built-in backend tools (tools-skills-viewports.md §4) and [`builtins`], which builds them
+//! all from configuration.
+
+mod agent_file;
+mod args;
+mod bash;
+mod city_datetime;
+mod java_random;
+mod lunar;
+mod meta;
+mod mock;
+
+use std::sync::Arc;
+
+pub use agent_file::{AgentFileCreate, AgentFileCreateConfig, DEFAULT_AGENT_SYSTEM_PROMPT};
+pub use bash::{BashConfig, BashTool, DEFAULT_ALLOWED_COMMANDS, DEFAULT_PATH_CHECKED_COMMANDS};
+pub use city_datetime::CityDatetime;
+
+use crate::tool::Tool;
+use meta::PureTool;
+
+/// Settings of the configurable built-ins.
+#[derive(Debug, Clone, Default)]
+pub struct BuiltinsConfig {
+    pub bash: BashConfig,
+    pub agent_file_create: AgentFileCreateConfig,
+}
+
+/// Names of every built-in [`builtins`] returns, sorted.
+pub const BUILTIN_NAMES: [&str; 9] = [
+    bash::NAME,
+    agent_file::NAME,
+    city_datetime::NAME,
+    mock::weather::NAME,
+    mock::logistics::NAME,
+    mock::ops_runbook::NAME,
+    mock::sensitive::NAME,
+    mock::todo::NAME,
+    mock::transport::NAME,
+];
+
+/// Every built-in tool: `_bash_`, `agent_file_create`, `city_datetime` and the `mock_*` tools.
+/// Their metadata (description, schema, hint) is that of the bundled definition files.
+pub fn builtins(config: BuiltinsConfig) -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(BashTool::new(config.bash)),
+        Arc::new(AgentFileCreate::new(config.agent_file_create)),
+        Arc::new(CityDatetime::new()),
+        Arc::new(PureTool { name: mock::weather::NAME, run: mock::weather::run }),
+        Arc::new(PureTool { name: mock::logistics::NAME, run: mock::logistics::run }),
+        Arc::new(PureTool { name: mock::ops_runbook::NAME, run: mock::ops_runbook::run }),
+        Arc::new(PureTool { name: mock::sensitive::NAME, run: mock::sensitive::run }),
+        Arc::new(PureTool { name: mock::todo::NAME, run: mock::todo::run }),
+        Arc::new(PureTool { name: mock::transport::NAME, run: mock::transport::run }),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_match_the_implementations() {
+        let tools = builtins(BuiltinsConfig::default());
+        let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+        assert_eq!(names, BUILTIN_NAMES);
+        let mut sorted = BUILTIN_NAMES;
+        sorted.sort_unstable();
+        assert_eq!(sorted, BUILTIN_NAMES);
+    }
+
+    #[test]
+    fn every_builtin_has_bundled_metadata() {
+        for tool in builtins(BuiltinsConfig::default()) {
+            let name = tool.name();
+            assert!(meta::bundled(name).is_some(), "{name} has no bundled definition");
+            assert!(!tool.description().is_empty(), "{name}");
+            assert_eq!(tool.parameters()["type"], "object", "{name}");
+        }
+    }
+}

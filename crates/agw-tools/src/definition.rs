@@ -1,0 +1,190 @@
+//! Tool definitions and the rules for reading one definition file (tools-skills-viewports.md §1–§2).
+
+use serde_json::{Map, Value, json};
+
+/// How a tool is executed, decided by the suffix of the file that defines it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ToolKind {
+    /// Runs a built-in implementation (`*.backend`, or a built-in without a file).
+    Backend,
+    /// Waits for the user's answer through `POST /api/ap/submit` (`*.frontend`).
+    Frontend,
+    /// Performed by the client; the result is always `OK` (`*.action`).
+    Action,
+}
+
+impl ToolKind {
+    /// The call type used in SSE `toolType`, memory snapshots and in-run assistant messages.
+    pub fn call_type(self) -> &'static str {
+        match self {
+            ToolKind::Backend => "function",
+            ToolKind::Frontend => "frontend",
+            ToolKind::Action => "action",
+        }
+    }
+
+    /// The kind a definition file name stands for (suffix compared case-insensitively), if any.
+    pub fn from_file_name(file_name: &str) -> Option<ToolKind> {
+        let lower = file_name.to_ascii_lowercase();
+        [(".backend", ToolKind::Backend), (".frontend", ToolKind::Frontend), (".action", ToolKind::Action)]
+            .into_iter()
+            .find(|(suffix, _)| lower.len() > suffix.len() && lower.ends_with(suffix))
+            .map(|(_, kind)| kind)
+    }
+
+    fn suffix_len(self) -> usize {
+        match self {
+            ToolKind::Backend => ".backend".len(),
+            ToolKind::Frontend => ".frontend".len(),
+            ToolKind::Action => ".action".len(),
+        }
+    }
+}
+
+/// A tool as the model and the modes see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDef {
+    /// Trimmed, lower-case.
+    pub name: String,
+    /// Trimmed; may be empty.
+    pub description: String,
+    /// Trimmed; may be empty.
+    pub after_call_hint: String,
+    /// JSON schema object of the arguments; never empty (see [`default_parameters`]).
+    pub parameters: Value,
+    pub kind: ToolKind,
+    /// Surfaced as SSE `tool.start.toolApi`.
+    pub tool_api: Option<String>,
+    /// Frontend tools only: the viewport that renders the tool (defining file stem, lower-case).
+    pub viewport_key: Option<String>,
+}
+
+/// The schema used when a definition or an implementation gives none.
+pub fn default_parameters() -> Value {
+    json!({"type": "object", "properties": {}, "additionalProperties": true})
+}
+
+/// A missing, null, non-object or empty schema becomes the default one (§2).
+pub(crate) fn normalize_parameters(parameters: Option<&Value>) -> Value {
+    match parameters {
+        Some(Value::Object(map)) if !map.is_empty() => Value::Object(map.clone()),
+        _ => default_parameters(),
+    }
+}
+
+/// The definitions read from one file, plus the entries that were skipped and why.
+#[derive(Debug, Default)]
+pub(crate) struct ParsedFile {
+    pub defs: Vec<ToolDef>,
+    pub skipped: Vec<String>,
+}
+
+/// Reads one definition file. `Err` means the whole file is unusable (not JSON, no `tools` array).
+pub(crate) fn parse_file(kind: ToolKind, file_name: &str, text: &str) -> Result<ParsedFile, String> {
+    let root: Value = serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
+    let Some(entries) = root.get("tools").and_then(Value::as_array) else {
+        return Err("no \"tools\" array".to_owned());
+    };
+    let viewport_key = (kind == ToolKind::Frontend).then(|| viewport_key_of(file_name, kind));
+    let mut parsed = ParsedFile::default();
+    for (index, entry) in entries.iter().enumerate() {
+        match parse_entry(entry, kind, viewport_key.as_deref()) {
+            Ok(def) => parsed.defs.push(def),
+            Err(reason) => parsed.skipped.push(format!("tools[{index}] skipped: {reason}")),
+        }
+    }
+    Ok(parsed)
+}
+
+/// File name without its suffix, trimmed and lower-cased (`confirm_dialog.frontend` → `confirm_dialog`).
+fn viewport_key_of(file_name: &str, kind: ToolKind) -> String {
+    let stem = file_name.get(..file_name.len().saturating_sub(kind.suffix_len())).unwrap_or_default();
+    stem.trim().to_lowercase()
+}
+
+fn parse_entry(entry: &Value, kind: ToolKind, viewport_key: Option<&str>) -> Result<ToolDef, String> {
+    let Some(entry) = entry.as_object() else {
+        return Err("not a JSON object".to_owned());
+    };
+    if text_field(entry, "type").as_deref() != Some("function") {
+        return Err("\"type\" must be \"function\"".to_owned());
+    }
+    let name = text_field(entry, "name").unwrap_or_default().to_lowercase();
+    if name.is_empty() {
+        return Err("blank \"name\"".to_owned());
+    }
+    Ok(ToolDef {
+        name,
+        description: text_field(entry, "description").unwrap_or_default(),
+        after_call_hint: text_field(entry, "afterCallHint").unwrap_or_default(),
+        parameters: normalize_parameters(entry.get("parameters")),
+        kind,
+        tool_api: text_field(entry, "toolApi").filter(|api| !api.is_empty()),
+        viewport_key: viewport_key.map(str::to_owned),
+    })
+}
+
+/// A string field, trimmed. Non-string values are not coerced: a definition with
+/// `"description": 42` is a mistake, and an empty description says so less loudly than text would.
+fn text_field(entry: &Map<String, Value>, key: &str) -> Option<String> {
+    entry.get(key).and_then(Value::as_str).map(|s| s.trim().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_comes_from_the_suffix_case_insensitively() {
+        assert_eq!(ToolKind::from_file_name("a.backend"), Some(ToolKind::Backend));
+        assert_eq!(ToolKind::from_file_name("A.FRONTEND"), Some(ToolKind::Frontend));
+        assert_eq!(ToolKind::from_file_name("x.Action"), Some(ToolKind::Action));
+        assert_eq!(ToolKind::from_file_name("x.html"), None);
+        assert_eq!(ToolKind::from_file_name("x.backend.bak"), None);
+        assert_eq!(ToolKind::from_file_name(".backend"), None);
+    }
+
+    #[test]
+    fn entry_fields_follow_the_rules() {
+        let text = r#"{"tools":[
+            {"type":" function ","name":"  Show_Form ","description":" d ","afterCallHint":" h ",
+             "after_call_hint":"ignored","parameters":{},"toolApi":"/api/x","viewportKey":"ignored"},
+            {"type":"Function","name":"wrong_type"},
+            {"type":"function","name":"  "},
+            {"type":"function","name":"with_schema","parameters":{"type":"object","required":["a"]}},
+            "not an object"
+        ]}"#;
+        let parsed = parse_file(ToolKind::Frontend, "My_Form.frontend", text).unwrap();
+        assert_eq!(parsed.defs.len(), 2);
+        let first = &parsed.defs[0];
+        assert_eq!(first.name, "show_form");
+        assert_eq!(first.description, "d");
+        assert_eq!(first.after_call_hint, "h");
+        assert_eq!(first.parameters, default_parameters());
+        assert_eq!(first.tool_api.as_deref(), Some("/api/x"));
+        assert_eq!(first.viewport_key.as_deref(), Some("my_form"));
+        assert_eq!(parsed.defs[1].parameters, json!({"type":"object","required":["a"]}));
+        assert_eq!(parsed.skipped.len(), 3);
+        assert!(parsed.skipped[0].contains("tools[1]"), "{:?}", parsed.skipped);
+    }
+
+    #[test]
+    fn non_frontend_tools_have_no_viewport_key() {
+        let parsed = parse_file(ToolKind::Backend, "a.backend", r#"{"tools":[{"type":"function","name":"a"}]}"#);
+        assert_eq!(parsed.unwrap().defs[0].viewport_key, None);
+    }
+
+    #[test]
+    fn whole_file_failures() {
+        assert!(parse_file(ToolKind::Action, "a.action", "{").unwrap_err().starts_with("invalid JSON"));
+        assert_eq!(parse_file(ToolKind::Action, "a.action", r#"{"tools":{}}"#).unwrap_err(), "no \"tools\" array");
+        assert_eq!(parse_file(ToolKind::Action, "a.action", "[]").unwrap_err(), "no \"tools\" array");
+    }
+
+    #[test]
+    fn result_call_types() {
+        assert_eq!(ToolKind::Backend.call_type(), "function");
+        assert_eq!(ToolKind::Frontend.call_type(), "frontend");
+        assert_eq!(ToolKind::Action.call_type(), "action");
+    }
+}

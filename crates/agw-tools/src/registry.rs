@@ -1,0 +1,227 @@
+//! The tool registry: definition files merged with the built-in implementations (§2, §2.1).
+//! A registry is an immutable snapshot; a reload builds a new one.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::definition::{ToolDef, ToolKind, normalize_parameters, parse_file};
+use crate::dirscan::{SourceFile, scan};
+use crate::exec::{error_result, execute_backend};
+use crate::tool::{Tool, ToolContext};
+
+/// Something in the tools directory that did not become (part of) a tool, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadProblem {
+    /// Path (directory loads) or name (embedded sources) of the file.
+    pub file: String,
+    pub message: String,
+}
+
+/// Tools by name: what the model may call, how each call is executed, and what went wrong loading.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    /// The listing (§2.1): built-ins sorted by name, then definitions without an implementation.
+    tools: Vec<ToolDef>,
+    index: HashMap<String, usize>,
+    /// Every surviving definition, including ACTION/FRONTEND ones hidden by a built-in of the same
+    /// name: type lookups see them (§2.1).
+    definitions: HashMap<String, ToolKind>,
+    implementations: BTreeMap<String, Arc<dyn Tool>>,
+    problems: Vec<LoadProblem>,
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolRegistry")
+            .field("tools", &self.tools.iter().map(|t| &t.name).collect::<Vec<_>>())
+            .field("problems", &self.problems)
+            .finish()
+    }
+}
+
+/// One definition and the file it came from.
+struct Sourced {
+    def: ToolDef,
+    origin: String,
+}
+
+impl ToolRegistry {
+    /// Loads the definition files directly in `dir` (`*.backend`, `*.frontend`, `*.action`, suffix
+    /// case-insensitive, name order) and merges them with `builtins`. `None` or a missing
+    /// directory means built-ins only.
+    pub fn load(dir: Option<&Path>, builtins: Vec<Arc<dyn Tool>>) -> ToolRegistry {
+        let sources = dir.map(|dir| scan(dir, |name| ToolKind::from_file_name(name).is_some())).unwrap_or_default();
+        Self::build(sources, builtins)
+    }
+
+    /// Same rules as [`Self::load`] over `(file name, text)` pairs, e.g. the bundled definitions.
+    pub fn from_sources<N, T>(sources: impl IntoIterator<Item = (N, T)>, builtins: Vec<Arc<dyn Tool>>) -> ToolRegistry
+    where
+        N: Into<String>,
+        T: Into<String>,
+    {
+        let mut sources: Vec<SourceFile> = sources
+            .into_iter()
+            .map(|(name, text)| {
+                let file_name: String = name.into();
+                SourceFile { origin: file_name.clone(), file_name, text: Ok(text.into()) }
+            })
+            .filter(|s| !s.file_name.starts_with('.') && ToolKind::from_file_name(&s.file_name).is_some())
+            .collect();
+        sources.sort_by(|a, b| a.file_name.cmp(&b.file_name));
+        Self::build(sources, builtins)
+    }
+
+    fn build(sources: Vec<SourceFile>, builtins: Vec<Arc<dyn Tool>>) -> ToolRegistry {
+        let mut registry = ToolRegistry::default();
+        let mut found = Vec::new();
+        for source in sources {
+            let Some(kind) = ToolKind::from_file_name(&source.file_name) else { continue };
+            match source.text.and_then(|text| parse_file(kind, &source.file_name, &text)) {
+                Ok(parsed) => {
+                    for message in parsed.skipped {
+                        registry.problem(&source.origin, message);
+                    }
+                    found.extend(parsed.defs.into_iter().map(|def| Sourced { def, origin: source.origin.clone() }));
+                }
+                Err(message) => registry.problem(&source.origin, format!("file skipped: {message}")),
+            }
+        }
+        let definitions = registry.drop_conflicts(found);
+
+        for tool in builtins {
+            let name = tool.name().trim().to_lowercase();
+            if registry.implementations.insert(name.clone(), tool).is_some() {
+                tracing::warn!(tool = %name, "two built-in implementations share a name; the last one is used");
+            }
+        }
+        registry.merge(definitions);
+        registry
+    }
+
+    /// Conflict policy (§2): a name defined more than once, in any files and kinds, loses every
+    /// definition. Definitions come back sorted by name.
+    fn drop_conflicts(&mut self, found: Vec<Sourced>) -> BTreeMap<String, Sourced> {
+        let mut by_name: BTreeMap<String, Vec<Sourced>> = BTreeMap::new();
+        for sourced in found {
+            by_name.entry(sourced.def.name.clone()).or_default().push(sourced);
+        }
+        let mut unique = BTreeMap::new();
+        for (name, mut all) in by_name {
+            if all.len() == 1 {
+                if let Some(only) = all.pop() {
+                    unique.insert(name, only);
+                }
+                continue;
+            }
+            let files: Vec<&str> = all.iter().map(|s| s.origin.as_str()).collect();
+            let message = format!(
+                "tool \"{name}\" is defined more than once ({}); all its definitions are dropped",
+                files.join(", ")
+            );
+            for sourced in &all {
+                self.problem(&sourced.origin, message.clone());
+            }
+        }
+        unique
+    }
+
+    /// Listing order (§2.1): built-in implementations sorted by name, then definitions sorted by
+    /// name.
+    fn merge(&mut self, mut definitions: BTreeMap<String, Sourced>) {
+        for (name, tool) in &self.implementations {
+            let def = match definitions.get(name) {
+                Some(sourced) if sourced.def.kind == ToolKind::Backend => {
+                    let mut def = sourced.def.clone();
+                    if def.after_call_hint.is_empty() {
+                        def.after_call_hint = tool.after_call_hint().trim().to_owned();
+                    }
+                    def
+                }
+                // An ACTION/FRONTEND definition named like a built-in stays out of the listing;
+                // type lookups still see it.
+                _ => ToolDef {
+                    name: name.clone(),
+                    description: tool.description().trim().to_owned(),
+                    after_call_hint: tool.after_call_hint().trim().to_owned(),
+                    parameters: normalize_parameters(Some(&tool.parameters())),
+                    kind: ToolKind::Backend,
+                    tool_api: None,
+                    viewport_key: None,
+                },
+            };
+            self.tools.push(def);
+        }
+        let mut unimplemented = Vec::new();
+        for (name, sourced) in &definitions {
+            if self.implementations.contains_key(name) {
+                continue;
+            }
+            if sourced.def.kind == ToolKind::Backend {
+                // No plugin mechanism: a backend definition needs a built-in to run it (§1).
+                unimplemented.push(name.clone());
+                self.problem(
+                    &sourced.origin,
+                    format!("backend tool \"{name}\" has no built-in implementation; skipped"),
+                );
+                continue;
+            }
+            self.tools.push(sourced.def.clone());
+        }
+        for name in unimplemented {
+            definitions.remove(&name);
+        }
+        self.definitions = definitions.into_iter().map(|(name, sourced)| (name, sourced.def.kind)).collect();
+        self.index = self.tools.iter().enumerate().map(|(i, def)| (def.name.clone(), i)).collect();
+    }
+
+    fn problem(&mut self, file: &str, message: String) {
+        tracing::warn!(file = %file, "tool definition problem: {message}");
+        self.problems.push(LoadProblem { file: file.to_owned(), message });
+    }
+
+    /// The listed tool with this name (trimmed, case-insensitive).
+    pub fn get(&self, name: &str) -> Option<&ToolDef> {
+        self.index.get(&normalize_name(name)).map(|&i| &self.tools[i])
+    }
+
+    /// How a call to `name` is executed (§2.1): a surviving definition decides (even one hidden
+    /// from the listing by a built-in), else a built-in is a backend tool, else an unknown name is
+    /// treated as a backend tool (its execution then fails with `Unknown tool`).
+    pub fn kind_of(&self, name: &str) -> ToolKind {
+        self.definitions.get(&normalize_name(name)).copied().unwrap_or(ToolKind::Backend)
+    }
+
+    /// The built-in implementation for `name` (trimmed, case-insensitive).
+    pub fn implementation(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.implementations.get(&normalize_name(name)).cloned()
+    }
+
+    /// Runs the built-in implementation of `name` with [`execute_backend`]'s timeout and retry
+    /// rules; a name without one answers `Unknown tool: <name>` (§5.3). Only for calls whose kind
+    /// is [`ToolKind::Backend`]: actions and frontend tools are answered by the modes.
+    pub async fn execute(&self, name: &str, args: Value, ctx: &ToolContext, timeout: Duration, retries: u32) -> String {
+        match self.implementation(name) {
+            Some(tool) => execute_backend(tool.as_ref(), args, ctx, timeout, retries).await,
+            None => error_result(name, &format!("Unknown tool: {name}")),
+        }
+    }
+
+    /// Every listed tool in listing order (§2.1).
+    pub fn list(&self) -> &[ToolDef] {
+        &self.tools
+    }
+
+    /// Files, entries and names that were skipped, in the order they were met.
+    pub fn problems(&self) -> &[LoadProblem] {
+        &self.problems
+    }
+}
+
+fn normalize_name(name: &str) -> String {
+    name.trim().to_lowercase()
+}

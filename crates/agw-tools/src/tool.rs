@@ -1,0 +1,79 @@
+//! The [`Tool`] trait every backend implementation satisfies, and the values that cross it.
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use crate::definition::default_parameters;
+
+/// A backend tool implementation (tools-skills-viewports.md §4).
+///
+/// Object safe: the registry holds implementations as `Arc<dyn Tool>`. `call` returns a boxed
+/// future; dropping it must stop the work (a tool that starts a process spawns it with
+/// `kill_on_drop`), because that is how a cancelled run or a timeout stops a tool.
+pub trait Tool: Send + Sync {
+    /// Lower-case tool name, the key the model calls it by.
+    fn name(&self) -> &str;
+
+    /// Description used when no definition file describes the tool.
+    fn description(&self) -> &str {
+        ""
+    }
+
+    /// JSON schema of the arguments used when no definition file describes the tool.
+    fn parameters(&self) -> Value {
+        default_parameters()
+    }
+
+    /// Instruction appended to the prompt for after the call, used when the definition file has
+    /// none.
+    fn after_call_hint(&self) -> &str {
+        ""
+    }
+
+    /// Runs the tool. `args` is always a JSON object ([`crate::execute_backend`] turns anything
+    /// else into `{}`), with argument templates already resolved.
+    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+}
+
+/// What a tool returns: a JSON value or plain text.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolOutput {
+    Json(Value),
+    Text(String),
+}
+
+impl ToolOutput {
+    /// The text sent to the model as the tool result (§5.4): text as-is, JSON compact with its
+    /// key order kept, JSON null as `null`.
+    pub fn to_result_text(&self) -> String {
+        match self {
+            ToolOutput::Text(text) => text.clone(),
+            ToolOutput::Json(value) => value.to_string(),
+        }
+    }
+}
+
+/// Why a tool call failed. The display text becomes the `error` of the error result object.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    /// The arguments can never work; retrying would give the same answer, so it is never retried.
+    #[error("invalid arguments: {0}")]
+    InvalidArguments(String),
+    /// A runtime failure that may go away; retried up to the budget's `retryCount`.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Facts about the run a tool is called from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ToolContext {
+    pub run_id: String,
+    pub chat_id: String,
+}
+
+impl ToolContext {
+    pub fn new(run_id: impl Into<String>, chat_id: impl Into<String>) -> ToolContext {
+        ToolContext { run_id: run_id.into(), chat_id: chat_id.into() }
+    }
+}

@@ -1,0 +1,193 @@
+//! The built-in tools through the `Tool` interface, as the modes call them (§4).
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agw_tools::{
+    AgentFileCreate, AgentFileCreateConfig, BuiltinsConfig, Tool, ToolContext, ToolOutput, builtins, execute_backend,
+};
+use common::TempDir;
+use serde_json::{Value, json};
+
+fn tool(name: &str) -> Arc<dyn Tool> {
+    builtins(BuiltinsConfig::default()).into_iter().find(|t| t.name() == name).unwrap()
+}
+
+async fn call_json(tool: &dyn Tool, args: Value) -> Value {
+    match tool.call(args, &ToolContext::default()).await.unwrap() {
+        ToolOutput::Json(value) => value,
+        ToolOutput::Text(text) => panic!("json expected, got {text}"),
+    }
+}
+
+#[tokio::test]
+async fn reference_mock_tools_are_idempotent() {
+    for (name, args) in [
+        ("mock_city_weather", json!({"city":"Shanghai","date":"2026-02-13"})),
+        ("mock_logistics_status", json!({"trackingNo":"YT1234567890"})),
+        (
+            "mock_transport_schedule",
+            json!({"type":"train","fromCity":"Shanghai","toCity":"Nanjing","date":"2026-02-15"}),
+        ),
+        ("mock_todo_tasks", json!({"owner":"张三"})),
+        ("mock_ops_runbook", json!({"message":"检查磁盘"})),
+    ] {
+        let tool = tool(name);
+        let first =
+            execute_backend(tool.as_ref(), args.clone(), &ToolContext::default(), Duration::from_secs(1), 0).await;
+        let second = execute_backend(tool.as_ref(), args, &ToolContext::default(), Duration::from_secs(1), 0).await;
+        assert_eq!(first, second, "{name}");
+        assert!(first.starts_with('{') && !first.contains("\"ok\":false"), "{name}: {first}");
+    }
+}
+
+#[tokio::test]
+async fn spec_weather_vector_through_execution() {
+    let tool = tool("mock_city_weather");
+    let text = execute_backend(
+        tool.as_ref(),
+        json!({"city":"Shanghai","date":"2026-02-13"}),
+        &ToolContext::default(),
+        Duration::from_secs(1),
+        0,
+    )
+    .await;
+    assert_eq!(
+        text,
+        r#"{"city":"上海","date":"2026-02-13","temperatureC":23,"humidity":66,"windLevel":2,"condition":"雾","mockTag":"幂等随机数据"}"#
+    );
+}
+
+#[tokio::test]
+async fn reference_city_datetime_shape() {
+    let out = call_json(tool("city_datetime").as_ref(), json!({"city":"Shanghai"})).await;
+    assert_eq!(out["timezone"], "UTC+8");
+    assert_eq!(out["source"], "system-clock");
+    assert!(!out["date"].as_str().unwrap().is_empty());
+    assert!(out["weekday"].as_str().unwrap().starts_with("星期"));
+    assert!(out["lunarDate"].as_str().unwrap().contains('年'));
+    assert_eq!(out["time"].as_str().unwrap().len(), 8);
+    let iso = out["iso"].as_str().unwrap();
+    assert!(iso.parse::<jiff::Timestamp>().is_ok(), "iso parses as an offset date-time: {iso}");
+    assert!(iso.ends_with("+08:00"));
+    let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["city", "timezone", "date", "weekday", "lunarDate", "time", "iso", "source"]);
+}
+
+fn agent_tool(dir: &TempDir, prompt: &str) -> AgentFileCreate {
+    AgentFileCreate::new(AgentFileCreateConfig {
+        agents_dir: dir.path().join("agents"),
+        default_system_prompt: prompt.to_owned(),
+    })
+}
+
+#[tokio::test]
+async fn reference_agent_file_create_writes_a_loadable_definition() {
+    let dir = TempDir::new("agents");
+    let tool = agent_tool(&dir, "default prompt");
+    let args = json!({"agentId":"qa_bot","description":"QA 助手","providerKey":"openai","model":"gpt-3.5-turbo",
+        "systemPrompt":"你是 QA 助手\n请先问清问题","mode":"ONESHOT"});
+    let out = call_json(&tool, args.clone()).await;
+    let agents = dir.path().join("agents");
+    let file = agents.join("qa_bot.json");
+    assert_eq!(out["tool"], "agent_file_create");
+    assert_eq!(out["agentsDir"], agents.display().to_string());
+    assert_eq!((&out["ok"], &out["created"], &out["updated"]), (&json!(true), &json!(true), &json!(false)));
+    assert_eq!(out["agentId"], "qa_bot");
+    assert_eq!(out["file"], file.display().to_string());
+    let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["tool", "agentsDir", "ok", "created", "updated", "agentId", "file", "config"]);
+
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.starts_with("{\n  \"key\" : \"qa_bot\",\n") && text.ends_with("}\n"), "{text}");
+    let written: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(written, out["config"]);
+    assert_eq!(written["description"], "QA 助手");
+    assert_eq!(written["modelConfig"], json!({"providerKey":"openai","model":"gpt-3.5-turbo"}));
+    assert_eq!(written["mode"], "ONESHOT");
+    assert_eq!(written["plain"]["systemPrompt"], "你是 QA 助手\n请先问清问题");
+    assert!(written.get("toolConfig").is_none());
+    // Structurally a valid agent definition: mode, a modelConfig, the mode's prompt, no legacy keys.
+    for legacy in ["systemPrompt", "providerKey", "model", "tools", "deepThink", "reasoning"] {
+        assert!(written.get(legacy).is_none(), "{legacy} is rejected by the agent loader");
+    }
+
+    let again = call_json(&tool, args).await;
+    assert_eq!((&again["created"], &again["updated"]), (&json!(false), &json!(true)));
+    let leftovers: Vec<_> = std::fs::read_dir(&agents).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(leftovers, [std::ffi::OsString::from("qa_bot.json")], "no temporary files remain");
+}
+
+#[tokio::test]
+async fn reference_agent_file_create_defaults() {
+    let dir = TempDir::new("agents-defaults");
+    let tool = agent_tool(&dir, "这是配置的默认提示词");
+    let out = call_json(&tool, json!({"key":"plain_one"})).await;
+    assert_eq!(out["config"]["modelConfig"]["providerKey"], "bailian");
+    assert_eq!(out["config"]["plain"]["systemPrompt"], "这是配置的默认提示词");
+}
+
+#[tokio::test]
+async fn reference_agent_file_create_refuses_escaping_keys() {
+    let dir = TempDir::new("agents-escape");
+    let tool = agent_tool(&dir, "p");
+    for key in ["../escape", "/etc/agw", "..", "a/../../b", "x\\y"] {
+        let out = call_json(&tool, json!({ "agentId": key })).await;
+        assert_eq!(out["ok"], false, "{key}");
+        assert!(out["error"].as_str().unwrap().contains("Invalid agentId"), "{key}");
+        let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["tool", "agentsDir", "ok", "error"]);
+    }
+    assert!(!dir.path().join("escape.json").exists());
+    assert!(!std::path::Path::new("/etc/agw.json").exists());
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn agent_file_create_replaces_a_symlink_instead_of_following_it() {
+    let outside = TempDir::new("agents-outside");
+    let victim = outside.write("victim.json", "ORIGINAL");
+    let dir = TempDir::new("agents-link");
+    dir.mkdir("agents");
+    dir.symlink(&victim, "agents/evil.json");
+    let out = call_json(&agent_tool(&dir, "p"), json!({"key":"evil"})).await;
+    assert_eq!(out["ok"], true, "{out}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "ORIGINAL", "the link target is untouched");
+    let written = dir.path().join("agents/evil.json");
+    assert!(!written.symlink_metadata().unwrap().file_type().is_symlink());
+    assert!(std::fs::read_to_string(written).unwrap().contains("\"key\" : \"evil\""));
+}
+
+#[tokio::test]
+async fn agent_file_create_reports_write_failures() {
+    let dir = TempDir::new("agents-fail");
+    // The agents "directory" is a file: nothing can be written.
+    dir.write("agents", "not a directory");
+    let out = call_json(&agent_tool(&dir, "p"), json!({"key":"k"})).await;
+    assert_eq!(out["ok"], false);
+    assert!(out["error"].as_str().unwrap().starts_with("Write failed: "), "{out}");
+}
+
+#[tokio::test]
+async fn every_builtin_survives_hostile_arguments() {
+    let dir = TempDir::new("hostile");
+    let config = BuiltinsConfig {
+        agent_file_create: AgentFileCreateConfig { agents_dir: dir.path().join("agents"), ..Default::default() },
+        ..Default::default()
+    };
+    let hostile = [
+        json!({}),
+        json!({"city":null,"date":[],"trackingNo":{},"owner":5,"type":true,"text":1.5,"command":["ls"]}),
+        json!({"city":"\u{0}","date":"9999-99-99","fromCity":"","toCity":"   ","key":"","config":"x","mode":7}),
+        json!({"message":"😀".repeat(1000),"budget":{"model":"x"},"toolConfig":[],"modelConfig":{"reasoning":"yes"}}),
+    ];
+    for tool in builtins(config) {
+        for args in &hostile {
+            let text =
+                execute_backend(tool.as_ref(), args.clone(), &ToolContext::default(), Duration::from_secs(5), 0).await;
+            assert!(!text.is_empty(), "{}", tool.name());
+        }
+    }
+}
