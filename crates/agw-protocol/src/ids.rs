@@ -43,6 +43,11 @@ pub fn new_task_id() -> String {
     hex::encode(&id.as_bytes()[..4])
 }
 
+/// A fresh history message id (`_msgId`): `m_` + 8 random lower-case hex chars.
+pub fn new_msg_id() -> String {
+    format!("m_{}", new_task_id())
+}
+
 /// Synthetic tool-call id for a provider that sends none: `call_native_{k}`. agw keeps `k`
 /// unique per run (not per model turn, unlike the reference).
 pub fn native_tool_id(k: u32) -> String {
@@ -105,6 +110,14 @@ mod tests {
         assert_eq!(id.as_bytes()[14], b'4');
         assert_eq!(canonical_uuid(&id), Some(id.clone()));
         assert_ne!(new_run_id(), id);
+    }
+
+    #[test]
+    fn msg_id_is_m_and_8_lower_hex() {
+        let id = new_msg_id();
+        assert_eq!(id.len(), 10);
+        assert!(id.starts_with("m_"), "{id}");
+        assert!(id[2..].chars().all(|c| matches!(c, '0'..='9' | 'a'..='f')), "{id}");
     }
 
     #[test]

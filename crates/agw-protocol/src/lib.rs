@@ -3,8 +3,10 @@
 //! Owns: every SSE event type of the contract, emitted or protocol-only (`event`), the request
 //! bodies with field-naming parse/validation (`request`), the upstream and semantic delta types
 //! (`delta`), the event assembler that turns semantic deltas into numbered events with the block
-//! state machine (`assembler`), id formats and the chat-name rule (`ids`), and SSE framing: the
-//! frame encoder plus an incremental decoder for clients and tests (`sse`).
+//! state machine (`assembler`), id formats and the chat-name rule (`ids`), SSE framing: the
+//! frame encoder plus an incremental decoder for clients and tests (`sse`), the chat history line
+//! format "V3.1" with its lenient readers (`history`), and the snapshot replay of a chat built
+//! from history lines (`replay`).
 //!
 //! Must never: do I/O, spawn tasks, read clocks except through the [`assembler::Clock`] it is
 //! given ([`assembler::SystemClock`] is the wall-clock one), or depend on tokio/hyper. Other
@@ -16,12 +18,19 @@
 pub mod assembler;
 pub mod delta;
 pub mod event;
+pub mod history;
 pub mod ids;
+pub mod replay;
 pub mod request;
 pub mod sse;
 
 pub use assembler::{Assembler, CallKind, Clock, ProtocolError, SystemClock};
 pub use delta::{ActionStartMeta, AgentDelta, FrontendMeta, LlmDelta, ToolCallFragment, ToolStartMeta};
 pub use event::{ErrorCode, Event, EventPayload, PlanTask, RunErrorInfo, TaskError, TaskStatus};
+pub use history::{
+    HistoryLine, PlanSnapshot, QueryLine, Stage, StepLine, StoredFunction, StoredMessage, StoredToolCall,
+    SystemMessage, SystemSnapshot, SystemTool,
+};
+pub use replay::{chat_references, raw_messages, replay_chat};
 pub use request::{QueryRequest, Reference, RequestError, Scene, SubmitRequest};
 pub use sse::{HEARTBEAT_FRAME, SseDecoder, SseFrame, write_event};

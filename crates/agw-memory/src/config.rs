@@ -1,0 +1,50 @@
+//! Settings of the chat memory (`config.md` §6) plus agw's durability knob.
+
+use std::path::PathBuf;
+
+/// Default window size in runs (`memory.chat.k`).
+pub const DEFAULT_K: usize = 20;
+
+/// Where and how chat memory is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryConfig {
+    /// `memory.chat.dir`: history files `<chatId>.json` and the index `_chats.jsonl`. Created on
+    /// first write. Made absolute when the store is built.
+    pub dir: PathBuf,
+    /// `memory.chat.k`: how many of the latest runs are sent back to the model (min 1).
+    pub k: usize,
+    pub fsync: FsyncPolicy,
+    /// `memory.chat.action-tools`: tool names (case-insensitive) whose calls are persisted with
+    /// `_actionId` instead of `_toolId`.
+    pub action_tools: Vec<String>,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        Self { dir: PathBuf::from("./chats"), k: DEFAULT_K, fsync: FsyncPolicy::default(), action_tools: Vec::new() }
+    }
+}
+
+/// When appended history is forced to stable storage.
+///
+/// Every append is one `write` of whole lines to a file opened with `O_APPEND`; once `write`
+/// returns the bytes are in the kernel's page cache and survive a crash or kill of the agw
+/// process. `fsync` only adds protection against losing them to a power cut or kernel crash, at
+/// the cost of a disk flush (milliseconds on SSDs, more on network or spinning disks).
+///
+/// The chat index is rewritten as temp file + rename; under every policy but [`Self::Never`]
+/// the temp file is fsynced before the rename so that a power cut leaves the old or the new
+/// index, never an empty one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FsyncPolicy {
+    /// Never fsync (tests, tmpfs, or when the platform's durability is enough).
+    Never,
+    /// fsync after every append (each flushed step). Adds a disk flush between the steps of a
+    /// streaming run — visible latency on slow disks for a small gain.
+    EveryStep,
+    /// Default: fsync once when a run ends ([`crate::ChatStore::append_final`]). A power cut
+    /// can lose at most the steps of runs still in flight, which their clients did not see
+    /// complete either; a finished run is durable, and streaming never waits for a disk flush.
+    #[default]
+    EveryRun,
+}

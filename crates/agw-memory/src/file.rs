@@ -1,0 +1,144 @@
+//! The few file operations chat memory needs, each with its crash story.
+//!
+//! * [`append`]: whole lines, one `write` on an `O_APPEND` handle. A line never interleaves
+//!   with another writer's (the kernel serialises appends to one file), and a line torn by a
+//!   crash mid-write is isolated before the next append (see there).
+//! * [`rewrite`]: temp file in the same directory + rename, so readers see the old or the new
+//!   content, never a mix.
+//!
+//! All synchronous `std::fs`; the calls are short (one small write, or one small file).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::config::FsyncPolicy;
+use crate::error::MemoryError;
+
+/// Appends `payload` (complete `\n`-terminated lines) to `path` in one write, creating the file
+/// and its directory when missing.
+///
+/// If the file does not end with `\n` — the last append was torn by a crash or a full disk — a
+/// `\n` is written first, in the same write, so the fragment stays one invalid line of its own
+/// (readers skip it) and the new lines stay intact.
+///
+/// If the write fails part-way (e.g. `ENOSPC`), the file is cut back to its previous length so
+/// no partial line stays behind (best effort: the isolation above covers the case where even
+/// that fails).
+///
+/// Durability per `policy`: [`FsyncPolicy::EveryStep`] fsyncs the data; any policy but
+/// [`FsyncPolicy::Never`] fsyncs the directory once when the file was just created (the file's
+/// own fsync does not cover its name, and a later end-of-run fsync only covers the data).
+pub(crate) fn append(path: &Path, payload: &[u8], policy: FsyncPolicy) -> Result<(), MemoryError> {
+    let (mut file, created) = open_append(path)?;
+    let len = file.metadata().map_err(MemoryError::io("inspect", path))?.len();
+    let torn = len > 0 && last_byte(&mut file, len).map_err(MemoryError::io("read", path))? != b'\n';
+
+    let mut buf = Vec::with_capacity(payload.len() + 1);
+    if torn {
+        tracing::warn!(path = %path.display(), "chat history ends with a partial line; isolating it before appending");
+        buf.push(b'\n');
+    }
+    buf.extend_from_slice(payload);
+
+    if let Err(source) = file.write_all(&buf) {
+        if let Err(cut) = file.set_len(len) {
+            tracing::warn!(path = %path.display(), error = %cut, "could not remove a partially written line");
+        }
+        return Err(MemoryError::Io { op: "append to", path: path.to_owned(), source });
+    }
+    if policy == FsyncPolicy::EveryStep {
+        file.sync_data().map_err(MemoryError::io("fsync", path))?;
+    }
+    if created && policy != FsyncPolicy::Never {
+        sync_parent(path)?;
+    }
+    Ok(())
+}
+
+/// Reads the whole file; `None` when it does not exist.
+pub(crate) fn read(path: &Path) -> Result<Option<Vec<u8>>, MemoryError> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(MemoryError::Io { op: "read", path: path.to_owned(), source: e }),
+    }
+}
+
+/// fsyncs an existing file (no-op when it does not exist).
+pub(crate) fn sync(path: &Path) -> Result<(), MemoryError> {
+    match OpenOptions::new().append(true).open(path) {
+        Ok(file) => file.sync_data().map_err(MemoryError::io("fsync", path)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(MemoryError::Io { op: "open", path: path.to_owned(), source: e }),
+    }
+}
+
+/// Replaces `path` with `content` atomically: temp file in the same directory, optional fsync,
+/// rename. The temp file is removed when anything fails.
+pub(crate) fn rewrite(path: &Path, content: &[u8], sync: bool) -> Result<(), MemoryError> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let dir = parent(path);
+    create_dir(dir)?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let temp = dir.join(format!(".{name}.tmp-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
+
+    let result = (|| {
+        let mut file =
+            OpenOptions::new().write(true).create_new(true).open(&temp).map_err(MemoryError::io("create", &temp))?;
+        file.write_all(content).map_err(MemoryError::io("write", &temp))?;
+        if sync {
+            file.sync_all().map_err(MemoryError::io("fsync", &temp))?;
+        }
+        drop(file);
+        fs::rename(&temp, path).map_err(MemoryError::io("replace", path))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    result
+}
+
+/// Creates `dir` and its parents.
+pub(crate) fn create_dir(dir: &Path) -> Result<(), MemoryError> {
+    fs::create_dir_all(dir).map_err(MemoryError::io("create directory", dir))
+}
+
+fn parent(path: &Path) -> &Path {
+    path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
+}
+
+/// Opens for appending (and reading the last byte); creates the file and directory when
+/// missing. Returns whether the file was created.
+fn open_append(path: &Path) -> Result<(File, bool), MemoryError> {
+    let mut options = OpenOptions::new();
+    options.read(true).append(true);
+    match options.open(path) {
+        Ok(file) => return Ok((file, false)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(MemoryError::Io { op: "open", path: path.to_owned(), source: e }),
+    }
+    create_dir(parent(path))?;
+    let file = options.create(true).open(path).map_err(MemoryError::io("create", path))?;
+    Ok((file, true))
+}
+
+fn last_byte(file: &mut File, len: u64) -> io::Result<u8> {
+    file.seek(SeekFrom::Start(len - 1))?;
+    let mut byte = [0u8; 1];
+    file.read_exact(&mut byte)?;
+    Ok(byte[0])
+}
+
+/// Makes a new directory entry durable.
+#[cfg(unix)]
+fn sync_parent(path: &Path) -> Result<(), MemoryError> {
+    let dir = parent(path);
+    File::open(dir).and_then(|d| d.sync_all()).map_err(MemoryError::io("fsync", dir))
+}
+
+#[cfg(not(unix))]
+fn sync_parent(_path: &Path) -> Result<(), MemoryError> {
+    Ok(())
+}

@@ -1,0 +1,438 @@
+//! [`Recorder`]: turns a live run into history lines (`memory-jsonl.md` §5), fed as it streams.
+//!
+//! The recorder reads the events the assembler produced for each delta rather than the deltas
+//! themselves, so exactly what was streamed is what gets persisted (text suppressed by a mode
+//! never reaches it; whitespace deltas are kept verbatim), with the live ids and timestamps.
+//! Deltas are only consulted for what has no event: stage markers and usage.
+//!
+//! agw decisions (see `docs/compatibility.md`): `_reasoningId` / `_contentId` / `_toolId` /
+//! `_actionId` are the ids streamed live (the reference derived `r_`/`c_`/`a_` + MD5 ids), so
+//! the replay of a chat repeats the live ids; tool arguments and results are stored verbatim
+//! (not trimmed, blank results not rewritten to `null`); a call streamed with empty arguments
+//! is still persisted (agw streams its `tool.start`).
+//!
+//! No I/O: the caller appends what [`Recorder::observe`] and [`Recorder::finish`] return.
+
+use std::collections::{HashMap, HashSet};
+
+use agw_protocol::event::{Event, EventPayload};
+use agw_protocol::history::{
+    HistoryLine, PlanSnapshot, QueryLine, ROLE_ASSISTANT, ROLE_TOOL, Stage, StepLine, StoredMessage, StoredToolCall,
+    SystemSnapshot,
+};
+use agw_protocol::request::QueryRequest;
+use agw_protocol::{AgentDelta, Clock, SystemClock, ids};
+use serde_json::Value;
+
+/// Everything a recorder needs to know about its run up front.
+#[derive(Debug, Clone)]
+pub struct RecorderInit {
+    pub chat_id: String,
+    pub run_id: String,
+    /// The request; normalised by the recorder (`requestId` = trimmed value or runId, `chatId`
+    /// = the chat, `role` defaulted to `user`, `agentKey` trimmed or `null`).
+    pub query: QueryRequest,
+    /// Written on the run's first step line.
+    pub system: Option<SystemSnapshot>,
+    /// Tool names (case-insensitive) persisted with `_actionId` instead of `_toolId`.
+    pub action_tools: Vec<String>,
+}
+
+/// Records one run. Call [`Self::observe`] once per delta the run emitted, with the events the
+/// assembler produced for it, then [`Self::finish`] once with the events of the terminal call
+/// (`Assembler::complete` / `fail`) — also for failed or cancelled runs, so that what the client
+/// saw is kept.
+pub struct Recorder {
+    chat_id: String,
+    run_id: String,
+    query: QueryRequest,
+    system: Option<SystemSnapshot>,
+    action_tools: HashSet<String>,
+    clock: Box<dyn Clock>,
+    /// Latest event timestamp seen: flush times never go below it.
+    last_ts: i64,
+    /// Step lines written so far (the next one gets `seq + 1`).
+    seq: i64,
+    step: Step,
+    /// Names of every call of the run, for results arriving after their call's step.
+    call_names: HashMap<String, String>,
+    msg_id: String,
+    /// A tool result was recorded: the next text block starts a new `_msgId`.
+    renew_msg_id: bool,
+    finished: bool,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("chat_id", &self.chat_id)
+            .field("run_id", &self.run_id)
+            .field("seq", &self.seq)
+            .field("stage", &self.step.stage)
+            .field("finished", &self.finished)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The step being assembled.
+#[derive(Debug)]
+struct Step {
+    stage: String,
+    messages: Vec<StoredMessage>,
+    /// Text blocks not written yet, in start order. Like the reference, a block is written when
+    /// the next call starts, a result arrives or the step flushes, and its `_timing` runs until
+    /// then.
+    text: Vec<TextBlock>,
+    /// Calls of this step whose message is not written yet (written at their result, or at the
+    /// flush when they never get one).
+    calls: Vec<Call>,
+    plan: Option<PlanSnapshot>,
+    usage: Option<Value>,
+}
+
+impl Step {
+    fn new(stage: &str) -> Self {
+        Self {
+            stage: stage.to_owned(),
+            messages: Vec::new(),
+            text: Vec::new(),
+            calls: Vec::new(),
+            plan: None,
+            usage: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TextKind {
+    Reasoning,
+    Content,
+}
+
+#[derive(Debug)]
+struct TextBlock {
+    kind: TextKind,
+    id: String,
+    text: String,
+    first_ts: i64,
+    msg_id: String,
+}
+
+#[derive(Debug)]
+struct Call {
+    id: String,
+    name: Option<String>,
+    call_type: &'static str,
+    arguments: String,
+    /// First streamed argument chunk (the start when there is none).
+    first_ts: i64,
+    msg_id: String,
+}
+
+impl Recorder {
+    pub fn new(init: RecorderInit) -> Self {
+        Self::with_clock(init, Box::new(SystemClock))
+    }
+
+    /// With an injected clock (flush times: user message `ts`, `updatedAt`).
+    pub fn with_clock(init: RecorderInit, clock: Box<dyn Clock>) -> Self {
+        let RecorderInit { chat_id, run_id, mut query, system, action_tools } = init;
+        query.request_id = Some(query.effective_request_id(&run_id));
+        query.chat_id = Some(chat_id.clone());
+        query.role = Some(query.effective_role());
+        query.agent_key = query.agent_key.as_deref().map(str::trim).filter(|k| !k.is_empty()).map(str::to_owned);
+        Self {
+            chat_id,
+            run_id,
+            query,
+            system,
+            action_tools: action_tools.iter().map(|t| t.trim().to_lowercase()).collect(),
+            clock,
+            last_ts: i64::MIN,
+            seq: 0,
+            step: Step::new(Stage::Oneshot.as_str()),
+            call_names: HashMap::new(),
+            msg_id: ids::new_msg_id(),
+            renew_msg_id: false,
+            finished: false,
+        }
+    }
+
+    /// Feeds one delta and the events it produced. Returns the lines to append now: the query
+    /// line plus the first step line when the first step is flushed, later step lines alone.
+    pub fn observe(&mut self, delta: &AgentDelta, events: &[Event]) -> Vec<HistoryLine> {
+        if self.finished {
+            return Vec::new();
+        }
+        let mut lines = Vec::new();
+        match delta {
+            AgentDelta::StageMarker(marker) => lines = self.stage_marker(marker),
+            AgentDelta::Usage(usage) if !usage.is_null() => self.step.usage = Some(usage.clone()),
+            _ => {}
+        }
+        for event in events {
+            self.apply(event);
+        }
+        lines
+    }
+
+    /// Feeds events whose delta carried nothing else the recorder needs (every delta but stage
+    /// markers and usage). Lets the caller hand the delta itself to the assembler without a copy.
+    pub fn observe_events(&mut self, events: &[Event]) {
+        if self.finished {
+            return;
+        }
+        for event in events {
+            self.apply(event);
+        }
+    }
+
+    /// Feeds the events of the run's terminal call and flushes the last step.
+    pub fn finish(&mut self, events: &[Event]) -> Vec<HistoryLine> {
+        if self.finished {
+            return Vec::new();
+        }
+        for event in events {
+            self.apply(event);
+        }
+        self.finished = true;
+        self.flush()
+    }
+
+    /// Step lines written so far.
+    pub fn steps_written(&self) -> i64 {
+        self.seq
+    }
+
+    // -- steps ------------------------------------------------------------------------------
+
+    fn stage_marker(&mut self, marker: &str) -> Vec<HistoryLine> {
+        let stage = Stage::from_marker(marker).map_or_else(|| marker.to_owned(), |s| s.as_str().to_owned());
+        // plan-draft then plan-generate: one `plan` step.
+        if stage == Stage::Plan.as_str() && self.step.stage == stage {
+            return Vec::new();
+        }
+        let lines = self.flush();
+        self.step = Step::new(&stage);
+        lines
+    }
+
+    /// Writes the current step (if it has any message) and resets it, keeping its stage.
+    fn flush(&mut self) -> Vec<HistoryLine> {
+        let flushed_at = self.now();
+        self.write_text(flushed_at);
+        for call in std::mem::take(&mut self.step.calls) {
+            // Never got a result (crash, cancellation, or an unexecuted extra call).
+            if let Some(message) = self.call_message(&call, flushed_at) {
+                self.step.messages.push(message);
+            }
+        }
+        let next = Step::new(&self.step.stage);
+        let step = std::mem::replace(&mut self.step, next);
+        self.msg_id = ids::new_msg_id();
+        self.renew_msg_id = false;
+        if step.messages.is_empty() {
+            return Vec::new();
+        }
+
+        let mut messages = step.messages;
+        if let Some(usage) = step.usage
+            && let Some(last) = messages.iter_mut().rev().find(|m| m.role == ROLE_ASSISTANT)
+        {
+            last.usage = Some(usage);
+        }
+        self.seq += 1;
+        let first = self.seq == 1;
+        if first {
+            let text = self.query.message.clone().unwrap_or_default();
+            messages.insert(0, StoredMessage::user(text, flushed_at));
+        }
+        let updated_at = self.now();
+        let step_line = StepLine {
+            chat_id: self.chat_id.clone(),
+            run_id: self.run_id.clone(),
+            stage: step.stage,
+            seq: self.seq,
+            task_id: None,
+            updated_at,
+            system: if first { self.system.clone() } else { None },
+            plan: step.plan.filter(|p| !p.is_empty()),
+            messages,
+        };
+        let mut lines = Vec::with_capacity(2);
+        if first {
+            lines.push(HistoryLine::Query(QueryLine {
+                chat_id: self.chat_id.clone(),
+                run_id: self.run_id.clone(),
+                updated_at,
+                query: self.query.clone(),
+            }));
+        }
+        lines.push(HistoryLine::Step(step_line));
+        lines
+    }
+
+    fn now(&mut self) -> i64 {
+        let now = self.clock.now_ms().max(self.last_ts);
+        self.last_ts = now;
+        now
+    }
+
+    // -- events -----------------------------------------------------------------------------
+
+    fn apply(&mut self, event: &Event) {
+        let ts = event.timestamp;
+        self.last_ts = self.last_ts.max(ts);
+        match &event.payload {
+            EventPayload::ReasoningStart(e) => self.text_delta(TextKind::Reasoning, &e.reasoning_id, "", ts),
+            EventPayload::ReasoningDelta(e) => self.text_delta(TextKind::Reasoning, &e.reasoning_id, &e.delta, ts),
+            EventPayload::ContentStart(e) => self.text_delta(TextKind::Content, &e.content_id, "", ts),
+            EventPayload::ContentDelta(e) => self.text_delta(TextKind::Content, &e.content_id, &e.delta, ts),
+            EventPayload::ToolStart(e) => {
+                let call_type = match e.tool_type.as_deref() {
+                    Some("action") => "action",
+                    // `function`, or a frontend tool's viewport type (`html`, `qlc`, …): the model
+                    // called a function either way.
+                    _ => "function",
+                };
+                self.call_start(&e.tool_id, e.tool_name.clone(), call_type, ts);
+            }
+            EventPayload::ActionStart(e) => self.call_start(&e.action_id, e.action_name.clone(), "function", ts),
+            EventPayload::ToolArgs(e) => self.call_args(&e.tool_id, &e.delta, ts),
+            EventPayload::ActionArgs(e) => self.call_args(&e.action_id, &e.delta, ts),
+            EventPayload::ToolResult(e) => self.call_result(&e.tool_id, e.result.clone(), ts),
+            EventPayload::ActionResult(e) => {
+                let text = match &e.result {
+                    Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                };
+                self.call_result(&e.action_id, text, ts);
+            }
+            EventPayload::PlanUpdate(e) => {
+                self.step.plan = Some(PlanSnapshot::new(e.plan_id.clone(), e.plan.clone()));
+            }
+            _ => {}
+        }
+    }
+
+    /// Appends to the block `id`, opening it on its first event.
+    fn text_delta(&mut self, kind: TextKind, id: &str, delta: &str, ts: i64) {
+        if let Some(block) = self.step.text.iter_mut().rev().find(|b| b.id == id) {
+            block.text.push_str(delta);
+            return;
+        }
+        if self.renew_msg_id {
+            self.msg_id = ids::new_msg_id();
+            self.renew_msg_id = false;
+        }
+        let msg_id = self.msg_id.clone();
+        self.step.text.push(TextBlock { kind, id: id.to_owned(), text: delta.to_owned(), first_ts: ts, msg_id });
+    }
+
+    /// Writes the pending text blocks as messages, timed up to `now`.
+    fn write_text(&mut self, now: i64) {
+        for block in std::mem::take(&mut self.step.text) {
+            if block.text.is_empty() {
+                continue;
+            }
+            let mut message = StoredMessage {
+                role: ROLE_ASSISTANT.to_owned(),
+                ts: Some(block.first_ts),
+                msg_id: Some(block.msg_id),
+                timing: timing(block.first_ts, now),
+                ..StoredMessage::default()
+            };
+            match block.kind {
+                TextKind::Reasoning => {
+                    message.reasoning_content = Some(block.text);
+                    message.reasoning_id = Some(block.id);
+                }
+                TextKind::Content => {
+                    message.content = Some(block.text);
+                    message.content_id = Some(block.id);
+                }
+            }
+            self.step.messages.push(message);
+        }
+    }
+
+    fn call_start(&mut self, id: &str, name: Option<String>, call_type: &'static str, ts: i64) {
+        self.write_text(ts);
+        if let Some(name) = &name {
+            self.call_names.insert(id.to_owned(), name.clone());
+        }
+        self.step.calls.push(Call {
+            id: id.to_owned(),
+            name,
+            call_type,
+            arguments: String::new(),
+            first_ts: ts,
+            msg_id: self.msg_id.clone(),
+        });
+    }
+
+    fn call_args(&mut self, id: &str, delta: &str, ts: i64) {
+        let Some(call) = self.step.calls.iter_mut().find(|c| c.id == id) else { return };
+        if call.arguments.is_empty() {
+            call.first_ts = ts;
+        }
+        call.arguments.push_str(delta);
+    }
+
+    /// Writes the call's message (if still pending in this step), then the result message.
+    fn call_result(&mut self, id: &str, result: String, ts: i64) {
+        self.write_text(ts);
+        let mut call_timing = None;
+        if let Some(pos) = self.step.calls.iter().position(|c| c.id == id) {
+            let call = self.step.calls.remove(pos);
+            call_timing = timing(call.first_ts, ts);
+            if let Some(message) = self.call_message(&call, ts) {
+                self.step.messages.push(message);
+            }
+        }
+        let name = self.call_names.get(id).cloned();
+        let (tool_id, action_id) = self.binding(id, name.as_deref());
+        self.step.messages.push(StoredMessage {
+            role: ROLE_TOOL.to_owned(),
+            content: Some(result),
+            ts: Some(ts),
+            name,
+            tool_call_id: Some(id.to_owned()),
+            tool_id,
+            action_id,
+            timing: call_timing,
+            ..StoredMessage::default()
+        });
+        self.renew_msg_id = true;
+    }
+
+    /// The assistant message of one call, at `ts` (its result time, or the flush); `None` for a
+    /// call without a name (nothing a model or a replay could use).
+    fn call_message(&self, call: &Call, ts: i64) -> Option<StoredMessage> {
+        let name = call.name.as_deref().filter(|n| !n.trim().is_empty())?;
+        let (tool_id, action_id) = self.binding(&call.id, Some(name));
+        Some(StoredMessage {
+            role: ROLE_ASSISTANT.to_owned(),
+            tool_calls: Some(vec![StoredToolCall::new(&call.id, call.call_type, name, call.arguments.clone())]),
+            ts: Some(ts),
+            msg_id: Some(call.msg_id.clone()),
+            tool_id,
+            action_id,
+            timing: timing(call.first_ts, ts),
+            ..StoredMessage::default()
+        })
+    }
+
+    /// `(_toolId, _actionId)`: the live id under `_actionId` when the tool name is in the
+    /// action list, else under `_toolId`.
+    fn binding(&self, id: &str, name: Option<&str>) -> (Option<String>, Option<String>) {
+        let is_action = name.is_some_and(|n| self.action_tools.contains(&n.trim().to_lowercase()));
+        if is_action { (None, Some(id.to_owned())) } else { (Some(id.to_owned()), None) }
+    }
+}
+
+/// `_timing`: omitted when ≤ 0.
+fn timing(from: i64, to: i64) -> Option<i64> {
+    let elapsed = to.saturating_sub(from);
+    (elapsed > 0).then_some(elapsed)
+}

@@ -1,0 +1,289 @@
+//! [`ChatStore`]: the per-chat history files `<dir>/<chatId>.json`.
+
+use std::collections::{HashSet, hash_map::DefaultHasher};
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use agw_llm::request::ChatMessage;
+use agw_protocol::history::{self, HistoryLine, PlanSnapshot, SystemSnapshot};
+use agw_protocol::ids;
+use agw_protocol::request::QueryRequest;
+use serde_json::Value;
+
+use crate::config::{FsyncPolicy, MemoryConfig};
+use crate::error::MemoryError;
+use crate::file;
+use crate::index::{ChatIndex, ChatSummary, ChatUpsert};
+use crate::recorder::{Recorder, RecorderInit};
+use crate::window;
+
+/// Number of append locks. Chats hash onto them: memory stays bounded however many chats
+/// exist, and two chats sharing a lock only wait for one short write.
+const LOCK_STRIPES: usize = 64;
+
+/// What a run needs from memory before it starts (one read of the history file).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunContext {
+    /// [`ChatStore::history_for_model`].
+    pub history: Vec<ChatMessage>,
+    /// [`ChatStore::latest_plan`].
+    pub plan: Option<PlanSnapshot>,
+}
+
+/// Chat memory on disk: history files, the chat index, the model window.
+///
+/// Share one store per directory (`Arc<ChatStore>`): the in-process locks that keep appends
+/// and rewrites of one chat apart live here. Another process appending to the same files is
+/// safe for appends (each is one `O_APPEND` write of whole lines) but not for [`Self::trim`] or
+/// the index rewrite; agw runs one process per directory.
+///
+/// Every method is synchronous `std::fs` I/O on small amounts of data: one write per flushed
+/// step, one read per run start. On an async runtime call them from `spawn_blocking`, or accept
+/// the short blocking of an append (it never waits for a disk flush unless
+/// [`FsyncPolicy::EveryStep`] is set).
+///
+/// Chat ids must be canonical lower-case UUIDs (`agw_protocol::ids::canonical_uuid`); for any
+/// other id every operation is a silent no-op (empty history, nothing written).
+///
+/// History is never deleted implicitly: [`Self::trim`] (the reference's window trimming)
+/// exists, but nothing calls it; the window `k` only limits what is sent to the model.
+pub struct ChatStore {
+    config: MemoryConfig,
+    /// Lower-cased `action_tools`.
+    action_tools: Vec<String>,
+    locks: Vec<Mutex<()>>,
+    index: ChatIndex,
+}
+
+impl std::fmt::Debug for ChatStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatStore").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl ChatStore {
+    /// Nothing touches the disk until the first write. `dir` is made absolute, `k` at least 1.
+    pub fn new(mut config: MemoryConfig) -> Self {
+        if let Ok(absolute) = std::path::absolute(&config.dir) {
+            config.dir = absolute;
+        }
+        config.k = config.k.max(1);
+        let action_tools =
+            config.action_tools.iter().map(|t| t.trim().to_lowercase()).filter(|t| !t.is_empty()).collect();
+        let index = ChatIndex::new(config.dir.join(crate::index::INDEX_FILE), config.fsync);
+        Self { config, action_tools, locks: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(), index }
+    }
+
+    pub fn config(&self) -> &MemoryConfig {
+        &self.config
+    }
+
+    /// The history file of a chat; `None` when `chat_id` is not a canonical UUID.
+    pub fn history_path(&self, chat_id: &str) -> Option<PathBuf> {
+        is_canonical(chat_id).then(|| self.config.dir.join(format!("{chat_id}.json")))
+    }
+
+    /// A recorder for one run of this chat, with this store's action-tool list.
+    pub fn recorder(
+        &self,
+        chat_id: &str,
+        run_id: &str,
+        query: QueryRequest,
+        system: Option<SystemSnapshot>,
+    ) -> Recorder {
+        Recorder::new(RecorderInit {
+            chat_id: chat_id.to_owned(),
+            run_id: run_id.to_owned(),
+            query,
+            system,
+            action_tools: self.action_tools.clone(),
+        })
+    }
+
+    // -- history ----------------------------------------------------------------------------
+
+    /// Appends lines in one write (so a run's query line and first step land together), under
+    /// the chat's lock. Empty `lines` is a no-op. See [`FsyncPolicy`] for durability.
+    pub fn append(&self, chat_id: &str, lines: &[HistoryLine]) -> Result<(), MemoryError> {
+        let Some(path) = self.history_path(chat_id) else { return Ok(()) };
+        if lines.is_empty() {
+            return Ok(());
+        }
+        let mut payload = Vec::new();
+        for line in lines {
+            let json = line.to_json().map_err(|source| MemoryError::Encode { path: path.clone(), source })?;
+            payload.extend_from_slice(json.as_bytes());
+            payload.push(b'\n');
+        }
+        let _guard = self.lock(chat_id);
+        file::append(&path, &payload, self.config.fsync)
+    }
+
+    /// [`Self::append`] for the last lines of a run, then the end-of-run fsync of
+    /// [`FsyncPolicy::EveryRun`] (also when `lines` is empty: earlier steps may be unsynced).
+    pub fn append_final(&self, chat_id: &str, lines: &[HistoryLine]) -> Result<(), MemoryError> {
+        self.append(chat_id, lines)?;
+        if self.config.fsync != FsyncPolicy::EveryRun {
+            return Ok(());
+        }
+        let Some(path) = self.history_path(chat_id) else { return Ok(()) };
+        let _guard = self.lock(chat_id);
+        file::sync(&path)
+    }
+
+    /// Every readable line of the chat's history, in file order; empty when there is no file.
+    ///
+    /// Blank lines, non-objects and unknown `_type`s are skipped silently; lines that are not
+    /// JSON are skipped with a warning — typically the last line torn by a crash mid-write,
+    /// which never blocks later appends (they start on a fresh line).
+    pub fn read_lines(&self, chat_id: &str) -> Result<Vec<HistoryLine>, MemoryError> {
+        let Some(path) = self.history_path(chat_id) else { return Ok(Vec::new()) };
+        let bytes = {
+            let _guard = self.lock(chat_id);
+            file::read(&path)?
+        };
+        Ok(bytes.map(|bytes| parse_history(&bytes, &path)).unwrap_or_default())
+    }
+
+    /// The history messages sent to the model before the new user message (last k runs, §8).
+    pub fn history_for_model(&self, chat_id: &str) -> Result<Vec<ChatMessage>, MemoryError> {
+        Ok(window::history_messages(&self.read_lines(chat_id)?, self.config.k))
+    }
+
+    /// The plan a new run restores: the last non-empty plan in the file, statuses normalised.
+    pub fn latest_plan(&self, chat_id: &str) -> Result<Option<PlanSnapshot>, MemoryError> {
+        Ok(history::latest_plan(&self.read_lines(chat_id)?).cloned())
+    }
+
+    /// History and plan from one read of the file.
+    pub fn run_context(&self, chat_id: &str) -> Result<RunContext, MemoryError> {
+        let lines = self.read_lines(chat_id)?;
+        Ok(RunContext {
+            history: window::history_messages(&lines, self.config.k),
+            plan: history::latest_plan(&lines).cloned(),
+        })
+    }
+
+    /// The reference's window trimming (`memory-jsonl.md` §7), as an explicit operation that
+    /// agw never calls by itself: rewrites the file keeping only lines of the last k runs
+    /// (by first appearance), lines without a `runId`, and lines it cannot parse (it never
+    /// deletes what it does not understand); blank lines go. Returns how many lines were
+    /// removed.
+    pub fn trim(&self, chat_id: &str) -> Result<usize, MemoryError> {
+        let Some(path) = self.history_path(chat_id) else { return Ok(0) };
+        let _guard = self.lock(chat_id);
+        let Some(bytes) = file::read(&path)? else { return Ok(0) };
+        let lines: Vec<(&[u8], Option<String>)> = bytes
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.trim_ascii().is_empty())
+            .map(|l| {
+                let run_id = serde_json::from_slice::<Value>(l)
+                    .ok()
+                    .and_then(|v| v.get("runId").and_then(Value::as_str).map(str::to_owned));
+                (l, run_id)
+            })
+            .collect();
+
+        let mut order: Vec<&str> = Vec::new();
+        let mut seen = HashSet::new();
+        for run_id in lines.iter().filter_map(|(_, id)| id.as_deref()) {
+            if seen.insert(run_id) {
+                order.push(run_id);
+            }
+        }
+        let keep: HashSet<&str> = order.iter().rev().take(self.config.k).copied().collect();
+        let mut content = Vec::with_capacity(bytes.len());
+        let mut removed = 0;
+        for (line, run_id) in &lines {
+            if run_id.as_deref().is_none_or(|id| keep.contains(id)) {
+                content.extend_from_slice(line);
+                content.push(b'\n');
+            } else {
+                removed += 1;
+            }
+        }
+        if content != bytes {
+            file::rewrite(&path, &content, self.config.fsync != FsyncPolicy::Never)?;
+        }
+        Ok(removed)
+    }
+
+    // -- chat index -------------------------------------------------------------------------
+
+    /// Records an accepted query in the chat index (`memory-jsonl.md` §6). `created` is true
+    /// when the chat was new — no index record and no history file — i.e. the run emits
+    /// `chat.start` with `chat_name`. A non-UUID chat id changes nothing (`created: false`).
+    pub fn upsert_chat(
+        &self,
+        chat_id: &str,
+        first_message: &str,
+        agent_key: Option<&str>,
+        agent_name: Option<&str>,
+        now_ms: i64,
+    ) -> Result<ChatUpsert, MemoryError> {
+        let Some(history) = self.history_path(chat_id) else {
+            return Ok(ChatUpsert { created: false, chat_name: ids::chat_name(first_message) });
+        };
+        let had_history = history.exists();
+        let (was_indexed, chat_name) = self.index.upsert(chat_id, first_message, agent_key, agent_name, now_ms)?;
+        Ok(ChatUpsert { created: !was_indexed && !had_history, chat_name })
+    }
+
+    /// Every chat of the index, newest first (`http-api.md` §3).
+    pub fn list_chats(&self) -> Result<Vec<ChatSummary>, MemoryError> {
+        self.index.list()
+    }
+
+    /// The index record of one chat.
+    pub fn get_chat(&self, chat_id: &str) -> Result<Option<ChatSummary>, MemoryError> {
+        if !is_canonical(chat_id) {
+            return Ok(None);
+        }
+        Ok(self.index.list()?.into_iter().find(|c| c.chat_id == chat_id))
+    }
+
+    /// Whether the chat has an index record or a history file (`GET /api/ap/chat` answers 404
+    /// otherwise).
+    pub fn chat_exists(&self, chat_id: &str) -> Result<bool, MemoryError> {
+        let Some(path) = self.history_path(chat_id) else { return Ok(false) };
+        Ok(path.is_file() || self.get_chat(chat_id)?.is_some())
+    }
+
+    fn lock(&self, chat_id: &str) -> MutexGuard<'_, ()> {
+        let mut hasher = DefaultHasher::new();
+        chat_id.hash(&mut hasher);
+        let stripe = (hasher.finish() % LOCK_STRIPES as u64) as usize;
+        // The guarded data is `()`: a panic elsewhere cannot leave it inconsistent.
+        self.locks[stripe].lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn is_canonical(chat_id: &str) -> bool {
+    ids::canonical_uuid(chat_id).is_some_and(|c| c == chat_id)
+}
+
+/// Splits a history file into lines and parses each; see [`ChatStore::read_lines`].
+fn parse_history(bytes: &[u8], path: &Path) -> Vec<HistoryLine> {
+    let mut segments: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
+    // `split` yields an empty tail after a final `\n`; a non-empty tail is an unterminated line.
+    let unterminated = segments.pop().filter(|tail| !tail.is_empty());
+    let mut out = Vec::new();
+    let numbered = segments.into_iter().map(|s| (s, false)).chain(unterminated.map(|s| (s, true)));
+    for (number, (segment, last)) in numbered.enumerate() {
+        let parsed = std::str::from_utf8(segment)
+            .map_err(|e| e.to_string())
+            .and_then(|text| HistoryLine::parse(text).map_err(|e| e.to_string()));
+        match parsed {
+            Ok(Some(line)) => out.push(line),
+            Ok(None) => {}
+            Err(error) if last => {
+                tracing::warn!(path = %path.display(), line = number + 1, %error, "skipping a torn last history line");
+            }
+            Err(error) => {
+                tracing::warn!(path = %path.display(), line = number + 1, %error, "skipping an unreadable history line");
+            }
+        }
+    }
+    out
+}

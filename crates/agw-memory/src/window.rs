@@ -1,0 +1,222 @@
+//! What the next run sends back to the model (`memory-jsonl.md` §7–§8): the last k runs,
+//! converted to provider chat messages, with every tool call answered exactly once.
+
+use std::collections::{HashMap, HashSet};
+
+use agw_llm::request::{ChatMessage, ToolCallMessage};
+use agw_protocol::history::{HistoryLine, ROLE_SYSTEM, StepLine, StoredMessage};
+
+/// The tool message added for a call whose result was never recorded (a crash mid-batch, a
+/// PLAN_EXECUTE call that was streamed but not executed in an older file): providers reject a
+/// history where an assistant tool call is not followed by its result.
+pub const UNRECORDED_RESULT: &str = r#"{"executed":false,"reason":"no result recorded"}"#;
+
+/// History messages for the model: for each of the last `k` runs that have step lines (runs in
+/// order of first appearance), steps by `_seq`, messages in stored order, converted per §8:
+/// user/assistant/tool/system messages kept, reasoning dropped, tool calls paired with their
+/// results (missing results synthesised as [`UNRECORDED_RESULT`], orphan results dropped).
+pub fn history_messages(lines: &[HistoryLine], k: usize) -> Vec<ChatMessage> {
+    let mut pairing = Pairing::default();
+    for run in last_runs_with_steps(lines, k.max(1)) {
+        for message in run.iter().flat_map(|step| step.messages.iter()) {
+            if let Some(converted) = convert(message) {
+                pairing.push(converted);
+            }
+        }
+    }
+    pairing.finish()
+}
+
+/// Step lines of the last `k` runs that have any, each run's steps sorted by `_seq` (stable).
+fn last_runs_with_steps(lines: &[HistoryLine], k: usize) -> Vec<Vec<&StepLine>> {
+    let mut order: Vec<&str> = Vec::new();
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut runs: HashMap<&str, Vec<&StepLine>> = HashMap::new();
+    for line in lines {
+        let run_id = line.run_id();
+        if seen.insert(run_id) {
+            order.push(run_id);
+        }
+        if let HistoryLine::Step(step) = line {
+            runs.entry(run_id).or_default().push(step);
+        }
+    }
+    let with_steps: Vec<&str> = order.into_iter().filter(|id| runs.contains_key(id)).collect();
+    let skip = with_steps.len().saturating_sub(k);
+    with_steps[skip..]
+        .iter()
+        .filter_map(|id| runs.remove(id))
+        .map(|mut steps| {
+            steps.sort_by_key(|s| s.seq);
+            steps
+        })
+        .collect()
+}
+
+/// One stored message → at most one chat message (§8.1).
+fn convert(message: &StoredMessage) -> Option<ChatMessage> {
+    let text = message.text();
+    if message.is_user() {
+        return (!text.is_empty()).then(|| ChatMessage::User { content: text.to_owned() });
+    }
+    if message.is_tool() {
+        let tool_call_id = message.tool_call_id.clone().filter(|id| !id.trim().is_empty())?;
+        let name = message.name.clone().unwrap_or_default();
+        return Some(ChatMessage::Tool { tool_call_id, name, content: text.to_owned() });
+    }
+    if message.role == ROLE_SYSTEM {
+        return (!text.is_empty()).then(|| ChatMessage::System { content: text.to_owned() });
+    }
+    if !message.is_assistant() {
+        return None;
+    }
+    let tool_calls: Vec<ToolCallMessage> = message
+        .calls()
+        .iter()
+        .filter(|c| !c.id.trim().is_empty() && !c.function.name.trim().is_empty())
+        .map(|c| ToolCallMessage {
+            id: c.id.clone(),
+            call_type: if c.call_type.trim().is_empty() { "function".to_owned() } else { c.call_type.clone() },
+            name: c.function.name.clone(),
+            arguments: if c.function.arguments.trim().is_empty() {
+                "{}".to_owned()
+            } else {
+                c.function.arguments.clone()
+            },
+        })
+        .collect();
+    // Reasoning is never sent back; a (legacy) message carrying text next to reasoning keeps
+    // its text.
+    if tool_calls.is_empty() && text.is_empty() {
+        return None;
+    }
+    Some(ChatMessage::Assistant { content: text.to_owned(), tool_calls })
+}
+
+/// Enforces the provider rule: an assistant message with tool calls is followed by exactly one
+/// tool message per call before anything else.
+#[derive(Default)]
+struct Pairing {
+    out: Vec<ChatMessage>,
+    /// Calls of the last assistant message still waiting for a result: (id, name).
+    open: Vec<(String, String)>,
+}
+
+impl Pairing {
+    fn push(&mut self, message: ChatMessage) {
+        if let ChatMessage::Tool { tool_call_id, name, content } = message {
+            let Some(pos) = self.open.iter().position(|(id, _)| *id == tool_call_id) else {
+                tracing::debug!(%tool_call_id, "dropping a stored tool result without a matching call");
+                return;
+            };
+            let (_, call_name) = self.open.remove(pos);
+            let name = if name.is_empty() { call_name } else { name };
+            self.out.push(ChatMessage::Tool { tool_call_id, name, content });
+            return;
+        }
+        self.close_open_calls();
+        if let ChatMessage::Assistant { tool_calls, .. } = &message {
+            self.open = tool_calls.iter().map(|c| (c.id.clone(), c.name.clone())).collect();
+        }
+        self.out.push(message);
+    }
+
+    fn close_open_calls(&mut self) {
+        for (tool_call_id, name) in self.open.drain(..) {
+            self.out.push(ChatMessage::Tool { tool_call_id, name, content: UNRECORDED_RESULT.to_owned() });
+        }
+    }
+
+    fn finish(mut self) -> Vec<ChatMessage> {
+        self.close_open_calls();
+        self.out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agw_protocol::history::HistoryLine;
+
+    fn line(text: &str) -> HistoryLine {
+        HistoryLine::parse(text).expect("valid").expect("known")
+    }
+
+    fn call(id: &str) -> String {
+        format!(
+            r#"{{"role":"assistant","tool_calls":[{{"id":"{id}","type":"function","function":{{"name":"t","arguments":""}}}}]}}"#
+        )
+    }
+
+    fn result(id: &str) -> String {
+        format!(r#"{{"role":"tool","content":[{{"type":"text","text":"r-{id}"}}],"name":"t","tool_call_id":"{id}"}}"#)
+    }
+
+    fn step(messages: &[String]) -> HistoryLine {
+        line(&format!(r#"{{"_type":"step","runId":"r","_seq":1,"messages":[{}]}}"#, messages.join(",")))
+    }
+
+    fn tool_ids(messages: &[ChatMessage]) -> Vec<String> {
+        messages
+            .iter()
+            .map(|m| match m {
+                ChatMessage::Assistant { tool_calls, .. } => format!("call:{}", tool_calls[0].id),
+                ChatMessage::Tool { tool_call_id, content, .. } => format!("result:{tool_call_id}:{content}"),
+                ChatMessage::User { content } => format!("user:{content}"),
+                ChatMessage::System { content } => format!("system:{content}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn unanswered_calls_get_a_synthetic_result_and_orphans_are_dropped() {
+        let lines = [step(&[
+            call("a"),
+            call("b"),
+            result("b"),
+            result("x"),
+            r#"{"role":"user","content":"next"}"#.to_owned(),
+            call("c"),
+        ])];
+        let messages = history_messages(&lines, 5);
+        assert_eq!(
+            tool_ids(&messages),
+            [
+                "call:a".to_owned(),
+                format!("result:a:{UNRECORDED_RESULT}"),
+                "call:b".to_owned(),
+                "result:b:r-b".to_owned(),
+                "user:next".to_owned(),
+                "call:c".to_owned(),
+                format!("result:c:{UNRECORDED_RESULT}"),
+            ]
+        );
+        let ChatMessage::Assistant { tool_calls, content } = &messages[0] else { panic!("assistant") };
+        assert_eq!((tool_calls[0].arguments.as_str(), content.as_str()), ("{}", ""));
+    }
+
+    #[test]
+    fn duplicate_results_are_dropped() {
+        let lines = [step(&[call("a"), result("a"), result("a")])];
+        assert_eq!(tool_ids(&history_messages(&lines, 1)), ["call:a", "result:a:r-a"]);
+    }
+
+    #[test]
+    fn reasoning_dropped_system_kept_blank_user_dropped() {
+        let lines = [step(&[
+            r#"{"role":"system","content":"sys"}"#.to_owned(),
+            r#"{"role":"user","content":""}"#.to_owned(),
+            r#"{"role":"assistant","reasoning_content":"think"}"#.to_owned(),
+            r#"{"role":"assistant","reasoning_content":"think","content":"both"}"#.to_owned(),
+            r#"{"role":"narrator","content":"?"}"#.to_owned(),
+        ])];
+        let messages = history_messages(&lines, 1);
+        assert_eq!(
+            messages,
+            [
+                ChatMessage::System { content: "sys".into() },
+                ChatMessage::Assistant { content: "both".into(), tool_calls: vec![] }
+            ]
+        );
+    }
+}

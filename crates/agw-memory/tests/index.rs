@@ -1,0 +1,167 @@
+//! The chat index `_chats.jsonl`: upsert rules, listing order and fallbacks.
+
+mod common;
+
+use std::fs;
+
+use agw_memory::{ChatSummary, ChatUpsert};
+use common::{TempDir, store_in};
+
+const CHAT: &str = "0b8f6a52-7c1e-4d3a-9f2b-5e6d7c8b9a01";
+const OTHER: &str = "123e4567-e89b-12d3-a456-426614174000";
+
+fn index_text(dir: &TempDir) -> String {
+    fs::read_to_string(dir.path().join("_chats.jsonl")).expect("index file")
+}
+
+#[test]
+fn a_new_chat_is_written_with_the_contract_key_order() {
+    let dir = TempDir::new();
+    let store = store_in(dir.path(), 20, &[]);
+    let upsert = store.upsert_chat(CHAT, "上海现在几点？", Some("weatherBot"), None, 1771000099990).expect("upsert");
+    assert_eq!(upsert, ChatUpsert { created: true, chat_name: "上海现在几点？".into() });
+    assert_eq!(
+        index_text(&dir),
+        format!(
+            "{{\"chatId\":\"{CHAT}\",\"chatName\":\"上海现在几点？\",\"firstAgentKey\":\"weatherBot\",\"firstAgentName\":\"weatherBot\",\"createdAt\":1771000099990,\"updatedAt\":1771000099990}}\n"
+        )
+    );
+}
+
+#[test]
+fn existing_chats_keep_name_and_agent_and_get_a_new_updated_at() {
+    let dir = TempDir::new();
+    let store = store_in(dir.path(), 20, &[]);
+    store.upsert_chat(CHAT, "first message", Some("demoModePlain"), Some("示例-单次直答"), 100).expect("first");
+    let again = store.upsert_chat(CHAT, "second message", Some("other"), Some("Other"), 200).expect("second");
+    assert_eq!(again, ChatUpsert { created: false, chat_name: "first message".into() });
+    let chat = store.get_chat(CHAT).expect("get").expect("indexed");
+    assert_eq!(
+        chat,
+        ChatSummary {
+            chat_id: CHAT.into(),
+            chat_name: "first message".into(),
+            first_agent_key: Some("demoModePlain".into()),
+            first_agent_name: Some("示例-单次直答".into()),
+            created_at: 100,
+            updated_at: 200,
+        }
+    );
+    assert_eq!(index_text(&dir).lines().count(), 1);
+}
+
+#[test]
+fn chat_names_follow_the_name_rule() {
+    let dir = TempDir::new();
+    let store = store_in(dir.path(), 20, &[]);
+    let cases = [
+        ("  hello \n\t  world  ", "hello world".to_owned()),
+        (" \n ", "新对话".to_owned()),
+        (&"汉".repeat(40), "汉".repeat(30)),
+        ("0123456789ABCDEFGHI", "0123456789ABCDEFGHI".to_owned()),
+    ];
+    for (i, (message, expected)) in cases.iter().enumerate() {
+        let chat_id = format!("00000000-0000-4000-8000-00000000000{i}");
+        let upsert = store.upsert_chat(&chat_id, message, None, None, 10).expect("upsert");
+        assert!(upsert.created);
+        assert_eq!(&upsert.chat_name, expected, "{message:?}");
+        assert_eq!(store.get_chat(&chat_id).expect("get").map(|c| c.chat_name).as_ref(), Some(expected));
+    }
+}
+
+#[test]
+fn duplicate_records_collapse_and_missing_fields_are_filled() {
+    // ChatRecordStoreTest 5.
+    let dir = TempDir::new();
+    fs::write(
+        dir.path().join("_chats.jsonl"),
+        format!(
+            "{{\"chatId\":\"{CHAT}\",\"chatName\":\"dup\",\"firstAgentKey\":\"demo\",\"createdAt\":1000,\"updatedAt\":1000}}\n\
+             {{\"chatId\":\"{OTHER}\",\"chatName\":\"other\",\"createdAt\":5,\"updatedAt\":5,\"extra\":true}}\n\
+             {{\"chatId\":\"{CHAT}\",\"chatName\":\"dup\",\"createdAt\":1000,\"updatedAt\":1000}}\n"
+        ),
+    )
+    .expect("seed");
+    let store = store_in(dir.path(), 20, &[]);
+    let upsert = store.upsert_chat(CHAT, "ignored", Some("demoAgent"), Some("Demo Agent"), 2000).expect("upsert");
+    assert!(!upsert.created);
+    let text = index_text(&dir);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(
+        lines[0],
+        format!(
+            "{{\"chatId\":\"{CHAT}\",\"chatName\":\"dup\",\"firstAgentKey\":\"demo\",\"firstAgentName\":\"Demo Agent\",\"createdAt\":1000,\"updatedAt\":2000}}"
+        ),
+        "first position kept, key never overwritten, missing name filled"
+    );
+    assert!(!lines[1].contains("extra"), "unknown keys are dropped on rewrite: {}", lines[1]);
+}
+
+#[test]
+fn listing_sorts_newest_first_with_fallbacks() {
+    // ChatRecordStoreTest 4, plus the skipped and fallback cases of http-api §3.
+    let dir = TempDir::new();
+    let legacy = "11111111-1111-4111-8111-111111111111";
+    let active = "22222222-2222-4222-8222-222222222222";
+    let only_updated = "33333333-3333-4333-8333-333333333333";
+    fs::write(
+        dir.path().join("_chats.jsonl"),
+        format!(
+            "{{\"chatId\":\"{legacy}\",\"chatName\":\"legacy\",\"firstAgentKey\":\"demo\",\"createdAt\":100}}\n\
+             {{\"chatId\":\"not-a-uuid\",\"chatName\":\"skipped\",\"createdAt\":999}}\n\
+             this line is not json\n\
+             \n\
+             {{\"chatId\":\"{active}\",\"chatName\":\"active\",\"firstAgentKey\":\"demo\",\"firstAgentName\":\"Demo Agent\",\"createdAt\":50,\"updatedAt\":200}}\n\
+             {{\"chatId\":\"{only_updated}\",\"chatName\":\"  \",\"updatedAt\":150}}\n"
+        ),
+    )
+    .expect("seed");
+    let store = store_in(dir.path(), 20, &[]);
+    let chats = store.list_chats().expect("list");
+    let summary: Vec<_> = chats
+        .iter()
+        .map(|c| (c.chat_name.as_str(), c.first_agent_name.as_deref(), c.created_at, c.updated_at))
+        .collect();
+    assert_eq!(
+        summary,
+        [("active", Some("Demo Agent"), 50, 200), (only_updated, None, 150, 150), ("legacy", Some("demo"), 100, 100),]
+    );
+    assert_eq!(
+        serde_json::to_string(&chats[1]).expect("json"),
+        format!(
+            "{{\"chatId\":\"{only_updated}\",\"chatName\":\"{only_updated}\",\"firstAgentKey\":null,\"firstAgentName\":null,\"createdAt\":150,\"updatedAt\":150}}"
+        )
+    );
+
+    // an upsert rewrites with the stored-record rules and keeps the line it cannot read
+    store.upsert_chat(CHAT, "new", None, None, 300).expect("upsert");
+    let text = index_text(&dir);
+    assert!(text.contains("this line is not json\n"), "{text}");
+    assert!(text.contains(&format!("\"chatId\":\"{legacy}\",\"chatName\":\"legacy\",\"firstAgentKey\":\"demo\",\"firstAgentName\":null,\"createdAt\":100,\"updatedAt\":100")), "{text}");
+    assert!(text.contains(&format!("\"chatId\":\"{only_updated}\",\"chatName\":\"{only_updated}\",\"firstAgentKey\":null,\"firstAgentName\":null,\"createdAt\":300,\"updatedAt\":150")), "{text}");
+    assert_eq!(store.list_chats().expect("list")[0].chat_id, CHAT);
+    assert!(
+        !dir.path().read_dir().expect("dir").any(|e| e.expect("entry").file_name().to_string_lossy().contains(".tmp")),
+        "no temp file left"
+    );
+}
+
+#[test]
+fn a_chat_with_only_a_history_file_is_not_new() {
+    let dir = TempDir::new();
+    let store = store_in(dir.path(), 20, &[]);
+    fs::write(store.history_path(CHAT).expect("uuid"), "").expect("history file");
+    let upsert = store.upsert_chat(CHAT, "hi", Some("a"), None, 1).expect("upsert");
+    assert!(!upsert.created, "the server has seen this chat: no chat.start");
+    assert!(store.get_chat(CHAT).expect("get").is_some(), "but it is indexed from now on");
+}
+
+#[test]
+fn missing_index_lists_nothing() {
+    let dir = TempDir::new();
+    let store = store_in(dir.path(), 20, &[]);
+    assert!(store.list_chats().expect("list").is_empty());
+    assert_eq!(store.get_chat(CHAT).expect("get"), None);
+    assert_eq!(store.get_chat("not-a-uuid").expect("get"), None);
+}

@@ -1,0 +1,489 @@
+//! The recorder turns live runs into the contract's lines, and their replay matches the live
+//! stream.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use agw_llm::request::ChatMessage;
+use agw_memory::{UNRECORDED_RESULT, history_messages};
+use agw_protocol::delta::{ActionStartMeta, FrontendMeta, ToolStartMeta};
+use agw_protocol::event::{ErrorCode, EventPayload, PlanTask, TaskStatus};
+use agw_protocol::history::{HistoryLine, SystemSnapshot, SystemTool};
+use agw_protocol::request::QueryRequest;
+use agw_protocol::{AgentDelta, Event, RunErrorInfo, replay_chat};
+use common::{Run, TempDir, query, store_in};
+use serde_json::{Value, json};
+
+const CHAT: &str = "0b8f6a52-7c1e-4d3a-9f2b-5e6d7c8b9a01";
+const RUN: &str = "9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d";
+
+fn tool(name: &str) -> ToolStartMeta {
+    ToolStartMeta { tool_name: name.into(), tool_type: "function".into(), ..ToolStartMeta::default() }
+}
+
+fn tool_args(id: &str, name: &str, delta: &str) -> AgentDelta {
+    AgentDelta::ToolArgs { tool_id: id.into(), meta: tool(name), delta: delta.into() }
+}
+
+fn tool_result(id: &str, result: &str) -> AgentDelta {
+    AgentDelta::ToolResult { tool_id: id.into(), result: result.into() }
+}
+
+fn content(text: &str) -> AgentDelta {
+    AgentDelta::Content(text.into())
+}
+
+fn reasoning(text: &str) -> AgentDelta {
+    AgentDelta::Reasoning(text.into())
+}
+
+fn marker(name: &str) -> AgentDelta {
+    AgentDelta::StageMarker(name.into())
+}
+
+fn steps(run: &Run) -> Vec<&agw_protocol::history::StepLine> {
+    run.lines.iter().filter_map(HistoryLine::as_step).collect()
+}
+
+fn weather_system() -> SystemSnapshot {
+    SystemSnapshot::new(
+        Some("qwen3-max".into()),
+        "你是天气助手。",
+        vec![SystemTool {
+            tool_type: "function".into(),
+            name: "city_datetime".into(),
+            description: Some("根据 city 查询当前日期和时间（实时系统时钟）".into()),
+            parameters: Some(
+                json!({"type":"object","properties":{"city":{"type":"string","description":"城市名称，例如 Shanghai、北京、东京"}},"additionalProperties":false}),
+            ),
+        }],
+        None,
+    )
+}
+
+/// The REACT run of `sse-events.md` §10.2 / `memory-jsonl.md` §9, on the example's clock.
+fn weather_run() -> Run {
+    let request = QueryRequest { agent_key: Some("weatherBot".into()), ..query("上海现在几点？") };
+    let mut run = Run::new(CHAT, RUN, request.clone(), Some(weather_system()), &[]);
+    run.bootstrap(1771000100000, &request, false);
+    let description = Some("根据 city 查询当前日期和时间（实时系统时钟）".to_owned());
+    let meta = ToolStartMeta { description, ..tool("city_datetime") };
+    assert!(run.push(1771000100000, marker("react-step-1")).is_empty());
+    run.push(1771000100700, reasoning("需要查询上海的实时时间。"));
+    run.push(1771000100900, content("我先查询上海当前时间。"));
+    run.push(
+        1771000101100,
+        AgentDelta::ToolArgs { tool_id: "call_1".into(), meta: meta.clone(), delta: "{\"city\":".into() },
+    );
+    run.push(1771000101150, AgentDelta::ToolArgs { tool_id: "call_1".into(), meta, delta: "\"Shanghai\"}".into() });
+    run.push(1771000101160, AgentDelta::Usage(json!({"prompt_tokens":812,"completion_tokens":46,"total_tokens":858})));
+    run.push(1771000101200, AgentDelta::ToolEnd { tool_id: "call_1".into() });
+    run.push(
+        1771000101210,
+        tool_result(
+            "call_1",
+            r#"{"city":"Shanghai","timezone":"UTC+8","date":"2026-02-13","weekday":"星期五","lunarDate":"乙巳年腊月廿六","time":"10:15:30","iso":"2026-02-13T10:15:30.123456+08:00","source":"system-clock"}"#,
+        ),
+    );
+    run.flush_times(&[1771000101215, 1771000101216]);
+    let first = run.push(1771000101300, marker("react-step-2"));
+    assert_eq!(first.len(), 2, "query line and step 1 are written together, when step 2 starts");
+    run.push(1771000101900, reasoning("已拿到时间，直接回答。"));
+    run.push(1771000102100, content("上海现在是 2026-02-13（星期五）"));
+    run.push(1771000102160, content(" 10:15:30。"));
+    run.push(
+        1771000102200,
+        AgentDelta::Usage(json!({"prompt_tokens":1020,"completion_tokens":38,"total_tokens":1058})),
+    );
+    run.flush_times(&[1771000102305, 1771000102306]);
+    assert_eq!(run.complete(1771000102300).len(), 1);
+    run
+}
+
+/// The three lines of the worked example, with agw's ids (`_reasoningId` etc. = live ids).
+fn expected_weather_lines(msg_ids: [&str; 2]) -> Vec<String> {
+    let r = |n: u32| format!("{RUN}_r_{n}");
+    let c = |n: u32| format!("{RUN}_c_{n}");
+    vec![
+        format!(
+            r#"{{"_type":"query","chatId":"{CHAT}","runId":"{RUN}","updatedAt":1771000101216,"query":{{"requestId":"{RUN}","chatId":"{CHAT}","agentKey":"weatherBot","role":"user","message":"上海现在几点？","references":null,"params":null,"scene":null,"stream":null}}}}"#
+        ),
+        format!(
+            r#"{{"_type":"step","chatId":"{CHAT}","runId":"{RUN}","_stage":"react","_seq":1,"updatedAt":1771000101216,"system":{{"model":"qwen3-max","messages":[{{"role":"system","content":"你是天气助手。"}}],"tools":[{{"type":"function","name":"city_datetime","description":"根据 city 查询当前日期和时间（实时系统时钟）","parameters":{{"type":"object","properties":{{"city":{{"type":"string","description":"城市名称，例如 Shanghai、北京、东京"}}}},"additionalProperties":false}}}}],"stream":true}},"messages":[{{"role":"user","content":[{{"type":"text","text":"上海现在几点？"}}],"ts":1771000101215}},{{"role":"assistant","reasoning_content":[{{"type":"text","text":"需要查询上海的实时时间。"}}],"ts":1771000100700,"_reasoningId":"{r1}","_msgId":"{m1}","_timing":400}},{{"role":"assistant","content":[{{"type":"text","text":"我先查询上海当前时间。"}}],"ts":1771000100900,"_contentId":"{c1}","_msgId":"{m1}","_timing":200}},{{"role":"assistant","tool_calls":[{{"id":"call_1","type":"function","function":{{"name":"city_datetime","arguments":"{{\"city\":\"Shanghai\"}}"}}}}],"ts":1771000101210,"_msgId":"{m1}","_toolId":"call_1","_timing":110,"_usage":{{"prompt_tokens":812,"completion_tokens":46,"total_tokens":858}}}},{{"role":"tool","content":[{{"type":"text","text":"{{\"city\":\"Shanghai\",\"timezone\":\"UTC+8\",\"date\":\"2026-02-13\",\"weekday\":\"星期五\",\"lunarDate\":\"乙巳年腊月廿六\",\"time\":\"10:15:30\",\"iso\":\"2026-02-13T10:15:30.123456+08:00\",\"source\":\"system-clock\"}}"}}],"ts":1771000101210,"name":"city_datetime","tool_call_id":"call_1","_toolId":"call_1","_timing":110}}]}}"#,
+            r1 = r(1),
+            c1 = c(1),
+            m1 = msg_ids[0]
+        ),
+        format!(
+            r#"{{"_type":"step","chatId":"{CHAT}","runId":"{RUN}","_stage":"react","_seq":2,"updatedAt":1771000102306,"messages":[{{"role":"assistant","reasoning_content":[{{"type":"text","text":"已拿到时间，直接回答。"}}],"ts":1771000101900,"_reasoningId":"{r2}","_msgId":"{m2}","_timing":405}},{{"role":"assistant","content":[{{"type":"text","text":"上海现在是 2026-02-13（星期五） 10:15:30。"}}],"ts":1771000102100,"_contentId":"{c2}","_msgId":"{m2}","_timing":205,"_usage":{{"prompt_tokens":1020,"completion_tokens":38,"total_tokens":1058}}}}]}}"#,
+            r2 = r(2),
+            c2 = c(2),
+            m2 = msg_ids[1]
+        ),
+    ]
+}
+
+#[test]
+fn worked_example_is_written_byte_for_byte_with_live_ids() {
+    let run = weather_run();
+    let steps = steps(&run);
+    let m1 = steps[0].messages[1].msg_id.clone().expect("msg id");
+    let m2 = steps[1].messages[0].msg_id.clone().expect("msg id");
+    assert_ne!(m1, m2, "every step starts a fresh msgId");
+    assert!(m1.starts_with("m_") && m1.len() == 10, "{m1}");
+    assert_eq!(run.jsonl(), expected_weather_lines([&m1, &m2]));
+}
+
+#[test]
+fn written_lines_go_to_disk_and_back_unchanged() {
+    let dir = TempDir::new();
+    let store = store_in(dir.path(), 20, &[]);
+    let run = weather_run();
+    store.append(CHAT, &run.lines[..2]).expect("append step 1");
+    store.append_final(CHAT, &run.lines[2..]).expect("append step 2");
+    let text = std::fs::read_to_string(dir.path().join(format!("{CHAT}.json"))).expect("file");
+    assert_eq!(text, run.jsonl().join("\n") + "\n");
+    assert_eq!(store.read_lines(CHAT).expect("read"), run.lines);
+
+    // §9: what the next run of this chat sends to the model
+    let history = store.history_for_model(CHAT).expect("history");
+    let as_json: Vec<Value> = history.iter().map(|m| serde_json::to_value(m).expect("json")).collect();
+    assert_eq!(as_json.len(), 5);
+    assert_eq!(as_json[0], json!({"role":"user","content":"上海现在几点？"}));
+    assert_eq!(as_json[1], json!({"role":"assistant","content":"我先查询上海当前时间。"}));
+    let ChatMessage::Assistant { content, tool_calls } = &history[2] else { panic!("tool call message") };
+    assert_eq!(
+        (content.as_str(), tool_calls[0].id.as_str(), tool_calls[0].arguments.as_str()),
+        ("", "call_1", r#"{"city":"Shanghai"}"#)
+    );
+    let ChatMessage::Tool { tool_call_id, name, .. } = &history[3] else { panic!("tool message") };
+    assert_eq!((tool_call_id.as_str(), name.as_str()), ("call_1", "city_datetime"));
+    assert_eq!(as_json[4], json!({"role":"assistant","content":"上海现在是 2026-02-13（星期五） 10:15:30。"}));
+}
+
+/// Concatenated live deltas per block id, in first-seen order of the ids.
+fn live_texts(events: &[Event]) -> BTreeMap<String, String> {
+    let mut texts = BTreeMap::new();
+    for event in events {
+        let (id, delta) = match &event.payload {
+            EventPayload::ReasoningDelta(e) => (&e.reasoning_id, &e.delta),
+            EventPayload::ContentDelta(e) => (&e.content_id, &e.delta),
+            EventPayload::ToolArgs(e) => (&e.tool_id, &e.delta),
+            EventPayload::ActionArgs(e) => (&e.action_id, &e.delta),
+            EventPayload::ToolResult(e) => (&e.tool_id, &e.result),
+            _ => continue,
+        };
+        let key = match &event.payload {
+            EventPayload::ToolResult(_) => format!("result:{id}"),
+            _ => id.clone(),
+        };
+        texts.entry(key).or_insert_with(String::new).push_str(delta);
+    }
+    texts
+}
+
+fn replay_texts(events: &[Event]) -> BTreeMap<String, String> {
+    let mut texts = BTreeMap::new();
+    for event in events {
+        let (key, text) = match &event.payload {
+            EventPayload::ReasoningSnapshot(e) => (e.reasoning_id.clone(), e.text.clone()),
+            EventPayload::ContentSnapshot(e) => (e.content_id.clone(), e.text.clone()),
+            EventPayload::ToolSnapshot(e) => (e.tool_id.clone(), e.arguments.clone()),
+            EventPayload::ActionSnapshot(e) => (e.action_id.clone(), e.arguments.clone()),
+            EventPayload::ToolResult(e) => (format!("result:{}", e.tool_id), e.result.clone()),
+            _ => continue,
+        };
+        assert!(texts.insert(key.clone(), text).is_none(), "id {key} replayed twice");
+    }
+    texts
+}
+
+/// Block ids in the order their blocks appear.
+fn live_block_order(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::ReasoningStart(s) => Some(s.reasoning_id.clone()),
+            EventPayload::ContentStart(s) => Some(s.content_id.clone()),
+            EventPayload::ToolStart(s) => Some(s.tool_id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn replay_block_order(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::ReasoningSnapshot(s) => Some(s.reasoning_id.clone()),
+            EventPayload::ContentSnapshot(s) => Some(s.content_id.clone()),
+            EventPayload::ToolSnapshot(s) => Some(s.tool_id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn replay_of_a_recorded_run_equals_the_live_stream() {
+    let dir = TempDir::new();
+    let store = store_in(dir.path(), 20, &[]);
+    let request = query("find the file");
+    let mut run = Run::new(CHAT, RUN, request.clone(), None, &[]);
+    run.bootstrap(10_000, &request, true);
+    run.push(10_000, marker("react-step-1"));
+    run.push(10_100, reasoning("Let me "));
+    run.push(10_110, reasoning("\n\n"));
+    run.push(10_120, reasoning("look."));
+    run.push(10_200, content("Checking"));
+    run.push(10_210, content(" "));
+    run.push(10_220, content("…"));
+    run.push(10_300, tool_args("call_ls", "_bash_", ""));
+    run.push(10_310, tool_args("call_ls", "_bash_", "{\"command\":"));
+    run.push(10_320, tool_args("call_ls", "_bash_", " \"ls\"}"));
+    run.push(10_330, AgentDelta::Usage(json!({"prompt_tokens":10,"completion_tokens":5,"total_tokens":15,"completion_tokens_details":{"reasoning_tokens":3}})));
+    run.push(10_400, AgentDelta::ToolEnd { tool_id: "call_ls".into() });
+    run.push(10_500, tool_result("call_ls", "file.txt\n"));
+    let first = run.push(10_600, marker("react-step-2"));
+    store.append(CHAT, &first).expect("append");
+    run.push(10_700, reasoning("Found it."));
+    run.push(10_800, content("found "));
+    run.push(10_810, content("file.txt"));
+    run.push(10_820, content("\n"));
+    run.push(10_900, AgentDelta::Usage(json!({"prompt_tokens":30,"completion_tokens":6,"total_tokens":36})));
+    let last = run.complete(11_000);
+    store.append_final(CHAT, &last).expect("append");
+
+    let lines = store.read_lines(CHAT).expect("read");
+    let replay = replay_chat(CHAT, Some("chat"), &lines, 99_999);
+    assert_eq!(live_texts(&run.events), replay_texts(&replay));
+    assert_eq!(live_block_order(&run.events), replay_block_order(&replay));
+    assert!(replay.iter().enumerate().all(|(i, e)| e.seq == i as u64 + 1), "replay seq is 1..N");
+    // the whitespace deltas are part of the stored text
+    assert_eq!(replay_texts(&replay)[&format!("{RUN}_r_1")], "Let me \n\nlook.");
+    let recorded = steps(&run);
+    let usage_holder = recorded[0].messages.iter().rev().find(|m| m.role == "assistant").expect("assistant");
+    assert_eq!(
+        usage_holder.usage.as_ref().and_then(|u| u.pointer("/completion_tokens_details/reasoning_tokens")),
+        Some(&json!(3))
+    );
+    // timestamps of replayed blocks are the live block start times
+    let live_start = run.events.iter().find(|e| e.type_name() == "content.start").map(|e| e.timestamp);
+    let replay_start = replay.iter().find(|e| e.type_name() == "content.snapshot").map(|e| e.timestamp);
+    assert_eq!(live_start, replay_start);
+}
+
+#[test]
+fn action_whitelist_writes_action_ids_and_history_drops_reasoning() {
+    // ChatWindowMemoryStoreTest 1, with agw's ids: `_actionId` is the live action id.
+    let dir = TempDir::new();
+    let store = store_in(dir.path(), 20, &["Switch_Frontend_Theme"]);
+    let request = QueryRequest { request_id: Some("req".into()), ..query("切换主题") };
+    let system = SystemSnapshot::new(Some("gpt-5.2".into()), "prompt", Vec::new(), Some(true));
+    let mut run = Run::new(CHAT, "run_001", request, Some(system), &["Switch_Frontend_Theme"]);
+    run.push(100, marker("oneshot"));
+    run.push(110, reasoning("用户要深色"));
+    let meta = ActionStartMeta { action_name: "switch_frontend_theme".into(), description: None };
+    run.push(
+        120,
+        AgentDelta::ActionArgs { action_id: "call_tool_1".into(), meta, delta: r#"{"theme":"dark"}"#.into() },
+    );
+    run.push(130, AgentDelta::ActionEnd { action_id: "call_tool_1".into() });
+    run.push(131, AgentDelta::ActionResult { action_id: "call_tool_1".into(), result: json!("OK") });
+    run.push(140, content("已切换"));
+    store.append_final(CHAT, &run.complete(150)).expect("append");
+
+    let lines = store.read_lines(CHAT).expect("read");
+    assert_eq!(lines.len(), 2);
+    let HistoryLine::Query(q) = &lines[0] else { panic!("query first") };
+    assert_eq!((q.run_id.as_str(), q.query.message.as_deref()), ("run_001", Some("切换主题")));
+    assert_eq!(
+        (q.query.request_id.as_deref(), q.query.chat_id.as_deref(), q.query.role.as_deref()),
+        (Some("req"), Some(CHAT), Some("user"))
+    );
+    let step = lines[1].as_step().expect("step");
+    assert_eq!((step.stage.as_str(), step.seq), ("oneshot", 1));
+    assert_eq!(step.system.as_ref().and_then(|s| s.model.as_deref()), Some("gpt-5.2"));
+    let m = &step.messages;
+    assert_eq!(m.len(), 5);
+    assert!(m[1].reasoning().is_some() && m[1].content.is_none());
+    assert_eq!(m[1].reasoning_id.as_deref(), Some("run_001_r_1"));
+    assert_eq!(m[2].calls().len(), 1);
+    assert_eq!((m[2].action_id.as_deref(), m[2].tool_id.as_deref()), (Some("call_tool_1"), None));
+    assert_eq!((m[3].role.as_str(), m[3].action_id.as_deref(), m[3].text()), ("tool", Some("call_tool_1"), "OK"));
+    assert_eq!(m[4].text(), "已切换");
+
+    let history = store.history_for_model(CHAT).expect("history");
+    let roles: Vec<&str> = history
+        .iter()
+        .map(|m| match m {
+            ChatMessage::User { .. } => "user",
+            ChatMessage::Assistant { tool_calls, .. } if !tool_calls.is_empty() => "assistant(tool call)",
+            ChatMessage::Assistant { .. } => "assistant",
+            ChatMessage::Tool { .. } => "tool",
+            ChatMessage::System { .. } => "system",
+        })
+        .collect();
+    assert_eq!(roles, ["user", "assistant(tool call)", "tool", "assistant"]);
+
+    // whitelisted → replayed as an action, like it streamed
+    let replay = replay_chat(CHAT, None, &lines, 1);
+    let types: Vec<_> = replay.iter().map(Event::type_name).collect();
+    assert!(types.contains(&"action.snapshot") && types.contains(&"action.result"), "{types:?}");
+}
+
+#[test]
+fn actions_are_persisted_as_tools_by_default() {
+    let mut run = Run::new(CHAT, "run", query("q"), None, &[]);
+    let meta = ActionStartMeta { action_name: "switch_theme".into(), description: None };
+    run.push(1, AgentDelta::ActionArgs { action_id: "a1".into(), meta, delta: "{}".into() });
+    run.push(2, AgentDelta::ActionResult { action_id: "a1".into(), result: json!("OK") });
+    run.complete(3);
+    let step = steps(&run)[0];
+    assert_eq!((step.messages[1].tool_id.as_deref(), step.messages[1].action_id.as_deref()), (Some("a1"), None));
+    assert_eq!(step.messages[1].calls()[0].call_type, "function");
+    assert_eq!(step.messages[2].tool_id.as_deref(), Some("a1"));
+}
+
+#[test]
+fn plan_stages_merge_and_plans_attach_to_their_step() {
+    let mut run = Run::new(CHAT, "run", query("plan it"), None, &[]);
+    let task = |id: &str, status| PlanTask { task_id: id.into(), description: format!("do {id}"), status };
+    // a plan restored at run start, before any marker: its implicit step has no message
+    run.push(1, AgentDelta::PlanUpdate { plan_id: "plan_old".into(), plan: vec![task("t0", TaskStatus::Init)] });
+    assert!(run.push(2, marker("plan-draft")).is_empty());
+    run.push(3, content("drafting"));
+    assert!(run.push(4, marker("plan-generate")).is_empty(), "draft and generate are one step");
+    run.push(5, tool_args("call_p", "_plan_add_tasks_", r#"{"tasks":[]}"#));
+    run.push(6, tool_result("call_p", "ok"));
+    run.push(6, AgentDelta::PlanUpdate { plan_id: "plan_1".into(), plan: vec![task("t1", TaskStatus::Init)] });
+    assert_eq!(run.push(7, marker("execute-task-1")).len(), 2);
+    run.push(8, AgentDelta::TaskStart { task_id: "t1".into(), description: None });
+    run.push(9, content("working"));
+    run.push(10, AgentDelta::PlanUpdate { plan_id: "plan_1".into(), plan: vec![task("t1", TaskStatus::Completed)] });
+    run.push(11, AgentDelta::TaskComplete { task_id: "t1".into() });
+    assert_eq!(run.push(12, marker("summary")).len(), 1);
+    run.push(13, content("summary text"));
+    run.complete(14);
+
+    let steps = steps(&run);
+    let shape: Vec<_> =
+        steps.iter().map(|s| (s.stage.as_str(), s.seq, s.plan.as_ref().map(|p| p.tasks[0].status))).collect();
+    assert_eq!(
+        shape,
+        [("plan", 1, Some(TaskStatus::Init)), ("execute", 2, Some(TaskStatus::Completed)), ("summary", 3, None)]
+    );
+    assert_eq!(steps[0].plan.as_ref().map(|p| p.plan_id.as_str()), Some("plan_1"), "last update of the step wins");
+    assert_eq!(steps[0].messages[1].text(), "drafting");
+    assert!(steps.iter().all(|s| s.task_id.is_none()), "taskId is never written");
+    assert!(steps[1..].iter().all(|s| s.system.is_none()));
+}
+
+#[test]
+fn msg_ids_follow_model_responses() {
+    let mut run = Run::new(CHAT, "run", query("q"), None, &[]);
+    run.push(1, marker("react-step-1"));
+    run.push(2, content("a"));
+    run.push(3, tool_args("c1", "t", "{}"));
+    run.push(4, tool_args("c2", "t", "{}"));
+    run.push(5, tool_result("c1", "r1"));
+    run.push(6, tool_result("c2", "r2"));
+    // a turn with only a tool call reuses the previous msgId (the reference's lazy rule)
+    run.push(7, tool_args("c3", "t", "{}"));
+    run.push(8, tool_result("c3", "r3"));
+    run.push(9, content("b"));
+    run.complete(10);
+    let messages = &steps(&run)[0].messages;
+    let summary: Vec<String> = messages[1..]
+        .iter()
+        .map(|m| {
+            let what = m.calls().first().map_or_else(|| m.text().to_owned(), |c| format!("call {}", c.id));
+            format!("{} {what} {}", m.role, m.msg_id.as_deref().unwrap_or("-"))
+        })
+        .collect();
+    let first = messages[1].msg_id.clone().expect("msg id");
+    let last = messages.last().and_then(|m| m.msg_id.clone()).expect("msg id");
+    assert_ne!(first, last);
+    assert_eq!(
+        summary,
+        [
+            format!("assistant a {first}"),
+            format!("assistant call c1 {first}"),
+            "tool r1 -".to_owned(),
+            format!("assistant call c2 {first}"),
+            "tool r2 -".to_owned(),
+            format!("assistant call c3 {first}"),
+            "tool r3 -".to_owned(),
+            format!("assistant b {last}"),
+        ]
+    );
+}
+
+#[test]
+fn calls_without_result_are_written_at_flush_and_answered_in_the_window() {
+    let mut run = Run::new(CHAT, "run", query("q"), None, &[]);
+    run.push(1, marker("execute-task-1"));
+    run.push(2, tool_args("c1", "t", r#"{"a":1}"#));
+    run.push(3, tool_args("c2", "t", r#"{"b":2}"#));
+    run.push(4, tool_result("c1", "done"));
+    run.complete(10);
+    let messages = &steps(&run)[0].messages;
+    let calls: Vec<_> = messages.iter().filter_map(|m| m.calls().first().map(|c| (c.id.clone(), m.ts))).collect();
+    assert_eq!(calls, [("c1".to_owned(), Some(4)), ("c2".to_owned(), Some(10))]);
+    let history = history_messages(&run.lines, 5);
+    let ChatMessage::Tool { tool_call_id, content, .. } = history.last().expect("messages") else { panic!("tool") };
+    assert_eq!((tool_call_id.as_str(), content.as_str()), ("c2", UNRECORDED_RESULT));
+}
+
+#[test]
+fn frontend_tools_are_stored_as_function_calls() {
+    let mut run = Run::new(CHAT, "run", query("q"), None, &[]);
+    let meta = ToolStartMeta {
+        tool_name: "confirm_dialog".into(),
+        tool_type: "html".into(),
+        frontend: Some(FrontendMeta { tool_key: "confirm_dialog".into(), tool_timeout: 1000 }),
+        ..ToolStartMeta::default()
+    };
+    run.push(1, AgentDelta::ToolArgs { tool_id: "f1".into(), meta, delta: "{}".into() });
+    run.push(2, AgentDelta::ToolEnd { tool_id: "f1".into() });
+    run.push(3, tool_result("f1", r#"{"confirmed":true}"#));
+    run.complete(4);
+    let step = steps(&run)[0];
+    assert_eq!(step.stage, "oneshot", "deltas before any marker open an implicit oneshot step");
+    assert_eq!(step.messages[1].calls()[0].call_type, "function");
+}
+
+#[test]
+fn error_texts_before_run_error_are_recorded() {
+    let mut run = Run::new(CHAT, "run", query("q"), None, &[]);
+    run.push(1, marker("oneshot"));
+    run.push(2, content("partial"));
+    run.push(3, AgentDelta::Content(" The model provider failed.".into()));
+    let lines = run.fail(4, RunErrorInfo::new(ErrorCode::ProviderError, "boom", true));
+    assert_eq!(lines.len(), 2);
+    assert_eq!(steps(&run)[0].messages[1].text(), "partial The model provider failed.");
+    assert!(run.recorder.finish(&[]).is_empty(), "finish is idempotent");
+}
+
+#[test]
+fn a_run_without_output_writes_nothing() {
+    let mut run = Run::new(CHAT, "run", query("q"), None, &[]);
+    run.push(1, marker("oneshot"));
+    run.push(2, AgentDelta::Usage(json!({"total_tokens":1})));
+    assert!(run.complete(3).is_empty());
+    assert_eq!(run.recorder.steps_written(), 0);
+}
+
+#[test]
+fn the_first_written_step_carries_the_user_message_even_after_an_empty_step() {
+    let mut run = Run::new(CHAT, "run", query("hello"), None, &[]);
+    run.push(1, marker("react-step-1"));
+    run.push(2, marker("react-step-2"));
+    run.push(3, content("hi"));
+    let lines = run.complete(4);
+    assert_eq!(lines.len(), 2);
+    let step = lines[1].as_step().expect("step");
+    assert_eq!(step.seq, 1);
+    assert_eq!(step.messages[0].text(), "hello");
+    assert_eq!(step.messages[0].ts, Some(4), "user ts = flush time");
+}

@@ -1,0 +1,366 @@
+//! History files: appends, reading, the window, trimming, crash and failure behaviour.
+
+mod common;
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::sync::Arc;
+
+use agw_llm::request::ChatMessage;
+use agw_memory::{ChatStore, FsyncPolicy, MemoryConfig, MemoryError};
+use agw_protocol::event::TaskStatus;
+use agw_protocol::history::{self, HistoryLine, StepLine, StoredMessage, SystemSnapshot};
+use agw_protocol::{AgentDelta, ids};
+use common::{Run, TempDir, capture_logs, query, store_in};
+use serde_json::Value;
+
+const CHAT: &str = "123e4567-e89b-12d3-a456-426614174000";
+
+fn line(text: &str) -> HistoryLine {
+    HistoryLine::parse(text).expect("valid").expect("known")
+}
+
+/// A complete one-step run (query + oneshot step with the user message and one answer).
+fn simple_run(run_id: &str, user: &str, answer: &str) -> Vec<HistoryLine> {
+    let mut run = Run::new(CHAT, run_id, query(user), None, &[]);
+    run.push(1, AgentDelta::StageMarker("oneshot".into()));
+    run.push(2, AgentDelta::Content(answer.into()));
+    run.complete(3);
+    run.lines
+}
+
+fn texts(messages: &[ChatMessage]) -> Vec<String> {
+    messages
+        .iter()
+        .map(|m| match m {
+            ChatMessage::User { content } => format!("user {content}"),
+            ChatMessage::Assistant { content, .. } => format!("assistant {content}"),
+            ChatMessage::Tool { content, .. } => format!("tool {content}"),
+            ChatMessage::System { content } => format!("system {content}"),
+        })
+        .collect()
+}
+
+fn file_lines(store: &ChatStore) -> Vec<String> {
+    let path = store.history_path(CHAT).expect("uuid");
+    fs::read_to_string(path).expect("history file").lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn window_sends_the_last_k_runs_and_keeps_all_history_on_disk() {
+    // ChatWindowMemoryStoreTest 2, minus the automatic trim (agw never deletes history).
+    let dir = TempDir::new();
+    let store = store_in(dir.path(), 2, &[]);
+    for (run, user, answer) in [("run_001", "u1", "a1"), ("run_002", "u2", "a2"), ("run_003", "u3", "a3")] {
+        store.append_final(CHAT, &simple_run(run, user, answer)).expect("append");
+    }
+    assert_eq!(
+        texts(&store.history_for_model(CHAT).expect("history")),
+        ["user u2", "assistant a2", "user u3", "assistant a3"]
+    );
+    assert_eq!(file_lines(&store).len(), 6, "all three runs stay on disk");
+
+    // the explicit trim of §7
+    assert_eq!(store.trim(CHAT).expect("trim"), 2);
+    let run_ids: Vec<String> = store.read_lines(CHAT).expect("read").iter().map(|l| l.run_id().to_owned()).collect();
+    assert_eq!(run_ids, ["run_002", "run_002", "run_003", "run_003"]);
+    assert_eq!(store.trim(CHAT).expect("trim again"), 0);
+    assert_eq!(
+        texts(&store.history_for_model(CHAT).expect("history")),
+        ["user u2", "assistant a2", "user u3", "assistant a3"]
+    );
+}
+
+#[test]
+fn trim_keeps_lines_without_run_id_and_unparseable_lines_and_drops_blank_lines() {
+    let dir = TempDir::new();
+    let store = store_in(dir.path(), 1, &[]);
+    let path = store.history_path(CHAT).expect("uuid");
+    fs::write(
+        &path,
+        "{\"_type\":\"step\",\"runId\":\"old\",\"_seq\":1,\"messages\":[]}\n\n{\"note\":\"no run id\"}\nnot json\n{\"_type\":\"step\",\"runId\":\"new\",\"_seq\":1,\"messages\":[]}\n",
+    )
+    .expect("seed");
+    assert_eq!(store.trim(CHAT).expect("trim"), 1);
+    assert_eq!(
+        fs::read_to_string(&path).expect("read"),
+        "{\"note\":\"no run id\"}\nnot json\n{\"_type\":\"step\",\"runId\":\"new\",\"_seq\":1,\"messages\":[]}\n"
+    );
+}
+
+#[test]
+fn a_multi_step_react_run_gives_four_history_messages() {
+    // ChatWindowMemoryStoreTest 5.
+    let dir = TempDir::new();
+    let store = store_in(dir.path(), 20, &[]);
+    let mut run = Run::new(CHAT, "run_react", query("find files"), None, &[]);
+    let meta =
+        agw_protocol::ToolStartMeta { tool_name: "_bash_".into(), tool_type: "function".into(), ..Default::default() };
+    run.push(1, AgentDelta::StageMarker("react-step-1".into()));
+    run.push(2, AgentDelta::ToolArgs { tool_id: "call_bash".into(), meta, delta: r#"{"command":"ls"}"#.into() });
+    run.push(3, AgentDelta::ToolResult { tool_id: "call_bash".into(), result: "file.txt".into() });
+    store.append(CHAT, &run.push(4, AgentDelta::StageMarker("react-step-2".into()))).expect("append");
+    run.push(5, AgentDelta::Content("found file.txt".into()));
+    store.append_final(CHAT, &run.complete(6)).expect("append");
+    let history = store.history_for_model(CHAT).expect("history");
+    assert_eq!(texts(&history), ["user find files", "assistant ", "tool file.txt", "assistant found file.txt"]);
+    let ChatMessage::Assistant { tool_calls, .. } = &history[1] else { panic!("assistant") };
+    assert_eq!(tool_calls[0].name, "_bash_");
+}
+
+#[test]
+fn system_snapshots_are_read_back_per_line() {
+    // ChatWindowMemoryStoreTest 3, with lines written directly.
+    let dir = TempDir::new();
+    let store = store_in(dir.path(), 20, &[]);
+    let system_a = SystemSnapshot::new(Some("m".into()), "prompt A", Vec::new(), None);
+    let system_b = SystemSnapshot::new(Some("m".into()), "prompt B", Vec::new(), None);
+    let step = |seq: i64, system: Option<SystemSnapshot>| {
+        HistoryLine::Step(StepLine {
+            chat_id: CHAT.into(),
+            run_id: "run_1".into(),
+            stage: "react".into(),
+            seq,
+            updated_at: 10 + seq,
+            system,
+            messages: vec![StoredMessage::user("x", 1)],
+            ..StepLine::default()
+        })
+    };
+    let query_line = line(r#"{"_type":"query","chatId":"c","runId":"run_1","updatedAt":1,"query":{"message":"x"}}"#);
+    store.append(CHAT, &[query_line, step(1, Some(system_a.clone()))]).expect("append");
+    store.append(CHAT, &[step(2, None)]).expect("append");
+    store.append(CHAT, &[step(3, Some(system_b.clone()))]).expect("append");
+    let raw = file_lines(&store);
+    assert!(raw[1].contains(r#""system":"#) && !raw[2].contains(r#""system":"#) && raw[3].contains("prompt B"));
+    let lines = store.read_lines(CHAT).expect("read");
+    assert_eq!(history::latest_system(&lines), Some(&system_b));
+    assert_ne!(system_a, system_b);
+}
+
+#[test]
+fn latest_plan_is_normalised() {
+    // ChatWindowMemoryStoreTest 4, written as raw text so the legacy status reaches the reader.
+    let dir = TempDir::new();
+    let store = store_in(dir.path(), 20, &[]);
+    let path = store.history_path(CHAT).expect("uuid");
+    let plan = |status: &str| {
+        format!(
+            r#"{{"planId":"plan_chat_001","tasks":[{{"taskId":"task0","description":"a","status":"{status}"}},{{"taskId":"task1","description":"b","status":"in_progress"}}]}}"#
+        )
+    };
+    let text = [
+        r#"{"_type":"query","chatId":"c","runId":"run_1","updatedAt":1,"query":{"message":"plan"}}"#.to_owned(),
+        format!(r#"{{"_type":"step","chatId":"c","runId":"run_1","_stage":"plan","_seq":1,"updatedAt":1,"plan":{},"messages":[{{"role":"user","content":[{{"type":"text","text":"plan"}}]}}]}}"#, plan("init")),
+        format!(r#"{{"_type":"step","chatId":"c","runId":"run_1","_stage":"execute","_seq":2,"taskId":"task0","updatedAt":2,"plan":{},"messages":[{{"role":"assistant","content":[{{"type":"text","text":"done"}}]}}]}}"#, plan("completed")),
+    ]
+    .join("\n");
+    fs::write(&path, text + "\n").expect("seed");
+    let raw = file_lines(&store);
+    assert!(raw[1].contains(r#""plan":"#) && raw[2].contains(r#""plan":"#));
+    let lines = store.read_lines(CHAT).expect("read");
+    let execute = lines[2].as_step().expect("step");
+    assert_eq!((execute.task_id.as_deref(), execute.stage.as_str(), execute.seq), (Some("task0"), "execute", 2));
+    let latest = store.latest_plan(CHAT).expect("read").expect("a plan");
+    assert_eq!(latest.plan_id, "plan_chat_001");
+    assert_eq!(latest.tasks.iter().map(|t| t.status).collect::<Vec<_>>(), [TaskStatus::Completed, TaskStatus::Init]);
+    let context = store.run_context(CHAT).expect("context");
+    assert_eq!(context.plan, Some(latest));
+    assert_eq!(texts(&context.history), ["user plan", "assistant done"]);
+}
+
+#[test]
+fn a_torn_last_line_is_skipped_with_a_warning_and_does_not_block_appends() {
+    let dir = TempDir::new();
+    let store = store_in(dir.path(), 20, &[]);
+    store.append(CHAT, &simple_run("run_1", "u1", "a1")).expect("append");
+    let path = store.history_path(CHAT).expect("uuid");
+    // the process died in the middle of the next append
+    OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(br#"{"_type":"step","chatId":"12"#))
+        .expect("tear");
+
+    let (lines, logs) = capture_logs(|| store.read_lines(CHAT).expect("read"));
+    assert_eq!(lines.len(), 2, "everything before the torn line is intact");
+    assert!(logs.contains("WARN") && logs.contains("torn last history line"), "{logs}");
+
+    let (appended, logs) = capture_logs(|| store.append(CHAT, &simple_run("run_2", "u2", "a2")));
+    appended.expect("append after a torn line");
+    assert!(logs.contains("partial line"), "{logs}");
+    let raw = fs::read_to_string(&path).expect("read");
+    assert_eq!(
+        raw.lines().filter(|l| l.starts_with(r#"{"_type":"step","chatId":"12"#) && !l.contains("runId")).count(),
+        1,
+        "the fragment is a line of its own"
+    );
+    let lines = store.read_lines(CHAT).expect("read");
+    assert_eq!(lines.len(), 4);
+    assert_eq!(
+        texts(&store.history_for_model(CHAT).expect("history")),
+        ["user u1", "assistant a1", "user u2", "assistant a2"]
+    );
+}
+
+#[test]
+fn concurrent_appends_never_interleave_within_a_line() {
+    const THREADS: usize = 8;
+    const APPENDS: usize = 60;
+    let dir = TempDir::new();
+    // two stores on one directory: the second has none of the first's in-process locks, so
+    // this also exercises the O_APPEND single-write guarantee
+    let stores = [Arc::new(store_in(dir.path(), 20, &[])), Arc::new(store_in(dir.path(), 20, &[]))];
+    let big = "x".repeat(20_000);
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let store = Arc::clone(&stores[t % 2]);
+            let big = big.clone();
+            std::thread::spawn(move || {
+                for i in 0..APPENDS {
+                    let run_id = format!("run-{t}-{i}");
+                    let query = line(&format!(r#"{{"_type":"query","chatId":"{CHAT}","runId":"{run_id}","updatedAt":1,"query":{{"message":"m"}}}}"#));
+                    let step = HistoryLine::Step(StepLine {
+                        chat_id: CHAT.into(),
+                        run_id,
+                        stage: "oneshot".into(),
+                        seq: 1,
+                        messages: vec![StoredMessage::user(big.clone(), 1)],
+                        ..StepLine::default()
+                    });
+                    store.append(CHAT, &[query, step]).expect("append");
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.join().expect("thread");
+    }
+    let raw = fs::read_to_string(stores[0].history_path(CHAT).expect("uuid")).expect("read");
+    let non_blank: Vec<&str> = raw.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(non_blank.len(), THREADS * APPENDS * 2);
+    assert!(non_blank.iter().all(|l| serde_json::from_str::<Value>(l).is_ok()), "every line is valid JSON");
+    let lines = stores[0].read_lines(CHAT).expect("read");
+    assert_eq!(lines.iter().filter(|l| l.as_step().is_some()).count(), THREADS * APPENDS);
+    // each run's query line directly precedes its step line: one write per pair
+    for pair in lines.chunks(2) {
+        assert_eq!(pair[0].run_id(), pair[1].run_id());
+    }
+}
+
+#[test]
+fn storage_failures_are_errors_not_panics() {
+    let dir = TempDir::new();
+    // a "directory" that is a regular file: ENOTDIR even for root
+    let blocker = dir.path().join("not-a-dir");
+    fs::write(&blocker, "x").expect("file");
+    let store = store_in(&blocker.join("chats"), 20, &[]);
+    let err = store.append(CHAT, &simple_run("run_1", "u", "a")).expect_err("cannot create the directory");
+    assert!(matches!(err, MemoryError::Io { .. }), "{err:?}");
+    assert!(err.to_string().contains("not-a-dir"), "the message names the path: {err}");
+    assert!(err.io_error().is_some());
+    assert!(store.upsert_chat(CHAT, "m", Some("a"), None, 1).is_err());
+    assert!(store.read_lines(CHAT).is_err());
+    assert!(store.list_chats().is_err());
+}
+
+#[test]
+fn read_only_directory_is_an_error() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new();
+    let chats = dir.path().join("chats");
+    fs::create_dir(&chats).expect("dir");
+    fs::set_permissions(&chats, fs::Permissions::from_mode(0o555)).expect("chmod");
+    if fs::write(chats.join("probe"), "x").is_ok() {
+        eprintln!(
+            "skipped: running as root, directory permissions are not enforced (see the ENOTDIR and ENOSPC tests)"
+        );
+        return;
+    }
+    let store = store_in(&chats, 20, &[]);
+    let err = store.append(CHAT, &simple_run("run_1", "u", "a")).expect_err("read-only");
+    assert_eq!(err.io_error().map(std::io::Error::kind), Some(std::io::ErrorKind::PermissionDenied));
+    assert!(store.upsert_chat(CHAT, "m", None, None, 1).is_err());
+    fs::set_permissions(&chats, fs::Permissions::from_mode(0o755)).expect("chmod back");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_disk_is_an_error() {
+    let dir = TempDir::new();
+    let store = store_in(dir.path(), 20, &[]);
+    // every write to /dev/full fails with ENOSPC
+    std::os::unix::fs::symlink("/dev/full", store.history_path(CHAT).expect("uuid")).expect("symlink");
+    let err = store.append(CHAT, &simple_run("run_1", "u", "a")).expect_err("disk full");
+    assert_eq!(err.io_error().and_then(std::io::Error::raw_os_error), Some(28), "ENOSPC: {err}");
+}
+
+#[test]
+fn history_only_chats_exist_and_non_uuid_chats_are_no_ops() {
+    let dir = TempDir::new();
+    let store = store_in(dir.path(), 20, &[]);
+    assert!(!store.chat_exists(CHAT).expect("exists"));
+    store.append(CHAT, &simple_run("run_1", "u", "a")).expect("append");
+    assert!(store.chat_exists(CHAT).expect("exists"), "a history file without index record");
+    assert_eq!(store.get_chat(CHAT).expect("get"), None);
+
+    for bad in ["not-a-uuid", "123E4567-E89B-12D3-A456-426614174000", "../escape", ""] {
+        assert_eq!(store.history_path(bad), None);
+        store.append(bad, &simple_run("run_1", "u", "a")).expect("no-op");
+        assert!(store.read_lines(bad).expect("no-op").is_empty());
+        assert!(!store.chat_exists(bad).expect("no-op"));
+        assert_eq!(store.trim(bad).expect("no-op"), 0);
+        let upsert = store.upsert_chat(bad, "hi", None, None, 1).expect("no-op");
+        assert!(!upsert.created);
+    }
+    let names: Vec<_> = fs::read_dir(dir.path()).expect("dir").map(|e| e.expect("entry").file_name()).collect();
+    assert_eq!(names, [std::ffi::OsString::from(format!("{CHAT}.json"))]);
+}
+
+#[test]
+fn missing_files_read_as_empty_and_every_fsync_policy_works() {
+    for fsync in [FsyncPolicy::Never, FsyncPolicy::EveryStep, FsyncPolicy::EveryRun] {
+        let dir = TempDir::new();
+        let store = ChatStore::new(MemoryConfig {
+            dir: dir.path().join("nested").join("chats"),
+            k: 0,
+            fsync,
+            action_tools: Vec::new(),
+        });
+        assert_eq!(store.config().k, 1, "k is at least 1");
+        assert!(store.read_lines(CHAT).expect("read").is_empty());
+        assert!(store.history_for_model(CHAT).expect("history").is_empty());
+        assert_eq!(store.latest_plan(CHAT).expect("plan"), None);
+        assert!(store.list_chats().expect("list").is_empty());
+        store.append_final(CHAT, &[]).expect("nothing to sync");
+        let lines = simple_run("run_1", "u", "a");
+        store.append(CHAT, &lines[..1]).expect("append");
+        store.append_final(CHAT, &lines[1..]).expect("append final");
+        store.upsert_chat(CHAT, "u", Some("agent"), None, 5).expect("upsert");
+        assert_eq!(store.read_lines(CHAT).expect("read"), lines, "{fsync:?}");
+    }
+}
+
+#[test]
+fn recorder_from_the_store_uses_its_action_tools() {
+    let dir = TempDir::new();
+    let store = store_in(dir.path(), 20, &["Switch_Theme"]);
+    let run_id = ids::new_run_id();
+    let mut recorder = store.recorder(CHAT, &run_id, query("q"), None);
+    let mut asm = agw_protocol::Assembler::new(run_id.as_str(), CHAT, Box::new(|| 5));
+    let mut events = Vec::new();
+    let meta = agw_protocol::ActionStartMeta { action_name: "switch_theme".into(), description: None };
+    for delta in [
+        AgentDelta::ActionArgs { action_id: "a1".into(), meta, delta: "{}".into() },
+        AgentDelta::ActionResult { action_id: "a1".into(), result: serde_json::json!("OK") },
+    ] {
+        let before = events.len();
+        asm.push(delta.clone(), &mut events).expect("accepted");
+        assert!(recorder.observe(&delta, &events[before..]).is_empty());
+    }
+    let before = events.len();
+    asm.complete("stop", &mut events);
+    let lines = recorder.finish(&events[before..]);
+    let step = lines[1].as_step().expect("step");
+    assert_eq!(step.messages[1].action_id.as_deref(), Some("a1"));
+}

@@ -1,0 +1,249 @@
+//! The chat history line format "V3.1" (contract `memory-jsonl.md` §2–§4), as plain data.
+//!
+//! A history file is JSON Lines: one [`HistoryLine`] per line, either a [`QueryLine`] (one per
+//! run, the normalised request) or a [`StepLine`] (one per executed stage step, holding the
+//! [`StoredMessage`]s of that step).
+//!
+//! Writing produces exactly the contract's key order with `null`s omitted (struct declaration
+//! order IS the key order — do not reorder fields). Reading is lenient where the reference was
+//! strict: unknown keys are ignored everywhere, legacy spellings are accepted (`planSnapshot`,
+//! an inner `plan` instead of `tasks`, call-level `_toolId`/`_actionId`, `in_progress` → `init`,
+//! the old all-`null` `_usage` placeholder), and a malformed message, plan or system snapshot
+//! is dropped on its own instead of taking the whole line with it.
+//!
+//! No I/O here: `agw-memory` owns the files.
+
+mod message;
+mod snapshot;
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+use crate::request::QueryRequest;
+
+pub use message::{ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, StoredFunction, StoredMessage, StoredToolCall};
+pub use snapshot::{PlanSnapshot, SystemMessage, SystemSnapshot, SystemTool};
+
+/// One line of a history file, tagged by `_type`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "_type")]
+pub enum HistoryLine {
+    #[serde(rename = "query")]
+    Query(QueryLine),
+    #[serde(rename = "step")]
+    Step(StepLine),
+}
+
+impl HistoryLine {
+    /// Parses one line of a history file.
+    ///
+    /// `Ok(None)`: a line the contract says to ignore — blank, valid JSON that is not an object,
+    /// or an object whose `_type` is neither `query` nor `step`. `Err`: not JSON at all (e.g. a
+    /// line torn by a crash mid-write) or a known line whose fields have impossible types.
+    pub fn parse(text: &str) -> Result<Option<Self>, serde_json::Error> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Ok(None);
+        }
+        let Value::Object(map) = serde_json::from_str::<Value>(text)? else {
+            return Ok(None);
+        };
+        let kind = map.get("_type").and_then(Value::as_str).map(str::to_owned);
+        let value = Value::Object(map);
+        match kind.as_deref() {
+            Some("query") => QueryLine::deserialize(value).map(|line| Some(Self::Query(line))),
+            Some("step") => StepLine::deserialize(value).map(|line| Some(Self::Step(line))),
+            _ => Ok(None),
+        }
+    }
+
+    /// Compact JSON of the line, without the trailing newline.
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(self)
+    }
+
+    pub fn run_id(&self) -> &str {
+        match self {
+            Self::Query(line) => &line.run_id,
+            Self::Step(line) => &line.run_id,
+        }
+    }
+
+    pub fn chat_id(&self) -> &str {
+        match self {
+            Self::Query(line) => &line.chat_id,
+            Self::Step(line) => &line.chat_id,
+        }
+    }
+
+    pub fn as_step(&self) -> Option<&StepLine> {
+        match self {
+            Self::Step(step) => Some(step),
+            Self::Query(_) => None,
+        }
+    }
+
+    pub fn as_query(&self) -> Option<&QueryLine> {
+        match self {
+            Self::Query(query) => Some(query),
+            Self::Step(_) => None,
+        }
+    }
+}
+
+/// `{"_type":"query","chatId","runId","updatedAt","query":{…9 keys…}}` — one per run, written
+/// together with the run's first step line.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueryLine {
+    #[serde(default, deserialize_with = "nullable")]
+    pub chat_id: String,
+    #[serde(default, deserialize_with = "nullable")]
+    pub run_id: String,
+    #[serde(default, deserialize_with = "nullable")]
+    pub updated_at: i64,
+    /// The normalised request: `requestId`, `chatId`, `role` filled in; serialises all nine keys.
+    #[serde(default, deserialize_with = "nullable")]
+    pub query: QueryRequest,
+}
+
+/// `{"_type":"step","chatId","runId","_stage","_seq","taskId"?,"updatedAt","system"?,"plan"?,
+/// "messages"}` — one per executed stage step; never written with zero messages.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct StepLine {
+    #[serde(rename = "chatId")]
+    pub chat_id: String,
+    #[serde(rename = "runId")]
+    pub run_id: String,
+    /// `oneshot`, `react`, `plan`, `execute` or `summary` (see [`Stage`]); kept as text so that
+    /// files with other stage names still load.
+    #[serde(rename = "_stage")]
+    pub stage: String,
+    /// 1, 2, 3 … per run, in flush order.
+    #[serde(rename = "_seq")]
+    pub seq: i64,
+    /// Never written by agw (nor by the reference's live code); accepted when reading.
+    #[serde(rename = "taskId", skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    #[serde(rename = "updatedAt")]
+    pub updated_at: i64,
+    /// Present on the first step line of every run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system: Option<SystemSnapshot>,
+    /// The plan after the last plan update of this step, when there was one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanSnapshot>,
+    pub messages: Vec<StoredMessage>,
+}
+
+impl<'de> Deserialize<'de> for StepLine {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        /// Everything optional and the nested objects as raw values: a bad plan, system
+        /// snapshot or message is dropped alone, the rest of the step survives.
+        #[derive(Deserialize)]
+        struct Wire {
+            #[serde(default, rename = "chatId", deserialize_with = "nullable")]
+            chat_id: String,
+            #[serde(default, rename = "runId", deserialize_with = "nullable")]
+            run_id: String,
+            #[serde(default, rename = "_stage", deserialize_with = "nullable")]
+            stage: String,
+            #[serde(default, rename = "_seq", deserialize_with = "nullable")]
+            seq: i64,
+            #[serde(default, rename = "taskId")]
+            task_id: Option<String>,
+            #[serde(default, rename = "updatedAt", deserialize_with = "nullable")]
+            updated_at: i64,
+            #[serde(default)]
+            system: Option<Value>,
+            #[serde(default)]
+            plan: Option<Value>,
+            #[serde(default, rename = "planSnapshot")]
+            plan_snapshot: Option<Value>,
+            #[serde(default, deserialize_with = "nullable")]
+            messages: Vec<Value>,
+        }
+
+        let wire = Wire::deserialize(d)?;
+        let plan = [wire.plan, wire.plan_snapshot]
+            .into_iter()
+            .flatten()
+            .filter_map(|v| PlanSnapshot::deserialize(v).ok())
+            .find(|p| !p.tasks.is_empty());
+        Ok(Self {
+            chat_id: wire.chat_id,
+            run_id: wire.run_id,
+            stage: wire.stage,
+            seq: wire.seq,
+            task_id: wire.task_id,
+            updated_at: wire.updated_at,
+            system: wire.system.and_then(|v| SystemSnapshot::deserialize(v).ok()),
+            plan,
+            messages: wire.messages.into_iter().filter_map(|v| StoredMessage::deserialize(v).ok()).collect(),
+        })
+    }
+}
+
+/// The `_stage` of a step line, from the mode's stage markers (`memory-jsonl.md` §5.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stage {
+    Oneshot,
+    React,
+    /// plan-draft and plan-generate, merged into one step.
+    Plan,
+    Execute,
+    Summary,
+}
+
+impl Stage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Oneshot => "oneshot",
+            Self::React => "react",
+            Self::Plan => "plan",
+            Self::Execute => "execute",
+            Self::Summary => "summary",
+        }
+    }
+
+    /// `oneshot`, `react-step-N`, `plan-draft`, `plan-generate`, `execute-task-N`, `summary`.
+    pub fn from_marker(marker: &str) -> Option<Self> {
+        match marker {
+            "oneshot" => Some(Self::Oneshot),
+            "plan-draft" | "plan-generate" => Some(Self::Plan),
+            "summary" => Some(Self::Summary),
+            m if m.starts_with("react-step") => Some(Self::React),
+            m if m.starts_with("execute-task") => Some(Self::Execute),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The plan of the last step line (in file order) that has a non-empty plan — what a new run
+/// restores (`memory-jsonl.md` §8.2). Statuses are already normalised by parsing.
+pub fn latest_plan(lines: &[HistoryLine]) -> Option<&PlanSnapshot> {
+    lines.iter().rev().filter_map(HistoryLine::as_step).find_map(|step| step.plan.as_ref().filter(|p| !p.is_empty()))
+}
+
+/// The last system snapshot written in the file (read, but it changes nothing a run sends).
+pub fn latest_system(lines: &[HistoryLine]) -> Option<&SystemSnapshot> {
+    lines.iter().rev().filter_map(HistoryLine::as_step).find_map(|step| step.system.as_ref())
+}
+
+/// Treats an explicit `null` like an absent key (the derive would reject it for non-`Option`s).
+pub(crate) fn nullable<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

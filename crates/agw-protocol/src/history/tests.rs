@@ -1,0 +1,237 @@
+//! Writers produce the contract's bytes; readers accept the legacy and foreign spellings.
+
+use serde_json::json;
+
+use super::*;
+use crate::event::{PlanTask, TaskStatus};
+
+/// The three lines of the worked example (`memory-jsonl.md` §9), verbatim.
+pub(crate) const EXAMPLE_QUERY: &str = r#"{"_type":"query","chatId":"0b8f6a52-7c1e-4d3a-9f2b-5e6d7c8b9a01","runId":"9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d","updatedAt":1771000101216,"query":{"requestId":"9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d","chatId":"0b8f6a52-7c1e-4d3a-9f2b-5e6d7c8b9a01","agentKey":"weatherBot","role":"user","message":"上海现在几点？","references":null,"params":null,"scene":null,"stream":null}}"#;
+pub(crate) const EXAMPLE_STEP_1: &str = r#"{"_type":"step","chatId":"0b8f6a52-7c1e-4d3a-9f2b-5e6d7c8b9a01","runId":"9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d","_stage":"react","_seq":1,"updatedAt":1771000101216,"system":{"model":"qwen3-max","messages":[{"role":"system","content":"你是天气助手。"}],"tools":[{"type":"function","name":"city_datetime","description":"根据 city 查询当前日期和时间（实时系统时钟）","parameters":{"type":"object","properties":{"city":{"type":"string","description":"城市名称，例如 Shanghai、北京、东京"}},"additionalProperties":false}}],"stream":true},"messages":[{"role":"user","content":[{"type":"text","text":"上海现在几点？"}],"ts":1771000101215},{"role":"assistant","reasoning_content":[{"type":"text","text":"需要查询上海的实时时间。"}],"ts":1771000100700,"_reasoningId":"r_eab6f9c5","_msgId":"m_4c1d9e0a","_timing":400},{"role":"assistant","content":[{"type":"text","text":"我先查询上海当前时间。"}],"ts":1771000100900,"_contentId":"c_d648f345","_msgId":"m_4c1d9e0a","_timing":200},{"role":"assistant","tool_calls":[{"id":"call_1","type":"function","function":{"name":"city_datetime","arguments":"{\"city\":\"Shanghai\"}"}}],"ts":1771000101210,"_msgId":"m_4c1d9e0a","_toolId":"call_1","_timing":110,"_usage":{"prompt_tokens":812,"completion_tokens":46,"total_tokens":858}},{"role":"tool","content":[{"type":"text","text":"{\"city\":\"Shanghai\",\"timezone\":\"UTC+8\",\"date\":\"2026-02-13\",\"weekday\":\"星期五\",\"lunarDate\":\"乙巳年腊月廿六\",\"time\":\"10:15:30\",\"iso\":\"2026-02-13T10:15:30.123456+08:00\",\"source\":\"system-clock\"}"}],"ts":1771000101210,"name":"city_datetime","tool_call_id":"call_1","_toolId":"call_1","_timing":110}]}"#;
+pub(crate) const EXAMPLE_STEP_2: &str = r#"{"_type":"step","chatId":"0b8f6a52-7c1e-4d3a-9f2b-5e6d7c8b9a01","runId":"9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d","_stage":"react","_seq":2,"updatedAt":1771000102306,"messages":[{"role":"assistant","reasoning_content":[{"type":"text","text":"已拿到时间，直接回答。"}],"ts":1771000101900,"_reasoningId":"r_07f7aed8","_msgId":"m_b71f3a22","_timing":405},{"role":"assistant","content":[{"type":"text","text":"上海现在是 2026-02-13（星期五） 10:15:30。"}],"ts":1771000102100,"_contentId":"c_80efcabb","_msgId":"m_b71f3a22","_timing":205,"_usage":{"prompt_tokens":1020,"completion_tokens":38,"total_tokens":1058}}]}"#;
+
+pub(crate) fn parse(text: &str) -> HistoryLine {
+    HistoryLine::parse(text).expect("valid line").expect("known line type")
+}
+
+fn step(text: &str) -> StepLine {
+    match parse(text) {
+        HistoryLine::Step(step) => step,
+        HistoryLine::Query(_) => panic!("expected a step line"),
+    }
+}
+
+#[test]
+fn worked_example_round_trips_byte_for_byte() {
+    for line in [EXAMPLE_QUERY, EXAMPLE_STEP_1, EXAMPLE_STEP_2] {
+        assert_eq!(parse(line).to_json().expect("serialise"), line);
+    }
+}
+
+#[test]
+fn worked_example_parses_into_the_expected_fields() {
+    let HistoryLine::Query(query) = parse(EXAMPLE_QUERY) else { panic!("query line") };
+    assert_eq!(query.updated_at, 1771000101216);
+    assert_eq!(query.query.message.as_deref(), Some("上海现在几点？"));
+    assert_eq!(query.query.agent_key.as_deref(), Some("weatherBot"));
+
+    let step = step(EXAMPLE_STEP_1);
+    assert_eq!((step.stage.as_str(), step.seq), ("react", 1));
+    let system = step.system.as_ref().expect("system");
+    assert_eq!(system.model.as_deref(), Some("qwen3-max"));
+    assert!(system.stream);
+    assert_eq!(step.messages.len(), 5);
+    assert_eq!(step.messages[1].reasoning(), Some("需要查询上海的实时时间。"));
+    let call = &step.messages[3].calls()[0];
+    assert_eq!(
+        (call.id.as_str(), call.call_type.as_str(), call.function.name.as_str()),
+        ("call_1", "function", "city_datetime")
+    );
+    assert_eq!(step.messages[3].usage, Some(json!({"prompt_tokens":812,"completion_tokens":46,"total_tokens":858})));
+    assert_eq!(step.messages[4].tool_call_id.as_deref(), Some("call_1"));
+}
+
+#[test]
+fn built_lines_use_the_contract_key_order_and_omit_nulls() {
+    let line = HistoryLine::Step(StepLine {
+        chat_id: "c".into(),
+        run_id: "r".into(),
+        stage: Stage::Execute.to_string(),
+        seq: 2,
+        task_id: Some("task0".into()),
+        updated_at: 5,
+        system: None,
+        plan: Some(PlanSnapshot::new(
+            "plan_1",
+            vec![PlanTask { task_id: "t1".into(), description: "d".into(), status: TaskStatus::Completed }],
+        )),
+        messages: vec![
+            StoredMessage::user("hi", 4),
+            StoredMessage {
+                role: ROLE_TOOL.into(),
+                content: Some(String::new()),
+                ts: Some(3),
+                name: Some("n".into()),
+                tool_call_id: Some("call".into()),
+                action_id: Some("call".into()),
+                ..StoredMessage::default()
+            },
+        ],
+    });
+    assert_eq!(
+        line.to_json().expect("serialise"),
+        r#"{"_type":"step","chatId":"c","runId":"r","_stage":"execute","_seq":2,"taskId":"task0","updatedAt":5,"plan":{"planId":"plan_1","tasks":[{"taskId":"t1","description":"d","status":"completed"}]},"messages":[{"role":"user","content":[{"type":"text","text":"hi"}],"ts":4},{"role":"tool","content":[{"type":"text","text":""}],"ts":3,"name":"n","tool_call_id":"call","_actionId":"call"}]}"#
+    );
+}
+
+#[test]
+fn ignored_and_invalid_lines() {
+    for ignored in ["", "   ", "5", "[1,2]", "\"text\"", r#"{"_type":"other","runId":"r"}"#, r#"{"runId":"r"}"#] {
+        assert_eq!(HistoryLine::parse(ignored).expect("not an error"), None, "{ignored:?}");
+    }
+    for invalid in [r#"{"_type":"step","chatId":"c","#, "{", "not json", r#"{"_type":"step","_seq":"one"}"#] {
+        assert!(HistoryLine::parse(invalid).is_err(), "{invalid:?}");
+    }
+}
+
+#[test]
+fn legacy_plan_snapshot_key_inner_plan_key_and_statuses() {
+    let step = step(
+        r#"{"_type":"step","chatId":"c","runId":"r","_stage":"plan","_seq":1,"updatedAt":1,
+        "planSnapshot":{"planId":"plan_chat_001","plan":[{"taskId":"task0","description":"a","status":"init"},
+        {"taskId":"task1","description":"b","status":"in_progress"},{"description":"no id"},
+        {"taskId":"task2","status":"weird"}]},"messages":[]}"#,
+    );
+    let plan = step.plan.expect("legacy plan read");
+    assert_eq!(plan.plan_id, "plan_chat_001");
+    let statuses: Vec<_> = plan.tasks.iter().map(|t| (t.task_id.as_str(), t.status)).collect();
+    assert_eq!(statuses, [("task0", TaskStatus::Init), ("task1", TaskStatus::Init), ("task2", TaskStatus::Init)]);
+    // re-written with the current keys
+    let text = HistoryLine::Step(StepLine { plan: Some(plan), ..StepLine::default() }).to_json().expect("json");
+    assert!(
+        text.contains(
+            r#""plan":{"planId":"plan_chat_001","tasks":[{"taskId":"task0","description":"a","status":"init"}"#
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn empty_or_malformed_plan_and_system_are_dropped_alone() {
+    let step = step(
+        r#"{"_type":"step","runId":"r","_seq":1,"plan":{"planId":"p","tasks":[]},"planSnapshot":"bad",
+        "system":{"stream":"yes"},"messages":[{"role":"user","content":"plain string"},{"role":"assistant","ts":"bad"},
+        7,{"role":"assistant","content":[{"type":"text","text":"a"},{"type":"image"},{"type":"text","text":"b"}]}]}"#,
+    );
+    assert_eq!(step.plan, None);
+    assert_eq!(step.system, None);
+    let texts: Vec<_> = step.messages.iter().map(StoredMessage::text).collect();
+    assert_eq!(texts, ["plain string", "ab"]);
+}
+
+#[test]
+fn unknown_keys_are_ignored_everywhere() {
+    let step = step(
+        r#"{"_type":"step","chatId":"c","runId":"r","_stage":"oneshot","_seq":1,"updatedAt":1,"extra":{"x":1},
+        "system":{"model":"m","stream":true,"future":1,"tools":[{"type":"function","name":"t","x":1}]},
+        "plan":{"planId":"p","tasks":[{"taskId":"t","description":"d","status":"completed","extra":true}],"y":2},
+        "messages":[{"role":"assistant","tool_calls":[{"id":"call","type":"function","function":{"name":"n","arguments":"{}","z":1},"w":2}],"_future":3}]}"#,
+    );
+    assert_eq!(step.system.as_ref().map(|s| s.tools.len()), Some(1));
+    assert_eq!(step.plan.as_ref().map(|p| p.tasks[0].status), Some(TaskStatus::Completed));
+    assert_eq!(step.messages[0].calls()[0].function.arguments, "{}");
+}
+
+#[test]
+fn legacy_call_level_ids_and_usage_placeholder() {
+    let step = step(
+        r#"{"_type":"step","runId":"r","_seq":1,"messages":[{"role":"assistant","tool_calls":[{"id":"call_a",
+        "function":{"name":"switch_frontend_theme","arguments":{"theme":"dark"}},"_actionId":"a_1234abcd"}],
+        "_usage":{"input_tokens":null,"output_tokens":null,"total_tokens":null}}]}"#,
+    );
+    let message = &step.messages[0];
+    assert_eq!(message.usage, None);
+    let call = &message.calls()[0];
+    assert_eq!(call.call_type, "function");
+    assert_eq!(call.legacy_action_id.as_deref(), Some("a_1234abcd"));
+    assert_eq!(call.function.arguments, r#"{"theme":"dark"}"#);
+}
+
+#[test]
+fn null_values_read_as_absent() {
+    let HistoryLine::Query(query) =
+        parse(r#"{"_type":"query","chatId":null,"runId":"r","updatedAt":null,"query":null}"#)
+    else {
+        panic!("query line")
+    };
+    assert_eq!((query.chat_id.as_str(), query.updated_at, query.query.message.clone()), ("", 0, None));
+    let step = step(r#"{"_type":"step","runId":"r","_seq":null,"messages":null,"system":null}"#);
+    assert!(step.messages.is_empty());
+}
+
+#[test]
+fn latest_plan_and_latest_system() {
+    let plan_step = |seq: i64, status: &str| {
+        parse(&format!(
+            r#"{{"_type":"step","runId":"r","_seq":{seq},"plan":{{"planId":"plan_chat_001","tasks":[{{"taskId":"task0","status":"completed"}},{{"taskId":"task1","status":"{status}"}}]}},"system":{{"model":"m{seq}"}},"messages":[]}}"#
+        ))
+    };
+    let lines = vec![
+        plan_step(1, "init"),
+        plan_step(2, "in_progress"),
+        parse(r#"{"_type":"step","runId":"r","_seq":3,"messages":[]}"#),
+    ];
+    let plan = latest_plan(&lines).expect("a plan");
+    assert_eq!(plan.tasks.iter().map(|t| t.status).collect::<Vec<_>>(), [TaskStatus::Completed, TaskStatus::Init]);
+    assert_eq!(latest_system(&lines).and_then(|s| s.model.as_deref()), Some("m2"));
+    assert_eq!(latest_plan(&lines[2..]), None);
+}
+
+#[test]
+fn system_snapshot_rules_and_json_equality() {
+    let tool = |name: &str, description: &str, params: serde_json::Value| SystemTool {
+        tool_type: "function".into(),
+        name: name.into(),
+        description: Some(description.into()),
+        parameters: Some(params),
+    };
+    let a = SystemSnapshot::new(
+        Some("gpt-5.2".into()),
+        "prompt",
+        vec![tool("b", " ", json!({"type":"object","properties":{}})), tool("a", "A", json!({}))],
+        None,
+    );
+    assert_eq!(a.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+    assert_eq!(a.tools[1].description, None);
+    assert!(a.stream);
+    // key order inside parameters does not matter
+    let same = SystemSnapshot::new(
+        Some("gpt-5.2".into()),
+        "prompt",
+        vec![tool("a", "A", json!({})), tool("b", "", json!({"properties":{},"type":"object"}))],
+        Some(true),
+    );
+    assert_eq!(a, same);
+    let other_prompt = SystemSnapshot::new(Some("gpt-5.2".into()), "other", Vec::new(), None);
+    assert_ne!(a, other_prompt);
+    assert_ne!(Some(&a), None);
+    // blank prompt: no messages key at all
+    let blank = SystemSnapshot::new(Some("m".into()), "  ", Vec::new(), Some(false));
+    assert_eq!(serde_json::to_string(&blank).expect("json"), r#"{"model":"m","stream":false}"#);
+}
+
+#[test]
+fn stage_markers() {
+    let cases = [
+        ("oneshot", Some(Stage::Oneshot)),
+        ("react-step-3", Some(Stage::React)),
+        ("plan-draft", Some(Stage::Plan)),
+        ("plan-generate", Some(Stage::Plan)),
+        ("execute-task-2", Some(Stage::Execute)),
+        ("summary", Some(Stage::Summary)),
+        ("whatever", None),
+    ];
+    for (marker, stage) in cases {
+        assert_eq!(Stage::from_marker(marker), stage, "{marker}");
+    }
+}

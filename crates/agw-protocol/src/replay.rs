@@ -1,0 +1,316 @@
+//! Snapshot replay: the `events` of `GET /api/ap/chat`, built from history lines
+//! (contract `sse-events.md` §9), plus the other two projections of a chat detail
+//! (`rawMessages`, `references`; `http-api.md` §4).
+//!
+//! agw decisions applied here: the block and call ids are the stored `_reasoningId` /
+//! `_contentId` / `_toolId` / `_actionId`, which agw writes equal to the ids streamed live, so a
+//! replay names every block exactly as the live stream did; `seq` runs 1..N without gaps and
+//! `plan.update` carries one (no `rawEvent`). The §9 fallback ids (`{runId}_r_{i}`, …) only
+//! appear for files written by other implementations without stored ids.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::Value;
+
+use crate::event::{
+    ActionResult, ActionSnapshot, ChatStart, ContentSnapshot, Event, EventPayload, PlanUpdate, ReasoningSnapshot,
+    RequestQuery, RunComplete, RunStart, ToolResult, ToolSnapshot,
+};
+use crate::history::{HistoryLine, PlanSnapshot, QueryLine, StepLine, StoredMessage, StoredToolCall};
+use crate::request::Reference;
+
+/// Finish reason of every replayed run.
+pub const REPLAY_FINISH_REASON: &str = "end_turn";
+
+/// Builds the replay event array of a chat. `chat_name` is the index record's name (the chat id
+/// is used when there is none); `now_ms` is the fallback start time of a run without any
+/// timestamp.
+pub fn replay_chat(chat_id: &str, chat_name: Option<&str>, lines: &[HistoryLine], now_ms: i64) -> Vec<Event> {
+    let mut out = Emitter::default();
+    for (index, run) in ordered_runs(lines).iter().enumerate() {
+        replay_run(run, chat_id, (index == 0).then(|| chat_name.unwrap_or(chat_id)), now_ms, &mut out);
+    }
+    out.events
+}
+
+/// Every stored message of every run (runs in replay order), each as its stored JSON object
+/// (nulls omitted) plus a `runId` member.
+pub fn raw_messages(lines: &[HistoryLine]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for run in ordered_runs(lines) {
+        for message in run.messages() {
+            let Ok(Value::Object(mut map)) = serde_json::to_value(message) else { continue };
+            map.insert("runId".to_owned(), Value::String(run.run_id.to_owned()));
+            out.push(Value::Object(map));
+        }
+    }
+    out
+}
+
+/// The union of the runs' `query.references` (runs in replay order), de-duplicated by `id`
+/// (first wins); references without an `id` are dropped.
+pub fn chat_references(lines: &[HistoryLine]) -> Vec<Reference> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for run in ordered_runs(lines) {
+        let references = run.query.and_then(|q| q.query.references.as_deref()).unwrap_or_default();
+        for reference in references {
+            let Some(id) = reference.id.as_deref().filter(|id| !id.trim().is_empty()) else { continue };
+            if seen.insert(id.to_owned()) {
+                out.push(reference.clone());
+            }
+        }
+    }
+    out
+}
+
+// -- runs ---------------------------------------------------------------------------------------
+
+/// The lines of one run.
+struct Run<'a> {
+    run_id: &'a str,
+    /// Index of the run's first line in the file (tie-breaker of the ordering).
+    first_line: usize,
+    query: Option<&'a QueryLine>,
+    /// Sorted by `_seq` (stable: equal seqs keep file order).
+    steps: Vec<&'a StepLine>,
+}
+
+impl<'a> Run<'a> {
+    fn messages(&self) -> impl Iterator<Item = &'a StoredMessage> + '_ {
+        self.steps.iter().flat_map(|step| step.messages.iter())
+    }
+
+    /// Max step `updatedAt`.
+    fn updated_at(&self) -> i64 {
+        self.steps.iter().map(|s| s.updated_at).max().unwrap_or(0)
+    }
+
+    /// The plan of the last step (by `_seq`) that has one.
+    fn plan(&self) -> Option<&'a PlanSnapshot> {
+        self.steps.iter().rev().find_map(|s| s.plan.as_ref())
+    }
+}
+
+/// Groups lines by `runId`, drops runs without step lines, sorts steps by `_seq` and runs by
+/// `updatedAt` ascending (≤ 0 counts as +∞), ties by first line.
+fn ordered_runs(lines: &[HistoryLine]) -> Vec<Run<'_>> {
+    let mut runs: Vec<Run<'_>> = Vec::new();
+    let mut by_id: HashMap<&str, usize> = HashMap::new();
+    for (index, line) in lines.iter().enumerate() {
+        let slot = *by_id.entry(line.run_id()).or_insert_with(|| {
+            runs.push(Run { run_id: line.run_id(), first_line: index, query: None, steps: Vec::new() });
+            runs.len() - 1
+        });
+        let run = &mut runs[slot];
+        match line {
+            HistoryLine::Query(query) => {
+                run.query.get_or_insert(query);
+            }
+            HistoryLine::Step(step) => run.steps.push(step),
+        }
+    }
+    runs.retain(|run| !run.steps.is_empty());
+    for run in &mut runs {
+        run.steps.sort_by_key(|s| s.seq);
+    }
+    runs.sort_by_key(|run| {
+        let updated = run.updated_at();
+        (if updated <= 0 { i64::MAX } else { updated }, run.first_line)
+    });
+    runs
+}
+
+// -- events -------------------------------------------------------------------------------------
+
+/// Numbers events 1..N and keeps the timestamp cursor.
+#[derive(Default)]
+struct Emitter {
+    events: Vec<Event>,
+    cursor: i64,
+}
+
+impl Emitter {
+    /// An event at exactly `ts`; the cursor restarts there (start of a run).
+    fn at(&mut self, ts: i64, payload: impl Into<EventPayload>) {
+        self.cursor = ts;
+        let seq = self.events.len() as u64 + 1;
+        self.events.push(Event::new(seq, ts, payload));
+    }
+
+    /// An event at `max(candidate, previous + 1)` (a candidate ≤ 0 means previous + 1).
+    fn next(&mut self, candidate: i64, payload: impl Into<EventPayload>) {
+        let after = self.cursor.saturating_add(1);
+        let ts = if candidate > 0 { candidate.max(after) } else { after };
+        self.at(ts, payload);
+    }
+}
+
+/// Whether a call is replayed as a tool or an action, and under which id.
+#[derive(Clone)]
+enum Binding {
+    Tool(String),
+    Action(String),
+}
+
+/// Per-run counters for the §9 fallback ids.
+#[derive(Default)]
+struct Counters {
+    reasoning: usize,
+    content: usize,
+    tools: usize,
+    actions: usize,
+}
+
+fn replay_run(run: &Run<'_>, chat_id: &str, chat_start: Option<&str>, now_ms: i64, out: &mut Emitter) {
+    let run_id = run.run_id;
+    let positive_ts = || run.messages().filter_map(|m| m.ts).filter(|ts| *ts > 0);
+    let start = positive_ts().min().unwrap_or_else(|| {
+        let updated = run.updated_at();
+        if updated > 0 { updated } else { now_ms }
+    });
+    let end = positive_ts().max();
+
+    out.at(start, request_query(run, chat_id));
+    if let Some(chat_name) = chat_start {
+        out.next(0, ChatStart { chat_id: chat_id.to_owned(), chat_name: chat_name.to_owned() });
+    }
+    out.next(0, RunStart { run_id: run_id.to_owned(), chat_id: chat_id.to_owned() });
+    if let Some(plan) = run.plan().filter(|p| !p.is_empty()) {
+        let update =
+            PlanUpdate { plan_id: plan.plan_id.clone(), chat_id: chat_id.to_owned(), plan: plan.tasks.clone() };
+        out.next(0, update);
+    }
+
+    let mut counters = Counters::default();
+    let mut bindings: HashMap<&str, Binding> = HashMap::new();
+    for message in run.messages() {
+        let ts = message.ts.unwrap_or(0);
+        if message.is_assistant() {
+            if let Some(text) = message.reasoning() {
+                let reasoning_id = stored_or(&message.reasoning_id, || format!("{run_id}_r_{}", counters.reasoning));
+                counters.reasoning += 1;
+                out.next(ts, ReasoningSnapshot { reasoning_id, text: text.to_owned(), task_id: None });
+            }
+            if let Some(text) = message.content.as_deref().filter(|t| !t.is_empty()) {
+                let content_id = stored_or(&message.content_id, || format!("{run_id}_c_{}", counters.content));
+                counters.content += 1;
+                out.next(ts, ContentSnapshot { content_id, text: text.to_owned(), task_id: None });
+            }
+            for call in message.calls().iter().filter(|c| !c.function.name.trim().is_empty()) {
+                let binding = bind_call(message, call, run_id, &counters);
+                if !call.id.is_empty() {
+                    bindings.insert(&call.id, binding.clone());
+                }
+                out.next(ts, call_snapshot(call, &binding, &mut counters));
+            }
+        } else if message.is_tool() {
+            let call_id = message.tool_call_id.as_deref().filter(|id| !id.trim().is_empty());
+            let binding = if let Some(id) = &message.action_id {
+                Binding::Action(id.clone())
+            } else if let Some(id) = &message.tool_id {
+                Binding::Tool(id.clone())
+            } else if let Some(known) = call_id.and_then(|id| bindings.get(id)) {
+                known.clone()
+            } else if let Some(id) = call_id {
+                Binding::Tool(id.to_owned())
+            } else if message.name.as_deref().is_some_and(|n| !n.trim().is_empty()) {
+                Binding::Tool(format!("{run_id}_tool_result_{}", counters.tools))
+            } else {
+                continue;
+            };
+            let result = message.text().to_owned();
+            match binding {
+                Binding::Tool(tool_id) => out.next(ts, ToolResult { tool_id, result }),
+                Binding::Action(action_id) => out.next(ts, ActionResult { action_id, result: Value::String(result) }),
+            }
+        }
+    }
+
+    let complete_ts = end.map_or(0, |end| end.saturating_add(1));
+    out.next(complete_ts, RunComplete { run_id: run_id.to_owned(), finish_reason: REPLAY_FINISH_REASON.to_owned() });
+}
+
+fn request_query(run: &Run<'_>, chat_id: &str) -> RequestQuery {
+    let query = run.query.map(|line| &line.query);
+    let non_blank = |v: Option<&String>| v.filter(|s| !s.trim().is_empty()).cloned();
+    let message = query
+        .and_then(|q| q.message.clone())
+        .unwrap_or_else(|| run.messages().find(|m| m.is_user()).map(|m| m.text().to_owned()).unwrap_or_default());
+    RequestQuery {
+        request_id: non_blank(query.and_then(|q| q.request_id.as_ref())).unwrap_or_else(|| run.run_id.to_owned()),
+        chat_id: non_blank(query.and_then(|q| q.chat_id.as_ref())).unwrap_or_else(|| chat_id.to_owned()),
+        role: non_blank(query.and_then(|q| q.role.as_ref())).unwrap_or_else(|| "user".to_owned()),
+        message,
+        agent_key: query.and_then(|q| q.agent_key.clone()),
+        references: query.and_then(|q| q.references.clone()),
+        params: query.and_then(|q| q.params.clone()),
+        scene: query.and_then(|q| q.scene.clone()),
+        stream: query.and_then(|q| q.stream),
+    }
+}
+
+fn stored_or(stored: &Option<String>, fallback: impl FnOnce() -> String) -> String {
+    stored.as_deref().filter(|id| !id.trim().is_empty()).map_or_else(fallback, str::to_owned)
+}
+
+/// §9 binding: message-level `_actionId`, message-level `_toolId`, call-level (legacy V3)
+/// `_actionId` / `_toolId`, call type `action`, else a tool with the call id; fallback ids for
+/// calls without one.
+fn bind_call(message: &StoredMessage, call: &StoredToolCall, run_id: &str, counters: &Counters) -> Binding {
+    let non_blank = |v: &Option<String>| v.as_deref().filter(|s| !s.trim().is_empty()).map(str::to_owned);
+    if let Some(id) = non_blank(&message.action_id) {
+        return Binding::Action(id);
+    }
+    if let Some(id) = non_blank(&message.tool_id) {
+        return Binding::Tool(id);
+    }
+    if let Some(id) = non_blank(&call.legacy_action_id) {
+        return Binding::Action(id);
+    }
+    if let Some(id) = non_blank(&call.legacy_tool_id) {
+        return Binding::Tool(id);
+    }
+    let call_id = (!call.id.trim().is_empty()).then(|| call.id.clone());
+    if call.call_type == "action" {
+        Binding::Action(call_id.unwrap_or_else(|| format!("{run_id}_action_{}", counters.actions)))
+    } else {
+        Binding::Tool(call_id.unwrap_or_else(|| format!("{run_id}_tool_{}", counters.tools)))
+    }
+}
+
+fn call_snapshot(call: &StoredToolCall, binding: &Binding, counters: &mut Counters) -> EventPayload {
+    let arguments = call.function.arguments.clone();
+    match binding {
+        Binding::Tool(tool_id) => {
+            counters.tools += 1;
+            EventPayload::ToolSnapshot(ToolSnapshot {
+                tool_id: tool_id.clone(),
+                tool_name: call.function.name.clone(),
+                tool_params: serde_json::from_str(&arguments).ok(),
+                arguments,
+                tool_type: if call.call_type.trim().is_empty() {
+                    "function".to_owned()
+                } else {
+                    call.call_type.clone()
+                },
+                tool_api: None,
+                description: None,
+                tool_key: None,
+                tool_timeout: None,
+            })
+        }
+        Binding::Action(action_id) => {
+            counters.actions += 1;
+            EventPayload::ActionSnapshot(ActionSnapshot {
+                action_id: action_id.clone(),
+                action_name: call.function.name.clone(),
+                arguments,
+                description: None,
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
