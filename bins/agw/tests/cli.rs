@@ -16,6 +16,7 @@ impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(std::env::temp_dir().join(format!("agw-cli-test-{}", std::process::id())));
     }
 }
 
@@ -34,6 +35,8 @@ fn start(args: &[&str], env: &[(&str, &str)]) -> Running {
     for (k, v) in env {
         cmd.env(k, v);
     }
+    let scratch = std::env::temp_dir().join(format!("agw-cli-test-{}", std::process::id()));
+    cmd.env("MEMORY_CHAT_DIR", scratch.join("chats")).env("AGENT_DATA_EXTERNAL_DIR", scratch.join("data"));
     let mut child = cmd.spawn().expect("spawn agw");
     let stdout = child.stdout.take().unwrap();
     let mut line = String::new();

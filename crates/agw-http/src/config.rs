@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use agw_llm::{ProviderConfig, ProviderProtocol};
+use agw_memory::{FsyncPolicy, MemoryConfig};
 
 /// One documented setting.
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +48,90 @@ pub const SETTINGS: &[SettingSpec] = &[
         env: "AGENT_EXTERNAL_DIR",
         default: None,
         help: "directory of agent JSON files; unset = the bundled demo agents",
+    },
+    SettingSpec {
+        property: "agent.capability.tools-external-dir",
+        env: "AGENT_TOOLS_EXTERNAL_DIR",
+        default: None,
+        help: "directory of *.backend / *.frontend / *.action tool files; unset = the bundled tools",
+    },
+    SettingSpec {
+        property: "agent.viewport.external-dir",
+        env: "AGENT_VIEWPORT_EXTERNAL_DIR",
+        default: None,
+        help: "directory of viewports (.html .qlc .dqlc .json_schema .custom); unset = the bundled viewports",
+    },
+    SettingSpec {
+        property: "agent.data.external-dir",
+        env: "AGENT_DATA_EXTERNAL_DIR",
+        default: Some("data"),
+        help: "flat directory served by GET /api/ap/data/{filename}",
+    },
+    SettingSpec {
+        property: "agent.tools.frontend.submit-timeout-ms",
+        env: "AGENT_TOOLS_FRONTEND_SUBMIT_TIMEOUT_MS",
+        default: Some("300000"),
+        help: "how long a frontend tool waits for POST /api/ap/submit (also tool.start toolTimeout)",
+    },
+    SettingSpec {
+        property: "agw.tools.max-output-bytes",
+        env: "AGW_TOOLS_MAX_OUTPUT_BYTES",
+        default: Some("51200"),
+        help: "tool results longer than this are cut on a UTF-8 boundary with a notice to the model",
+    },
+    SettingSpec {
+        property: "agent.tools.bash.working-directory",
+        env: "AGENT_BASH_WORKING_DIRECTORY",
+        default: None,
+        help: "_bash_ working directory and first allowed root; unset = the process working directory",
+    },
+    SettingSpec {
+        property: "agent.tools.bash.allowed-paths",
+        env: "AGENT_BASH_ALLOWED_PATHS",
+        default: None,
+        help: "extra roots _bash_ may touch (comma-separated)",
+    },
+    SettingSpec {
+        property: "agent.tools.bash.allowed-commands",
+        env: "AGENT_BASH_ALLOWED_COMMANDS",
+        default: None,
+        help: "commands _bash_ may run (comma-separated); empty = ls,pwd,cat,head,tail,top,free,df,git",
+    },
+    SettingSpec {
+        property: "agent.tools.bash.path-checked-commands",
+        env: "AGENT_BASH_PATH_CHECKED_COMMANDS",
+        default: None,
+        help: "commands whose arguments must stay inside the allowed roots; empty = ls,cat,head,tail,git",
+    },
+    SettingSpec {
+        property: "agent.tools.agent-file-create.default-system-prompt",
+        env: "AGENT_TOOLS_AGENT_FILE_CREATE_DEFAULT_SYSTEM_PROMPT",
+        default: None,
+        help: "system prompt agent_file_create writes when none is given",
+    },
+    SettingSpec {
+        property: "memory.chat.dir",
+        env: "MEMORY_CHAT_DIR",
+        default: Some("./chats"),
+        help: "chat history files (<chatId>.json) and the chat index (_chats.jsonl)",
+    },
+    SettingSpec {
+        property: "memory.chat.k",
+        env: "MEMORY_CHAT_K",
+        default: Some("20"),
+        help: "how many of a chat's latest runs are sent back to the model (history on disk is never trimmed)",
+    },
+    SettingSpec {
+        property: "memory.chat.action-tools",
+        env: "MEMORY_CHAT_ACTION_TOOLS",
+        default: None,
+        help: "tool names persisted with _actionId instead of _toolId (comma-separated)",
+    },
+    SettingSpec {
+        property: "memory.chat.fsync",
+        env: "MEMORY_CHAT_FSYNC",
+        default: Some("run"),
+        help: "when history is fsynced: never | step (after every step) | run (when a run ends)",
     },
     SettingSpec {
         property: "agw.sse.heartbeat-interval",
@@ -90,6 +175,17 @@ pub struct Settings {
     /// `Some(false)` only when explicitly disabled.
     pub auth_enabled: Option<bool>,
     pub agents_dir: Option<PathBuf>,
+    pub tools_dir: Option<PathBuf>,
+    pub viewports_dir: Option<PathBuf>,
+    pub data_dir: PathBuf,
+    pub frontend_submit_timeout: Duration,
+    pub tool_output_limit: usize,
+    pub bash_working_directory: Option<PathBuf>,
+    pub bash_allowed_paths: Vec<String>,
+    pub bash_allowed_commands: Vec<String>,
+    pub bash_path_checked_commands: Vec<String>,
+    pub agent_file_default_prompt: Option<String>,
+    pub memory: MemoryConfig,
     pub heartbeat_interval: Duration,
     pub demo_enabled: bool,
     pub demo_chunk_delay: Duration,
@@ -139,6 +235,39 @@ impl Settings {
                 .parse("server.max-request-bytes", |s| s.parse::<usize>().map_err(|e| e.to_string()))?,
             auth_enabled,
             agents_dir: raw.parse_opt("agent.catalog.external-dir", |s| Ok(PathBuf::from(s)))?,
+            tools_dir: raw.parse_opt("agent.capability.tools-external-dir", |s| Ok(PathBuf::from(s)))?,
+            viewports_dir: raw.parse_opt("agent.viewport.external-dir", |s| Ok(PathBuf::from(s)))?,
+            data_dir: raw.parse("agent.data.external-dir", |s| Ok(PathBuf::from(s)))?,
+            frontend_submit_timeout: Duration::from_millis(
+                raw.parse("agent.tools.frontend.submit-timeout-ms", |s| s.parse::<u64>().map_err(|e| e.to_string()))?
+                    .max(1),
+            ),
+            tool_output_limit: raw
+                .parse("agw.tools.max-output-bytes", |s| s.parse::<usize>().map_err(|e| e.to_string()))?,
+            bash_working_directory: raw.parse_opt("agent.tools.bash.working-directory", |s| Ok(PathBuf::from(s)))?,
+            bash_allowed_paths: raw.parse_opt("agent.tools.bash.allowed-paths", list)?.unwrap_or_default(),
+            bash_allowed_commands: raw.parse_opt("agent.tools.bash.allowed-commands", list)?.unwrap_or_default(),
+            bash_path_checked_commands: raw
+                .parse_opt("agent.tools.bash.path-checked-commands", list)?
+                .unwrap_or_default(),
+            agent_file_default_prompt: raw
+                .parse_opt("agent.tools.agent-file-create.default-system-prompt", |s| Ok(s.to_string()))?,
+            memory: MemoryConfig {
+                dir: raw.parse("memory.chat.dir", |s| Ok(PathBuf::from(s)))?,
+                k: raw.parse("memory.chat.k", |s| s.parse::<usize>().map_err(|e| e.to_string()))?.max(1),
+                fsync: raw.parse("memory.chat.fsync", |s| match s.trim().to_ascii_lowercase().as_str() {
+                    "never" => Ok(FsyncPolicy::Never),
+                    "step" => Ok(FsyncPolicy::EveryStep),
+                    "run" => Ok(FsyncPolicy::EveryRun),
+                    _ => Err("expected never, step or run".into()),
+                })?,
+                action_tools: raw
+                    .parse_opt("memory.chat.action-tools", list)?
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|t| t.to_lowercase())
+                    .collect(),
+            },
             heartbeat_interval: raw.parse("agw.sse.heartbeat-interval", parse_duration)?,
             demo_enabled: raw.parse("agw.demo.enabled", parse_bool)?,
             demo_chunk_delay: Duration::from_millis(
@@ -201,12 +330,21 @@ fn toml_lookup(table: &toml::Table, property: &str) -> Option<String> {
                 toml::Value::Integer(i) => Some(i.to_string()),
                 toml::Value::Float(f) => Some(f.to_string()),
                 toml::Value::Boolean(b) => Some(b.to_string()),
+                // Lists may be TOML arrays or comma-separated strings, like the environment form.
+                toml::Value::Array(items) => {
+                    Some(items.iter().filter_map(|i| i.as_str().map(str::to_string)).collect::<Vec<_>>().join(","))
+                }
                 _ => None,
             };
         }
         current = value.as_table()?;
     }
     None
+}
+
+/// Comma-separated list; items trimmed, blanks dropped.
+fn list(s: &str) -> Result<Vec<String>, String> {
+    Ok(s.split(',').map(str::trim).filter(|i| !i.is_empty()).map(str::to_string).collect())
 }
 
 fn parse_bool(s: &str) -> Result<bool, String> {

@@ -23,13 +23,17 @@ use std::sync::Arc;
 use agw_llm::ProviderRegistry;
 use agw_llm::demo::{DEMO_MODEL, DEMO_PROVIDER_KEY, DemoProvider};
 use agw_modes::definition::AgentCatalog;
+use agw_tools::ToolRegistry;
+use agw_tools::builtin::{AgentFileCreateConfig, BashConfig, BuiltinsConfig, builtins};
+use agw_tools::viewport::ViewportRegistry;
 
 pub use config::Settings;
 pub use server::Server;
-pub use state::AppState;
+pub use state::{AppState, Catalogs};
 
-/// Builds the server state from settings: loads agents (a directory, or the bundled demo agents)
-/// and the provider registry. Broken agent files are logged and skipped.
+/// Builds the server state from settings: loads agents, tools and viewports (a configured
+/// directory, or the bundled demo set) and the provider registry. Broken files are logged and
+/// skipped; the rest load.
 pub fn build_state(settings: Settings) -> AppState {
     let agents = match &settings.agents_dir {
         Some(dir) => AgentCatalog::load_dir(dir),
@@ -40,7 +44,33 @@ pub fn build_state(settings: Settings) -> AppState {
     for problem in agents.problems() {
         tracing::warn!(file = %problem.file, "agent file skipped: {}", problem.message);
     }
-    tracing::info!(agents = agents.len(), "agent catalog loaded");
+    let builtins = builtins(BuiltinsConfig {
+        bash: BashConfig::from_lists(
+            settings.bash_working_directory.as_deref().and_then(|p| p.to_str()),
+            settings.bash_allowed_paths.iter().map(String::as_str),
+            settings.bash_allowed_commands.iter().map(String::as_str),
+            settings.bash_path_checked_commands.iter().map(String::as_str),
+        ),
+        agent_file_create: AgentFileCreateConfig {
+            agents_dir: settings.agents_dir.clone().unwrap_or_else(|| "agents".into()),
+            default_system_prompt: settings
+                .agent_file_default_prompt
+                .clone()
+                .unwrap_or_else(|| AgentFileCreateConfig::default().default_system_prompt),
+        },
+    });
+    let tools = match &settings.tools_dir {
+        Some(dir) => ToolRegistry::load(Some(dir), builtins),
+        None => ToolRegistry::from_sources(agw_tools::bundled::TOOL_FILES.iter().copied(), builtins),
+    };
+    for problem in tools.problems() {
+        tracing::warn!(file = %problem.file, "tool definition skipped: {}", problem.message);
+    }
+    let viewports = match &settings.viewports_dir {
+        Some(dir) => ViewportRegistry::load(dir),
+        None => ViewportRegistry::from_sources(agw_tools::bundled::VIEWPORT_FILES.iter().copied()),
+    };
+    tracing::info!(agents = agents.len(), tools = tools.list().len(), viewports = viewports.len(), "catalogs loaded");
     let mut providers = ProviderRegistry::new(settings.providers.clone(), false);
     // The demo model fills the `demo` key only when no real provider claims it.
     if settings.demo_enabled && !providers.keys().iter().any(|k| k == DEMO_PROVIDER_KEY) {
@@ -50,5 +80,5 @@ pub fn build_state(settings: Settings) -> AppState {
             Arc::new(DemoProvider::with_chunk_delay(settings.demo_chunk_delay)),
         );
     }
-    AppState::new(settings, agents, providers)
+    AppState::new(settings, Catalogs { agents, tools, viewports, providers })
 }

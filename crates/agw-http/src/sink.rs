@@ -1,44 +1,81 @@
-//! The HTTP side of a run: assembler + SSE framing + the channel to the response body.
+//! The HTTP side of a run: assembler + chat-memory recorder + SSE framing + the channel to the
+//! response body.
+
+use std::sync::Arc;
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
+use agw_memory::{ChatStore, Recorder};
 use agw_modes::runtime::{DeltaSink, EmitError};
 use agw_protocol::event::{ChatStart, RequestQuery};
-use agw_protocol::{AgentDelta, Assembler, Event, RunErrorInfo, sse};
+use agw_protocol::history::HistoryLine;
+use agw_protocol::{AgentDelta, Assembler, ErrorCode, Event, RunErrorInfo, sse};
+
+/// Where a run's history goes.
+pub struct Persistence {
+    pub store: Arc<ChatStore>,
+    pub chat_id: String,
+    pub recorder: Recorder,
+}
 
 /// Turns a run's deltas into SSE frames and sends each batch (the events one delta produced)
-/// as one body chunk, immediately.
+/// as one body chunk, immediately; flushed steps are appended to the chat's history.
 pub struct SseSink {
     assembler: Assembler,
     tx: mpsc::Sender<Bytes>,
     events: Vec<Event>,
+    persistence: Option<Persistence>,
 }
 
 impl SseSink {
-    pub fn new(assembler: Assembler, tx: mpsc::Sender<Bytes>) -> Self {
-        Self { assembler, tx, events: Vec::with_capacity(4) }
+    pub fn new(assembler: Assembler, tx: mpsc::Sender<Bytes>, persistence: Option<Persistence>) -> Self {
+        Self { assembler, tx, events: Vec::with_capacity(4), persistence }
     }
 
     /// `request.query`, optional `chat.start`, `run.start`.
     pub async fn bootstrap(&mut self, query: RequestQuery, chat_start: Option<ChatStart>) -> Result<(), EmitError> {
         self.assembler.bootstrap(query, chat_start, &mut self.events);
+        if let Some(p) = self.persistence.as_mut() {
+            p.recorder.observe_events(&self.events);
+        }
         self.flush().await
     }
 
+    /// `run.complete` — after the last step is persisted, so a client that saw `run.complete` can
+    /// replay the whole run. If that write fails the run ends with `run.error` `internal` instead.
     pub async fn complete(&mut self, finish_reason: &str) -> Result<(), EmitError> {
-        self.assembler.complete(finish_reason, &mut self.events);
+        match self.persist_final(&[]).await {
+            Ok(()) => self.assembler.complete(finish_reason, &mut self.events),
+            Err(message) => {
+                self.assembler.fail(RunErrorInfo::new(ErrorCode::Internal, message, false), &mut self.events)
+            }
+        }
         self.flush().await
     }
 
+    /// `run.error` (what the client saw before the failure stays in the history).
     pub async fn fail(&mut self, error: RunErrorInfo) -> Result<(), EmitError> {
         self.assembler.fail(error, &mut self.events);
+        // The run already failed; a storage error on top is only logged.
+        let events = std::mem::take(&mut self.events);
+        let _ = self.persist_final(&events).await;
+        self.events = events;
         self.flush().await
+    }
+
+    /// Persists what the client saw of a run whose client went away.
+    pub async fn abandon(&mut self) {
+        let _ = self.persist_final(&[]).await;
     }
 
     /// A clone of the sender, to watch for the client going away while the run is quiet.
     pub fn watch_closed(&self) -> mpsc::Sender<Bytes> {
         self.tx.clone()
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.assembler.is_finished()
     }
 
     async fn flush(&mut self) -> Result<(), EmitError> {
@@ -51,13 +88,54 @@ impl SseSink {
         }
         self.tx.send(Bytes::from(buf)).await.map_err(|_| EmitError::Closed)
     }
+
+    async fn persist_final(&mut self, events: &[Event]) -> Result<(), String> {
+        let Some(p) = self.persistence.as_mut() else { return Ok(()) };
+        let lines = p.recorder.finish(events);
+        write_lines(p.store.clone(), p.chat_id.clone(), lines, true).await
+    }
+}
+
+/// Appends on a blocking thread: file I/O must not stall the runtime's workers.
+async fn write_lines(
+    store: Arc<ChatStore>,
+    chat_id: String,
+    lines: Vec<HistoryLine>,
+    last: bool,
+) -> Result<(), String> {
+    if lines.is_empty() && !last {
+        return Ok(());
+    }
+    let result = tokio::task::spawn_blocking(move || {
+        if last { store.append_final(&chat_id, &lines) } else { store.append(&chat_id, &lines) }
+    })
+    .await;
+    match result {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "chat history write failed");
+            Err(format!("chat history write failed: {e}"))
+        }
+        Err(e) => Err(format!("chat history writer stopped: {e}")),
+    }
 }
 
 impl DeltaSink for SseSink {
     async fn emit(&mut self, delta: AgentDelta) -> Result<(), EmitError> {
+        let mut lines = Vec::new();
+        // Markers and usage produce no events; the recorder reads them from the delta itself.
+        if let (Some(p), AgentDelta::StageMarker(_) | AgentDelta::Usage(_)) = (self.persistence.as_mut(), &delta) {
+            lines = p.recorder.observe(&delta, &[]);
+        }
         if let Err(e) = self.assembler.push(delta, &mut self.events) {
             self.events.clear();
             return Err(EmitError::Protocol(e.to_string()));
+        }
+        if let Some(p) = self.persistence.as_mut() {
+            p.recorder.observe_events(&self.events);
+            if !lines.is_empty() {
+                write_lines(p.store.clone(), p.chat_id.clone(), lines, false).await.map_err(EmitError::Storage)?;
+            }
         }
         self.flush().await
     }

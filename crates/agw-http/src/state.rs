@@ -3,10 +3,13 @@
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use dashmap::DashSet;
 
 use agw_llm::ProviderRegistry;
+use agw_memory::ChatStore;
 use agw_modes::definition::AgentCatalog;
+use agw_modes::runtime::{FrontendSubmits, RunServices};
+use agw_tools::ToolRegistry;
+use agw_tools::viewport::ViewportRegistry;
 
 use crate::config::Settings;
 
@@ -18,24 +21,50 @@ pub struct AppState {
 
 pub struct Inner {
     pub settings: Settings,
-    /// Swapped atomically on reload; a run holds the `Arc<AgentDefinition>` it started with.
+    /// Catalogs are swapped atomically on reload; a run holds the snapshots it started with.
     pub agents: ArcSwap<AgentCatalog>,
+    pub tools: ArcSwap<ToolRegistry>,
+    pub viewports: ArcSwap<ViewportRegistry>,
     pub providers: Arc<ProviderRegistry>,
-    /// Chats this process has seen. Decides `chat.start` until chat memory (with its on-disk
-    /// index) takes over.
-    pub chats: DashSet<String>,
+    /// Frontend tools waiting for `POST /api/ap/submit`, across all runs.
+    pub submits: Arc<FrontendSubmits>,
+    pub chats: Arc<ChatStore>,
+}
+
+/// The registries a server starts with.
+pub struct Catalogs {
+    pub agents: AgentCatalog,
+    pub tools: ToolRegistry,
+    pub viewports: ViewportRegistry,
+    pub providers: ProviderRegistry,
 }
 
 impl AppState {
-    pub fn new(settings: Settings, agents: AgentCatalog, providers: ProviderRegistry) -> Self {
+    pub fn new(settings: Settings, catalogs: Catalogs) -> Self {
+        let chats = Arc::new(ChatStore::new(settings.memory.clone()));
         Self {
             inner: Arc::new(Inner {
+                agents: ArcSwap::from_pointee(catalogs.agents),
+                tools: ArcSwap::from_pointee(catalogs.tools),
+                viewports: ArcSwap::from_pointee(catalogs.viewports),
+                providers: Arc::new(catalogs.providers),
+                submits: Arc::new(FrontendSubmits::default()),
+                chats,
                 settings,
-                agents: ArcSwap::from_pointee(agents),
-                providers: Arc::new(providers),
-                chats: DashSet::new(),
             }),
         }
+    }
+
+    /// The services a new run uses: today's snapshots of every registry.
+    pub fn run_services(&self) -> Arc<RunServices> {
+        Arc::new(RunServices {
+            providers: self.providers.clone(),
+            tools: self.tools.load_full(),
+            viewports: self.viewports.load_full(),
+            submits: self.submits.clone(),
+            frontend_timeout: self.settings.frontend_submit_timeout,
+            tool_output_limit: self.settings.tool_output_limit,
+        })
     }
 }
 

@@ -74,7 +74,7 @@ async fn second_query_in_the_same_chat_has_no_chat_start_and_keeps_the_request_i
     gw.fixture.set_default(Transcript::openai_text(&["ok"]));
     let chat = "123E4567-E89B-12D3-A456-426614174000";
     let first = gw.run(&json!({"agentKey": "plain", "message": "hi", "chatId": chat})).await;
-    assert_eq!(first.types()[1], "chat.start");
+    assert_eq!(first.types()[1], "chat.start", "{:?}", first.events());
     assert_eq!(first.events()[0]["chatId"], "123e4567-e89b-12d3-a456-426614174000", "chatId is canonicalised");
     let second =
         gw.run(&json!({"agentKey": "plain", "message": "again", "chatId": chat, "requestId": " req_001 "})).await;

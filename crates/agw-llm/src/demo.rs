@@ -13,7 +13,10 @@ use futures::future::BoxFuture;
 use serde_json::json;
 
 use crate::request::ChatMessage;
+
+mod tools;
 use crate::{CallOptions, ChatProvider, ChatRequest, DeltaStream, LlmDelta, LlmError};
+pub use tools::DemoToolCall;
 
 /// Provider key the registry uses for the demo model.
 pub const DEMO_PROVIDER_KEY: &str = "demo";
@@ -60,12 +63,26 @@ pub struct DemoTurn {
     /// Streamed as reasoning first, only when the request enables reasoning.
     pub reasoning: Option<String>,
     pub content: String,
+    /// Streamed after the content: a first fragment with id and name and `""` arguments, then
+    /// the arguments in two pieces (the shape OpenAI streams).
+    pub tool_call: Option<DemoToolCall>,
     pub finish_reason: &'static str,
 }
 
 /// Decides the reply from the request (deterministic: same request, same reply).
 pub fn plan_turn(request: &ChatRequest) -> DemoTurn {
     let question = last_user_message(request).map(quote).unwrap_or_else(|| "(an empty message)".to_owned());
+    if let Some(call) = tools::next_call(request, &question) {
+        let reasoning = request.reasoning.enabled.then(|| {
+            format!("The user wrote \"{question}\". The `{}` tool can help; I will call it first.", call.name)
+        });
+        let content = format!("Let me call `{}` first.", call.name);
+        return DemoTurn { reasoning, content, tool_call: Some(call), finish_reason: "tool_calls" };
+    }
+    let results = tools::results(request);
+    if !results.is_empty() {
+        return answer_from_results(request, &question, &results);
+    }
     let reasoning = request.reasoning.enabled.then(|| {
         format!(
             "The user wrote \"{question}\". I am the offline demo model, so I cannot really answer; \
@@ -80,7 +97,33 @@ pub fn plan_turn(request: &ChatRequest) -> DemoTurn {
          `AGENT_PROVIDERS_<KEY>_API_KEY` and `AGENT_PROVIDERS_<KEY>_MODEL` (for example \
          `<KEY>` = `OPENAI`), then set the agent's `modelConfig.providerKey` to that key."
     );
-    DemoTurn { reasoning, content, finish_reason: "stop" }
+    DemoTurn { reasoning, content, tool_call: None, finish_reason: "stop" }
+}
+
+/// The answer after tool results came back: what each tool said, plus a ```viewport block when
+/// the tool's after-call hint asks for one.
+fn answer_from_results(request: &ChatRequest, question: &str, results: &[(&str, &str)]) -> DemoTurn {
+    let reasoning = request
+        .reasoning
+        .enabled
+        .then(|| format!("I have {} tool result(s) for \"{question}\"; I will summarise them.", results.len()));
+    let mut content = String::from("Here is what I found (offline demo model, answering from the tool results):\n");
+    for (name, result) in results {
+        let summary = match serde_json::from_str::<serde_json::Value>(result) {
+            Ok(serde_json::Value::Object(map)) => map
+                .iter()
+                .filter(|(_, v)| !v.is_object() && !v.is_array())
+                .map(|(k, v)| format!("{k}: {}", v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            _ => quote(result),
+        };
+        content.push_str(&format!("\n- `{name}` → {summary}"));
+        if let Some((kind, key)) = tools::viewport_hint(request, name) {
+            content.push_str(&format!("\n\n```viewport\ntype={kind}, key={key}\n{result}\n```"));
+        }
+    }
+    DemoTurn { reasoning, content, tool_call: None, finish_reason: "stop" }
 }
 
 /// Every delta the demo model streams for `request`, in order.
@@ -94,6 +137,22 @@ pub fn script(request: &ChatRequest) -> Vec<LlmDelta> {
     }
     deltas
         .extend(chunk_words(&turn.content, ANSWER_WORDS_PER_CHUNK).into_iter().map(|text| LlmDelta::Content { text }));
+    if let Some(call) = &turn.tool_call {
+        let split = call.arguments.len() / 2;
+        let split = (split..=call.arguments.len()).find(|i| call.arguments.is_char_boundary(*i)).unwrap_or(0);
+        let fragment = |id: Option<&str>, name: Option<&str>, arguments: &str| {
+            LlmDelta::ToolCall(crate::ToolCallFragment {
+                index: Some(0),
+                id: id.map(str::to_owned),
+                call_type: id.map(|_| "function".to_owned()),
+                name: name.map(str::to_owned),
+                arguments: arguments.to_owned(),
+            })
+        };
+        deltas.push(fragment(Some(&call.id), Some(&call.name), ""));
+        deltas.push(fragment(None, None, &call.arguments[..split]));
+        deltas.push(fragment(None, None, &call.arguments[split..]));
+    }
     deltas.push(LlmDelta::Finish { reason: turn.finish_reason.to_owned() });
     let prompt_tokens: usize = request.messages.iter().map(|m| estimate_tokens(message_text(m)) + 4).sum();
     let completion_tokens =

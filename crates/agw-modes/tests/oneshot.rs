@@ -5,8 +5,12 @@ use std::sync::Arc;
 use agw_llm::fixture::{End, FixtureServer, Transcript};
 use agw_llm::{ChatMessage, ProviderRegistry};
 use agw_modes::definition::AgentDefinition;
-use agw_modes::runtime::{CollectingSink, RunContext, RunOutcome, execute};
+use agw_modes::runtime::{
+    CollectingSink, DEFAULT_TOOL_OUTPUT_LIMIT, FrontendSubmits, RunContext, RunOutcome, RunServices, execute,
+};
 use agw_protocol::{AgentDelta, ErrorCode};
+use agw_tools::ToolRegistry;
+use agw_tools::viewport::ViewportRegistry;
 use serde_json::json;
 
 fn agent(budget: &str) -> Arc<AgentDefinition> {
@@ -25,7 +29,14 @@ fn ctx(fixture: &FixtureServer, agent: Arc<AgentDefinition>, history: Vec<ChatMe
         agent,
         user_message: "what now?".into(),
         history,
-        providers: Arc::new(ProviderRegistry::new(vec![fixture.provider_config("fx")], false)),
+        services: Arc::new(RunServices {
+            providers: Arc::new(ProviderRegistry::new(vec![fixture.provider_config("fx")], false)),
+            tools: Arc::new(ToolRegistry::default()),
+            viewports: Arc::new(ViewportRegistry::default()),
+            submits: Arc::new(FrontendSubmits::default()),
+            frontend_timeout: std::time::Duration::from_secs(1),
+            tool_output_limit: DEFAULT_TOOL_OUTPUT_LIMIT,
+        }),
     }
 }
 
@@ -102,11 +113,11 @@ async fn run_timeout_is_enforced_even_while_the_provider_trickles() {
 }
 
 #[tokio::test]
-async fn modes_without_a_runtime_yet_fail_explicitly() {
+async fn plan_execute_without_a_runtime_yet_fails_explicitly() {
     let fixture = FixtureServer::start().await.unwrap();
     let react = AgentDefinition::from_json(
         "r.json",
-        r#"{"key":"r","mode":"REACT","modelConfig":{"providerKey":"fx"},"react":{"systemPrompt":"x"}}"#,
+        r#"{"key":"p","mode":"PLAN_EXECUTE","modelConfig":{"providerKey":"fx"},"planExecute":{"plan":{"systemPrompt":"p"},"execute":{"systemPrompt":"e"}}}"#,
     )
     .unwrap();
     let mut sink = CollectingSink::default();

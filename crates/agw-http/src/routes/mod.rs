@@ -1,12 +1,18 @@
 //! Request routing. Handlers return `Result<Response, ApiError>`; the error becomes the envelope.
 
 mod agents;
+mod chats;
+mod data;
 mod ops;
 mod query;
+mod submit;
+mod viewport;
+
+pub use query::read_body;
 
 use std::collections::HashMap;
 
-use http::{Method, Request, Response};
+use http::{Method, Request, Response, header};
 use hyper::body::Incoming;
 
 use crate::body::BoxBody;
@@ -15,19 +21,38 @@ use crate::state::AppState;
 
 pub type HandlerResult = Result<Response<BoxBody>, ApiError>;
 
+const ROUTES: [&str; 9] = [
+    "/api/ap/query",
+    "/api/ap/submit",
+    "/api/ap/agents",
+    "/api/ap/agent",
+    "/api/ap/chats",
+    "/api/ap/chat",
+    "/api/ap/viewport",
+    "/healthz",
+    "/readyz",
+];
+
 /// Routes one request.
 pub async fn handle(state: AppState, req: Request<Incoming>) -> Response<BoxBody> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
-    let result = match (method.clone(), path.as_str()) {
-        (Method::POST, "/api/ap/query") => query::query(state, req).await,
-        (Method::GET, "/api/ap/agents") => agents::list(&state, &query_params(&req)),
-        (Method::GET, "/api/ap/agent") => agents::detail(&state, &query_params(&req)),
-        (Method::GET, "/healthz") => Ok(ops::healthz()),
-        (Method::GET, "/readyz") => Ok(ops::readyz(&state)),
-        (_, "/api/ap/query" | "/api/ap/agents" | "/api/ap/agent" | "/healthz" | "/readyz") => {
-            Err(ApiError::method_not_allowed())
+    let params = query_params(&req);
+    let result = match (&method, path.as_str()) {
+        (&Method::POST, "/api/ap/query") => query::query(state, req).await,
+        (&Method::POST, "/api/ap/submit") => submit::submit(&state, req).await,
+        (&Method::GET, "/api/ap/agents") => agents::list(&state, &params),
+        (&Method::GET, "/api/ap/agent") => agents::detail(&state, &params),
+        (&Method::GET, "/api/ap/chats") => chats::list(&state).await,
+        (&Method::GET, "/api/ap/chat") => chats::detail(&state, &params).await,
+        (&Method::GET, "/api/ap/viewport") => viewport::get(&state, &params),
+        (&Method::GET, "/healthz") => Ok(ops::healthz()),
+        (&Method::GET, "/readyz") => Ok(ops::readyz(&state)),
+        (&Method::GET, p) if p.starts_with("/api/ap/data/") => {
+            let range = req.headers().get(header::RANGE).and_then(|v| v.to_str().ok()).map(str::to_string);
+            data::serve(&state.settings.data_dir, &p["/api/ap/data/".len()..], &params, range.as_deref()).await
         }
+        (_, p) if ROUTES.contains(&p) || p.starts_with("/api/ap/data/") => Err(ApiError::method_not_allowed()),
         _ => Err(ApiError::not_found(format!("no route for {path}"))),
     };
     match result {

@@ -10,15 +10,16 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use agw_modes::definition::AgentDefinition;
-use agw_modes::runtime::{self, RunContext, RunOutcome};
-use agw_protocol::event::{ChatStart, RequestQuery};
+use agw_modes::runtime::{self, DeltaSink, RunContext, RunFailure, RunOutcome};
+use agw_protocol::event::ChatStart;
+use agw_protocol::history::{PlanSnapshot, SystemSnapshot, SystemTool};
 use agw_protocol::request::QueryRequest;
-use agw_protocol::{Assembler, SystemClock, ids};
+use agw_protocol::{AgentDelta, Assembler, ErrorCode, RunErrorInfo, SystemClock, ids};
 
 use super::HandlerResult;
 use crate::body::SseBody;
 use crate::envelope::ApiError;
-use crate::sink::SseSink;
+use crate::sink::{Persistence, SseSink};
 use crate::state::AppState;
 
 /// Frames buffered between the run task and the socket. Small on purpose: when the client
@@ -55,31 +56,16 @@ pub async fn query(state: AppState, req: Request<Incoming>) -> HandlerResult {
     let request = QueryRequest::from_json(&body).map_err(|e| ApiError::bad_request(e.to_string()))?;
     request.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
     let agent = resolve_agent(&state, request.agent_key.as_deref())?;
-
     let chat_id =
         request.canonical_chat_id().map_err(|e| ApiError::bad_request(e.to_string()))?.unwrap_or_else(ids::new_chat_id);
     let run_id = ids::new_run_id();
-    let message = request.message.clone().unwrap_or_default();
-    let chat_start = state
-        .chats
-        .insert(chat_id.clone())
-        .then(|| ChatStart { chat_id: chat_id.clone(), chat_name: ids::chat_name(&message) });
-    let query_event = request.to_event(&run_id, &chat_id);
 
-    let ctx = RunContext {
-        run_id: run_id.clone(),
-        chat_id: chat_id.clone(),
-        agent: agent.clone(),
-        user_message: message,
-        history: Vec::new(),
-        providers: state.providers.clone(),
-    };
     let (tx, rx) = mpsc::channel(FRAME_CHANNEL_CAPACITY);
-    let sink = SseSink::new(Assembler::new(&run_id, &chat_id, Box::new(SystemClock)), tx);
     let span = tracing::info_span!("run", runId = %run_id, chatId = %chat_id, agentKey = %agent.key);
-    tokio::spawn(drive_run(ctx, sink, query_event, chat_start).instrument(span));
+    let heartbeat = state.settings.heartbeat_interval;
+    tokio::spawn(drive_run(state, agent, request, run_id, chat_id, tx).instrument(span));
 
-    let mut resp = Response::new(BodyExt::boxed_unsync(SseBody::new(rx, state.settings.heartbeat_interval)));
+    let mut resp = Response::new(BodyExt::boxed_unsync(SseBody::new(rx, heartbeat)));
     *resp.status_mut() = StatusCode::OK;
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
@@ -89,17 +75,116 @@ pub async fn query(state: AppState, req: Request<Incoming>) -> HandlerResult {
     Ok(resp)
 }
 
-/// The run task: bootstrap events, the mode, the terminal event. Ends early (dropping the
-/// provider stream) as soon as the client is gone.
-async fn drive_run(ctx: RunContext, mut sink: SseSink, query: RequestQuery, chat_start: Option<ChatStart>) {
+/// The memory side of a run start: the chat index record and the history for the model.
+struct Prepared {
+    chat_start: Option<ChatStart>,
+    history: Vec<agw_llm::ChatMessage>,
+    plan: Option<PlanSnapshot>,
+}
+
+async fn prepare(state: &AppState, agent: &AgentDefinition, chat_id: &str, message: &str) -> Result<Prepared, String> {
+    let store = state.chats.clone();
+    let (chat, message, key, name) = (chat_id.to_string(), message.to_string(), agent.key.clone(), agent.name.clone());
+    let now = now_ms();
+    let result = tokio::task::spawn_blocking(move || {
+        let upsert = store.upsert_chat(&chat, &message, Some(&key), Some(&name), now)?;
+        let context = store.run_context(&chat)?;
+        Ok::<_, agw_memory::MemoryError>((upsert, context, chat))
+    })
+    .await
+    .map_err(|e| format!("chat memory task failed: {e}"))?;
+    match result {
+        Ok((upsert, context, chat_id)) => Ok(Prepared {
+            chat_start: upsert.created.then_some(ChatStart { chat_id, chat_name: upsert.chat_name }),
+            history: context.history,
+            plan: context.plan,
+        }),
+        Err(e) => {
+            tracing::error!(error = %e, "chat memory unavailable");
+            Err(format!("chat memory unavailable: {e}"))
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The system snapshot persisted with the first step of every run.
+fn system_snapshot(state: &AppState, agent: &AgentDefinition, stream: Option<bool>) -> SystemSnapshot {
+    let tools = state.tools.load();
+    let system_tools = agent
+        .tool_names()
+        .iter()
+        .filter_map(|name| tools.get(name))
+        .map(|def| SystemTool {
+            tool_type: def.kind.call_type().to_string(),
+            name: def.name.clone(),
+            description: Some(def.description.clone()),
+            parameters: Some(def.parameters.clone()),
+        })
+        .collect();
+    let model = agent.agent_model(state.providers.default_model(&agent.agent_provider_key()).as_deref());
+    SystemSnapshot::new(Some(model), agent.primary_system_prompt(), system_tools, stream)
+}
+
+/// The run task: chat memory, bootstrap events, the mode, the terminal event. Ends early
+/// (dropping the provider stream) as soon as the client is gone.
+async fn drive_run(
+    state: AppState,
+    agent: Arc<AgentDefinition>,
+    request: QueryRequest,
+    run_id: String,
+    chat_id: String,
+    tx: mpsc::Sender<Bytes>,
+) {
     tracing::info!("run started");
-    if sink.bootstrap(query, chat_start).await.is_err() {
+    let message = request.message.clone().unwrap_or_default();
+    let prepared = prepare(&state, &agent, &chat_id, &message).await;
+    let query_event = request.to_event(&run_id, &chat_id);
+    let mut stored_query = request.clone();
+    stored_query.request_id = Some(request.effective_request_id(&run_id));
+    stored_query.chat_id = Some(chat_id.clone());
+    stored_query.role = Some(request.effective_role());
+    stored_query.agent_key = request.agent_key.as_deref().map(str::trim).map(str::to_string);
+    let recorder =
+        state.chats.recorder(&chat_id, &run_id, stored_query, Some(system_snapshot(&state, &agent, request.stream)));
+    let persistence = Persistence { store: state.chats.clone(), chat_id: chat_id.clone(), recorder };
+    let mut sink = SseSink::new(Assembler::new(&run_id, &chat_id, Box::new(SystemClock)), tx, Some(persistence));
+
+    let prepared = match prepared {
+        Ok(p) => p,
+        Err(message) => {
+            // Memory is unusable (disk full, read-only, …): say so in the stream, keep serving.
+            let _ = sink.bootstrap(query_event, None).await;
+            let _ = sink.fail(RunErrorInfo::new(ErrorCode::Internal, message, false)).await;
+            return;
+        }
+    };
+    if sink.bootstrap(query_event, prepared.chat_start).await.is_err() {
         tracing::info!("client gone before the run started");
+        sink.abandon().await;
         return;
     }
+    let ctx = RunContext {
+        run_id,
+        chat_id,
+        agent,
+        user_message: message,
+        history: prepared.history,
+        services: state.run_services(),
+    };
     let watcher = sink.watch_closed();
     let outcome = tokio::select! {
-        outcome = runtime::execute(ctx, &mut sink) => outcome,
+        outcome = async {
+            // A chat with a plan starts every run by showing it (any mode).
+            if let Some(plan) = prepared.plan
+                && let Err(e) = sink.emit(AgentDelta::PlanUpdate { plan_id: plan.plan_id, plan: plan.tasks }).await
+            {
+                return RunOutcome::Failed(RunFailure::from(e).to_error_info());
+            }
+            runtime::execute(ctx, &mut sink).await
+        } => outcome,
         // The run may be waiting on a quiet provider; do not wait for its next delta to notice.
         () = watcher.closed() => RunOutcome::Disconnected,
     };
@@ -108,6 +193,7 @@ async fn drive_run(ctx: RunContext, mut sink: SseSink, query: RequestQuery, chat
         RunOutcome::Failed(error) => sink.fail(error.clone()).await,
         RunOutcome::Disconnected => {
             tracing::info!("client disconnected; run cancelled");
+            sink.abandon().await;
             return;
         }
     };

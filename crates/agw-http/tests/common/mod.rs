@@ -20,7 +20,7 @@ pub struct Gateway {
     pub base: String,
     pub fixture: FixtureServer,
     pub client: reqwest::Client,
-    agents_dir: PathBuf,
+    pub agents_dir: PathBuf,
     _stop: oneshot::Sender<()>,
 }
 
@@ -61,8 +61,13 @@ impl Gateway {
         for (name, text) in agents {
             std::fs::write(agents_dir.join(name), text).unwrap();
         }
-        let mut vars: Vec<(String, String)> =
-            vec![("SERVER_PORT".into(), "0".into()), ("AGENT_EXTERNAL_DIR".into(), agents_dir.display().to_string())];
+        let mut vars: Vec<(String, String)> = vec![
+            ("SERVER_PORT".into(), "0".into()),
+            ("AGENT_EXTERNAL_DIR".into(), agents_dir.display().to_string()),
+            ("MEMORY_CHAT_DIR".into(), agents_dir.join("chats").display().to_string()),
+            ("AGENT_DATA_EXTERNAL_DIR".into(), agents_dir.join("data").display().to_string()),
+            ("MEMORY_CHAT_FSYNC".into(), "never".into()),
+        ];
         vars.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         let mut settings = Settings::load(None, vars).expect("settings");
         settings.providers.push(fixture.provider_config(FIXTURE_PROVIDER));

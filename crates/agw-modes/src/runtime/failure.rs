@@ -12,6 +12,15 @@ pub enum RunFailure {
     Provider(#[from] LlmError),
     #[error("Budget exceeded: {0}")]
     Budget(String),
+    /// `toolChoice: REQUIRED` and the model never called a tool.
+    #[error("{0}")]
+    ToolRequired(String),
+    /// REACT used every step without producing an answer.
+    #[error("{0}")]
+    MaxSteps(String),
+    /// A frontend tool waited past `agent.tools.frontend.submit-timeout-ms`.
+    #[error("{0}")]
+    FrontendTimeout(String),
     #[error("{0}")]
     Internal(String),
     /// The consumer went away; nothing more can be emitted.
@@ -24,6 +33,7 @@ impl From<EmitError> for RunFailure {
         match e {
             EmitError::Closed => RunFailure::Disconnected,
             EmitError::Protocol(m) => RunFailure::Internal(format!("protocol violation: {m}")),
+            EmitError::Storage(m) => RunFailure::Internal(m),
         }
     }
 }
@@ -41,6 +51,9 @@ impl RunFailure {
                 e.retriable(),
             ),
             RunFailure::Budget(_) => (ErrorCode::BudgetExceeded, false),
+            RunFailure::ToolRequired(_) => (ErrorCode::ToolRequired, false),
+            RunFailure::MaxSteps(_) => (ErrorCode::MaxSteps, false),
+            RunFailure::FrontendTimeout(_) => (ErrorCode::FrontendSubmitTimeout, true),
             RunFailure::Internal(_) | RunFailure::Disconnected => (ErrorCode::Internal, false),
         };
         RunErrorInfo { code, message: self.to_string(), retriable }

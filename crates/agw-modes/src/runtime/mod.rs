@@ -2,14 +2,19 @@
 //!
 //! A run is `execute(ctx, sink)`: it dispatches on the agent's [`ModeDef`] (a sealed enum, so a
 //! new mode is a compile error everywhere it matters), enforces the run budget, and reports a
-//! [`RunOutcome`]. Modes talk to providers only through [`agw_llm::ChatProvider`] and to the
-//! outside world only through a [`DeltaSink`].
+//! [`RunOutcome`]. Modes talk to providers only through [`agw_llm::ChatProvider`], to tools only
+//! through the run's tool registry, and to the outside world only through a [`DeltaSink`].
 
 mod budget;
+mod calls;
+mod execute;
 mod failure;
 mod oneshot;
 mod prompt;
+mod react;
 mod sink;
+mod submit;
+mod tools;
 mod turn;
 
 use std::sync::Arc;
@@ -17,12 +22,32 @@ use std::time::Duration;
 
 use agw_llm::{ChatMessage, ProviderRegistry};
 use agw_protocol::RunErrorInfo;
+use agw_tools::ToolRegistry;
+use agw_tools::templates::RecordedCall;
+use agw_tools::viewport::ViewportRegistry;
 
 use crate::definition::{AgentDefinition, ModeDef};
 
 pub use budget::BudgetTracker;
 pub use failure::RunFailure;
 pub use sink::{CollectingSink, DeltaSink, EmitError};
+pub use submit::{FrontendSubmits, PendingSubmit, SubmitStatus};
+
+/// Default cap on one tool result handed to the model (50 KiB).
+pub const DEFAULT_TOOL_OUTPUT_LIMIT: usize = 50 * 1024;
+
+/// The shared services a run uses. A run holds the snapshots it started with: reloading a
+/// registry swaps the server's copy, not the run's.
+pub struct RunServices {
+    pub providers: Arc<ProviderRegistry>,
+    pub tools: Arc<ToolRegistry>,
+    pub viewports: Arc<ViewportRegistry>,
+    pub submits: Arc<FrontendSubmits>,
+    /// How long a frontend tool waits for `POST /api/ap/submit`.
+    pub frontend_timeout: Duration,
+    /// Tool results longer than this (bytes) are cut with a notice to the model.
+    pub tool_output_limit: usize,
+}
 
 /// Everything a run needs besides its sink.
 #[derive(Clone)]
@@ -35,7 +60,7 @@ pub struct RunContext {
     pub user_message: String,
     /// Earlier turns of this chat (already windowed), inserted between system prompt and message.
     pub history: Vec<ChatMessage>,
-    pub providers: Arc<ProviderRegistry>,
+    pub services: Arc<RunServices>,
 }
 
 /// How a run ended.
@@ -49,17 +74,38 @@ pub enum RunOutcome {
     Disconnected,
 }
 
+/// Mutable state of one run shared by its turns.
+pub(crate) struct RunState {
+    pub budget: BudgetTracker,
+    /// Counter for `call_native_{k}` ids: unique per run, never reused across turns.
+    pub synthetic_ids: u32,
+    /// Executed calls with their results, for argument templates.
+    pub recorded: Vec<RecordedCall>,
+}
+
+/// The effective system prompt of a stage turn: stage prompt, then the tool appendix.
+pub(crate) fn stage_prompt(
+    ctx: &RunContext,
+    stage_prompt: &str,
+    tools: &tools::StageToolSet,
+    with_hints: bool,
+) -> String {
+    let (descriptions, hints) = tools.appendix(&ctx.agent.runtime_prompts, with_hints);
+    prompt::assemble(&[stage_prompt, &descriptions, &hints])
+}
+
 /// Runs the agent to completion, streaming into `sink`.
 pub async fn execute<S: DeltaSink>(ctx: RunContext, sink: &mut S) -> RunOutcome {
     let budget = ctx.agent.budget;
     let run_timeout = Duration::from_millis(budget.run_timeout_ms);
-    let mut tracker = BudgetTracker::new(budget);
+    let mut state = RunState { budget: BudgetTracker::new(budget), synthetic_ids: 0, recorded: Vec::new() };
     let fut = async {
         match &ctx.agent.mode {
-            ModeDef::Oneshot { plain } => oneshot::run(&ctx, plain, &mut tracker, sink).await,
-            // REACT and PLAN_EXECUTE arrive with their issues; until then they are refused
-            // explicitly instead of being run as something they are not.
-            ModeDef::React { .. } | ModeDef::PlanExecute { .. } => {
+            ModeDef::Oneshot { plain } => oneshot::run(&ctx, plain, &mut state, sink).await,
+            ModeDef::React { react, max_steps } => react::run(&ctx, react, *max_steps, &mut state, sink).await,
+            // PLAN_EXECUTE arrives with its issue; until then it is refused explicitly instead of
+            // being run as something it is not.
+            ModeDef::PlanExecute { .. } => {
                 Err(RunFailure::Internal(format!("mode {} is not supported by this build yet", ctx.agent.mode_kind())))
             }
         }

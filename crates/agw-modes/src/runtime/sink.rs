@@ -13,6 +13,9 @@ pub enum EmitError {
     /// The delta broke the event protocol (a bug in a mode): end the run with `run.error`.
     #[error("protocol violation: {0}")]
     Protocol(String),
+    /// The run's history could not be written (disk full, read-only, …): end with `run.error`.
+    #[error("{0}")]
+    Storage(String),
 }
 
 /// The consumer of a run's [`AgentDelta`]s: the HTTP layer's SSE sink (assembler + framing),

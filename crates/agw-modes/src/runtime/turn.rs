@@ -1,14 +1,19 @@
-//! One model turn: build the request, stream it, forward deltas to the sink.
+//! One model turn: build the request, stream it, forward deltas to the sink (contract
+//! `modes.md` §2, `sse-events.md` §6.1–§6.2).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
-use agw_llm::{CallOptions, ChatMessage, ChatRequest, LlmDelta, ToolChoice, ToolSpec};
+use agw_llm::{CallOptions, ChatMessage, ChatRequest, LlmDelta, ToolChoice};
 use agw_protocol::AgentDelta;
 use futures::StreamExt;
 
 use crate::definition::ResolvedModel;
 
-use super::{BudgetTracker, DeltaSink, RunContext, RunFailure};
+use super::calls::{CallAccumulator, FragmentEffect, StreamedCall};
+use super::submit::PendingSubmit;
+use super::tools::{Decoration, StageToolSet, decorate};
+use super::{DeltaSink, RunContext, RunFailure, RunState};
 
 /// What a turn needs beyond the run context.
 pub(crate) struct TurnSpec<'a> {
@@ -18,77 +23,124 @@ pub(crate) struct TurnSpec<'a> {
     pub system_prompt: &'a str,
     /// Conversation without the system message.
     pub messages: &'a [ChatMessage],
-    pub tools: Vec<ToolSpec>,
+    /// Tools offered to the model; `tool_choice` `None` offers none.
+    pub tools: &'a StageToolSet,
     pub tool_choice: Option<ToolChoice>,
+    /// Whether reasoning text is streamed (and persisted). Reasoning of a stage with reasoning
+    /// off is never emitted.
+    pub emit_reasoning: bool,
 }
 
 /// The accumulated result of a turn.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct TurnOutput {
-    /// All content text of the turn, untrimmed.
+    /// All content text of the turn, untrimmed (including text after a tool call, which is not
+    /// streamed).
     pub text: String,
+    /// Calls with a name, in first-seen order.
+    pub calls: Vec<StreamedCall>,
+    /// Waiters registered for frontend calls when their `tool.start` was streamed.
+    pub frontend_waiters: HashMap<String, PendingSubmit>,
     pub finish_reason: Option<String>,
 }
 
-/// Streams one model turn. Every upstream text chunk is forwarded to the sink the moment it
-/// arrives — the sink's `emit` is awaited before the next chunk is read, so a slow client slows
-/// the provider stream instead of growing a buffer.
+impl TurnOutput {
+    pub fn has_calls(&self) -> bool {
+        !self.calls.is_empty()
+    }
+}
+
+/// Streams one model turn. Every upstream chunk is forwarded to the sink the moment it arrives —
+/// the sink's `emit` is awaited before the next chunk is read, so a slow client slows the
+/// provider stream instead of growing a buffer.
 pub(crate) async fn model_turn<S: DeltaSink>(
     ctx: &RunContext,
     spec: TurnSpec<'_>,
-    budget: &mut BudgetTracker,
+    state: &mut RunState,
     sink: &mut S,
 ) -> Result<TurnOutput, RunFailure> {
-    budget.begin_model_call()?;
-    let provider = ctx.providers.get(&spec.model.provider_key)?;
+    state.budget.begin_model_call()?;
+    let provider = ctx.services.providers.get(&spec.model.provider_key)?;
 
     let mut messages = Vec::with_capacity(spec.messages.len() + 1);
     if !spec.system_prompt.trim().is_empty() {
         messages.push(ChatMessage::System { content: spec.system_prompt.to_string() });
     }
     messages.extend_from_slice(spec.messages);
+    let offer_tools = spec.tool_choice.is_some() && !spec.tools.is_empty();
     let request = ChatRequest {
         provider_key: spec.model.provider_key.clone(),
         model: spec.model.model.clone(),
         messages,
-        tool_choice: if spec.tools.is_empty() { None } else { spec.tool_choice },
-        tools: spec.tools,
+        tools: if offer_tools { spec.tools.specs() } else { Vec::new() },
+        tool_choice: if offer_tools { spec.tool_choice } else { None },
         reasoning: spec.model.reasoning,
         temperature: spec.model.temperature,
         top_p: spec.model.top_p,
         max_tokens: spec.model.max_tokens,
     };
     let options = CallOptions {
-        inactivity_timeout: Duration::from_millis(budget.budget().model.timeout_ms),
+        inactivity_timeout: Duration::from_millis(state.budget.budget().model.timeout_ms),
         stage: spec.stage_name.to_string(),
         run_id: ctx.run_id.clone(),
         ..CallOptions::default()
     };
-    let emit_reasoning = spec.model.reasoning.enabled;
-    tracing::debug!(stage = spec.stage_name, model = %request.model, provider = %request.provider_key, "model turn");
+    tracing::debug!(stage = spec.stage_name, model = %request.model, provider = %request.provider_key, tools = request.tools.len(), "model turn");
 
     let mut stream = provider.stream(request, options).await?;
     let mut out = TurnOutput::default();
+    let mut calls = CallAccumulator::default();
     while let Some(item) = stream.next().await {
         match item? {
             LlmDelta::Reasoning { text } => {
-                // Reasoning of a stage with reasoning off is neither streamed nor kept.
-                if emit_reasoning {
+                // After a tool-call chunk, the turn's text is kept but no longer streamed.
+                if spec.emit_reasoning && calls.is_empty() {
                     sink.emit(AgentDelta::Reasoning(text)).await?;
                 }
             }
             LlmDelta::Content { text } => {
                 out.text.push_str(&text);
-                sink.emit(AgentDelta::Content(text)).await?;
+                if calls.is_empty() {
+                    sink.emit(AgentDelta::Content(text)).await?;
+                }
             }
-            LlmDelta::ToolCall(_) => {
-                // No tools are offered in this build's modes; a provider that calls one anyway
-                // is ignored rather than trusted.
-                tracing::warn!(stage = spec.stage_name, "provider sent a tool call although no tools were offered");
-            }
+            LlmDelta::ToolCall(fragment) => match calls.on_fragment(fragment, &mut state.synthetic_ids) {
+                FragmentEffect::None => {}
+                FragmentEffect::Start { index, delta } => {
+                    let call = &calls.calls()[index];
+                    let delta = match decorate(ctx, &call.name) {
+                        Decoration::Action(meta) => AgentDelta::ActionArgs { action_id: call.id.clone(), meta, delta },
+                        Decoration::Tool(meta) => {
+                            if meta.frontend.is_some() {
+                                // Registered before the client can learn the id, so an early
+                                // submit is matched.
+                                match ctx.services.submits.register(&ctx.run_id, &call.id) {
+                                    Some(waiter) => {
+                                        out.frontend_waiters.insert(call.id.clone(), waiter);
+                                    }
+                                    None => tracing::warn!(tool_id = %call.id, "frontend waiter already registered"),
+                                }
+                            }
+                            AgentDelta::ToolArgs { tool_id: call.id.clone(), meta, delta }
+                        }
+                    };
+                    sink.emit(delta).await?;
+                }
+                FragmentEffect::Args { index, delta } => {
+                    let call = &calls.calls()[index];
+                    let delta = match ctx.services.tools.kind_of(&call.normalized_name()) {
+                        agw_tools::ToolKind::Action => {
+                            AgentDelta::ActionArgs { action_id: call.id.clone(), meta: Default::default(), delta }
+                        }
+                        _ => AgentDelta::ToolArgs { tool_id: call.id.clone(), meta: Default::default(), delta },
+                    };
+                    sink.emit(delta).await?;
+                }
+            },
             LlmDelta::Finish { reason } => out.finish_reason = Some(reason),
             LlmDelta::Usage { usage } => sink.emit(AgentDelta::Usage(usage)).await?,
         }
     }
+    out.calls = calls.into_calls().into_iter().filter(|c| !c.name.trim().is_empty()).collect();
     Ok(out)
 }

@@ -1,0 +1,89 @@
+//! `GET /api/ap/chats` and `GET /api/ap/chat` (contract `http-api.md` §3–§4, replay per
+//! `sse-events.md` §9 with the ids the live stream used).
+
+use std::collections::HashMap;
+
+use http::StatusCode;
+use serde::Serialize;
+use serde_json::Value;
+
+use agw_protocol::Event;
+use agw_protocol::ids;
+use agw_protocol::replay::{chat_references, raw_messages, replay_chat};
+use agw_protocol::request::Reference;
+
+use super::HandlerResult;
+use crate::envelope::{ApiError, success};
+use crate::state::AppState;
+
+fn memory_error(e: impl std::fmt::Display) -> ApiError {
+    tracing::error!(error = %e, "chat memory read failed");
+    ApiError { status: StatusCode::INTERNAL_SERVER_ERROR, msg: "chat memory unavailable".into() }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f).await.map_err(memory_error)
+}
+
+pub async fn list(state: &AppState) -> HandlerResult {
+    let store = state.chats.clone();
+    let chats = blocking(move || store.list_chats()).await?.map_err(memory_error)?;
+    Ok(success(&chats))
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ChatDetail {
+    chat_id: String,
+    chat_name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    raw_messages: Option<Vec<Value>>,
+    events: Vec<Event>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    references: Vec<Reference>,
+}
+
+fn parse_bool(name: &str, value: &str) -> Result<bool, ApiError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(ApiError::bad_request(format!("{name} must be true or false"))),
+    }
+}
+
+pub async fn detail(state: &AppState, params: &HashMap<String, String>) -> HandlerResult {
+    if params.contains_key("includeEvents") {
+        return Err(ApiError::bad_request(
+            "includeEvents is deprecated; use includeRawMessages=true to include messages",
+        ));
+    }
+    let raw_id = params.get("chatId").ok_or_else(|| ApiError::bad_request("chatId is required"))?;
+    let chat_id = ids::canonical_uuid(raw_id).ok_or_else(|| ApiError::bad_request("chatId must be a valid UUID"))?;
+    let include_raw = match params.get("includeRawMessages") {
+        Some(v) => parse_bool("includeRawMessages", v)?,
+        None => false,
+    };
+    let store = state.chats.clone();
+    let id = chat_id.clone();
+    let (summary, exists, lines) = blocking(move || {
+        let summary = store.get_chat(&id)?;
+        let exists = summary.is_some() || store.chat_exists(&id)?;
+        let lines = if exists { store.read_lines(&id)? } else { Vec::new() };
+        Ok::<_, agw_memory::MemoryError>((summary, exists, lines))
+    })
+    .await?
+    .map_err(memory_error)?;
+    if !exists {
+        return Err(ApiError::not_found(format!("chat not found: {raw_id}")));
+    }
+    let chat_name = summary.map_or_else(|| chat_id.clone(), |s| s.chat_name);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    let events = replay_chat(&chat_id, Some(&chat_name), &lines, now);
+    Ok(success(&ChatDetail {
+        raw_messages: include_raw.then(|| raw_messages(&lines)),
+        references: chat_references(&lines),
+        events,
+        chat_id,
+        chat_name,
+    }))
+}

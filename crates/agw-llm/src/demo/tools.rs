@@ -1,0 +1,203 @@
+//! How the demo model uses tools: call one when tools are offered and no result is in yet,
+//! then answer from the results. Arguments are built from the tool's JSON schema and the user's
+//! words, so any tool an operator defines can be exercised offline.
+
+use serde_json::{Map, Value, json};
+
+use crate::request::{ChatMessage, ChatRequest, ToolSpec};
+
+/// A tool call the demo model decided to make.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DemoToolCall {
+    pub id: String,
+    pub name: String,
+    /// Compact JSON text.
+    pub arguments: String,
+}
+
+/// Messages after the last user message (this run's tool round trips).
+fn since_last_user(request: &ChatRequest) -> &[ChatMessage] {
+    let start = request.messages.iter().rposition(|m| matches!(m, ChatMessage::User { .. })).map_or(0, |i| i + 1);
+    &request.messages[start..]
+}
+
+/// The call to make now, if any: tools offered and no tool result since the user spoke.
+pub fn next_call(request: &ChatRequest, question: &str) -> Option<DemoToolCall> {
+    if request.tools.is_empty() || request.tool_choice.is_none() {
+        return None;
+    }
+    if since_last_user(request).iter().any(|m| matches!(m, ChatMessage::Tool { .. })) {
+        return None;
+    }
+    let tool = pick_tool(&request.tools, question)?;
+    let calls_so_far = request
+        .messages
+        .iter()
+        .filter(|m| matches!(m, ChatMessage::Assistant { tool_calls, .. } if !tool_calls.is_empty()))
+        .count();
+    Some(DemoToolCall {
+        id: format!("call_demo_{}", calls_so_far + 1),
+        name: tool.name.clone(),
+        arguments: arguments_for(&tool.parameters, question).to_string(),
+    })
+}
+
+/// The tool results of this run, `(tool name, result text)`.
+pub fn results(request: &ChatRequest) -> Vec<(&str, &str)> {
+    since_last_user(request)
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::Tool { name, content, .. } => Some((name.as_str(), content.as_str())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The tool whose name or description shares the most words with the question; ties go to the
+/// first by name (the request lists tools sorted).
+fn pick_tool<'a>(tools: &'a [ToolSpec], question: &str) -> Option<&'a ToolSpec> {
+    let words: Vec<String> =
+        question.split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() > 2).map(str::to_lowercase).collect();
+    let score = |t: &ToolSpec| {
+        let hay = format!("{} {}", t.name.replace('_', " "), t.description).to_lowercase();
+        words.iter().filter(|w| hay.contains(w.as_str())).count()
+    };
+    let best = tools.iter().map(score).max()?;
+    tools.iter().find(|t| score(t) == best)
+}
+
+/// Arguments that satisfy the schema's required properties (and fill the others sensibly).
+fn arguments_for(schema: &Value, question: &str) -> Value {
+    let mut args = Map::new();
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return Value::Object(args);
+    };
+    for (name, prop) in props {
+        args.insert(name.clone(), value_for(name, prop, question));
+    }
+    Value::Object(args)
+}
+
+fn value_for(name: &str, prop: &Value, question: &str) -> Value {
+    if let Some(first) = prop.get("enum").and_then(Value::as_array).and_then(|e| e.first()) {
+        return first.clone();
+    }
+    let lname = name.to_lowercase();
+    match prop.get("type").and_then(Value::as_str).unwrap_or("string") {
+        "integer" | "number" => prop.get("minimum").cloned().unwrap_or(json!(1)),
+        "boolean" => json!(true),
+        "array" => {
+            if lname.contains("option") {
+                json!(["Yes", "No"])
+            } else {
+                json!([])
+            }
+        }
+        "object" => json!({}),
+        _ if lname.contains("city") => json!(city_in(question).unwrap_or("Shanghai")),
+        _ if lname.contains("date") => json!("2026-02-13"),
+        _ if lname == "command" => json!("ls"),
+        _ => json!(question),
+    }
+}
+
+/// A capitalised word of the question that looks like a place ("weather in Paris" → Paris).
+fn city_in(question: &str) -> Option<&str> {
+    const CITIES: [&str; 12] = [
+        "Shanghai",
+        "Beijing",
+        "Tokyo",
+        "Singapore",
+        "Paris",
+        "London",
+        "Berlin",
+        "Hangzhou",
+        "Shenzhen",
+        "Sydney",
+        "Seoul",
+        "Dubai",
+    ];
+    let lower = question.to_lowercase();
+    CITIES.iter().copied().find(|c| lower.contains(&c.to_lowercase()))
+}
+
+/// `(type, key)` of the viewport a tool's after-call hint asks for, read from the system prompt's
+/// hint line `- <tool>: … type=html, key=show_weather_card …`.
+pub fn viewport_hint(request: &ChatRequest, tool: &str) -> Option<(String, String)> {
+    let system = request.messages.iter().find_map(|m| match m {
+        ChatMessage::System { content } => Some(content.as_str()),
+        _ => None,
+    })?;
+    let prefix = format!("- {tool}:");
+    let line = system.lines().find(|l| l.trim_start().starts_with(&prefix) && l.contains("key="))?;
+    let after = |marker: &str| {
+        line.split(marker)
+            .nth(1)
+            .map(|rest| rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '-').collect::<String>())
+    };
+    let key = after("key=").filter(|k| !k.is_empty())?;
+    Some((after("type=").filter(|t| !t.is_empty()).unwrap_or_else(|| "html".into()), key))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::{ReasoningSetting, ToolChoice};
+
+    fn request(messages: Vec<ChatMessage>) -> ChatRequest {
+        ChatRequest {
+            provider_key: "demo".into(),
+            model: "agw-demo".into(),
+            messages,
+            tools: vec![
+                ToolSpec {
+                    name: "city_datetime".into(),
+                    description: "current date and time of a city".into(),
+                    parameters: json!({"type":"object","properties":{"city":{"type":"string"}}}),
+                },
+                ToolSpec {
+                    name: "mock_city_weather".into(),
+                    description: "weather of a city on a date".into(),
+                    parameters: json!({"type":"object","properties":{"city":{"type":"string"},"date":{"type":"string"}},"required":["city","date"]}),
+                },
+            ],
+            tool_choice: Some(ToolChoice::Auto),
+            reasoning: ReasoningSetting::default(),
+            temperature: None,
+            top_p: None,
+            max_tokens: None,
+        }
+    }
+
+    #[test]
+    fn picks_the_matching_tool_and_builds_arguments_from_the_schema() {
+        let req = request(vec![ChatMessage::User { content: "What's the weather in Tokyo?".into() }]);
+        let call = next_call(&req, "What's the weather in Tokyo?").unwrap();
+        assert_eq!(call.name, "mock_city_weather");
+        assert_eq!(call.id, "call_demo_1");
+        assert_eq!(
+            serde_json::from_str::<Value>(&call.arguments).unwrap(),
+            json!({"city":"Tokyo","date":"2026-02-13"})
+        );
+    }
+
+    #[test]
+    fn no_second_call_once_a_result_is_in() {
+        let req = request(vec![
+            ChatMessage::User { content: "time?".into() },
+            ChatMessage::Tool { tool_call_id: "c".into(), name: "city_datetime".into(), content: "{}".into() },
+        ]);
+        assert!(next_call(&req, "time?").is_none());
+        assert_eq!(results(&req), [("city_datetime", "{}")]);
+    }
+
+    #[test]
+    fn reads_the_viewport_hint_from_the_system_prompt() {
+        let req = request(vec![ChatMessage::System {
+            content: "hints:\n- mock_city_weather: answer with a ```viewport block type=html, key=show_weather_card"
+                .into(),
+        }]);
+        assert_eq!(viewport_hint(&req, "mock_city_weather"), Some(("html".into(), "show_weather_card".into())));
+        assert_eq!(viewport_hint(&req, "city_datetime"), None);
+    }
+}

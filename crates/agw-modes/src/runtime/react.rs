@@ -1,0 +1,83 @@
+//! REACT (contract `modes.md` §4): think → call tools → observe, up to `maxSteps` steps, then one
+//! forced answer turn without tools.
+
+use agw_llm::{ChatMessage, ToolChoice};
+use agw_protocol::AgentDelta;
+
+use crate::definition::{Stage, StageKind};
+
+use super::execute::execute_batch;
+use super::tools::StageToolSet;
+use super::turn::{TurnSpec, model_turn};
+use super::{DeltaSink, RunContext, RunFailure, RunState, stage_prompt};
+
+pub(super) async fn run<S: DeltaSink>(
+    ctx: &RunContext,
+    react: &Stage,
+    max_steps: u32,
+    state: &mut RunState,
+    sink: &mut S,
+) -> Result<String, RunFailure> {
+    let model = ctx.agent.resolve_model(StageKind::React, |key| ctx.services.providers.default_model(key));
+    let tools = StageToolSet::for_stage(ctx, StageKind::React);
+    let system = stage_prompt(ctx, &react.system_prompt, &tools, true);
+    let mut conversation = ctx.history.clone();
+    conversation.push(ChatMessage::User { content: ctx.user_message.clone() });
+    let choice = ctx.agent.tool_choice.to_llm();
+    let retries = match state.budget.budget().model.retry_count {
+        0 => 1,
+        n => n,
+    };
+
+    for step in 1..=max_steps {
+        sink.emit(AgentDelta::StageMarker(format!("react-step-{step}"))).await?;
+        let mut attempt = 0;
+        let turn = loop {
+            let name = if attempt == 0 {
+                format!("agent-react-step-{step}")
+            } else {
+                format!("agent-react-step-{step}-retry-{attempt}")
+            };
+            let spec = TurnSpec {
+                stage_name: &name,
+                model: &model,
+                system_prompt: &system,
+                messages: &conversation,
+                tools: &tools,
+                tool_choice: choice,
+                emit_reasoning: model.reasoning.enabled,
+            };
+            let out = model_turn(ctx, spec, state, sink).await?;
+            // Only REQUIRED retries within a step; AUTO takes whatever the turn gave.
+            if out.has_calls() || choice != Some(ToolChoice::Required) || attempt >= retries {
+                break out;
+            }
+            attempt += 1;
+        };
+        if turn.has_calls() {
+            execute_batch(ctx, &tools, &turn.calls, turn.frontend_waiters, &mut conversation, state, sink).await?;
+            continue;
+        }
+        if choice == Some(ToolChoice::Required) || turn.text.trim().is_empty() {
+            continue;
+        }
+        conversation.push(ChatMessage::Assistant { content: turn.text, tool_calls: Vec::new() });
+        return Ok("stop".into());
+    }
+
+    sink.emit(AgentDelta::StageMarker(format!("react-step-{}", max_steps + 1))).await?;
+    let spec = TurnSpec {
+        stage_name: "agent-react-final",
+        model: &model,
+        system_prompt: &system,
+        messages: &conversation,
+        tools: &tools,
+        tool_choice: None,
+        emit_reasoning: model.reasoning.enabled,
+    };
+    let last = model_turn(ctx, spec, state, sink).await?;
+    if last.text.trim().is_empty() {
+        return Err(RunFailure::MaxSteps(format!("no usable final answer after maxSteps={max_steps} steps")));
+    }
+    Ok("stop".into())
+}

@@ -1,0 +1,118 @@
+//! The tools of one stage: what is offered to the model, how calls are decorated, and the
+//! tool appendix of the system prompt (contract `modes.md` §6.1).
+
+use agw_llm::ToolSpec;
+use agw_protocol::delta::{ActionStartMeta, FrontendMeta, ToolStartMeta};
+use agw_tools::{ToolDef, ToolKind};
+
+use crate::definition::{RuntimePrompts, StageKind};
+
+use super::RunContext;
+
+/// The enabled tools of one stage, sorted by name, de-duplicated.
+#[derive(Debug, Clone, Default)]
+pub struct StageToolSet {
+    defs: Vec<ToolDef>,
+}
+
+impl StageToolSet {
+    /// The stage's configured names that exist in the run's tool registry. Unknown names are
+    /// dropped with a warning (they still show in `/agents`).
+    pub fn for_stage(ctx: &RunContext, kind: StageKind) -> Self {
+        let config = ctx.agent.stage_tools(kind);
+        let mut defs: Vec<ToolDef> = Vec::new();
+        for name in config.names() {
+            match ctx.services.tools.get(name) {
+                Some(def) if !defs.iter().any(|d| d.name == def.name) => defs.push(def.clone()),
+                Some(_) => {}
+                None => tracing::warn!(tool = name, agent = %ctx.agent.key, "agent names a tool that does not exist"),
+            }
+        }
+        defs.sort_by(|a, b| a.name.cmp(&b.name));
+        Self { defs }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.defs.is_empty()
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.defs.iter().any(|d| d.name == name)
+    }
+
+    /// `tools[]` of the provider request.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.defs
+            .iter()
+            .map(|d| ToolSpec {
+                name: d.name.clone(),
+                description: d.description.clone(),
+                parameters: d.parameters.clone(),
+            })
+            .collect()
+    }
+
+    /// Tool descriptions and after-call hints of BACKEND tools (frontend and action tools are
+    /// only offered through `tools`). `with_hints` is false in plan-draft/plan-generate turns.
+    pub fn appendix(&self, prompts: &RuntimePrompts, with_hints: bool) -> (String, String) {
+        let backend = || self.defs.iter().filter(|d| d.kind == ToolKind::Backend);
+        let section = |title: &str, lines: Vec<String>| {
+            if lines.is_empty() { String::new() } else { format!("{title}\n{}", lines.join("\n")) }
+        };
+        let descriptions = backend()
+            .filter(|d| !d.description.trim().is_empty())
+            .map(|d| format!("- {}: {}", d.name, d.description.trim()))
+            .collect();
+        let hints = if with_hints {
+            backend()
+                .filter(|d| !d.after_call_hint.trim().is_empty())
+                .map(|d| format!("- {}: {}", d.name, d.after_call_hint.trim()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        (section(&prompts.tool_description_title, descriptions), section(&prompts.after_call_hint_title, hints))
+    }
+}
+
+/// How a call shows up in the stream, decided from the tool registry by name.
+pub enum Decoration {
+    Tool(ToolStartMeta),
+    Action(ActionStartMeta),
+}
+
+/// Registry decoration for a call named `raw_name` (as the model sent it).
+pub fn decorate(ctx: &RunContext, raw_name: &str) -> Decoration {
+    let name = raw_name.trim().to_lowercase();
+    let tools = &ctx.services.tools;
+    let def = tools.get(&name);
+    let description = def.map(|d| d.description.trim().to_string()).filter(|d| !d.is_empty());
+    match tools.kind_of(&name) {
+        ToolKind::Action => Decoration::Action(ActionStartMeta { action_name: raw_name.to_string(), description }),
+        ToolKind::Frontend => {
+            let key = def.and_then(|d| d.viewport_key.clone()).unwrap_or_else(|| name.clone());
+            let tool_type = ctx
+                .services
+                .viewports
+                .get(&key)
+                .map_or_else(|| "html".to_string(), |v| v.viewport_type_str().to_string());
+            Decoration::Tool(ToolStartMeta {
+                tool_name: raw_name.to_string(),
+                tool_type,
+                tool_api: def.and_then(|d| d.tool_api.clone()),
+                description,
+                frontend: Some(FrontendMeta {
+                    tool_key: key,
+                    tool_timeout: (ctx.services.frontend_timeout.as_millis() as u64).max(1),
+                }),
+            })
+        }
+        ToolKind::Backend => Decoration::Tool(ToolStartMeta {
+            tool_name: raw_name.to_string(),
+            tool_type: "function".into(),
+            tool_api: def.and_then(|d| d.tool_api.clone()),
+            description,
+            frontend: None,
+        }),
+    }
+}
