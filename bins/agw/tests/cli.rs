@@ -93,6 +93,88 @@ async fn serve_with_no_configuration_streams_the_demo_model() {
     assert!(answer.contains("What is carbon?"), "the demo answer quotes the question: {answer}");
 }
 
+async fn events_of(resp: reqwest::Response) -> Vec<Value> {
+    let mut resp = resp;
+    let mut decoder = SseDecoder::new();
+    let mut frames = Vec::new();
+    let mut events = Vec::new();
+    while let Some(chunk) = tokio::time::timeout(Duration::from_secs(20), resp.chunk()).await.unwrap().unwrap() {
+        decoder.feed(&chunk, &mut frames);
+        events.extend(frames.drain(..).filter(|f| !f.is_heartbeat()).map(|f| serde_json::from_str(&f.data).unwrap()));
+    }
+    events
+}
+
+#[tokio::test]
+async fn the_demo_model_drives_tools_viewports_and_the_frontend_round_trip() {
+    let agw = start(&["serve", "--port", "0"], &[("AGW_DEMO_CHUNK_DELAY_MS", "0")]);
+    let client = reqwest::Client::new();
+    let query = |body: Value| client.post(format!("{}/api/ap/query", agw.base)).json(&body).send();
+
+    // REACT: think, call the weather tool, answer from its result.
+    let events = events_of(
+        query(serde_json::json!({"agentKey": "demoModeReact", "message": "What's the weather in Tokyo?"}))
+            .await
+            .unwrap(),
+    )
+    .await;
+    let start = events.iter().find(|e| e["type"] == "tool.start").expect("the demo model calls a tool");
+    assert_eq!(start["toolName"], "mock_city_weather");
+    let result = events.iter().find(|e| e["type"] == "tool.result").unwrap()["result"].as_str().unwrap().to_string();
+    assert!(result.contains("\"city\":\"东京\""), "{result}");
+    let answer: String =
+        events.iter().filter(|e| e["type"] == "content.delta").map(|e| e["delta"].as_str().unwrap()).collect();
+    assert!(answer.contains("mock_city_weather"), "{answer}");
+    assert_eq!(events.last().unwrap()["type"], "run.complete");
+
+    // The weather card viewport block, as the tool's after-call hint asks.
+    let events = events_of(
+        query(serde_json::json!({"agentKey": "demoViewport", "message": "Weather in Paris?"})).await.unwrap(),
+    )
+    .await;
+    let answer: String =
+        events.iter().filter(|e| e["type"] == "content.delta").map(|e| e["delta"].as_str().unwrap()).collect();
+    assert!(answer.contains("```viewport\ntype=html, key=show_weather_card\n{"), "{answer}");
+
+    // Actions: fire and forget.
+    let events = events_of(
+        query(serde_json::json!({"agentKey": "demoAction", "message": "switch to the dark theme"})).await.unwrap(),
+    )
+    .await;
+    assert!(events.iter().any(|e| e["type"] == "action.result" && e["result"] == "OK"));
+
+    // Frontend tool: the run waits for the person's answer.
+    let resp =
+        query(serde_json::json!({"agentKey": "demoConfirmDialog", "message": "Should we go hiking?"})).await.unwrap();
+    let mut body = resp;
+    let mut decoder = SseDecoder::new();
+    let mut frames = Vec::new();
+    let mut seen: Vec<Value> = Vec::new();
+    while !seen.iter().any(|e| e["type"] == "tool.end") {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), body.chunk()).await.unwrap().unwrap().unwrap();
+        decoder.feed(&chunk, &mut frames);
+        seen.extend(frames.drain(..).filter(|f| !f.is_heartbeat()).map(|f| serde_json::from_str(&f.data).unwrap()));
+    }
+    let run_id = seen.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_string();
+    let tool_id = seen.iter().find(|e| e["type"] == "tool.start").unwrap()["toolId"].as_str().unwrap().to_string();
+    let submit: Value = client
+        .post(format!("{}/api/ap/submit", agw.base))
+        .json(&serde_json::json!({"runId": run_id, "toolId": tool_id, "params": {"selectedOption": "Yes", "selectedIndex": 1}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(submit["data"]["accepted"], true);
+    let rest = events_of(body).await;
+    assert!(
+        rest.iter()
+            .any(|e| e["type"] == "tool.result" && e["result"] == "{\"selectedOption\":\"Yes\",\"selectedIndex\":1}")
+    );
+    assert_eq!(rest.last().unwrap()["type"], "run.complete");
+}
+
 #[test]
 fn serve_help_documents_every_setting() {
     let out = agw().args(["serve", "--help"]).output().expect("run agw serve --help");

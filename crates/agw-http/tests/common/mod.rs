@@ -158,3 +158,58 @@ pub async fn read_stream(resp: reqwest::Response) -> Stream {
     }
     out
 }
+
+/// Reads a live SSE response event by event (for tests that act in the middle of a stream).
+pub struct LiveStream {
+    body: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    decoder: SseDecoder,
+    pending: std::collections::VecDeque<Value>,
+    pub seen: Vec<Value>,
+}
+
+impl LiveStream {
+    pub fn new(resp: reqwest::Response) -> Self {
+        Self {
+            body: Box::pin(resp.bytes_stream()),
+            decoder: SseDecoder::default(),
+            pending: Default::default(),
+            seen: Vec::new(),
+        }
+    }
+
+    /// The next event (heartbeats skipped); `None` at the end of the response.
+    pub async fn next_event(&mut self) -> Option<Value> {
+        loop {
+            if let Some(e) = self.pending.pop_front() {
+                self.seen.push(e.clone());
+                return Some(e);
+            }
+            let chunk =
+                tokio::time::timeout(Duration::from_secs(10), self.body.next()).await.expect("stream stalled")?;
+            let mut frames = Vec::new();
+            self.decoder.feed(&chunk.expect("body chunk"), &mut frames);
+            for f in frames.into_iter().filter(|f| !f.is_heartbeat()) {
+                self.pending.push_back(serde_json::from_str(&f.data).expect("event JSON"));
+            }
+        }
+    }
+
+    /// Reads until an event satisfies `pred`, returning it.
+    pub async fn until(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
+        while let Some(e) = self.next_event().await {
+            if pred(&e) {
+                return e;
+            }
+        }
+        panic!(
+            "stream ended before the expected event; saw {:?}",
+            self.seen.iter().map(|e| e["type"].clone()).collect::<Vec<_>>()
+        );
+    }
+
+    /// Reads to the end.
+    pub async fn rest(&mut self) -> Vec<Value> {
+        while self.next_event().await.is_some() {}
+        self.seen.clone()
+    }
+}

@@ -53,14 +53,27 @@ pub fn results(request: &ChatRequest) -> Vec<(&str, &str)> {
         .collect()
 }
 
-/// The tool whose name or description shares the most words with the question; ties go to the
-/// first by name (the request lists tools sorted).
+/// Words too common to say anything about which tool fits.
+const STOP_WORDS: [&str; 24] = [
+    "the", "and", "for", "with", "what", "whats", "this", "that", "please", "tell", "about", "now", "how", "are",
+    "you", "can", "could", "would", "should", "there", "from", "into", "some", "me",
+];
+
+/// The tool that shares the most words with the question — a word in the tool's name counts
+/// three times one in its description; ties go to the first by name (tools arrive sorted).
 fn pick_tool<'a>(tools: &'a [ToolSpec], question: &str) -> Option<&'a ToolSpec> {
-    let words: Vec<String> =
-        question.split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() > 2).map(str::to_lowercase).collect();
+    let words: Vec<String> = question
+        .split(|c: char| !c.is_alphanumeric())
+        .map(str::to_lowercase)
+        .filter(|w| w.chars().count() > 2 && !STOP_WORDS.contains(&w.as_str()))
+        .collect();
     let score = |t: &ToolSpec| {
-        let hay = format!("{} {}", t.name.replace('_', " "), t.description).to_lowercase();
-        words.iter().filter(|w| hay.contains(w.as_str())).count()
+        let name = t.name.replace('_', " ").to_lowercase();
+        let description = t.description.to_lowercase();
+        words
+            .iter()
+            .map(|w| 3 * usize::from(name.contains(w.as_str())) + usize::from(description.contains(w.as_str())))
+            .sum::<usize>()
     };
     let best = tools.iter().map(score).max()?;
     tools.iter().find(|t| score(t) == best)

@@ -3,7 +3,12 @@
 //! Providers stream parallel calls one after another, each starting with its id; later fragments
 //! carry only an index and argument text. Attribution therefore follows ids, not indexes: a
 //! fragment without an id belongs to the most recently seen call. A provider that sends no ids at
-//! all gets synthetic ones (`call_native_{k}`), unique for the whole run.
+//! all gets synthetic ones (`call_native_{k}`), unique for the whole run. A model that reuses an
+//! id from an earlier turn of the run (some providers number calls per response) gets a
+//! suffixed id (`call_0_2`), so every tool id of a run's stream — and of the history sent back —
+//! names exactly one call.
+
+use std::collections::HashSet;
 
 use agw_protocol::ToolCallFragment;
 use agw_protocol::ids;
@@ -12,7 +17,10 @@ use serde_json::{Map, Value};
 /// One call as streamed by the model in the current turn.
 #[derive(Debug, Clone)]
 pub struct StreamedCall {
+    /// The run-unique id used in events and history.
     pub id: String,
+    /// The id as the model sent it (fragments are attributed by it).
+    wire_id: String,
     /// Function name as sent by the model (untrimmed); empty until a fragment names it.
     pub name: String,
     /// Raw argument text, every fragment concatenated verbatim.
@@ -68,17 +76,20 @@ impl CallAccumulator {
     }
 
     /// Folds one fragment in. `next_synthetic` mints a run-unique synthetic id.
-    pub fn on_fragment(&mut self, fragment: ToolCallFragment, next_synthetic: &mut u32) -> FragmentEffect {
+    pub fn on_fragment(&mut self, fragment: ToolCallFragment, ids_used: &mut RunCallIds) -> FragmentEffect {
         let id = fragment.id.filter(|id| !id.trim().is_empty());
         let index = match id {
-            Some(id) => match self.calls.iter().position(|c| c.id == id) {
+            Some(id) => match self.calls.iter().position(|c| c.wire_id == id) {
                 Some(i) => i,
-                None => self.push(id),
+                None => {
+                    let unique = ids_used.claim(&id);
+                    self.push(id, unique)
+                }
             },
             None => match self.calls.len() {
                 0 => {
-                    *next_synthetic += 1;
-                    self.push(ids::native_tool_id(*next_synthetic))
+                    let synthetic = ids_used.synthetic();
+                    self.push(synthetic.clone(), synthetic)
                 }
                 n => n - 1,
             },
@@ -102,9 +113,41 @@ impl CallAccumulator {
         }
     }
 
-    fn push(&mut self, id: String) -> usize {
-        self.calls.push(StreamedCall { id, name: String::new(), arguments: String::new(), started: false });
+    fn push(&mut self, wire_id: String, id: String) -> usize {
+        self.calls.push(StreamedCall { id, wire_id, name: String::new(), arguments: String::new(), started: false });
         self.calls.len() - 1
+    }
+}
+
+/// Every tool-call id used so far in a run.
+#[derive(Debug, Default)]
+pub struct RunCallIds {
+    used: HashSet<String>,
+    synthetic: u32,
+}
+
+impl RunCallIds {
+    /// `id` if the run has not used it yet, else `id_2`, `id_3`, … (the first free one).
+    pub fn claim(&mut self, id: &str) -> String {
+        let mut candidate = id.to_string();
+        let mut n = 1;
+        while self.used.contains(&candidate) {
+            n += 1;
+            candidate = format!("{id}_{n}");
+        }
+        self.used.insert(candidate.clone());
+        candidate
+    }
+
+    /// The next `call_native_{k}` not yet used in the run.
+    pub fn synthetic(&mut self) -> String {
+        loop {
+            self.synthetic += 1;
+            let id = ids::native_tool_id(self.synthetic);
+            if self.used.insert(id.clone()) {
+                return id;
+            }
+        }
     }
 }
 
@@ -125,7 +168,7 @@ mod tests {
     #[test]
     fn openai_shape_starts_on_the_naming_fragment_even_with_empty_arguments() {
         let mut acc = CallAccumulator::default();
-        let mut synth = 0;
+        let mut synth = RunCallIds::default();
         assert_eq!(
             acc.on_fragment(frag(Some("call_1"), Some("city_datetime"), ""), &mut synth),
             FragmentEffect::Start { index: 0, delta: String::new() }
@@ -146,13 +189,13 @@ mod tests {
         assert_eq!(acc.on_fragment(frag(None, None, ""), &mut synth), FragmentEffect::None);
         assert_eq!(acc.calls()[0].arguments, "{\"city\": \"x\"}");
         assert_eq!(acc.calls()[0].arguments_object()["city"], "x");
-        assert_eq!(synth, 0);
+        assert_eq!(acc.calls()[0].id, "call_1");
     }
 
     #[test]
     fn parallel_calls_follow_ids_and_synthetic_ids_are_run_unique() {
         let mut acc = CallAccumulator::default();
-        let mut synth = 0;
+        let mut synth = RunCallIds::default();
         acc.on_fragment(frag(Some("a"), Some("t1"), "{}"), &mut synth);
         acc.on_fragment(frag(Some("b"), Some("t2"), "{"), &mut synth);
         acc.on_fragment(frag(None, None, "}"), &mut synth);
@@ -165,12 +208,18 @@ mod tests {
         third_turn.on_fragment(frag(None, Some("t3"), "{}"), &mut synth);
         assert_eq!(next_turn.calls()[0].id, "call_native_1");
         assert_eq!(third_turn.calls()[0].id, "call_native_2", "never reused across turns");
+
+        let mut again = CallAccumulator::default();
+        again.on_fragment(frag(Some("a"), Some("t1"), "{"), &mut synth);
+        again.on_fragment(frag(Some("a"), None, "}"), &mut synth);
+        assert_eq!(again.calls()[0].id, "a_2", "an id reused by the model in a later turn is made unique");
+        assert_eq!(again.calls()[0].arguments, "{}", "fragments still follow the model's id");
     }
 
     #[test]
     fn a_call_without_a_name_yet_starts_when_named() {
         let mut acc = CallAccumulator::default();
-        let mut synth = 0;
+        let mut synth = RunCallIds::default();
         assert_eq!(acc.on_fragment(frag(Some("c"), None, "{\"a\""), &mut synth), FragmentEffect::None);
         assert_eq!(
             acc.on_fragment(frag(None, Some("late"), ":1}"), &mut synth),
@@ -182,7 +231,13 @@ mod tests {
 
     #[test]
     fn invalid_arguments_become_an_empty_object() {
-        let call = StreamedCall { id: "x".into(), name: " Echo ".into(), arguments: "[1]".into(), started: true };
+        let call = StreamedCall {
+            id: "x".into(),
+            wire_id: "x".into(),
+            name: " Echo ".into(),
+            arguments: "[1]".into(),
+            started: true,
+        };
         assert_eq!(call.arguments_object(), serde_json::json!({}));
         assert_eq!(call.normalized_name(), "echo");
     }

@@ -77,8 +77,8 @@ pub enum RunOutcome {
 /// Mutable state of one run shared by its turns.
 pub(crate) struct RunState {
     pub budget: BudgetTracker,
-    /// Counter for `call_native_{k}` ids: unique per run, never reused across turns.
-    pub synthetic_ids: u32,
+    /// Tool-call ids used so far: ids are unique per run, never reused across turns.
+    pub call_ids: calls::RunCallIds,
     /// Executed calls with their results, for argument templates.
     pub recorded: Vec<RecordedCall>,
 }
@@ -98,7 +98,7 @@ pub(crate) fn stage_prompt(
 pub async fn execute<S: DeltaSink>(ctx: RunContext, sink: &mut S) -> RunOutcome {
     let budget = ctx.agent.budget;
     let run_timeout = Duration::from_millis(budget.run_timeout_ms);
-    let mut state = RunState { budget: BudgetTracker::new(budget), synthetic_ids: 0, recorded: Vec::new() };
+    let mut state = RunState { budget: BudgetTracker::new(budget), call_ids: Default::default(), recorded: Vec::new() };
     let fut = async {
         match &ctx.agent.mode {
             ModeDef::Oneshot { plain } => oneshot::run(&ctx, plain, &mut state, sink).await,

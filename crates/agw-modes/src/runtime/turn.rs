@@ -104,7 +104,7 @@ pub(crate) async fn model_turn<S: DeltaSink>(
                     sink.emit(AgentDelta::Content(text)).await?;
                 }
             }
-            LlmDelta::ToolCall(fragment) => match calls.on_fragment(fragment, &mut state.synthetic_ids) {
+            LlmDelta::ToolCall(fragment) => match calls.on_fragment(fragment, &mut state.call_ids) {
                 FragmentEffect::None => {}
                 FragmentEffect::Start { index, delta } => {
                     let call = &calls.calls()[index];
