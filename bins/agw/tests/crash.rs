@@ -1,0 +1,259 @@
+//! Crash safety of chat memory with the real binary: SIGKILL in the middle of a run, restart on
+//! the same memory directory, and the chat is intact, listed, replayable and continues.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use agw_protocol::sse::SseDecoder;
+use serde_json::{Value, json};
+
+/// A scratch directory (memory + data) removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Self {
+        let dir = std::env::temp_dir().join(format!("agw-crash-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    fn chats(&self) -> PathBuf {
+        self.0.join("chats")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One `agw serve` process; killed on drop.
+struct Agw {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Agw {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Agw {
+    /// Bundled demo agents on the demo model, chat memory in `scratch`.
+    fn start(scratch: &Scratch, chunk_delay_ms: u64) -> Agw {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agw"));
+        for var in ["AGENT_EXTERNAL_DIR", "AGW_CONFIG", "SERVER_ADDRESS", "SERVER_PORT", "AGENT_AUTH_ENABLED"] {
+            cmd.env_remove(var);
+        }
+        cmd.args(["serve", "--port", "0"])
+            .env("AGW_DEMO_CHUNK_DELAY_MS", chunk_delay_ms.to_string())
+            .env("MEMORY_CHAT_DIR", scratch.chats())
+            .env("AGENT_DATA_EXTERNAL_DIR", scratch.0.join("data"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().expect("spawn agw");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("read listening line");
+        let base = line
+            .trim()
+            .strip_prefix("agw listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+            .to_owned();
+        Agw { child, base }
+    }
+
+    /// SIGKILL (what `Child::kill` sends on Unix): no shutdown code runs.
+    fn kill(mut self) {
+        self.child.kill().expect("kill agw");
+        let status = self.child.wait().expect("reap agw");
+        assert!(!status.success(), "killed, not exited: {status:?}");
+    }
+}
+
+/// Reads SSE events from a response, one at a time.
+struct Events {
+    resp: reqwest::Response,
+    decoder: SseDecoder,
+    pending: std::collections::VecDeque<Value>,
+    seen: Vec<Value>,
+}
+
+impl Events {
+    fn new(resp: reqwest::Response) -> Self {
+        Self { resp, decoder: SseDecoder::new(), pending: Default::default(), seen: Vec::new() }
+    }
+
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                self.seen.push(event.clone());
+                return Some(event);
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(10), self.resp.chunk())
+                .await
+                .expect("stream stalled")
+                .expect("body chunk")?;
+            let mut frames = Vec::new();
+            self.decoder.feed(&chunk, &mut frames);
+            for frame in frames.into_iter().filter(|f| !f.is_heartbeat()) {
+                self.pending.push_back(serde_json::from_str(&frame.data).expect("event JSON"));
+            }
+        }
+    }
+
+    async fn all(mut self) -> Vec<Value> {
+        while self.next().await.is_some() {}
+        self.seen
+    }
+}
+
+async fn query(client: &reqwest::Client, agw: &Agw, body: Value) -> Events {
+    let resp = client.post(format!("{}/api/ap/query", agw.base)).json(&body).send().await.expect("query");
+    assert_eq!(resp.status(), 200);
+    Events::new(resp)
+}
+
+async fn get(client: &reqwest::Client, agw: &Agw, path: &str) -> Value {
+    let resp = client.get(format!("{}{path}", agw.base)).send().await.expect("get");
+    assert_eq!(resp.status(), 200, "{path}");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["code"], 0, "{body}");
+    body["data"].clone()
+}
+
+fn of_type<'a>(events: &'a [Value], ty: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == ty).collect()
+}
+
+fn content_text(events: &[Value]) -> String {
+    of_type(events, "content.delta").iter().map(|e| e["delta"].as_str().unwrap()).collect()
+}
+
+fn run_id(events: &[Value]) -> String {
+    of_type(events, "run.start")[0]["runId"].as_str().unwrap().to_owned()
+}
+
+/// The history file's lines: every one parses, except possibly `torn` (a fragment left by the
+/// kill, last at first and isolated on its own line by the next append). Returns the parsed
+/// lines and the unparseable last line, if any.
+fn history_lines(path: &Path, torn: Option<&str>) -> (Vec<Value>, Option<String>) {
+    let text = std::fs::read_to_string(path).expect("history file exists");
+    let lines: Vec<&str> = text.split('\n').filter(|l| !l.is_empty()).collect();
+    let mut parsed = Vec::new();
+    let mut last_torn = None;
+    for (i, line) in lines.iter().enumerate() {
+        match serde_json::from_str::<Value>(line) {
+            Ok(v) => parsed.push(v),
+            Err(_) if torn == Some(*line) => {}
+            Err(e) => {
+                assert_eq!(i + 1, lines.len(), "only the last line may be torn; line {i}: {e}: {line}");
+                last_torn = Some((*line).to_owned());
+            }
+        }
+    }
+    (parsed, last_torn)
+}
+
+#[tokio::test]
+async fn sigkill_mid_run_loses_nothing_that_completed() {
+    let scratch = Scratch::new();
+    let client = reqwest::Client::new();
+
+    // First life: one complete run, then a run killed after its first content.delta.
+    let agw = Agw::start(&scratch, 50);
+    let first =
+        query(&client, &agw, json!({"agentKey": "demoModePlain", "message": "first question"})).await.all().await;
+    assert_eq!(first.last().unwrap()["type"], "run.complete");
+    let chat_id = first[0]["chatId"].as_str().unwrap().to_owned();
+    let first_run = run_id(&first);
+    let first_text = content_text(&first);
+    assert!(first_text.contains("first question"), "{first_text}");
+
+    let mut second =
+        query(&client, &agw, json!({"agentKey": "demoModePlain", "message": "doomed question", "chatId": chat_id}))
+            .await;
+    while let Some(event) = second.next().await {
+        if event["type"] == "content.delta" {
+            break;
+        }
+        assert_ne!(event["type"], "run.complete", "the run must still be streaming");
+    }
+    assert!(second.seen.iter().any(|e| e["type"] == "content.delta"), "saw content before the kill");
+    agw.kill();
+    // The client sees the connection end without a terminal event.
+    let rest = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut after = Vec::new();
+        loop {
+            match tokio::time::timeout(Duration::from_secs(5), second.resp.chunk()).await.unwrap() {
+                Ok(Some(chunk)) => after.extend_from_slice(&chunk),
+                Ok(None) | Err(_) => break after,
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert!(!String::from_utf8_lossy(&rest).contains("run.complete"), "no run.complete after SIGKILL");
+
+    let history = scratch.chats().join(format!("{chat_id}.json"));
+    let (lines, torn) = history_lines(&history, None);
+    let first_lines: Vec<&Value> = lines.iter().filter(|l| l["runId"] == first_run.as_str()).collect();
+    assert_eq!(first_lines[0]["_type"], "query");
+    assert!(first_lines.iter().any(|l| l["_type"] == "step"), "the completed run is on disk");
+
+    // Second life on the same directory.
+    let agw = Agw::start(&scratch, 5);
+    let chats = get(&client, &agw, "/api/ap/chats").await;
+    let listed = chats.as_array().unwrap().iter().find(|c| c["chatId"] == chat_id.as_str()).expect("chat listed");
+    assert_eq!(listed["chatName"], "first question");
+    assert_eq!(listed["firstAgentKey"], "demoModePlain");
+
+    let data = get(&client, &agw, &format!("/api/ap/chat?chatId={chat_id}")).await;
+    let events = data["events"].as_array().unwrap().clone();
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>(), "gapless replay");
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types[..3], ["request.query", "chat.start", "run.start"], "{types:?}");
+    assert_eq!(events[0]["message"], "first question");
+    assert_eq!(events[2]["runId"], first_run.as_str());
+    let first_snapshot = of_type(&events, "content.snapshot")[0];
+    assert_eq!(first_snapshot["text"], first_text.as_str(), "the completed run replays in full");
+    let live_content_id = of_type(&first, "content.delta")[0]["contentId"].clone();
+    assert_eq!(first_snapshot["contentId"], live_content_id, "with the live id");
+    assert!(
+        of_type(&events, "run.complete").iter().any(|e| e["runId"] == first_run.as_str()),
+        "run.complete for the first run: {types:?}"
+    );
+
+    // The chat continues.
+    let third =
+        query(&client, &agw, json!({"agentKey": "demoModePlain", "message": "after the crash", "chatId": chat_id}))
+            .await
+            .all()
+            .await;
+    let third_types: Vec<&str> = third.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(*third_types.last().unwrap(), "run.complete", "{third_types:?}");
+    assert!(!third_types.contains(&"chat.start"), "the chat survived the restart");
+    let third_text = content_text(&third);
+    assert!(third_text.contains("after the crash"), "{third_text}");
+
+    let data = get(&client, &agw, &format!("/api/ap/chat?chatId={chat_id}")).await;
+    let events = data["events"].as_array().unwrap().clone();
+    let runs: Vec<&str> = of_type(&events, "run.start").iter().map(|e| e["runId"].as_str().unwrap()).collect();
+    assert_eq!(runs.first(), Some(&first_run.as_str()));
+    assert_eq!(runs.last(), Some(&run_id(&third).as_str()), "the new run is replayable");
+    let snapshot_texts: Vec<&str> =
+        of_type(&events, "content.snapshot").iter().map(|e| e["text"].as_str().unwrap()).collect();
+    assert_eq!(snapshot_texts.first(), Some(&first_text.as_str()));
+    assert_eq!(snapshot_texts.last(), Some(&third_text.as_str()));
+    assert_eq!(of_type(&events, "chat.start").len(), 1);
+    let (lines, torn_now) = history_lines(&history, torn.as_deref());
+    assert_eq!(torn_now, None, "the file ends with a complete line after the new run");
+    assert!(lines.iter().any(|l| l["runId"] == run_id(&third).as_str() && l["_type"] == "step"));
+    drop(agw);
+}
