@@ -18,6 +18,7 @@
 pub mod demo;
 pub mod error;
 pub mod fixture;
+pub mod interaction;
 pub mod openai;
 pub mod provider;
 pub mod registry;

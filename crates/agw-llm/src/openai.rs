@@ -27,6 +27,7 @@ pub use body::{chat_completions_url, request_body};
 pub use chunk::parse_chunk;
 
 use crate::error::{LlmError, TimeoutPhase};
+use crate::interaction;
 use crate::{CallOptions, ChatProvider, ChatRequest, DeltaStream, LlmDelta};
 use transport::{SingleAttempt, from_openai};
 
@@ -72,6 +73,7 @@ impl OpenAiCompatibleProvider {
         reqwest::Url::parse(&url)
             .map_err(|e| LlmError::InvalidRequest { message: format!("invalid base URL for provider {key}: {e}") })?;
         let api_key = api_key.trim();
+        interaction::register_secret(api_key);
         // async-openai builds the Authorization header with `unwrap()`; refuse such keys here
         // instead of panicking later (and never echo the key).
         HeaderValue::from_str(&format!("Bearer {api_key}")).map_err(|_| LlmError::InvalidRequest {
@@ -122,6 +124,13 @@ impl OpenAiCompatibleProvider {
     /// Sends the request until it gets a 2xx response or a non-retriable failure.
     async fn open(&self, body: &Value, options: &CallOptions) -> Result<ChunkStream, LlmError> {
         let headers = request_headers(options);
+        if interaction::active() {
+            tracing::debug!(
+                target: interaction::TARGET,
+                provider = %self.key, stage = %options.stage, run_id = %options.run_id, url = %self.url,
+                body = %interaction::render(body), "llm request"
+            );
+        }
         let mut attempt: u32 = 0;
         loop {
             tracing::debug!(
@@ -225,6 +234,13 @@ impl Upstream {
                 }
                 Ok(None) if self.saw_finish => {
                     self.done = true;
+                    if interaction::active() {
+                        tracing::debug!(
+                            target: interaction::TARGET,
+                            provider = %self.provider, stage = %self.options.stage, run_id = %self.options.run_id,
+                            chunks = self.chunk_count, "llm response complete"
+                        );
+                    }
                     tracing::debug!(
                         provider = %self.provider, stage = %self.options.stage, run_id = %self.options.run_id,
                         chunks = self.chunk_count, "provider stream finished"
@@ -235,6 +251,13 @@ impl Upstream {
                 Ok(Some(Err(error))) => return self.fail(from_openai(error)),
                 Ok(Some(Ok(chunk))) => {
                     self.chunk_count += 1;
+                    if interaction::active() {
+                        tracing::debug!(
+                            target: interaction::TARGET,
+                            provider = %self.provider, stage = %self.options.stage, run_id = %self.options.run_id,
+                            chunk = %interaction::render(&chunk), "llm delta"
+                        );
+                    }
                     match parse_chunk(&chunk) {
                         Ok(deltas) => {
                             self.saw_finish |= deltas.iter().any(|d| matches!(d, LlmDelta::Finish { .. }));
@@ -251,6 +274,13 @@ impl Upstream {
     fn fail(&mut self, error: LlmError) -> Option<Result<LlmDelta, LlmError>> {
         self.done = true;
         self.pending.clear();
+        if interaction::active() {
+            tracing::debug!(
+                target: interaction::TARGET,
+                provider = %self.provider, stage = %self.options.stage, run_id = %self.options.run_id,
+                chunks = self.chunk_count, error = %interaction::mask_text(&error.to_string()), "llm response failed"
+            );
+        }
         tracing::debug!(
             provider = %self.provider, stage = %self.options.stage, run_id = %self.options.run_id,
             chunks = self.chunk_count, error = %error, "provider stream failed"
