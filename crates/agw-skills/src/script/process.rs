@@ -1,0 +1,211 @@
+//! Running one interpreter: no shell, a cleared environment, its own process group, both output
+//! streams drained while waiting (a chatty script cannot fill a pipe and stall), a wall-clock limit
+//! after which the whole group is killed. No process of the group outlives the call: when the
+//! script exits, whatever it left running in its group is killed too, and a dropped (cancelled)
+//! call kills the group.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
+
+/// Environment variables passed through from the gateway; everything else (provider API keys
+/// included) stays out of reach of scripts.
+pub(crate) const PASSED_ENV: [&str; 5] = ["PATH", "HOME", "LANG", "LC_ALL", "TZ"];
+
+/// Fixed settings for Python: no `__pycache__` written into skill directories, unbuffered UTF-8
+/// output (so what a script printed before a timeout is still seen).
+const PYTHON_ENV: [(&str, &str); 3] =
+    [("PYTHONDONTWRITEBYTECODE", "1"), ("PYTHONUNBUFFERED", "1"), ("PYTHONIOENCODING", "utf-8")];
+
+/// After the timeout kill, how long the output pipes may take to close.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// Marker appended to a stream cut at the character cap.
+const TRUNCATED: &str = "\n[TRUNCATED]";
+
+/// How a started process ended.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    /// Exit status, `-1` when killed by a signal or timed out.
+    pub exit_code: i32,
+    pub timed_out: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `program args…` in `cwd`. `Err` is the text for a process that could not be started; it
+/// names the program.
+pub(crate) async fn run(
+    program: &str,
+    args: &[OsString],
+    cwd: &Path,
+    timeout: Duration,
+    cap_chars: usize,
+) -> Result<Outcome, String> {
+    let cannot_run = |reason: &dyn std::fmt::Display| format!("Cannot run program \"{program}\": {reason}");
+    let executable = find_program(program).ok_or_else(|| cannot_run(&"not found in PATH"))?;
+    let mut command = Command::new(&executable);
+    command
+        .args(args)
+        .current_dir(cwd)
+        .env_clear()
+        .envs(PASSED_ENV.iter().filter_map(|key| std::env::var_os(key).map(|value| (key, value))))
+        .envs(PYTHON_ENV)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    {
+        command.arg0(program);
+        command.process_group(0);
+    }
+    let mut child = command.spawn().map_err(|e| cannot_run(&e))?;
+    // Armed for the whole call: a dropped future (cancelled run, outer timeout) kills the group.
+    let mut group = GroupKiller(child.id());
+    let pgid = child.id();
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return Err(cannot_run(&"output pipes unavailable"));
+    };
+    let waiter = async {
+        let status = child.wait().await;
+        // The script is done: end anything it left behind in its group. That also closes pipes a
+        // background child kept open, so the readers below reach their end.
+        kill_group(pgid);
+        status
+    };
+    let work = async { tokio::join!(read_capped(stdout, cap_chars), read_capped(stderr, cap_chars), waiter) };
+    tokio::pin!(work);
+    let outcome = match tokio::time::timeout(timeout, &mut work).await {
+        Ok((stdout, stderr, status)) => {
+            let exit_code = status.ok().and_then(|s| s.code()).unwrap_or(-1);
+            Outcome { exit_code, timed_out: false, stdout, stderr }
+        }
+        Err(_elapsed) => {
+            kill_group(pgid);
+            // The killed group closes its pipes; keep what was printed before the limit. A process
+            // that left the group (setsid) and still holds a pipe only costs the grace period.
+            let (stdout, stderr) = match tokio::time::timeout(DRAIN_GRACE, &mut work).await {
+                Ok((stdout, stderr, _)) => (stdout, stderr),
+                Err(_) => (String::new(), String::new()),
+            };
+            Outcome { exit_code: -1, timed_out: true, stdout, stderr }
+        }
+    };
+    group.disarm();
+    Ok(outcome)
+}
+
+/// The program to execute: a name with a `/` as configured, else the first executable of that name
+/// in an absolute `PATH` entry (relative entries such as `.` are skipped, so a file in the skill
+/// directory can never stand in for the interpreter).
+fn find_program(name: &str) -> Option<PathBuf> {
+    if name.contains('/') {
+        return Some(PathBuf::from(name));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&path).filter(|dir| dir.is_absolute()).map(|dir| dir.join(name)).find(|c| is_executable(c))
+}
+
+#[cfg(unix)]
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(not(unix))]
+fn is_executable(path: &Path) -> bool {
+    path.is_file()
+}
+
+/// Reads a stream to its end (so the writer never blocks on a full pipe), keeping enough bytes for
+/// `cap_chars` characters, and renders it cut to `cap_chars` characters plus `\n[TRUNCATED]` when
+/// there was more. Invalid UTF-8 is replaced.
+async fn read_capped(mut stream: impl AsyncRead + Unpin, cap_chars: usize) -> String {
+    let keep = cap_chars.saturating_mul(4).saturating_add(4);
+    let mut kept = Vec::new();
+    let mut dropped = false;
+    let mut chunk = [0u8; 8192];
+    loop {
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = keep.saturating_sub(kept.len());
+                kept.extend_from_slice(&chunk[..n.min(room)]);
+                dropped |= n > room;
+            }
+        }
+    }
+    let text = String::from_utf8_lossy(&kept);
+    match text.char_indices().nth(cap_chars) {
+        Some((cut, _)) => format!("{}{TRUNCATED}", &text[..cut]),
+        None if dropped => format!("{text}{TRUNCATED}"),
+        None => text.into_owned(),
+    }
+}
+
+/// Kills a process group when dropped, unless disarmed.
+struct GroupKiller(Option<u32>);
+
+impl GroupKiller {
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for GroupKiller {
+    fn drop(&mut self) {
+        kill_group(self.0.take());
+    }
+}
+
+#[cfg(unix)]
+fn kill_group(pgid: Option<u32>) {
+    // The child was started with `process_group(0)`, so its pid is its group id. Never signal
+    // group 0 or 1 (`kill(0)` is our own group, `kill(-1)` is every process).
+    let Some(pgid) = pgid.and_then(|p| i32::try_from(p).ok()) else { return };
+    if pgid > 1 {
+        // SAFETY: kill(2) takes plain integers and touches no memory of ours.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn kill_group(_pgid: Option<u32>) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn capped_reading() {
+        assert_eq!(read_capped(&b"hello"[..], 5).await, "hello");
+        assert_eq!(read_capped(&b"hello!"[..], 5).await, "hello\n[TRUNCATED]");
+        assert_eq!(read_capped("ééé".as_bytes(), 2).await, "éé\n[TRUNCATED]");
+        let big = vec![b'x'; 100_000];
+        assert_eq!(read_capped(&big[..], 3).await, "xxx\n[TRUNCATED]");
+        assert_eq!(read_capped(&b""[..], 0).await, "");
+        assert_eq!(read_capped(&b"\xff"[..], 5).await, "\u{fffd}");
+    }
+
+    #[test]
+    fn program_lookup_skips_relative_path_entries() {
+        assert!(find_program("sh").is_some_and(|p| p.is_absolute()));
+        assert_eq!(find_program("./x"), Some(PathBuf::from("./x")));
+        assert_eq!(find_program("agw-no-such-program"), None);
+    }
+
+    #[tokio::test]
+    async fn missing_program_names_it() {
+        let err = run("agw-no-such-program", &[], Path::new("/"), Duration::from_secs(1), 10).await.unwrap_err();
+        assert_eq!(err, "Cannot run program \"agw-no-such-program\": not found in PATH");
+        let err = run("/no/such/python3", &[], Path::new("/"), Duration::from_secs(1), 10).await.unwrap_err();
+        assert!(err.starts_with("Cannot run program \"/no/such/python3\": "), "{err}");
+    }
+}
