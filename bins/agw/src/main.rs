@@ -39,9 +39,14 @@ fn settings_help() -> String {
     let mut s = String::from("Settings (environment variable overrides the config file property):\n");
     for spec in SETTINGS {
         let default = spec.default.map(|d| format!(" [default: {d}]")).unwrap_or_default();
-        s.push_str(&format!("  {:<28} {:<30} {}{}\n", spec.env, spec.property, spec.help, default));
+        s.push_str(&format!("  {:<34} {:<36} {}{}\n", spec.env, spec.property, spec.help, default));
     }
     s.push_str("  AGENT_PROVIDERS_<KEY>_BASE_URL | _API_KEY | _MODEL | _PROTOCOL   provider <key> ([agent.providers.<key>] base-url, api-key, model, protocol)\n");
+    s.push_str(&format!(
+        "JWT: {} only; exp required, nbf honoured, {} s clock leeway; sub non-blank; iss checked when agent.auth.issuer is set\n",
+        agw_http::auth::RSA_ALGORITHMS.map(|a| format!("{a:?}")).join("/"),
+        agw_http::auth::LEEWAY_SECS
+    ));
     s.push_str("Logging: AGW_LOG (or RUST_LOG), e.g. AGW_LOG=debug\n");
     s
 }
@@ -76,8 +81,18 @@ async fn serve(port: Option<u16>, config: Option<PathBuf>) -> anyhow::Result<()>
         .await
         .with_context(|| format!("cannot listen on {}:{}", state.settings.address, state.settings.port))?;
     let addr = server.local_addr()?;
-    if addr.ip().is_loopback() {
-        tracing::info!("auth is not configured: listening on loopback only");
+    let auth = &state.settings.auth;
+    if auth.enforced() {
+        tracing::info!(keys = %auth.describe(), "auth: bearer JWT required on /api/ap/** (except OPTIONS)");
+    } else if auth.enabled == Some(false) {
+        tracing::warn!(
+            %addr,
+            "auth disabled by AGENT_AUTH_ENABLED=false: /api/ap/** answers anyone who can reach this address"
+        );
+    } else {
+        tracing::info!(
+            "auth is not configured (no agent.auth.local-public-key or agent.auth.jwks-uri): serving without auth, listening on loopback only"
+        );
     }
     // The integration tests read this line to find the port when started with --port 0.
     println!("agw listening on http://{addr}");

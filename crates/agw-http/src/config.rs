@@ -11,6 +11,10 @@ use std::time::Duration;
 
 use agw_llm::{ProviderConfig, ProviderProtocol};
 use agw_memory::{FsyncPolicy, MemoryConfig};
+use http::{HeaderName, Method};
+
+use crate::auth::{AuthSettings, JwksSettings, JwksSource, KeyProblem, LocalPublicKey};
+use crate::cors::CorsConfig;
 
 /// One documented setting.
 #[derive(Debug, Clone, Copy)]
@@ -29,7 +33,7 @@ pub const SETTINGS: &[SettingSpec] = &[
         property: "server.address",
         env: "SERVER_ADDRESS",
         default: None,
-        help: "listen address; default 127.0.0.1 while auth is not enforced (0.0.0.0 only with AGENT_AUTH_ENABLED=false)",
+        help: "listen address; default 0.0.0.0 when auth is enforced, else 127.0.0.1 (a non-loopback address without auth needs AGENT_AUTH_ENABLED=false)",
     },
     SettingSpec {
         property: "server.max-request-bytes",
@@ -41,7 +45,85 @@ pub const SETTINGS: &[SettingSpec] = &[
         property: "agent.auth.enabled",
         env: "AGENT_AUTH_ENABLED",
         default: None,
-        help: "set false to allow listening on non-loopback addresses without auth",
+        help: "JWT auth on /api/ap/** (except OPTIONS) is on whenever a key source is configured; false turns it off and allows a non-loopback address without it",
+    },
+    SettingSpec {
+        property: "agent.auth.local-public-key",
+        env: "AGENT_AUTH_LOCAL_PUBLIC_KEY",
+        default: None,
+        help: "RSA public key (PEM -----BEGIN PUBLIC KEY-----, >= 2048 bits) tried first to verify tokens",
+    },
+    SettingSpec {
+        property: "agent.auth.local-public-key-file",
+        env: "AGENT_AUTH_LOCAL_PUBLIC_KEY_FILE",
+        default: None,
+        help: "file holding agent.auth.local-public-key (set one or the other)",
+    },
+    SettingSpec {
+        property: "agent.auth.jwks-uri",
+        env: "AGENT_AUTH_JWKS_URI",
+        default: None,
+        help: "JWKS URL (http, https or file:); set together with issuer and jwks-cache-seconds",
+    },
+    SettingSpec {
+        property: "agent.auth.issuer",
+        env: "AGENT_AUTH_ISSUER",
+        default: None,
+        help: "required exact `iss` claim; set together with jwks-uri and jwks-cache-seconds",
+    },
+    SettingSpec {
+        property: "agent.auth.jwks-cache-seconds",
+        env: "AGENT_AUTH_JWKS_CACHE_SECONDS",
+        default: None,
+        help: "JWKS cache lifetime, > 0 (at least 30 s is used); an unknown kid refetches sooner",
+    },
+    SettingSpec {
+        property: "agw.auth.jwks-refetch-interval",
+        env: "AGW_AUTH_JWKS_REFETCH_INTERVAL",
+        default: Some("5s"),
+        help: "least time between two JWKS fetches (bounds refetches caused by unknown kids and failed fetches)",
+    },
+    SettingSpec {
+        property: "agent.cors.path-pattern",
+        env: "AGENT_CORS_PATH_PATTERN",
+        default: Some("/api/ap/**"),
+        help: "paths CORS applies to (** any segments, * within one)",
+    },
+    SettingSpec {
+        property: "agent.cors.allowed-origin-patterns",
+        env: "AGENT_CORS_ALLOWED_ORIGIN_PATTERNS",
+        default: Some("http://localhost:*"),
+        help: "allowed Origin patterns, comma-separated; * matches anything, :[*] / :[80,8080] ports",
+    },
+    SettingSpec {
+        property: "agent.cors.allowed-methods",
+        env: "AGENT_CORS_ALLOWED_METHODS",
+        default: Some("GET,POST,PUT,PATCH,DELETE,OPTIONS"),
+        help: "methods cross-origin requests may use (* = any)",
+    },
+    SettingSpec {
+        property: "agent.cors.allowed-headers",
+        env: "AGENT_CORS_ALLOWED_HEADERS",
+        default: Some("*"),
+        help: "request headers a preflight may ask for (* = any, echoed back)",
+    },
+    SettingSpec {
+        property: "agent.cors.exposed-headers",
+        env: "AGENT_CORS_EXPOSED_HEADERS",
+        default: Some("Content-Type"),
+        help: "Access-Control-Expose-Headers of cross-origin responses (empty in the config file = none)",
+    },
+    SettingSpec {
+        property: "agent.cors.allow-credentials",
+        env: "AGENT_CORS_ALLOW_CREDENTIALS",
+        default: Some("false"),
+        help: "send Access-Control-Allow-Credentials: true",
+    },
+    SettingSpec {
+        property: "agent.cors.max-age-seconds",
+        env: "AGENT_CORS_MAX_AGE_SECONDS",
+        default: Some("3600"),
+        help: "Access-Control-Max-Age of preflight responses",
     },
     SettingSpec {
         property: "agent.catalog.external-dir",
@@ -164,6 +246,9 @@ pub enum ConfigError {
     Invalid { property: &'static str, env: &'static str, message: String },
     #[error("provider {key}: {message}")]
     Provider { key: String, message: String },
+    /// An `agent.auth.*` problem; the message names the settings involved (http-api.md §9).
+    #[error("{message}")]
+    Auth { message: String },
 }
 
 /// Typed settings of the server.
@@ -172,8 +257,9 @@ pub struct Settings {
     pub port: u16,
     pub address: IpAddr,
     pub max_request_bytes: usize,
-    /// `Some(false)` only when explicitly disabled.
-    pub auth_enabled: Option<bool>,
+    /// `agent.auth.*`: key sources, validated; [`AuthSettings::enforced`] says whether auth is on.
+    pub auth: AuthSettings,
+    pub cors: CorsConfig,
     pub agents_dir: Option<PathBuf>,
     pub tools_dir: Option<PathBuf>,
     pub viewports_dir: Option<PathBuf>,
@@ -211,20 +297,20 @@ impl Settings {
         let env: HashMap<String, String> = env.into_iter().filter(|(_, v)| !v.trim().is_empty()).collect();
         let raw = RawSettings { table: &table, env: &env };
 
-        let auth_enabled = raw.parse_opt("agent.auth.enabled", parse_bool)?;
+        let auth = auth_settings(&raw)?;
+        // Auth on → every interface by default; auth off → loopback unless the operator sets an
+        // address (and a non-loopback one needs the explicit AGENT_AUTH_ENABLED=false).
         let address = match raw.parse_opt("server.address", |s| s.parse::<IpAddr>().map_err(|e| e.to_string()))? {
             Some(addr) => addr,
-            None if auth_enabled == Some(false) => IpAddr::from([0, 0, 0, 0]),
+            None if auth.enforced() => IpAddr::from([0, 0, 0, 0]),
             None => IpAddr::from([127, 0, 0, 1]),
         };
-        // Auth is not implemented in this build: refuse to expose the API beyond loopback unless
-        // the operator said so explicitly.
-        if !address.is_loopback() && auth_enabled != Some(false) {
+        if !address.is_loopback() && !auth.enforced() && auth.enabled != Some(false) {
             return Err(ConfigError::Invalid {
                 property: "server.address",
                 env: "SERVER_ADDRESS",
                 message: format!(
-                    "{address} is not a loopback address and no auth key source is configured; set AGENT_AUTH_ENABLED=false to serve without auth"
+                    "{address} is not a loopback address and no auth key source is configured; configure agent.auth.local-public-key or agent.auth.jwks-uri, or set AGENT_AUTH_ENABLED=false to serve without auth"
                 ),
             });
         }
@@ -233,7 +319,8 @@ impl Settings {
             address,
             max_request_bytes: raw
                 .parse("server.max-request-bytes", |s| s.parse::<usize>().map_err(|e| e.to_string()))?,
-            auth_enabled,
+            auth,
+            cors: cors_settings(&raw)?,
             agents_dir: raw.parse_opt("agent.catalog.external-dir", |s| Ok(PathBuf::from(s)))?,
             tools_dir: raw.parse_opt("agent.capability.tools-external-dir", |s| Ok(PathBuf::from(s)))?,
             viewports_dir: raw.parse_opt("agent.viewport.external-dir", |s| Ok(PathBuf::from(s)))?,
@@ -278,6 +365,125 @@ impl Settings {
     }
 }
 
+/// `agent.auth.*`, checked as http-api.md §9 says: a key setting that is present but unusable
+/// refuses startup with a message naming it.
+fn auth_settings(raw: &RawSettings) -> Result<AuthSettings, ConfigError> {
+    const TOGETHER: &str =
+        "agent.auth.jwks-uri, agent.auth.issuer and agent.auth.jwks-cache-seconds must be configured together";
+    let fail = |message: String| ConfigError::Auth { message };
+    let enabled = raw.parse_opt("agent.auth.enabled", parse_bool)?;
+
+    let inline = raw.text("agent.auth.local-public-key");
+    let file = raw.text("agent.auth.local-public-key-file").filter(|p| !p.trim().is_empty());
+    let (pem, from) = match (inline, file) {
+        (Some(_), Some(_)) => {
+            return Err(fail(
+                "set only one of agent.auth.local-public-key (AGENT_AUTH_LOCAL_PUBLIC_KEY) and agent.auth.local-public-key-file (AGENT_AUTH_LOCAL_PUBLIC_KEY_FILE)".into(),
+            ));
+        }
+        (Some(pem), None) => (Some(pem), "agent.auth.local-public-key / AGENT_AUTH_LOCAL_PUBLIC_KEY".to_string()),
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path.trim()).map_err(|e| {
+                fail(format!(
+                    "agent.auth.local-public-key-file (AGENT_AUTH_LOCAL_PUBLIC_KEY_FILE): cannot read {:?}: {e}",
+                    path.trim()
+                ))
+            })?;
+            (Some(text), format!("agent.auth.local-public-key-file {:?}", path.trim()))
+        }
+        (None, None) => (None, String::new()),
+    };
+    let local_public_key = match pem {
+        None => None,
+        Some(pem) => Some(LocalPublicKey::from_pem(&pem).map_err(|problem| match problem {
+            KeyProblem::Blank => fail(format!("agent.auth.local-public-key cannot be blank (from {from})")),
+            KeyProblem::Invalid(why) => {
+                fail(format!("agent.auth.local-public-key is not a valid PEM RSA public key (from {from}): {why}"))
+            }
+        })?),
+    };
+
+    let uri = raw.text("agent.auth.jwks-uri").filter(|v| !v.trim().is_empty());
+    let issuer = raw.text("agent.auth.issuer").filter(|v| !v.trim().is_empty());
+    let cache = raw.text("agent.auth.jwks-cache-seconds").filter(|v| !v.trim().is_empty());
+    let jwks = match (uri, issuer, cache) {
+        (None, None, None) => None,
+        (Some(uri), Some(issuer), Some(cache)) => {
+            let cache_seconds = match cache.trim().parse::<i64>() {
+                Ok(n) if n > 0 => n as u64,
+                Ok(_) => {
+                    return Err(fail(format!(
+                        "agent.auth.jwks-cache-seconds must be greater than 0 (AGENT_AUTH_JWKS_CACHE_SECONDS is {cache:?})"
+                    )));
+                }
+                Err(_) => {
+                    return Err(fail(format!(
+                        "agent.auth.jwks-cache-seconds (AGENT_AUTH_JWKS_CACHE_SECONDS): {cache:?} is not a whole number of seconds"
+                    )));
+                }
+            };
+            let source = JwksSource::parse(uri.trim())
+                .map_err(|e| fail(format!("agent.auth.jwks-uri (AGENT_AUTH_JWKS_URI): {e}")))?;
+            Some(JwksSettings { source, issuer, cache_seconds })
+        }
+        (uri, issuer, cache) => {
+            let missing: Vec<&str> = [
+                (uri.is_none(), "agent.auth.jwks-uri (AGENT_AUTH_JWKS_URI)"),
+                (issuer.is_none(), "agent.auth.issuer (AGENT_AUTH_ISSUER)"),
+                (cache.is_none(), "agent.auth.jwks-cache-seconds (AGENT_AUTH_JWKS_CACHE_SECONDS)"),
+            ]
+            .into_iter()
+            .filter_map(|(missing, name)| missing.then_some(name))
+            .collect();
+            return Err(fail(format!("{TOGETHER}; missing: {}", missing.join(", "))));
+        }
+    };
+    let settings = AuthSettings {
+        enabled,
+        local_public_key,
+        jwks,
+        jwks_refetch_interval: raw.parse("agw.auth.jwks-refetch-interval", parse_duration)?,
+    };
+    if enabled == Some(true) && !settings.has_key_source() {
+        return Err(fail(
+            "agent.auth.enabled (AGENT_AUTH_ENABLED) is true but no key source is configured: set agent.auth.local-public-key (AGENT_AUTH_LOCAL_PUBLIC_KEY / AGENT_AUTH_LOCAL_PUBLIC_KEY_FILE) or agent.auth.jwks-uri (AGENT_AUTH_JWKS_URI)".into(),
+        ));
+    }
+    Ok(settings)
+}
+
+/// `agent.cors.*` (config.md §8; list items trimmed, blanks dropped).
+fn cors_settings(raw: &RawSettings) -> Result<CorsConfig, ConfigError> {
+    let path_pattern = raw.parse("agent.cors.path-pattern", |s| {
+        let s = s.trim();
+        if s.starts_with('/') { Ok(s.to_string()) } else { Err("must start with /".into()) }
+    })?;
+    let header_list = |s: &str| {
+        let items = list(s)?;
+        match items.iter().find(|h| h.as_str() != "*" && HeaderName::from_bytes(h.as_bytes()).is_err()) {
+            Some(bad) => Err(format!("{bad:?} is not a header name")),
+            None => Ok(items),
+        }
+    };
+    Ok(CorsConfig {
+        path_pattern,
+        allowed_origin_patterns: raw.parse_opt("agent.cors.allowed-origin-patterns", origin_list)?.unwrap_or_default(),
+        allowed_methods: raw
+            .parse_opt("agent.cors.allowed-methods", |s| {
+                let items = list(s)?;
+                match items.iter().find(|m| m.as_str() != "*" && Method::from_bytes(m.as_bytes()).is_err()) {
+                    Some(bad) => Err(format!("{bad:?} is not an HTTP method")),
+                    None => Ok(items.into_iter().map(|m| m.to_ascii_uppercase()).collect()),
+                }
+            })?
+            .unwrap_or_default(),
+        allowed_headers: raw.parse_opt("agent.cors.allowed-headers", header_list)?.unwrap_or_default(),
+        exposed_headers: raw.parse_opt("agent.cors.exposed-headers", header_list)?.unwrap_or_default(),
+        allow_credentials: raw.parse("agent.cors.allow-credentials", parse_bool)?,
+        max_age_seconds: raw.parse("agent.cors.max-age-seconds", |s| s.parse::<u64>().map_err(|e| e.to_string()))?,
+    })
+}
+
 struct RawSettings<'a> {
     table: &'a toml::Table,
     env: &'a HashMap<String, String>,
@@ -293,6 +499,11 @@ impl RawSettings<'_> {
             return Some(v.trim().to_string());
         }
         toml_lookup(self.table, spec.property).or_else(|| spec.default.map(str::to_string))
+    }
+
+    /// The raw text of a setting (environment first, then the file, then the default).
+    fn text(&self, property: &str) -> Option<String> {
+        self.value(Self::spec(property))
     }
 
     fn parse_opt<T>(&self, property: &str, f: impl Fn(&str) -> Result<T, String>) -> Result<Option<T>, ConfigError> {
@@ -345,6 +556,26 @@ fn toml_lookup(table: &toml::Table, property: &str) -> Option<String> {
 /// Comma-separated list; items trimmed, blanks dropped.
 fn list(s: &str) -> Result<Vec<String>, String> {
     Ok(s.split(',').map(str::trim).filter(|i| !i.is_empty()).map(str::to_string).collect())
+}
+
+/// Like [`list`], but a comma inside `[...]` (a port list, `http://localhost:[3000,5173]`) does
+/// not split.
+fn origin_list(s: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0usize, 0);
+    for (i, c) in s.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    Ok(out.into_iter().map(str::trim).filter(|i| !i.is_empty()).map(str::to_string).collect())
 }
 
 fn parse_bool(s: &str) -> Result<bool, String> {
@@ -479,8 +710,104 @@ mod tests {
     fn non_loopback_without_auth_needs_explicit_opt_out() {
         let err = Settings::load(None, env(&[("SERVER_ADDRESS", "0.0.0.0")])).unwrap_err().to_string();
         assert!(err.contains("AGENT_AUTH_ENABLED=false"), "{err}");
+        // Explicitly off: still loopback by default (auth is not enforced), any address allowed.
         let s = Settings::load(None, env(&[("AGENT_AUTH_ENABLED", "false")])).unwrap();
+        assert_eq!(s.address, IpAddr::from([127, 0, 0, 1]));
+        assert!(!s.auth.enforced());
+        let s = Settings::load(None, env(&[("AGENT_AUTH_ENABLED", "false"), ("SERVER_ADDRESS", "0.0.0.0")])).unwrap();
         assert_eq!(s.address, IpAddr::from([0, 0, 0, 0]));
+    }
+
+    #[test]
+    fn jwks_source_turns_auth_on_and_listens_everywhere() {
+        let jwks = [
+            ("AGENT_AUTH_JWKS_URI", "https://idp.example/jwks.json"),
+            ("AGENT_AUTH_ISSUER", "https://idp.example"),
+            ("AGENT_AUTH_JWKS_CACHE_SECONDS", "10"),
+        ];
+        let s = Settings::load(None, env(&jwks)).unwrap();
+        assert!(s.auth.enforced());
+        assert_eq!(s.address, IpAddr::from([0, 0, 0, 0]));
+        assert!(s.auth.describe().contains("cache 30 s"), "{}", s.auth.describe());
+        let mut off = jwks.to_vec();
+        off.push(("AGENT_AUTH_ENABLED", "false"));
+        let s = Settings::load(None, env(&off)).unwrap();
+        assert!(!s.auth.enforced());
+        assert_eq!(s.address, IpAddr::from([127, 0, 0, 1]));
+    }
+
+    #[test]
+    fn auth_misconfiguration_names_the_setting() {
+        let err = |pairs: &[(&str, &str)]| Settings::load(None, env(pairs)).unwrap_err().to_string();
+        let e = err(&[("AGENT_AUTH_JWKS_URI", "https://idp.example/jwks.json")]);
+        assert!(
+            e.starts_with(
+                "agent.auth.jwks-uri, agent.auth.issuer and agent.auth.jwks-cache-seconds must be configured together"
+            ),
+            "{e}"
+        );
+        assert!(e.contains("AGENT_AUTH_ISSUER") && e.contains("AGENT_AUTH_JWKS_CACHE_SECONDS"), "{e}");
+        let e = err(&[
+            ("AGENT_AUTH_JWKS_URI", "https://idp.example/jwks.json"),
+            ("AGENT_AUTH_ISSUER", "x"),
+            ("AGENT_AUTH_JWKS_CACHE_SECONDS", "0"),
+        ]);
+        assert!(e.starts_with("agent.auth.jwks-cache-seconds must be greater than 0"), "{e}");
+        let e = err(&[
+            ("AGENT_AUTH_JWKS_URI", "ftp://idp.example/jwks.json"),
+            ("AGENT_AUTH_ISSUER", "x"),
+            ("AGENT_AUTH_JWKS_CACHE_SECONDS", "60"),
+        ]);
+        assert!(e.contains("agent.auth.jwks-uri"), "{e}");
+        let e = err(&[("AGENT_AUTH_LOCAL_PUBLIC_KEY", "not a key")]);
+        assert!(e.starts_with("agent.auth.local-public-key is not a valid PEM RSA public key"), "{e}");
+        let e = err(&[("AGENT_AUTH_ENABLED", "true")]);
+        assert!(e.contains("agent.auth.enabled") && e.contains("no key source"), "{e}");
+        let e = err(&[("AGENT_AUTH_LOCAL_PUBLIC_KEY_FILE", "/nonexistent/agw-key.pem")]);
+        assert!(e.contains("agent.auth.local-public-key-file") && e.contains("/nonexistent/agw-key.pem"), "{e}");
+        let e = err(&[("AGW_AUTH_JWKS_REFETCH_INTERVAL", "soon")]);
+        assert!(e.contains("agw.auth.jwks-refetch-interval"), "{e}");
+    }
+
+    #[test]
+    fn blank_local_key_in_the_file_is_refused() {
+        let dir = std::env::temp_dir().join(format!("agw-config-auth-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("agw.toml");
+        std::fs::write(&file, "[agent.auth]\nlocal-public-key = \"\"\"\n   \n\"\"\"\n").unwrap();
+        let e = Settings::load(Some(&file), env(&[])).unwrap_err().to_string();
+        assert!(e.starts_with("agent.auth.local-public-key cannot be blank"), "{e}");
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn cors_defaults_and_overrides() {
+        let s = Settings::load(None, env(&[])).unwrap();
+        assert_eq!(s.cors.path_pattern, "/api/ap/**");
+        assert_eq!(s.cors.allowed_origin_patterns, ["http://localhost:*"]);
+        assert_eq!(s.cors.allowed_methods, ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
+        assert_eq!(s.cors.allowed_headers, ["*"]);
+        assert_eq!(s.cors.exposed_headers, ["Content-Type"]);
+        assert!(!s.cors.allow_credentials);
+        assert_eq!(s.cors.max_age_seconds, 3600);
+        let s = Settings::load(
+            None,
+            env(&[
+                ("AGENT_CORS_ALLOWED_ORIGIN_PATTERNS", " https://*.example.com , ,http://localhost:[3000, 5173]"),
+                ("AGENT_CORS_ALLOWED_METHODS", "get,post"),
+                ("AGENT_CORS_ALLOW_CREDENTIALS", "true"),
+                ("AGENT_CORS_MAX_AGE_SECONDS", "60"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.cors.allowed_origin_patterns, ["https://*.example.com", "http://localhost:[3000, 5173]"]);
+        assert_eq!(s.cors.allowed_methods, ["GET", "POST"]);
+        assert!(s.cors.allow_credentials);
+        assert_eq!(s.cors.max_age_seconds, 60);
+        let e = Settings::load(None, env(&[("AGENT_CORS_PATH_PATTERN", "api/**")])).unwrap_err().to_string();
+        assert!(e.contains("agent.cors.path-pattern"), "{e}");
+        let e = Settings::load(None, env(&[("AGENT_CORS_ALLOWED_HEADERS", "X Bad")])).unwrap_err().to_string();
+        assert!(e.contains("agent.cors.allowed-headers"), "{e}");
     }
 
     #[test]

@@ -11,6 +11,7 @@ use agw_modes::runtime::{FrontendSubmits, RunServices};
 use agw_tools::ToolRegistry;
 use agw_tools::viewport::ViewportRegistry;
 
+use crate::auth::Authenticator;
 use crate::config::Settings;
 
 /// What every request handler can reach. Cheap to clone.
@@ -29,6 +30,8 @@ pub struct Inner {
     /// Frontend tools waiting for `POST /api/ap/submit`, across all runs.
     pub submits: Arc<FrontendSubmits>,
     pub chats: Arc<ChatStore>,
+    /// Bearer-token verification; `None` when auth is not enforced.
+    pub auth: Option<Authenticator>,
 }
 
 /// The registries a server starts with.
@@ -50,6 +53,7 @@ impl AppState {
                 providers: Arc::new(catalogs.providers),
                 submits: Arc::new(FrontendSubmits::default()),
                 chats,
+                auth: Authenticator::new(&settings.auth),
                 settings,
             }),
         }

@@ -15,7 +15,9 @@ use std::collections::HashMap;
 use http::{Method, Request, Response, header};
 use hyper::body::Incoming;
 
+use crate::auth;
 use crate::body::BoxBody;
+use crate::cors::{self, Cors};
 use crate::envelope::ApiError;
 use crate::state::AppState;
 
@@ -33,8 +35,35 @@ const ROUTES: [&str; 9] = [
     "/readyz",
 ];
 
+/// Handles one request: CORS first (preflights and foreign origins are answered there), then auth
+/// for `/api/ap/` paths except `OPTIONS`, then the route; CORS headers go on whatever comes back.
+pub async fn handle(state: AppState, mut req: Request<Incoming>) -> Response<BoxBody> {
+    let cors = match state.settings.cors.check(&req) {
+        Cors::Respond(resp) => return resp,
+        Cors::Decorate(headers) => Some(headers),
+        Cors::Skip => None,
+    };
+    let mut resp = match &state.auth {
+        Some(auth) if auth::protects(req.method(), req.uri().path()) => match auth.authenticate(req.headers()).await {
+            Ok(principal) => {
+                req.extensions_mut().insert(principal);
+                route(state, req).await
+            }
+            Err(e) => {
+                tracing::info!(method = %req.method(), path = %req.uri().path(), reason = %e, "unauthorized");
+                e.into_response()
+            }
+        },
+        _ => route(state, req).await,
+    };
+    if let Some(headers) = cors {
+        cors::decorate(&mut resp, headers);
+    }
+    resp
+}
+
 /// Routes one request.
-pub async fn handle(state: AppState, req: Request<Incoming>) -> Response<BoxBody> {
+async fn route(state: AppState, req: Request<Incoming>) -> Response<BoxBody> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let params = query_params(&req);

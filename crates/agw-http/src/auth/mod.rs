@@ -1,0 +1,228 @@
+//! JWT bearer authentication for `/api/ap/**` (contract `http-api.md` §9, spec README decisions).
+//!
+//! Enforced whenever a key source is configured (a local RSA public key and/or a JWKS URI) unless
+//! `AGENT_AUTH_ENABLED=false`. Every `/api/ap/` request except `OPTIONS` then needs
+//! `Authorization: Bearer <token>`: an RSA-signed JWS (RS256/384/512, PS256/384/512; `none` and
+//! HMAC tokens are refused from the header, before any key is tried) whose signature verifies with
+//! the local key or, failing that, a JWKS key; `exp` required, `nbf` honoured, both with
+//! [`LEEWAY_SECS`] of clock skew; `sub` non-blank; `iss` equal to `agent.auth.issuer` when set.
+//! Failures answer 401 with the envelope `{"code":401,"msg":"unauthorized: <reason>","data":{}}`;
+//! the token itself never appears in a response or a log line.
+
+mod jwks;
+mod key;
+mod token;
+
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, header};
+use jsonwebtoken::Validation;
+
+pub use jwks::{JwksSource, MIN_CACHE as MIN_JWKS_CACHE};
+pub use key::{KeyProblem, LocalPublicKey, MIN_RSA_BITS};
+pub use token::RSA_ALGORITHMS;
+
+use crate::body::BoxBody;
+use crate::envelope::ApiError;
+use jwks::JwksCache;
+use token::Attempt;
+
+/// Clock skew tolerated on `exp` and `nbf`, in seconds.
+pub const LEEWAY_SECS: u64 = 5;
+
+/// Typed `agent.auth.*` settings, validated at startup (see `config.rs`).
+#[derive(Debug, Clone, Default)]
+pub struct AuthSettings {
+    /// `agent.auth.enabled`: `Some(false)` only when explicitly disabled.
+    pub enabled: Option<bool>,
+    pub local_public_key: Option<LocalPublicKey>,
+    pub jwks: Option<JwksSettings>,
+    /// Least time between two JWKS fetches (`agw.auth.jwks-refetch-interval`).
+    pub jwks_refetch_interval: Duration,
+}
+
+/// `agent.auth.jwks-uri`, `issuer` and `jwks-cache-seconds`, which only exist together.
+#[derive(Debug, Clone)]
+pub struct JwksSettings {
+    pub source: JwksSource,
+    pub issuer: String,
+    pub cache_seconds: u64,
+}
+
+impl AuthSettings {
+    pub fn has_key_source(&self) -> bool {
+        self.local_public_key.is_some() || self.jwks.is_some()
+    }
+
+    /// Whether `/api/ap/**` requires a token.
+    pub fn enforced(&self) -> bool {
+        self.enabled != Some(false) && self.has_key_source()
+    }
+
+    /// The configured key sources, for the startup log line.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(k) = &self.local_public_key {
+            parts.push(format!("local RSA public key ({} bits)", k.bits()));
+        }
+        if let Some(j) = &self.jwks {
+            parts.push(format!(
+                "JWKS {} (cache {} s, issuer {:?})",
+                j.source,
+                Duration::from_secs(j.cache_seconds).max(MIN_JWKS_CACHE).as_secs(),
+                j.issuer
+            ));
+        }
+        if parts.is_empty() { "no key source".into() } else { parts.join(" + ") }
+    }
+}
+
+/// Whether a request is subject to auth: `/api/ap/` paths, every method but `OPTIONS`.
+pub fn protects(method: &Method, path: &str) -> bool {
+    path.starts_with("/api/ap/") && method != Method::OPTIONS
+}
+
+/// The verified caller, attached to the request's extensions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub subject: String,
+}
+
+/// Why a request was not authenticated. The `Display` text is the reason in the 401 `msg`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    #[error("missing bearer token")]
+    MissingToken,
+    #[error("authorization scheme must be Bearer")]
+    WrongScheme,
+    #[error("malformed token")]
+    Malformed,
+    #[error("unsupported algorithm{}", .0.as_ref().map(|a| format!(" {a}")).unwrap_or_default())]
+    UnsupportedAlgorithm(Option<String>),
+    #[error("unsupported critical header")]
+    UnsupportedCritical,
+    #[error("invalid signature")]
+    InvalidSignature,
+    #[error("no signing key available")]
+    NoKeys,
+    #[error("token expired")]
+    Expired,
+    #[error("token not yet valid")]
+    NotYetValid,
+    #[error("invalid issuer")]
+    InvalidIssuer,
+    #[error("missing {0} claim")]
+    MissingClaim(&'static str),
+    #[error("invalid {0} claim")]
+    InvalidClaim(&'static str),
+}
+
+impl AuthError {
+    /// 401 with the envelope and a `WWW-Authenticate: Bearer` challenge.
+    pub fn into_response(self) -> Response<BoxBody> {
+        let mut resp =
+            ApiError { status: StatusCode::UNAUTHORIZED, msg: format!("unauthorized: {self}") }.into_response();
+        resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        resp
+    }
+}
+
+/// Verifies bearer tokens against the configured key sources.
+pub struct Authenticator {
+    local: Option<LocalPublicKey>,
+    jwks: Option<JwksCache>,
+    validation: Validation,
+}
+
+impl Authenticator {
+    /// `None` when auth is not enforced.
+    pub fn new(settings: &AuthSettings) -> Option<Self> {
+        if !settings.enforced() {
+            return None;
+        }
+        Some(Self {
+            local: settings.local_public_key.clone(),
+            jwks: settings
+                .jwks
+                .as_ref()
+                .map(|j| JwksCache::new(j.source.clone(), j.cache_seconds, settings.jwks_refetch_interval)),
+            validation: token::validation(settings.jwks.as_ref().map(|j| j.issuer.as_str()), LEEWAY_SECS),
+        })
+    }
+
+    /// Checks the `Authorization` header of a request.
+    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, AuthError> {
+        let token = bearer(headers)?;
+        let header = token::header(token)?;
+        let mut tried = false;
+        if let Some(local) = &self.local {
+            tried = true;
+            match token::verify(token, local.decoding_key(), &self.validation) {
+                Attempt::Accepted(subject) => return Ok(Principal { subject }),
+                Attempt::Rejected(e) => return Err(e),
+                Attempt::WrongKey => {}
+            }
+        }
+        if let Some(jwks) = &self.jwks {
+            let set = jwks.keys(header.kid.as_deref()).await;
+            for key in set.candidates(header.kid.as_deref()) {
+                tried = true;
+                match token::verify(token, key, &self.validation) {
+                    Attempt::Accepted(subject) => return Ok(Principal { subject }),
+                    Attempt::Rejected(e) => return Err(e),
+                    Attempt::WrongKey => {}
+                }
+            }
+        }
+        Err(if tried { AuthError::InvalidSignature } else { AuthError::NoKeys })
+    }
+}
+
+/// The token of `Authorization: Bearer <token>` (exact, case-sensitive `Bearer ` prefix, as the
+/// reference; the rest trimmed).
+fn bearer(headers: &HeaderMap) -> Result<&str, AuthError> {
+    let Some(value) = headers.get(header::AUTHORIZATION) else { return Err(AuthError::MissingToken) };
+    let value = value.to_str().map_err(|_| AuthError::Malformed)?.trim();
+    // hyper trims header values, so `Bearer ` with nothing after it arrives as `Bearer`.
+    if value.is_empty() || value == "Bearer" {
+        return Err(AuthError::MissingToken);
+    }
+    let token = value.strip_prefix("Bearer ").ok_or(AuthError::WrongScheme)?.trim();
+    if token.is_empty() { Err(AuthError::MissingToken) } else { Ok(token) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_auth(value: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, HeaderValue::from_str(value).unwrap());
+        h
+    }
+
+    #[test]
+    fn bearer_parsing() {
+        assert_eq!(bearer(&HeaderMap::new()), Err(AuthError::MissingToken));
+        assert_eq!(bearer(&with_auth("Bearer   abc ")), Ok("abc"));
+        assert_eq!(bearer(&with_auth("Bearer ")), Err(AuthError::MissingToken));
+        assert_eq!(bearer(&with_auth("Basic dXNlcjpwdw==")), Err(AuthError::WrongScheme));
+        assert_eq!(bearer(&with_auth("bearer abc")), Err(AuthError::WrongScheme));
+    }
+
+    #[test]
+    fn scope() {
+        assert!(protects(&Method::POST, "/api/ap/query"));
+        assert!(protects(&Method::GET, "/api/ap/data/x.csv"));
+        assert!(!protects(&Method::OPTIONS, "/api/ap/query"));
+        assert!(!protects(&Method::GET, "/healthz"));
+        assert!(!protects(&Method::GET, "/metrics"));
+    }
+
+    #[test]
+    fn reasons_read_well() {
+        assert_eq!(AuthError::UnsupportedAlgorithm(Some("HS256".into())).to_string(), "unsupported algorithm HS256");
+        assert_eq!(AuthError::UnsupportedAlgorithm(None).to_string(), "unsupported algorithm");
+        assert_eq!(AuthError::MissingClaim("sub").to_string(), "missing sub claim");
+    }
+}

@@ -1,0 +1,286 @@
+//! CORS for `agent.cors.path-pattern` (contract `http-api.md` §10, `config.md` §8).
+//!
+//! Runs before auth: a preflight from an allowed origin is answered 200 here and never needs a
+//! token; a disallowed origin gets 403 `Invalid CORS request`; an actual cross-origin request
+//! from an allowed origin is served and its response (401s included, SSE streams untouched: only
+//! headers are added) carries `Access-Control-Allow-Origin: <origin>`, the exposed headers and
+//! `Vary: Origin`. Requests without `Origin`, same-origin requests and paths outside the pattern
+//! pass untouched.
+
+use bytes::Bytes;
+use http::header::{self, HeaderName, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+
+use crate::body::{BoxBody, full};
+
+/// Typed `agent.cors.*` settings.
+#[derive(Debug, Clone)]
+pub struct CorsConfig {
+    /// Ant-style path pattern (`**` any number of segments, `*` and `?` inside a segment).
+    pub path_pattern: String,
+    /// Origin patterns; `*` matches any run of characters (`http://localhost:*`), and a trailing
+    /// `:[*]` / `:[8080,8081]` matches an optional / listed port.
+    pub allowed_origin_patterns: Vec<String>,
+    /// Methods a preflight may ask for (`*` = any).
+    pub allowed_methods: Vec<String>,
+    /// Request headers a preflight may ask for (`*` = any; the requested ones are echoed).
+    pub allowed_headers: Vec<String>,
+    pub exposed_headers: Vec<String>,
+    pub allow_credentials: bool,
+    pub max_age_seconds: u64,
+}
+
+impl Default for CorsConfig {
+    fn default() -> Self {
+        let list = |s: &str| s.split(',').map(str::to_string).collect();
+        Self {
+            path_pattern: "/api/ap/**".into(),
+            allowed_origin_patterns: list("http://localhost:*"),
+            allowed_methods: list("GET,POST,PUT,PATCH,DELETE,OPTIONS"),
+            allowed_headers: list("*"),
+            exposed_headers: list("Content-Type"),
+            allow_credentials: false,
+            max_age_seconds: 3600,
+        }
+    }
+}
+
+/// What to do with a request.
+pub enum Cors {
+    /// Not a cross-origin request under the pattern: serve it as is.
+    Skip,
+    /// Answered here: a preflight (200) or a rejection (403).
+    Respond(Response<BoxBody>),
+    /// Serve it, then add these headers to the response.
+    Decorate(Vec<(HeaderName, HeaderValue)>),
+}
+
+const VARY_PREFLIGHT: &str = "Origin, Access-Control-Request-Method, Access-Control-Request-Headers";
+
+impl CorsConfig {
+    pub fn check<B>(&self, req: &Request<B>) -> Cors {
+        let Some(origin) = req.headers().get(header::ORIGIN) else { return Cors::Skip };
+        if !path_matches(&self.path_pattern, req.uri().path()) {
+            return Cors::Skip;
+        }
+        let Ok(origin_text) = origin.to_str() else { return reject() };
+        if same_origin(origin_text, req.headers().get(header::HOST).and_then(|h| h.to_str().ok())) {
+            return Cors::Skip;
+        }
+        if !self.origin_allowed(origin_text) {
+            return reject();
+        }
+        let requested_method = req.headers().get(header::ACCESS_CONTROL_REQUEST_METHOD);
+        if req.method() == Method::OPTIONS
+            && let Some(requested_method) = requested_method
+        {
+            return self.preflight(origin, requested_method, req.headers().get(header::ACCESS_CONTROL_REQUEST_HEADERS));
+        }
+        if !self.method_allowed(req.method().as_str()) {
+            return reject();
+        }
+        let mut headers = vec![(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone())];
+        if !self.exposed_headers.is_empty()
+            && let Ok(v) = HeaderValue::from_str(&self.exposed_headers.join(", "))
+        {
+            headers.push((header::ACCESS_CONTROL_EXPOSE_HEADERS, v));
+        }
+        if self.allow_credentials {
+            headers.push((header::ACCESS_CONTROL_ALLOW_CREDENTIALS, HeaderValue::from_static("true")));
+        }
+        headers.push((header::VARY, HeaderValue::from_static("Origin")));
+        Cors::Decorate(headers)
+    }
+
+    fn preflight(&self, origin: &HeaderValue, method: &HeaderValue, requested: Option<&HeaderValue>) -> Cors {
+        let Ok(method) = method.to_str() else { return reject() };
+        if !self.method_allowed(method.trim()) {
+            return reject();
+        }
+        let requested: Vec<&str> = match requested.map(|h| h.to_str()) {
+            None => Vec::new(),
+            Some(Ok(list)) => list.split(',').map(str::trim).filter(|h| !h.is_empty()).collect(),
+            Some(Err(_)) => return reject(),
+        };
+        let any_header = self.allowed_headers.iter().any(|h| h == "*");
+        if !any_header && !requested.iter().all(|r| self.allowed_headers.iter().any(|a| a.eq_ignore_ascii_case(r))) {
+            return reject();
+        }
+        let allow_methods = if self.allowed_methods.iter().any(|m| m == "*") {
+            method.trim().to_string()
+        } else {
+            self.allowed_methods.join(", ")
+        };
+        let mut resp = Response::new(full(Bytes::new()));
+        let h = resp.headers_mut();
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+        if let Ok(v) = HeaderValue::from_str(&allow_methods) {
+            h.insert(header::ACCESS_CONTROL_ALLOW_METHODS, v);
+        }
+        if !requested.is_empty()
+            && let Ok(v) = HeaderValue::from_str(&requested.join(", "))
+        {
+            h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, v);
+        }
+        if self.allow_credentials {
+            h.insert(header::ACCESS_CONTROL_ALLOW_CREDENTIALS, HeaderValue::from_static("true"));
+        }
+        h.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from(self.max_age_seconds));
+        h.insert(header::VARY, HeaderValue::from_static(VARY_PREFLIGHT));
+        Cors::Respond(resp)
+    }
+
+    pub fn origin_allowed(&self, origin: &str) -> bool {
+        let origin = origin.trim().trim_end_matches('/');
+        self.allowed_origin_patterns.iter().any(|p| origin_matches(p.trim().trim_end_matches('/'), origin))
+    }
+
+    fn method_allowed(&self, method: &str) -> bool {
+        self.allowed_methods.iter().any(|m| m == "*" || m.eq_ignore_ascii_case(method))
+    }
+}
+
+/// Adds the decoration headers to a response (`Vary` is appended, the others replace).
+pub fn decorate(resp: &mut Response<BoxBody>, headers: Vec<(HeaderName, HeaderValue)>) {
+    let h = resp.headers_mut();
+    for (name, value) in headers {
+        if name == header::VARY {
+            h.append(name, value);
+        } else {
+            h.insert(name, value);
+        }
+    }
+}
+
+fn reject() -> Cors {
+    let mut resp = Response::new(full(Bytes::from_static(b"Invalid CORS request")));
+    *resp.status_mut() = StatusCode::FORBIDDEN;
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    resp.headers_mut().insert(header::VARY, HeaderValue::from_static(VARY_PREFLIGHT));
+    Cors::Respond(resp)
+}
+
+/// `Origin` names this server (compared with `Host`, any scheme: TLS may end at a proxy).
+fn same_origin(origin: &str, host: Option<&str>) -> bool {
+    let Some(host) = host else { return false };
+    let Some((scheme, authority)) = origin.split_once("://") else { return false };
+    let default_port = match scheme.to_ascii_lowercase().as_str() {
+        "http" => ":80",
+        "https" => ":443",
+        _ => return false,
+    };
+    let strip = |s: &str| s.strip_suffix(default_port).unwrap_or(s).to_ascii_lowercase();
+    strip(authority) == strip(host)
+}
+
+/// Spring-style origin pattern: `*` matches any run of characters; `:[*]` an optional port;
+/// `:[80,8080]` one of the listed ports. ASCII case-insensitive.
+fn origin_matches(pattern: &str, origin: &str) -> bool {
+    if let Some((base, ports)) = pattern.strip_suffix(']').and_then(|p| p.rsplit_once(":[")) {
+        if ports == "*" {
+            if wildcard(base, origin, true) {
+                return true;
+            }
+            return origin.rsplit_once(':').is_some_and(|(o, port)| {
+                port.chars().all(|c| c.is_ascii_digit()) && !port.is_empty() && wildcard(base, o, true)
+            });
+        }
+        return origin
+            .rsplit_once(':')
+            .is_some_and(|(o, port)| ports.split(',').any(|p| p.trim() == port) && wildcard(base, o, true));
+    }
+    wildcard(pattern, origin, true)
+}
+
+/// Ant-style path match: `**` spans segments, `*` / `?` stay inside one.
+pub fn path_matches(pattern: &str, path: &str) -> bool {
+    fn segments(p: &[&str], s: &[&str]) -> bool {
+        match p.split_first() {
+            None => s.is_empty(),
+            Some((&"**", rest)) => (0..=s.len()).any(|i| segments(rest, &s[i..])),
+            Some((seg, rest)) => s.first().is_some_and(|first| wildcard(seg, first, false)) && segments(rest, &s[1..]),
+        }
+    }
+    let p: Vec<&str> = pattern.split('/').collect();
+    let s: Vec<&str> = path.split('/').collect();
+    segments(&p, &s)
+}
+
+/// `*` any run of characters, `?` exactly one.
+fn wildcard(pattern: &str, text: &str, ignore_case: bool) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    let eq = |a: char, b: char| if ignore_case { a.eq_ignore_ascii_case(&b) } else { a == b };
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || (p[pi] != '*' && eq(p[pi], t[ti]))) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths() {
+        assert!(path_matches("/api/ap/**", "/api/ap/query"));
+        assert!(path_matches("/api/ap/**", "/api/ap/data/a/b.csv"));
+        assert!(path_matches("/api/ap/**", "/api/ap"));
+        assert!(!path_matches("/api/ap/**", "/healthz"));
+        assert!(!path_matches("/api/ap/**", "/api/apx/query"));
+        assert!(path_matches("/api/*/query", "/api/ap/query"));
+        assert!(!path_matches("/api/*/query", "/api/ap/x/query"));
+        assert!(path_matches("/**", "/anything/at/all"));
+    }
+
+    #[test]
+    fn origins() {
+        let c = CorsConfig::default();
+        assert!(c.origin_allowed("http://localhost:5173"));
+        assert!(c.origin_allowed("HTTP://LOCALHOST:3000/"));
+        assert!(!c.origin_allowed("http://localhost"));
+        assert!(!c.origin_allowed("https://localhost:5173"));
+        assert!(!c.origin_allowed("http://evil.example"));
+        assert!(origin_matches("https://*.example.com", "https://app.example.com"));
+        assert!(!origin_matches("https://*.example.com", "https://example.org"));
+        assert!(origin_matches("http://localhost:[*]", "http://localhost"));
+        assert!(origin_matches("http://localhost:[*]", "http://localhost:8080"));
+        assert!(!origin_matches("http://localhost:[*]", "http://localhostx"));
+        assert!(origin_matches("http://localhost:[3000,5173]", "http://localhost:5173"));
+        assert!(!origin_matches("http://localhost:[3000,5173]", "http://localhost:8080"));
+        assert!(origin_matches("*", "null"));
+    }
+
+    #[test]
+    fn same_origin_detection() {
+        assert!(same_origin("http://127.0.0.1:8080", Some("127.0.0.1:8080")));
+        assert!(same_origin("https://gw.example", Some("gw.example")));
+        assert!(same_origin("http://gw.example:80", Some("gw.example")));
+        assert!(!same_origin("http://localhost:5173", Some("127.0.0.1:8080")));
+        assert!(!same_origin("http://localhost:5173", None));
+    }
+
+    #[test]
+    fn wildcards() {
+        assert!(wildcard("a*c", "abbbc", false));
+        assert!(wildcard("*", "", false));
+        assert!(!wildcard("a?c", "ac", false));
+        assert!(wildcard("*.csv", "x.csv", false));
+        assert!(!wildcard("ABC", "abc", false));
+        assert!(wildcard("ABC", "abc", true));
+    }
+}

@@ -1,0 +1,185 @@
+//! CORS over real HTTP (config.md §8, http-api.md §10).
+
+mod common;
+
+use agw_llm::fixture::Transcript;
+use common::{Gateway, oneshot_agent, read_stream};
+use reqwest::Method;
+use serde_json::json;
+
+async fn gateway(env: &[(&str, &str)]) -> Gateway {
+    Gateway::start(&[oneshot_agent("a", false, 5000)], env).await
+}
+
+async fn preflight(gw: &Gateway, path: &str, origin: &str, method: &str, headers: Option<&str>) -> reqwest::Response {
+    let mut req = gw
+        .client
+        .request(Method::OPTIONS, format!("{}{path}", gw.base))
+        .header("origin", origin)
+        .header("access-control-request-method", method);
+    if let Some(h) = headers {
+        req = req.header("access-control-request-headers", h);
+    }
+    req.send().await.unwrap()
+}
+
+fn header<'a>(resp: &'a reqwest::Response, name: &str) -> Option<&'a str> {
+    resp.headers().get(name).map(|v| v.to_str().unwrap())
+}
+
+fn vary(resp: &reqwest::Response) -> Vec<String> {
+    resp.headers()
+        .get_all("vary")
+        .iter()
+        .flat_map(|v| v.to_str().unwrap().split(',').map(|s| s.trim().to_string()).collect::<Vec<_>>())
+        .collect()
+}
+
+async fn assert_forbidden(resp: reqwest::Response) {
+    assert_eq!(resp.status(), 403);
+    assert!(header(&resp, "access-control-allow-origin").is_none());
+    assert!(vary(&resp).contains(&"Origin".to_string()));
+    assert_eq!(resp.text().await.unwrap(), "Invalid CORS request");
+}
+
+#[tokio::test]
+async fn preflight_from_an_allowed_origin() {
+    let gw = gateway(&[]).await;
+    let resp = preflight(&gw, "/api/ap/query", "http://localhost:5173", "POST", Some("content-type, x-trace-id")).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "access-control-allow-origin"), Some("http://localhost:5173"));
+    assert_eq!(header(&resp, "access-control-allow-methods"), Some("GET, POST, PUT, PATCH, DELETE, OPTIONS"));
+    assert_eq!(header(&resp, "access-control-allow-headers"), Some("content-type, x-trace-id"), "`*` echoes");
+    assert_eq!(header(&resp, "access-control-max-age"), Some("3600"));
+    assert!(header(&resp, "access-control-allow-credentials").is_none(), "credentials off by default");
+    let vary = vary(&resp);
+    for v in ["Origin", "Access-Control-Request-Method", "Access-Control-Request-Headers"] {
+        assert!(vary.contains(&v.to_string()), "Vary lacks {v}: {vary:?}");
+    }
+    assert!(resp.text().await.unwrap().is_empty());
+
+    // Without requested headers there is nothing to echo.
+    let resp = preflight(&gw, "/api/ap/agents", "http://localhost:3000", "GET", None).await;
+    assert_eq!(resp.status(), 200);
+    assert!(header(&resp, "access-control-allow-headers").is_none());
+}
+
+#[tokio::test]
+async fn preflight_from_a_disallowed_origin_or_for_a_disallowed_method_is_403() {
+    let gw = gateway(&[("AGENT_CORS_ALLOWED_METHODS", "GET,POST")]).await;
+    assert_forbidden(preflight(&gw, "/api/ap/query", "http://evil.example", "POST", None).await).await;
+    assert_forbidden(preflight(&gw, "/api/ap/query", "http://localhost:5173", "DELETE", None).await).await;
+    let ok = preflight(&gw, "/api/ap/query", "http://localhost:5173", "POST", None).await;
+    assert_eq!(ok.status(), 200);
+    assert_eq!(header(&ok, "access-control-allow-methods"), Some("GET, POST"));
+}
+
+#[tokio::test]
+async fn wildcard_port_pattern() {
+    let gw = gateway(&[]).await;
+    for origin in ["http://localhost:3000", "http://localhost:5173", "http://localhost:8080", "HTTP://LOCALHOST:9000"] {
+        let resp = preflight(&gw, "/api/ap/query", origin, "POST", None).await;
+        assert_eq!(resp.status(), 200, "{origin}");
+        assert_eq!(header(&resp, "access-control-allow-origin"), Some(origin));
+    }
+    for origin in
+        ["http://localhost", "https://localhost:5173", "http://127.0.0.1:5173", "http://localhost.evil.example"]
+    {
+        assert_forbidden(preflight(&gw, "/api/ap/query", origin, "POST", None).await).await;
+    }
+}
+
+#[tokio::test]
+async fn actual_requests_get_allow_origin_expose_headers_and_vary() {
+    let gw = gateway(&[]).await;
+    let url = format!("{}/api/ap/agents", gw.base);
+
+    let resp = gw.client.get(&url).header("origin", "http://localhost:5173").send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "access-control-allow-origin"), Some("http://localhost:5173"));
+    assert_eq!(header(&resp, "access-control-expose-headers"), Some("Content-Type"));
+    assert_eq!(vary(&resp), ["Origin"]);
+    assert_eq!(header(&resp, "content-type"), Some("application/json"));
+    assert_eq!(resp.json::<serde_json::Value>().await.unwrap()["code"], 0);
+
+    // A disallowed origin is refused before the handler runs.
+    assert_forbidden(gw.client.get(&url).header("origin", "http://evil.example").send().await.unwrap()).await;
+
+    // No Origin: untouched.
+    let resp = gw.client.get(&url).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(header(&resp, "access-control-allow-origin").is_none());
+    assert!(header(&resp, "vary").is_none());
+
+    // Same origin (Origin names this server): untouched, even though it is not in the patterns.
+    let resp = gw.client.get(&url).header("origin", gw.base.as_str()).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(header(&resp, "access-control-allow-origin").is_none());
+
+    // Outside the path pattern: untouched.
+    let resp =
+        gw.client.get(format!("{}/healthz", gw.base)).header("origin", "http://evil.example").send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(header(&resp, "access-control-allow-origin").is_none());
+
+    // Errors from the handler carry the headers too.
+    let resp = gw.client.get(format!("{url}x")).header("origin", "http://localhost:5173").send().await.unwrap();
+    assert_eq!(resp.status(), 404);
+    assert_eq!(header(&resp, "access-control-allow-origin"), Some("http://localhost:5173"));
+}
+
+#[tokio::test]
+async fn streamed_query_keeps_streaming_with_cors_headers() {
+    let gw = gateway(&[]).await;
+    gw.fixture.set_default(Transcript::openai_text(&["one", " two", " three"]));
+    let resp = gw
+        .client
+        .post(format!("{}/api/ap/query", gw.base))
+        .header("origin", "http://localhost:5173")
+        .json(&json!({"agentKey": "a", "message": "count"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "content-type"), Some("text/event-stream"));
+    assert_eq!(header(&resp, "access-control-allow-origin"), Some("http://localhost:5173"));
+    assert_eq!(vary(&resp), ["Origin"]);
+    let stream = read_stream(resp).await;
+    assert_eq!(stream.of_type("content.delta").len(), 3);
+    assert_eq!(stream.last()["type"], "run.complete");
+}
+
+#[tokio::test]
+async fn configured_patterns_credentials_exposed_headers_and_max_age() {
+    let gw = gateway(&[
+        ("AGENT_CORS_ALLOWED_ORIGIN_PATTERNS", "https://*.example.com, http://localhost:[3000,5173]"),
+        ("AGENT_CORS_ALLOWED_HEADERS", "Content-Type,Authorization"),
+        ("AGENT_CORS_EXPOSED_HEADERS", "Content-Type, X-Request-Id"),
+        ("AGENT_CORS_ALLOW_CREDENTIALS", "true"),
+        ("AGENT_CORS_MAX_AGE_SECONDS", "60"),
+    ])
+    .await;
+    let resp = preflight(&gw, "/api/ap/query", "https://app.example.com", "POST", Some("authorization")).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "access-control-allow-origin"), Some("https://app.example.com"));
+    assert_eq!(header(&resp, "access-control-allow-credentials"), Some("true"));
+    assert_eq!(header(&resp, "access-control-max-age"), Some("60"));
+    assert_eq!(header(&resp, "access-control-allow-headers"), Some("authorization"));
+    // A header outside the list is refused.
+    assert_forbidden(preflight(&gw, "/api/ap/query", "https://app.example.com", "POST", Some("x-other")).await).await;
+    // Listed ports only.
+    assert_eq!(preflight(&gw, "/api/ap/query", "http://localhost:5173", "POST", None).await.status(), 200);
+    assert_forbidden(preflight(&gw, "/api/ap/query", "http://localhost:8080", "POST", None).await).await;
+    assert_forbidden(preflight(&gw, "/api/ap/query", "https://example.org", "POST", None).await).await;
+
+    let resp = gw
+        .client
+        .get(format!("{}/api/ap/agents", gw.base))
+        .header("origin", "https://app.example.com")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "access-control-expose-headers"), Some("Content-Type, X-Request-Id"));
+    assert_eq!(header(&resp, "access-control-allow-credentials"), Some("true"));
+}
