@@ -175,6 +175,64 @@ async fn the_demo_model_drives_tools_viewports_and_the_frontend_round_trip() {
     assert_eq!(rest.last().unwrap()["type"], "run.complete");
 }
 
+#[tokio::test]
+async fn the_demo_model_runs_a_plan_to_its_summary() {
+    let agw = start(&["serve", "--port", "0"], &[("AGW_DEMO_CHUNK_DELAY_MS", "0")]);
+    let client = reqwest::Client::new();
+    let resp = client
+        .post(format!("{}/api/ap/query", agw.base))
+        .json(&serde_json::json!({
+            "agentKey": "demoModePlanExecute",
+            "message": "What's the weather in Tokyo and what time is it there?"
+        }))
+        .send()
+        .await
+        .unwrap();
+    let events = events_of(resp).await;
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(*types.last().unwrap(), "run.complete", "{types:?}");
+    assert_eq!(events.last().unwrap()["finishReason"], "stop");
+
+    // The plan: two tasks cut from the message, shown as soon as they exist.
+    let first_plan = events.iter().find(|e| e["type"] == "plan.update").expect("plan.update");
+    let plan = first_plan["plan"].as_array().unwrap();
+    assert_eq!(plan.len(), 2, "{first_plan}");
+    assert!(plan.iter().all(|t| t["status"] == "init"));
+    let task_ids: Vec<&str> = plan.iter().map(|t| t["taskId"].as_str().unwrap()).collect();
+
+    // Each task starts and completes, in plan order, with a tool call inside the first one.
+    let lifecycle: Vec<(&str, &str)> = events
+        .iter()
+        .filter(|e| e["type"].as_str().unwrap().starts_with("task."))
+        .map(|e| (e["type"].as_str().unwrap(), e["taskId"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        lifecycle,
+        [
+            ("task.start", task_ids[0]),
+            ("task.complete", task_ids[0]),
+            ("task.start", task_ids[1]),
+            ("task.complete", task_ids[1])
+        ]
+    );
+    let weather = events.iter().find(|e| e["type"] == "tool.start" && e["toolName"] == "mock_city_weather").unwrap();
+    assert_eq!(weather["taskId"], task_ids[0]);
+    let last_plan = events.iter().rev().find(|e| e["type"] == "plan.update").unwrap();
+    assert!(last_plan["plan"].as_array().unwrap().iter().all(|t| t["status"] == "completed"), "{last_plan}");
+
+    // The summary comes after the last task, outside any task.
+    let last_task = types.iter().rposition(|t| *t == "task.complete").unwrap();
+    let summary_start = events[last_task..].iter().find(|e| e["type"] == "content.start").expect("summary");
+    assert!(summary_start.get("taskId").is_none());
+    let summary: String = events[last_task..]
+        .iter()
+        .filter(|e| e["type"] == "content.delta")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert!(summary.starts_with("Summary for"), "{summary}");
+    assert!(summary.contains("mock_city_weather"), "{summary}");
+}
+
 #[test]
 fn serve_help_documents_every_setting() {
     let out = agw().args(["serve", "--help"]).output().expect("run agw serve --help");

@@ -8,6 +8,7 @@ pub const AGENT_FILES: &[(&str, &str)] = &[
     ("demoConfirmDialog.json", include_str!("../../../fixtures/agents/demoConfirmDialog.json")),
     ("demoModePlain.json", include_str!("../../../fixtures/agents/demoModePlain.json")),
     ("demoModePlainTooling.json", include_str!("../../../fixtures/agents/demoModePlainTooling.json")),
+    ("demoModePlanExecute.json", include_str!("../../../fixtures/agents/demoModePlanExecute.json")),
     ("demoModeReact.json", include_str!("../../../fixtures/agents/demoModeReact.json")),
     ("demoModeThinking.json", include_str!("../../../fixtures/agents/demoModeThinking.json")),
     ("demoViewport.json", include_str!("../../../fixtures/agents/demoViewport.json")),

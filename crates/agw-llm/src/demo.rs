@@ -5,6 +5,7 @@
 //! [`plan_turn`] from the request alone, then streamed in small chunks with a fixed delay so
 //! the output looks and times like a model's. To teach it new behaviour (e.g. calling tools
 //! when the request offers some), extend [`DemoTurn`] and [`plan_turn`]; streaming stays as is.
+//! PLAN_EXECUTE turns (plan, task rounds, summary) are recognised first (`demo/plan.rs`).
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -14,6 +15,7 @@ use serde_json::json;
 
 use crate::request::ChatMessage;
 
+mod plan;
 mod tools;
 use crate::{CallOptions, ChatProvider, ChatRequest, DeltaStream, LlmDelta, LlmError};
 pub use tools::DemoToolCall;
@@ -71,6 +73,9 @@ pub struct DemoTurn {
 
 /// Decides the reply from the request (deterministic: same request, same reply).
 pub fn plan_turn(request: &ChatRequest) -> DemoTurn {
+    if let Some(turn) = plan::turn(request) {
+        return turn;
+    }
     let question = last_user_message(request).map(quote).unwrap_or_else(|| "(an empty message)".to_owned());
     if let Some(call) = tools::next_call(request, &question) {
         let reasoning = request.reasoning.enabled.then(|| {

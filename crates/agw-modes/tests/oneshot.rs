@@ -8,7 +8,7 @@ use agw_modes::definition::AgentDefinition;
 use agw_modes::runtime::{
     CollectingSink, DEFAULT_TOOL_OUTPUT_LIMIT, FrontendSubmits, RunContext, RunOutcome, RunServices, execute,
 };
-use agw_protocol::{AgentDelta, ErrorCode};
+use agw_protocol::{AgentDelta, ErrorCode, PlanSnapshot, PlanTask, TaskStatus};
 use agw_tools::ToolRegistry;
 use agw_tools::viewport::ViewportRegistry;
 use serde_json::json;
@@ -29,6 +29,7 @@ fn ctx(fixture: &FixtureServer, agent: Arc<AgentDefinition>, history: Vec<ChatMe
         agent,
         user_message: "what now?".into(),
         history,
+        initial_plan: None,
         services: Arc::new(RunServices {
             providers: Arc::new(ProviderRegistry::new(vec![fixture.provider_config("fx")], false)),
             tools: Arc::new(ToolRegistry::default()),
@@ -113,17 +114,42 @@ async fn run_timeout_is_enforced_even_while_the_provider_trickles() {
 }
 
 #[tokio::test]
-async fn plan_execute_without_a_runtime_yet_fails_explicitly() {
+async fn plan_execute_without_its_plan_tool_fails_before_any_model_call() {
+    // The run's tool registry here is empty: `_plan_add_tasks_` does not exist.
     let fixture = FixtureServer::start().await.unwrap();
-    let react = AgentDefinition::from_json(
+    let plan = AgentDefinition::from_json(
         "r.json",
         r#"{"key":"p","mode":"PLAN_EXECUTE","modelConfig":{"providerKey":"fx"},"planExecute":{"plan":{"systemPrompt":"p"},"execute":{"systemPrompt":"e"}}}"#,
     )
     .unwrap();
     let mut sink = CollectingSink::default();
-    match execute(ctx(&fixture, Arc::new(react), vec![]), &mut sink).await {
-        RunOutcome::Failed(e) => assert_eq!(e.code, ErrorCode::Internal),
+    match execute(ctx(&fixture, Arc::new(plan), vec![]), &mut sink).await {
+        RunOutcome::Failed(e) => {
+            assert_eq!(e.code, ErrorCode::Internal);
+            assert!(e.message.contains("_plan_add_tasks_"), "{}", e.message);
+        }
         other => panic!("expected explicit failure, got {other:?}"),
     }
     assert_eq!(fixture.request_count(), 0);
+}
+
+#[tokio::test]
+async fn a_stored_plan_is_shown_first_in_any_mode() {
+    let fixture = FixtureServer::with_default(Transcript::openai_text(&["ok"])).await.unwrap();
+    let task = |id: &str, status: TaskStatus| PlanTask { task_id: id.into(), description: format!("do {id}"), status };
+    let stored =
+        PlanSnapshot::new("plan_stored", vec![task("t1", TaskStatus::Completed), task("t2", TaskStatus::Init)]);
+    let mut run = ctx(&fixture, agent(""), vec![]);
+    run.initial_plan = Some(stored.clone());
+    let mut sink = CollectingSink::default();
+    assert_eq!(execute(run, &mut sink).await, RunOutcome::Completed { finish_reason: "stop".into() });
+    assert_eq!(sink.deltas[0], AgentDelta::PlanUpdate { plan_id: "plan_stored".into(), plan: stored.tasks });
+    assert_eq!(sink.deltas[1], AgentDelta::StageMarker("oneshot".into()));
+
+    // An empty stored plan is not shown.
+    let mut run = ctx(&fixture, agent(""), vec![]);
+    run.initial_plan = Some(PlanSnapshot::new("plan_empty", vec![]));
+    let mut sink = CollectingSink::default();
+    execute(run, &mut sink).await;
+    assert!(!sink.deltas.iter().any(|d| matches!(d, AgentDelta::PlanUpdate { .. })));
 }

@@ -5,6 +5,9 @@
 /// `(file name, contents)` of every bundled tool definition file.
 pub const TOOL_FILES: &[(&str, &str)] = &[
     ("_bash_.backend", include_str!("../../../fixtures/tools/_bash_.backend")),
+    ("_plan_add_tasks_.backend", include_str!("../../../fixtures/tools/_plan_add_tasks_.backend")),
+    ("_plan_get_tasks_.backend", include_str!("../../../fixtures/tools/_plan_get_tasks_.backend")),
+    ("_plan_update_task_.backend", include_str!("../../../fixtures/tools/_plan_update_task_.backend")),
     ("agent_file_create.backend", include_str!("../../../fixtures/tools/agent_file_create.backend")),
     ("city_datetime.backend", include_str!("../../../fixtures/tools/city_datetime.backend")),
     ("confirm_dialog.frontend", include_str!("../../../fixtures/tools/confirm_dialog.frontend")),

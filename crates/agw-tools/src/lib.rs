@@ -7,8 +7,8 @@
 //! * the [`Tool`] trait of backend implementations, [`execute_backend`] (per-attempt timeout,
 //!   retries, error result objects) and [`truncate_output`];
 //! * argument templates `{{tool.field±Nd}}` ([`resolve`]);
-//! * the built-in tools ([`builtins`]): `_bash_`, `city_datetime`, the deterministic `mock_*` tools
-//!   and `agent_file_create`;
+//! * the built-in tools ([`builtins`]): `_bash_`, `city_datetime`, the deterministic `mock_*` tools,
+//!   `agent_file_create`, and the plan tools (listed only: the PLAN_EXECUTE runtime answers them);
 //! * the [`ViewportRegistry`] (`.html`, `.qlc`, `.dqlc`, `.json_schema`, `.custom`);
 //! * the bundled definition files and viewports ([`bundled`]).
 //!
@@ -32,7 +32,8 @@ pub mod tool;
 pub mod viewport;
 
 pub use builtin::{
-    AgentFileCreate, AgentFileCreateConfig, BUILTIN_NAMES, BashConfig, BashTool, BuiltinsConfig, CityDatetime, builtins,
+    AgentFileCreate, AgentFileCreateConfig, BUILTIN_NAMES, BashConfig, BashTool, BuiltinsConfig, CityDatetime,
+    PLAN_CONTEXT_UNAVAILABLE, PlanTool, builtins,
 };
 pub use definition::{ToolDef, ToolKind, default_parameters};
 pub use exec::{DEFAULT_RESULT_LIMIT_BYTES, error_result, execute_backend, truncate_output};

@@ -244,6 +244,9 @@ fn bundled_files_load_cleanly_with_the_builtins() {
         names,
         [
             "_bash_",
+            "_plan_add_tasks_",
+            "_plan_get_tasks_",
+            "_plan_update_task_",
             "agent_file_create",
             "city_datetime",
             "mock_city_weather",

@@ -10,11 +10,11 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use agw_modes::definition::AgentDefinition;
-use agw_modes::runtime::{self, DeltaSink, RunContext, RunFailure, RunOutcome};
+use agw_modes::runtime::{self, RunContext, RunOutcome};
 use agw_protocol::event::ChatStart;
 use agw_protocol::history::{PlanSnapshot, SystemSnapshot, SystemTool};
 use agw_protocol::request::QueryRequest;
-use agw_protocol::{AgentDelta, Assembler, ErrorCode, RunErrorInfo, SystemClock, ids};
+use agw_protocol::{Assembler, ErrorCode, RunErrorInfo, SystemClock, ids};
 
 use super::HandlerResult;
 use crate::body::SseBody;
@@ -172,19 +172,13 @@ async fn drive_run(
         agent,
         user_message: message,
         history: prepared.history,
+        // The runtime shows a stored plan first (any mode) and continues it.
+        initial_plan: prepared.plan,
         services: state.run_services(),
     };
     let watcher = sink.watch_closed();
     let outcome = tokio::select! {
-        outcome = async {
-            // A chat with a plan starts every run by showing it (any mode).
-            if let Some(plan) = prepared.plan
-                && let Err(e) = sink.emit(AgentDelta::PlanUpdate { plan_id: plan.plan_id, plan: plan.tasks }).await
-            {
-                return RunOutcome::Failed(RunFailure::from(e).to_error_info());
-            }
-            runtime::execute(ctx, &mut sink).await
-        } => outcome,
+        outcome = runtime::execute(ctx, &mut sink) => outcome,
         // The run may be waiting on a quiet provider; do not wait for its next delta to notice.
         () = watcher.closed() => RunOutcome::Disconnected,
     };

@@ -61,26 +61,25 @@ const STOP_WORDS: [&str; 24] = [
 
 /// The tool that shares the most words with the question — a word in the tool's name counts
 /// three times one in its description; ties go to the first by name (tools arrive sorted).
-fn pick_tool<'a>(tools: &'a [ToolSpec], question: &str) -> Option<&'a ToolSpec> {
-    let words: Vec<String> = question
+pub(super) fn pick_tool<'a>(tools: &'a [ToolSpec], question: &str) -> Option<&'a ToolSpec> {
+    let best = tools.iter().map(|t| score(t, question)).max()?;
+    tools.iter().find(|t| score(t, question) == best)
+}
+
+/// How many of the question's words the tool's name (×3) and description mention.
+pub(super) fn score(tool: &ToolSpec, question: &str) -> usize {
+    let name = tool.name.replace('_', " ").to_lowercase();
+    let description = tool.description.to_lowercase();
+    question
         .split(|c: char| !c.is_alphanumeric())
         .map(str::to_lowercase)
         .filter(|w| w.chars().count() > 2 && !STOP_WORDS.contains(&w.as_str()))
-        .collect();
-    let score = |t: &ToolSpec| {
-        let name = t.name.replace('_', " ").to_lowercase();
-        let description = t.description.to_lowercase();
-        words
-            .iter()
-            .map(|w| 3 * usize::from(name.contains(w.as_str())) + usize::from(description.contains(w.as_str())))
-            .sum::<usize>()
-    };
-    let best = tools.iter().map(score).max()?;
-    tools.iter().find(|t| score(t) == best)
+        .map(|w| 3 * usize::from(name.contains(w.as_str())) + usize::from(description.contains(w.as_str())))
+        .sum()
 }
 
 /// Arguments that satisfy the schema's required properties (and fill the others sensibly).
-fn arguments_for(schema: &Value, question: &str) -> Value {
+pub(super) fn arguments_for(schema: &Value, question: &str) -> Value {
     let mut args = Map::new();
     let Some(props) = schema.get("properties").and_then(Value::as_object) else {
         return Value::Object(args);

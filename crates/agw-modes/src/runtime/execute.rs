@@ -5,16 +5,20 @@
 //! wait), then the tools run sequentially in call order, then every result in call order.
 //! Every executed call adds an assistant tool-call message and its tool message to the
 //! conversation, so the history sent back to the provider always pairs calls with results.
+//!
+//! The plan tools are answered here from the run's plan, never by the registry's implementations;
+//! a call that changed the plan is followed by a `plan.update` right after its result.
 
 use std::collections::HashMap;
 
 use agw_llm::{ChatMessage, ToolCallMessage};
-use agw_protocol::AgentDelta;
+use agw_protocol::{AgentDelta, PlanTask};
 use agw_tools::templates::{self, RecordedCall};
 use agw_tools::{ToolContext, ToolKind, exec};
 use serde_json::{Value, json};
 
 use super::calls::StreamedCall;
+use super::plan::is_plan_tool;
 use super::submit::PendingSubmit;
 use super::tools::StageToolSet;
 use super::{DeltaSink, RunContext, RunFailure, RunState};
@@ -24,6 +28,8 @@ pub(crate) struct Executed {
     pub id: String,
     pub kind: ToolKind,
     pub result: String,
+    /// The plan right after this call, when the call changed it.
+    pub plan_after: Option<(String, Vec<PlanTask>)>,
 }
 
 /// Runs `calls` (all of them) and streams their ends and results.
@@ -48,8 +54,16 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
     for (call, kind) in calls.iter().zip(kinds) {
         let name = call.normalized_name();
         let args = templates::resolve(&call.arguments_object(), &state.recorded);
+        let mut plan_after = None;
         let result = if !tools.contains(&name) {
             exec::error_result(&name, &format!("Tool is not enabled for this agent: {name}"))
+        } else if is_plan_tool(&name)
+            && let Some(answer) = state.plan.call(&name, &args)
+        {
+            if answer.changed {
+                plan_after = Some((state.plan.plan_id.clone(), state.plan.tasks.clone()));
+            }
+            answer.text
         } else {
             match kind {
                 ToolKind::Action => "OK".to_string(),
@@ -113,7 +127,7 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
             name: name.clone(),
             content: result.clone(),
         });
-        executed.push(Executed { id: call.id.clone(), kind, result });
+        executed.push(Executed { id: call.id.clone(), kind, result, plan_after });
     }
 
     for done in &executed {
@@ -124,6 +138,9 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
                 sink.emit(AgentDelta::ActionResult { action_id: done.id.clone(), result: value }).await?;
             }
             _ => sink.emit(AgentDelta::ToolResult { tool_id: done.id.clone(), result: done.result.clone() }).await?,
+        }
+        if let Some((plan_id, plan)) = &done.plan_after {
+            sink.emit(AgentDelta::PlanUpdate { plan_id: plan_id.clone(), plan: plan.clone() }).await?;
         }
     }
     if let Some(message) = frontend_timeout {

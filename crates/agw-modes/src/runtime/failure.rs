@@ -18,6 +18,10 @@ pub enum RunFailure {
     /// REACT used every step without producing an answer.
     #[error("{0}")]
     MaxSteps(String),
+    /// PLAN_EXECUTE cannot go on: no plan was created, a task was never updated or was marked
+    /// failed, or the summary came back empty.
+    #[error("{0}")]
+    PlanStalled(String),
     /// A frontend tool waited past `agent.tools.frontend.submit-timeout-ms`.
     #[error("{0}")]
     FrontendTimeout(String),
@@ -53,6 +57,7 @@ impl RunFailure {
             RunFailure::Budget(_) => (ErrorCode::BudgetExceeded, false),
             RunFailure::ToolRequired(_) => (ErrorCode::ToolRequired, false),
             RunFailure::MaxSteps(_) => (ErrorCode::MaxSteps, false),
+            RunFailure::PlanStalled(_) => (ErrorCode::PlanStalled, false),
             RunFailure::FrontendTimeout(_) => (ErrorCode::FrontendSubmitTimeout, true),
             RunFailure::Internal(_) | RunFailure::Disconnected => (ErrorCode::Internal, false),
         };

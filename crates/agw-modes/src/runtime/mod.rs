@@ -10,6 +10,8 @@ mod calls;
 mod execute;
 mod failure;
 mod oneshot;
+mod plan;
+mod plan_execute;
 mod prompt;
 mod react;
 mod sink;
@@ -22,6 +24,7 @@ use std::time::Duration;
 
 use agw_llm::{ChatMessage, ProviderRegistry};
 use agw_protocol::RunErrorInfo;
+use agw_protocol::history::PlanSnapshot;
 use agw_tools::ToolRegistry;
 use agw_tools::templates::RecordedCall;
 use agw_tools::viewport::ViewportRegistry;
@@ -60,6 +63,9 @@ pub struct RunContext {
     pub user_message: String,
     /// Earlier turns of this chat (already windowed), inserted between system prompt and message.
     pub history: Vec<ChatMessage>,
+    /// The chat's latest stored plan. A non-empty one is shown first (`plan.update`, any mode)
+    /// and seeds the run's plan, keeping its `planId`.
+    pub initial_plan: Option<PlanSnapshot>,
     pub services: Arc<RunServices>,
 }
 
@@ -81,6 +87,8 @@ pub(crate) struct RunState {
     pub call_ids: calls::RunCallIds,
     /// Executed calls with their results, for argument templates.
     pub recorded: Vec<RecordedCall>,
+    /// The run's plan, changed only by the plan tools.
+    pub plan: plan::PlanState,
 }
 
 /// The effective system prompt of a stage turn: stage prompt, then the tool appendix.
@@ -98,15 +106,27 @@ pub(crate) fn stage_prompt(
 pub async fn execute<S: DeltaSink>(ctx: RunContext, sink: &mut S) -> RunOutcome {
     let budget = ctx.agent.budget;
     let run_timeout = Duration::from_millis(budget.run_timeout_ms);
-    let mut state = RunState { budget: BudgetTracker::new(budget), call_ids: Default::default(), recorded: Vec::new() };
+    let restored = ctx.initial_plan.as_ref().filter(|p| !p.is_empty());
+    let mut state = RunState {
+        budget: BudgetTracker::new(budget),
+        call_ids: Default::default(),
+        recorded: Vec::new(),
+        plan: match restored {
+            Some(snapshot) => plan::PlanState::restored(snapshot, &ctx.chat_id),
+            None => plan::PlanState::for_chat(&ctx.chat_id),
+        },
+    };
     let fut = async {
+        // A chat with a plan starts every run by showing it (any mode).
+        if restored.is_some() {
+            sink.emit(state.plan.update_delta()).await?;
+        }
         match &ctx.agent.mode {
             ModeDef::Oneshot { plain } => oneshot::run(&ctx, plain, &mut state, sink).await,
             ModeDef::React { react, max_steps } => react::run(&ctx, react, *max_steps, &mut state, sink).await,
-            // PLAN_EXECUTE arrives with its issue; until then it is refused explicitly instead of
-            // being run as something it is not.
-            ModeDef::PlanExecute { .. } => {
-                Err(RunFailure::Internal(format!("mode {} is not supported by this build yet", ctx.agent.mode_kind())))
+            ModeDef::PlanExecute { plan, deep_thinking, execute, summary, max_steps } => {
+                let stages = plan_execute::Stages { plan, deep_thinking: *deep_thinking, execute, summary };
+                plan_execute::run(&ctx, stages, *max_steps, &mut state, sink).await
             }
         }
     };

@@ -40,6 +40,24 @@ impl StageToolSet {
         self.defs.iter().any(|d| d.name == name)
     }
 
+    /// The subset of these tools named `name` (empty when it is not among them).
+    pub fn only(&self, name: &str) -> Self {
+        Self { defs: self.defs.iter().filter(|d| d.name == name).cloned().collect() }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&ToolDef> {
+        self.defs.iter().find(|d| d.name == name)
+    }
+
+    /// `- <name>: <description>` for every BACKEND tool with a description, sorted by name.
+    pub fn backend_description_lines(&self) -> Vec<String> {
+        self.defs
+            .iter()
+            .filter(|d| d.kind == ToolKind::Backend && !d.description.trim().is_empty())
+            .map(|d| format!("- {}: {}", d.name, d.description.trim()))
+            .collect()
+    }
+
     /// `tools[]` of the provider request.
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.defs
@@ -59,10 +77,7 @@ impl StageToolSet {
         let section = |title: &str, lines: Vec<String>| {
             if lines.is_empty() { String::new() } else { format!("{title}\n{}", lines.join("\n")) }
         };
-        let descriptions = backend()
-            .filter(|d| !d.description.trim().is_empty())
-            .map(|d| format!("- {}: {}", d.name, d.description.trim()))
-            .collect();
+        let descriptions = self.backend_description_lines();
         let hints = if with_hints {
             backend()
                 .filter(|d| !d.after_call_hint.trim().is_empty())

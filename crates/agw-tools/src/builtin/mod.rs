@@ -9,12 +9,14 @@ mod java_random;
 mod lunar;
 mod meta;
 mod mock;
+mod plan;
 
 use std::sync::Arc;
 
 pub use agent_file::{AgentFileCreate, AgentFileCreateConfig, DEFAULT_AGENT_SYSTEM_PROMPT};
 pub use bash::{BashConfig, BashTool, DEFAULT_ALLOWED_COMMANDS, DEFAULT_PATH_CHECKED_COMMANDS};
 pub use city_datetime::CityDatetime;
+pub use plan::{PLAN_CONTEXT_UNAVAILABLE, PlanTool};
 
 use crate::tool::Tool;
 use meta::PureTool;
@@ -27,8 +29,11 @@ pub struct BuiltinsConfig {
 }
 
 /// Names of every built-in [`builtins`] returns, sorted.
-pub const BUILTIN_NAMES: [&str; 9] = [
+pub const BUILTIN_NAMES: [&str; 12] = [
     bash::NAME,
+    plan::ADD_TASKS,
+    plan::GET_TASKS,
+    plan::UPDATE_TASK,
     agent_file::NAME,
     city_datetime::NAME,
     mock::weather::NAME,
@@ -39,11 +44,14 @@ pub const BUILTIN_NAMES: [&str; 9] = [
     mock::transport::NAME,
 ];
 
-/// Every built-in tool: `_bash_`, `agent_file_create`, `city_datetime` and the `mock_*` tools.
-/// Their metadata (description, schema, hint) is that of the bundled definition files.
+/// Every built-in tool: `_bash_`, the plan tools, `agent_file_create`, `city_datetime` and the
+/// `mock_*` tools. Their metadata (description, schema, hint) is that of the bundled definition files.
 pub fn builtins(config: BuiltinsConfig) -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(BashTool::new(config.bash)),
+        Arc::new(PlanTool::add_tasks()),
+        Arc::new(PlanTool::get_tasks()),
+        Arc::new(PlanTool::update_task()),
         Arc::new(AgentFileCreate::new(config.agent_file_create)),
         Arc::new(CityDatetime::new()),
         Arc::new(PureTool { name: mock::weather::NAME, run: mock::weather::run }),

@@ -1,0 +1,377 @@
+//! PLAN_EXECUTE (contract `modes.md` §5): plan with `_plan_add_tasks_`, run the tasks one by one
+//! until each is updated with `_plan_update_task_`, then summarise.
+//!
+//! Failures end the run with `run.error` (README decision table) instead of the reference's
+//! content text + `run.complete`:
+//! * toolChoice NONE, or no `_plan_add_tasks_` in the plan stage → `internal` (the agent cannot
+//!   run PLAN_EXECUTE at all);
+//! * the plan stage did not call `_plan_add_tasks_`, or the plan is still empty → `plan_stalled`;
+//! * a task never updated (work rounds, update and repair rounds spent) →
+//!   `task.fail {"code":"task_execution_error"}`, then `plan_stalled`;
+//! * a task marked `failed` → `task.fail {"code":"task_failed"}`, then `plan_stalled`;
+//! * a blank summary → `plan_stalled`;
+//! * provider errors, budgets, frontend timeouts inside a task → the assembler's `fail` emits
+//!   `task.fail` (the run error's code and message) for the active task, then `run.error`.
+
+use agw_llm::{ChatMessage, ReasoningSetting, ToolCallMessage, ToolChoice};
+use agw_protocol::{AgentDelta, TaskError, TaskStatus};
+use serde_json::json;
+
+use crate::definition::{ResolvedModel, Stage, StageKind};
+
+use super::calls::StreamedCall;
+use super::execute::execute_batch;
+use super::plan::{PLAN_ADD_TASKS, PLAN_UPDATE_TASK, render_template};
+use super::tools::StageToolSet;
+use super::turn::{TurnOutput, TurnSpec, model_turn};
+use super::{DeltaSink, RunContext, RunFailure, RunState, prompt, stage_prompt};
+
+/// Work rounds per task before the forced update rounds (`MAX_WORK_ROUNDS_PER_TASK`).
+pub const MAX_WORK_ROUNDS_PER_TASK: u32 = 6;
+/// Forced update attempts when `budget.model.retryCount` is 0.
+const DEFAULT_UPDATE_ATTEMPTS: u32 = 2;
+
+/// Reason given to the model for the calls of a round that were not executed.
+pub const NOT_EXECUTED_REASON: &str = "only the first tool call of a round is executed";
+
+/// Heading of the execute-stage tools in the plan prompt (reference only).
+pub const EXECUTE_TOOLS_REFERENCE_HEADER: &str =
+    "Tools available in the execution stage (for reference only: this is the planning stage, do not call them):";
+/// Heading of the tools the plan stage may call.
+pub const PLAN_CALLABLE_HEADER: &str =
+    "Tools callable in the planning stage (you must call _plan_add_tasks_ to create the plan):";
+
+/// The stage blocks of the agent's PLAN_EXECUTE mode.
+pub(super) struct Stages<'a> {
+    pub plan: &'a Stage,
+    pub deep_thinking: bool,
+    pub execute: &'a Stage,
+    pub summary: &'a Stage,
+}
+
+pub(super) async fn run<S: DeltaSink>(
+    ctx: &RunContext,
+    stages: Stages<'_>,
+    max_steps: u32,
+    state: &mut RunState,
+    sink: &mut S,
+) -> Result<String, RunFailure> {
+    let Some(choice) = ctx.agent.tool_choice.to_llm() else {
+        return Err(RunFailure::Internal("PLAN_EXECUTE does not support toolChoice NONE".into()));
+    };
+    let plan_tools = StageToolSet::for_stage(ctx, StageKind::Plan);
+    if !plan_tools.contains(PLAN_ADD_TASKS) {
+        return Err(RunFailure::Internal(format!(
+            "PLAN_EXECUTE needs the tool {PLAN_ADD_TASKS} in its plan stage, but it is not available"
+        )));
+    }
+    let execute_tools = StageToolSet::for_stage(ctx, StageKind::Execute);
+
+    // `execute`: the list the task rounds and the summary see; it gets the plan tool call and
+    // its result, every task prompt, the execute texts and the tool round trips.
+    let mut execute = ctx.history.clone();
+    execute.push(ChatMessage::User { content: ctx.user_message.clone() });
+
+    plan_stage(ctx, &stages, &plan_tools, &execute_tools, &mut execute, state, sink).await?;
+    task_loop(ctx, stages.execute, &execute_tools, choice, max_steps, &mut execute, state, sink).await?;
+    summary_stage(ctx, stages.summary, &execute, state, sink).await
+}
+
+/// The plan stage prompt (§5.2): the stage prompt, the execute tools for reference, the callable
+/// plan tool; then the tool appendix of the plan stage without after-call hints.
+fn plan_system_prompt(
+    ctx: &RunContext,
+    stage: &Stage,
+    plan_tools: &StageToolSet,
+    execute_tools: &StageToolSet,
+) -> String {
+    let reference = execute_tools.backend_description_lines();
+    let callable = match plan_tools.get(PLAN_ADD_TASKS).map(|d| d.description.trim()).filter(|d| !d.is_empty()) {
+        Some(description) => format!("- {PLAN_ADD_TASKS}: {description}"),
+        None => format!("- {PLAN_ADD_TASKS}"),
+    };
+    let reference = if reference.is_empty() {
+        String::new()
+    } else {
+        format!("{EXECUTE_TOOLS_REFERENCE_HEADER}\n{}", reference.join("\n"))
+    };
+    let base = prompt::assemble(&[&stage.system_prompt, &reference, &format!("{PLAN_CALLABLE_HEADER}\n{callable}")]);
+    stage_prompt(ctx, &base, plan_tools, false)
+}
+
+fn with_reasoning(model: &ResolvedModel, enabled: bool) -> ResolvedModel {
+    ResolvedModel { reasoning: ReasoningSetting { enabled, ..model.reasoning }, ..model.clone() }
+}
+
+fn model_for(ctx: &RunContext, kind: StageKind) -> ResolvedModel {
+    ctx.agent.resolve_model(kind, |key| ctx.services.providers.default_model(key))
+}
+
+/// Non-blank text of a turn, trimmed, as an assistant message.
+fn push_text(messages: &mut Vec<ChatMessage>, out: &TurnOutput) {
+    let text = out.text.trim();
+    if !text.is_empty() {
+        messages.push(ChatMessage::Assistant { content: text.to_owned(), tool_calls: Vec::new() });
+    }
+}
+
+async fn plan_stage<S: DeltaSink>(
+    ctx: &RunContext,
+    stages: &Stages<'_>,
+    plan_tools: &StageToolSet,
+    execute_tools: &StageToolSet,
+    execute: &mut Vec<ChatMessage>,
+    state: &mut RunState,
+    sink: &mut S,
+) -> Result<(), RunFailure> {
+    let model = model_for(ctx, StageKind::Plan);
+    let system = plan_system_prompt(ctx, stages.plan, plan_tools, execute_tools);
+    let callable = plan_tools.only(PLAN_ADD_TASKS);
+    // `plan`: what the plan turns see (history, the request, the draft).
+    let mut plan = ctx.history.clone();
+    plan.push(ChatMessage::User { content: ctx.user_message.clone() });
+
+    if stages.deep_thinking {
+        sink.emit(AgentDelta::StageMarker("plan-draft".into())).await?;
+        let draft_model = with_reasoning(&model, true);
+        let spec = TurnSpec {
+            stage_name: "agent-plan-draft",
+            model: &draft_model,
+            system_prompt: &system,
+            messages: &plan,
+            tools: &callable,
+            tool_choice: None,
+            emit_reasoning: true,
+        };
+        let draft = model_turn(ctx, spec, state, sink).await?;
+        push_text(&mut plan, &draft);
+    }
+
+    sink.emit(AgentDelta::StageMarker("plan-generate".into())).await?;
+    let generate_model = with_reasoning(&model, false);
+    let spec = TurnSpec {
+        stage_name: "agent-plan-generate",
+        model: &generate_model,
+        system_prompt: &system,
+        messages: &plan,
+        tools: &callable,
+        tool_choice: Some(ToolChoice::Required),
+        emit_reasoning: false,
+    };
+    let generated = model_turn(ctx, spec, state, sink).await?;
+    if !generated.calls.iter().any(|c| c.normalized_name() == PLAN_ADD_TASKS) {
+        return Err(RunFailure::PlanStalled(format!("the planning turn did not call {PLAN_ADD_TASKS}")));
+    }
+    // Every call of the turn runs, against the plan tool alone; call and result go to `execute`.
+    execute_batch(ctx, &callable, &generated.calls, generated.frontend_waiters, execute, state, sink).await?;
+    if state.plan.tasks.is_empty() {
+        return Err(RunFailure::PlanStalled(format!("{PLAN_ADD_TASKS} created no valid task")));
+    }
+    Ok(())
+}
+
+/// How one task ended.
+enum TaskEnd {
+    /// A `_plan_update_task_` for the task changed its status.
+    Updated,
+    /// Work, update and repair rounds all passed without that.
+    Stalled { attempts: u32 },
+}
+
+#[expect(clippy::too_many_arguments, reason = "the stage pieces and the run's mutable state, passed once")]
+async fn task_loop<S: DeltaSink>(
+    ctx: &RunContext,
+    stage: &Stage,
+    tools: &StageToolSet,
+    choice: ToolChoice,
+    max_steps: u32,
+    execute: &mut Vec<ChatMessage>,
+    state: &mut RunState,
+    sink: &mut S,
+) -> Result<(), RunFailure> {
+    let model = model_for(ctx, StageKind::Execute);
+    let system = stage_prompt(ctx, &stage.system_prompt, tools, true);
+    let template = &ctx.agent.runtime_prompts.task_execution_prompt_template;
+    let rounds = TaskRounds { model: &model, system: &system, tools, choice };
+
+    let mut step = 0;
+    while step < max_steps {
+        let Some(index) = state.plan.first_open() else {
+            break;
+        };
+        step += 1;
+        let task = state.plan.tasks[index].clone();
+        sink.emit(AgentDelta::TaskStart { task_id: task.task_id.clone(), description: Some(task.description.clone()) })
+            .await?;
+        sink.emit(AgentDelta::StageMarker(format!("execute-task-{step}"))).await?;
+        let task_list = state.plan.task_list_text();
+        let prompt = render_template(
+            template,
+            &[("task_list", &task_list), ("task_id", &task.task_id), ("task_description", &task.description)],
+        );
+        execute.push(ChatMessage::User { content: prompt });
+
+        let task_id = task.task_id;
+        let end = rounds.run(ctx, step, &task_id, execute, state, sink).await?;
+        let fail = |code: &str, message: String| AgentDelta::TaskFail {
+            task_id: task_id.clone(),
+            error: TaskError::new(code, message),
+        };
+        if let TaskEnd::Stalled { attempts } = end {
+            let message = format!(
+                "task [{task_id}] was never updated: no valid {PLAN_UPDATE_TASK} call after \
+                 {MAX_WORK_ROUNDS_PER_TASK} work rounds and {attempts} update attempts"
+            );
+            sink.emit(fail("task_execution_error", message.clone())).await?;
+            return Err(RunFailure::PlanStalled(message));
+        }
+        match state.plan.status_of(&task_id).unwrap_or_default() {
+            TaskStatus::Completed => sink.emit(AgentDelta::TaskComplete { task_id }).await?,
+            TaskStatus::Canceled => sink.emit(AgentDelta::TaskCancel { task_id }).await?,
+            TaskStatus::Failed => {
+                sink.emit(fail("task_failed", "Task status updated to failed".into())).await?;
+                return Err(RunFailure::PlanStalled(format!(
+                    "task [{task_id}] was marked failed; the plan was stopped"
+                )));
+            }
+            TaskStatus::Init => {
+                let message = format!("task [{task_id}] was not updated to completed/canceled/failed");
+                sink.emit(fail("task_execution_error", message.clone())).await?;
+                return Err(RunFailure::PlanStalled(message));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The model rounds of one task (§5.3 steps 4–5).
+struct TaskRounds<'a> {
+    model: &'a ResolvedModel,
+    system: &'a str,
+    tools: &'a StageToolSet,
+    choice: ToolChoice,
+}
+
+impl TaskRounds<'_> {
+    async fn run<S: DeltaSink>(
+        &self,
+        ctx: &RunContext,
+        step: u32,
+        task_id: &str,
+        execute: &mut Vec<ChatMessage>,
+        state: &mut RunState,
+        sink: &mut S,
+    ) -> Result<TaskEnd, RunFailure> {
+        for round in 1..=MAX_WORK_ROUNDS_PER_TASK {
+            let name = if round == 1 {
+                format!("agent-plan-execute-step-{step}")
+            } else {
+                format!("agent-plan-execute-step-{step}-work-{round}")
+            };
+            if self.round(ctx, &name, self.choice, task_id, execute, state, sink).await? {
+                return Ok(TaskEnd::Updated);
+            }
+        }
+        let attempts = match state.budget.budget().model.retry_count {
+            0 => DEFAULT_UPDATE_ATTEMPTS,
+            n => n,
+        };
+        for attempt in 1..=attempts {
+            let name = if attempt == 1 {
+                format!("agent-plan-execute-step-{step}-update")
+            } else {
+                format!("agent-plan-execute-step-{step}-update-repair")
+            };
+            if self.round(ctx, &name, ToolChoice::Required, task_id, execute, state, sink).await? {
+                return Ok(TaskEnd::Updated);
+            }
+        }
+        Ok(TaskEnd::Stalled { attempts })
+    }
+
+    /// One model turn of a task; only its first call runs. True when that call was a
+    /// `_plan_update_task_` for this task that changed the task's status.
+    #[expect(clippy::too_many_arguments, reason = "one round needs the task, the messages and the run state")]
+    async fn round<S: DeltaSink>(
+        &self,
+        ctx: &RunContext,
+        name: &str,
+        choice: ToolChoice,
+        task_id: &str,
+        execute: &mut Vec<ChatMessage>,
+        state: &mut RunState,
+        sink: &mut S,
+    ) -> Result<bool, RunFailure> {
+        let spec = TurnSpec {
+            stage_name: name,
+            model: self.model,
+            system_prompt: self.system,
+            messages: execute,
+            tools: self.tools,
+            tool_choice: Some(choice),
+            emit_reasoning: self.model.reasoning.enabled,
+        };
+        let out = model_turn(ctx, spec, state, sink).await?;
+        push_text(execute, &out);
+        let Some((first, rest)) = out.calls.split_first() else {
+            return Ok(false);
+        };
+        let before = state.plan.status_of(task_id);
+        execute_batch(ctx, self.tools, std::slice::from_ref(first), out.frontend_waiters, execute, state, sink).await?;
+        // The other calls were streamed and stay open until the task ends; they never run, but
+        // the provider history still answers each of them.
+        for call in rest {
+            answer_unexecuted(execute, call);
+        }
+        let targets_task = first.normalized_name() == PLAN_UPDATE_TASK
+            && first.arguments_object().get("taskId").and_then(|v| v.as_str()).map(str::trim) == Some(task_id);
+        Ok(targets_task && state.plan.status_of(task_id) != before)
+    }
+}
+
+/// The assistant call and the `{"executed":false,…}` tool message of a call that was not run.
+fn answer_unexecuted(messages: &mut Vec<ChatMessage>, call: &StreamedCall) {
+    let name = call.normalized_name();
+    messages.push(ChatMessage::Assistant {
+        content: String::new(),
+        tool_calls: vec![ToolCallMessage {
+            id: call.id.clone(),
+            call_type: "function".into(),
+            name: name.clone(),
+            arguments: call.arguments_object().to_string(),
+        }],
+    });
+    messages.push(ChatMessage::Tool {
+        tool_call_id: call.id.clone(),
+        name,
+        content: json!({"executed": false, "reason": NOT_EXECUTED_REASON}).to_string(),
+    });
+}
+
+async fn summary_stage<S: DeltaSink>(
+    ctx: &RunContext,
+    stage: &Stage,
+    execute: &[ChatMessage],
+    state: &mut RunState,
+    sink: &mut S,
+) -> Result<String, RunFailure> {
+    sink.emit(AgentDelta::StageMarker("summary".into())).await?;
+    let model = model_for(ctx, StageKind::Summary);
+    // The summary offers no tools; its own tools only feed the prompt appendix.
+    let tools = StageToolSet::for_stage(ctx, StageKind::Summary);
+    let system = stage_prompt(ctx, &stage.system_prompt, &tools, true);
+    let spec = TurnSpec {
+        stage_name: "agent-plan-final",
+        model: &model,
+        system_prompt: &system,
+        messages: execute,
+        tools: &tools,
+        tool_choice: None,
+        emit_reasoning: model.reasoning.enabled,
+    };
+    let out = model_turn(ctx, spec, state, sink).await?;
+    if out.text.trim().is_empty() {
+        return Err(RunFailure::PlanStalled("the summary turn produced no text".into()));
+    }
+    Ok("stop".into())
+}
