@@ -9,14 +9,20 @@
 //! agw-modes, agw-llm and agw-protocol), buffer or merge stream frames, or keep a run going after
 //! its client is gone.
 
+pub mod auth;
 pub mod body;
 pub mod bundled;
 pub mod config;
+pub mod cors;
 pub mod envelope;
+pub mod metrics;
+pub mod reload;
 pub mod routes;
 pub mod server;
 pub mod sink;
 pub mod state;
+pub mod sync;
+pub mod webhook;
 
 use std::sync::Arc;
 

@@ -7,6 +7,8 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use agw_memory::{ChatStore, Recorder};
+
+use crate::webhook::RunTrigger;
 use agw_modes::runtime::{DeltaSink, EmitError};
 use agw_protocol::event::{ChatStart, RequestQuery};
 use agw_protocol::history::HistoryLine;
@@ -26,11 +28,18 @@ pub struct SseSink {
     tx: mpsc::Sender<Bytes>,
     events: Vec<Event>,
     persistence: Option<Persistence>,
+    webhook: Option<RunTrigger>,
 }
 
 impl SseSink {
     pub fn new(assembler: Assembler, tx: mpsc::Sender<Bytes>, persistence: Option<Persistence>) -> Self {
-        Self { assembler, tx, events: Vec::with_capacity(4), persistence }
+        Self { assembler, tx, events: Vec::with_capacity(4), persistence, webhook: None }
+    }
+
+    /// Fires the chat-event webhook at the run's first content delta.
+    pub fn with_webhook(mut self, trigger: Option<RunTrigger>) -> Self {
+        self.webhook = trigger;
+        self
     }
 
     /// `request.query`, optional `chat.start`, `run.start`.
@@ -81,6 +90,9 @@ impl SseSink {
     async fn flush(&mut self) -> Result<(), EmitError> {
         if self.events.is_empty() {
             return Ok(());
+        }
+        if let Some(trigger) = self.webhook.as_mut() {
+            trigger.observe(&self.events);
         }
         let mut buf = Vec::with_capacity(256 * self.events.len());
         for event in self.events.drain(..) {

@@ -110,12 +110,13 @@ impl ChatProvider for OpenAiCompatibleProvider {
         let body = request_body(&request, &self.default_model);
         let this = self.clone();
         Box::pin(async move {
+            let started = std::time::Instant::now();
             let chunks = this.open(&body, &options).await?;
             tracing::debug!(
                 provider = %this.key, stage = %options.stage, run_id = %options.run_id,
                 "provider stream opened"
             );
-            Ok(delta_stream(Upstream::new(chunks, this.key, options)))
+            Ok(delta_stream(Upstream::new(chunks, this.key, options, started)))
         })
     }
 }
@@ -207,11 +208,25 @@ struct Upstream {
     chunk_count: u64,
     provider: String,
     options: CallOptions,
+    /// When the request was sent, for the time-to-first-chunk metric.
+    started: std::time::Instant,
 }
 
+/// Provider latency from request to first chunk (seconds), labelled by provider key.
+pub const FIRST_TOKEN_METRIC: &str = "agw_provider_first_token_seconds";
+
 impl Upstream {
-    fn new(chunks: ChunkStream, provider: String, options: CallOptions) -> Self {
-        Self { chunks, pending: VecDeque::new(), saw_finish: false, done: false, chunk_count: 0, provider, options }
+    fn new(chunks: ChunkStream, provider: String, options: CallOptions, started: std::time::Instant) -> Self {
+        Self {
+            chunks,
+            pending: VecDeque::new(),
+            saw_finish: false,
+            done: false,
+            chunk_count: 0,
+            provider,
+            options,
+            started,
+        }
     }
 
     async fn next_item(&mut self) -> Option<Result<LlmDelta, LlmError>> {
@@ -251,6 +266,10 @@ impl Upstream {
                 Ok(Some(Err(error))) => return self.fail(from_openai(error)),
                 Ok(Some(Ok(chunk))) => {
                     self.chunk_count += 1;
+                    if self.chunk_count == 1 {
+                        metrics::histogram!(FIRST_TOKEN_METRIC, "provider" => self.provider.clone())
+                            .record(self.started.elapsed().as_secs_f64());
+                    }
                     if interaction::active() {
                         tracing::debug!(
                             target: interaction::TARGET,

@@ -79,6 +79,16 @@ pub(crate) struct ParsedFile {
     pub skipped: Vec<String>,
 }
 
+/// Checks one definition file on its own: `Err` when the whole file is unusable (not JSON, no
+/// `tools` array). Files with other suffixes are not definition files and always pass. Used by
+/// hot reload to keep serving a file's last good version.
+pub fn validate_file(file_name: &str, text: &str) -> Result<(), String> {
+    match ToolKind::from_file_name(file_name) {
+        Some(kind) => parse_file(kind, file_name, text).map(|_| ()),
+        None => Ok(()),
+    }
+}
+
 /// Reads one definition file. `Err` means the whole file is unusable (not JSON, no `tools` array).
 pub(crate) fn parse_file(kind: ToolKind, file_name: &str, text: &str) -> Result<ParsedFile, String> {
     let root: Value = serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;

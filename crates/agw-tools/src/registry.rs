@@ -58,6 +58,11 @@ impl ToolRegistry {
         Self::build(sources, builtins)
     }
 
+    /// The built-in implementations this registry was built with (to rebuild it on reload).
+    pub fn builtins(&self) -> Vec<Arc<dyn Tool>> {
+        self.implementations.values().cloned().collect()
+    }
+
     /// Same rules as [`Self::load`] over `(file name, text)` pairs, e.g. the bundled definitions.
     pub fn from_sources<N, T>(sources: impl IntoIterator<Item = (N, T)>, builtins: Vec<Arc<dyn Tool>>) -> ToolRegistry
     where

@@ -93,6 +93,17 @@ impl ViewportRegistry {
     }
 
     /// Same rules as [`Self::load`] over `(file name, text)` pairs, e.g. the bundled viewports.
+    /// Checks one viewport file on its own (JSON kinds must parse). Files with other suffixes
+    /// always pass. Used by hot reload to keep serving a file's last good version.
+    pub fn validate_file(file_name: &str, text: &str) -> Result<(), String> {
+        match ViewportKind::split_file_name(file_name) {
+            Some((kind, _)) if !kind.is_text() => {
+                serde_json::from_str::<Value>(text).map(|_| ()).map_err(|e| format!("invalid JSON: {e}"))
+            }
+            _ => Ok(()),
+        }
+    }
+
     pub fn from_sources<N, T>(sources: impl IntoIterator<Item = (N, T)>) -> ViewportRegistry
     where
         N: Into<String>,

@@ -14,11 +14,18 @@ use tokio::sync::oneshot;
 
 /// The provider key test agents use; it points at the fixture server.
 pub const FIXTURE_PROVIDER: &str = "fixture";
+/// The key of the optional second fixture provider ([`Gateway::start_with_second_provider`]).
+pub const SECOND_FIXTURE_PROVIDER: &str = "fixture2";
 
 /// A running gateway plus the fixture provider behind it.
 pub struct Gateway {
     pub base: String,
+    /// The server's state (catalog snapshots, stores) for tests that reach inside.
+    pub state: agw_http::AppState,
     pub fixture: FixtureServer,
+    /// A second fixture provider, named [`SECOND_FIXTURE_PROVIDER`], when the gateway was started
+    /// with [`Gateway::start_with_second_provider`].
+    pub fixture2: Option<FixtureServer>,
     pub client: reqwest::Client,
     pub agents_dir: PathBuf,
     _stop: oneshot::Sender<()>,
@@ -51,7 +58,18 @@ static NEXT_DIR: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize
 impl Gateway {
     /// Starts the gateway with these agent files and extra settings (`(ENV_NAME, value)`).
     pub async fn start(agents: &[(String, String)], env: &[(&str, &str)]) -> Gateway {
+        Self::start_inner(agents, env, false).await
+    }
+
+    /// Like [`Gateway::start`], plus a second fixture provider named [`SECOND_FIXTURE_PROVIDER`]
+    /// (in [`Gateway::fixture2`]).
+    pub async fn start_with_second_provider(agents: &[(String, String)], env: &[(&str, &str)]) -> Gateway {
+        Self::start_inner(agents, env, true).await
+    }
+
+    async fn start_inner(agents: &[(String, String)], env: &[(&str, &str)], second: bool) -> Gateway {
         let fixture = FixtureServer::start().await.expect("fixture server");
+        let fixture2 = if second { Some(FixtureServer::start().await.expect("second fixture server")) } else { None };
         let agents_dir = std::env::temp_dir().join(format!(
             "agw-http-test-{}-{}",
             std::process::id(),
@@ -71,14 +89,17 @@ impl Gateway {
         vars.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         let mut settings = Settings::load(None, vars).expect("settings");
         settings.providers.push(fixture.provider_config(FIXTURE_PROVIDER));
+        if let Some(second) = &fixture2 {
+            settings.providers.push(second.provider_config(SECOND_FIXTURE_PROVIDER));
+        }
         let state = agw_http::build_state(settings);
-        let server = Server::bind(state).await.expect("bind");
+        let server = Server::bind(state.clone()).await.expect("bind");
         let base = format!("http://{}", server.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
         tokio::spawn(server.run(async move {
             let _ = stopped.await;
         }));
-        Gateway { base, fixture, client: reqwest::Client::new(), agents_dir, _stop: stop }
+        Gateway { base, state, fixture, fixture2, client: reqwest::Client::new(), agents_dir, _stop: stop }
     }
 
     pub async fn post_query(&self, body: &Value) -> reqwest::Response {

@@ -1,0 +1,60 @@
+//! Prometheus metrics (`GET /metrics`).
+//!
+//! Crates record through the `metrics` facade (agw-llm: provider latency to first token;
+//! agw-modes: tool durations; this crate: runs and streamed events). The server installs one
+//! Prometheus recorder per process and renders its text format on request.
+
+use std::sync::OnceLock;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+pub const RUNS_ACTIVE: &str = "agw_runs_active";
+pub const RUNS_TOTAL: &str = "agw_runs_total";
+pub const EVENTS_STREAMED: &str = "agw_events_streamed_total";
+/// Recorded by agw-llm.
+pub const PROVIDER_FIRST_TOKEN: &str = "agw_provider_first_token_seconds";
+/// Recorded by agw-modes.
+pub const TOOL_DURATION: &str = "agw_tool_duration_seconds";
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Installs the process-wide recorder (once; later calls reuse it). `None` when another
+/// recorder was installed first (an embedder's own), in which case `/metrics` is empty.
+pub fn install() -> Option<&'static PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let buckets = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+            let builder =
+                PrometheusBuilder::new().set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &buckets).ok()?;
+            let recorder = builder.build_recorder();
+            let handle = recorder.handle();
+            match metrics::set_global_recorder(recorder) {
+                Ok(()) => {
+                    describe();
+                    Some(handle)
+                }
+                Err(_) => {
+                    tracing::warn!("a metrics recorder was already installed; /metrics stays empty");
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+fn describe() {
+    metrics::describe_gauge!(RUNS_ACTIVE, "runs currently streaming");
+    metrics::describe_counter!(RUNS_TOTAL, "finished runs by outcome (completed, failed, disconnected) and error code");
+    metrics::describe_counter!(EVENTS_STREAMED, "SSE events written to clients");
+    metrics::describe_histogram!(
+        PROVIDER_FIRST_TOKEN,
+        metrics::Unit::Seconds,
+        "provider latency from request to first chunk"
+    );
+    metrics::describe_histogram!(TOOL_DURATION, metrics::Unit::Seconds, "backend tool execution time");
+}
+
+/// The Prometheus text exposition of every metric.
+pub fn render() -> String {
+    install().map(PrometheusHandle::render).unwrap_or_default()
+}
