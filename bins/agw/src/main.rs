@@ -33,6 +33,14 @@ enum Command {
         #[arg(long, env = "AGW_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Validate a configuration and the agent, tool, skill and viewport directories; print every
+    /// problem with its file; exit non-zero on errors.
+    #[command(after_help = settings_help())]
+    Check {
+        /// TOML config file (as for `serve`).
+        #[arg(long, env = "AGW_CONFIG")]
+        config: Option<PathBuf>,
+    },
 }
 
 fn settings_help() -> String {
@@ -67,7 +75,28 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve { port, config } => serve(port, config).await,
+        Command::Check { config } => check(config),
     }
+}
+
+fn check(config: Option<PathBuf>) -> anyhow::Result<()> {
+    let settings = match agw_http::Settings::load(config.as_deref(), std::env::vars()) {
+        Ok(s) => s,
+        Err(e) => {
+            println!("error: configuration: {e}");
+            std::process::exit(1);
+        }
+    };
+    let findings = agw_http::check::check(&settings);
+    for finding in &findings {
+        println!("{finding}");
+    }
+    let errors = findings.iter().filter(|f| f.severity == agw_http::check::Severity::Error).count();
+    println!("{} error(s), {} warning(s)", errors, findings.len() - errors);
+    if errors > 0 {
+        std::process::exit(1);
+    }
+    Ok(())
 }
 
 async fn serve(port: Option<u16>, config: Option<PathBuf>) -> anyhow::Result<()> {
@@ -76,7 +105,12 @@ async fn serve(port: Option<u16>, config: Option<PathBuf>) -> anyhow::Result<()>
     if let Some(port) = port {
         settings.port = port;
     }
+    agw_llm::interaction::configure(settings.interaction_log, settings.interaction_log_mask);
+    agw_http::metrics::install();
+    let grace = settings.shutdown_grace;
     let state = agw_http::build_state(settings);
+    // Watch the configured directories; dropped (stopped) when serve returns.
+    let _reload = agw_http::reload::Reloader::new(state.clone(), agw_http::reload::watched_dirs(&state.settings)).start();
     let server = agw_http::Server::bind(state.clone())
         .await
         .with_context(|| format!("cannot listen on {}:{}", state.settings.address, state.settings.port))?;
@@ -98,6 +132,11 @@ async fn serve(port: Option<u16>, config: Option<PathBuf>) -> anyhow::Result<()>
     println!("agw listening on http://{addr}");
     tracing::info!(%addr, "agw listening");
     server.run(shutdown_signal()).await;
+    // Stopped accepting; let in-flight runs finish within the grace period, end the rest.
+    agw_http::runs::drain(&state.runs, grace).await;
+    // Give the last frames a moment to leave the sockets.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    tracing::info!("agw stopped");
     Ok(())
 }
 

@@ -176,6 +176,55 @@ async fn the_demo_model_drives_tools_viewports_and_the_frontend_round_trip() {
 }
 
 #[tokio::test]
+async fn the_demo_model_runs_a_skill_script() {
+    let agw = start(&["serve", "--port", "0"], &[("AGW_DEMO_CHUNK_DELAY_MS", "0")]);
+    let client = reqwest::Client::new();
+    let detail: Value = client
+        .get(format!("{}/api/ap/agent?agentKey=demoMathSkill", agw.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(detail["data"]["meta"]["skills"], serde_json::json!(["math_basic", "math_stats", "text_utils"]));
+
+    let resp = client
+        .post(format!("{}/api/ap/query", agw.base))
+        .json(&serde_json::json!({"agentKey": "demoMathSkill", "message": "What is 12 * 7?"}))
+        .send()
+        .await
+        .unwrap();
+    let events = events_of(resp).await;
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(*types.last().unwrap(), "run.complete", "{types:?}");
+
+    // The demo model picks math_basic from the catalog in its system prompt and runs calc.py.
+    let start = events.iter().find(|e| e["type"] == "tool.start").expect("the demo model runs a skill script");
+    assert_eq!(start["toolName"], "_skill_run_script_");
+    let args: String =
+        events.iter().filter(|e| e["type"] == "tool.args").map(|e| e["delta"].as_str().unwrap()).collect();
+    assert_eq!(
+        serde_json::from_str::<Value>(&args).unwrap(),
+        serde_json::json!({"skill": "math_basic", "script": "scripts/calc.py", "args": ["--op", "mul", "--a", "12", "--b", "7"]})
+    );
+    let result = events.iter().find(|e| e["type"] == "tool.result").unwrap()["result"].as_str().unwrap();
+    let result: Value = serde_json::from_str(result).unwrap();
+    assert_eq!((result["ok"].as_bool(), result["exitCode"].as_i64()), (Some(true), Some(0)), "{result}");
+    let stdout: Value = serde_json::from_str(result["stdout"].as_str().unwrap()).unwrap();
+    assert_eq!(stdout, serde_json::json!({"ok": true, "op": "mul", "a": 12, "b": 7, "result": 84}));
+
+    // The final answer, after the result, from the script's output.
+    let after_result = types.iter().position(|t| *t == "tool.result").unwrap();
+    let answer: String = events[after_result..]
+        .iter()
+        .filter(|e| e["type"] == "content.delta")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert!(answer.starts_with("12 × 7 = 84."), "{answer}");
+}
+
+#[tokio::test]
 async fn the_demo_model_runs_a_plan_to_its_summary() {
     let agw = start(&["serve", "--port", "0"], &[("AGW_DEMO_CHUNK_DELAY_MS", "0")]);
     let client = reqwest::Client::new();

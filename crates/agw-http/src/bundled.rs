@@ -6,6 +6,7 @@
 pub const AGENT_FILES: &[(&str, &str)] = &[
     ("demoAction.json", include_str!("../../../fixtures/agents/demoAction.json")),
     ("demoConfirmDialog.json", include_str!("../../../fixtures/agents/demoConfirmDialog.json")),
+    ("demoMathSkill.json", include_str!("../../../fixtures/agents/demoMathSkill.json")),
     ("demoModePlain.json", include_str!("../../../fixtures/agents/demoModePlain.json")),
     ("demoModePlainTooling.json", include_str!("../../../fixtures/agents/demoModePlainTooling.json")),
     ("demoModePlanExecute.json", include_str!("../../../fixtures/agents/demoModePlanExecute.json")),

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use agw_llm::{ProviderConfig, ProviderProtocol};
 use agw_memory::{FsyncPolicy, MemoryConfig};
+
+use crate::webhook::WebhookConfig;
 use http::{HeaderName, Method};
 
 use crate::auth::{AuthSettings, JwksSettings, JwksSource, KeyProblem, LocalPublicKey};
@@ -216,6 +218,102 @@ pub const SETTINGS: &[SettingSpec] = &[
         help: "when history is fsynced: never | step (after every step) | run (when a run ends)",
     },
     SettingSpec {
+        property: "agw.memory.enabled",
+        env: "AGW_MEMORY_ENABLED",
+        default: Some("true"),
+        help: "chat memory: false = no history files, no chat index, no history sent back to the model",
+    },
+    SettingSpec {
+        property: "server.shutdown-grace-ms",
+        env: "SERVER_SHUTDOWN_GRACE_MS",
+        default: Some("10000"),
+        help: "on SIGTERM/SIGINT, how long in-flight runs may finish before they end with run.error",
+    },
+    SettingSpec {
+        property: "agent.catalog.refresh-interval-ms",
+        env: "AGENT_REFRESH_INTERVAL_MS",
+        default: Some("10000"),
+        help: "periodic rescan of the agents directory (file events reload at once)",
+    },
+    SettingSpec {
+        property: "agent.capability.refresh-interval-ms",
+        env: "AGENT_CAPABILITY_REFRESH_INTERVAL_MS",
+        default: Some("30000"),
+        help: "periodic rescan of the tools directory",
+    },
+    SettingSpec {
+        property: "agent.viewport.refresh-interval-ms",
+        env: "AGENT_VIEWPORT_REFRESH_INTERVAL_MS",
+        default: Some("30000"),
+        help: "periodic rescan of the viewports directory",
+    },
+    SettingSpec {
+        property: "agent.skill.external-dir",
+        env: "AGENT_SKILL_EXTERNAL_DIR",
+        default: None,
+        help: "skills root (skills/<id>/SKILL.md + scripts); unset = the bundled skills, unpacked to a temp directory",
+    },
+    SettingSpec {
+        property: "agent.skill.refresh-interval-ms",
+        env: "AGENT_SKILL_REFRESH_INTERVAL_MS",
+        default: Some("30000"),
+        help: "periodic rescan of the skills directory",
+    },
+    SettingSpec {
+        property: "agent.skill.max-prompt-chars",
+        env: "AGENT_SKILL_MAX_PROMPT_CHARS",
+        default: Some("8000"),
+        help: "skill instructions longer than this are truncated in prompts (0 = unlimited)",
+    },
+    SettingSpec {
+        property: "agw.resources.sync-bundled",
+        env: "AGW_RESOURCES_SYNC_BUNDLED",
+        default: Some("true"),
+        help: "copy the bundled demo agents/tools/viewports/skills into configured directories (never overwrites)",
+    },
+    SettingSpec {
+        property: "agent.llm.interaction-log.enabled",
+        env: "AGENT_LLM_INTERACTION_LOG_ENABLED",
+        default: Some("true"),
+        help: "log every LLM request, delta and response at debug level (target agw::llm)",
+    },
+    SettingSpec {
+        property: "agent.llm.interaction-log.mask-sensitive",
+        env: "AGENT_LLM_INTERACTION_LOG_MASK_SENSITIVE",
+        default: Some("true"),
+        help: "mask API keys, tokens, passwords and Bearer values in the interaction log",
+    },
+    SettingSpec {
+        property: "agent.chat-event-callback.enabled",
+        env: "AGENT_CHAT_EVENT_CALLBACK_ENABLED",
+        default: Some("true"),
+        help: "POST a signed chat event at each run's first content delta",
+    },
+    SettingSpec {
+        property: "agent.chat-event-callback.url",
+        env: "AGENT_CHAT_EVENT_CALLBACK_URL",
+        default: Some("http://127.0.0.1:38080/api/app/internal/chat-events"),
+        help: "chat event webhook URL",
+    },
+    SettingSpec {
+        property: "agent.chat-event-callback.secret",
+        env: "AGENT_CHAT_EVENT_CALLBACK_SECRET",
+        default: Some("change-me"),
+        help: "HMAC-SHA256 secret of the X-AGENT-Signature header",
+    },
+    SettingSpec {
+        property: "agent.chat-event-callback.connect-timeout-ms",
+        env: "AGENT_CHAT_EVENT_CALLBACK_CONNECT_TIMEOUT_MS",
+        default: Some("1000"),
+        help: "webhook connect timeout (min 100)",
+    },
+    SettingSpec {
+        property: "agent.chat-event-callback.request-timeout-ms",
+        env: "AGENT_CHAT_EVENT_CALLBACK_REQUEST_TIMEOUT_MS",
+        default: Some("1500"),
+        help: "webhook request timeout (min 200)",
+    },
+    SettingSpec {
         property: "agw.sse.heartbeat-interval",
         env: "AGW_SSE_HEARTBEAT_INTERVAL",
         default: Some("15s"),
@@ -272,10 +370,23 @@ pub struct Settings {
     pub bash_path_checked_commands: Vec<String>,
     pub agent_file_default_prompt: Option<String>,
     pub memory: MemoryConfig,
+    /// `agw.memory.enabled`: false runs every query without chat memory (stateless gateway).
+    pub memory_enabled: bool,
     pub heartbeat_interval: Duration,
     pub demo_enabled: bool,
     pub demo_chunk_delay: Duration,
     pub providers: Vec<ProviderConfig>,
+    pub shutdown_grace: Duration,
+    pub agents_refresh: Duration,
+    pub tools_refresh: Duration,
+    pub viewports_refresh: Duration,
+    pub skills_dir: Option<PathBuf>,
+    pub skills_refresh: Duration,
+    pub skill_max_prompt_chars: usize,
+    pub sync_bundled: bool,
+    pub interaction_log: bool,
+    pub interaction_log_mask: bool,
+    pub webhook: WebhookConfig,
 }
 
 impl Settings {
@@ -355,12 +466,37 @@ impl Settings {
                     .map(|t| t.to_lowercase())
                     .collect(),
             },
+            memory_enabled: raw.parse("agw.memory.enabled", parse_bool)?,
             heartbeat_interval: raw.parse("agw.sse.heartbeat-interval", parse_duration)?,
             demo_enabled: raw.parse("agw.demo.enabled", parse_bool)?,
             demo_chunk_delay: Duration::from_millis(
                 raw.parse("agw.demo.chunk-delay-ms", |s| s.parse::<u64>().map_err(|e| e.to_string()))?,
             ),
             providers: providers(&table, &env)?,
+            shutdown_grace: Duration::from_millis(raw.parse("server.shutdown-grace-ms", parse_u64)?),
+            agents_refresh: Duration::from_millis(raw.parse("agent.catalog.refresh-interval-ms", parse_u64)?),
+            tools_refresh: Duration::from_millis(raw.parse("agent.capability.refresh-interval-ms", parse_u64)?),
+            viewports_refresh: Duration::from_millis(raw.parse("agent.viewport.refresh-interval-ms", parse_u64)?),
+            skills_dir: raw.parse_opt("agent.skill.external-dir", |s| Ok(PathBuf::from(s)))?,
+            skills_refresh: Duration::from_millis(raw.parse("agent.skill.refresh-interval-ms", parse_u64)?),
+            // Negative means unlimited like 0 (config.md §2).
+            skill_max_prompt_chars: raw
+                .parse("agent.skill.max-prompt-chars", |s| s.trim().parse::<i64>().map_err(|e| e.to_string()))?
+                .max(0) as usize,
+            sync_bundled: raw.parse("agw.resources.sync-bundled", parse_bool)?,
+            interaction_log: raw.parse("agent.llm.interaction-log.enabled", parse_bool)?,
+            interaction_log_mask: raw.parse("agent.llm.interaction-log.mask-sensitive", parse_bool)?,
+            webhook: WebhookConfig {
+                enabled: raw.parse("agent.chat-event-callback.enabled", parse_bool)?,
+                url: raw.parse("agent.chat-event-callback.url", |s| Ok(s.to_string()))?,
+                secret: raw.parse("agent.chat-event-callback.secret", |s| Ok(s.to_string()))?,
+                connect_timeout: Duration::from_millis(
+                    raw.parse("agent.chat-event-callback.connect-timeout-ms", parse_u64)?,
+                ),
+                request_timeout: Duration::from_millis(
+                    raw.parse("agent.chat-event-callback.request-timeout-ms", parse_u64)?,
+                ),
+            },
         })
     }
 }
@@ -551,6 +687,10 @@ fn toml_lookup(table: &toml::Table, property: &str) -> Option<String> {
         current = value.as_table()?;
     }
     None
+}
+
+fn parse_u64(s: &str) -> Result<u64, String> {
+    s.trim().parse::<u64>().map_err(|e| e.to_string())
 }
 
 /// Comma-separated list; items trimmed, blanks dropped.

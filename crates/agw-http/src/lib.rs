@@ -11,6 +11,7 @@
 
 pub mod auth;
 pub mod body;
+pub mod check;
 pub mod bundled;
 pub mod config;
 pub mod cors;
@@ -18,6 +19,7 @@ pub mod envelope;
 pub mod metrics;
 pub mod reload;
 pub mod routes;
+pub mod runs;
 pub mod server;
 pub mod sink;
 pub mod state;
@@ -31,6 +33,7 @@ use agw_llm::demo::{DEMO_MODEL, DEMO_PROVIDER_KEY, DemoProvider};
 use agw_modes::definition::AgentCatalog;
 use agw_tools::ToolRegistry;
 use agw_tools::builtin::{AgentFileCreateConfig, BashConfig, BuiltinsConfig, builtins};
+use agw_skills::{SkillRegistry, SkillRunScript, SkillScriptConfig};
 use agw_tools::viewport::ViewportRegistry;
 
 pub use config::Settings;
@@ -41,6 +44,9 @@ pub use state::{AppState, Catalogs};
 /// directory, or the bundled demo set) and the provider registry. Broken files are logged and
 /// skipped; the rest load.
 pub fn build_state(settings: Settings) -> AppState {
+    if settings.sync_bundled {
+        sync_bundled(&settings);
+    }
     let agents = match &settings.agents_dir {
         Some(dir) => AgentCatalog::load_dir(dir),
         None => AgentCatalog::from_sources(
@@ -50,7 +56,9 @@ pub fn build_state(settings: Settings) -> AppState {
     for problem in agents.problems() {
         tracing::warn!(file = %problem.file, "agent file skipped: {}", problem.message);
     }
-    let builtins = builtins(BuiltinsConfig {
+    let skills_root = skills_root(&settings);
+    let skills = SkillRegistry::load(&skills_root);
+    let mut builtins = builtins(BuiltinsConfig {
         bash: BashConfig::from_lists(
             settings.bash_working_directory.as_deref().and_then(|p| p.to_str()),
             settings.bash_allowed_paths.iter().map(String::as_str),
@@ -65,6 +73,7 @@ pub fn build_state(settings: Settings) -> AppState {
                 .unwrap_or_else(|| AgentFileCreateConfig::default().default_system_prompt),
         },
     });
+    builtins.push(Arc::new(SkillRunScript::new(SkillScriptConfig::new(&skills_root))));
     let tools = match &settings.tools_dir {
         Some(dir) => ToolRegistry::load(Some(dir), builtins),
         None => ToolRegistry::from_sources(agw_tools::bundled::TOOL_FILES.iter().copied(), builtins),
@@ -76,7 +85,13 @@ pub fn build_state(settings: Settings) -> AppState {
         Some(dir) => ViewportRegistry::load(dir),
         None => ViewportRegistry::from_sources(agw_tools::bundled::VIEWPORT_FILES.iter().copied()),
     };
-    tracing::info!(agents = agents.len(), tools = tools.list().len(), viewports = viewports.len(), "catalogs loaded");
+    tracing::info!(
+        agents = agents.len(),
+        tools = tools.list().len(),
+        viewports = viewports.len(),
+        skills = skills.len(),
+        "catalogs loaded"
+    );
     let mut providers = ProviderRegistry::new(settings.providers.clone(), false);
     // The demo model fills the `demo` key only when no real provider claims it.
     if settings.demo_enabled && !providers.keys().iter().any(|k| k == DEMO_PROVIDER_KEY) {
@@ -86,5 +101,41 @@ pub fn build_state(settings: Settings) -> AppState {
             Arc::new(DemoProvider::with_chunk_delay(settings.demo_chunk_delay)),
         );
     }
-    AppState::new(settings, Catalogs { agents, tools, viewports, providers })
+    AppState::new(settings, Catalogs { agents, tools, viewports, skills, providers })
+}
+
+/// The skills root: the configured directory, or the bundled skills unpacked to a fixed
+/// directory under the system temp dir (scripts must exist on disk to run).
+pub fn skills_root(settings: &Settings) -> std::path::PathBuf {
+    match &settings.skills_dir {
+        Some(dir) => dir.clone(),
+        None => {
+            let dir = std::env::temp_dir().join("agw-bundled-skills");
+            if let Err(e) = agw_skills::bundled::materialize(&dir) {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot unpack the bundled skills");
+            }
+            dir
+        }
+    }
+}
+
+/// Copies the bundled demo resources into the configured directories, never overwriting.
+fn sync_bundled(settings: &Settings) {
+    type Files = &'static [(&'static str, &'static str)];
+    let targets: [(Option<&std::path::PathBuf>, Files); 4] = [
+        (settings.agents_dir.as_ref(), bundled::AGENT_FILES),
+        (settings.tools_dir.as_ref(), agw_tools::bundled::TOOL_FILES),
+        (settings.viewports_dir.as_ref(), agw_tools::bundled::VIEWPORT_FILES),
+        (settings.skills_dir.as_ref(), agw_skills::bundled::SKILL_FILES),
+    ];
+    for (dir, files) in targets {
+        let Some(dir) = dir else { continue };
+        match sync::sync_files(dir, files) {
+            Ok(report) if !report.written.is_empty() => {
+                tracing::info!(dir = %dir.display(), written = report.written.len(), kept = report.kept.len(), "bundled resources copied")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(dir = %dir.display(), error = %e, "cannot copy bundled resources"),
+        }
+    }
 }

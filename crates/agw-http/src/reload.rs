@@ -19,6 +19,7 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use agw_modes::definition::{AgentCatalog, AgentDefinition};
+use agw_skills::SkillRegistry;
 use agw_tools::ToolRegistry;
 use agw_tools::definition::validate_file as validate_tool_file;
 use agw_tools::viewport::ViewportRegistry;
@@ -31,6 +32,8 @@ pub enum Catalog {
     Agents,
     Tools,
     Viewports,
+    /// `skills/<id>/SKILL.md` (+ scripts): watched recursively.
+    Skills,
 }
 
 /// One watched directory.
@@ -45,7 +48,21 @@ pub struct WatchedDir {
 /// `(name, size, mtime)` of every entry: cheap to compute, changes with any edit.
 type Fingerprint = Vec<(String, u64, Option<SystemTime>)>;
 
-fn fingerprint(dir: &Path) -> Fingerprint {
+fn fingerprint(dir: &Path, catalog: Catalog) -> Fingerprint {
+    let mut out = entries_fingerprint(dir);
+    if catalog == Catalog::Skills {
+        // A skill is edited inside its directory: include every SKILL.md.
+        let skill_files: Vec<_> = out.iter().map(|(name, _, _)| dir.join(name).join("SKILL.md")).collect();
+        for file in skill_files {
+            if let Ok(meta) = std::fs::metadata(&file) {
+                out.push((file.display().to_string(), meta.len(), meta.modified().ok()));
+            }
+        }
+    }
+    out
+}
+
+fn entries_fingerprint(dir: &Path) -> Fingerprint {
     let mut out: Fingerprint = std::fs::read_dir(dir)
         .map(|entries| {
             entries
@@ -138,7 +155,7 @@ impl Reloader {
     pub fn reload(&self, watched: &WatchedDir, force: bool) -> bool {
         let mut guard = self.last_good.lock().unwrap_or_else(PoisonError::into_inner);
         let (last_good, seen) = guard.entry(watched.dir.clone()).or_default();
-        let now = fingerprint(&watched.dir);
+        let now = fingerprint(&watched.dir, watched.catalog);
         if !force && seen.as_ref() == Some(&now) {
             return false;
         }
@@ -160,6 +177,11 @@ impl Reloader {
                 let registry = ViewportRegistry::from_sources(last_good.sources(dir, ViewportRegistry::validate_file));
                 tracing::info!(dir = %dir.display(), viewports = registry.len(), "viewports reloaded");
                 self.state.viewports.store(Arc::new(registry));
+            }
+            Catalog::Skills => {
+                let registry = SkillRegistry::load(dir).with_fallback(&self.state.skills.load());
+                tracing::info!(dir = %dir.display(), skills = registry.len(), "skills reloaded");
+                self.state.skills.store(Arc::new(registry));
             }
         }
         true
@@ -187,7 +209,12 @@ impl Reloader {
         let watcher = match watcher {
             Ok(mut w) => {
                 for watched in &self.dirs {
-                    if let Err(e) = w.watch(&watched.dir, RecursiveMode::NonRecursive) {
+                    let mode = if watched.catalog == Catalog::Skills {
+                        RecursiveMode::Recursive
+                    } else {
+                        RecursiveMode::NonRecursive
+                    };
+                    if let Err(e) = w.watch(&watched.dir, mode) {
                         tracing::warn!(dir = %watched.dir.display(), error = %e, "cannot watch directory; relying on the periodic rescan");
                     }
                 }
@@ -209,7 +236,10 @@ impl Reloader {
                     dirs.push(more);
                 }
                 for watched in &this.dirs {
-                    if dirs.iter().any(|d| same_dir(d, &watched.dir)) {
+                    let hit = dirs.iter().any(|d| {
+                        same_dir(d, &watched.dir) || (watched.catalog == Catalog::Skills && d.starts_with(&watched.dir))
+                    });
+                    if hit {
                         let (r, w) = (this.clone(), watched.clone());
                         let _ = tokio::task::spawn_blocking(move || r.reload(&w, false)).await;
                     }
@@ -250,6 +280,22 @@ impl Drop for ReloadHandle {
     }
 }
 
+/// The configured directories of `settings` with their rescan periods (bundled-only catalogs are
+/// not watched: they cannot change).
+pub fn watched_dirs(settings: &crate::Settings) -> Vec<WatchedDir> {
+    let mut dirs = Vec::new();
+    let mut add = |catalog, dir: &Option<PathBuf>, every| {
+        if let Some(dir) = dir {
+            dirs.push(WatchedDir { catalog, dir: dir.clone(), rescan_every: every });
+        }
+    };
+    add(Catalog::Agents, &settings.agents_dir, settings.agents_refresh);
+    add(Catalog::Tools, &settings.tools_dir, settings.tools_refresh);
+    add(Catalog::Viewports, &settings.viewports_dir, settings.viewports_refresh);
+    add(Catalog::Skills, &settings.skills_dir, settings.skills_refresh);
+    dirs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,3 +324,4 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 }
+

@@ -94,6 +94,7 @@ impl SseSink {
         if let Some(trigger) = self.webhook.as_mut() {
             trigger.observe(&self.events);
         }
+        metrics::counter!(crate::metrics::EVENTS_STREAMED).increment(self.events.len() as u64);
         let mut buf = Vec::with_capacity(256 * self.events.len());
         for event in self.events.drain(..) {
             sse::write_event(&event, &mut buf);

@@ -8,11 +8,14 @@ use agw_llm::ProviderRegistry;
 use agw_memory::ChatStore;
 use agw_modes::definition::AgentCatalog;
 use agw_modes::runtime::{FrontendSubmits, RunServices};
+use agw_skills::SkillRegistry;
 use agw_tools::ToolRegistry;
 use agw_tools::viewport::ViewportRegistry;
 
 use crate::auth::Authenticator;
 use crate::config::Settings;
+use crate::runs::RunTracker;
+use crate::webhook::Webhook;
 
 /// What every request handler can reach. Cheap to clone.
 #[derive(Clone)]
@@ -26,12 +29,17 @@ pub struct Inner {
     pub agents: ArcSwap<AgentCatalog>,
     pub tools: ArcSwap<ToolRegistry>,
     pub viewports: ArcSwap<ViewportRegistry>,
+    pub skills: ArcSwap<SkillRegistry>,
     pub providers: Arc<ProviderRegistry>,
     /// Frontend tools waiting for `POST /api/ap/submit`, across all runs.
     pub submits: Arc<FrontendSubmits>,
     pub chats: Arc<ChatStore>,
     /// Bearer-token verification; `None` when auth is not enforced.
     pub auth: Option<Authenticator>,
+    /// Runs in flight, for graceful shutdown and the active-runs metric.
+    pub runs: Arc<RunTracker>,
+    /// The chat-event webhook, when configured.
+    pub webhook: Option<Webhook>,
 }
 
 /// The registries a server starts with.
@@ -39,6 +47,7 @@ pub struct Catalogs {
     pub agents: AgentCatalog,
     pub tools: ToolRegistry,
     pub viewports: ViewportRegistry,
+    pub skills: SkillRegistry,
     pub providers: ProviderRegistry,
 }
 
@@ -50,9 +59,12 @@ impl AppState {
                 agents: ArcSwap::from_pointee(catalogs.agents),
                 tools: ArcSwap::from_pointee(catalogs.tools),
                 viewports: ArcSwap::from_pointee(catalogs.viewports),
+                skills: ArcSwap::from_pointee(catalogs.skills),
                 providers: Arc::new(catalogs.providers),
                 submits: Arc::new(FrontendSubmits::default()),
                 chats,
+                runs: Arc::new(RunTracker::default()),
+                webhook: Webhook::new(settings.webhook.clone()),
                 auth: Authenticator::new(&settings.auth),
                 settings,
             }),
@@ -68,6 +80,8 @@ impl AppState {
             submits: self.submits.clone(),
             frontend_timeout: self.settings.frontend_submit_timeout,
             tool_output_limit: self.settings.tool_output_limit,
+            skills: self.skills.load_full(),
+            skill_max_prompt_chars: self.settings.skill_max_prompt_chars,
         })
     }
 }

@@ -32,6 +32,7 @@ impl WebhookConfig {
 pub struct Webhook {
     config: Arc<WebhookConfig>,
     client: reqwest::Client,
+    warned: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for Webhook {
@@ -62,7 +63,7 @@ impl Webhook {
             .timeout(config.request_timeout.max(Duration::from_millis(200)))
             .build()
             .ok()?;
-        Some(Self { config: Arc::new(config), client })
+        Some(Self { config: Arc::new(config), client, warned: Arc::default() })
     }
 
     /// Sends one chat event in the background.
@@ -88,11 +89,21 @@ impl Webhook {
             .header("X-AGENT-Signature", sig)
             .body(body);
         let run_id = run_id.to_string();
+        let warned = self.warned.clone();
         tokio::spawn(async move {
-            match request.send().await {
-                Ok(resp) if resp.status().is_success() => tracing::debug!(%run_id, "chat event delivered"),
-                Ok(resp) => tracing::warn!(%run_id, status = resp.status().as_u16(), "chat event webhook refused"),
-                Err(e) => tracing::warn!(%run_id, error = %e, "chat event webhook failed"),
+            let failure = match request.send().await {
+                Ok(resp) if resp.status().is_success() => {
+                    tracing::debug!(%run_id, "chat event delivered");
+                    return;
+                }
+                Ok(resp) => format!("HTTP {}", resp.status().as_u16()),
+                Err(e) => e.to_string(),
+            };
+            // The default URL usually has no listener: say so once, then keep quiet.
+            if !warned.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                tracing::warn!(%run_id, error = %failure, "chat event webhook failed (further failures are logged at debug)");
+            } else {
+                tracing::debug!(%run_id, error = %failure, "chat event webhook failed");
             }
         });
     }

@@ -5,7 +5,8 @@
 //! [`plan_turn`] from the request alone, then streamed in small chunks with a fixed delay so
 //! the output looks and times like a model's. To teach it new behaviour (e.g. calling tools
 //! when the request offers some), extend [`DemoTurn`] and [`plan_turn`]; streaming stays as is.
-//! PLAN_EXECUTE turns (plan, task rounds, summary) are recognised first (`demo/plan.rs`).
+//! PLAN_EXECUTE turns (plan, task rounds, summary) are recognised first (`demo/plan.rs`); skill
+//! scripts (`_skill_run_script_`, `demo/skills.rs`) are run before any other tool is considered.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -16,6 +17,7 @@ use serde_json::json;
 use crate::request::ChatMessage;
 
 mod plan;
+mod skills;
 mod tools;
 use crate::{CallOptions, ChatProvider, ChatRequest, DeltaStream, LlmDelta, LlmError};
 pub use tools::DemoToolCall;
@@ -77,6 +79,17 @@ pub fn plan_turn(request: &ChatRequest) -> DemoTurn {
         return turn;
     }
     let question = last_user_message(request).map(quote).unwrap_or_else(|| "(an empty message)".to_owned());
+    // Skill scripts first: their arguments come from the question, not from the tool's schema.
+    if let Some(call) = last_user_message(request).and_then(|message| skills::next_call(request, message)) {
+        let reasoning = request.reasoning.enabled.then(|| {
+            format!("The user wrote \"{question}\". A skill in my catalog can work this out; I will run its script.")
+        });
+        let content = format!("Let me run a skill script with `{}` first.", call.name);
+        return DemoTurn { reasoning, content, tool_call: Some(call), finish_reason: "tool_calls" };
+    }
+    if let Some(turn) = skills::answer(request, &question) {
+        return turn;
+    }
     if let Some(call) = tools::next_call(request, &question) {
         let reasoning = request.reasoning.enabled.then(|| {
             format!("The user wrote \"{question}\". The `{}` tool can help; I will call it first.", call.name)

@@ -9,9 +9,11 @@
 
 mod body;
 mod chunk;
+mod gate;
 mod transport;
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_openai::Client;
@@ -138,16 +140,19 @@ impl OpenAiCompatibleProvider {
                 provider = %self.key, stage = %options.stage, run_id = %options.run_id,
                 url = %self.url, attempt, "calling provider"
             );
-            let send = async {
+            // The transport puts the response body behind this gate: it is read only as fast as
+            // the run takes chunks (async-openai would otherwise read it all into memory).
+            let gate = Arc::new(gate::BodyGate::default());
+            let send = gate::CURRENT.scope(gate.clone(), async {
                 self.client
                     .chat()
                     .headers(headers.clone())
                     .create_stream_byot::<_, Value>(body)
                     .await
                     .map_err(from_openai)
-            };
+            });
             let error = match tokio::time::timeout(options.inactivity_timeout, send).await {
-                Ok(Ok(chunks)) => return Ok(chunks),
+                Ok(Ok(chunks)) => return Ok(Box::pin(gate::Demand::new(chunks, gate))),
                 Ok(Err(error)) => error,
                 Err(_) => {
                     LlmError::Timeout { phase: TimeoutPhase::BeforeFirstChunk, ms: millis(options.inactivity_timeout) }

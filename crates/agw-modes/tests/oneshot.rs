@@ -37,6 +37,8 @@ fn ctx(fixture: &FixtureServer, agent: Arc<AgentDefinition>, history: Vec<ChatMe
             submits: Arc::new(FrontendSubmits::default()),
             frontend_timeout: std::time::Duration::from_secs(1),
             tool_output_limit: DEFAULT_TOOL_OUTPUT_LIMIT,
+            skills: Arc::new(agw_skills::SkillRegistry::default()),
+            skill_max_prompt_chars: 8000,
         }),
     }
 }

@@ -80,6 +80,22 @@ impl SkillRegistry {
         registry
     }
 
+    /// Keeps serving `previous`'s version of every skill that is now broken: a skill directory
+    /// that still exists but whose `SKILL.md` no longer loads (hot reload's "last good version").
+    pub fn with_fallback(mut self, previous: &SkillRegistry) -> SkillRegistry {
+        for (id, skill) in &previous.skills {
+            if self.skills.contains_key(id) || !skill.dir.exists() {
+                continue;
+            }
+            let broken = self.problems.iter().any(|p| p.path.starts_with(&skill.dir) || p.path == skill.dir);
+            if broken {
+                tracing::warn!(skill = %id, "skill is broken after an edit; keeping its last good version");
+                self.skills.insert(id.clone(), skill.clone());
+            }
+        }
+        self
+    }
+
     fn load_entry(&mut self, canonical_root: &Path, path: &Path) {
         let metadata = match fs::metadata(path) {
             Ok(metadata) => metadata,

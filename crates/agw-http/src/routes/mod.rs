@@ -23,7 +23,7 @@ use crate::state::AppState;
 
 pub type HandlerResult = Result<Response<BoxBody>, ApiError>;
 
-const ROUTES: [&str; 9] = [
+const ROUTES: [&str; 10] = [
     "/api/ap/query",
     "/api/ap/submit",
     "/api/ap/agents",
@@ -33,6 +33,7 @@ const ROUTES: [&str; 9] = [
     "/api/ap/viewport",
     "/healthz",
     "/readyz",
+    "/metrics",
 ];
 
 /// Handles one request: CORS first (preflights and foreign origins are answered there), then auth
@@ -77,6 +78,7 @@ async fn route(state: AppState, req: Request<Incoming>) -> Response<BoxBody> {
         (&Method::GET, "/api/ap/viewport") => viewport::get(&state, &params),
         (&Method::GET, "/healthz") => Ok(ops::healthz()),
         (&Method::GET, "/readyz") => Ok(ops::readyz(&state)),
+        (&Method::GET, "/metrics") => Ok(ops::metrics()),
         (&Method::GET, p) if p.starts_with("/api/ap/data/") => {
             let range = req.headers().get(header::RANGE).and_then(|v| v.to_str().ok()).map(str::to_string);
             data::serve(&state.settings.data_dir, &p["/api/ap/data/".len()..], &params, range.as_deref()).await

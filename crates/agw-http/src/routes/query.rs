@@ -20,6 +20,7 @@ use super::HandlerResult;
 use crate::body::SseBody;
 use crate::envelope::ApiError;
 use crate::sink::{Persistence, SseSink};
+use crate::webhook::RunTrigger;
 use crate::state::AppState;
 
 /// Frames buffered between the run task and the socket. Small on purpose: when the client
@@ -75,8 +76,13 @@ pub async fn query(state: AppState, req: Request<Incoming>) -> HandlerResult {
     Ok(resp)
 }
 
+fn count_outcome(outcome: &'static str, code: &str) {
+    metrics::counter!(crate::metrics::RUNS_TOTAL, "outcome" => outcome, "code" => code.to_string()).increment(1);
+}
+
 /// The memory side of a run start: the chat index record and the history for the model.
 struct Prepared {
+    chat_name: String,
     chat_start: Option<ChatStart>,
     history: Vec<agw_llm::ChatMessage>,
     plan: Option<PlanSnapshot>,
@@ -95,6 +101,7 @@ async fn prepare(state: &AppState, agent: &AgentDefinition, chat_id: &str, messa
     .map_err(|e| format!("chat memory task failed: {e}"))?;
     match result {
         Ok((upsert, context, chat_id)) => Ok(Prepared {
+            chat_name: upsert.chat_name.clone(),
             chat_start: upsert.created.then_some(ChatStart { chat_id, chat_name: upsert.chat_name }),
             history: context.history,
             plan: context.plan,
@@ -103,6 +110,19 @@ async fn prepare(state: &AppState, agent: &AgentDefinition, chat_id: &str, messa
             tracing::error!(error = %e, "chat memory unavailable");
             Err(format!("chat memory unavailable: {e}"))
         }
+    }
+}
+
+/// Memory off (`AGW_MEMORY_ENABLED=false`): no history, no stored plan; a query without a
+/// `chatId` still starts a chat (`chat.start`), so the stream looks the same as with memory on.
+fn stateless(request: &QueryRequest, chat_id: &str, message: &str) -> Prepared {
+    let new_chat = request.chat_id.as_deref().is_none_or(|c| c.trim().is_empty());
+    let chat_name = ids::chat_name(message);
+    Prepared {
+        chat_start: new_chat.then(|| ChatStart { chat_id: chat_id.to_string(), chat_name: chat_name.clone() }),
+        chat_name,
+        history: Vec::new(),
+        plan: None,
     }
 }
 
@@ -138,19 +158,28 @@ async fn drive_run(
     chat_id: String,
     tx: mpsc::Sender<Bytes>,
 ) {
+    // Registered for the run's whole life: graceful shutdown waits for it.
+    let _guard = state.runs.enter();
     tracing::info!("run started");
     let message = request.message.clone().unwrap_or_default();
-    let prepared = prepare(&state, &agent, &chat_id, &message).await;
+    let memory = state.settings.memory_enabled;
+    let prepared = if memory {
+        prepare(&state, &agent, &chat_id, &message).await
+    } else {
+        Ok(stateless(&request, &chat_id, &message))
+    };
     let query_event = request.to_event(&run_id, &chat_id);
     let mut stored_query = request.clone();
     stored_query.request_id = Some(request.effective_request_id(&run_id));
     stored_query.chat_id = Some(chat_id.clone());
     stored_query.role = Some(request.effective_role());
     stored_query.agent_key = request.agent_key.as_deref().map(str::trim).map(str::to_string);
-    let recorder =
-        state.chats.recorder(&chat_id, &run_id, stored_query, Some(system_snapshot(&state, &agent, request.stream)));
-    let persistence = Persistence { store: state.chats.clone(), chat_id: chat_id.clone(), recorder };
-    let mut sink = SseSink::new(Assembler::new(&run_id, &chat_id, Box::new(SystemClock)), tx, Some(persistence));
+    let persistence = memory.then(|| {
+        let recorder =
+            state.chats.recorder(&chat_id, &run_id, stored_query, Some(system_snapshot(&state, &agent, request.stream)));
+        Persistence { store: state.chats.clone(), chat_id: chat_id.clone(), recorder }
+    });
+    let mut sink = SseSink::new(Assembler::new(&run_id, &chat_id, Box::new(SystemClock)), tx, persistence);
 
     let prepared = match prepared {
         Ok(p) => p,
@@ -158,9 +187,14 @@ async fn drive_run(
             // Memory is unusable (disk full, read-only, …): say so in the stream, keep serving.
             let _ = sink.bootstrap(query_event, None).await;
             let _ = sink.fail(RunErrorInfo::new(ErrorCode::Internal, message, false)).await;
+            count_outcome("failed", "internal");
             return;
         }
     };
+    let chat_name = prepared.chat_name.clone();
+    let mut sink = sink.with_webhook(
+        state.webhook.clone().map(|w| RunTrigger::new(w, chat_id.clone(), run_id.clone(), chat_name)),
+    );
     if sink.bootstrap(query_event, prepared.chat_start).await.is_err() {
         tracing::info!("client gone before the run started");
         sink.abandon().await;
@@ -181,7 +215,18 @@ async fn drive_run(
         outcome = runtime::execute(ctx, &mut sink) => outcome,
         // The run may be waiting on a quiet provider; do not wait for its next delta to notice.
         () = watcher.closed() => RunOutcome::Disconnected,
+        // Shutdown grace period over: end with run.error (what was streamed stays recorded).
+        () = state.runs.stopped() => RunOutcome::Failed(RunErrorInfo::new(
+            ErrorCode::Internal,
+            "the server is shutting down; the run was stopped",
+            true,
+        )),
     };
+    match &outcome {
+        RunOutcome::Completed { .. } => count_outcome("completed", ""),
+        RunOutcome::Failed(e) => count_outcome("failed", e.code.as_str()),
+        RunOutcome::Disconnected => count_outcome("disconnected", ""),
+    }
     let delivered = match &outcome {
         RunOutcome::Completed { finish_reason } => sink.complete(finish_reason).await,
         RunOutcome::Failed(error) => sink.fail(error.clone()).await,

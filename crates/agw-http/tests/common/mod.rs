@@ -85,6 +85,8 @@ impl Gateway {
             ("MEMORY_CHAT_DIR".into(), agents_dir.join("chats").display().to_string()),
             ("AGENT_DATA_EXTERNAL_DIR".into(), agents_dir.join("data").display().to_string()),
             ("MEMORY_CHAT_FSYNC".into(), "never".into()),
+            // Tests choose their own agents; no bundled demos copied next to them.
+            ("AGW_RESOURCES_SYNC_BUNDLED".into(), "false".into()),
         ];
         vars.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         let mut settings = Settings::load(None, vars).expect("settings");
@@ -233,4 +235,92 @@ impl LiveStream {
         while self.next_event().await.is_some() {}
         self.seen.clone()
     }
+}
+
+// -- chat memory checks (reliability, soak) ------------------------------------------------------
+
+/// What [`assert_chat_files_valid`] found on disk.
+#[derive(Debug, Default)]
+pub struct ChatFiles {
+    /// Chat ids with a history file.
+    pub chats: Vec<String>,
+    /// History lines read, all of them valid.
+    pub lines: usize,
+    /// `(chatId, runId)` of every run with at least one line.
+    pub runs: std::collections::BTreeSet<(String, String)>,
+    /// Records in the chat index (`_chats.jsonl`).
+    pub index_records: usize,
+}
+
+/// Checks the gateway's chat memory directory as a reader would: every history file ends with a
+/// complete line and every line is a valid query/step line of its own chat; every index line is
+/// a JSON object with a `chatId`. Panics naming the file and line otherwise.
+pub fn assert_chat_files_valid(gw: &Gateway) -> ChatFiles {
+    use agw_protocol::history::HistoryLine;
+
+    let dir = gw.state.chats.config().dir.clone();
+    let mut out = ChatFiles::default();
+    let Ok(entries) = std::fs::read_dir(&dir) else { return out };
+    let mut paths: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
+    paths.sort();
+    for path in paths {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        if name == "_chats.jsonl" {
+            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                let record: Value =
+                    serde_json::from_str(line).unwrap_or_else(|e| panic!("index line {line:?} is not JSON: {e}"));
+                assert!(record["chatId"].is_string(), "index record without chatId: {line}");
+                out.index_records += 1;
+            }
+            continue;
+        }
+        let Some(chat_id) = name.strip_suffix(".json") else { continue };
+        assert!(text.is_empty() || text.ends_with('\n'), "{name} ends with a torn line: {:?}", tail(&text));
+        for (n, line) in text.lines().enumerate() {
+            let parsed = HistoryLine::parse(line)
+                .unwrap_or_else(|e| panic!("{name} line {}: not a valid history line ({e}): {line}", n + 1))
+                .unwrap_or_else(|| panic!("{name} line {}: not a query/step line: {line}", n + 1));
+            assert_eq!(parsed.chat_id(), chat_id, "{name} line {} belongs to another chat", n + 1);
+            out.runs.insert((chat_id.to_string(), parsed.run_id().to_string()));
+            out.lines += 1;
+        }
+        out.chats.push(chat_id.to_string());
+    }
+    out
+}
+
+fn tail(text: &str) -> &str {
+    let start = text.len().saturating_sub(80);
+    let start = (start..text.len()).find(|i| text.is_char_boundary(*i)).unwrap_or(text.len());
+    &text[start..]
+}
+
+/// `GET /api/ap/chat?chatId=…` answers 200 with replay events numbered 1..N; returns them.
+pub async fn assert_chat_replayable(gw: &Gateway, chat_id: &str) -> Vec<Value> {
+    let (status, body) = gw.get_json(&format!("/api/ap/chat?chatId={chat_id}")).await;
+    assert_eq!(status, 200, "replay of {chat_id}: {body}");
+    assert_eq!(body["code"], 0, "replay of {chat_id}: {body}");
+    let events = body["data"]["events"].as_array().cloned().unwrap_or_default();
+    for (i, event) in events.iter().enumerate() {
+        assert_eq!(event["seq"], i as u64 + 1, "replay of {chat_id}: seq must be 1..N: {event}");
+    }
+    events
+}
+
+// -- process resources (Linux /proc) -------------------------------------------------------------
+
+/// Resident set size of this process in bytes (`VmRSS`), 0 where /proc is not available.
+pub fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Open file descriptors of this process (entries of `/proc/self/fd`), 0 where not available.
+pub fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |entries| entries.count())
 }

@@ -61,9 +61,12 @@ const STOP_WORDS: [&str; 24] = [
 
 /// The tool that shares the most words with the question — a word in the tool's name counts
 /// three times one in its description; ties go to the first by name (tools arrive sorted).
+/// `_skill_run_script_` is never picked here: its arguments cannot be made up from its schema
+/// (`demo/skills.rs` calls it when a catalogued skill fits).
 pub(super) fn pick_tool<'a>(tools: &'a [ToolSpec], question: &str) -> Option<&'a ToolSpec> {
-    let best = tools.iter().map(|t| score(t, question)).max()?;
-    tools.iter().find(|t| score(t, question) == best)
+    let candidates = || tools.iter().filter(|t| t.name != super::skills::RUN_SCRIPT);
+    let best = candidates().map(|t| score(t, question)).max()?;
+    candidates().find(|t| score(t, question) == best)
 }
 
 /// How many of the question's words the tool's name (×3) and description mention.

@@ -23,6 +23,9 @@ use super::submit::PendingSubmit;
 use super::tools::StageToolSet;
 use super::{DeltaSink, RunContext, RunFailure, RunState};
 
+/// Backend tool execution time (seconds), labelled by tool name.
+pub const TOOL_DURATION_METRIC: &str = "agw_tool_duration_seconds";
+
 /// One executed call with its result text.
 pub(crate) struct Executed {
     pub id: String,
@@ -103,6 +106,8 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
                         )
                         .await;
                         tracing::debug!(tool = %name, ms = started.elapsed().as_millis() as u64, "backend tool ran");
+                        metrics::histogram!(TOOL_DURATION_METRIC, "tool" => name.clone())
+                            .record(started.elapsed().as_secs_f64());
                         text
                     }
                     None => exec::error_result(&name, &format!("Unknown tool: {name}")),
@@ -110,6 +115,10 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
             }
         };
         let result = exec::truncate_output(&result, ctx.services.tool_output_limit);
+        if tools.contains(&name) {
+            // A skill script run discloses the skill's instructions in the next turn.
+            state.skills.note_call(ctx, &name, &args);
+        }
         state
             .recorded
             .push(RecordedCall { name: name.clone(), result_json: serde_json::from_str::<Value>(&result).ok() });

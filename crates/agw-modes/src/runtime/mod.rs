@@ -15,6 +15,7 @@ mod plan_execute;
 mod prompt;
 mod react;
 mod sink;
+mod skills;
 mod submit;
 mod tools;
 mod turn;
@@ -25,6 +26,7 @@ use std::time::Duration;
 use agw_llm::{ChatMessage, ProviderRegistry};
 use agw_protocol::RunErrorInfo;
 use agw_protocol::history::PlanSnapshot;
+use agw_skills::SkillRegistry;
 use agw_tools::ToolRegistry;
 use agw_tools::templates::RecordedCall;
 use agw_tools::viewport::ViewportRegistry;
@@ -50,6 +52,10 @@ pub struct RunServices {
     pub frontend_timeout: Duration,
     /// Tool results longer than this (bytes) are cut with a notice to the model.
     pub tool_output_limit: usize,
+    /// Skills the agents may list in their prompts and run through `_skill_run_script_`.
+    pub skills: Arc<SkillRegistry>,
+    /// Skill instructions longer than this are truncated when disclosed (0 = unlimited).
+    pub skill_max_prompt_chars: usize,
 }
 
 /// Everything a run needs besides its sink.
@@ -89,17 +95,21 @@ pub(crate) struct RunState {
     pub recorded: Vec<RecordedCall>,
     /// The run's plan, changed only by the plan tools.
     pub plan: plan::PlanState,
+    /// The skill catalog and which skills are due for (or already had) their disclosure.
+    pub skills: skills::SkillPrompts,
 }
 
-/// The effective system prompt of a stage turn: stage prompt, then the tool appendix.
+/// The fixed parts of a stage's system prompt: the stage prompt and the tool appendix (after-call
+/// hints only `with_hints`). Each turn adds the run's skill sections in between
+/// ([`prompt::StagePrompt::effective`], called by `turn::model_turn`).
 pub(crate) fn stage_prompt(
     ctx: &RunContext,
     stage_prompt: &str,
     tools: &tools::StageToolSet,
     with_hints: bool,
-) -> String {
-    let (descriptions, hints) = tools.appendix(&ctx.agent.runtime_prompts, with_hints);
-    prompt::assemble(&[stage_prompt, &descriptions, &hints])
+) -> prompt::StagePrompt {
+    let (tool_descriptions, after_call_hints) = tools.appendix(&ctx.agent.runtime_prompts, with_hints);
+    prompt::StagePrompt { stage: stage_prompt.to_owned(), tool_descriptions, after_call_hints }
 }
 
 /// Runs the agent to completion, streaming into `sink`.
@@ -115,6 +125,7 @@ pub async fn execute<S: DeltaSink>(ctx: RunContext, sink: &mut S) -> RunOutcome 
             Some(snapshot) => plan::PlanState::restored(snapshot, &ctx.chat_id),
             None => plan::PlanState::for_chat(&ctx.chat_id),
         },
+        skills: skills::SkillPrompts::for_run(&ctx),
     };
     let fut = async {
         // A chat with a plan starts every run by showing it (any mode).

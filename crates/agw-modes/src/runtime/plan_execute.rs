@@ -84,7 +84,7 @@ fn plan_system_prompt(
     stage: &Stage,
     plan_tools: &StageToolSet,
     execute_tools: &StageToolSet,
-) -> String {
+) -> prompt::StagePrompt {
     let reference = execute_tools.backend_description_lines();
     let callable = match plan_tools.get(PLAN_ADD_TASKS).map(|d| d.description.trim()).filter(|d| !d.is_empty()) {
         Some(description) => format!("- {PLAN_ADD_TASKS}: {description}"),
@@ -247,7 +247,7 @@ async fn task_loop<S: DeltaSink>(
 /// The model rounds of one task (§5.3 steps 4–5).
 struct TaskRounds<'a> {
     model: &'a ResolvedModel,
-    system: &'a str,
+    system: &'a prompt::StagePrompt,
     tools: &'a StageToolSet,
     choice: ToolChoice,
 }

@@ -11,6 +11,7 @@ use futures::StreamExt;
 use crate::definition::ResolvedModel;
 
 use super::calls::{CallAccumulator, FragmentEffect, StreamedCall};
+use super::prompt::StagePrompt;
 use super::submit::PendingSubmit;
 use super::tools::{Decoration, StageToolSet, decorate};
 use super::{DeltaSink, RunContext, RunFailure, RunState};
@@ -20,7 +21,8 @@ pub(crate) struct TurnSpec<'a> {
     /// Stage name (`agent-oneshot`, …): logged and sent as `x-agw-stage`.
     pub stage_name: &'a str,
     pub model: &'a ResolvedModel,
-    pub system_prompt: &'a str,
+    /// The stage's prompt; the run's skill sections are added when the turn is sent.
+    pub system_prompt: &'a StagePrompt,
     /// Conversation without the system message.
     pub messages: &'a [ChatMessage],
     /// Tools offered to the model; `tool_choice` `None` offers none.
@@ -62,9 +64,12 @@ pub(crate) async fn model_turn<S: DeltaSink>(
     state.budget.begin_model_call()?;
     let provider = ctx.services.providers.get(&spec.model.provider_key)?;
 
+    // A disclosure that is due goes into this turn only (modes.md §6.3).
+    let disclosure = state.skills.take_disclosure(ctx);
+    let system_prompt = spec.system_prompt.effective(state.skills.catalog(), &disclosure);
     let mut messages = Vec::with_capacity(spec.messages.len() + 1);
-    if !spec.system_prompt.trim().is_empty() {
-        messages.push(ChatMessage::System { content: spec.system_prompt.to_string() });
+    if !system_prompt.is_empty() {
+        messages.push(ChatMessage::System { content: system_prompt });
     }
     messages.extend_from_slice(spec.messages);
     let offer_tools = spec.tool_choice.is_some() && !spec.tools.is_empty();

@@ -1,0 +1,216 @@
+//! Operations over the real binary: graceful shutdown, `agw check`, `/metrics`.
+
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agw_protocol::sse::SseDecoder;
+use serde_json::Value;
+
+struct Agw {
+    child: Child,
+    base: String,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Agw {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn scratch(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("agw-ops-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn start(tag: &str, env: &[(&str, &str)]) -> Agw {
+    let dir = scratch(tag);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agw"));
+    cmd.args(["serve", "--port", "0"])
+        .env("MEMORY_CHAT_DIR", dir.join("chats"))
+        .env("AGENT_CHAT_EVENT_CALLBACK_ENABLED", "false")
+        .env_remove("AGENT_EXTERNAL_DIR")
+        .env_remove("SERVER_ADDRESS")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while stdout.read(&mut byte).unwrap() == 1 && byte[0] != b'\n' {
+        line.push(byte[0]);
+    }
+    let base = String::from_utf8(line).unwrap().trim().strip_prefix("agw listening on ").unwrap().to_string();
+    Agw { child, base, dir }
+}
+
+fn sigterm(child: &Child) {
+    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+}
+
+/// Reads events until one satisfies `stop` (inclusive) or the stream ends.
+async fn read_until(resp: &mut reqwest::Response, decoder: &mut SseDecoder, stop: impl Fn(&Value) -> bool) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut frames = Vec::new();
+    while let Some(chunk) = tokio::time::timeout(Duration::from_secs(20), resp.chunk()).await.unwrap().unwrap() {
+        decoder.feed(&chunk, &mut frames);
+        for f in frames.drain(..).filter(|f| !f.is_heartbeat()) {
+            let e: Value = serde_json::from_str(&f.data).unwrap();
+            let done = stop(&e);
+            out.push(e);
+            if done {
+                return out;
+            }
+        }
+    }
+    out
+}
+
+fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "agw did not exit within {within:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[tokio::test]
+async fn sigterm_lets_a_streaming_run_finish_and_keeps_its_history() {
+    let mut agw = start("drain", &[("AGW_DEMO_CHUNK_DELAY_MS", "25"), ("SERVER_SHUTDOWN_GRACE_MS", "10000")]);
+    let mut resp = reqwest::Client::new()
+        .post(format!("{}/api/ap/query", agw.base))
+        .json(&serde_json::json!({"agentKey": "demoModeThinking", "message": "Explain carbon in detail"}))
+        .send()
+        .await
+        .unwrap();
+    let mut decoder = SseDecoder::new();
+    let first = read_until(&mut resp, &mut decoder, |e| e["type"] == "content.delta").await;
+    sigterm(&agw.child);
+    let rest = read_until(&mut resp, &mut decoder, |e| e["type"] == "run.complete" || e["type"] == "run.error").await;
+    assert_eq!(rest.last().unwrap()["type"], "run.complete", "the in-flight run finished within the grace period");
+    let status = wait_exit(&mut agw.child, Duration::from_secs(10));
+    assert!(status.success(), "clean exit: {status:?}");
+
+    // The whole answer is on disk.
+    let chat = first[0]["chatId"].as_str().unwrap();
+    let answer: String = first
+        .iter()
+        .chain(&rest)
+        .filter(|e| e["type"] == "content.delta")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    let history = std::fs::read_to_string(agw.dir.join("chats").join(format!("{chat}.json"))).unwrap();
+    assert!(history.ends_with('\n'));
+    let stored: String = history
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("every line is valid JSON"))
+        .filter(|l| l["_type"] == "step")
+        .flat_map(|l| l["messages"].as_array().unwrap().clone())
+        .filter_map(|m| m["content"][0]["text"].as_str().map(str::to_string).filter(|_| m["role"] == "assistant"))
+        .collect();
+    assert_eq!(stored, answer);
+}
+
+#[tokio::test]
+async fn after_the_grace_period_remaining_runs_end_with_run_error() {
+    let mut agw = start("grace", &[("AGW_DEMO_CHUNK_DELAY_MS", "200"), ("SERVER_SHUTDOWN_GRACE_MS", "300")]);
+    let mut resp = reqwest::Client::new()
+        .post(format!("{}/api/ap/query", agw.base))
+        .json(&serde_json::json!({"agentKey": "demoModePlain", "message": "a long answer please"}))
+        .send()
+        .await
+        .unwrap();
+    let mut decoder = SseDecoder::new();
+    read_until(&mut resp, &mut decoder, |e| e["type"] == "content.delta").await;
+    let signalled = Instant::now();
+    sigterm(&agw.child);
+    let rest = read_until(&mut resp, &mut decoder, |e| e["type"] == "run.complete" || e["type"] == "run.error").await;
+    let last = rest.last().unwrap();
+    assert_eq!(last["type"], "run.error");
+    assert_eq!(last["error"]["code"], "internal");
+    assert!(last["error"]["message"].as_str().unwrap().contains("shutting down"));
+    assert!(wait_exit(&mut agw.child, Duration::from_secs(10)).success());
+    assert!(signalled.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn metrics_count_runs_and_events() {
+    let agw = start("metrics", &[("AGW_DEMO_CHUNK_DELAY_MS", "0")]);
+    let client = reqwest::Client::new();
+    let body = client
+        .post(format!("{}/api/ap/query", agw.base))
+        .json(&serde_json::json!({"agentKey": "demoModeReact", "message": "weather in Tokyo?"}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(body.contains("run.complete"));
+    let resp = client.get(format!("{}/metrics", agw.base)).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
+    let text = resp.text().await.unwrap();
+    for needle in [
+        "agw_runs_total{outcome=\"completed\",code=\"\"} 1",
+        "agw_runs_active 0",
+        "agw_events_streamed_total",
+        "agw_tool_duration_seconds_count{tool=\"mock_city_weather\"} 1",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn check_reports_every_problem_with_its_file_and_fails_on_errors() {
+    let dir = scratch("check");
+    let agents = dir.join("agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(agents.join("broken.json"), "{ not json").unwrap();
+    std::fs::write(agents.join("legacy.json"), r#"{"mode":"ONESHOT","providerKey":"x","plain":{"systemPrompt":"p"}}"#).unwrap();
+    std::fs::write(
+        agents.join("lost.json"),
+        r#"{"key":"lost","mode":"ONESHOT","modelConfig":{"providerKey":"nowhere"},"toolConfig":{"backends":["no_such_tool"]},"plain":{"systemPrompt":"p"}}"#,
+    )
+    .unwrap();
+    let run = |agents_dir: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_agw"))
+            .arg("check")
+            .env("AGENT_EXTERNAL_DIR", agents_dir)
+            .env("AGW_RESOURCES_SYNC_BUNDLED", "false")
+            .env_remove("SERVER_ADDRESS")
+            .output()
+            .unwrap()
+    };
+    let out = run(&agents);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("broken.json") && text.contains("legacy.json"), "{text}");
+    assert!(text.contains("\"providerKey\""), "the rejected field is named: {text}");
+    assert!(text.contains("lost.json") && text.contains("nowhere"), "{text}");
+    assert!(text.contains("warning:") && text.contains("no_such_tool"), "{text}");
+    assert!(std::fs::read_dir(&agents).unwrap().count() == 3, "check writes nothing");
+
+    let clean = dir.join("clean");
+    std::fs::create_dir_all(&clean).unwrap();
+    std::fs::write(clean.join("ok.json"), r#"{"key":"ok","mode":"ONESHOT","modelConfig":{"providerKey":"demo"},"plain":{"systemPrompt":"p"}}"#).unwrap();
+    let out = run(&clean);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("0 error(s)"));
+    let bad_config = Command::new(env!("CARGO_BIN_EXE_agw")).arg("check").env("SERVER_PORT", "eighty").output().unwrap();
+    assert_eq!(bad_config.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad_config.stdout).contains("SERVER_PORT"));
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -1,0 +1,107 @@
+//! `agw check`: validate a configuration and its directories without serving.
+
+use std::collections::BTreeSet;
+
+use agw_modes::definition::{AgentCatalog, StageKind};
+
+use crate::config::Settings;
+
+/// How bad a finding is: errors make `agw check` exit non-zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    Warning,
+    Error,
+}
+
+/// One finding, with the file (or setting) it is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub severity: Severity,
+    pub file: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let level = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        write!(f, "{level}: {}: {}", self.file, self.message)
+    }
+}
+
+/// Loads every catalog the way the server would and reports every problem.
+pub fn check(settings: &Settings) -> Vec<Finding> {
+    // Checking must not write: no copying of bundled resources into the directories.
+    let mut settings = settings.clone();
+    settings.sync_bundled = false;
+    let state = crate::build_state(settings);
+    let mut out = Vec::new();
+    let mut error = |file: &str, message: String| {
+        out.push(Finding { severity: Severity::Error, file: file.to_string(), message });
+    };
+    let agents = state.agents.load();
+    for p in agents.problems() {
+        error(&p.file, p.message.clone());
+    }
+    for p in state.tools.load().problems() {
+        error(&p.file, p.message.clone());
+    }
+    for p in state.viewports.load().problems() {
+        error(&p.file, p.message.clone());
+    }
+    for p in state.skills.load().problems() {
+        error(&p.path.display().to_string(), p.message.clone());
+    }
+    out.extend(references(&agents, &state));
+    out.sort_by(|a, b| (b.severity, &a.file).cmp(&(a.severity, &b.file)));
+    out
+}
+
+/// Agents that name providers, tools or skills that do not exist.
+fn references(agents: &AgentCatalog, state: &crate::AppState) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let tools = state.tools.load();
+    let skills = state.skills.load();
+    for agent in agents.iter() {
+        let mut providers = BTreeSet::new();
+        for kind in [StageKind::Plain, StageKind::React, StageKind::Plan, StageKind::Execute, StageKind::Summary] {
+            if agent.stage(kind).is_some() {
+                providers.insert(agent.resolve_model(kind, |k| state.providers.default_model(k)).provider_key);
+            }
+        }
+        for key in providers {
+            if state.providers.get(&key).is_err() {
+                out.push(Finding {
+                    severity: Severity::Error,
+                    file: agent.source_file.clone(),
+                    message: format!(
+                        "agent {} uses provider {key:?}, which is not configured (AGENT_PROVIDERS_{}_BASE_URL / _API_KEY / _MODEL)",
+                        agent.key,
+                        key.to_uppercase()
+                    ),
+                });
+            }
+        }
+        for tool in agent.tool_names() {
+            if tools.get(&tool).is_none() {
+                out.push(Finding {
+                    severity: Severity::Warning,
+                    file: agent.source_file.clone(),
+                    message: format!("agent {} names tool {tool:?}, which does not exist", agent.key),
+                });
+            }
+        }
+        for skill in &agent.skills {
+            if skills.get(skill).is_none() {
+                out.push(Finding {
+                    severity: Severity::Warning,
+                    file: agent.source_file.clone(),
+                    message: format!("agent {} names skill {skill:?}, which does not exist", agent.key),
+                });
+            }
+        }
+    }
+    out
+}
