@@ -10,7 +10,9 @@
 //! * the built-in tools ([`builtins`]): `_bash_`, `city_datetime`, the deterministic `mock_*` tools,
 //!   `agent_file_create`, and the plan tools (listed only: the PLAN_EXECUTE runtime answers them);
 //! * the [`ViewportRegistry`] (`.html`, `.qlc`, `.dqlc`, `.json_schema`, `.custom`);
-//! * the bundled definition files and viewports ([`bundled`]).
+//! * the bundled definition files and viewports ([`bundled`]);
+//! * the child-process and path-confinement helpers shared by `_bash_` and agw-skills'
+//!   `_skill_run_script_` ([`sandbox`]).
 //!
 //! Contract: tools-skills-viewports.md §1–§8, §10–§11 and config.md §4 of the shared spec.
 //!
@@ -27,6 +29,7 @@ pub mod definition;
 mod dirscan;
 pub mod exec;
 pub mod registry;
+pub mod sandbox;
 pub mod templates;
 pub mod tool;
 pub mod viewport;

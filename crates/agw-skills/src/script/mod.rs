@@ -28,6 +28,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use agw_tools::sandbox;
 use agw_tools::{Tool, ToolContext, ToolError, ToolOutput};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
@@ -246,7 +247,7 @@ fn script_path(skill_dir: &Path, script: &str) -> Result<PathBuf, String> {
     if relative.has_root() || relative.components().any(|c| matches!(c, Component::Prefix(_) | Component::RootDir)) {
         return Err(illegal());
     }
-    let resolved = paths::resolve_physically(skill_dir, relative).ok_or_else(illegal)?;
+    let resolved = sandbox::resolve_physically(skill_dir, relative).ok_or_else(illegal)?;
     if !resolved.starts_with(skill_dir) {
         return Err(illegal());
     }

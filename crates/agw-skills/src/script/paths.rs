@@ -1,61 +1,27 @@
 //! Where a path really points. Resolution is physical, one component at a time: every existing
 //! prefix is canonicalised, so a symlink is followed before a later `..` is applied, exactly as the
 //! kernel will when the interpreter opens the path (lexical normalisation first would let
-//! `link/../secret` escape).
+//! `link/../secret` escape). Both the physical resolution and the lexical normalisation are
+//! agw-tools' [`sandbox`](agw_tools::sandbox) helpers, shared with `_bash_`; what is left here is
+//! the skills root made absolute.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
-/// The real location of `path` (absolute, or relative to `base`, which should be canonical);
-/// `None` when a dangling symlink lies on the way (where it leads cannot be known).
-pub(crate) fn resolve_physically(base: &Path, path: &Path) -> Option<PathBuf> {
-    let joined = if path.is_absolute() { path.to_path_buf() } else { base.join(path) };
-    let mut current = PathBuf::new();
-    // Once a component does not exist, nothing below it can be a symlink: the rest is lexical.
-    let mut exists = true;
-    for component in joined.components() {
-        match component {
-            Component::Prefix(_) | Component::RootDir => current.push(component.as_os_str()),
-            Component::CurDir => {}
-            Component::ParentDir => {
-                current.pop();
-            }
-            Component::Normal(name) => {
-                current.push(name);
-                if exists {
-                    match current.canonicalize() {
-                        Ok(real) => current = real,
-                        Err(_) if current.symlink_metadata().is_ok() => return None,
-                        Err(_) => exists = false,
-                    }
-                }
-            }
-        }
-    }
-    Some(current)
-}
+use agw_tools::sandbox::normalize;
 
 /// `path` made absolute against the process working directory, `.`/`..` removed lexically.
 pub(crate) fn absolute(path: &Path) -> PathBuf {
-    let joined = if path.is_absolute() {
-        path.to_path_buf()
+    if path.is_absolute() {
+        normalize(path)
     } else {
-        std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")).join(path)
-    };
-    let mut out = PathBuf::new();
-    for component in joined.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
+        normalize(&std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")).join(path))
     }
-    out
 }
 
 #[cfg(test)]
 mod tests {
+    use agw_tools::sandbox::resolve_physically;
+
     use super::*;
 
     #[test]

@@ -5,11 +5,12 @@
 //! call kills the group.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt};
+use agw_tools::sandbox::{self, GroupKiller, find_program, kill_group};
+use tokio::io::AsyncRead;
 use tokio::process::Command;
 
 /// Environment variables passed through from the gateway; everything else (provider API keys
@@ -66,7 +67,7 @@ pub(crate) async fn run(
     }
     let mut child = command.spawn().map_err(|e| cannot_run(&e))?;
     // Armed for the whole call: a dropped future (cancelled run, outer timeout) kills the group.
-    let mut group = GroupKiller(child.id());
+    let mut group = GroupKiller::new(child.id());
     let pgid = child.id();
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(cannot_run(&"output pipes unavailable"));
@@ -100,87 +101,15 @@ pub(crate) async fn run(
     Ok(outcome)
 }
 
-/// The program to execute: a name with a `/` as configured, else the first executable of that name
-/// in an absolute `PATH` entry (relative entries such as `.` are skipped, so a file in the skill
-/// directory can never stand in for the interpreter).
-fn find_program(name: &str) -> Option<PathBuf> {
-    if name.contains('/') {
-        return Some(PathBuf::from(name));
-    }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    std::env::split_paths(&path).filter(|dir| dir.is_absolute()).map(|dir| dir.join(name)).find(|c| is_executable(c))
+/// [`sandbox::read_capped`] with `_skill_run_script_`'s marker.
+async fn read_capped(stream: impl AsyncRead + Unpin, cap_chars: usize) -> String {
+    sandbox::read_capped(stream, cap_chars, TRUNCATED).await
 }
-
-#[cfg(unix)]
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-#[cfg(not(unix))]
-fn is_executable(path: &Path) -> bool {
-    path.is_file()
-}
-
-/// Reads a stream to its end (so the writer never blocks on a full pipe), keeping enough bytes for
-/// `cap_chars` characters, and renders it cut to `cap_chars` characters plus `\n[TRUNCATED]` when
-/// there was more. Invalid UTF-8 is replaced.
-async fn read_capped(mut stream: impl AsyncRead + Unpin, cap_chars: usize) -> String {
-    let keep = cap_chars.saturating_mul(4).saturating_add(4);
-    let mut kept = Vec::new();
-    let mut dropped = false;
-    let mut chunk = [0u8; 8192];
-    loop {
-        match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = keep.saturating_sub(kept.len());
-                kept.extend_from_slice(&chunk[..n.min(room)]);
-                dropped |= n > room;
-            }
-        }
-    }
-    let text = String::from_utf8_lossy(&kept);
-    match text.char_indices().nth(cap_chars) {
-        Some((cut, _)) => format!("{}{TRUNCATED}", &text[..cut]),
-        None if dropped => format!("{text}{TRUNCATED}"),
-        None => text.into_owned(),
-    }
-}
-
-/// Kills a process group when dropped, unless disarmed.
-struct GroupKiller(Option<u32>);
-
-impl GroupKiller {
-    fn disarm(&mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for GroupKiller {
-    fn drop(&mut self) {
-        kill_group(self.0.take());
-    }
-}
-
-#[cfg(unix)]
-fn kill_group(pgid: Option<u32>) {
-    // The child was started with `process_group(0)`, so its pid is its group id. Never signal
-    // group 0 or 1 (`kill(0)` is our own group, `kill(-1)` is every process).
-    let Some(pgid) = pgid.and_then(|p| i32::try_from(p).ok()) else { return };
-    if pgid > 1 {
-        // SAFETY: kill(2) takes plain integers and touches no memory of ours.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
-    }
-}
-
-#[cfg(not(unix))]
-fn kill_group(_pgid: Option<u32>) {}
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     #[tokio::test]

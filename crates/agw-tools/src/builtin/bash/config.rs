@@ -1,7 +1,9 @@
 //! `_bash_` settings (config.md §4) and their defaults.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use crate::sandbox::normalize;
 
 /// Commands `_bash_` may run when none are configured.
 pub const DEFAULT_ALLOWED_COMMANDS: [&str; 9] = ["ls", "pwd", "cat", "head", "tail", "top", "free", "df", "git"];
@@ -74,21 +76,6 @@ fn or_defaults(items: Vec<String>, defaults: &[&str]) -> Vec<String> {
 /// `path` made absolute against `base`, with `.` and `..` removed lexically.
 pub(crate) fn absolute(base: &Path, path: &Path) -> PathBuf {
     if path.is_absolute() { normalize(path) } else { normalize(&base.join(path)) }
-}
-
-/// Lexical normalisation; `..` at the root stays at the root.
-pub(crate) fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -2,11 +2,12 @@
 //!
 //! Resolution is physical, one component at a time: every existing prefix is canonicalised, so a
 //! symlink is followed before a later `..` is applied, exactly as the kernel will when the command
-//! opens the path. (Lexical normalisation first would let `link/../secret` escape.)
+//! opens the path. (Lexical normalisation first would let `link/../secret` escape.) The resolution
+//! itself is [`crate::sandbox::resolve_physically`], shared with `_skill_run_script_`.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
-use super::config::normalize;
+use crate::sandbox::{normalize, resolve_physically};
 
 /// The allowed roots, canonicalised when they exist.
 #[derive(Debug, Clone)]
@@ -43,35 +44,6 @@ impl Roots {
     pub(crate) fn contains(&self, resolved: &Path) -> bool {
         self.roots.iter().any(|root| resolved.starts_with(root))
     }
-}
-
-fn resolve_physically(base: &Path, path: &Path) -> Option<PathBuf> {
-    let joined = if path.is_absolute() { path.to_path_buf() } else { base.join(path) };
-    let mut current = PathBuf::new();
-    // Once a component does not exist, nothing below it can be a symlink: the rest is lexical.
-    let mut exists = true;
-    for component in joined.components() {
-        match component {
-            Component::Prefix(_) | Component::RootDir => current.push(component.as_os_str()),
-            Component::CurDir => {}
-            Component::ParentDir => {
-                current.pop();
-            }
-            Component::Normal(name) => {
-                current.push(name);
-                if exists {
-                    match current.canonicalize() {
-                        Ok(real) => current = real,
-                        // A symlink whose target is missing: following it could create a file
-                        // anywhere, so the path is refused.
-                        Err(_) if current.symlink_metadata().is_ok() => return None,
-                        Err(_) => exists = false,
-                    }
-                }
-            }
-        }
-    }
-    Some(current)
 }
 
 #[cfg(test)]

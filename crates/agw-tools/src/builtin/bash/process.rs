@@ -2,14 +2,15 @@
 //! output streams drained while waiting (a chatty command cannot fill a pipe and stall), a
 //! wall-clock limit after which the whole group is killed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::AsyncRead;
 use tokio::process::Command;
 
 use super::policy::Invocation;
+use crate::sandbox::{self, GroupKiller, find_program};
 
 /// A command that ran to completion.
 #[derive(Debug)]
@@ -62,7 +63,7 @@ pub(crate) async fn run(
     let mut child = command.spawn().map_err(|e| RunError::Start(e.to_string()))?;
     // Armed until the child has been reaped: a timeout or a dropped future kills the whole group
     // (children of the command included), not just the direct child.
-    let mut group = GroupKiller(child.id());
+    let mut group = GroupKiller::new(child.id());
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(RunError::Start("output pipes unavailable".to_owned()));
     };
@@ -78,92 +79,18 @@ pub(crate) async fn run(
     }
 }
 
-/// The program to execute: a name with a `/` as configured, else the first executable of that name
-/// in an absolute `PATH` entry (relative entries such as `.` are skipped, so a file planted in the
-/// working directory can never stand in for an allowed command).
-fn find_program(name: &str) -> Option<PathBuf> {
-    if name.contains('/') {
-        return Some(PathBuf::from(name));
-    }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    std::env::split_paths(&path)
-        .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join(name))
-        .find(|candidate| is_executable(candidate))
+/// Marker appended to a stream cut at the character cap.
+const TRUNCATED: &str = "...(truncated)";
+
+/// [`sandbox::read_capped`] with `_bash_`'s marker.
+async fn read_capped(stream: impl AsyncRead + Unpin, cap_chars: usize) -> String {
+    sandbox::read_capped(stream, cap_chars, TRUNCATED).await
 }
-
-#[cfg(unix)]
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-#[cfg(not(unix))]
-fn is_executable(path: &Path) -> bool {
-    path.is_file()
-}
-
-/// Reads a stream to its end, keeping enough bytes for `cap_chars` characters, and renders it cut
-/// to `cap_chars` characters plus `...(truncated)` when there was more.
-async fn read_capped(mut stream: impl AsyncRead + Unpin, cap_chars: usize) -> String {
-    let keep = cap_chars.saturating_mul(4).saturating_add(4);
-    let mut kept = Vec::new();
-    let mut dropped = false;
-    let mut chunk = [0u8; 8192];
-    loop {
-        match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = keep.saturating_sub(kept.len());
-                kept.extend_from_slice(&chunk[..n.min(room)]);
-                dropped |= n > room;
-            }
-        }
-    }
-    let text = String::from_utf8_lossy(&kept);
-    let mut chars = text.char_indices();
-    match chars.nth(cap_chars) {
-        Some((cut, _)) => format!("{}...(truncated)", &text[..cut]),
-        None if dropped => format!("{text}...(truncated)"),
-        None => text.into_owned(),
-    }
-}
-
-/// Kills a process group when dropped, unless disarmed.
-struct GroupKiller(Option<u32>);
-
-impl GroupKiller {
-    fn disarm(&mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for GroupKiller {
-    fn drop(&mut self) {
-        if let Some(pgid) = self.0.take() {
-            kill_group(pgid);
-        }
-    }
-}
-
-#[cfg(unix)]
-fn kill_group(pgid: u32) {
-    // The child was started with `process_group(0)`, so its pid is its group id. Never signal
-    // group 0 or 1 (`kill(0)` is our own group, `kill(-1)` is every process).
-    let Ok(pgid) = i32::try_from(pgid) else { return };
-    if pgid > 1 {
-        // SAFETY: kill(2) takes plain integers and touches no memory of ours.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
-    }
-}
-
-#[cfg(not(unix))]
-fn kill_group(_pgid: u32) {}
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     #[tokio::test]
