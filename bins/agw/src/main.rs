@@ -110,7 +110,8 @@ async fn serve(port: Option<u16>, config: Option<PathBuf>) -> anyhow::Result<()>
     let grace = settings.shutdown_grace;
     let state = agw_http::build_state(settings);
     // Watch the configured directories; dropped (stopped) when serve returns.
-    let _reload = agw_http::reload::Reloader::new(state.clone(), agw_http::reload::watched_dirs(&state.settings)).start();
+    let _reload =
+        agw_http::reload::Reloader::new(state.clone(), agw_http::reload::watched_dirs(&state.settings)).start();
     let server = agw_http::Server::bind(state.clone())
         .await
         .with_context(|| format!("cannot listen on {}:{}", state.settings.address, state.settings.port))?;

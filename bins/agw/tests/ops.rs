@@ -58,7 +58,11 @@ fn sigterm(child: &Child) {
 }
 
 /// Reads events until one satisfies `stop` (inclusive) or the stream ends.
-async fn read_until(resp: &mut reqwest::Response, decoder: &mut SseDecoder, stop: impl Fn(&Value) -> bool) -> Vec<Value> {
+async fn read_until(
+    resp: &mut reqwest::Response,
+    decoder: &mut SseDecoder,
+    stop: impl Fn(&Value) -> bool,
+) -> Vec<Value> {
     let mut out = Vec::new();
     let mut frames = Vec::new();
     while let Some(chunk) = tokio::time::timeout(Duration::from_secs(20), resp.chunk()).await.unwrap().unwrap() {
@@ -179,7 +183,8 @@ fn check_reports_every_problem_with_its_file_and_fails_on_errors() {
     let agents = dir.join("agents");
     std::fs::create_dir_all(&agents).unwrap();
     std::fs::write(agents.join("broken.json"), "{ not json").unwrap();
-    std::fs::write(agents.join("legacy.json"), r#"{"mode":"ONESHOT","providerKey":"x","plain":{"systemPrompt":"p"}}"#).unwrap();
+    std::fs::write(agents.join("legacy.json"), r#"{"mode":"ONESHOT","providerKey":"x","plain":{"systemPrompt":"p"}}"#)
+        .unwrap();
     std::fs::write(
         agents.join("lost.json"),
         r#"{"key":"lost","mode":"ONESHOT","modelConfig":{"providerKey":"nowhere"},"toolConfig":{"backends":["no_such_tool"]},"plain":{"systemPrompt":"p"}}"#,
@@ -205,11 +210,16 @@ fn check_reports_every_problem_with_its_file_and_fails_on_errors() {
 
     let clean = dir.join("clean");
     std::fs::create_dir_all(&clean).unwrap();
-    std::fs::write(clean.join("ok.json"), r#"{"key":"ok","mode":"ONESHOT","modelConfig":{"providerKey":"demo"},"plain":{"systemPrompt":"p"}}"#).unwrap();
+    std::fs::write(
+        clean.join("ok.json"),
+        r#"{"key":"ok","mode":"ONESHOT","modelConfig":{"providerKey":"demo"},"plain":{"systemPrompt":"p"}}"#,
+    )
+    .unwrap();
     let out = run(&clean);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
     assert!(String::from_utf8_lossy(&out.stdout).contains("0 error(s)"));
-    let bad_config = Command::new(env!("CARGO_BIN_EXE_agw")).arg("check").env("SERVER_PORT", "eighty").output().unwrap();
+    let bad_config =
+        Command::new(env!("CARGO_BIN_EXE_agw")).arg("check").env("SERVER_PORT", "eighty").output().unwrap();
     assert_eq!(bad_config.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad_config.stdout).contains("SERVER_PORT"));
     let _ = std::fs::remove_dir_all(dir);

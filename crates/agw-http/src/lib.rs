@@ -11,8 +11,8 @@
 
 pub mod auth;
 pub mod body;
-pub mod check;
 pub mod bundled;
+pub mod check;
 pub mod config;
 pub mod cors;
 pub mod envelope;
@@ -31,9 +31,9 @@ use std::sync::Arc;
 use agw_llm::ProviderRegistry;
 use agw_llm::demo::{DEMO_MODEL, DEMO_PROVIDER_KEY, DemoProvider};
 use agw_modes::definition::AgentCatalog;
+use agw_skills::{SkillRegistry, SkillRunScript, SkillScriptConfig};
 use agw_tools::ToolRegistry;
 use agw_tools::builtin::{AgentFileCreateConfig, BashConfig, BuiltinsConfig, builtins};
-use agw_skills::{SkillRegistry, SkillRunScript, SkillScriptConfig};
 use agw_tools::viewport::ViewportRegistry;
 
 pub use config::Settings;

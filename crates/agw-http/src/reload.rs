@@ -324,4 +324,3 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 }
-

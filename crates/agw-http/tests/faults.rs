@@ -1,16 +1,20 @@
-//! Provider faults and client faults end the run with the right `run.error`, and the server
-//! keeps serving.
+//! Provider faults and client faults end the run with the right `run.error`, the chat files stay
+//! valid, and the server keeps serving. (More scenarios: `reliability.rs`.)
 
 mod common;
 
 use std::time::Duration;
 
 use agw_llm::fixture::{End, StreamOutcome, Transcript};
-use common::{Gateway, oneshot_agent};
+use common::{Gateway, assert_chat_files_valid, assert_chat_replayable, oneshot_agent};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
 async fn assert_still_serving(gw: &Gateway) {
+    let files = assert_chat_files_valid(gw);
+    for chat in &files.chats {
+        assert_chat_replayable(gw, chat).await;
+    }
     gw.fixture.set_default(Transcript::openai_text(&["fine"]));
     let stream = gw.run(&json!({"agentKey": "a", "message": "next"})).await;
     assert_eq!(stream.last()["type"], "run.complete", "the next request is served normally");
@@ -51,6 +55,7 @@ async fn provider_429_then_success_is_retried_transparently() {
     let text: String = stream.of_type("content.delta").iter().map(|e| e["delta"].as_str().unwrap()).collect();
     assert_eq!(text, "after retry");
     assert_eq!(gw.fixture.request_count(), 2);
+    assert_still_serving(&gw).await;
 }
 
 #[tokio::test]
@@ -97,6 +102,7 @@ async fn stream_without_finish_ends_with_provider_error() {
     gw.fixture.set_default(Transcript::new().content("cut ").content("off"));
     let stream = gw.run(&json!({"agentKey": "a", "message": "q"})).await;
     assert_eq!(run_error(&stream)["code"], "provider_error");
+    assert_still_serving(&gw).await;
 }
 
 #[tokio::test]
@@ -109,6 +115,7 @@ async fn unconfigured_provider_fails_the_run_without_falling_back_to_the_demo_mo
     assert!(error["message"].as_str().unwrap().contains("nowhere"));
     assert!(stream.of_type("content.delta").is_empty(), "no demo-model text");
     assert_eq!(gw.fixture.request_count(), 0);
+    assert_chat_files_valid(&gw);
 }
 
 #[tokio::test]
@@ -131,6 +138,17 @@ async fn client_disconnect_closes_the_upstream_connection() {
     let outcome = tokio::time::timeout(Duration::from_secs(3), upstream.wait_outcome()).await.expect("upstream closed");
     assert_eq!(outcome, StreamOutcome::ClientClosed);
     assert!(upstream.frame_times().len() < 30, "the upstream stream was not read to the end");
+    // What the client saw before it left is recorded (persisted right after the cancellation).
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while assert_chat_files_valid(&gw).chats.is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let files = assert_chat_files_valid(&gw);
+    assert_eq!(files.chats.len(), 1, "the cancelled run is in the history");
+    let replay = assert_chat_replayable(&gw, &files.chats[0]).await;
+    let text: String =
+        replay.iter().filter(|e| e["type"] == "content.snapshot").map(|e| e["text"].as_str().unwrap()).collect();
+    assert!(text.starts_with("piece0 "), "the streamed part is replayed: {text:?}");
     assert_still_serving(&gw).await;
 }
 
@@ -149,4 +167,5 @@ async fn client_disconnect_while_the_provider_is_silent_still_cancels() {
     let upstream = gw.fixture.request(0).unwrap();
     let outcome = tokio::time::timeout(Duration::from_secs(3), upstream.wait_outcome()).await.expect("upstream closed");
     assert_eq!(outcome, StreamOutcome::ClientClosed);
+    assert_still_serving(&gw).await;
 }

@@ -34,7 +34,11 @@ async fn receiver(delay: Duration) -> (String, Received) {
                     if let Some((head, body)) = text.split_once("\r\n\r\n") {
                         let len: usize = head
                             .lines()
-                            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap_or(0)))
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse().unwrap_or(0))
+                            })
                             .unwrap_or(0);
                         if body.len() >= len {
                             break (head.to_string(), body.to_string());
@@ -44,7 +48,9 @@ async fn receiver(delay: Duration) -> (String, Received) {
                 let headers = head
                     .lines()
                     .skip(1)
-                    .filter_map(|l| l.split_once(':').map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string())))
+                    .filter_map(|l| {
+                        l.split_once(':').map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+                    })
                     .collect();
                 log.lock().unwrap().push((headers, body));
                 tokio::time::sleep(delay).await;

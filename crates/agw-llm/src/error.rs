@@ -59,9 +59,6 @@ pub enum LlmError {
     /// No usable provider under this key.
     #[error("no provider configured for key: {key}")]
     NotConfigured { key: String },
-    /// The provider is configured with a protocol agw cannot speak yet.
-    #[error("the {protocol} protocol is not implemented yet for provider: {key}")]
-    ProtocolNotImplemented { key: String, protocol: String },
     /// The request could not even be built (bad base URL, unserialisable body, …).
     #[error("invalid provider request: {message}")]
     InvalidRequest { message: String },
@@ -72,7 +69,7 @@ impl LlmError {
     pub fn code(&self) -> &'static str {
         match self {
             LlmError::Timeout { .. } => "provider_timeout",
-            LlmError::NotConfigured { .. } | LlmError::ProtocolNotImplemented { .. } => "provider_not_configured",
+            LlmError::NotConfigured { .. } => "provider_not_configured",
             LlmError::Http { .. }
             | LlmError::Connection { .. }
             | LlmError::MalformedChunk { .. }

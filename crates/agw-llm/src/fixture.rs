@@ -1,4 +1,5 @@
-//! Test support: a scripted OpenAI-compatible provider over real loopback HTTP.
+//! Test support: a scripted provider (OpenAI-compatible or Anthropic framing) over real loopback
+//! HTTP.
 //!
 //! Used by this crate's tests, other crates' integration tests and benchmarks. Not part of the
 //! gateway: nothing in the server path uses it.
@@ -7,16 +8,16 @@
 //!   per-frame delays, and how the body ends ([`End`]: complete, stall, abort). Loadable from the
 //!   JSON files in `fixtures/providers/` ([`Transcript::provider_file`]) or built in code
 //!   ([`Transcript::openai_text`], [`Transcript::openai_tool_call`], …).
-//! * [`FixtureServer`] — serves transcripts chosen by stage header, user-message substring or a
-//!   queue, records every request ([`RecordedRequest`]) with frame write times and whether the
-//!   client hung up early ([`StreamOutcome`]).
+//! * [`FixtureServer`] — serves transcripts chosen by a responder function, stage header,
+//!   user-message substring or a queue, records every request ([`RecordedRequest`]) with frame
+//!   write times and whether the client hung up early ([`StreamOutcome`]).
 
 mod server;
 mod transcript;
 
 use std::path::PathBuf;
 
-pub use server::{FIXTURE_API_KEY, FIXTURE_MODEL, FixtureServer, RecordedRequest, StreamOutcome};
+pub use server::{FIXTURE_API_KEY, FIXTURE_MODEL, FixtureServer, RecordedRequest, Responder, StreamOutcome};
 pub use transcript::{
     CHUNK_CREATED, CHUNK_ID, CHUNK_MODEL, End, RawFrame, Transcript, chunk_json, providers_dir, sse_data,
     usage_chunk_json,

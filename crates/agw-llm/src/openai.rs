@@ -32,6 +32,7 @@ use crate::error::{LlmError, TimeoutPhase};
 use crate::interaction;
 use crate::{CallOptions, ChatProvider, ChatRequest, DeltaStream, LlmDelta};
 use transport::{SingleAttempt, from_openai};
+pub(crate) use transport::{error_chain, transport_error};
 
 /// Header carrying [`CallOptions::stage`].
 pub const STAGE_HEADER: &str = "x-agw-stage";
@@ -192,14 +193,16 @@ fn request_headers(options: &CallOptions) -> HeaderMap {
     headers
 }
 
-fn retry_delay(error: &LlmError, attempt: u32) -> Duration {
+/// Backoff before retry `attempt + 1`: `Retry-After` (capped), else 100 ms doubling up to 2 s.
+/// Shared with the Anthropic provider.
+pub(crate) fn retry_delay(error: &LlmError, attempt: u32) -> Duration {
     error.retry_after().map(|d| d.min(MAX_RETRY_AFTER)).unwrap_or_else(|| {
         let factor = 2u32.saturating_pow(attempt.min(16));
         BASE_BACKOFF.saturating_mul(factor).min(MAX_BACKOFF)
     })
 }
 
-fn millis(duration: Duration) -> u64 {
+pub(crate) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 

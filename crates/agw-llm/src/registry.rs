@@ -5,19 +5,17 @@ use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
-
+use crate::anthropic::AnthropicProvider;
 use crate::demo::{DEMO_MODEL, DEMO_PROVIDER_KEY, DemoProvider};
 use crate::openai::OpenAiCompatibleProvider;
-use crate::{CallOptions, ChatProvider, ChatRequest, DeltaStream, LlmError};
+use crate::{ChatProvider, LlmError};
 
 /// Wire protocol of a provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ProviderProtocol {
     #[default]
     OpenAiCompatible,
-    /// Anthropic Messages API. Accepted in configuration; calls fail with
-    /// [`LlmError::ProtocolNotImplemented`] until the planned implementation lands.
+    /// Anthropic Messages API ([`AnthropicProvider`]).
     Anthropic,
 }
 
@@ -164,17 +162,21 @@ impl ProviderRegistry {
                 tracing::warn!(provider = %key, "ignoring provider: base-url, api-key and model are all required");
                 continue;
             }
-            let provider: Arc<dyn ChatProvider> = match config.protocol {
+            let model = config.model.trim();
+            let built: Result<Arc<dyn ChatProvider>, LlmError> = match config.protocol {
                 ProviderProtocol::OpenAiCompatible => {
-                    match OpenAiCompatibleProvider::new(&key, &config.base_url, &config.api_key, config.model.trim()) {
-                        Ok(provider) => Arc::new(provider),
-                        Err(error) => {
-                            tracing::warn!(provider = %key, "ignoring provider: {error}");
-                            continue;
-                        }
-                    }
+                    OpenAiCompatibleProvider::new(&key, &config.base_url, &config.api_key, model)
+                        .map(|p| Arc::new(p) as Arc<dyn ChatProvider>)
                 }
-                ProviderProtocol::Anthropic => Arc::new(NotImplemented { key: key.clone(), protocol: config.protocol }),
+                ProviderProtocol::Anthropic => AnthropicProvider::new(&key, &config.base_url, &config.api_key, model)
+                    .map(|p| Arc::new(p) as Arc<dyn ChatProvider>),
+            };
+            let provider = match built {
+                Ok(provider) => provider,
+                Err(error) => {
+                    tracing::warn!(provider = %key, "ignoring provider: {error}");
+                    continue;
+                }
             };
             entries.insert(key, Entry { provider, model: config.model.trim().to_owned() });
         }
@@ -202,24 +204,6 @@ impl ProviderRegistry {
     /// Registers (or replaces) a provider directly — for embedders and tests.
     pub fn insert(&mut self, key: &str, model: &str, provider: Arc<dyn ChatProvider>) {
         self.entries.insert(key.trim().to_ascii_lowercase(), Entry { provider, model: model.to_owned() });
-    }
-}
-
-/// A configured provider whose protocol agw does not speak yet: every call fails.
-struct NotImplemented {
-    key: String,
-    protocol: ProviderProtocol,
-}
-
-impl ChatProvider for NotImplemented {
-    fn stream(
-        &self,
-        _request: ChatRequest,
-        _options: CallOptions,
-    ) -> BoxFuture<'static, Result<DeltaStream, LlmError>> {
-        let error =
-            LlmError::ProtocolNotImplemented { key: self.key.clone(), protocol: self.protocol.as_str().to_owned() };
-        Box::pin(async move { Err(error) })
     }
 }
 

@@ -131,20 +131,34 @@ async fn registry_skips_incomplete_configs_and_real_demo_replaces_the_embedded_o
 }
 
 #[tokio::test]
-async fn anthropic_is_registered_but_not_implemented_yet() {
+async fn anthropic_providers_speak_the_messages_api() {
+    let server = FixtureServer::with_default(Transcript::anthropic_text(&["from claude"])).await.expect("fixture");
     let config = ProviderConfig {
         key: "claude".into(),
         protocol: ProviderProtocol::Anthropic,
-        base_url: "https://api.anthropic.com".into(),
+        base_url: format!("{}/v1/", server.base_url()),
         api_key: "sk-ant-secret".into(),
         model: "claude-sonnet".into(),
     };
     let registry = ProviderRegistry::new([config], false);
     let provider: Arc<dyn ChatProvider> = registry.get("claude").expect("registered");
-    let error = provider.stream(request("hi"), options("s")).await.err().expect("not implemented");
-    assert!(matches!(error, LlmError::ProtocolNotImplemented { .. }));
-    assert_eq!(error.to_string(), "the ANTHROPIC protocol is not implemented yet for provider: claude");
-    assert!(!error.to_string().contains("sk-ant-secret"));
+    let stream = within(GUARD, provider.stream(request("hi"), options("s"))).await.expect("opens");
+    let (deltas, error) = collect(stream).await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(deltas[0], LlmDelta::Content { text: "from claude".into() });
+    let recorded = server.request(0).expect("recorded");
+    assert_eq!(recorded.path, "/v1/messages", "no doubled /v1");
+    assert_eq!(recorded.header("x-api-key"), Some("sk-ant-secret"));
+    assert!(!format!("{registry:?}").contains("sk-ant-secret"));
+
+    let bad = ProviderConfig {
+        key: "broken".into(),
+        protocol: ProviderProtocol::Anthropic,
+        base_url: "not a url".into(),
+        api_key: "k".into(),
+        model: "m".into(),
+    };
+    assert!(ProviderRegistry::new([bad], false).get("broken").is_err(), "invalid configs are skipped");
 }
 
 #[test]

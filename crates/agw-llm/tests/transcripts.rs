@@ -129,7 +129,7 @@ async fn rate_limited_transcript_is_an_http_error() {
 }
 
 #[test]
-fn every_transcript_file_loads_and_streams_end_with_done() {
+fn every_transcript_file_loads_and_streams_end_properly() {
     let mut names = Vec::new();
     for entry in std::fs::read_dir(providers_dir()).expect("fixtures/providers exists") {
         let path = entry.expect("dir entry").path();
@@ -137,9 +137,15 @@ fn every_transcript_file_loads_and_streams_end_with_done() {
             continue;
         }
         let transcript = Transcript::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        let anthropic = path.file_stem().and_then(|s| s.to_str()).is_some_and(|s| s.starts_with("anthropic-"));
         if transcript.status == 200 {
             let last = transcript.frames.last().map(|f| f.raw.as_str());
-            assert_eq!(last, Some("data: [DONE]\n\n"), "{}", path.display());
+            if anthropic {
+                let last = last.unwrap_or_default();
+                assert!(last.starts_with("event: message_stop\ndata: "), "{}", path.display());
+            } else {
+                assert_eq!(last, Some("data: [DONE]\n\n"), "{}", path.display());
+            }
         }
         names.push(path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_owned());
     }
@@ -147,6 +153,9 @@ fn every_transcript_file_loads_and_streams_end_with_done() {
     assert_eq!(
         names,
         [
+            "anthropic-text",
+            "anthropic-thinking",
+            "anthropic-tool-use",
             "deepseek-reasoning",
             "openai-rate-limited",
             "openai-text",

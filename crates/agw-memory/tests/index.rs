@@ -165,3 +165,28 @@ fn missing_index_lists_nothing() {
     assert_eq!(store.get_chat(CHAT).expect("get"), None);
     assert_eq!(store.get_chat("not-a-uuid").expect("get"), None);
 }
+
+#[test]
+fn upserts_see_changes_made_to_the_file_by_someone_else() {
+    let dir = TempDir::new();
+    let store = store_in(dir.path(), 20, &[]);
+    store.upsert_chat(CHAT, "first", Some("a"), None, 1000).expect("upsert");
+    store.upsert_chat(CHAT, "again", Some("b"), None, 2000).expect("upsert from the kept index");
+    // Another writer replaces the file (different content, same and different lengths).
+    let edited = index_text(&dir).replace("\"chatName\":\"first\"", "\"chatName\":\"fixed\"");
+    fs::write(dir.path().join("_chats.jsonl"), format!("{edited}not json\n")).expect("edit");
+    let upsert = store.upsert_chat(OTHER, "other", None, None, 3000).expect("upsert after the edit");
+    assert!(upsert.created);
+    let text = index_text(&dir);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(lines[0].contains("\"chatName\":\"fixed\"") && lines[0].contains("\"updatedAt\":2000"), "{text}");
+    assert_eq!(lines[1], "not json");
+    assert!(lines[2].contains(OTHER), "{text}");
+    // And the kept index keeps working after the re-read.
+    let again = store.upsert_chat(CHAT, "ignored", None, None, 4000).expect("upsert");
+    assert_eq!(again, ChatUpsert { created: false, chat_name: "fixed".into() });
+    let chats = store.list_chats().expect("list");
+    assert_eq!(chats.iter().map(|c| c.chat_id.as_str()).collect::<Vec<_>>(), [CHAT, OTHER]);
+    assert_eq!(chats[0].updated_at, 4000);
+}

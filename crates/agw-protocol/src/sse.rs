@@ -73,6 +73,9 @@ impl SseFrame {
 #[derive(Debug, Default)]
 pub struct SseDecoder {
     buf: Vec<u8>,
+    /// Bytes of `buf` already searched for a line end: a long line arriving in many small reads
+    /// is scanned once, not once per read.
+    scanned: usize,
     event: Option<String>,
     data: Option<String>,
 }
@@ -86,8 +89,9 @@ impl SseDecoder {
     pub fn feed(&mut self, chunk: &[u8], frames: &mut Vec<SseFrame>) {
         self.buf.extend_from_slice(chunk);
         let mut start = 0;
-        while let Some(rel) = self.buf[start..].iter().position(|&b| b == b'\n' || b == b'\r') {
-            let end = start + rel;
+        let mut from = self.scanned;
+        while let Some(rel) = self.buf[from..].iter().position(|&b| b == b'\n' || b == b'\r') {
+            let end = from + rel;
             let next = match self.buf[end] {
                 b'\r' if end + 1 == self.buf.len() => break, // may be the first half of CRLF
                 b'\r' if self.buf[end + 1] == b'\n' => end + 2,
@@ -95,9 +99,13 @@ impl SseDecoder {
             };
             let line = String::from_utf8_lossy(&self.buf[start..end]).into_owned();
             start = next;
+            from = next;
             self.line(&line, frames);
         }
+        // Everything after `start` up to a trailing CR (still undecided) has been searched.
+        let undecided = usize::from(self.buf.last() == Some(&b'\r'));
         self.buf.drain(..start);
+        self.scanned = self.buf.len() - undecided;
     }
 
     /// True when bytes of an unfinished line or frame are buffered (a cleanly ended stream
@@ -191,6 +199,24 @@ mod tests {
             assert_eq!(frames[1].data, "");
             assert_eq!(frames[2].parse_event().expect("event").type_name(), "run.complete");
         }
+    }
+
+    #[test]
+    fn a_long_line_in_one_byte_reads_is_scanned_once() {
+        // 4 MiB of one line, one byte per feed: quadratic rescanning would take minutes.
+        let mut line = vec![b'x'; 4 << 20];
+        line.splice(0..0, b"data:".iter().copied());
+        line.extend_from_slice(b"\r\n\r\n");
+        let started = std::time::Instant::now();
+        let mut decoder = SseDecoder::new();
+        let mut frames = Vec::new();
+        for byte in line.chunks(1) {
+            decoder.feed(byte, &mut frames);
+        }
+        assert_eq!(frames.len(), 1);
+        assert_eq!(frames[0].data.len(), 4 << 20);
+        assert!(!decoder.has_pending());
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
     }
 
     #[test]

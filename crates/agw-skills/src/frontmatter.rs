@@ -14,7 +14,7 @@ use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 /// What a `SKILL.md` says.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) struct SkillText {
+pub struct SkillText {
     /// Trimmed; `None` when absent, null or blank.
     pub name: Option<String>,
     /// Trimmed; `None` when absent, null or blank.
@@ -24,8 +24,9 @@ pub(crate) struct SkillText {
 }
 
 /// Parses the text of a `SKILL.md`. The error is a one-line message naming the line (counted in
-/// the file) and column of the YAML problem.
-pub(crate) fn parse(text: &str) -> Result<SkillText, String> {
+/// the file) and column of the YAML problem. Pure (no I/O): public as
+/// [`parse_skill_md`](crate::parse_skill_md) for the fuzz targets.
+pub fn parse(text: &str) -> Result<SkillText, String> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text).replace("\r\n", "\n");
     let lines: Vec<&str> = text.split('\n').collect();
     let closing = match lines.first() {

@@ -20,8 +20,8 @@ use super::HandlerResult;
 use crate::body::SseBody;
 use crate::envelope::ApiError;
 use crate::sink::{Persistence, SseSink};
-use crate::webhook::RunTrigger;
 use crate::state::AppState;
+use crate::webhook::RunTrigger;
 
 /// Frames buffered between the run task and the socket. Small on purpose: when the client
 /// reads slowly the run waits (and with it the provider stream) instead of queueing output.
@@ -175,8 +175,12 @@ async fn drive_run(
     stored_query.role = Some(request.effective_role());
     stored_query.agent_key = request.agent_key.as_deref().map(str::trim).map(str::to_string);
     let persistence = memory.then(|| {
-        let recorder =
-            state.chats.recorder(&chat_id, &run_id, stored_query, Some(system_snapshot(&state, &agent, request.stream)));
+        let recorder = state.chats.recorder(
+            &chat_id,
+            &run_id,
+            stored_query,
+            Some(system_snapshot(&state, &agent, request.stream)),
+        );
         Persistence { store: state.chats.clone(), chat_id: chat_id.clone(), recorder }
     });
     let mut sink = SseSink::new(Assembler::new(&run_id, &chat_id, Box::new(SystemClock)), tx, persistence);
@@ -192,9 +196,8 @@ async fn drive_run(
         }
     };
     let chat_name = prepared.chat_name.clone();
-    let mut sink = sink.with_webhook(
-        state.webhook.clone().map(|w| RunTrigger::new(w, chat_id.clone(), run_id.clone(), chat_name)),
-    );
+    let mut sink = sink
+        .with_webhook(state.webhook.clone().map(|w| RunTrigger::new(w, chat_id.clone(), run_id.clone(), chat_name)));
     if sink.bootstrap(query_event, prepared.chat_start).await.is_err() {
         tracing::info!("client gone before the run started");
         sink.abandon().await;

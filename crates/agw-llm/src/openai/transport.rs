@@ -55,7 +55,8 @@ impl tower::Service<HttpRequestFactory> for SingleAttempt {
                 .unwrap_or_default();
             let response = client.execute(request).await.map_err(|e| boxed(transport_error(&e)))?;
             if response.status().is_success() {
-                return Ok(response);
+                // The body is read at the pace the run consumes it (see `gate`).
+                return Ok(super::gate::gated(response));
             }
             Err(boxed(http_error(response, &token).await))
         })

@@ -1,0 +1,398 @@
+//! The Anthropic Messages API streaming provider (`ANTHROPIC` protocol), on plain reqwest.
+//!
+//! One call = one `POST …/v1/messages` with `stream: true`, authenticated with `x-api-key`
+//! (never `Authorization`). The SSE events are mapped onto the same [`LlmDelta`]s as the
+//! OpenAI-compatible provider (see [`event`]), with the same guarantees: every delta is yielded
+//! as soon as the network read that completed its event is parsed, retries (429 honouring
+//! `Retry-After`, 5xx including 529 "overloaded", connection failures) happen only before the
+//! response body started, an inactivity timeout bounds the wait for the headers and for every
+//! next read, and the API key appears in no error and no log line.
+
+mod body;
+mod event;
+mod thinking;
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::{Stream, StreamExt};
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use serde_json::Value;
+
+use agw_protocol::sse::{SseDecoder, SseFrame};
+
+pub use body::{DEFAULT_MAX_TOKENS, messages_url, request_body, thinking_budget};
+pub use event::EventParser;
+pub use thinking::ThinkingCache;
+
+use crate::error::{BODY_EXCERPT_CHARS, LlmError, TimeoutPhase, excerpt, redact};
+use crate::interaction;
+use crate::openai::{
+    FIRST_TOKEN_METRIC, RUN_ID_HEADER, STAGE_HEADER, error_chain, millis, retry_delay, transport_error,
+};
+use crate::{CallOptions, ChatProvider, ChatRequest, DeltaStream, LlmDelta};
+
+/// `anthropic-version` sent with every request.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// Error bodies are read up to this many bytes; the rest is never needed for an excerpt.
+const MAX_ERROR_BODY_BYTES: usize = 8 * 1024;
+
+type ByteStream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
+
+/// A provider speaking the Anthropic Messages API.
+#[derive(Clone)]
+pub struct AnthropicProvider {
+    key: String,
+    default_model: String,
+    url: String,
+    /// Marked sensitive; only ever written into the `x-api-key` header.
+    api_key: HeaderValue,
+    http: reqwest::Client,
+    thinking: ThinkingCache,
+}
+
+impl std::fmt::Debug for AnthropicProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnthropicProvider")
+            .field("key", &self.key)
+            .field("default_model", &self.default_model)
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AnthropicProvider {
+    /// A provider named `key` at `base_url` (with or without the trailing `/v1`).
+    /// `default_model` is used when a request names no model.
+    pub fn new(key: &str, base_url: &str, api_key: &str, default_model: &str) -> Result<Self, LlmError> {
+        let url = messages_url(base_url);
+        reqwest::Url::parse(&url)
+            .map_err(|e| LlmError::InvalidRequest { message: format!("invalid base URL for provider {key}: {e}") })?;
+        let api_key = api_key.trim();
+        interaction::register_secret(api_key);
+        let mut header = HeaderValue::from_str(api_key).map_err(|_| LlmError::InvalidRequest {
+            message: format!("the API key of provider {key} contains characters not allowed in an HTTP header"),
+        })?;
+        header.set_sensitive(true);
+        let http = reqwest::Client::builder()
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|e| LlmError::InvalidRequest { message: error_chain(&e) })?;
+        Ok(Self {
+            key: key.to_owned(),
+            default_model: default_model.to_owned(),
+            url,
+            api_key: header,
+            http,
+            thinking: ThinkingCache::default(),
+        })
+    }
+
+    /// The full `messages` URL this provider posts to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The provider key it was registered under.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The JSON body this provider would send for `request`.
+    pub fn body(&self, request: &ChatRequest) -> Value {
+        request_body(request, &self.default_model, &self.thinking)
+    }
+}
+
+impl ChatProvider for AnthropicProvider {
+    fn stream(&self, request: ChatRequest, options: CallOptions) -> BoxFuture<'static, Result<DeltaStream, LlmError>> {
+        let body = self.body(&request);
+        let this = self.clone();
+        Box::pin(async move {
+            let started = Instant::now();
+            let response = this.open(&body, &options).await?;
+            tracing::debug!(
+                provider = %this.key, stage = %options.stage, run_id = %options.run_id,
+                "provider stream opened"
+            );
+            let upstream = Upstream {
+                body: Box::pin(response.bytes_stream()),
+                decoder: SseDecoder::new(),
+                frames: VecDeque::new(),
+                pending: VecDeque::new(),
+                parser: EventParser::default(),
+                done: false,
+                chunk_count: 0,
+                provider: this.key,
+                thinking: this.thinking,
+                options,
+                started,
+            };
+            Ok(delta_stream(upstream))
+        })
+    }
+}
+
+impl AnthropicProvider {
+    /// Sends the request until it gets a 2xx response or a non-retriable failure.
+    async fn open(&self, body: &Value, options: &CallOptions) -> Result<reqwest::Response, LlmError> {
+        if interaction::active() {
+            tracing::debug!(
+                target: interaction::TARGET,
+                provider = %self.key, stage = %options.stage, run_id = %options.run_id, url = %self.url,
+                body = %interaction::render(body), "llm request"
+            );
+        }
+        // Serialising a `Value` cannot fail.
+        let bytes = Bytes::from(serde_json::to_vec(body).unwrap_or_default());
+        let headers = self.request_headers(options);
+        let mut attempt: u32 = 0;
+        loop {
+            tracing::debug!(
+                provider = %self.key, stage = %options.stage, run_id = %options.run_id,
+                url = %self.url, attempt, "calling provider"
+            );
+            let send = self.attempt(headers.clone(), bytes.clone());
+            let error = match tokio::time::timeout(options.inactivity_timeout, send).await {
+                Ok(Ok(response)) => return Ok(response),
+                Ok(Err(error)) => error,
+                Err(_) => {
+                    LlmError::Timeout { phase: TimeoutPhase::BeforeFirstChunk, ms: millis(options.inactivity_timeout) }
+                }
+            };
+            if attempt >= options.max_retries || !error.auto_retry() {
+                tracing::debug!(
+                    provider = %self.key, stage = %options.stage, run_id = %options.run_id,
+                    attempt, error = %error, "provider call failed"
+                );
+                return Err(error);
+            }
+            let delay = retry_delay(&error, attempt);
+            tracing::debug!(
+                provider = %self.key, stage = %options.stage, run_id = %options.run_id,
+                attempt, delay_ms = millis(delay), error = %error, "retrying provider call"
+            );
+            tokio::time::sleep(delay).await;
+            attempt += 1;
+        }
+    }
+
+    /// One attempt: a 2xx response (body unread), or the failure.
+    async fn attempt(&self, headers: HeaderMap, body: Bytes) -> Result<reqwest::Response, LlmError> {
+        let response =
+            self.http.post(&self.url).headers(headers).body(body).send().await.map_err(|e| transport_error(&e))?;
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        let key = self.api_key.to_str().unwrap_or_default();
+        Err(http_error(response, key).await)
+    }
+
+    /// Every request header: key, version, content type, `Accept`, stage and run id (the last two
+    /// left out when blank or not valid header text).
+    fn request_headers(&self, options: &CallOptions) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(HeaderName::from_static("x-api-key"), self.api_key.clone());
+        headers.insert(HeaderName::from_static("anthropic-version"), HeaderValue::from_static(ANTHROPIC_VERSION));
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        for (name, value) in [(STAGE_HEADER, &options.stage), (RUN_ID_HEADER, &options.run_id)] {
+            if value.is_empty() {
+                continue;
+            }
+            if let Ok(value) = HeaderValue::from_str(value) {
+                headers.insert(HeaderName::from_static(name), value);
+            }
+        }
+        headers
+    }
+}
+
+/// A non-2xx answer: status, `Retry-After` (seconds) and a bounded, key-redacted body excerpt.
+async fn http_error(mut response: reqwest::Response, api_key: &str) -> LlmError {
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get(RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let mut body = Vec::new();
+    // A failure while reading the error body still leaves a useful status error.
+    while body.len() < MAX_ERROR_BODY_BYTES {
+        match response.chunk().await {
+            Ok(Some(bytes)) => body.extend_from_slice(&bytes),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    let text = String::from_utf8_lossy(&body);
+    LlmError::Http { status, retry_after, body: excerpt(&redact(text.trim(), api_key), BODY_EXCERPT_CHARS) }
+}
+
+/// The open response, turned into deltas one network read at a time.
+struct Upstream {
+    body: ByteStream,
+    decoder: SseDecoder,
+    /// Frames of the last read not parsed yet.
+    frames: VecDeque<SseFrame>,
+    /// Deltas of the frame being delivered.
+    pending: VecDeque<LlmDelta>,
+    parser: EventParser,
+    done: bool,
+    /// SSE frames received (for the timeout phase, the first-chunk metric and the log).
+    chunk_count: u64,
+    provider: String,
+    thinking: ThinkingCache,
+    options: CallOptions,
+    /// When the request was sent, for the time-to-first-chunk metric.
+    started: Instant,
+}
+
+impl Upstream {
+    async fn next_item(&mut self) -> Option<Result<LlmDelta, LlmError>> {
+        loop {
+            if let Some(delta) = self.pending.pop_front() {
+                return Some(Ok(delta));
+            }
+            if self.done {
+                return None;
+            }
+            if let Some(frame) = self.frames.pop_front() {
+                if let Err(error) = self.on_frame(&frame) {
+                    return self.fail(error);
+                }
+                if self.parser.stopped() {
+                    self.finish();
+                }
+                continue;
+            }
+            let timeout = self.options.inactivity_timeout;
+            match tokio::time::timeout(timeout, self.body.next()).await {
+                Err(_) => {
+                    let phase = if self.chunk_count == 0 {
+                        TimeoutPhase::BeforeFirstChunk
+                    } else {
+                        TimeoutPhase::BetweenChunks
+                    };
+                    return self.fail(LlmError::Timeout { phase, ms: millis(timeout) });
+                }
+                Ok(None) if self.parser.saw_finish() => {
+                    // No `message_stop`, but the message was complete.
+                    self.pending.extend(self.parser.take_usage());
+                    self.finish();
+                }
+                Ok(None) => return self.fail(LlmError::EndedWithoutFinish),
+                Ok(Some(Err(error))) => {
+                    return self.fail(LlmError::Connection {
+                        message: format!("stream interrupted: {}", error_chain(&error)),
+                    });
+                }
+                Ok(Some(Ok(bytes))) => {
+                    let mut frames = Vec::new();
+                    self.decoder.feed(&bytes, &mut frames);
+                    self.frames.extend(frames);
+                }
+            }
+        }
+    }
+
+    /// Parses one SSE frame into [`Self::pending`].
+    fn on_frame(&mut self, frame: &SseFrame) -> Result<(), LlmError> {
+        if frame.data.trim().is_empty() {
+            return Ok(());
+        }
+        self.chunk_count += 1;
+        if self.chunk_count == 1 {
+            metrics::histogram!(FIRST_TOKEN_METRIC, "provider" => self.provider.clone())
+                .record(self.started.elapsed().as_secs_f64());
+        }
+        if interaction::active() {
+            let chunk = match serde_json::from_str::<Value>(&frame.data) {
+                Ok(value) => interaction::render(&value),
+                Err(_) => interaction::mask_text(&frame.data),
+            };
+            tracing::debug!(
+                target: interaction::TARGET,
+                provider = %self.provider, stage = %self.options.stage, run_id = %self.options.run_id,
+                event = %frame.event, chunk = %chunk, "llm delta"
+            );
+        }
+        let deltas = self.parser.parse(&frame.event, &frame.data)?;
+        self.pending.extend(deltas);
+        Ok(())
+    }
+
+    /// The message is complete: remember its signed thinking, stop reading.
+    fn finish(&mut self) {
+        self.done = true;
+        self.frames.clear();
+        if let Some((tool_use_id, blocks)) = self.parser.take_thinking() {
+            self.thinking.insert(&tool_use_id, blocks);
+        }
+        if interaction::active() {
+            tracing::debug!(
+                target: interaction::TARGET,
+                provider = %self.provider, stage = %self.options.stage, run_id = %self.options.run_id,
+                chunks = self.chunk_count, "llm response complete"
+            );
+        }
+        tracing::debug!(
+            provider = %self.provider, stage = %self.options.stage, run_id = %self.options.run_id,
+            chunks = self.chunk_count, "provider stream finished"
+        );
+    }
+
+    /// Ends the stream with `error` as its last item.
+    fn fail(&mut self, error: LlmError) -> Option<Result<LlmDelta, LlmError>> {
+        self.done = true;
+        self.pending.clear();
+        self.frames.clear();
+        if interaction::active() {
+            tracing::debug!(
+                target: interaction::TARGET,
+                provider = %self.provider, stage = %self.options.stage, run_id = %self.options.run_id,
+                chunks = self.chunk_count, error = %interaction::mask_text(&error.to_string()), "llm response failed"
+            );
+        }
+        tracing::debug!(
+            provider = %self.provider, stage = %self.options.stage, run_id = %self.options.run_id,
+            chunks = self.chunk_count, error = %error, "provider stream failed"
+        );
+        Some(Err(error))
+    }
+}
+
+/// Dropping the returned stream drops the response body: the connection closes without waiting
+/// for another event.
+fn delta_stream(upstream: Upstream) -> DeltaStream {
+    Box::pin(futures::stream::unfold(upstream, |mut upstream| async move {
+        let item = upstream.next_item().await?;
+        Some((item, upstream))
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_configuration_is_an_error_not_a_panic() {
+        assert!(matches!(AnthropicProvider::new("p", "not a url", "k", "m"), Err(LlmError::InvalidRequest { .. })));
+        let err = AnthropicProvider::new("p", "http://127.0.0.1:1", "bad\nkey", "m").unwrap_err();
+        assert!(!err.to_string().contains("bad\nkey"));
+    }
+
+    #[test]
+    fn debug_never_shows_the_key() {
+        let provider = AnthropicProvider::new("p", "http://127.0.0.1:1/v1", "sk-ant-very-secret", "m").unwrap();
+        let text = format!("{provider:?}");
+        assert!(!text.contains("sk-ant-very-secret") && text.contains("http://127.0.0.1:1/v1/messages"), "{text}");
+        let headers = provider.request_headers(&CallOptions { stage: "s".into(), ..Default::default() });
+        assert!(!format!("{headers:?}").contains("sk-ant-very-secret"), "sensitive header value");
+        assert!(headers.get(RUN_ID_HEADER).is_none());
+    }
+}

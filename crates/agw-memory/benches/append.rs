@@ -1,0 +1,185 @@
+//! Hot-path micro-benchmarks of chat memory: the recorder turning a live run into history lines,
+//! line encoding, and the JSONL append (`ChatStore::append`, one `O_APPEND` write, no fsync).
+//!
+//! `cargo bench -p agw-memory` measures; `cargo nextest run` runs each benchmark once
+//! (criterion's test mode). Files go to a fresh directory under the system temp dir, removed at
+//! the end. Figures: `docs/performance.md`.
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use serde_json::json;
+
+use agw_memory::{ChatStore, FsyncPolicy, MemoryConfig, Recorder, RecorderInit};
+use agw_protocol::delta::ToolStartMeta;
+use agw_protocol::history::{HistoryLine, SystemSnapshot, SystemTool};
+use agw_protocol::request::QueryRequest;
+use agw_protocol::{AgentDelta, Assembler};
+
+const RUN_ID: &str = "mn3kq0xa-4f7c2b1e9d8a";
+const TS: i64 = 1_771_000_000_000;
+const TOKENS: usize = 50;
+/// Appends per history file before the benchmark starts a new chat (keeps files small).
+const APPENDS_PER_FILE: u64 = 1_000;
+
+fn query() -> QueryRequest {
+    QueryRequest { message: Some("What is the weather in Tokyo?".into()), ..QueryRequest::default() }
+}
+
+fn system() -> SystemSnapshot {
+    let parameters = json!({
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "description": "City name, e.g. Shanghai"},
+            "date": {"type": "string", "description": "Date as yyyy-MM-dd, e.g. 2026-02-13"},
+        },
+        "required": ["city", "date"],
+        "additionalProperties": false,
+    });
+    let tool = SystemTool {
+        tool_type: "function".into(),
+        name: "mock_city_weather".into(),
+        description: Some("Mock weather for a city on a date".into()),
+        parameters: Some(parameters),
+    };
+    SystemSnapshot::new(Some("fixture-model".into()), "You are a benchmark agent.", vec![tool], None)
+}
+
+/// The benchmark's REACT run (tool call → result → `TOKENS` content deltas), as deltas.
+fn react_run() -> Vec<AgentDelta> {
+    let tool_id = "call_weather_1".to_string();
+    let meta = ToolStartMeta {
+        tool_name: "mock_city_weather".into(),
+        tool_type: "function".into(),
+        tool_api: None,
+        description: Some("Mock weather for a city on a date".into()),
+        frontend: None,
+    };
+    let mut deltas = vec![
+        AgentDelta::StageMarker("react-step-1".into()),
+        AgentDelta::ToolArgs { tool_id: tool_id.clone(), meta, delta: String::new() },
+        AgentDelta::ToolArgs { tool_id: tool_id.clone(), meta: ToolStartMeta::default(), delta: "{\"city\":\"Tokyo\",\"date\":\"2026-02-13\"}".into() },
+        AgentDelta::Usage(json!({"prompt_tokens": 120, "completion_tokens": 12, "total_tokens": 132})),
+        AgentDelta::ToolEnd { tool_id: tool_id.clone() },
+        AgentDelta::ToolResult {
+            tool_id,
+            result: r#"{"city":"Tokyo","date":"2026-02-13","temperatureC":12,"humidity":55,"windLevel":3,"condition":"Cloudy"}"#.into(),
+        },
+        AgentDelta::StageMarker("react-step-2".into()),
+    ];
+    deltas.extend((0..TOKENS).map(|i| AgentDelta::Content(format!(" token{i}"))));
+    deltas.push(AgentDelta::Usage(json!({"prompt_tokens": 180, "completion_tokens": 50, "total_tokens": 230})));
+    deltas
+}
+
+/// What `agw_http::sink::SseSink` does with memory on: assembler events feed the recorder;
+/// stage markers and usage go to the recorder directly. Returns every line the run appends.
+fn record(chat_id: &str, deltas: Vec<AgentDelta>) -> Vec<HistoryLine> {
+    let mut assembler = Assembler::new(RUN_ID, chat_id, Box::new(|| TS));
+    let mut recorder = Recorder::with_clock(
+        RecorderInit {
+            chat_id: chat_id.into(),
+            run_id: RUN_ID.into(),
+            query: query(),
+            system: Some(system()),
+            action_tools: Vec::new(),
+        },
+        Box::new(|| TS),
+    );
+    let mut events = Vec::new();
+    let mut lines = Vec::new();
+    assembler.bootstrap(query().to_event(RUN_ID, chat_id), None, &mut events);
+    recorder.observe_events(&events);
+    for delta in deltas {
+        events.clear();
+        if matches!(delta, AgentDelta::StageMarker(_) | AgentDelta::Usage(_)) {
+            lines.extend(recorder.observe(&delta, &[]));
+        }
+        assembler.push(delta, &mut events).expect("valid script");
+        recorder.observe_events(&events);
+    }
+    lines.extend(recorder.finish(&[]));
+    lines
+}
+
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn memory(c: &mut Criterion) {
+    let chat_id = uuid::Uuid::new_v4().to_string();
+    let script = react_run();
+    let lines = record(&chat_id, script.clone());
+    assert_eq!(lines.len(), 3, "query line + one step line per REACT step");
+
+    let mut group = c.benchmark_group("memory");
+    group.throughput(Throughput::Elements(1));
+    // Recording alone (assembler included, as on the live path): no I/O.
+    group.bench_function("record_react_run", |b| {
+        b.iter_batched(|| script.clone(), |deltas| record(&chat_id, deltas), criterion::BatchSize::SmallInput);
+    });
+    let step = lines.last().expect("a step line").clone();
+    let step_bytes = step.to_json().expect("encodes").len() as u64;
+    group.throughput(Throughput::Bytes(step_bytes));
+    group.bench_function("encode_step_line", |b| b.iter(|| black_box(&step).to_json()));
+
+    let dir = TempDir(std::env::temp_dir().join(format!("agw-memory-bench-{}", uuid::Uuid::new_v4())));
+    let store =
+        ChatStore::new(MemoryConfig { dir: dir.0.clone(), k: 20, fsync: FsyncPolicy::Never, action_tools: Vec::new() });
+    // One step line per append (what a REACT step boundary writes), files rotated every
+    // APPENDS_PER_FILE appends outside the timed section.
+    group.bench_function("append_step_line", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            let mut done = 0;
+            while done < iters {
+                let chat = uuid::Uuid::new_v4().to_string();
+                let batch = (iters - done).min(APPENDS_PER_FILE);
+                let start = Instant::now();
+                for _ in 0..batch {
+                    store.append(&chat, std::slice::from_ref(&step)).expect("append");
+                }
+                total += start.elapsed();
+                done += batch;
+                if let Some(path) = store.history_path(&chat) {
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+            total
+        });
+    });
+    // A whole run's lines with memory on: recording + encoding + the three appends.
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("record_and_append_react_run", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            let mut done = 0;
+            while done < iters {
+                let chat = uuid::Uuid::new_v4().to_string();
+                let batch = (iters - done).min(APPENDS_PER_FILE);
+                let start = Instant::now();
+                for _ in 0..batch {
+                    let lines = record(&chat, script.clone());
+                    store.append(&chat, &lines[..2]).expect("append");
+                    store.append_final(&chat, &lines[2..]).expect("append");
+                }
+                total += start.elapsed();
+                done += batch;
+                if let Some(path) = store.history_path(&chat) {
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+            total
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, memory);
+criterion_main!(benches);
