@@ -3,6 +3,8 @@
 //! * [`append`]: whole lines, one `write` on an `O_APPEND` handle. A line never interleaves
 //!   with another writer's (the kernel serialises appends to one file), and a line torn by a
 //!   crash mid-write is isolated before the next append (see there).
+//! * [`append_existing`]: the same for a file known to end with a complete line (the chat
+//!   index, whose identity the caller checked); returns the file's metadata after the write.
 //! * [`rewrite`]: temp file in the same directory + rename, so readers see the old or the new
 //!   content, never a mix.
 //!
@@ -55,6 +57,24 @@ pub(crate) fn append(path: &Path, payload: &[u8], policy: FsyncPolicy) -> Result
         sync_parent(path)?;
     }
     Ok(())
+}
+
+/// Appends `payload` (complete lines) to an existing file that ends with a complete line, in
+/// one write; cut back to the previous length if the write fails part-way. Returns the file's
+/// metadata after the write (the caller's record of what the file now is).
+pub(crate) fn append_existing(path: &Path, payload: &[u8], sync: bool) -> Result<fs::Metadata, MemoryError> {
+    let mut file = OpenOptions::new().append(true).open(path).map_err(MemoryError::io("open", path))?;
+    let len = file.metadata().map_err(MemoryError::io("inspect", path))?.len();
+    if let Err(source) = file.write_all(payload) {
+        if let Err(cut) = file.set_len(len) {
+            tracing::warn!(path = %path.display(), error = %cut, "could not remove a partially written line");
+        }
+        return Err(MemoryError::Io { op: "append to", path: path.to_owned(), source });
+    }
+    if sync {
+        file.sync_data().map_err(MemoryError::io("fsync", path))?;
+    }
+    file.metadata().map_err(MemoryError::io("inspect", path))
 }
 
 /// Reads the whole file; `None` when it does not exist.

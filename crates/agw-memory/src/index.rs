@@ -1,15 +1,20 @@
 //! The chat index `<dir>/_chats.jsonl` (`memory-jsonl.md` §6, listing rules `http-api.md` §3).
 //!
-//! One JSON record per chat. Every upsert rewrites the whole file (temp file + rename, under one
-//! mutex), so readers never see a half-written index. Reading is lenient: unknown keys are
-//! ignored, duplicate records of a chat collapse, and lines that do not parse at all are kept
-//! verbatim on rewrite rather than silently dropped.
+//! One JSON record per chat. Reading is lenient: unknown keys are ignored, duplicate records of
+//! a chat collapse onto the first one's position (the later record's values win), lines that do
+//! not parse are kept verbatim on rewrite rather than silently dropped, and a torn last line (no
+//! `\n`: a write cut by a crash) is skipped.
 //!
-//! The lines this process last wrote are kept in memory ([`Written`]): while the file on disk is
-//! still exactly that file (same device, inode, length and mtime), the next upsert starts from
-//! them instead of reading and parsing every record again, and parses and encodes only the record
-//! it changes. The bytes written are the same either way (a written line re-reads to itself);
-//! the per-upsert CPU cost drops from parsing and encoding every chat to copying their lines.
+//! Writing is append-mostly, so an upsert costs the size of one record, not of the whole index.
+//! The index this process last wrote is kept in memory ([`Written`]) in its canonical form, one
+//! line per chat — what a full rewrite would write. While the file on disk is still the file we
+//! left (same device, inode, length and mtime), an upsert changes that one line in memory and
+//! appends it to the file; readers collapse the duplicate onto the earlier record and see the
+//! same index a rewrite would have produced. Once the file is twice the canonical size it is
+//! compacted: the canonical lines are written to a temp file that replaces it (rename), as is
+//! every upsert that finds the file changed by someone else (after reading it again). So the
+//! file holds at most one extra copy's worth of superseded records, and the cost of rewriting
+//! is paid once per as many bytes appended (`docs/compatibility.md`).
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -124,22 +129,52 @@ enum Entry {
     Raw(String),
 }
 
-/// The index file and the mutex that serialises its rewrites (and guards [`Written`]).
+/// The index file and the mutex that serialises its writes (and guards [`Written`]).
 pub(crate) struct ChatIndex {
     path: PathBuf,
     fsync: FsyncPolicy,
     lock: Mutex<Option<Written>>,
 }
 
-/// The index exactly as this process last wrote it, in three allocations: the file's content,
-/// the byte range of each line (without `\n`), and the line of each chat's record keyed by the
-/// chat's UUID as a number; plus the identity of the file right after the rename. Used only while
-/// the file still has that identity. About as large as the file itself.
+/// The index as this process last left it, canonical (one line per chat, in file order), in
+/// three allocations: the lines' text, the byte range of each line (without `\n`), and the line
+/// of each chat's record keyed by the chat's UUID as a number; plus the identity of the file on
+/// disk right after the last write. Used only while the file still has that identity. About as
+/// large as the canonical file.
 struct Written {
     stamp: Stamp,
     content: String,
     lines: Vec<Range<usize>>,
     positions: HashMap<u128, usize>,
+}
+
+impl Written {
+    /// The record at line `i`, parsed (our own line: it parses unless memory is corrupt).
+    fn record(&self, i: usize) -> Option<Record> {
+        serde_json::from_str(self.content.get(self.lines.get(i)?.clone())?).ok()
+    }
+
+    /// Replaces line `i` with `line` (shifting the lines after it when the length changed —
+    /// rare: usually only `updatedAt` changes, and it keeps its width).
+    fn replace(&mut self, i: usize, line: &str) {
+        let old = self.lines[i].clone();
+        self.content.replace_range(old.clone(), line);
+        let new_end = old.start + line.len();
+        self.lines[i] = old.start..new_end;
+        if new_end != old.end {
+            for range in &mut self.lines[i + 1..] {
+                *range = range.start + new_end - old.end..range.end + new_end - old.end;
+            }
+        }
+    }
+
+    fn push(&mut self, key: Option<u128>, line: &str) {
+        let start = self.content.len();
+        self.content.push_str(line);
+        self.content.push('\n');
+        self.positions.extend(key.map(|k| (k, self.lines.len())));
+        self.lines.push(start..start + line.len());
+    }
 }
 
 /// A canonical chat id (lower-case hyphenated UUID, the only ids upserts use) as a number.
@@ -161,21 +196,26 @@ struct Stamp {
     mtime_ns: i128,
 }
 
-#[cfg(unix)]
-fn stamp(path: &std::path::Path) -> Option<Stamp> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(path).ok()?;
-    Some(Stamp {
-        dev: meta.dev(),
-        ino: meta.ino(),
-        len: meta.len(),
-        mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
-    })
+impl Stamp {
+    #[cfg(unix)]
+    fn of(meta: &std::fs::Metadata) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        Some(Stamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn of(_meta: &std::fs::Metadata) -> Option<Self> {
+        None
+    }
 }
 
-#[cfg(not(unix))]
-fn stamp(_path: &std::path::Path) -> Option<Stamp> {
-    None
+fn stamp(path: &std::path::Path) -> Option<Stamp> {
+    Stamp::of(&std::fs::metadata(path).ok()?)
 }
 
 impl ChatIndex {
@@ -230,85 +270,98 @@ impl ChatIndex {
                 .map_err(|source| MemoryError::Encode { path: self.path.clone(), source })
         };
 
-        // What this process wrote last time, while the file is still that file: only the
-        // changed record is parsed and encoded; every other line is copied as it was written.
+        // The index as we left it, while the file is still that file: only the changed record
+        // is parsed and encoded, and only its line is written.
         let key = uuid_key(chat_id);
         let written = guard.take().filter(|w| key.is_some() && stamp(&self.path) == Some(w.stamp));
         let cached = written.and_then(|w| {
             let position = key.and_then(|k| w.positions.get(&k).copied());
             let mut record = match position {
-                // Our own line: it parses (else fall back to reading the file).
-                Some(i) => Some(serde_json::from_str::<Record>(w.content.get(w.lines.get(i)?.clone())?).ok()?),
+                Some(i) => Some(w.record(i)?),
                 None => None,
             };
             let added = update(record.as_mut());
             Some((w, position, record.or(added)?))
         });
-        let (content, lines, positions, existed, chat_name) = match cached {
-            Some((mut w, position, record)) => {
-                let (line, chat_name) = encode(&record)?;
-                let mut content = String::with_capacity(w.content.len() + line.len() + 1);
-                match position {
-                    Some(i) => {
-                        let old = w.lines[i].clone();
-                        content.push_str(&w.content[..old.start]);
-                        content.push_str(&line);
-                        content.push_str(&w.content[old.end..]);
-                        let new_end = old.start + line.len();
-                        w.lines[i] = old.start..new_end;
-                        for range in &mut w.lines[i + 1..] {
-                            *range = range.start + new_end - old.end..range.end + new_end - old.end;
-                        }
-                    }
-                    None => {
-                        content.push_str(&w.content);
-                        let start = content.len();
-                        content.push_str(&line);
-                        content.push('\n');
-                        w.positions.extend(key.map(|k| (k, w.lines.len())));
-                        w.lines.push(start..start + line.len());
-                    }
-                }
-                (content, w.lines, w.positions, position.is_some(), chat_name)
+        if let Some((mut w, position, record)) = cached {
+            let (line, chat_name) = encode(&record)?;
+            match position {
+                Some(i) => w.replace(i, &line),
+                None => w.push(key, &line),
             }
-            None => {
-                let mut entries = self.read()?;
-                let existing = entries.iter_mut().find_map(|e| match e {
-                    Entry::Record(r) if r.id() == chat_id => Some(r),
-                    _ => None,
-                });
-                let existed = existing.is_some();
-                if let Some(added) = update(existing) {
-                    entries.push(Entry::Record(added));
-                }
-                let mut content = String::new();
-                let mut lines = Vec::with_capacity(entries.len());
-                let mut positions = HashMap::with_capacity(entries.len());
-                let mut chat_name = String::new();
-                for entry in &entries {
-                    let line = match entry {
-                        Entry::Record(record) => {
-                            let (line, name) = encode(record)?;
-                            if record.id() == chat_id {
-                                chat_name = name;
-                            }
-                            positions.extend(uuid_key(record.id()).map(|k| (k, lines.len())));
-                            line
-                        }
-                        Entry::Raw(raw) => raw.clone(),
-                    };
-                    lines.push(content.len()..content.len() + line.len());
-                    content.push_str(&line);
-                    content.push('\n');
-                }
-                (content, lines, positions, existed, chat_name)
+            let sync = self.fsync != FsyncPolicy::Never;
+            let appended = w.stamp.len + line.len() as u64 + 1;
+            w.stamp = if appended <= 2 * w.content.len() as u64 {
+                let mut payload = line.into_bytes();
+                payload.push(b'\n');
+                Stamp::of(&file::append_existing(&self.path, &payload, sync)?)
+            } else {
+                // Compaction: superseded records make up half the file.
+                file::rewrite(&self.path, w.content.as_bytes(), sync)?;
+                stamp(&self.path)
             }
-        };
+            .ok_or_else(|| MemoryError::Io {
+                op: "inspect",
+                path: self.path.clone(),
+                source: std::io::Error::other("no file identity"),
+            })?;
+            let existed = position.is_some();
+            *guard = Some(w);
+            return Ok((existed, chat_name));
+        }
 
-        file::rewrite(&self.path, content.as_bytes(), self.fsync != FsyncPolicy::Never)?;
+        // First upsert, or someone else changed the file: read it all and rewrite it.
+        let mut entries = self.read()?;
+        let existing = entries.iter_mut().find_map(|e| match e {
+            Entry::Record(r) if r.id() == chat_id => Some(r),
+            _ => None,
+        });
+        let existed = existing.is_some();
+        if let Some(added) = update(existing) {
+            entries.push(Entry::Record(added));
+        }
+        let mut w = Written {
+            stamp: Stamp { dev: 0, ino: 0, len: 0, mtime_ns: 0 },
+            content: String::new(),
+            lines: Vec::with_capacity(entries.len()),
+            positions: HashMap::with_capacity(entries.len()),
+        };
+        let mut chat_name = String::new();
+        for entry in &entries {
+            match entry {
+                Entry::Record(record) => {
+                    let (line, name) = encode(record)?;
+                    if record.id() == chat_id {
+                        chat_name = name;
+                    }
+                    w.push(uuid_key(record.id()), &line);
+                }
+                Entry::Raw(raw) => w.push(None, raw),
+            }
+        }
+        file::rewrite(&self.path, w.content.as_bytes(), self.fsync != FsyncPolicy::Never)?;
         // Kept only when the identity of what we just wrote is known.
-        *guard = stamp(&self.path).map(|stamp| Written { stamp, content, lines, positions });
+        *guard = stamp(&self.path).map(|stamp| Written { stamp, ..w });
         Ok((existed, chat_name))
+    }
+
+    /// One chat's record, with the listing rules; `None` when the index has none.
+    pub(crate) fn get(&self, chat_id: &str) -> Result<Option<ChatSummary>, MemoryError> {
+        {
+            let guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+            if let (Some(w), Some(key)) = (guard.as_ref(), uuid_key(chat_id))
+                && stamp(&self.path) == Some(w.stamp)
+            {
+                let record = w.positions.get(&key).and_then(|&i| w.record(i));
+                if let Some(record) = record {
+                    return Ok(Some(record.to_listed()));
+                }
+                if !w.positions.contains_key(&key) {
+                    return Ok(None);
+                }
+            }
+        }
+        Ok(self.list()?.into_iter().find(|c| c.chat_id == chat_id))
     }
 
     /// Chats with a UUID id, newest first (`updatedAt` descending, ties in file order).
@@ -332,9 +385,17 @@ impl ChatIndex {
     fn read(&self) -> Result<Vec<Entry>, MemoryError> {
         let Some(bytes) = file::read(&self.path)? else { return Ok(Vec::new()) };
         let text = String::from_utf8_lossy(&bytes);
+        // Every write ends its lines with `\n`: an unreadable last line without one was cut by
+        // a crash mid-append, and is dropped rather than kept (a readable one is an edit).
+        let ends_complete = text.ends_with('\n');
         let mut entries: Vec<Entry> = Vec::new();
         let mut positions: HashMap<String, usize> = HashMap::new();
-        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let mut lines = text.lines().peekable();
+        while let Some(line) = lines.next() {
+            let line = line.trim();
+            if line.is_empty() {
+                continue;
+            }
             match serde_json::from_str::<Record>(line) {
                 // A record without an id names no chat: nothing to keep.
                 Ok(record) if record.id().trim().is_empty() => {}
@@ -345,6 +406,9 @@ impl ChatIndex {
                         entries.push(Entry::Record(record));
                     }
                 },
+                Err(error) if !ends_complete && lines.peek().is_none() => {
+                    tracing::warn!(path = %self.path.display(), %error, "dropping the torn last line of the chat index");
+                }
                 Err(error) => {
                     tracing::warn!(path = %self.path.display(), %error, "keeping an unreadable chat index line as is");
                     entries.push(Entry::Raw(line.to_owned()));

@@ -240,7 +240,7 @@ impl ChatStore {
         if !is_canonical(chat_id) {
             return Ok(None);
         }
-        Ok(self.index.list()?.into_iter().find(|c| c.chat_id == chat_id))
+        self.index.get(chat_id)
     }
 
     /// Whether the chat has an index record or a history file (`GET /api/ap/chat` answers 404

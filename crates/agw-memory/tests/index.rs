@@ -47,7 +47,93 @@ fn existing_chats_keep_name_and_agent_and_get_a_new_updated_at() {
             updated_at: 200,
         }
     );
-    assert_eq!(index_text(&dir).lines().count(), 1);
+    // The update was appended; a reader that starts from the file sees the same record.
+    assert!(index_text(&dir).lines().count() <= 2);
+    let fresh = store_in(dir.path(), 20, &[]);
+    assert_eq!(fresh.get_chat(CHAT).expect("get"), Some(chat));
+}
+
+/// Collapses the index file the way the contract's reader does (first position, later values
+/// win — our records always carry every field) and returns (records, canonical bytes).
+fn canonical(text: &str) -> (Vec<serde_json::Value>, usize) {
+    let mut records: Vec<serde_json::Value> = Vec::new();
+    for line in text.lines() {
+        let record: serde_json::Value = serde_json::from_str(line).expect("every index line is JSON");
+        match records.iter_mut().find(|r| r["chatId"] == record["chatId"]) {
+            Some(first) => *first = record,
+            None => records.push(record),
+        }
+    }
+    let bytes = records.iter().map(|r| r.to_string().len() + 1).sum();
+    (records, bytes)
+}
+
+#[test]
+fn upserts_append_one_line_and_compaction_bounds_the_file_to_twice_its_canonical_size() {
+    let dir = TempDir::new();
+    let store = store_in(dir.path(), 20, &[]);
+    let ids: Vec<String> = (0..20).map(|i| format!("00000000-0000-4000-8000-{i:012x}")).collect();
+    let mut compactions = 0;
+    let mut appends = 0;
+    let mut last_len = 0;
+    for step in 0..2_000i64 {
+        // Chats come and come back; names and agents differ per chat.
+        let id = &ids[(step as usize * 7 + step as usize / 13) % ids.len()];
+        store
+            .upsert_chat(id, &format!("message {step}"), Some("agent"), None, 1_000_000_000_000 + step)
+            .expect("upsert");
+        let text = index_text(&dir);
+        let (records, canonical_bytes) = canonical(&text);
+        assert!(text.len() <= 2 * canonical_bytes, "step {step}: {} bytes for {canonical_bytes} canonical", text.len());
+        if text.len() > last_len && text.len() - last_len < 200 {
+            appends += 1;
+        } else {
+            compactions += 1;
+        }
+        last_len = text.len();
+        // The file, read as the contract reads it, is what a full rewrite would have written.
+        let listed = store.list_chats().expect("list");
+        assert_eq!(listed.len(), records.len());
+        let chat = store.get_chat(id).expect("get").expect("indexed");
+        assert_eq!(chat.updated_at, 1_000_000_000_000 + step);
+        assert_eq!(listed[0], chat, "the chat just upserted is the newest");
+        let on_disk = records.iter().find(|r| r["chatId"] == id.as_str()).expect("record on disk");
+        assert_eq!(serde_json::to_value(&chat).expect("json"), *on_disk);
+    }
+    assert!(appends > 1_500, "most upserts append one line: {appends} appends, {compactions} rewrites");
+    assert!(compactions > 10, "the file is compacted from time to time: {compactions}");
+
+    // A process that starts from the file reads the same chats, and its first upsert compacts.
+    let expected = store.list_chats().expect("list");
+    drop(store);
+    let fresh = store_in(dir.path(), 20, &[]);
+    assert_eq!(fresh.list_chats().expect("list"), expected);
+    fresh.upsert_chat(&ids[0], "again", None, None, 2_000_000_000_000).expect("upsert");
+    let text = index_text(&dir);
+    assert_eq!(text.lines().count(), ids.len(), "one line per chat after the rewrite: {text}");
+}
+
+#[test]
+fn a_torn_last_index_line_is_dropped_and_an_unterminated_readable_one_is_kept() {
+    let dir = TempDir::new();
+    let store = store_in(dir.path(), 20, &[]);
+    store.upsert_chat(CHAT, "first", Some("a"), None, 1000).expect("upsert");
+    // A crash cut an append short: no newline, not JSON.
+    let mut text = index_text(&dir);
+    text.push_str(&format!("{{\"chatId\":\"{OTHER}\",\"chatNa"));
+    fs::write(dir.path().join("_chats.jsonl"), &text).expect("tear");
+    let chats = store.list_chats().expect("list");
+    assert_eq!(chats.iter().map(|c| c.chat_id.as_str()).collect::<Vec<_>>(), [CHAT]);
+    store.upsert_chat(CHAT, "again", None, None, 2000).expect("upsert after the tear");
+    let text = index_text(&dir);
+    assert_eq!(text.lines().count(), 1, "the fragment is gone: {text}");
+    assert!(text.ends_with('\n'));
+
+    // An edit that left out the final newline is still a record.
+    fs::write(dir.path().join("_chats.jsonl"), format!("{}{{\"chatId\":\"{OTHER}\",\"chatName\":\"edited\"}}", text))
+        .expect("edit");
+    let names: Vec<String> = store.list_chats().expect("list").into_iter().map(|c| c.chat_name).collect();
+    assert_eq!(names, ["first", "edited"]);
 }
 
 #[test]
