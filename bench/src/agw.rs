@@ -137,6 +137,24 @@ pub fn chats_dir(dir: &Path) -> PathBuf {
     dir.join("chats")
 }
 
+/// Writes a chat index of `count` earlier chats (records as agw writes them) for agw to start
+/// with.
+pub fn seed_chat_index(dir: &Path, count: usize) -> anyhow::Result<()> {
+    use std::fmt::Write as _;
+    let chats = chats_dir(dir);
+    std::fs::create_dir_all(&chats)?;
+    let mut index = String::with_capacity(count * 200);
+    for i in 0..count {
+        let at = 1_700_000_000_000u64 + i as u64;
+        writeln!(
+            index,
+            r#"{{"chatId":"00000000-0000-4000-8000-{i:012x}","chatName":"earlier chat {i}","firstAgentKey":"bench","firstAgentName":"bench","createdAt":{at},"updatedAt":{at}}}"#
+        )?;
+    }
+    std::fs::write(chats.join("_chats.jsonl"), index)?;
+    Ok(())
+}
+
 /// The `agw` binary next to this one (`target/release/agw` for `target/release/agw-load`).
 pub fn default_bin() -> PathBuf {
     std::env::current_exe()

@@ -78,6 +78,10 @@ struct Cli {
     /// MEMORY_CHAT_FSYNC of agw: never | step | run (agw's default).
     #[arg(long, default_value = "run")]
     fsync: String,
+    /// Chats already in the chat index when agw starts (a server that has been running a
+    /// while); with --memory on each query upserts into an index of this size.
+    #[arg(long, default_value_t = 0)]
+    existing_chats: usize,
     /// AGW_LOG of agw (its log goes to a file in the scenario's temp directory).
     #[arg(long, default_value = "info")]
     agw_log: String,
@@ -315,6 +319,9 @@ async fn run_scenario(cli: &Cli, scenario: &Scenario, bin: &Path, nofile: u64) -
     std::fs::create_dir_all(&dir)?;
     let fixture = Fixture::start(Script { tokens: scenario.tokens, delay: scenario.delay }).await?;
     let memory = cli.memory == OnOff::On;
+    if memory && cli.existing_chats > 0 {
+        agw::seed_chat_index(&dir, cli.existing_chats)?;
+    }
     let agw = if cli.direct {
         None
     } else {
@@ -605,14 +612,15 @@ fn main() -> anyhow::Result<()> {
         .context("tokio runtime")?;
     let machine = machine(nofile);
     eprintln!(
-        "agw-load: {} ({} cores, {:.1} GiB), nofile {}, agw {}, memory {:?}, fsync {}",
+        "agw-load: {} ({} cores, {:.1} GiB), nofile {}, agw {}, memory {:?}, fsync {}, existing chats {}",
         machine.cpu_model,
         machine.nproc,
         machine.mem_total_gib,
         nofile,
         if cli.direct { "— (generator alone)".to_string() } else { bin.display().to_string() },
         cli.memory,
-        cli.fsync
+        cli.fsync,
+        cli.existing_chats
     );
     let mut reports = Vec::new();
     for scenario in &scenarios {
@@ -631,6 +639,7 @@ fn main() -> anyhow::Result<()> {
     let options = BTreeMap::from([
         ("memory", format!("{:?}", cli.memory).to_lowercase()),
         ("fsync", cli.fsync.clone()),
+        ("existing_chats", cli.existing_chats.to_string()),
         ("agw_log", cli.agw_log.clone()),
         ("direct", cli.direct.to_string()),
         ("generator_threads", cli.threads.to_string()),

@@ -248,7 +248,8 @@ pub struct ChatFiles {
     pub lines: usize,
     /// `(chatId, runId)` of every run with at least one line.
     pub runs: std::collections::BTreeSet<(String, String)>,
-    /// Records in the chat index (`_chats.jsonl`).
+    /// Chats with a record in the chat index (`_chats.jsonl`; an upsert appends a newer copy
+    /// of a record, which readers collapse onto the first).
     pub index_records: usize,
 }
 
@@ -267,12 +268,15 @@ pub fn assert_chat_files_valid(gw: &Gateway) -> ChatFiles {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
         if name == "_chats.jsonl" {
+            assert!(text.is_empty() || text.ends_with('\n'), "the chat index ends with a torn line: {:?}", tail(&text));
+            let mut ids = std::collections::HashSet::new();
             for line in text.lines().filter(|l| !l.trim().is_empty()) {
                 let record: Value =
                     serde_json::from_str(line).unwrap_or_else(|e| panic!("index line {line:?} is not JSON: {e}"));
-                assert!(record["chatId"].is_string(), "index record without chatId: {line}");
-                out.index_records += 1;
+                let id = record["chatId"].as_str().unwrap_or_else(|| panic!("index record without chatId: {line}"));
+                ids.insert(id.to_owned());
             }
+            out.index_records = ids.len();
             continue;
         }
         let Some(chat_id) = name.strip_suffix(".json") else { continue };
@@ -312,10 +316,20 @@ pub async fn assert_chat_replayable(gw: &Gateway, chat_id: &str) -> Vec<Value> {
 
 /// Resident set size of this process in bytes (`VmRSS`), 0 where /proc is not available.
 pub fn rss_bytes() -> u64 {
+    proc_status_bytes("VmRSS:")
+}
+
+/// The anonymous part of the resident set (heap, stacks): RSS without the pages of the mapped
+/// binary, which grow as more of its code runs and say nothing about memory use.
+pub fn rss_anon_bytes() -> u64 {
+    proc_status_bytes("RssAnon:")
+}
+
+fn proc_status_bytes(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map_or(0, |kb| kb * 1024)
 }
