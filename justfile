@@ -25,3 +25,16 @@ bench *ARGS:
 load *ARGS:
     cargo build --release -p agw -p agw-bench
     ./target/release/agw-load {{ARGS}}
+
+# Reliability (see docs/reliability.md): the long soak (default 180 s of mixed runs with faults).
+soak SECS="180":
+    AGW_SOAK_SECS={{SECS}} cargo nextest run -p agw-http --test soak --no-capture
+
+# Reliability: every libFuzzer target for SECS seconds (needs nightly and `cargo install cargo-fuzz`).
+fuzz SECS="90" *TARGETS:
+    fuzz/run.sh {{SECS}} {{TARGETS}}
+
+# Reliability: the stable fuzz bodies over 100,000 mutants per target and 20,000 property cases.
+fuzz-stable:
+    AGW_FUZZ_CASES=100000 cargo nextest run -p agw-fuzz --no-capture
+    PROPTEST_CASES=20000 cargo nextest run -p agw-protocol --test assembler_props -p agw-memory --test replay_props
