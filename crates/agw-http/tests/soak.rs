@@ -4,9 +4,9 @@
 //! is not JSON, a reset mid-stream, a stall, a stream without finish) plus clients that go away
 //! mid-stream. Afterwards: every stream was well formed and ended as its scenario must, every chat
 //! file parses, every chat replays and the replayed text of every completed run equals what was
-//! streamed, tokio tasks and file descriptors are back at their level before the soak, the bytes
-//! still allocated (counted by a wrapping global allocator) are back too, save the cached chat
-//! index, and RSS falls well below its peak (glibc keeps some fragmented pages).
+//! streamed, tokio tasks, file descriptors and threads are back at their count before the soak,
+//! the bytes still allocated (counted by a wrapping global allocator) are back too, save the
+//! cached chat index, and anonymous RSS is back near where it started.
 //!
 //! `AGW_SOAK_SECS` (default 10: the CI run) and `AGW_SOAK_CONCURRENCY` (default 100) size it;
 //! `AGW_SOAK_KINDS=OneshotOk,Plan` narrows the mix and `AGW_SOAK_CHATS=N` spreads the runs over N
