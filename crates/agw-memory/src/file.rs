@@ -44,12 +44,7 @@ pub(crate) fn append(path: &Path, payload: &[u8], policy: FsyncPolicy) -> Result
     }
     buf.extend_from_slice(payload);
 
-    if let Err(source) = file.write_all(&buf) {
-        if let Err(cut) = file.set_len(len) {
-            tracing::warn!(path = %path.display(), error = %cut, "could not remove a partially written line");
-        }
-        return Err(MemoryError::Io { op: "append to", path: path.to_owned(), source });
-    }
+    write_or_cut(&mut file, len, &buf, path)?;
     if policy == FsyncPolicy::EveryStep {
         file.sync_data().map_err(MemoryError::io("fsync", path))?;
     }
@@ -65,16 +60,21 @@ pub(crate) fn append(path: &Path, payload: &[u8], policy: FsyncPolicy) -> Result
 pub(crate) fn append_existing(path: &Path, payload: &[u8], sync: bool) -> Result<fs::Metadata, MemoryError> {
     let mut file = OpenOptions::new().append(true).open(path).map_err(MemoryError::io("open", path))?;
     let len = file.metadata().map_err(MemoryError::io("inspect", path))?.len();
-    if let Err(source) = file.write_all(payload) {
-        if let Err(cut) = file.set_len(len) {
-            tracing::warn!(path = %path.display(), error = %cut, "could not remove a partially written line");
-        }
-        return Err(MemoryError::Io { op: "append to", path: path.to_owned(), source });
-    }
+    write_or_cut(&mut file, len, payload, path)?;
     if sync {
         file.sync_data().map_err(MemoryError::io("fsync", path))?;
     }
     file.metadata().map_err(MemoryError::io("inspect", path))
+}
+
+/// One `write_all` of `buf` to an append handle; if it fails part-way the file is cut back to
+/// `len`, its length before, so no partial line stays behind (best effort).
+fn write_or_cut(file: &mut File, len: u64, buf: &[u8], path: &Path) -> Result<(), MemoryError> {
+    let Err(source) = file.write_all(buf) else { return Ok(()) };
+    if let Err(cut) = file.set_len(len) {
+        tracing::warn!(path = %path.display(), error = %cut, "could not remove a partially written line");
+    }
+    Err(MemoryError::Io { op: "append to", path: path.to_owned(), source })
 }
 
 /// Reads the whole file; `None` when it does not exist.

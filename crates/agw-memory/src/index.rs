@@ -291,7 +291,7 @@ impl ChatIndex {
             }
             let sync = self.fsync != FsyncPolicy::Never;
             let appended = w.stamp.len + line.len() as u64 + 1;
-            w.stamp = if appended <= 2 * w.content.len() as u64 {
+            let stamp = if appended <= 2 * w.content.len() as u64 {
                 let mut payload = line.into_bytes();
                 payload.push(b'\n');
                 Stamp::of(&file::append_existing(&self.path, &payload, sync)?)
@@ -299,14 +299,10 @@ impl ChatIndex {
                 // Compaction: superseded records make up half the file.
                 file::rewrite(&self.path, w.content.as_bytes(), sync)?;
                 stamp(&self.path)
-            }
-            .ok_or_else(|| MemoryError::Io {
-                op: "inspect",
-                path: self.path.clone(),
-                source: std::io::Error::other("no file identity"),
-            })?;
+            };
             let existed = position.is_some();
-            *guard = Some(w);
+            // Kept only when the identity of what we just wrote is known.
+            *guard = stamp.map(|stamp| Written { stamp, ..w });
             return Ok((existed, chat_name));
         }
 
@@ -352,12 +348,9 @@ impl ChatIndex {
             if let (Some(w), Some(key)) = (guard.as_ref(), uuid_key(chat_id))
                 && stamp(&self.path) == Some(w.stamp)
             {
-                let record = w.positions.get(&key).and_then(|&i| w.record(i));
-                if let Some(record) = record {
+                let Some(&i) = w.positions.get(&key) else { return Ok(None) };
+                if let Some(record) = w.record(i) {
                     return Ok(Some(record.to_listed()));
-                }
-                if !w.positions.contains_key(&key) {
-                    return Ok(None);
                 }
             }
         }
