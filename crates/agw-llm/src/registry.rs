@@ -1,12 +1,11 @@
 //! Providers by key, built from configuration (`agent.providers.<key>` /
-//! `AGENT_PROVIDERS_<KEY>_*`), plus the embedded demo model.
+//! `AGENT_PROVIDERS_<KEY>_*`), plus providers registered in code.
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::sync::Arc;
 
 use crate::anthropic::AnthropicProvider;
-use crate::demo::{DEMO_MODEL, DEMO_PROVIDER_KEY, DemoProvider};
 use crate::openai::OpenAiCompatibleProvider;
 use crate::{ChatProvider, LlmError};
 
@@ -144,14 +143,10 @@ impl std::fmt::Debug for ProviderRegistry {
 
 impl ProviderRegistry {
     /// Builds every usable provider of `configs`. Incomplete or invalid ones are skipped with a
-    /// warning. With `include_demo`, the offline demo model is available as `demo` unless a
-    /// usable real provider named `demo` replaces it.
-    pub fn new(configs: impl IntoIterator<Item = ProviderConfig>, include_demo: bool) -> Self {
+    /// warning. Other providers (the offline demo model, test doubles, an embedder's own) are
+    /// added with [`ProviderRegistry::insert`].
+    pub fn new(configs: impl IntoIterator<Item = ProviderConfig>) -> Self {
         let mut entries = BTreeMap::new();
-        if include_demo {
-            let demo: Arc<dyn ChatProvider> = Arc::new(DemoProvider::new());
-            entries.insert(DEMO_PROVIDER_KEY.to_owned(), Entry { provider: demo, model: DEMO_MODEL.to_owned() });
-        }
         for config in configs {
             let key = config.key.trim().to_ascii_lowercase();
             if key.is_empty() {
@@ -254,7 +249,7 @@ mod tests {
         };
         let text = format!("{config:?}");
         assert!(!text.contains("sk-secret") && text.contains("***"));
-        let registry = ProviderRegistry::new([config], false);
+        let registry = ProviderRegistry::new([config]);
         assert!(!format!("{registry:?}").contains("sk-secret"));
     }
 }

@@ -5,8 +5,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use agw_llm::fixture::{End, FIXTURE_API_KEY, FixtureServer, StreamOutcome, Transcript};
 use agw_llm::{ChatProvider, LlmDelta, LlmError, OpenAiCompatibleProvider, TimeoutPhase};
+use agw_testkit::{End, FIXTURE_API_KEY, FixtureServer, StreamOutcome, Transcript};
 use common::{call, collect, describe, lines, options, request, within};
 use futures::StreamExt;
 
@@ -259,4 +259,36 @@ async fn collect_sees_the_whole_stream() {
     let (deltas, error) = collect(stream).await;
     assert!(error.is_none());
     assert_eq!(describe(&deltas), lines(&["reasoning:r", "content:c", "finish:stop", "usage:5"]));
+}
+
+/// Attack (issue 22 #6): a provider that answers 307 to another host must not make agw re-send
+/// the prompt there. Failed before the shared transport's redirect policy (reqwest follows 307
+/// with the body by default).
+#[tokio::test]
+async fn redirect_to_another_origin_is_not_followed() {
+    let elsewhere = server().await;
+    elsewhere.set_default(Transcript::openai_text(&["stolen"]));
+    let provider_host = server().await;
+    let target = format!("{}/v1/chat/completions", elsewhere.base_url());
+    provider_host.set_default(Transcript::http_error(307, "").with_header("location", &target));
+    let provider = provider_host.provider("f");
+    for p in [&provider as &dyn ChatProvider, &provider_host.anthropic_provider("a")] {
+        let error = within(GUARD, call(p, request("my secret prompt"), options("s"))).await.err().expect("fails");
+        assert!(matches!(error, LlmError::Http { status: 307, .. }), "{error:?}");
+    }
+    assert_eq!(elsewhere.request_count(), 0, "the prompt never reached the other origin");
+    assert_eq!(provider_host.request_count(), 2, "one attempt each, 3xx is not retried");
+}
+
+/// A redirect within the provider's own origin (e.g. a path fix) is still followed.
+#[tokio::test]
+async fn redirect_within_the_same_origin_is_followed() {
+    let server = server().await;
+    let target = format!("{}/v2/chat/completions", server.base_url());
+    server.push(Transcript::http_error(307, "").with_header("location", &target));
+    server.push(Transcript::openai_text(&["ok"]));
+    let (deltas, error) = within(GUARD, call(&server.provider("f"), request("hi"), options("s"))).await.expect("opens");
+    assert!(error.is_none());
+    assert_eq!(describe(&deltas)[0], "content:ok");
+    assert_eq!(server.request(1).expect("second request").path, "/v2/chat/completions");
 }
