@@ -4,6 +4,9 @@
 //! This file is a test (`test = true` in Cargo.toml): `cargo test -p agw-testkit --example
 //! agent_test` runs it. Copy it into your crate's `tests/` with agw-testkit as a dev-dependency.
 
+// Built as a plain example too (`cargo build --examples`), where only `main` is used.
+#![cfg_attr(not(test), allow(dead_code, unused_imports))]
+
 use std::sync::Arc;
 use std::time::Duration;
 
