@@ -273,7 +273,7 @@ async fn redirect_to_another_origin_is_not_followed() {
     provider_host.set_default(Transcript::http_error(307, "").with_header("location", &target));
     let provider = provider_host.provider("f");
     for p in [&provider as &dyn ChatProvider, &provider_host.anthropic_provider("a")] {
-        let error = within(GUARD, call(p, request("my secret prompt"), options("s"))).await.err().expect("fails");
+        let error = within(GUARD, call(p, request("my secret prompt"), options("s"))).await.expect_err("fails");
         assert!(matches!(error, LlmError::Http { status: 307, .. }), "{error:?}");
     }
     assert_eq!(elsewhere.request_count(), 0, "the prompt never reached the other origin");
