@@ -10,13 +10,23 @@
 //! The `ANTHROPIC` protocol is served by [`AnthropicProvider`] (Messages API streaming on
 //! reqwest, mapped onto the same [`LlmDelta`]s, with the same retry/timeout guarantees).
 //!
+//! Features (both on by default): `openai` — the OpenAI-compatible provider (async-openai);
+//! `anthropic` — the Anthropic provider. Without one, configuring that protocol is a clear error
+//! when the registry is built, never a silent fallback.
+//!
 //! Must never: replay a stream that already produced output, buffer or merge upstream chunks
 //! (each chunk is parsed and yielded as soon as it arrives), panic on malformed input, put the
 //! API key in an error or a log line, or know about SSE events, agents or HTTP serving.
 
+// Without any provider feature only the registry and the shared types remain; the shared
+// transport then has no user, which is expected.
+#![cfg_attr(not(any(feature = "openai", feature = "anthropic")), allow(dead_code))]
+
+#[cfg(feature = "anthropic")]
 pub mod anthropic;
 pub mod error;
 pub mod interaction;
+#[cfg(feature = "openai")]
 pub mod openai;
 pub mod provider;
 pub mod registry;
@@ -29,8 +39,10 @@ pub use agw_protocol::chat::{
     ChatMessage, ChatRequest, ReasoningEffort, ReasoningSetting, ToolCallMessage, ToolChoice, ToolSpec,
 };
 pub use agw_protocol::delta::{LlmDelta, ToolCallFragment};
+#[cfg(feature = "anthropic")]
 pub use anthropic::AnthropicProvider;
 pub use error::{LlmError, TimeoutPhase};
+#[cfg(feature = "openai")]
 pub use openai::OpenAiCompatibleProvider;
 pub use provider::{CallOptions, ChatProvider, DeltaStream};
 pub use registry::{ProviderConfig, ProviderProtocol, ProviderRegistry};

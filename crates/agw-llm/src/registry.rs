@@ -5,8 +5,6 @@ use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use crate::anthropic::AnthropicProvider;
-use crate::openai::OpenAiCompatibleProvider;
 use crate::{ChatProvider, LlmError};
 
 /// Wire protocol of a provider.
@@ -159,12 +157,8 @@ impl ProviderRegistry {
             }
             let model = config.model.trim();
             let built: Result<Arc<dyn ChatProvider>, LlmError> = match config.protocol {
-                ProviderProtocol::OpenAiCompatible => {
-                    OpenAiCompatibleProvider::new(&key, &config.base_url, &config.api_key, model)
-                        .map(|p| Arc::new(p) as Arc<dyn ChatProvider>)
-                }
-                ProviderProtocol::Anthropic => AnthropicProvider::new(&key, &config.base_url, &config.api_key, model)
-                    .map(|p| Arc::new(p) as Arc<dyn ChatProvider>),
+                ProviderProtocol::OpenAiCompatible => open_openai(&key, &config.base_url, &config.api_key, model),
+                ProviderProtocol::Anthropic => open_anthropic(&key, &config.base_url, &config.api_key, model),
             };
             let provider = match built {
                 Ok(provider) => provider,
@@ -199,6 +193,35 @@ impl ProviderRegistry {
     /// Registers (or replaces) a provider directly — for embedders and tests.
     pub fn insert(&mut self, key: &str, model: &str, provider: Arc<dyn ChatProvider>) {
         self.entries.insert(key.trim().to_ascii_lowercase(), Entry { provider, model: model.to_owned() });
+    }
+}
+
+#[cfg(feature = "openai")]
+fn open_openai(key: &str, base_url: &str, api_key: &str, model: &str) -> Result<Arc<dyn ChatProvider>, LlmError> {
+    crate::openai::OpenAiCompatibleProvider::new(key, base_url, api_key, model).map(|p| Arc::new(p) as _)
+}
+
+#[cfg(not(feature = "openai"))]
+fn open_openai(key: &str, _: &str, _: &str, _: &str) -> Result<Arc<dyn ChatProvider>, LlmError> {
+    Err(missing_feature(key, "OPENAI_COMPATIBLE", "openai"))
+}
+
+#[cfg(feature = "anthropic")]
+fn open_anthropic(key: &str, base_url: &str, api_key: &str, model: &str) -> Result<Arc<dyn ChatProvider>, LlmError> {
+    crate::anthropic::AnthropicProvider::new(key, base_url, api_key, model).map(|p| Arc::new(p) as _)
+}
+
+#[cfg(not(feature = "anthropic"))]
+fn open_anthropic(key: &str, _: &str, _: &str, _: &str) -> Result<Arc<dyn ChatProvider>, LlmError> {
+    Err(missing_feature(key, "ANTHROPIC", "anthropic"))
+}
+
+#[cfg(not(all(feature = "openai", feature = "anthropic")))]
+fn missing_feature(key: &str, protocol: &str, feature: &str) -> LlmError {
+    LlmError::InvalidRequest {
+        message: format!(
+            "provider {key} uses protocol {protocol}, but agw-llm was built without its `{feature}` feature"
+        ),
     }
 }
 
@@ -251,5 +274,12 @@ mod tests {
         assert!(!text.contains("sk-secret") && text.contains("***"));
         let registry = ProviderRegistry::new([config]);
         assert!(!format!("{registry:?}").contains("sk-secret"));
+    }
+
+    #[cfg(not(feature = "openai"))]
+    #[test]
+    fn a_protocol_compiled_out_is_a_clear_error() {
+        let error = open_openai("lab", "http://127.0.0.1:1", "k", "m").err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(error.contains("lab") && error.contains("`openai` feature"), "{error}");
     }
 }
