@@ -31,7 +31,8 @@ pub use thinking::ThinkingCache;
 use crate::error::LlmError;
 use crate::interaction;
 use crate::transport::{
-    CallSite, StreamLog, call_headers, error_chain, http_client, http_error, millis, open_with_retries, transport_error,
+    CallSite, ResponseLimits, ResponseMeter, StreamLog, call_headers, error_chain, http_client, http_error, millis,
+    open_with_retries, transport_error,
 };
 use crate::{CallOptions, ChatProvider, ChatRequest, DeltaStream, LlmDelta};
 
@@ -50,6 +51,7 @@ pub struct AnthropicProvider {
     api_key: HeaderValue,
     http: reqwest::Client,
     thinking: ThinkingCache,
+    limits: ResponseLimits,
 }
 
 impl std::fmt::Debug for AnthropicProvider {
@@ -83,7 +85,14 @@ impl AnthropicProvider {
             api_key: header,
             http,
             thinking: ThinkingCache::default(),
+            limits: ResponseLimits::default(),
         })
+    }
+
+    /// The same provider with other caps on what one response may hold.
+    pub fn with_limits(mut self, limits: ResponseLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// The full `messages` URL this provider posts to.
@@ -116,6 +125,7 @@ impl ChatProvider for AnthropicProvider {
                 pending: VecDeque::new(),
                 parser: EventParser::default(),
                 done: false,
+                meter: ResponseMeter::new(this.limits),
                 thinking: this.thinking,
                 log: StreamLog::new(this.key, options, started),
             };
@@ -166,6 +176,8 @@ struct Upstream {
     pending: VecDeque<LlmDelta>,
     parser: EventParser,
     done: bool,
+    /// Caps on line length, body size and tool calls, checked before anything is buffered.
+    meter: ResponseMeter,
     thinking: ThinkingCache,
     log: StreamLog,
 }
@@ -206,6 +218,9 @@ impl Upstream {
                     });
                 }
                 Ok(Some(Ok(bytes))) => {
+                    if let Err(error) = self.meter.bytes(&bytes) {
+                        return self.fail(error);
+                    }
                     let mut frames = Vec::new();
                     self.decoder.feed(&bytes, &mut frames);
                     self.frames.extend(frames);
@@ -224,6 +239,7 @@ impl Upstream {
             Err(_) => interaction::mask_text(&frame.data),
         });
         let deltas = self.parser.parse(&frame.event, &frame.data)?;
+        self.meter.deltas(&deltas)?;
         self.pending.extend(deltas);
         Ok(())
     }

@@ -30,7 +30,9 @@ pub use chunk::parse_chunk;
 
 use crate::error::LlmError;
 use crate::interaction;
-use crate::transport::{CallSite, StreamLog, call_headers, http_client, millis, open_with_retries};
+use crate::transport::{
+    CallSite, ResponseLimits, ResponseMeter, StreamLog, call_headers, http_client, millis, open_with_retries,
+};
 pub use crate::transport::{FIRST_TOKEN_METRIC, RUN_ID_HEADER, STAGE_HEADER};
 use crate::{CallOptions, ChatProvider, ChatRequest, DeltaStream, LlmDelta};
 use transport::{SingleAttempt, from_openai};
@@ -44,6 +46,7 @@ pub struct OpenAiCompatibleProvider {
     default_model: String,
     url: String,
     client: Client<OpenAIConfig>,
+    limits: ResponseLimits,
 }
 
 impl std::fmt::Debug for OpenAiCompatibleProvider {
@@ -80,7 +83,14 @@ impl OpenAiCompatibleProvider {
             .with_org_id("")
             .with_project_id("");
         let client = Client::with_config(config).with_http_service(SingleAttempt::new(http));
-        Ok(Self { key: key.to_owned(), default_model: default_model.to_owned(), url, client })
+        let limits = ResponseLimits::default();
+        Ok(Self { key: key.to_owned(), default_model: default_model.to_owned(), url, client, limits })
+    }
+
+    /// The same provider with other caps on what one response may hold.
+    pub fn with_limits(mut self, limits: ResponseLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// The full `chat/completions` URL this provider posts to.
@@ -100,26 +110,30 @@ impl ChatProvider for OpenAiCompatibleProvider {
         let this = self.clone();
         Box::pin(async move {
             let started = Instant::now();
-            let chunks = this.open(&body, &options).await?;
-            Ok(delta_stream(Upstream::new(chunks, StreamLog::new(this.key, options, started))))
+            let (chunks, gate) = this.open(&body, &options).await?;
+            let meter = ResponseMeter::new(this.limits);
+            Ok(delta_stream(Upstream::new(chunks, gate, meter, StreamLog::new(this.key, options, started))))
         })
     }
 }
 
 impl OpenAiCompatibleProvider {
     /// Sends the request until it gets a 2xx response or a non-retriable failure.
-    async fn open(&self, body: &Value, options: &CallOptions) -> Result<ChunkStream, LlmError> {
+    async fn open(&self, body: &Value, options: &CallOptions) -> Result<(ChunkStream, Arc<gate::BodyGate>), LlmError> {
         let headers = call_headers(options);
         let site = CallSite { provider: &self.key, url: &self.url, options };
         open_with_retries(site, body, || {
             // The transport puts the response body behind this gate: it is read only as fast as
             // the run takes chunks (async-openai would otherwise read it all into memory).
-            let gate = Arc::new(gate::BodyGate::default());
+            let gate = Arc::new(gate::BodyGate::new(self.limits));
             let headers = headers.clone();
             let send = gate::CURRENT.scope(gate.clone(), async move {
                 self.client.chat().headers(headers).create_stream_byot::<_, Value>(body).await.map_err(from_openai)
             });
-            async move { send.await.map(|chunks| Box::pin(gate::Demand::new(chunks, gate)) as ChunkStream) }
+            async move {
+                let chunks = send.await?;
+                Ok((Box::pin(gate::Demand::new(chunks, gate.clone())) as ChunkStream, gate))
+            }
         })
         .await
     }
@@ -132,12 +146,16 @@ struct Upstream {
     pending: VecDeque<LlmDelta>,
     saw_finish: bool,
     done: bool,
+    /// Knows which response limit the body broke, if any.
+    gate: Arc<gate::BodyGate>,
+    /// Counts the turn's tool calls.
+    meter: ResponseMeter,
     log: StreamLog,
 }
 
 impl Upstream {
-    fn new(chunks: ChunkStream, log: StreamLog) -> Self {
-        Self { chunks, pending: VecDeque::new(), saw_finish: false, done: false, log }
+    fn new(chunks: ChunkStream, gate: Arc<gate::BodyGate>, meter: ResponseMeter, log: StreamLog) -> Self {
+        Self { chunks, pending: VecDeque::new(), saw_finish: false, done: false, gate, meter, log }
     }
 
     async fn next_item(&mut self) -> Option<Result<LlmDelta, LlmError>> {
@@ -160,10 +178,13 @@ impl Upstream {
                     return None;
                 }
                 Ok(None) => return self.fail(LlmError::EndedWithoutFinish),
-                Ok(Some(Err(error))) => return self.fail(from_openai(error)),
+                Ok(Some(Err(error))) => {
+                    let error = self.gate.take_violation().unwrap_or_else(|| from_openai(error));
+                    return self.fail(error);
+                }
                 Ok(Some(Ok(chunk))) => {
                     self.log.chunk("", || interaction::render(&chunk));
-                    match parse_chunk(&chunk) {
+                    match parse_chunk(&chunk).and_then(|deltas| self.meter.deltas(&deltas).map(|()| deltas)) {
                         Ok(deltas) => {
                             self.saw_finish |= deltas.iter().any(|d| matches!(d, LlmDelta::Finish { .. }));
                             self.pending.extend(deltas);

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::sync::Arc;
 
+use crate::transport::ResponseLimits;
 use crate::{ChatProvider, LlmError};
 
 /// Wire protocol of a provider.
@@ -144,6 +145,11 @@ impl ProviderRegistry {
     /// warning. Other providers (the offline demo model, test doubles, an embedder's own) are
     /// added with [`ProviderRegistry::insert`].
     pub fn new(configs: impl IntoIterator<Item = ProviderConfig>) -> Self {
+        Self::with_limits(configs, ResponseLimits::default())
+    }
+
+    /// [`ProviderRegistry::new`] with `limits` on every provider's responses.
+    pub fn with_limits(configs: impl IntoIterator<Item = ProviderConfig>, limits: ResponseLimits) -> Self {
         let mut entries = BTreeMap::new();
         for config in configs {
             let key = config.key.trim().to_ascii_lowercase();
@@ -157,8 +163,10 @@ impl ProviderRegistry {
             }
             let model = config.model.trim();
             let built: Result<Arc<dyn ChatProvider>, LlmError> = match config.protocol {
-                ProviderProtocol::OpenAiCompatible => open_openai(&key, &config.base_url, &config.api_key, model),
-                ProviderProtocol::Anthropic => open_anthropic(&key, &config.base_url, &config.api_key, model),
+                ProviderProtocol::OpenAiCompatible => {
+                    open_openai(&key, &config.base_url, &config.api_key, model, limits)
+                }
+                ProviderProtocol::Anthropic => open_anthropic(&key, &config.base_url, &config.api_key, model, limits),
             };
             let provider = match built {
                 Ok(provider) => provider,
@@ -197,22 +205,36 @@ impl ProviderRegistry {
 }
 
 #[cfg(feature = "openai")]
-fn open_openai(key: &str, base_url: &str, api_key: &str, model: &str) -> Result<Arc<dyn ChatProvider>, LlmError> {
-    crate::openai::OpenAiCompatibleProvider::new(key, base_url, api_key, model).map(|p| Arc::new(p) as _)
+fn open_openai(
+    key: &str,
+    base_url: &str,
+    api_key: &str,
+    model: &str,
+    limits: ResponseLimits,
+) -> Result<Arc<dyn ChatProvider>, LlmError> {
+    crate::openai::OpenAiCompatibleProvider::new(key, base_url, api_key, model)
+        .map(|p| Arc::new(p.with_limits(limits)) as _)
 }
 
 #[cfg(not(feature = "openai"))]
-fn open_openai(key: &str, _: &str, _: &str, _: &str) -> Result<Arc<dyn ChatProvider>, LlmError> {
+fn open_openai(key: &str, _: &str, _: &str, _: &str, _: ResponseLimits) -> Result<Arc<dyn ChatProvider>, LlmError> {
     Err(missing_feature(key, "OPENAI_COMPATIBLE", "openai"))
 }
 
 #[cfg(feature = "anthropic")]
-fn open_anthropic(key: &str, base_url: &str, api_key: &str, model: &str) -> Result<Arc<dyn ChatProvider>, LlmError> {
-    crate::anthropic::AnthropicProvider::new(key, base_url, api_key, model).map(|p| Arc::new(p) as _)
+fn open_anthropic(
+    key: &str,
+    base_url: &str,
+    api_key: &str,
+    model: &str,
+    limits: ResponseLimits,
+) -> Result<Arc<dyn ChatProvider>, LlmError> {
+    crate::anthropic::AnthropicProvider::new(key, base_url, api_key, model)
+        .map(|p| Arc::new(p.with_limits(limits)) as _)
 }
 
 #[cfg(not(feature = "anthropic"))]
-fn open_anthropic(key: &str, _: &str, _: &str, _: &str) -> Result<Arc<dyn ChatProvider>, LlmError> {
+fn open_anthropic(key: &str, _: &str, _: &str, _: &str, _: ResponseLimits) -> Result<Arc<dyn ChatProvider>, LlmError> {
     Err(missing_feature(key, "ANTHROPIC", "anthropic"))
 }
 
@@ -279,7 +301,10 @@ mod tests {
     #[cfg(not(feature = "openai"))]
     #[test]
     fn a_protocol_compiled_out_is_a_clear_error() {
-        let error = open_openai("lab", "http://127.0.0.1:1", "k", "m").err().map(|e| e.to_string()).unwrap_or_default();
+        let error = open_openai("lab", "http://127.0.0.1:1", "k", "m", ResponseLimits::default())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(error.contains("lab") && error.contains("`openai` feature"), "{error}");
     }
 }

@@ -202,6 +202,102 @@ pub(crate) async fn http_error(mut response: reqwest::Response, secret: &str) ->
     LlmError::Http { status, retry_after, body: excerpt(&redact(text.trim(), secret), BODY_EXCERPT_CHARS) }
 }
 
+/// Caps on what one provider response may make agw hold or do. A provider (or a proxy in front
+/// of it) that sends an endless line, an endless body or hundreds of tool calls ends the call with
+/// [`LlmError::LimitExceeded`] (`provider_error`) instead of growing agw's memory without bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResponseLimits {
+    /// Longest line of the SSE body, in bytes (an SSE event is buffered until its line ends).
+    pub max_line_bytes: usize,
+    /// Most bytes of one response body.
+    pub max_response_bytes: u64,
+    /// Most distinct tool calls in one model turn.
+    pub max_tool_calls: usize,
+}
+
+impl Default for ResponseLimits {
+    fn default() -> Self {
+        Self { max_line_bytes: 1024 * 1024, max_response_bytes: 64 * 1024 * 1024, max_tool_calls: 64 }
+    }
+}
+
+/// Counts one response against its [`ResponseLimits`], before any byte is buffered.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ResponseMeter {
+    limits: ResponseLimits,
+    total: u64,
+    /// Bytes of the line not yet ended by `\n` or `\r`.
+    line: usize,
+    /// Tool-call indices (or id-only calls) seen this turn.
+    calls: Vec<Option<u32>>,
+}
+
+impl ResponseMeter {
+    pub(crate) fn new(limits: ResponseLimits) -> Self {
+        Self { limits, ..Self::default() }
+    }
+
+    /// Accounts for `bytes` read from the body.
+    pub(crate) fn bytes(&mut self, bytes: &[u8]) -> Result<(), LlmError> {
+        self.total = self.total.saturating_add(bytes.len() as u64);
+        if self.total > self.limits.max_response_bytes {
+            return Err(LlmError::LimitExceeded {
+                what: "response size (bytes)",
+                limit: self.limits.max_response_bytes,
+            });
+        }
+        let mut segments = bytes.split(|b| *b == b'\n' || *b == b'\r');
+        // The first segment continues the open line; every later one starts a new line.
+        let mut line = self.line + segments.next().map_or(0, <[u8]>::len);
+        for segment in segments {
+            self.check_line(line)?;
+            line = segment.len();
+        }
+        self.check_line(line)?;
+        self.line = line;
+        Ok(())
+    }
+
+    fn check_line(&self, line: usize) -> Result<(), LlmError> {
+        if line > self.limits.max_line_bytes {
+            return Err(LlmError::LimitExceeded {
+                what: "line length (bytes)",
+                limit: self.limits.max_line_bytes as u64,
+            });
+        }
+        Ok(())
+    }
+
+    /// Accounts for one tool-call fragment: a fragment with a new index, or with an id and no
+    /// index, starts a call.
+    pub(crate) fn tool_call(&mut self, fragment: &agw_protocol::ToolCallFragment) -> Result<(), LlmError> {
+        let new = match fragment.index {
+            Some(index) => !self.calls.contains(&Some(index)),
+            None => fragment.id.is_some(),
+        };
+        if new {
+            self.calls.push(fragment.index);
+            if self.calls.len() > self.limits.max_tool_calls {
+                return Err(LlmError::LimitExceeded {
+                    what: "tool calls per turn",
+                    limit: self.limits.max_tool_calls as u64,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the tool calls among `deltas`.
+    pub(crate) fn deltas(&mut self, deltas: &[crate::LlmDelta]) -> Result<(), LlmError> {
+        for delta in deltas {
+            if let crate::LlmDelta::ToolCall(fragment) = delta {
+                self.tool_call(fragment)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The log lines and the first-chunk metric of one open response, shared by the providers'
 /// stream readers.
 #[derive(Debug)]
@@ -280,6 +376,45 @@ impl StreamLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn meter(line: usize, total: u64, calls: usize) -> ResponseMeter {
+        ResponseMeter::new(ResponseLimits { max_line_bytes: line, max_response_bytes: total, max_tool_calls: calls })
+    }
+
+    #[test]
+    fn a_line_may_span_reads_but_not_exceed_the_cap() {
+        let mut m = meter(10, 1000, 1);
+        m.bytes(b"data: 1234").unwrap();
+        assert!(m.bytes(b"5").is_err(), "11 bytes without a line end");
+        let mut m = meter(10, 1000, 1);
+        m.bytes(b"data: 1234\n\ndata: 12").unwrap();
+        m.bytes(b"34\r\n").unwrap();
+        assert!(m.bytes(b"0123456789x\n").is_err(), "a whole long line inside one read");
+    }
+
+    #[test]
+    fn the_whole_response_is_capped() {
+        let mut m = meter(100, 20, 1);
+        m.bytes(b"0123456789\n").unwrap();
+        assert!(matches!(m.bytes(b"0123456789\n"), Err(LlmError::LimitExceeded { limit: 20, .. })));
+    }
+
+    #[test]
+    fn tool_calls_are_counted_by_index_or_id() {
+        let mut m = meter(100, 100, 2);
+        let f = |index: Option<u32>, id: Option<&str>| agw_protocol::ToolCallFragment {
+            index,
+            id: id.map(str::to_owned),
+            ..Default::default()
+        };
+        m.tool_call(&f(Some(0), Some("a"))).unwrap();
+        m.tool_call(&f(Some(0), None)).unwrap();
+        m.tool_call(&f(None, None)).unwrap();
+        m.tool_call(&f(Some(1), Some("b"))).unwrap();
+        let error = m.tool_call(&f(Some(2), Some("c"))).unwrap_err();
+        assert_eq!(error.code(), "provider_error");
+        assert!(error.to_string().contains("tool calls per turn"));
+    }
 
     #[test]
     fn backoff_grows_and_is_capped() {
