@@ -113,12 +113,12 @@ impl Body for GatedBody {
             Poll::Ready(frame) => frame,
         };
         this.read = true;
-        if let Some(Ok(data)) = frame.as_ref().map(|f| f.as_ref().map(Frame::data_ref)) {
-            if let Err(error) = this.meter.bytes(data.map_or(&[][..], |d| &d[..])) {
-                let message = error.to_string();
-                *this.gate.violation.lock().unwrap_or_else(PoisonError::into_inner) = Some(error);
-                return Poll::Ready(Some(Err(message.into())));
-            }
+        if let Some(Ok(data)) = frame.as_ref().map(|f| f.as_ref().map(Frame::data_ref))
+            && let Err(error) = this.meter.bytes(data.map_or(&[][..], |d| &d[..]))
+        {
+            let message = error.to_string();
+            *this.gate.violation.lock().unwrap_or_else(PoisonError::into_inner) = Some(error);
+            return Poll::Ready(Some(Err(message.into())));
         }
         Poll::Ready(frame.map(|f| f.map_err(Into::into)))
     }
