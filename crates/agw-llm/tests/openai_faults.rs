@@ -332,8 +332,9 @@ async fn an_endless_body_ends_the_call_at_the_response_cap() {
     }
     let server = server().await;
     server.set_default(endless);
-    let (_, error) =
-        within(GUARD, call(&server.provider("f").with_limits(limits), request("hi"), options("s"))).await.expect("opens");
+    let (_, error) = within(GUARD, call(&server.provider("f").with_limits(limits), request("hi"), options("s")))
+        .await
+        .expect("opens");
     let error = error.expect("fails");
     assert!(error.to_string().contains("response size"), "{error}");
     assert_eq!(server.request(0).expect("recorded").wait_outcome().await, StreamOutcome::ClientClosed);
@@ -349,8 +350,9 @@ async fn too_many_tool_calls_in_one_turn_end_the_call() {
     }
     let server = server().await;
     server.set_default(many.finish("tool_calls").done());
-    let (deltas, error) =
-        within(GUARD, call(&server.provider("f").with_limits(limits), request("hi"), options("s"))).await.expect("opens");
+    let (deltas, error) = within(GUARD, call(&server.provider("f").with_limits(limits), request("hi"), options("s")))
+        .await
+        .expect("opens");
     let error = error.expect("fails");
     assert!(error.to_string().contains("tool calls per turn"), "{error}");
     let calls = deltas.iter().filter(|d| matches!(d, LlmDelta::ToolCall(f) if f.id.is_some())).count();
