@@ -119,8 +119,8 @@ async fn bob_cannot_list_read_or_continue_alices_chat() {
     let alices = users.run(&users.alice, &json!({"agentKey": "a", "message": "alice's secret plan"})).await;
     let bobs = users.run(&users.bob, &json!({"agentKey": "a", "message": "bob's question"})).await;
 
-    assert_eq!(users.chat_ids(&users.alice).await, [alices.clone()]);
-    assert_eq!(users.chat_ids(&users.bob).await, [bobs.clone()]);
+    assert_eq!(users.chat_ids(&users.alice).await, std::slice::from_ref(&alices));
+    assert_eq!(users.chat_ids(&users.bob).await, std::slice::from_ref(&bobs));
 
     // Reading: the same 404 as for a chat that never existed; nothing of hers in the answer.
     let (status, body) = users.get(&users.bob, &format!("/api/ap/chat?chatId={alices}")).await;

@@ -110,6 +110,11 @@ fn lenient_owner<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Op
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Refused;
 
+/// Applies an upsert to the chat's record (`None`: there is none; then it returns the new one).
+type Update<'a> = dyn Fn(Option<&mut Record>) -> Result<Option<Record>, Refused> + 'a;
+/// A record as its index line, plus the chat's name.
+type Encode<'a> = dyn Fn(&Record) -> Result<(String, String), MemoryError> + 'a;
+
 impl Record {
     fn id(&self) -> &str {
         self.chat_id.as_deref().unwrap_or_default()
@@ -376,8 +381,8 @@ impl ChatIndex {
         &self,
         mut guard: std::sync::MutexGuard<'_, Option<Written>>,
         chat_id: &str,
-        update: &dyn Fn(Option<&mut Record>) -> Result<Option<Record>, Refused>,
-        encode: &dyn Fn(&Record) -> Result<(String, String), MemoryError>,
+        update: &Update<'_>,
+        encode: &Encode<'_>,
     ) -> Result<Result<(bool, String), Refused>, MemoryError> {
         let mut entries = self.read()?;
         let existing = entries.iter_mut().find_map(|e| match e {

@@ -36,6 +36,9 @@ enum Opt {
     Short(char),
 }
 
+/// A check of a command's whole argument list; the refusal message when it fails.
+type ArgumentsCheck = fn(&[String]) -> Result<(), String>;
+
 /// The rules for one program.
 struct Entry {
     programs: &'static [&'static str],
@@ -49,7 +52,7 @@ struct Entry {
     /// Whether `--` ends the options (false for `find`, whose expression follows its paths).
     double_dash_ends_options: bool,
     /// Extra checks of the arguments (scripts, programs, traditional option bundles).
-    extra: Option<fn(&[String]) -> Result<(), String>>,
+    extra: Option<ArgumentsCheck>,
 }
 
 use Opt::{Long, Short, Word};
