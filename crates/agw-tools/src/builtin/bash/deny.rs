@@ -46,8 +46,9 @@ struct Entry {
     /// Short options that take a value: letters after one of them in a bundle are its value.
     /// Empty = unknown, the whole bundle is scanned.
     value_letters: &'static str,
-    /// Real long options (without `--`) that are prefixes of denied ones: spelled out exactly they
-    /// are themselves, not abbreviations (`tar --list` is not `--listed-incremental`).
+    /// Real, harmless long options (without `--`) that are prefixes of denied ones: spelled out
+    /// exactly they are themselves, not abbreviations (`tar --list` is not `--listed-incremental`).
+    /// Never a denied option itself: a word listed here skips the deny check.
     exact: &'static [&'static str],
     /// Whether `--` ends the options (false for `find`, whose expression follows its paths).
     double_dash_ends_options: bool,
@@ -126,7 +127,7 @@ const TABLE: &[Entry] = &[
             Short('g'),
         ],
         value_letters: TAR_VALUE_LETTERS,
-        exact: &["list", "checkpoint", "get"],
+        exact: &["list", "checkpoint"],
         double_dash_ends_options: true,
         extra: Some(tar_traditional_bundle),
     },
@@ -149,7 +150,7 @@ const TABLE: &[Entry] = &[
             Short('O'),
         ],
         value_letters: "",
-        exact: &["filter", "exec-path"],
+        exact: &["filter"],
         double_dash_ends_options: true,
         extra: None,
     },
@@ -463,6 +464,8 @@ mod tests {
             "tar -cf a.tar .",
             "tar cf a.tar .",
             "tar --extract -f a.tar",
+            "tar --get -f a.tar",
+            "tar --listed-incremental=snap -tf a.tar",
             "tar --create -f a.tar .",
             "git -c core.pager=id log",
             "git log --upload-pack=id",
