@@ -15,7 +15,7 @@ use agw_memory::{FsyncPolicy, MemoryConfig};
 use crate::webhook::WebhookConfig;
 use http::{HeaderName, Method};
 
-use crate::auth::{AuthSettings, JwksSettings, JwksSource, KeyProblem, LocalPublicKey};
+use crate::auth::{AuthSettings, IdentityClaims, JwksSettings, JwksSource, KeyProblem, LocalPublicKey};
 use crate::cors::CorsConfig;
 
 /// One documented setting.
@@ -84,6 +84,24 @@ pub const SETTINGS: &[SettingSpec] = &[
         env: "AGW_AUTH_JWKS_REFETCH_INTERVAL",
         default: Some("5s"),
         help: "least time between two JWKS fetches (bounds refetches caused by unknown kids and failed fetches)",
+    },
+    SettingSpec {
+        property: "agw.auth.tenant-claim",
+        env: "AGW_AUTH_TENANT_CLAIM",
+        default: None,
+        help: "claim naming the caller's tenant (top-level name or dotted path); chats and runs belong to sub + tenant, tokens without it get 401; unset = one tenant",
+    },
+    SettingSpec {
+        property: "agw.auth.operator-claim",
+        env: "AGW_AUTH_OPERATOR_CLAIM",
+        default: Some("roles"),
+        help: "claim holding the caller's roles (string of space-separated roles or array; top-level name or dotted path)",
+    },
+    SettingSpec {
+        property: "agw.auth.operator-role",
+        env: "AGW_AUTH_OPERATOR_ROLE",
+        default: None,
+        help: "role (in agw.auth.operator-claim) that may see every user's chats and runs, and ownerless ones; unset = nobody",
     },
     SettingSpec {
         property: "agent.cors.path-pattern",
@@ -166,8 +184,8 @@ pub const SETTINGS: &[SettingSpec] = &[
     SettingSpec {
         property: "agent.tools.bash.working-directory",
         env: "AGENT_BASH_WORKING_DIRECTORY",
-        default: None,
-        help: "_bash_ working directory and first allowed root; unset = the process working directory",
+        default: Some("bash-workspace"),
+        help: "_bash_ working directory and first allowed root (created owner-only on first use); git works only on its own .git",
     },
     SettingSpec {
         property: "agent.tools.bash.allowed-paths",
@@ -192,6 +210,24 @@ pub const SETTINGS: &[SettingSpec] = &[
         env: "AGENT_TOOLS_AGENT_FILE_CREATE_DEFAULT_SYSTEM_PROMPT",
         default: None,
         help: "system prompt agent_file_create writes when none is given",
+    },
+    SettingSpec {
+        property: "agw.tools.agent-file-create.allowed-tools",
+        env: "AGW_TOOLS_AGENT_FILE_CREATE_ALLOWED_TOOLS",
+        default: None,
+        help: "tools (any kind) agent_file_create may give an agent, comma-separated; unset = the shipped harmless tools (never _bash_, _skill_run_script_, agent_file_create); none = no tools",
+    },
+    SettingSpec {
+        property: "agw.tools.agent-file-create.allowed-skills",
+        env: "AGW_TOOLS_AGENT_FILE_CREATE_ALLOWED_SKILLS",
+        default: None,
+        help: "skills agent_file_create may give an agent, comma-separated; unset = none",
+    },
+    SettingSpec {
+        property: "agw.tools.agent-file-create.allow-overwrite",
+        env: "AGW_TOOLS_AGENT_FILE_CREATE_ALLOW_OVERWRITE",
+        default: Some("false"),
+        help: "let agent_file_create replace an existing or bundled agent (including the agent calling it)",
     },
     SettingSpec {
         property: "memory.chat.dir",
@@ -369,6 +405,10 @@ pub struct Settings {
     pub bash_allowed_commands: Vec<String>,
     pub bash_path_checked_commands: Vec<String>,
     pub agent_file_default_prompt: Option<String>,
+    /// `agw.tools.agent-file-create.allowed-tools`; `None` = the built-in default list.
+    pub agent_file_allowed_tools: Option<Vec<String>>,
+    pub agent_file_allowed_skills: Vec<String>,
+    pub agent_file_allow_overwrite: bool,
     pub memory: MemoryConfig,
     /// `agw.memory.enabled`: false runs every query without chat memory (stateless gateway).
     pub memory_enabled: bool,
@@ -450,6 +490,11 @@ impl Settings {
                 .unwrap_or_default(),
             agent_file_default_prompt: raw
                 .parse_opt("agent.tools.agent-file-create.default-system-prompt", |s| Ok(s.to_string()))?,
+            agent_file_allowed_tools: raw.parse_opt("agw.tools.agent-file-create.allowed-tools", names)?,
+            agent_file_allowed_skills: raw
+                .parse_opt("agw.tools.agent-file-create.allowed-skills", names)?
+                .unwrap_or_default(),
+            agent_file_allow_overwrite: raw.parse("agw.tools.agent-file-create.allow-overwrite", parse_bool)?,
             memory: MemoryConfig {
                 dir: raw.parse("memory.chat.dir", |s| Ok(PathBuf::from(s)))?,
                 k: raw.parse("memory.chat.k", |s| s.parse::<usize>().map_err(|e| e.to_string()))?.max(1),
@@ -579,6 +624,11 @@ fn auth_settings(raw: &RawSettings) -> Result<AuthSettings, ConfigError> {
         local_public_key,
         jwks,
         jwks_refetch_interval: raw.parse("agw.auth.jwks-refetch-interval", parse_duration)?,
+        identity: IdentityClaims {
+            tenant_claim: raw.text("agw.auth.tenant-claim").map(|c| c.trim().to_string()).filter(|c| !c.is_empty()),
+            operator_claim: raw.text("agw.auth.operator-claim").unwrap_or_default().trim().to_string(),
+            operator_role: raw.text("agw.auth.operator-role").map(|r| r.trim().to_string()).filter(|r| !r.is_empty()),
+        },
     };
     if enabled == Some(true) && !settings.has_key_source() {
         return Err(fail(
@@ -696,6 +746,15 @@ fn parse_u64(s: &str) -> Result<u64, String> {
 /// Comma-separated list; items trimmed, blanks dropped.
 fn list(s: &str) -> Result<Vec<String>, String> {
     Ok(s.split(',').map(str::trim).filter(|i| !i.is_empty()).map(str::to_string).collect())
+}
+
+/// A list of tool or skill names, lower-cased; the single word `none` is the empty list (an
+/// empty value means "unset", i.e. the default).
+fn names(s: &str) -> Result<Vec<String>, String> {
+    if s.trim().eq_ignore_ascii_case("none") {
+        return Ok(Vec::new());
+    }
+    Ok(list(s)?.into_iter().map(|n| n.to_lowercase()).collect())
 }
 
 /// Like [`list`], but a comma inside `[...]` (a port list, `http://localhost:[3000,5173]`) does
@@ -948,6 +1007,31 @@ mod tests {
         assert!(e.contains("agent.cors.path-pattern"), "{e}");
         let e = Settings::load(None, env(&[("AGENT_CORS_ALLOWED_HEADERS", "X Bad")])).unwrap_err().to_string();
         assert!(e.contains("agent.cors.allowed-headers"), "{e}");
+    }
+
+    #[test]
+    fn isolation_settings() {
+        let s = Settings::load(None, env(&[])).unwrap();
+        assert_eq!(s.bash_working_directory, Some(PathBuf::from("bash-workspace")));
+        assert_eq!(s.agent_file_allowed_tools, None);
+        assert!(s.agent_file_allowed_skills.is_empty() && !s.agent_file_allow_overwrite);
+        assert_eq!(s.auth.identity, IdentityClaims { operator_claim: "roles".into(), ..Default::default() });
+        let s = Settings::load(
+            None,
+            env(&[
+                ("AGW_TOOLS_AGENT_FILE_CREATE_ALLOWED_TOOLS", "none"),
+                ("AGW_TOOLS_AGENT_FILE_CREATE_ALLOWED_SKILLS", "Math_Basic, text_utils"),
+                ("AGW_TOOLS_AGENT_FILE_CREATE_ALLOW_OVERWRITE", "true"),
+                ("AGW_AUTH_TENANT_CLAIM", "org"),
+                ("AGW_AUTH_OPERATOR_ROLE", "agw-admin"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.agent_file_allowed_tools, Some(vec![]));
+        assert_eq!(s.agent_file_allowed_skills, ["math_basic", "text_utils"]);
+        assert!(s.agent_file_allow_overwrite);
+        assert_eq!(s.auth.identity.tenant_claim.as_deref(), Some("org"));
+        assert_eq!(s.auth.identity.operator_role.as_deref(), Some("agw-admin"));
     }
 
     #[test]

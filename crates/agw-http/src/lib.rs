@@ -32,8 +32,11 @@ use agw_llm::ProviderRegistry;
 use agw_modes::definition::AgentCatalog;
 use agw_skills::{SkillRegistry, SkillRunScript, SkillScriptConfig};
 use agw_tools::ToolRegistry;
-use agw_tools::builtin::{AgentFileCreateConfig, BashConfig, BuiltinsConfig, builtins};
+use agw_tools::builtin::{
+    AgentFileCreateConfig, AgentLookup, BashConfig, BuiltinsConfig, DEFAULT_GRANTABLE_TOOLS, builtins,
+};
 use agw_tools::viewport::ViewportRegistry;
+use arc_swap::ArcSwap;
 
 pub use config::Settings;
 pub use server::Server;
@@ -55,21 +58,35 @@ pub fn build_state(settings: Settings) -> AppState {
     for problem in agents.problems() {
         tracing::warn!(file = %problem.file, "agent file skipped: {}", problem.message);
     }
+    let agents = Arc::new(ArcSwap::from_pointee(agents));
     let skills_root = skills_root(&settings);
     let skills = SkillRegistry::load(&skills_root);
+    let bash = BashConfig::from_lists(
+        settings.bash_working_directory.as_deref().and_then(|p| p.to_str()),
+        settings.bash_allowed_paths.iter().map(String::as_str),
+        settings.bash_allowed_commands.iter().map(String::as_str),
+        settings.bash_path_checked_commands.iter().map(String::as_str),
+    );
+    warn_if_bash_reaches_chats(&bash, &settings);
+    let loaded = Arc::clone(&agents);
     let mut builtins = builtins(BuiltinsConfig {
-        bash: BashConfig::from_lists(
-            settings.bash_working_directory.as_deref().and_then(|p| p.to_str()),
-            settings.bash_allowed_paths.iter().map(String::as_str),
-            settings.bash_allowed_commands.iter().map(String::as_str),
-            settings.bash_path_checked_commands.iter().map(String::as_str),
-        ),
+        bash,
         agent_file_create: AgentFileCreateConfig {
             agents_dir: settings.agents_dir.clone().unwrap_or_else(|| "agents".into()),
             default_system_prompt: settings
                 .agent_file_default_prompt
                 .clone()
                 .unwrap_or_else(|| AgentFileCreateConfig::default().default_system_prompt),
+            allowed_tools: settings
+                .agent_file_allowed_tools
+                .clone()
+                .unwrap_or_else(|| DEFAULT_GRANTABLE_TOOLS.iter().map(|t| (*t).to_string()).collect()),
+            allowed_skills: settings.agent_file_allowed_skills.clone(),
+            allow_overwrite: settings.agent_file_allow_overwrite,
+            protected_keys: bundled_agent_keys(),
+            existing_agents: Some(AgentLookup::new(move |key| {
+                loaded.load().keys().any(|loaded| loaded.eq_ignore_ascii_case(key))
+            })),
         },
     });
     builtins.push(Arc::new(SkillRunScript::new(SkillScriptConfig::new(&skills_root))));
@@ -85,7 +102,7 @@ pub fn build_state(settings: Settings) -> AppState {
         None => ViewportRegistry::from_sources(agw_tools::bundled::VIEWPORT_FILES.iter().copied()),
     };
     tracing::info!(
-        agents = agents.len(),
+        agents = agents.load().len(),
         tools = tools.list().len(),
         viewports = viewports.len(),
         skills = skills.len(),
@@ -101,6 +118,34 @@ pub fn build_state(settings: Settings) -> AppState {
         );
     }
     AppState::new(settings, Catalogs { agents, tools, viewports, skills, providers })
+}
+
+/// The keys of the bundled demo agents: `agent_file_create` never replaces them, even when their
+/// file is missing from the agents directory.
+fn bundled_agent_keys() -> Vec<String> {
+    let bundled = AgentCatalog::from_sources(
+        agw_demo::bundled::AGENT_FILES.iter().map(|(name, text)| ((*name).to_string(), (*text).to_string())),
+    );
+    bundled.keys().map(str::to_string).collect()
+}
+
+/// `_bash_` reads whatever lies under its roots: a chat directory there would hand every user's
+/// history to any agent with `_bash_`. Only a configuration can do that (the default root is a
+/// directory of its own), so it is reported, not refused.
+fn warn_if_bash_reaches_chats(bash: &BashConfig, settings: &Settings) {
+    let real =
+        |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| std::path::absolute(p).unwrap_or_default());
+    let chats = real(&settings.memory.dir);
+    let roots = std::iter::once(&bash.working_directory).chain(&bash.allowed_paths);
+    for root in roots {
+        if chats.starts_with(real(root)) {
+            tracing::warn!(
+                root = %root.display(),
+                chats = %chats.display(),
+                "the chat directory is inside a _bash_ root: agents with _bash_ can read every user's chats"
+            );
+        }
+    }
 }
 
 /// The skills root: the configured directory, or the bundled skills unpacked to a fixed

@@ -1,9 +1,12 @@
-//! In-flight runs: how many, waiting for them to finish, and ending them at a shutdown deadline.
+//! In-flight runs: how many, whose (for submit and, later, attach/steer/interrupt), waiting for
+//! them to finish, and ending them at a shutdown deadline.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use agw_memory::Owner;
 use tokio::sync::{Notify, watch};
 
 use crate::metrics::RUNS_ACTIVE;
@@ -15,11 +18,18 @@ pub struct RunTracker {
     changed: Notify,
     /// Becomes true when the shutdown grace period is over: remaining runs must stop.
     stop: watch::Sender<bool>,
+    /// The owner of every registered run by run id (`None`: started without auth).
+    owners: Mutex<HashMap<String, Option<Owner>>>,
 }
 
 impl Default for RunTracker {
     fn default() -> Self {
-        Self { active: AtomicUsize::new(0), changed: Notify::new(), stop: watch::Sender::new(false) }
+        Self {
+            active: AtomicUsize::new(0),
+            changed: Notify::new(),
+            stop: watch::Sender::new(false),
+            owners: Mutex::new(HashMap::new()),
+        }
     }
 }
 
@@ -27,10 +37,14 @@ impl Default for RunTracker {
 #[derive(Debug)]
 pub struct RunGuard {
     tracker: Arc<RunTracker>,
+    run_id: Option<String>,
 }
 
 impl Drop for RunGuard {
     fn drop(&mut self) {
+        if let Some(run_id) = &self.run_id {
+            self.tracker.owners.lock().unwrap_or_else(PoisonError::into_inner).remove(run_id);
+        }
         self.tracker.active.fetch_sub(1, Ordering::SeqCst);
         metrics::gauge!(RUNS_ACTIVE).decrement(1.0);
         self.tracker.changed.notify_waiters();
@@ -41,7 +55,22 @@ impl RunTracker {
     pub fn enter(self: &Arc<Self>) -> RunGuard {
         self.active.fetch_add(1, Ordering::SeqCst);
         metrics::gauge!(RUNS_ACTIVE).increment(1.0);
-        RunGuard { tracker: self.clone() }
+        RunGuard { tracker: self.clone(), run_id: None }
+    }
+
+    /// [`Self::enter`] for a run that can be addressed by id: registered with its owner until the
+    /// guard is dropped.
+    pub fn enter_run(self: &Arc<Self>, run_id: &str, owner: Option<Owner>) -> RunGuard {
+        let mut guard = self.enter();
+        self.owners.lock().unwrap_or_else(PoisonError::into_inner).insert(run_id.trim().to_string(), owner);
+        guard.run_id = Some(run_id.trim().to_string());
+        guard
+    }
+
+    /// The owner of a running run: `None` when no run has this id; `Some(None)` for a run
+    /// started without auth. Check it with [`crate::auth::may_access`].
+    pub fn owner(&self, run_id: &str) -> Option<Option<Owner>> {
+        self.owners.lock().unwrap_or_else(PoisonError::into_inner).get(run_id.trim()).cloned()
     }
 
     pub fn active(&self) -> usize {
@@ -96,6 +125,20 @@ pub async fn drain(tracker: &RunTracker, grace: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_are_registered_with_their_owner_while_they_run() {
+        let tracker = Arc::new(RunTracker::default());
+        let alice = Owner { sub: "alice".into(), tenant: None };
+        let guard = tracker.enter_run(" r1 ", Some(alice.clone()));
+        let anonymous = tracker.enter_run("r2", None);
+        assert_eq!(tracker.owner("r1"), Some(Some(alice)));
+        assert_eq!(tracker.owner("r2"), Some(None));
+        assert_eq!(tracker.owner("r3"), None);
+        drop((guard, anonymous));
+        assert_eq!(tracker.owner("r1"), None);
+        assert_eq!(tracker.active(), 0);
+    }
 
     #[tokio::test]
     async fn drain_waits_for_runs_then_stops_the_rest() {

@@ -25,8 +25,9 @@ pub struct AppState {
 
 pub struct Inner {
     pub settings: Settings,
-    /// Catalogs are swapped atomically on reload; a run holds the snapshots it started with.
-    pub agents: ArcSwap<AgentCatalog>,
+    /// Catalogs are swapped atomically on reload; a run holds the snapshots it started with. The
+    /// agent catalog is shared with `agent_file_create`, which must know every loaded key.
+    pub agents: Arc<ArcSwap<AgentCatalog>>,
     pub tools: ArcSwap<ToolRegistry>,
     pub viewports: ArcSwap<ViewportRegistry>,
     pub skills: ArcSwap<SkillRegistry>,
@@ -44,7 +45,7 @@ pub struct Inner {
 
 /// The registries a server starts with.
 pub struct Catalogs {
-    pub agents: AgentCatalog,
+    pub agents: Arc<ArcSwap<AgentCatalog>>,
     pub tools: ToolRegistry,
     pub viewports: ViewportRegistry,
     pub skills: SkillRegistry,
@@ -56,7 +57,7 @@ impl AppState {
         let chats = Arc::new(ChatStore::new(settings.memory.clone()));
         Self {
             inner: Arc::new(Inner {
-                agents: ArcSwap::from_pointee(catalogs.agents),
+                agents: catalogs.agents,
                 tools: ArcSwap::from_pointee(catalogs.tools),
                 viewports: ArcSwap::from_pointee(catalogs.viewports),
                 skills: ArcSwap::from_pointee(catalogs.skills),

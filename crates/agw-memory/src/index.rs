@@ -15,6 +15,11 @@
 //! every upsert that finds the file changed by someone else (after reading it again). So the
 //! file holds at most one extra copy's worth of superseded records, and the cost of rewriting
 //! is paid once per as many bytes appended (`docs/compatibility.md`).
+//!
+//! With auth on, a record also carries its chat's [`Owner`] (`"owner":{"sub","tenant"?}`, written
+//! only when there is one, after the six contract keys; older agw readers ignore it). The owner is
+//! set when the record is created and never changed; an upsert by someone the caller's permission
+//! check refuses changes nothing (`docs/security.md`, "Per-user isolation").
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -30,8 +35,18 @@ use crate::file;
 
 pub(crate) const INDEX_FILE: &str = "_chats.jsonl";
 
+/// Who a chat — and the runs in it — belongs to: the authenticated subject (`sub`), and the
+/// tenant when the deployment names a tenant claim.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Owner {
+    pub sub: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+}
+
 /// One chat as listed by `GET /api/ap/chats` and written to the index (all six keys, `null`s
 /// written): `{"chatId","chatName","firstAgentKey","firstAgentName","createdAt","updatedAt"}`.
+/// The owner is never part of the listing; the index line carries it after the six keys.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ChatSummary {
@@ -41,6 +56,18 @@ pub struct ChatSummary {
     pub first_agent_name: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
+    /// `None`: a chat made without auth (or before agw knew owners).
+    #[serde(skip)]
+    pub owner: Option<Owner>,
+}
+
+/// An index line: the listing keys, then the owner when there is one.
+#[derive(Serialize)]
+struct StoredLine<'a> {
+    #[serde(flatten)]
+    summary: &'a ChatSummary,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner: Option<&'a Owner>,
 }
 
 /// Result of [`crate::ChatStore::upsert_chat`].
@@ -68,7 +95,25 @@ struct Record {
     created_at: Option<i64>,
     #[serde(default)]
     updated_at: Option<i64>,
+    /// An owner that does not read as one (hand-edited, wrong type) is no owner: the chat is then
+    /// visible only to the operator when auth is on, never to the wrong user.
+    #[serde(default, deserialize_with = "lenient_owner")]
+    owner: Option<Owner>,
 }
+
+fn lenient_owner<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Owner>, D::Error> {
+    let value = serde_json::Value::deserialize(deserializer)?;
+    Ok(serde_json::from_value::<Owner>(value).ok().filter(|owner| !owner.sub.trim().is_empty()))
+}
+
+/// An upsert the caller's permission check refused: the chat exists and is not theirs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Refused;
+
+/// Applies an upsert to the chat's record (`None`: there is none; then it returns the new one).
+type Update<'a> = dyn Fn(Option<&mut Record>) -> Result<Option<Record>, Refused> + 'a;
+/// A record as its index line, plus the chat's name.
+type Encode<'a> = dyn Fn(&Record) -> Result<(String, String), MemoryError> + 'a;
 
 impl Record {
     fn id(&self) -> &str {
@@ -87,6 +132,7 @@ impl Record {
         take(&mut self.first_agent_name, later.first_agent_name);
         take(&mut self.created_at, later.created_at);
         take(&mut self.updated_at, later.updated_at);
+        take(&mut self.owner, later.owner);
     }
 
     /// The rewrite rules: blank name → chatId; createdAt ≤ 0 → now; updatedAt ≤ 0 → createdAt.
@@ -99,6 +145,7 @@ impl Record {
             first_agent_name: self.first_agent_name.clone(),
             created_at,
             updated_at: self.updated_at.filter(|t| *t > 0).unwrap_or(created_at),
+            owner: self.owner.clone(),
         }
     }
 
@@ -114,6 +161,7 @@ impl Record {
             first_agent_name: non_blank(&self.first_agent_name).or_else(|| self.first_agent_key.clone()),
             created_at: created.or(updated).unwrap_or(0),
             updated_at: updated.or(created).unwrap_or(0),
+            owner: self.owner.clone(),
         }
     }
 }
@@ -224,21 +272,29 @@ impl ChatIndex {
     }
 
     /// Upserts one chat and rewrites the file. Returns whether a record existed before and the
-    /// chat's name after the upsert.
+    /// chat's name after the upsert, or [`Refused`] (nothing written) when `permit` refuses the
+    /// owner of the existing chat. A new record gets `owner`; an `orphan` (a chat with a history
+    /// file but no record) counts as an existing chat without an owner.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn upsert(
         &self,
         chat_id: &str,
         first_message: &str,
         agent_key: Option<&str>,
         agent_name: Option<&str>,
+        owner: Option<&Owner>,
+        orphan: bool,
+        permit: &dyn Fn(Option<&Owner>) -> bool,
         now_ms: i64,
-    ) -> Result<(bool, String), MemoryError> {
+    ) -> Result<Result<(bool, String), Refused>, MemoryError> {
         let mut guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
         let agent_key = agent_key.map(str::trim).filter(|k| !k.is_empty()).map(str::to_owned);
         let agent_name = agent_name.map(str::trim).filter(|n| !n.is_empty()).map(str::to_owned).or(agent_key.clone());
         let update = |existing: Option<&mut Record>| match existing {
+            Some(record) if !permit(record.owner.as_ref()) => Err(Refused),
+            None if orphan && !permit(None) => Err(Refused),
             Some(record) => {
-                // Fill what is missing, never overwrite.
+                // Fill what is missing, never overwrite (the owner included).
                 if non_blank(&record.chat_name).is_none() {
                     record.chat_name = Some(ids::chat_name(first_message));
                 }
@@ -252,20 +308,22 @@ impl ChatIndex {
                     record.created_at = Some(now_ms);
                 }
                 record.updated_at = Some(now_ms);
-                None
+                Ok(None)
             }
-            None => Some(Record {
+            None => Ok(Some(Record {
                 chat_id: Some(chat_id.to_owned()),
                 chat_name: Some(ids::chat_name(first_message)),
                 first_agent_key: agent_key.clone(),
                 first_agent_name: agent_name.clone(),
                 created_at: Some(now_ms),
                 updated_at: Some(now_ms),
-            }),
+                // A chat found without a record keeps having no owner: nobody may claim it.
+                owner: if orphan { None } else { owner.cloned() },
+            })),
         };
         let encode = |record: &Record| {
             let stored = record.to_stored(now_ms);
-            serde_json::to_string(&stored)
+            serde_json::to_string(&StoredLine { summary: &stored, owner: stored.owner.as_ref() })
                 .map(|line| (line, stored.chat_name))
                 .map_err(|source| MemoryError::Encode { path: self.path.clone(), source })
         };
@@ -281,9 +339,19 @@ impl ChatIndex {
                 None => None,
             };
             let added = update(record.as_mut());
-            Some((w, position, record.or(added)?))
+            Some((w, position, added.map(|added| record.or(added))))
         });
-        if let Some((mut w, position, record)) = cached {
+        if let Some((w, position, outcome)) = cached {
+            let (mut w, record) = match outcome {
+                Err(refused) => {
+                    // Nothing changed: the file is still the one we know.
+                    *guard = Some(w);
+                    return Ok(Err(refused));
+                }
+                Ok(Some(record)) => (w, record),
+                // Unreachable (an update without a record adds one); read the file instead.
+                Ok(None) => return self.upsert_uncached(guard, chat_id, &update, &encode),
+            };
             let (line, chat_name) = encode(&record)?;
             match position {
                 Some(i) => w.replace(i, &line),
@@ -303,18 +371,29 @@ impl ChatIndex {
             let existed = position.is_some();
             // Kept only when the identity of what we just wrote is known.
             *guard = stamp.map(|stamp| Written { stamp, ..w });
-            return Ok((existed, chat_name));
+            return Ok(Ok((existed, chat_name)));
         }
+        self.upsert_uncached(guard, chat_id, &update, &encode)
+    }
 
-        // First upsert, or someone else changed the file: read it all and rewrite it.
+    /// First upsert, or someone else changed the file: read it all and rewrite it.
+    fn upsert_uncached(
+        &self,
+        mut guard: std::sync::MutexGuard<'_, Option<Written>>,
+        chat_id: &str,
+        update: &Update<'_>,
+        encode: &Encode<'_>,
+    ) -> Result<Result<(bool, String), Refused>, MemoryError> {
         let mut entries = self.read()?;
         let existing = entries.iter_mut().find_map(|e| match e {
             Entry::Record(r) if r.id() == chat_id => Some(r),
             _ => None,
         });
         let existed = existing.is_some();
-        if let Some(added) = update(existing) {
-            entries.push(Entry::Record(added));
+        match update(existing) {
+            Err(refused) => return Ok(Err(refused)),
+            Ok(Some(added)) => entries.push(Entry::Record(added)),
+            Ok(None) => {}
         }
         let mut w = Written {
             stamp: Stamp { dev: 0, ino: 0, len: 0, mtime_ns: 0 },
@@ -338,7 +417,7 @@ impl ChatIndex {
         file::rewrite(&self.path, w.content.as_bytes(), self.fsync != FsyncPolicy::Never)?;
         // Kept only when the identity of what we just wrote is known.
         *guard = stamp(&self.path).map(|stamp| Written { stamp, ..w });
-        Ok((existed, chat_name))
+        Ok(Ok((existed, chat_name)))
     }
 
     /// One chat's record, with the listing rules; `None` when the index has none.

@@ -30,7 +30,7 @@ mod window;
 
 pub use config::{DEFAULT_K, FsyncPolicy, MemoryConfig};
 pub use error::MemoryError;
-pub use index::{ChatSummary, ChatUpsert};
+pub use index::{ChatSummary, ChatUpsert, Owner};
 pub use recorder::{Recorder, RecorderInit};
 pub use store::{ChatStore, RunContext};
 pub use window::{UNRECORDED_RESULT, history_messages};

@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::config::{FsyncPolicy, MemoryConfig};
 use crate::error::MemoryError;
 use crate::file;
-use crate::index::{ChatIndex, ChatSummary, ChatUpsert};
+use crate::index::{ChatIndex, ChatSummary, ChatUpsert, Owner};
 use crate::recorder::{Recorder, RecorderInit};
 use crate::window;
 
@@ -222,12 +222,44 @@ impl ChatStore {
         agent_name: Option<&str>,
         now_ms: i64,
     ) -> Result<ChatUpsert, MemoryError> {
+        let upsert = self.upsert_owned_chat(chat_id, first_message, agent_key, agent_name, None, &|_| true, now_ms)?;
+        Ok(upsert.expect("a permit that allows everything refuses nothing"))
+    }
+
+    /// [`Self::upsert_chat`] for a caller with an identity: a new chat gets `owner`; an existing
+    /// chat (an index record, or only a history file: then it has no owner) is upserted only when
+    /// `permit` accepts its owner, else nothing is written and the answer is `None`. The check and
+    /// the write happen under the index lock, so two callers cannot both claim a new chat id.
+    #[allow(clippy::too_many_arguments)]
+    pub fn upsert_owned_chat(
+        &self,
+        chat_id: &str,
+        first_message: &str,
+        agent_key: Option<&str>,
+        agent_name: Option<&str>,
+        owner: Option<&Owner>,
+        permit: &dyn Fn(Option<&Owner>) -> bool,
+        now_ms: i64,
+    ) -> Result<Option<ChatUpsert>, MemoryError> {
         let Some(history) = self.history_path(chat_id) else {
-            return Ok(ChatUpsert { created: false, chat_name: ids::chat_name(first_message) });
+            return Ok(Some(ChatUpsert { created: false, chat_name: ids::chat_name(first_message) }));
         };
         let had_history = history.exists();
-        let (was_indexed, chat_name) = self.index.upsert(chat_id, first_message, agent_key, agent_name, now_ms)?;
-        Ok(ChatUpsert { created: !was_indexed && !had_history, chat_name })
+        let upserted =
+            self.index.upsert(chat_id, first_message, agent_key, agent_name, owner, had_history, permit, now_ms)?;
+        Ok(upserted
+            .ok()
+            .map(|(was_indexed, chat_name)| ChatUpsert { created: !was_indexed && !had_history, chat_name }))
+    }
+
+    /// Whether the chat exists and who owns it: `None` when it has neither an index record nor a
+    /// history file; `Some(None)` when it exists without an owner (made without auth, or its
+    /// record is gone and only the history file remains).
+    pub fn chat_owner(&self, chat_id: &str) -> Result<Option<Option<Owner>>, MemoryError> {
+        if let Some(summary) = self.get_chat(chat_id)? {
+            return Ok(Some(summary.owner));
+        }
+        Ok(self.chat_exists(chat_id)?.then_some(None))
     }
 
     /// Every chat of the index, newest first (`http-api.md` §3).

@@ -4,7 +4,7 @@ mod common;
 
 use std::fs;
 
-use agw_memory::{ChatSummary, ChatUpsert};
+use agw_memory::{ChatSummary, ChatUpsert, Owner};
 use common::{TempDir, store_in};
 
 const CHAT: &str = "0b8f6a52-7c1e-4d3a-9f2b-5e6d7c8b9a01";
@@ -45,6 +45,7 @@ fn existing_chats_keep_name_and_agent_and_get_a_new_updated_at() {
             first_agent_name: Some("示例-单次直答".into()),
             created_at: 100,
             updated_at: 200,
+            owner: None,
         }
     );
     // The update was appended; a reader that starts from the file sees the same record.
@@ -275,4 +276,92 @@ fn upserts_see_changes_made_to_the_file_by_someone_else() {
     let chats = store.list_chats().expect("list");
     assert_eq!(chats.iter().map(|c| c.chat_id.as_str()).collect::<Vec<_>>(), [CHAT, OTHER]);
     assert_eq!(chats[0].updated_at, 4000);
+}
+
+// ---- owners (issue 22 item 3) ----
+
+fn owner(sub: &str, tenant: Option<&str>) -> Owner {
+    Owner { sub: sub.into(), tenant: tenant.map(str::to_owned) }
+}
+
+/// The permission check agw-http applies for a plain user: exactly their own chats.
+fn only(me: &Owner) -> impl Fn(Option<&Owner>) -> bool + '_ {
+    move |chat: Option<&Owner>| chat == Some(me)
+}
+
+#[test]
+fn the_owner_is_stored_after_the_contract_keys_and_never_listed() {
+    let dir = TempDir::new();
+    let store = store_in(dir.path(), 20, &[]);
+    let alice = owner("alice", Some("acme"));
+    let upsert = store.upsert_owned_chat(CHAT, "hi", Some("a"), None, Some(&alice), &only(&alice), 10).expect("upsert");
+    assert_eq!(upsert, Some(ChatUpsert { created: true, chat_name: "hi".into() }));
+    assert_eq!(
+        index_text(&dir),
+        format!(
+            "{{\"chatId\":\"{CHAT}\",\"chatName\":\"hi\",\"firstAgentKey\":\"a\",\"firstAgentName\":\"a\",\"createdAt\":10,\"updatedAt\":10,\"owner\":{{\"sub\":\"alice\",\"tenant\":\"acme\"}}}}\n"
+        )
+    );
+    let listed = store.list_chats().expect("list");
+    assert_eq!(listed[0].owner, Some(alice.clone()));
+    // The listing JSON keeps the six contract keys.
+    let json = serde_json::to_value(&listed[0]).unwrap();
+    assert_eq!(json.as_object().unwrap().len(), 6, "{json}");
+    // Without a tenant the key is left out; without an owner nothing is added (auth off).
+    store.upsert_owned_chat(OTHER, "x", None, None, Some(&owner("bob", None)), &|_| true, 20).expect("upsert");
+    assert!(index_text(&dir).contains("\"owner\":{\"sub\":\"bob\"}}"), "{}", index_text(&dir));
+}
+
+#[test]
+fn another_users_upsert_changes_nothing_and_the_owner_is_never_replaced() {
+    let dir = TempDir::new();
+    let store = store_in(dir.path(), 20, &[]);
+    let (alice, bob) = (owner("alice", None), owner("bob", None));
+    store.upsert_owned_chat(CHAT, "alice's", Some("a"), None, Some(&alice), &only(&alice), 10).expect("upsert");
+    let before = index_text(&dir);
+    let refused = store.upsert_owned_chat(CHAT, "bob's", Some("b"), None, Some(&bob), &only(&bob), 20).expect("upsert");
+    assert_eq!(refused, None);
+    assert_eq!(index_text(&dir), before, "nothing written");
+    // An operator (who may act on every chat) continuing it does not become its owner.
+    let again = store.upsert_owned_chat(CHAT, "op", None, None, Some(&bob), &|_| true, 30).expect("upsert");
+    assert_eq!(again, Some(ChatUpsert { created: false, chat_name: "alice's".into() }));
+    let fresh = store_in(dir.path(), 20, &[]);
+    assert_eq!(fresh.chat_owner(CHAT).expect("owner"), Some(Some(alice)));
+    assert_eq!(fresh.chat_owner(OTHER).expect("owner"), None);
+}
+
+#[test]
+fn records_without_an_owner_read_as_ownerless_and_bad_owners_do_not_hide_the_chat() {
+    let dir = TempDir::new();
+    fs::write(
+        dir.path().join("_chats.jsonl"),
+        format!(
+            "{{\"chatId\":\"{CHAT}\",\"chatName\":\"old\",\"firstAgentKey\":null,\"firstAgentName\":null,\"createdAt\":1,\"updatedAt\":1}}\n\
+             {{\"chatId\":\"{OTHER}\",\"chatName\":\"edited\",\"createdAt\":2,\"updatedAt\":2,\"owner\":\"alice\"}}\n"
+        ),
+    )
+    .unwrap();
+    let store = store_in(dir.path(), 20, &[]);
+    let listed = store.list_chats().expect("list");
+    assert_eq!(listed.len(), 2);
+    assert!(listed.iter().all(|c| c.owner.is_none()));
+    // An ownerless chat is not claimed by the first user who continues it.
+    let alice = owner("alice", None);
+    assert_eq!(store.upsert_owned_chat(CHAT, "m", None, None, Some(&alice), &only(&alice), 5).expect("upsert"), None);
+    assert_eq!(store.chat_owner(CHAT).expect("owner"), Some(None));
+}
+
+#[test]
+fn a_history_file_without_a_record_is_an_ownerless_chat() {
+    let dir = TempDir::new();
+    let store = store_in(dir.path(), 20, &[]);
+    fs::write(dir.path().join(format!("{CHAT}.json")), "").unwrap();
+    assert_eq!(store.chat_owner(CHAT).expect("owner"), Some(None));
+    let alice = owner("alice", None);
+    assert_eq!(store.upsert_owned_chat(CHAT, "m", None, None, Some(&alice), &only(&alice), 5).expect("upsert"), None);
+    assert!(!dir.path().join("_chats.jsonl").exists(), "nothing written");
+    // Whoever may act on ownerless chats continues it; the record it gets still has no owner.
+    let upsert = store.upsert_owned_chat(CHAT, "m", None, None, Some(&alice), &|_| true, 5).expect("upsert");
+    assert_eq!(upsert.map(|u| u.created), Some(false));
+    assert_eq!(store.chat_owner(CHAT).expect("owner"), Some(None));
 }

@@ -493,9 +493,310 @@ async fn a_timeout_kills_the_whole_process_group() {
 async fn environment_secrets_are_not_passed_on() {
     // The gateway's environment (provider keys) must not reach the command.
     let sandbox = sandbox();
-    let tool = sandbox.tool(&["env"], &[]);
-    let out = tool.run_command("env").await;
+    let tool = sandbox.tool(&["printenv"], &[]);
+    let out = tool.run_command("printenv").await;
     assert!(out.starts_with("exitCode: 0"), "{out}");
     assert!(out.contains("TERM=dumb"));
     assert!(!out.contains("CARGO_PKG_NAME"), "{out}");
+}
+
+// ---- git confinement (issue 22 item 4) ----
+
+/// Runs a real git (setup only, never through the tool) with no user configuration.
+fn git_setup(dir: &std::path::Path, args: &[&str]) {
+    let status = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("git runs");
+    assert!(status.success(), "git {args:?}");
+}
+
+/// A repository at `root/repo` whose committed `secret.txt` lies outside the working directory
+/// `root/repo/work`.
+fn root_inside_a_repository() -> (TempDir, PathBuf) {
+    let root = TempDir::new("bash-git-above");
+    let repo = root.mkdir("repo");
+    let work = root.mkdir("repo/work");
+    root.write("repo/secret.txt", SECRET);
+    root.write("repo/work/notes.txt", "notes\n");
+    git_setup(&repo, &["init", "-q"]);
+    git_setup(&repo, &["add", "."]);
+    git_setup(&repo, &["commit", "-q", "-m", "c"]);
+    (root, work)
+}
+
+/// A repository at the working directory itself, with one commit on `main` and one tag.
+fn repository_at_the_root() -> (TempDir, PathBuf) {
+    let root = TempDir::new("bash-git-root");
+    let work = root.mkdir("work");
+    root.write("work/notes.txt", "notes\n");
+    git_setup(&work, &["init", "-q"]);
+    git_setup(&work, &["add", "."]);
+    git_setup(&work, &["commit", "-q", "-m", "first"]);
+    git_setup(&work, &["tag", "v1"]);
+    (root, work)
+}
+
+fn git_tool(work: &std::path::Path) -> BashTool {
+    BashTool::new(BashConfig::from_lists(work.to_str(), [""; 0], [""; 0], [""; 0]))
+}
+
+/// Every ref name and target under `.git/refs`, plus `packed-refs` and `HEAD`.
+fn refs_snapshot(work: &std::path::Path) -> Vec<(String, String)> {
+    fn walk(dir: &std::path::Path, base: &std::path::Path, out: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, base, out);
+            } else {
+                let name = path.strip_prefix(base).unwrap().display().to_string();
+                out.push((name, std::fs::read_to_string(&path).unwrap_or_default()));
+            }
+        }
+    }
+    let git = work.join(".git");
+    let mut out = Vec::new();
+    walk(&git.join("refs"), &git, &mut out);
+    for file in ["HEAD", "packed-refs"] {
+        out.push((file.into(), std::fs::read_to_string(git.join(file)).unwrap_or_default()));
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn git_does_not_discover_a_repository_above_the_root() {
+    let (_root, work) = root_inside_a_repository();
+    let tool = git_tool(&work);
+    for command in ["git show HEAD:secret.txt", "git log -p", "git grep TOP-SECRET", "git ls-files", "git status"] {
+        let out = tool.run_command(command).await;
+        assert_refused(&out, "is not a git repository");
+        assert!(out.contains("it never looks above it"), "{out}");
+    }
+    // Even a planted .git link or gitdir file in the root cannot point git upward.
+    std::os::unix::fs::symlink(work.parent().unwrap().join(".git"), work.join(".git")).unwrap();
+    assert_refused(&tool.run_command("git show HEAD:secret.txt").await, "git: .git is not a directory");
+    std::fs::remove_file(work.join(".git")).unwrap();
+    std::fs::write(work.join(".git"), format!("gitdir: {}\n", work.parent().unwrap().join(".git").display())).unwrap();
+    assert_refused(&tool.run_command("git show HEAD:secret.txt").await, "git: .git is not a directory");
+}
+
+#[tokio::test]
+async fn git_environment_stops_discovery_at_the_root() {
+    // Defence in depth: were the repository check bypassed, git itself would not look above the
+    // root. `git version` needs no repository and passes; `rev-parse` from a sub-directory without
+    // its own .git finds nothing.
+    let (_root, work) = root_inside_a_repository();
+    let tool = git_tool(&work);
+    let out = tool.run_command("git version").await;
+    assert!(out.starts_with("exitCode: 0") && out.contains("git version"), "{out}");
+    let out = tool.run_command("git diff --no-index --stat notes.txt notes.txt").await;
+    assert!(out.starts_with("exitCode: 0"), "{out}");
+    assert!(!out.contains(SECRET));
+}
+
+#[tokio::test]
+async fn git_reads_its_own_repository() {
+    let (_root, work) = repository_at_the_root();
+    let tool = git_tool(&work);
+    for (command, expected) in [
+        ("git log --oneline", "first"),
+        ("git show HEAD:notes.txt", "notes"),
+        ("git branch", "main"),
+        ("git branch --list ma*", "main"),
+        ("git branch -a -v", "main"),
+        ("git branch --contains HEAD", "main"),
+        ("git tag", "v1"),
+        ("git tag -l v*", "v1"),
+        ("git tag --points-at HEAD", "v1"),
+        ("git status", "main"),
+    ] {
+        let out = tool.run_command(command).await;
+        assert!(out.starts_with("exitCode: 0") && out.contains(expected), "{command}: {out}");
+    }
+}
+
+#[tokio::test]
+async fn git_ref_writes_are_refused() {
+    let (_root, work) = repository_at_the_root();
+    let tool = git_tool(&work);
+    let before = refs_snapshot(&work);
+    for command in [
+        "git branch x",
+        "git branch -m x",
+        "git branch -m main x",
+        "git branch -M x",
+        "git branch -c x",
+        "git branch -C x",
+        "git branch -d main",
+        "git branch -D main",
+        "git branch -f main HEAD",
+        "git branch --delete main",
+        "git branch --move main x",
+        "git branch --set-upstream-to=main",
+        "git branch -u main",
+        "git branch --edit-description",
+        "git branch -v x",
+        "git tag y",
+        "git tag y HEAD",
+        "git tag -a y -m m",
+        "git tag -d v1",
+        "git tag -f v1",
+        "git tag -s y",
+        "git tag -v v1",
+        "git tag --delete v1",
+    ] {
+        let out = tool.run_command(command).await;
+        assert_refused(&out, "is allowed only for listing");
+    }
+    assert_eq!(refs_snapshot(&work), before, "no ref changed");
+    for (command, refusal) in [
+        ("git checkout -b x", "git subcommand not allowed: checkout"),
+        ("git config user.name x", "git subcommand not allowed: config"),
+        ("git update-ref refs/heads/x HEAD", "git subcommand not allowed: update-ref"),
+        ("git symbolic-ref HEAD refs/heads/x", "git subcommand not allowed: symbolic-ref"),
+    ] {
+        assert_refused(&tool.run_command(command).await, refusal);
+    }
+    assert_eq!(refs_snapshot(&work), before, "no ref changed");
+}
+
+#[tokio::test]
+async fn git_repository_configuration_cannot_run_programs() {
+    // A repository whose own config names programs: the fsmonitor hook (run by `git status`),
+    // a pager, an external diff driver. None of them runs.
+    let (_root, work) = repository_at_the_root();
+    let marker = work.join("pwned");
+    let hook = format!("touch {}", marker.display());
+    git_setup(&work, &["config", "core.fsmonitor", &hook]);
+    git_setup(&work, &["config", "core.pager", &hook]);
+    git_setup(&work, &["config", "diff.external", &hook]);
+    std::fs::write(work.join("notes.txt"), "changed\n").unwrap();
+    let tool = git_tool(&work);
+    for command in ["git status", "git diff", "git log -p", "git show HEAD"] {
+        let out = tool.run_command(command).await;
+        assert!(out.starts_with("exitCode: 0"), "{command}: {out}");
+    }
+    assert!(!marker.exists(), "a program named by the repository's configuration ran");
+}
+
+#[tokio::test]
+async fn git_borrowing_objects_from_elsewhere_is_refused() {
+    let (_root, work) = repository_at_the_root();
+    std::fs::write(work.join(".git/objects/info/alternates"), "/somewhere/else/objects\n").unwrap();
+    assert_refused(&git_tool(&work).run_command("git log").await, "reads from elsewhere");
+}
+
+// ---- the deny table (issue 22 item 4): refused whatever the allow-list says ----
+
+#[tokio::test]
+async fn denied_options_are_refused_even_when_the_command_is_allowed() {
+    let sandbox = sandbox();
+    sandbox.root.write("work/a.tar", "");
+    let allowed = ["find", "sort", "tar", "git", "sed", "awk", "gawk", "rg", "xargs", "env", "less", "more", "timeout"];
+    let tool = sandbox.tool(&allowed, &[]);
+    for (command, refusal) in [
+        ("find . -exec touch pwned ;", "Shell syntax"),
+        ("find . -exec touch pwned +", "Option not allowed: find -exec"),
+        ("find . -execdir touch pwned +", "Option not allowed: find -execdir"),
+        ("find . -ok touch pwned +", "Option not allowed: find -ok"),
+        ("find . -okdir touch pwned +", "Option not allowed: find -okdir"),
+        ("find . -delete", "Option not allowed: find -delete"),
+        ("find . -fprint pwned", "Option not allowed: find -fprint"),
+        ("find . -fprint0 pwned", "Option not allowed: find -fprint0"),
+        ("find . -fprintf pwned %p", "Option not allowed: find -fprintf"),
+        ("find . -fls pwned", "Option not allowed: find -fls"),
+        ("sort --compress-program=touch notes.txt", "Option not allowed: sort --compress-program"),
+        ("sort -o pwned notes.txt", "Option not allowed: sort -o"),
+        ("sort --output=pwned notes.txt", "Option not allowed: sort --output"),
+        ("tar --to-command=touch -xf a.tar", "Option not allowed: tar --to-command"),
+        ("tar --checkpoint-action=exec=touch -tf a.tar", "Option not allowed: tar --checkpoint-action"),
+        ("tar --use-compress-program=touch -tf a.tar", "Option not allowed: tar --use-compress-program"),
+        ("tar -I touch -tf a.tar", "Option not allowed: tar -I"),
+        ("tar -F touch -tf a.tar", "Option not allowed: tar -F"),
+        ("tar --info-script=touch -tf a.tar", "Option not allowed: tar --info-script"),
+        ("tar --new-volume-script=touch -tf a.tar", "Option not allowed: tar --new-volume-script"),
+        ("tar -xf a.tar", "Option not allowed: tar -x"),
+        ("tar xf a.tar", "Option not allowed: tar x"),
+        ("tar -cf pwned notes.txt", "Option not allowed: tar -c"),
+        ("git --upload-pack=touch log", "git option not allowed: --upload-pack"),
+        ("git log --upload-pack=touch", "Option not allowed: git --upload-pack"),
+        ("git log --receive-pack=touch", "Option not allowed: git --receive-pack"),
+        ("git log --exec=touch", "git option not allowed: --exec"),
+        ("git diff --ext-diff", "Option not allowed: git --ext-diff"),
+        ("git log -o pwned", "Option not allowed: git -o"),
+        ("sed -i s/hello/bye/ notes.txt", "Option not allowed: sed -i"),
+        ("sed --in-place s/hello/bye/ notes.txt", "Option not allowed: sed --in-place"),
+        ("sed 1e notes.txt", "sed command not allowed: e"),
+        ("sed s/hello/touch/e notes.txt", "sed command not allowed: s///e"),
+        ("sed w pwned notes.txt", "sed command not allowed: w"),
+        ("sed s/hello/bye/w pwned notes.txt", "sed command not allowed: s///w"),
+        ("awk BEGIN{system(x)}", "awk program not allowed: system"),
+        ("gawk -f prog notes.txt", "Option not allowed: gawk -f"),
+        ("rg --pre touch hello", "Option not allowed: rg --pre"),
+        ("xargs touch", "Command not allowed: xargs"),
+        ("env touch pwned", "Command not allowed: env"),
+        ("less notes.txt", "Command not allowed: less"),
+        ("more notes.txt", "Command not allowed: more"),
+        ("timeout 1 touch pwned", "Command not allowed: timeout"),
+    ] {
+        assert_refused(&tool.run_command(command).await, refusal);
+    }
+    sandbox.assert_untouched();
+    // Their reading forms still work.
+    let out = tool.run_command("sort notes.txt").await;
+    assert!(out.starts_with("exitCode: 0") && out.contains("hello notes"), "{out}");
+    let out = tool.run_command("find . -name notes.txt").await;
+    assert!(out.starts_with("exitCode: 0") && out.contains("./notes.txt"), "{out}");
+}
+
+#[tokio::test]
+async fn a_glob_cannot_expand_into_a_denied_option() {
+    let sandbox = sandbox();
+    sandbox.root.write("work/-delete", "");
+    let tool = sandbox.tool(&["find"], &["find"]);
+    assert_refused(&tool.run_command("find . -name x -o ?delete").await, "Option not allowed: find -delete");
+    assert!(sandbox.work.join("notes.txt").exists());
+}
+
+// ---- the default working directory (issue 22 item 4) ----
+
+#[tokio::test]
+async fn the_default_root_is_a_dedicated_directory_not_the_process_directory() {
+    let cwd = std::env::current_dir().unwrap().canonicalize().unwrap();
+    let config = BashConfig::default();
+    assert_ne!(config.working_directory, cwd);
+    assert_eq!(config.working_directory, cwd.join(agw_tools::builtin::DEFAULT_WORKING_DIRECTORY));
+    let existed = config.working_directory.exists();
+    let out = BashTool::new(config.clone()).run_command("pwd").await;
+    assert!(out.starts_with("exitCode: 0"), "{out}");
+    assert!(out.contains(&format!("stdout:\n{}\n", config.working_directory.display())), "{out}");
+    // Nothing of the process directory (Cargo.toml, src/) is reachable from it.
+    let out = BashTool::new(config.clone()).run_command("cat Cargo.toml").await;
+    assert!(!out.starts_with("exitCode: 0"), "{out}");
+    assert_refused(&BashTool::new(config.clone()).run_command("cat ../Cargo.toml").await, PATH_REFUSED);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&config.working_directory).unwrap().permissions().mode();
+        assert!(existed || mode & 0o077 == 0, "created owner-only: {mode:o}");
+    }
+    if !existed {
+        let _ = std::fs::remove_dir(&config.working_directory);
+    }
 }

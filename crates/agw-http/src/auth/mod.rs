@@ -8,6 +8,11 @@
 //! [`LEEWAY_SECS`] of clock skew; `sub` non-blank; `iss` equal to `agent.auth.issuer` when set.
 //! Failures answer 401 with the envelope `{"code":401,"msg":"unauthorized: <reason>","data":{}}`;
 //! the token itself never appears in a response or a log line.
+//!
+//! The verified caller is a [`Principal`] in the request's extensions: subject, tenant (when
+//! `agw.auth.tenant-claim` names one) and whether it holds the operator role
+//! (`agw.auth.operator-claim` contains `agw.auth.operator-role`). Handlers decide access to chats
+//! and runs with [`may_access`] (docs/security.md, "Per-user isolation").
 
 mod jwks;
 mod key;
@@ -21,6 +26,9 @@ use jsonwebtoken::Validation;
 pub use jwks::{JwksSource, MIN_CACHE as MIN_JWKS_CACHE};
 pub use key::{KeyProblem, LocalPublicKey, MIN_RSA_BITS};
 pub use token::RSA_ALGORITHMS;
+
+use agw_memory::Owner;
+use serde_json::Value;
 
 use crate::body::BoxBody;
 use crate::envelope::ApiError;
@@ -39,6 +47,46 @@ pub struct AuthSettings {
     pub jwks: Option<JwksSettings>,
     /// Least time between two JWKS fetches (`agw.auth.jwks-refetch-interval`).
     pub jwks_refetch_interval: Duration,
+    /// Which claims say the tenant and the operator role.
+    pub identity: IdentityClaims,
+}
+
+/// `agw.auth.tenant-claim`, `agw.auth.operator-claim`, `agw.auth.operator-role`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IdentityClaims {
+    /// Claim holding the tenant; `None`: one tenant (owners are subjects alone).
+    pub tenant_claim: Option<String>,
+    /// Claim holding the roles (a string, space-separated roles, or an array of strings).
+    pub operator_claim: String,
+    /// The role that may see every chat and run; `None`: nobody may.
+    pub operator_role: Option<String>,
+}
+
+impl IdentityClaims {
+    /// The principal these claims describe, or why the token is not acceptable.
+    fn principal(&self, subject: String, claims: &Value) -> Result<Principal, AuthError> {
+        let tenant = match &self.tenant_claim {
+            None => None,
+            Some(name) => match claim(claims, name) {
+                Some(Value::String(t)) if !t.trim().is_empty() => Some(t.trim().to_string()),
+                Some(Value::Number(n)) => Some(n.to_string()),
+                None | Some(Value::Null) => return Err(AuthError::MissingTenant),
+                Some(_) => return Err(AuthError::InvalidTenant),
+            },
+        };
+        let operator = self.operator_role.as_deref().is_some_and(|role| match claim(claims, &self.operator_claim) {
+            Some(Value::String(roles)) => roles.split_whitespace().any(|r| r == role),
+            Some(Value::Array(roles)) => roles.iter().any(|r| r.as_str() == Some(role)),
+            _ => false,
+        });
+        Ok(Principal { subject, tenant, operator })
+    }
+}
+
+/// A claim by name: the top-level key as written (names like `https://example.com/roles` are
+/// common), else a dotted path into nested objects (`realm_access.roles`).
+fn claim<'a>(claims: &'a Value, name: &str) -> Option<&'a Value> {
+    claims.get(name).or_else(|| name.split('.').try_fold(claims, |value, part| value.get(part)))
 }
 
 /// `agent.auth.jwks-uri`, `issuer` and `jwks-cache-seconds`, which only exist together.
@@ -86,6 +134,30 @@ pub fn protects(method: &Method, path: &str) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
     pub subject: String,
+    /// From `agw.auth.tenant-claim`, when configured.
+    pub tenant: Option<String>,
+    /// Holds the operator role: may see and act on every chat and run.
+    pub operator: bool,
+}
+
+impl Principal {
+    /// What chats and runs this caller creates are owned by.
+    pub fn owner(&self) -> Owner {
+        Owner { sub: self.subject.clone(), tenant: self.tenant.clone() }
+    }
+
+    /// Whether this caller may see or act on something owned by `owner`. Ownerless things (made
+    /// without auth) belong to nobody, so only the operator reaches them.
+    pub fn can_access(&self, owner: Option<&Owner>) -> bool {
+        self.operator || owner.is_some_and(|o| o.sub == self.subject && o.tenant == self.tenant)
+    }
+}
+
+/// The access rule for every handler that touches a chat or a run: without auth (`None`, the
+/// single-user loopback setup) everything is reachable; with auth, [`Principal::can_access`].
+/// Refusals must look like absence (404, `unmatched`): existence is not revealed.
+pub fn may_access(principal: Option<&Principal>, owner: Option<&Owner>) -> bool {
+    principal.is_none_or(|p| p.can_access(owner))
 }
 
 /// Why a request was not authenticated. The `Display` text is the reason in the 401 `msg`.
@@ -115,6 +187,10 @@ pub enum AuthError {
     MissingClaim(&'static str),
     #[error("invalid {0} claim")]
     InvalidClaim(&'static str),
+    #[error("missing tenant claim")]
+    MissingTenant,
+    #[error("invalid tenant claim")]
+    InvalidTenant,
 }
 
 impl AuthError {
@@ -132,6 +208,7 @@ pub struct Authenticator {
     local: Option<LocalPublicKey>,
     jwks: Option<JwksCache>,
     validation: Validation,
+    identity: IdentityClaims,
 }
 
 impl Authenticator {
@@ -147,6 +224,7 @@ impl Authenticator {
                 .as_ref()
                 .map(|j| JwksCache::new(j.source.clone(), j.cache_seconds, settings.jwks_refetch_interval)),
             validation: token::validation(settings.jwks.as_ref().map(|j| j.issuer.as_str()), LEEWAY_SECS),
+            identity: settings.identity.clone(),
         })
     }
 
@@ -158,7 +236,7 @@ impl Authenticator {
         if let Some(local) = &self.local {
             tried = true;
             match token::verify(token, local.decoding_key(), &self.validation) {
-                Attempt::Accepted(subject) => return Ok(Principal { subject }),
+                Attempt::Accepted(subject, claims) => return self.identity.principal(subject, &claims),
                 Attempt::Rejected(e) => return Err(e),
                 Attempt::WrongKey => {}
             }
@@ -168,7 +246,7 @@ impl Authenticator {
             for key in set.candidates(header.kid.as_deref()) {
                 tried = true;
                 match token::verify(token, key, &self.validation) {
-                    Attempt::Accepted(subject) => return Ok(Principal { subject }),
+                    Attempt::Accepted(subject, claims) => return self.identity.principal(subject, &claims),
                     Attempt::Rejected(e) => return Err(e),
                     Attempt::WrongKey => {}
                 }
@@ -217,6 +295,42 @@ mod tests {
         assert!(!protects(&Method::OPTIONS, "/api/ap/query"));
         assert!(!protects(&Method::GET, "/healthz"));
         assert!(!protects(&Method::GET, "/metrics"));
+    }
+
+    #[test]
+    fn identity_from_claims() {
+        let identity = IdentityClaims {
+            tenant_claim: Some("org".into()),
+            operator_claim: "realm_access.roles".into(),
+            operator_role: Some("agw-admin".into()),
+        };
+        let p = identity
+            .principal("alice".into(), &serde_json::json!({"org":"acme","realm_access":{"roles":["x","agw-admin"]}}))
+            .unwrap();
+        assert_eq!((p.tenant.as_deref(), p.operator), (Some("acme"), true));
+        let p = identity
+            .principal("bob".into(), &serde_json::json!({"org":"acme","realm_access":{"roles":"agw-admins"}}))
+            .unwrap();
+        assert!(!p.operator, "roles match whole words only");
+        assert_eq!(identity.principal("c".into(), &serde_json::json!({})), Err(AuthError::MissingTenant));
+        assert_eq!(identity.principal("c".into(), &serde_json::json!({"org":["a"]})), Err(AuthError::InvalidTenant));
+        let no_role = IdentityClaims { operator_claim: "roles".into(), ..Default::default() };
+        assert!(!no_role.principal("d".into(), &serde_json::json!({"roles":[""]})).unwrap().operator);
+    }
+
+    #[test]
+    fn access_rules() {
+        let owner = |sub: &str, tenant: Option<&str>| Owner { sub: sub.into(), tenant: tenant.map(Into::into) };
+        let alice = Principal { subject: "alice".into(), tenant: Some("t1".into()), operator: false };
+        assert!(alice.can_access(Some(&owner("alice", Some("t1")))));
+        assert!(!alice.can_access(Some(&owner("alice", Some("t2")))), "same subject, other tenant");
+        assert!(!alice.can_access(Some(&owner("alice", None))));
+        assert!(!alice.can_access(Some(&owner("bob", Some("t1")))));
+        assert!(!alice.can_access(None), "ownerless chats are the operator's");
+        let operator = Principal { operator: true, ..alice.clone() };
+        assert!(operator.can_access(None) && operator.can_access(Some(&owner("bob", None))));
+        assert!(may_access(None, Some(&owner("bob", None))), "auth off: one user");
+        assert!(may_access(None, None));
     }
 
     #[test]

@@ -66,8 +66,8 @@ pub fn validation(issuer: Option<&str>, leeway_secs: u64) -> Validation {
 
 /// Result of trying one key.
 pub enum Attempt {
-    /// Signature and claims hold; the subject.
-    Accepted(String),
+    /// Signature and claims hold: the subject and every claim (for the tenant and role claims).
+    Accepted(String, Value),
     /// This key did not produce the signature: try the next one.
     WrongKey,
     /// The signature verified (the key is right) but the token is not acceptable.
@@ -77,7 +77,7 @@ pub enum Attempt {
 pub fn verify(token: &str, key: &DecodingKey, validation: &Validation) -> Attempt {
     match jsonwebtoken::decode::<Value>(token, key, validation) {
         Ok(data) => match data.claims.get("sub").and_then(Value::as_str).map(str::trim) {
-            Some(sub) if !sub.is_empty() => Attempt::Accepted(sub.to_string()),
+            Some(sub) if !sub.is_empty() => Attempt::Accepted(sub.to_string(), data.claims),
             _ => Attempt::Rejected(AuthError::MissingClaim("sub")),
         },
         Err(e) => match e.into_kind() {

@@ -1,5 +1,8 @@
 //! `GET /api/ap/chats` and `GET /api/ap/chat` (contract `http-api.md` §3–§4, replay per
 //! `sse-events.md` §9 with the ids the live stream used).
+//!
+//! With auth on, a caller lists and reads only the chats [`may_access`] allows; another user's
+//! chat answers exactly like a chat that does not exist (404 `chat not found`).
 
 use std::collections::HashMap;
 
@@ -13,6 +16,7 @@ use agw_protocol::replay::{chat_references, raw_messages, replay_chat};
 use agw_protocol::request::Reference;
 
 use super::HandlerResult;
+use crate::auth::{Principal, may_access};
 use crate::envelope::{ApiError, success};
 use crate::state::AppState;
 
@@ -25,9 +29,10 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     tokio::task::spawn_blocking(f).await.map_err(memory_error)
 }
 
-pub async fn list(state: &AppState) -> HandlerResult {
+pub async fn list(state: &AppState, principal: Option<&Principal>) -> HandlerResult {
     let store = state.chats.clone();
-    let chats = blocking(move || store.list_chats()).await?.map_err(memory_error)?;
+    let mut chats = blocking(move || store.list_chats()).await?.map_err(memory_error)?;
+    chats.retain(|chat| may_access(principal, chat.owner.as_ref()));
     Ok(success(&chats))
 }
 
@@ -51,7 +56,11 @@ fn parse_bool(name: &str, value: &str) -> Result<bool, ApiError> {
     }
 }
 
-pub async fn detail(state: &AppState, params: &HashMap<String, String>) -> HandlerResult {
+pub async fn detail(
+    state: &AppState,
+    params: &HashMap<String, String>,
+    principal: Option<&Principal>,
+) -> HandlerResult {
     if params.contains_key("includeEvents") {
         return Err(ApiError::bad_request(
             "includeEvents is deprecated; use includeRawMessages=true to include messages",
@@ -65,11 +74,16 @@ pub async fn detail(state: &AppState, params: &HashMap<String, String>) -> Handl
     };
     let store = state.chats.clone();
     let id = chat_id.clone();
+    let caller = principal.cloned();
     let (summary, exists, lines) = blocking(move || {
         let summary = store.get_chat(&id)?;
         let exists = summary.is_some() || store.chat_exists(&id)?;
-        let lines = if exists { store.read_lines(&id)? } else { Vec::new() };
-        Ok::<_, agw_memory::MemoryError>((summary, exists, lines))
+        // A chat known only by its history file has no owner.
+        let owner = summary.as_ref().and_then(|s| s.owner.as_ref());
+        let visible = exists && may_access(caller.as_ref(), owner);
+        // Another user's history is not even read.
+        let lines = if visible { store.read_lines(&id)? } else { Vec::new() };
+        Ok::<_, agw_memory::MemoryError>((summary, visible, lines))
     })
     .await?
     .map_err(memory_error)?;

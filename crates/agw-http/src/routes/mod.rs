@@ -80,13 +80,16 @@ async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> 
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let params = query_params(&req);
+    // The verified caller (`None` without auth): chats and runs are checked against it.
+    let principal = req.extensions().get::<auth::Principal>().cloned();
+    let principal = principal.as_ref();
     let result = match (&method, path.as_str()) {
         (&Method::POST, "/api/ap/query") => query::query(state, req).await,
         (&Method::POST, "/api/ap/submit") => submit::submit(&state, req).await,
         (&Method::GET, "/api/ap/agents") => agents::list(&state, &params),
         (&Method::GET, "/api/ap/agent") => agents::detail(&state, &params),
-        (&Method::GET, "/api/ap/chats") => chats::list(&state).await,
-        (&Method::GET, "/api/ap/chat") => chats::detail(&state, &params).await,
+        (&Method::GET, "/api/ap/chats") => chats::list(&state, principal).await,
+        (&Method::GET, "/api/ap/chat") => chats::detail(&state, &params, principal).await,
         (&Method::GET, "/api/ap/viewport") => viewport::get(&state, &params),
         (&Method::GET, "/healthz") => Ok(ops::healthz()),
         (&Method::GET, "/readyz") => Ok(ops::readyz(&state)),

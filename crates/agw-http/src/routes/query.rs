@@ -1,4 +1,7 @@
 //! `POST /api/ap/query`: validate, resolve, then stream the run as SSE (contract `http-api.md` §5).
+//!
+//! With auth on, a query into an existing chat the caller may not access answers 404 `chat not
+//! found` before anything streams; a new chat and its runs belong to the caller.
 
 use std::sync::Arc;
 
@@ -16,6 +19,7 @@ use agw_protocol::request::QueryRequest;
 use agw_protocol::{Assembler, ErrorCode, RunErrorInfo, SystemClock, ids};
 
 use super::HandlerResult;
+use crate::auth::{Principal, may_access};
 use crate::body::{RequestBody, SseBody};
 use crate::envelope::ApiError;
 use crate::sink::{Persistence, SseSink};
@@ -52,18 +56,22 @@ fn resolve_agent(state: &AppState, requested: Option<&str>) -> Result<Arc<AgentD
 }
 
 pub async fn query(state: AppState, req: Request<RequestBody>) -> HandlerResult {
+    let principal = req.extensions().get::<Principal>().cloned();
     let body = read_body(req, state.settings.max_request_bytes).await?;
     let request = QueryRequest::from_json(&body).map_err(|e| ApiError::bad_request(e.to_string()))?;
     request.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
     let agent = resolve_agent(&state, request.agent_key.as_deref())?;
-    let chat_id =
-        request.canonical_chat_id().map_err(|e| ApiError::bad_request(e.to_string()))?.unwrap_or_else(ids::new_chat_id);
+    let given = request.canonical_chat_id().map_err(|e| ApiError::bad_request(e.to_string()))?;
+    if let Some(chat_id) = &given {
+        check_chat_access(&state, principal.as_ref(), chat_id).await?;
+    }
+    let chat_id = given.unwrap_or_else(ids::new_chat_id);
     let run_id = ids::new_run_id();
 
     let (tx, rx) = mpsc::channel(FRAME_CHANNEL_CAPACITY);
     let span = tracing::info_span!("run", runId = %run_id, chatId = %chat_id, agentKey = %agent.key);
     let heartbeat = state.settings.heartbeat_interval;
-    tokio::spawn(drive_run(state, agent, request, run_id, chat_id, tx).instrument(span));
+    tokio::spawn(drive_run(state, agent, request, run_id, chat_id, principal, tx).instrument(span));
 
     let mut resp = Response::new(BodyExt::boxed_unsync(SseBody::new(rx, heartbeat)));
     *resp.status_mut() = StatusCode::OK;
@@ -73,6 +81,33 @@ pub async fn query(state: AppState, req: Request<RequestBody>) -> HandlerResult 
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, no-transform"));
     h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive"));
     Ok(resp)
+}
+
+/// An existing chat the caller may not access is answered like a missing one would be on
+/// `GET /api/ap/chat` (404), before the stream starts. The upsert of the run re-checks under the
+/// index lock, so a chat created meanwhile is not taken over either.
+async fn check_chat_access(state: &AppState, principal: Option<&Principal>, chat_id: &str) -> Result<(), ApiError> {
+    if principal.is_none() || !state.settings.memory_enabled {
+        return Ok(());
+    }
+    let store = state.chats.clone();
+    let id = chat_id.to_string();
+    let owner = tokio::task::spawn_blocking(move || store.chat_owner(&id))
+        .await
+        .map_err(|e| ApiError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            msg: format!("chat memory task failed: {e}"),
+        })?
+        .map_err(|e| {
+            tracing::error!(error = %e, "chat memory read failed");
+            ApiError { status: StatusCode::INTERNAL_SERVER_ERROR, msg: "chat memory unavailable".into() }
+        })?;
+    match owner {
+        Some(owner) if !may_access(principal, owner.as_ref()) => {
+            Err(ApiError::not_found(format!("chat not found: {chat_id}")))
+        }
+        _ => Ok(()),
+    }
 }
 
 fn count_outcome(outcome: &'static str, code: &str) {
@@ -87,19 +122,34 @@ struct Prepared {
     plan: Option<PlanSnapshot>,
 }
 
-async fn prepare(state: &AppState, agent: &AgentDefinition, chat_id: &str, message: &str) -> Result<Prepared, String> {
+async fn prepare(
+    state: &AppState,
+    agent: &AgentDefinition,
+    chat_id: &str,
+    message: &str,
+    principal: Option<&Principal>,
+) -> Result<Prepared, String> {
     let store = state.chats.clone();
     let (chat, message, key, name) = (chat_id.to_string(), message.to_string(), agent.key.clone(), agent.name.clone());
+    let caller = principal.cloned();
     let now = now_ms();
     let result = tokio::task::spawn_blocking(move || {
-        let upsert = store.upsert_chat(&chat, &message, Some(&key), Some(&name), now)?;
+        let owner = caller.as_ref().map(Principal::owner);
+        let permit = |chat_owner: Option<&agw_memory::Owner>| may_access(caller.as_ref(), chat_owner);
+        let Some(upsert) =
+            store.upsert_owned_chat(&chat, &message, Some(&key), Some(&name), owner.as_ref(), &permit, now)?
+        else {
+            return Ok(None);
+        };
         let context = store.run_context(&chat)?;
-        Ok::<_, agw_memory::MemoryError>((upsert, context, chat))
+        Ok::<_, agw_memory::MemoryError>(Some((upsert, context, chat)))
     })
     .await
     .map_err(|e| format!("chat memory task failed: {e}"))?;
     match result {
-        Ok((upsert, context, chat_id)) => Ok(Prepared {
+        // Taken between the check of the request and this upsert: still not the caller's.
+        Ok(None) => Err(format!("chat not found: {chat_id}")),
+        Ok(Some((upsert, context, chat_id))) => Ok(Prepared {
             chat_name: upsert.chat_name.clone(),
             chat_start: upsert.created.then_some(ChatStart { chat_id, chat_name: upsert.chat_name }),
             history: context.history,
@@ -155,15 +205,17 @@ async fn drive_run(
     request: QueryRequest,
     run_id: String,
     chat_id: String,
+    principal: Option<Principal>,
     tx: mpsc::Sender<Bytes>,
 ) {
-    // Registered for the run's whole life: graceful shutdown waits for it.
-    let _guard = state.runs.enter();
+    // Registered for the run's whole life, with its owner: graceful shutdown waits for it, and
+    // submits (later attach/steer/interrupt) are checked against the owner.
+    let _guard = state.runs.enter_run(&run_id, principal.as_ref().map(Principal::owner));
     tracing::info!("run started");
     let message = request.message.clone().unwrap_or_default();
     let memory = state.settings.memory_enabled;
     let prepared = if memory {
-        prepare(&state, &agent, &chat_id, &message).await
+        prepare(&state, &agent, &chat_id, &message, principal.as_ref()).await
     } else {
         Ok(stateless(&request, &chat_id, &message))
     };

@@ -1,4 +1,8 @@
 //! `POST /api/ap/submit`: a person answers a waiting frontend tool (contract `http-api.md` §6).
+//!
+//! With auth on, only the run's owner (or the operator) can answer it. Anyone else gets the
+//! answer of a key nothing waits under — `unmatched`, the same as for a run that does not exist —
+//! and the waiting tool is not touched.
 
 use http::Request;
 use serde_json::json;
@@ -8,15 +12,26 @@ use agw_protocol::request::SubmitRequest;
 
 use super::HandlerResult;
 use super::query::read_body;
+use crate::auth::{Principal, may_access};
 use crate::body::RequestBody;
 use crate::envelope::{ApiError, success};
 use crate::state::AppState;
 
 pub async fn submit(state: &AppState, req: Request<RequestBody>) -> HandlerResult {
+    let principal = req.extensions().get::<Principal>().cloned();
     let body = read_body(req, state.settings.max_request_bytes).await?;
     let submit = SubmitRequest::from_json(&body).map_err(|e| ApiError::bad_request(e.to_string()))?;
     submit.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let status = state.submits.submit(&submit.run_id, &submit.tool_id, submit.params.clone());
+    // No such run: nothing can be waiting, but without auth the waiters alone decide (as before).
+    let permitted = match state.runs.owner(&submit.run_id) {
+        Some(owner) => may_access(principal.as_ref(), owner.as_ref()),
+        None => principal.is_none(),
+    };
+    let status = if permitted {
+        state.submits.submit(&submit.run_id, &submit.tool_id, submit.params.clone())
+    } else {
+        SubmitStatus::Unmatched
+    };
     let (run_id, tool_id) = (&submit.run_id, &submit.tool_id);
     let data = match status {
         SubmitStatus::Accepted => json!({

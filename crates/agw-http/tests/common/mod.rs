@@ -85,6 +85,8 @@ impl Gateway {
             ("MEMORY_CHAT_DIR".into(), agents_dir.join("chats").display().to_string()),
             ("AGENT_DATA_EXTERNAL_DIR".into(), agents_dir.join("data").display().to_string()),
             ("MEMORY_CHAT_FSYNC".into(), "never".into()),
+            // `_bash_` works in a directory of the test's own, not in the crate directory.
+            ("AGENT_BASH_WORKING_DIRECTORY".into(), agents_dir.join("bash").display().to_string()),
             // Tests choose their own agents; no bundled demos copied next to them.
             ("AGW_RESOURCES_SYNC_BUNDLED".into(), "false".into()),
         ];

@@ -1,6 +1,13 @@
 //! `agent_file_create` (tools-skills-viewports.md §4.7): writes an agent definition into the agents
 //! directory, where the catalog's watcher picks it up.
 //!
+//! Agent definitions are operator configuration, and the model is not the operator: a created
+//! agent may only be given the tools and skills on the operator's allow-lists (by default the
+//! shipped harmless tools, no skills; never `_bash_`, `_skill_run_script_` or `agent_file_create`
+//! unless configured), and an existing or bundled agent — the calling agent itself included — is
+//! never replaced unless the operator allows it. A refusal is a result the model can read, naming
+//! what was refused (docs/security.md, "Agents cannot promote themselves").
+//!
 //! It must never write outside the agents directory: the key is restricted to `[A-Za-z0-9_-]`, and
 //! the file is written to a temporary name and renamed into place, so an existing symlink named
 //! `<key>.json` is replaced rather than followed. Unlike the reference, the written definition is
@@ -9,6 +16,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::future::BoxFuture;
@@ -26,13 +34,66 @@ const DEFAULT_DESCRIPTION: &str = "Agent created by demoAgentCreator";
 const DEFAULT_PROVIDER_KEY: &str = "bailian";
 const DEFAULT_MODEL: &str = "qwen3-max";
 
-/// Where `agent_file_create` writes and what it writes by default.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The tools a created agent may be given when the operator configured none: the shipped tools
+/// that run no program, write nothing and reach nothing outside the gateway. Not `_bash_`,
+/// `_skill_run_script_` or `agent_file_create`, nor any tool added later.
+pub const DEFAULT_GRANTABLE_TOOLS: [&str; 14] = [
+    "_plan_add_tasks_",
+    "_plan_get_tasks_",
+    "_plan_update_task_",
+    "city_datetime",
+    "confirm_dialog",
+    "launch_fireworks",
+    "mock_city_weather",
+    "mock_logistics_status",
+    "mock_ops_runbook",
+    "mock_sensitive_data_detector",
+    "mock_todo_tasks",
+    "mock_transport_schedule",
+    "show_modal",
+    "switch_theme",
+];
+
+/// Answers whether an agent with this key is loaded (ASCII case ignored), so that a new file can
+/// neither replace nor shadow it.
+#[derive(Clone)]
+pub struct AgentLookup(Arc<dyn Fn(&str) -> bool + Send + Sync>);
+
+impl AgentLookup {
+    pub fn new(exists: impl Fn(&str) -> bool + Send + Sync + 'static) -> AgentLookup {
+        AgentLookup(Arc::new(exists))
+    }
+
+    fn exists(&self, key: &str) -> bool {
+        (self.0)(key)
+    }
+}
+
+impl std::fmt::Debug for AgentLookup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AgentLookup")
+    }
+}
+
+/// Where `agent_file_create` writes, what it writes by default, and what it may grant.
+#[derive(Debug, Clone)]
 pub struct AgentFileCreateConfig {
     /// The agents directory (`agent.catalog.external-dir`); created if missing.
     pub agents_dir: PathBuf,
     /// `agent.tools.agent-file-create.default-system-prompt`.
     pub default_system_prompt: String,
+    /// Tool names (any kind, lower-case) a created agent may list
+    /// (`agw.tools.agent-file-create.allowed-tools`).
+    pub allowed_tools: Vec<String>,
+    /// Skill ids (lower-case) a created agent may list (`agw.tools.agent-file-create.allowed-skills`).
+    pub allowed_skills: Vec<String>,
+    /// Whether an existing or bundled agent may be replaced
+    /// (`agw.tools.agent-file-create.allow-overwrite`).
+    pub allow_overwrite: bool,
+    /// Keys that count as existing even without a file: the bundled agents.
+    pub protected_keys: Vec<String>,
+    /// The loaded agents (a key may live in a file of another name).
+    pub existing_agents: Option<AgentLookup>,
 }
 
 impl Default for AgentFileCreateConfig {
@@ -40,6 +101,11 @@ impl Default for AgentFileCreateConfig {
         AgentFileCreateConfig {
             agents_dir: PathBuf::from("agents"),
             default_system_prompt: DEFAULT_AGENT_SYSTEM_PROMPT.to_owned(),
+            allowed_tools: DEFAULT_GRANTABLE_TOOLS.iter().map(|t| (*t).to_owned()).collect(),
+            allowed_skills: Vec::new(),
+            allow_overwrite: false,
+            protected_keys: Vec::new(),
+            existing_agents: None,
         }
     }
 }
@@ -58,9 +124,23 @@ impl AgentFileCreate {
     /// Validates, builds and writes the agent file; returns the result object (ok or not).
     fn create(config: &AgentFileCreateConfig, arguments: &Value) -> Value {
         let agents_dir = std::path::absolute(&config.agents_dir).unwrap_or_else(|_| config.agents_dir.clone());
-        let outcome = build_definition(arguments, &config.default_system_prompt).and_then(|(key, definition)| {
-            write_definition(&agents_dir, &key, &definition).map(|w| (key, definition, w))
-        });
+        let (key, definition) = match build_definition(arguments, &config.default_system_prompt) {
+            Ok(built) => built,
+            Err(message) => return failure(&agents_dir, message, None),
+        };
+        let refused = refused_grants(config, &definition);
+        if !refused.is_empty() {
+            return failure(&agents_dir, refused.message(config), Some(refused.to_json()));
+        }
+        if !config.allow_overwrite && exists(config, &agents_dir, &key) {
+            let message = format!(
+                "Agent already exists: {key}. agent_file_create never replaces an existing or bundled agent \
+                 (operator setting agw.tools.agent-file-create.allow-overwrite). Choose another key."
+            );
+            return failure(&agents_dir, message, Some(json!({ "overwrite": key })));
+        }
+        let outcome =
+            write_definition(&agents_dir, &key, &definition, config.allow_overwrite).map(|w| (key, definition, w));
         match outcome {
             Ok((key, definition, written)) => json!({
                 "tool": NAME,
@@ -72,14 +152,109 @@ impl AgentFileCreate {
                 "file": written.file.display().to_string(),
                 "config": definition,
             }),
-            Err(message) => json!({
-                "tool": NAME,
-                "agentsDir": agents_dir.display().to_string(),
-                "ok": false,
-                "error": message,
-            }),
+            Err(message) => failure(&agents_dir, message, None),
         }
     }
+}
+
+/// The failure object of §4.7, plus what was refused when a rule of the operator said no.
+fn failure(agents_dir: &Path, message: String, refused: Option<Value>) -> Value {
+    let mut out = json!({
+        "tool": NAME,
+        "agentsDir": agents_dir.display().to_string(),
+        "ok": false,
+        "error": message,
+    });
+    if let Some(refused) = refused {
+        out["refused"] = refused;
+    }
+    out
+}
+
+/// Tools and skills a definition lists that the operator does not let this tool grant.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Refused {
+    tools: Vec<String>,
+    skills: Vec<String>,
+}
+
+impl Refused {
+    fn is_empty(&self) -> bool {
+        self.tools.is_empty() && self.skills.is_empty()
+    }
+
+    fn to_json(&self) -> Value {
+        json!({ "tools": self.tools, "skills": self.skills })
+    }
+
+    fn message(&self, config: &AgentFileCreateConfig) -> String {
+        let list = |items: &[String]| if items.is_empty() { "none".to_owned() } else { items.join(", ") };
+        let mut what = Vec::new();
+        if !self.tools.is_empty() {
+            what.push(format!("tools {}", self.tools.join(", ")));
+        }
+        if !self.skills.is_empty() {
+            what.push(format!("skills {}", self.skills.join(", ")));
+        }
+        format!(
+            "Not allowed to grant {}. agent_file_create may only give an agent the tools and skills the operator \
+             allows (agw.tools.agent-file-create.allowed-tools / allowed-skills). Allowed tools: {}. Allowed skills: {}. \
+             Create the agent without them, or ask the operator.",
+            what.join("; "),
+            list(&config.allowed_tools),
+            list(&config.allowed_skills),
+        )
+    }
+}
+
+/// Every tool and skill the definition would grant, wherever it is listed: the top-level and
+/// every stage `toolConfig` (backends, frontends, actions), `skills` and `skillConfig.skills` —
+/// searched through the whole object, so a grant cannot hide in a block this builder does not
+/// write today.
+fn refused_grants(config: &AgentFileCreateConfig, definition: &Value) -> Refused {
+    fn walk(value: &Value, tools: &mut Vec<String>, skills: &mut Vec<String>) {
+        let Some(object) = value.as_object() else { return };
+        for (key, child) in object {
+            match key.as_str() {
+                "toolConfig" => {
+                    for list in ["backends", "frontends", "actions"] {
+                        tools.extend(name_list(child.get(list), true));
+                    }
+                }
+                "skills" => skills.extend(name_list(Some(child), true)),
+                _ => walk(child, tools, skills),
+            }
+        }
+    }
+    let (mut tools, mut skills) = (Vec::new(), Vec::new());
+    walk(definition, &mut tools, &mut skills);
+    let allowed = |list: &[String], name: &String| list.iter().any(|a| a.trim().eq_ignore_ascii_case(name));
+    let mut refused = Refused::default();
+    for tool in tools {
+        if !allowed(&config.allowed_tools, &tool) && !refused.tools.contains(&tool) {
+            refused.tools.push(tool);
+        }
+    }
+    for skill in skills {
+        if !allowed(&config.allowed_skills, &skill) && !refused.skills.contains(&skill) {
+            refused.skills.push(skill);
+        }
+    }
+    refused
+}
+
+/// Whether `key` names an agent already: a file of that name (ASCII case ignored: on some file
+/// systems it is the same file), a loaded agent (its file may have another name), or a bundled one.
+fn exists(config: &AgentFileCreateConfig, agents_dir: &Path, key: &str) -> bool {
+    let file_name = format!("{key}.json");
+    let same_file = std::fs::read_dir(agents_dir).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|entry| entry.file_name().to_str().is_some_and(|name| name.eq_ignore_ascii_case(&file_name)))
+    });
+    same_file
+        || config.protected_keys.iter().any(|k| k.eq_ignore_ascii_case(key))
+        || config.existing_agents.as_ref().is_some_and(|agents| agents.exists(key))
 }
 
 impl Tool for AgentFileCreate {
@@ -338,7 +513,9 @@ struct Written {
     existed: bool,
 }
 
-fn write_definition(agents_dir: &Path, key: &str, definition: &Value) -> Result<Written, String> {
+/// Writes `<key>.json` through a temporary sibling: renamed over the target when replacing is
+/// allowed, else hard-linked into place, which fails atomically when the name exists meanwhile.
+fn write_definition(agents_dir: &Path, key: &str, definition: &Value, replace: bool) -> Result<Written, String> {
     std::fs::create_dir_all(agents_dir).map_err(|e| format!("Write failed: {e}"))?;
     let dir = agents_dir.canonicalize().map_err(|e| format!("Write failed: {e}"))?;
     let file = dir.join(format!("{key}.json"));
@@ -356,12 +533,18 @@ fn write_definition(agents_dir: &Path, key: &str, definition: &Value) -> Result<
         .create_new(true)
         .open(&temp)
         .and_then(|mut f| f.write_all(text.as_bytes()).and_then(|()| f.sync_all()))
-        .and_then(|()| std::fs::rename(&temp, &file));
-    if let Err(e) = result {
+        .and_then(|()| if replace { std::fs::rename(&temp, &file) } else { std::fs::hard_link(&temp, &file) });
+    if !replace || result.is_err() {
         let _ = std::fs::remove_file(&temp);
-        return Err(format!("Write failed: {e}"));
     }
-    Ok(Written { dir, file, existed })
+    match result {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(format!(
+            "Agent already exists: {key}. agent_file_create never replaces an existing agent \
+             (operator setting agw.tools.agent-file-create.allow-overwrite). Choose another key."
+        )),
+        Err(e) => Err(format!("Write failed: {e}")),
+        Ok(()) => Ok(Written { dir, file, existed }),
+    }
 }
 
 /// Two-space indentation with `"key" : value`, as the reference writes it, plus a final newline.

@@ -13,8 +13,12 @@ mod plan;
 
 use std::sync::Arc;
 
-pub use agent_file::{AgentFileCreate, AgentFileCreateConfig, DEFAULT_AGENT_SYSTEM_PROMPT};
-pub use bash::{BashConfig, BashTool, DEFAULT_ALLOWED_COMMANDS, DEFAULT_PATH_CHECKED_COMMANDS};
+pub use agent_file::{
+    AgentFileCreate, AgentFileCreateConfig, AgentLookup, DEFAULT_AGENT_SYSTEM_PROMPT, DEFAULT_GRANTABLE_TOOLS,
+};
+pub use bash::{
+    BashConfig, BashTool, DEFAULT_ALLOWED_COMMANDS, DEFAULT_PATH_CHECKED_COMMANDS, DEFAULT_WORKING_DIRECTORY,
+};
 pub use city_datetime::CityDatetime;
 pub use plan::{PLAN_CONTEXT_UNAVAILABLE, PlanTool};
 

@@ -7,6 +7,10 @@ use crate::sandbox::normalize;
 
 /// Commands `_bash_` may run when none are configured.
 pub const DEFAULT_ALLOWED_COMMANDS: [&str; 9] = ["ls", "pwd", "cat", "head", "tail", "top", "free", "df", "git"];
+/// The working directory when none is configured, relative to the process working directory. A
+/// directory of its own, never the process working directory itself: that one holds the chat
+/// files of every user (`./chats`), the agents and the data directory.
+pub const DEFAULT_WORKING_DIRECTORY: &str = "bash-workspace";
 /// Commands whose arguments must stay inside the allowed roots when none are configured.
 pub const DEFAULT_PATH_CHECKED_COMMANDS: [&str; 5] = ["ls", "cat", "head", "tail", "git"];
 
@@ -37,7 +41,8 @@ impl BashConfig {
     /// Builds the configuration from the settings' raw forms: every list entry may itself be
     /// comma-separated (`AGENT_BASH_ALLOWED_COMMANDS=ls,cat`); entries are trimmed and blanks
     /// dropped; an empty command list means the defaults. A blank or absent working directory is
-    /// the process working directory; relative paths are resolved against it.
+    /// [`DEFAULT_WORKING_DIRECTORY`]; relative paths are resolved against the process working
+    /// directory.
     pub fn from_lists<S: AsRef<str>>(
         working_directory: Option<&str>,
         allowed_paths: impl IntoIterator<Item = S>,
@@ -45,10 +50,8 @@ impl BashConfig {
         path_checked_commands: impl IntoIterator<Item = S>,
     ) -> BashConfig {
         let base = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-        let working_directory = match working_directory.map(str::trim).filter(|w| !w.is_empty()) {
-            Some(dir) => absolute(&base, Path::new(dir)),
-            None => normalize(&base),
-        };
+        let dir = working_directory.map(str::trim).filter(|w| !w.is_empty()).unwrap_or(DEFAULT_WORKING_DIRECTORY);
+        let working_directory = absolute(&base, Path::new(dir));
         let allowed_paths = split_list(allowed_paths).iter().map(|p| absolute(&base, Path::new(p))).collect();
         BashConfig {
             working_directory,
@@ -58,6 +61,18 @@ impl BashConfig {
             timeout: Duration::from_secs(5),
             output_cap_chars: 2000,
         }
+    }
+}
+
+impl BashConfig {
+    /// Creates the working directory when it is missing (owner-only on Unix: it is the agents'
+    /// workspace, not something other local users should read).
+    pub fn ensure_working_directory(&self) -> std::io::Result<()> {
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.create(&self.working_directory)
     }
 }
 
@@ -112,9 +127,13 @@ mod tests {
     }
 
     #[test]
-    fn blank_working_directory_is_the_process_directory() {
-        let config = BashConfig::from_lists(Some("  "), [""; 0], [""; 0], [""; 0]);
-        assert_eq!(config.working_directory, normalize(&std::env::current_dir().unwrap()));
+    fn blank_working_directory_is_the_dedicated_workspace() {
+        let cwd = std::env::current_dir().unwrap();
+        for given in [None, Some("  ")] {
+            let config = BashConfig::from_lists(given, [""; 0], [""; 0], [""; 0]);
+            assert_eq!(config.working_directory, normalize(&cwd.join(DEFAULT_WORKING_DIRECTORY)));
+            assert_ne!(config.working_directory, normalize(&cwd));
+        }
     }
 
     #[test]

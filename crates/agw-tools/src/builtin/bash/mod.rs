@@ -7,6 +7,7 @@
 //! [`process`].
 
 mod config;
+mod deny;
 mod glob;
 mod paths;
 mod policy;
@@ -17,7 +18,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-pub use config::{BashConfig, DEFAULT_ALLOWED_COMMANDS, DEFAULT_PATH_CHECKED_COMMANDS};
+pub use config::{BashConfig, DEFAULT_ALLOWED_COMMANDS, DEFAULT_PATH_CHECKED_COMMANDS, DEFAULT_WORKING_DIRECTORY};
 
 use super::{java_random::java_to_string, meta};
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
@@ -46,7 +47,15 @@ impl BashTool {
         // Path checks and glob expansion touch the file system; keep them off the async workers.
         let planned = tokio::task::spawn_blocking(move || {
             let roots = paths::Roots::new(&config.working_directory, &config.allowed_paths);
-            policy::plan(&command, &config, &roots)
+            let planned = policy::plan(&command, &config, &roots);
+            // The dedicated workspace is created on first use (an empty one is a fine root).
+            if planned.is_ok()
+                && !config.working_directory.exists()
+                && let Err(e) = config.ensure_working_directory()
+            {
+                tracing::warn!(dir = %config.working_directory.display(), error = %e, "cannot create the _bash_ working directory");
+            }
+            planned
         })
         .await
         .unwrap_or_else(|e| Err(format!("internal error while checking the command: {e}")));

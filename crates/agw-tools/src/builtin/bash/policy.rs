@@ -4,16 +4,21 @@
 //! Nothing here runs anything. The rules, in order:
 //! 1. no shell syntax at all (the command is never given to a shell, so it could only mislead);
 //! 2. split on whitespace; the first word must be in the allow-list, compared exactly;
-//! 3. `git` is limited to read-only subcommands and may not be pointed elsewhere or reconfigured;
+//! 3. `git` is limited to read-only subcommands in their reading forms and may not be pointed
+//!    elsewhere or reconfigured;
 //! 4. for path-checked commands every operand, every `--opt=value` value and every value glued to
 //!    a short option is resolved through symlinks and must lie inside an allowed root; globs are
-//!    expanded first, inside allowed existing directories only.
+//!    expanded first, inside allowed existing directories only;
+//! 5. the per-command deny table ([`deny`]) refuses options that run programs or write files,
+//!    whatever the allow-list says (after glob expansion, so a file named `-delete` cannot sneak in);
+//! 6. `git` runs only in a repository whose `.git` directory is the working directory's own
+//!    (it never looks above it: see [`super::process`] for the environment that enforces this).
 
 use std::path::Path;
 
 use super::config::BashConfig;
-use super::glob;
 use super::paths::Roots;
+use super::{deny, glob};
 
 /// What will be run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +96,13 @@ pub(crate) fn plan(command: &str, config: &BashConfig, roots: &Roots) -> Result<
         check_git(&args)?;
     }
     let args = if config.path_checked_commands.contains(&program) { check_paths(args, roots)? } else { args };
+    deny::check(&program, &args)?;
+    let args = if program == "git" {
+        check_git_repository(&args, roots)?;
+        harden_git(args)
+    } else {
+        args
+    };
     Ok(platform_variant(program, args))
 }
 
@@ -113,8 +125,14 @@ fn check_git(args: &[String]) -> Result<(), String> {
             GIT_SUBCOMMANDS.join(", ")
         ));
     }
+    let rest: Vec<&String> = words.collect();
+    match subcommand.as_str() {
+        "branch" => check_listing("branch", &rest, BRANCH_LISTING)?,
+        "tag" => check_listing("tag", &rest, TAG_LISTING)?,
+        _ => {}
+    }
     let mut options_end = false;
-    for word in words {
+    for word in rest {
         if word == "--" {
             options_end = true;
         } else if !options_end && word.starts_with('-') {
@@ -127,6 +145,137 @@ fn check_git(args: &[String]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The options of `git branch` / `git tag` that only list: `(spelling, takes a separate value)`.
+/// Everything else (`-d`, `-D`, `-m`, `-M`, `-c`, `-C`, `-f`, `-a`, `-s`, `-u`, `-v` of tag, which
+/// runs gpg, `--set-upstream-to`, `--edit-description`, …) creates, moves, deletes or signs refs.
+const BRANCH_LISTING: &[(&str, bool)] = &[
+    ("-l", false),
+    ("--list", false),
+    ("-a", false),
+    ("--all", false),
+    ("-r", false),
+    ("--remotes", false),
+    ("-v", false),
+    ("-vv", false),
+    ("--verbose", false),
+    ("-i", false),
+    ("--ignore-case", false),
+    ("--show-current", false),
+    ("--contains", true),
+    ("--no-contains", true),
+    ("--merged", true),
+    ("--no-merged", true),
+    ("--points-at", true),
+    ("--sort", true),
+    ("--format", true),
+    ("--color", false),
+    ("--no-color", false),
+    ("--column", false),
+    ("--no-column", false),
+    ("--abbrev", false),
+    ("--no-abbrev", false),
+    ("--omit-empty", false),
+];
+const TAG_LISTING: &[(&str, bool)] = &[
+    ("-l", false),
+    ("--list", false),
+    ("-n", false),
+    ("-i", false),
+    ("--ignore-case", false),
+    ("--contains", true),
+    ("--no-contains", true),
+    ("--merged", true),
+    ("--no-merged", true),
+    ("--points-at", true),
+    ("--sort", true),
+    ("--format", true),
+    ("--color", false),
+    ("--no-color", false),
+    ("--column", false),
+    ("--no-column", false),
+    ("--omit-empty", false),
+];
+
+/// `git branch` / `git tag` in their listing forms only: every option is a listing option, and a
+/// name (which would create a ref) is only accepted as a pattern after `-l`/`--list`.
+fn check_listing(subcommand: &str, args: &[&String], listing: &[(&str, bool)]) -> Result<(), String> {
+    let refused = |word: &str| {
+        Err(format!(
+            "git {subcommand} is allowed only for listing: {word} would create, rename, delete or sign a ref \
+             (use `git {subcommand} --list [pattern]`)"
+        ))
+    };
+    let lists = args.iter().any(|w| *w == "-l" || *w == "--list");
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        let (name, glued) = word.split_once('=').map_or((word.as_str(), false), |(name, _)| (name, true));
+        // `-n5` (tag: lines of the annotation) is `-n` with a glued count.
+        let name = if name.starts_with("-n") && name[2..].chars().all(|c| c.is_ascii_digit()) { "-n" } else { name };
+        if word.starts_with('-') && *word != "--" {
+            match listing.iter().find(|(option, _)| *option == name) {
+                Some((_, true)) if !glued => {
+                    // The value may be the next word (a commit); it is not a ref name to create.
+                    if words.clone().next().is_some_and(|next| !next.starts_with('-')) {
+                        words.next();
+                    }
+                }
+                Some(_) => {}
+                None => return refused(word),
+            }
+        } else if *word != "--" && !lists {
+            return refused(word);
+        }
+    }
+    Ok(())
+}
+
+/// §4.1 hardening: `git` must work on the working directory's own repository. The environment
+/// stops discovery at the root ([`super::process`]); here a `.git` that is not a plain directory
+/// inside the root (a symlink, or a `gitdir:` file of a worktree or submodule) is refused, as are
+/// repositories that borrow objects or refs from elsewhere (`objects/info/alternates`,
+/// `commondir`): each would let git read outside the root.
+fn check_git_repository(args: &[String], roots: &Roots) -> Result<(), String> {
+    let subcommand = args.iter().find(|a| !a.starts_with('-'));
+    let needs_repository = subcommand.is_some_and(|s| s != "version") && !args.iter().any(|a| a == "--no-index");
+    if !needs_repository {
+        return Ok(());
+    }
+    let dot_git = roots.working_directory().join(".git");
+    let Ok(meta) = dot_git.symlink_metadata() else {
+        return Err(format!(
+            "git: {} is not a git repository (git only works on a repository whose .git is in the working directory; it never looks above it)",
+            roots.working_directory().display()
+        ));
+    };
+    if !meta.is_dir() {
+        return Err(
+            "git: .git is not a directory inside the working directory (a link or a gitdir file points elsewhere)"
+                .to_owned(),
+        );
+    }
+    for borrowed in ["objects/info/alternates", "commondir"] {
+        if dot_git.join(borrowed).symlink_metadata().is_ok() {
+            return Err(format!("git: the repository reads from elsewhere (.git/{borrowed}); refused"));
+        }
+    }
+    Ok(())
+}
+
+/// Commands that show diffs never run external diff programs or text conversion filters a
+/// repository's attributes name.
+fn harden_git(mut args: Vec<String>) -> Vec<String> {
+    let Some(at) = args.iter().position(|a| !a.starts_with('-')) else { return args };
+    let extra: &[&str] = match args[at].as_str() {
+        "log" | "show" | "diff" => &["--no-ext-diff", "--no-textconv"],
+        "blame" | "grep" => &["--no-textconv"],
+        _ => &[],
+    };
+    for (i, option) in extra.iter().enumerate() {
+        args.insert(at + 1 + i, (*option).to_owned());
+    }
+    args
 }
 
 /// `--output`, `--output=x` and git's accepted abbreviations (`--out=x`); a short option anywhere in
@@ -243,6 +392,11 @@ fn platform_variant(program: String, args: Vec<String>) -> Invocation {
         ("top", true) if macos => (program, vec!["-l".to_owned(), "1".to_owned()]),
         ("top", true) => (program, vec!["-b".to_owned(), "-n".to_owned(), "1".to_owned()]),
         ("free", true) if macos => ("vm_stat".to_owned(), args),
+        // GNU sed refuses its e/r/w commands in sandbox mode: a second line of defence behind
+        // the script checks of the deny table.
+        ("sed", _) if cfg!(target_os = "linux") => {
+            (program, std::iter::once("--sandbox".to_owned()).chain(args).collect())
+        }
         _ => (program, args),
     };
     Invocation { program, args }
@@ -262,11 +416,17 @@ mod tests {
         plan(command, &config, &roots)
     }
 
+    /// Passes every check that does not depend on a repository being there (`/` has none).
+    fn passes(command: &str) -> bool {
+        plan_in_root(command).map_or_else(|e| e.starts_with("git: / is not a git repository"), |_| true)
+    }
+
     #[test]
     fn git_rules() {
-        assert!(plan_in_root("git log --oneline -n 3").is_ok());
-        assert!(plan_in_root("git --no-pager diff HEAD").is_ok());
+        assert!(passes("git log --oneline -n 3"));
+        assert!(passes("git --no-pager diff HEAD"));
         assert!(plan_in_root("git").is_ok());
+        assert!(plan_in_root("git version").is_ok());
         for (command, refusal) in [
             ("git -C /tmp status", "git option not allowed: -C"),
             ("git -c core.pager=x log", "git option not allowed: -c"),
@@ -284,10 +444,10 @@ mod tests {
             assert!(error.starts_with(refusal), "{command}: {error}");
         }
         assert!(plan_in_root("git log --out=x.txt").unwrap_err().starts_with("git option not allowed: --output"));
-        assert!(plan_in_root("git diff --output-indicator-new=+").is_ok());
+        assert!(passes("git diff --output-indicator-new=+"));
         assert!(plan_in_root("git grep -e x -- :(top)").unwrap_err().starts_with("git pathspec magic not allowed"));
         // `--` ends option parsing: what follows are paths, checked as such.
-        assert!(plan_in_root("git log -- -O").is_ok());
+        assert!(passes("git log -- -O"));
     }
 
     #[test]

@@ -50,6 +50,7 @@ pub(crate) async fn run(
         .env("GIT_PAGER", "cat")
         .env("GIT_EDITOR", "false")
         .env("GIT_TERMINAL_PROMPT", "0")
+        .envs(git_confinement(working_directory))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -77,6 +78,46 @@ pub(crate) async fn run(
         }
         Err(_elapsed) => Err(RunError::TimedOut),
     }
+}
+
+/// Keeps `git` on the working directory's own repository and away from programs a repository or
+/// user configuration could name: discovery stops at the working directory (its parent is a
+/// ceiling), no system or global configuration is read, and the configuration keys that run
+/// commands are overridden with the precedence of `-c` (which the model may not use itself).
+fn git_confinement(working_directory: &Path) -> Vec<(String, std::ffi::OsString)> {
+    // Git compares real paths: the parent of the real working directory, not of a link to it.
+    let real = working_directory.canonicalize().unwrap_or_else(|_| working_directory.to_path_buf());
+    let ceiling = real.parent().unwrap_or(&real).to_path_buf();
+    let mut env: Vec<(String, std::ffi::OsString)> = vec![
+        ("GIT_CEILING_DIRECTORIES".into(), ceiling.as_os_str().to_owned()),
+        ("GIT_DISCOVERY_ACROSS_FILESYSTEM".into(), "0".into()),
+        ("GIT_CONFIG_NOSYSTEM".into(), "1".into()),
+        ("GIT_CONFIG_GLOBAL".into(), "/dev/null".into()),
+        ("GIT_ATTR_NOSYSTEM".into(), "1".into()),
+        ("GIT_NO_REPLACE_OBJECTS".into(), "1".into()),
+        // Reading commands must not refresh and rewrite the index either.
+        ("GIT_OPTIONAL_LOCKS".into(), "0".into()),
+        ("GIT_PROTOCOL_FROM_USER".into(), "0".into()),
+        ("GIT_ALLOW_PROTOCOL".into(), "".into()),
+    ];
+    const OVERRIDES: [(&str, &str); 10] = [
+        ("core.fsmonitor", "false"),
+        ("core.pager", "cat"),
+        ("core.editor", "false"),
+        ("core.sshCommand", "false"),
+        ("core.hooksPath", "/dev/null"),
+        ("protocol.allow", "never"),
+        ("credential.helper", ""),
+        ("gpg.program", "false"),
+        ("gpg.ssh.program", "false"),
+        ("gpg.x509.program", "false"),
+    ];
+    env.push(("GIT_CONFIG_COUNT".into(), OVERRIDES.len().to_string().into()));
+    for (i, (key, value)) in OVERRIDES.iter().enumerate() {
+        env.push((format!("GIT_CONFIG_KEY_{i}"), (*key).into()));
+        env.push((format!("GIT_CONFIG_VALUE_{i}"), (*value).into()));
+    }
+    env
 }
 
 /// Marker appended to a stream cut at the character cap.

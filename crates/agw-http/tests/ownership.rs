@@ -1,0 +1,279 @@
+//! Per-user isolation over real HTTP (issue 22 item 3): with JWT auth on, chats and runs belong
+//! to the authenticated subject (and tenant); another user's chat is absent for everyone else —
+//! not listed, 404 to read or continue, `unmatched` to submit to — while the operator role sees
+//! all. Without auth nothing changes.
+
+mod common;
+
+use std::time::Duration;
+
+use agw_testkit::Transcript;
+use aws_lc_rs::encoding::AsDer;
+use aws_lc_rs::rand::SystemRandom;
+use aws_lc_rs::rsa::{KeyPair, KeySize};
+use aws_lc_rs::signature::{self, KeyPair as _};
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use common::{Gateway, LiveStream, oneshot_agent, read_stream};
+use serde_json::{Value, json};
+
+const OPERATOR_ROLE: &str = "agw-admin";
+
+/// An RSA key that signs test tokens (RS256) and whose public half the gateway trusts.
+struct Signer(KeyPair);
+
+impl Signer {
+    fn new() -> Self {
+        Signer(KeyPair::generate(KeySize::Rsa2048).expect("RSA key generation"))
+    }
+
+    fn public_pem(&self) -> String {
+        let der = self.0.public_key().as_der().expect("SPKI DER");
+        let b64 = STANDARD.encode(der.as_ref());
+        let lines: Vec<&str> = b64.as_bytes().chunks(64).map(|c| std::str::from_utf8(c).unwrap()).collect();
+        format!("-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----\n", lines.join("\n"))
+    }
+
+    /// A valid token for `sub` with `extra` claims.
+    fn token(&self, sub: &str, extra: Value) -> String {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        let mut claims = json!({"sub": sub, "iat": now, "exp": now + 300});
+        for (k, v) in extra.as_object().unwrap() {
+            claims[k] = v.clone();
+        }
+        let header = json!({"alg": "RS256", "typ": "JWT"});
+        let input =
+            format!("{}.{}", URL_SAFE_NO_PAD.encode(header.to_string()), URL_SAFE_NO_PAD.encode(claims.to_string()));
+        let mut sig = vec![0; self.0.public_modulus_len()];
+        self.0.sign(&signature::RSA_PKCS1_SHA256, &SystemRandom::new(), input.as_bytes(), &mut sig).expect("sign");
+        format!("{input}.{}", URL_SAFE_NO_PAD.encode(sig))
+    }
+}
+
+/// A gateway with auth on (local key) and an operator role, plus tokens for its users.
+struct Users {
+    gw: Gateway,
+    alice: String,
+    bob: String,
+    operator: String,
+}
+
+async fn gateway_with_users(extra_env: &[(&str, &str)], agents: &[(String, String)]) -> Users {
+    let signer = Signer::new();
+    let pem = signer.public_pem();
+    let mut env = vec![
+        ("SERVER_ADDRESS", "127.0.0.1"),
+        ("AGENT_AUTH_LOCAL_PUBLIC_KEY", pem.as_str()),
+        ("AGW_AUTH_OPERATOR_ROLE", OPERATOR_ROLE),
+    ];
+    env.extend_from_slice(extra_env);
+    let gw = Gateway::start(agents, &env).await;
+    gw.fixture.set_default(Transcript::openai_text(&["hello"]));
+    Users {
+        alice: signer.token("alice", json!({})),
+        bob: signer.token("bob", json!({"roles": ["user"]})),
+        operator: signer.token("ops", json!({"roles": ["user", OPERATOR_ROLE]})),
+        gw,
+    }
+}
+
+impl Users {
+    async fn query(&self, token: &str, body: &Value) -> reqwest::Response {
+        self.gw
+            .client
+            .post(format!("{}/api/ap/query", self.gw.base))
+            .bearer_auth(token)
+            .json(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// A whole run as `token`; the chat id it ran in.
+    async fn run(&self, token: &str, body: &Value) -> String {
+        let resp = self.query(token, body).await;
+        assert_eq!(resp.status(), 200);
+        let stream = read_stream(resp).await;
+        assert_eq!(stream.last()["type"], "run.complete", "{:?}", stream.types());
+        stream.of_type("run.start")[0]["chatId"].as_str().unwrap().to_string()
+    }
+
+    async fn get(&self, token: &str, path: &str) -> (u16, Value) {
+        let resp = self.gw.client.get(format!("{}{path}", self.gw.base)).bearer_auth(token).send().await.unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap())
+    }
+
+    async fn chat_ids(&self, token: &str) -> Vec<String> {
+        let (status, body) = self.get(token, "/api/ap/chats").await;
+        assert_eq!(status, 200, "{body}");
+        body["data"].as_array().unwrap().iter().map(|c| c["chatId"].as_str().unwrap().to_string()).collect()
+    }
+}
+
+const NEVER_CREATED: &str = "0b8f6a52-7c1e-4d3a-9f2b-5e6d7c8b9a01";
+
+#[tokio::test]
+async fn bob_cannot_list_read_or_continue_alices_chat() {
+    let users = gateway_with_users(&[], &[oneshot_agent("a", false, 5000)]).await;
+    let alices = users.run(&users.alice, &json!({"agentKey": "a", "message": "alice's secret plan"})).await;
+    let bobs = users.run(&users.bob, &json!({"agentKey": "a", "message": "bob's question"})).await;
+
+    assert_eq!(users.chat_ids(&users.alice).await, std::slice::from_ref(&alices));
+    assert_eq!(users.chat_ids(&users.bob).await, std::slice::from_ref(&bobs));
+
+    // Reading: the same 404 as for a chat that never existed; nothing of hers in the answer.
+    let (status, body) = users.get(&users.bob, &format!("/api/ap/chat?chatId={alices}")).await;
+    assert_eq!((status, body["msg"].as_str().unwrap()), (404, format!("chat not found: {alices}").as_str()));
+    assert!(!body.to_string().contains("secret plan"));
+    let (status, absent) = users.get(&users.bob, &format!("/api/ap/chat?chatId={NEVER_CREATED}")).await;
+    assert_eq!(status, 404);
+    assert_eq!(absent["data"], body["data"]);
+    let (status, own) = users.get(&users.alice, &format!("/api/ap/chat?chatId={alices}")).await;
+    assert_eq!(status, 200);
+    assert!(own.to_string().contains("secret plan"));
+
+    // Continuing: 404 before anything streams; the model is not called, her chat is unchanged.
+    let calls = users.gw.fixture.request_count();
+    let index_before = users.gw.state.chats.get_chat(&alices).unwrap().unwrap();
+    let resp = users.query(&users.bob, &json!({"agentKey": "a", "message": "tell me", "chatId": alices})).await;
+    assert_eq!(resp.status(), 404);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["msg"], format!("chat not found: {alices}"));
+    assert_eq!(users.gw.fixture.request_count(), calls, "no model call for a refused query");
+    assert_eq!(users.gw.state.chats.get_chat(&alices).unwrap().unwrap(), index_before);
+    let history = users.gw.state.chats.read_lines(&alices).unwrap();
+    assert_eq!(history.iter().filter(|l| l.to_json().unwrap().contains("tell me")).count(), 0);
+
+    // She still can.
+    assert_eq!(users.run(&users.alice, &json!({"agentKey": "a", "message": "more", "chatId": alices})).await, alices);
+}
+
+#[tokio::test]
+async fn bob_cannot_submit_to_alices_running_run() {
+    let ask = (
+        "ask.json".to_string(),
+        r#"{"key":"ask","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m"},
+            "toolConfig":{"frontends":["confirm_dialog"]},"react":{"systemPrompt":"You ask.","maxSteps":3}}"#
+            .to_string(),
+    );
+    let users = gateway_with_users(&[], &[ask]).await;
+    users.gw.fixture.on_stage(
+        "agent-react-step-1",
+        Transcript::openai_tool_call("call_fe", "confirm_dialog", &["{\"question\":\"Go?\"}"]),
+    );
+    users.gw.fixture.on_stage("agent-react-step-2", Transcript::openai_text(&["done"]));
+    let mut live = LiveStream::new(users.query(&users.alice, &json!({"agentKey": "ask", "message": "plan"})).await);
+    live.until(|e| e["type"] == "tool.end").await;
+    let run_id = live.seen.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_string();
+
+    let submit = |token: String, run: String| {
+        let request = users
+            .gw
+            .client
+            .post(format!("{}/api/ap/submit", users.gw.base))
+            .bearer_auth(token)
+            .json(&json!({"runId": run, "toolId": "call_fe", "params": {"selectedOption": "B"}}));
+        async move { request.send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    // Bob gets exactly what a submit to a run that does not exist gets: `unmatched`.
+    let bobs = submit(users.bob.clone(), run_id.clone()).await;
+    assert_eq!(bobs["data"]["status"], "unmatched", "{bobs}");
+    assert_eq!(bobs["data"]["detail"], format!("No pending frontend tool found for runId={run_id}, toolId=call_fe"));
+    let nobody = submit(users.bob.clone(), NEVER_CREATED.to_string()).await;
+    assert_eq!(nobody["data"]["status"], "unmatched");
+    // Alice's run is still waiting: bob's submit neither answered nor consumed it.
+    assert!(tokio::time::timeout(Duration::from_millis(200), live.next_event()).await.is_err());
+    let alices = submit(users.alice.clone(), run_id.clone()).await;
+    assert_eq!(alices["data"]["status"], "accepted", "{alices}");
+    let result = live.until(|e| e["type"] == "tool.result").await;
+    assert_eq!(result["result"], "{\"selectedOption\":\"B\"}");
+    assert_eq!(live.rest().await.last().unwrap()["type"], "run.complete");
+}
+
+#[tokio::test]
+async fn the_operator_role_sees_and_continues_every_chat() {
+    let users = gateway_with_users(&[], &[oneshot_agent("a", false, 5000)]).await;
+    let alices = users.run(&users.alice, &json!({"agentKey": "a", "message": "hers"})).await;
+    let bobs = users.run(&users.bob, &json!({"agentKey": "a", "message": "his"})).await;
+    let mut all = users.chat_ids(&users.operator).await;
+    all.sort();
+    let mut expected = vec![alices.clone(), bobs];
+    expected.sort();
+    assert_eq!(all, expected);
+    assert_eq!(users.get(&users.operator, &format!("/api/ap/chat?chatId={alices}")).await.0, 200);
+    // Continuing her chat does not make it the operator's: she still sees it, bob still does not.
+    users.run(&users.operator, &json!({"agentKey": "a", "message": "op", "chatId": alices})).await;
+    assert!(users.chat_ids(&users.alice).await.contains(&alices));
+    assert!(!users.chat_ids(&users.bob).await.contains(&alices));
+}
+
+#[tokio::test]
+async fn chats_made_without_auth_are_only_the_operators_once_auth_is_on() {
+    let users = gateway_with_users(&[], &[oneshot_agent("a", false, 5000)]).await;
+    // An ownerless chat, as a gateway without auth (or an older agw) left it.
+    users.gw.state.chats.upsert_chat(NEVER_CREATED, "from before", Some("a"), None, 1).unwrap();
+    assert!(users.chat_ids(&users.alice).await.is_empty());
+    assert_eq!(users.get(&users.alice, &format!("/api/ap/chat?chatId={NEVER_CREATED}")).await.0, 404);
+    let resp =
+        users.query(&users.alice, &json!({"agentKey": "a", "message": "mine now?", "chatId": NEVER_CREATED})).await;
+    assert_eq!(resp.status(), 404, "an ownerless chat cannot be claimed");
+    assert_eq!(users.chat_ids(&users.operator).await, [NEVER_CREATED]);
+    assert_eq!(users.get(&users.operator, &format!("/api/ap/chat?chatId={NEVER_CREATED}")).await.0, 200);
+}
+
+#[tokio::test]
+async fn the_same_subject_in_another_tenant_is_another_user() {
+    let signer = Signer::new();
+    let pem = signer.public_pem();
+    let gw = Gateway::start(
+        &[oneshot_agent("a", false, 5000)],
+        &[("SERVER_ADDRESS", "127.0.0.1"), ("AGENT_AUTH_LOCAL_PUBLIC_KEY", &pem), ("AGW_AUTH_TENANT_CLAIM", "org")],
+    )
+    .await;
+    gw.fixture.set_default(Transcript::openai_text(&["hello"]));
+    let (acme, globex) =
+        (signer.token("alice", json!({"org": "acme"})), signer.token("alice", json!({"org": "globex"})));
+    let resp = gw
+        .client
+        .post(format!("{}/api/ap/query", gw.base))
+        .bearer_auth(&acme)
+        .json(&json!({"agentKey":"a","message":"m"}))
+        .send()
+        .await
+        .unwrap();
+    let chat = read_stream(resp).await.of_type("run.start")[0]["chatId"].as_str().unwrap().to_string();
+    let list = |token: String| {
+        let request = gw.client.get(format!("{}/api/ap/chats", gw.base)).bearer_auth(token);
+        async move { request.send().await.unwrap().json::<Value>().await.unwrap()["data"].as_array().unwrap().len() }
+    };
+    assert_eq!(list(acme.clone()).await, 1);
+    assert_eq!(list(globex.clone()).await, 0);
+    let resp =
+        gw.client.get(format!("{}/api/ap/chat?chatId={chat}", gw.base)).bearer_auth(&globex).send().await.unwrap();
+    assert_eq!(resp.status(), 404);
+    // A token without the tenant claim is not a user of any tenant.
+    let resp = gw
+        .client
+        .get(format!("{}/api/ap/chats", gw.base))
+        .bearer_auth(signer.token("alice", json!({})))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 401);
+    assert_eq!(resp.json::<Value>().await.unwrap()["msg"], "unauthorized: missing tenant claim");
+}
+
+#[tokio::test]
+async fn without_auth_every_chat_is_the_single_users_and_nothing_new_is_stored() {
+    let gw = Gateway::start(&[oneshot_agent("a", false, 5000)], &[]).await;
+    gw.fixture.set_default(Transcript::openai_text(&["hello"]));
+    let stream = gw.run(&json!({"agentKey": "a", "message": "m"})).await;
+    let chat = stream.of_type("run.start")[0]["chatId"].as_str().unwrap().to_string();
+    let (status, list) = gw.get_json("/api/ap/chats").await;
+    assert_eq!((status, list["data"].as_array().unwrap().len()), (200, 1));
+    assert_eq!(gw.get_json(&format!("/api/ap/chat?chatId={chat}")).await.0, 200);
+    gw.run(&json!({"agentKey": "a", "message": "again", "chatId": chat})).await;
+    let index = std::fs::read_to_string(gw.agents_dir.join("chats/_chats.jsonl")).unwrap();
+    assert!(!index.contains("owner"), "auth off writes the contract's records only: {index}");
+}
