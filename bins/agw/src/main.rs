@@ -103,18 +103,18 @@ async fn serve(port: Option<u16>, config: Option<PathBuf>) -> anyhow::Result<()>
     let mut settings =
         agw_http::Settings::load(config.as_deref(), std::env::vars()).context("invalid configuration")?;
     if let Some(port) = port {
-        settings.port = port;
+        settings.server.port = port;
     }
-    agw_llm::interaction::configure(settings.interaction_log, settings.interaction_log_mask);
+    agw_llm::interaction::configure(settings.logging.interaction_log, settings.logging.mask_sensitive);
     agw_http::metrics::install();
-    let grace = settings.shutdown_grace;
+    let grace = settings.server.shutdown_grace;
     let state = agw_http::build_state(settings);
     // Watch the configured directories; dropped (stopped) when serve returns.
     let _reload =
         agw_http::reload::Reloader::new(state.clone(), agw_http::reload::watched_dirs(&state.settings)).start();
-    let server = agw_http::Server::bind(state.clone())
-        .await
-        .with_context(|| format!("cannot listen on {}:{}", state.settings.address, state.settings.port))?;
+    let server = agw_http::Server::bind(state.clone()).await.with_context(|| {
+        format!("cannot listen on {}:{}", state.settings.server.address, state.settings.server.port)
+    })?;
     let addr = server.local_addr()?;
     let auth = &state.settings.auth;
     if auth.enforced() {

@@ -35,7 +35,7 @@ impl std::fmt::Display for Finding {
 pub fn check(settings: &Settings) -> Vec<Finding> {
     // Checking must not write: no copying of bundled resources into the directories.
     let mut settings = settings.clone();
-    settings.sync_bundled = false;
+    settings.resources.sync_bundled = false;
     let state = crate::build_state(settings);
     let mut out = Vec::new();
     let mut error = |file: &str, message: String| {

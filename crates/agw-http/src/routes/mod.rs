@@ -81,7 +81,8 @@ async fn route(state: AppState, req: Request<Incoming>) -> Response<BoxBody> {
         (&Method::GET, "/metrics") => Ok(ops::metrics()),
         (&Method::GET, p) if p.starts_with("/api/ap/data/") => {
             let range = req.headers().get(header::RANGE).and_then(|v| v.to_str().ok()).map(str::to_string);
-            data::serve(&state.settings.data_dir, &p["/api/ap/data/".len()..], &params, range.as_deref()).await
+            data::serve(&state.settings.resources.data_dir, &p["/api/ap/data/".len()..], &params, range.as_deref())
+                .await
         }
         (_, p) if ROUTES.contains(&p) || p.starts_with("/api/ap/data/") => Err(ApiError::method_not_allowed()),
         _ => Err(ApiError::not_found(format!("no route for {path}"))),

@@ -53,7 +53,7 @@ fn resolve_agent(state: &AppState, requested: Option<&str>) -> Result<Arc<AgentD
 }
 
 pub async fn query(state: AppState, req: Request<Incoming>) -> HandlerResult {
-    let body = read_body(req, state.settings.max_request_bytes).await?;
+    let body = read_body(req, state.settings.server.max_request_bytes).await?;
     let request = QueryRequest::from_json(&body).map_err(|e| ApiError::bad_request(e.to_string()))?;
     request.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
     let agent = resolve_agent(&state, request.agent_key.as_deref())?;
@@ -63,7 +63,7 @@ pub async fn query(state: AppState, req: Request<Incoming>) -> HandlerResult {
 
     let (tx, rx) = mpsc::channel(FRAME_CHANNEL_CAPACITY);
     let span = tracing::info_span!("run", runId = %run_id, chatId = %chat_id, agentKey = %agent.key);
-    let heartbeat = state.settings.heartbeat_interval;
+    let heartbeat = state.settings.server.heartbeat_interval;
     tokio::spawn(drive_run(state, agent, request, run_id, chat_id, tx).instrument(span));
 
     let mut resp = Response::new(BodyExt::boxed_unsync(SseBody::new(rx, heartbeat)));
@@ -162,7 +162,7 @@ async fn drive_run(
     let _guard = state.runs.enter();
     tracing::info!("run started");
     let message = request.message.clone().unwrap_or_default();
-    let memory = state.settings.memory_enabled;
+    let memory = state.settings.memory.enabled;
     let prepared = if memory {
         prepare(&state, &agent, &chat_id, &message).await
     } else {

@@ -13,7 +13,7 @@ use crate::envelope::{ApiError, success};
 use crate::state::AppState;
 
 pub async fn submit(state: &AppState, req: Request<Incoming>) -> HandlerResult {
-    let body = read_body(req, state.settings.max_request_bytes).await?;
+    let body = read_body(req, state.settings.server.max_request_bytes).await?;
     let submit = SubmitRequest::from_json(&body).map_err(|e| ApiError::bad_request(e.to_string()))?;
     submit.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
     let status = state.submits.submit(&submit.run_id, &submit.tool_id, submit.params.clone());
