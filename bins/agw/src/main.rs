@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
-use agw_http::config::SETTINGS;
+use agw_http::config::table::{OTHER_ENV, PROVIDER_FIELDS, SETTINGS};
 
 #[derive(Parser)]
 #[command(
@@ -45,17 +45,33 @@ enum Command {
 
 fn settings_help() -> String {
     let mut s = String::from("Settings (environment variable overrides the config file property):\n");
-    for spec in SETTINGS {
+    for spec in SETTINGS.iter().filter(|s| !s.ignored) {
         let default = spec.default.map(|d| format!(" [default: {d}]")).unwrap_or_default();
         s.push_str(&format!("  {:<34} {:<36} {}{}\n", spec.env, spec.property, spec.help, default));
     }
-    s.push_str("  AGENT_PROVIDERS_<KEY>_BASE_URL | _API_KEY | _MODEL | _PROTOCOL   provider <key> ([agent.providers.<key>] base-url, api-key, model, protocol)\n");
+    let envs: Vec<&str> = PROVIDER_FIELDS.iter().map(|f| f.env_suffix).collect();
+    let keys: Vec<&str> = PROVIDER_FIELDS.iter().map(|f| f.key).collect();
+    s.push_str(&format!(
+        "  AGENT_PROVIDERS_<KEY>{}   provider <key> ([agent.providers.<key>] {})\n",
+        envs.join(" | "),
+        keys.join(", ")
+    ));
+    s.push_str("Accepted for compatibility, no effect:\n");
+    for spec in SETTINGS.iter().filter(|s| s.ignored) {
+        s.push_str(&format!("  {:<34} {:<36} {}\n", spec.env, spec.property, spec.help));
+    }
+    s.push_str(
+        "Unknown keys in the config file are errors; unknown AGENT_* / AGW_* / MEMORY_* variables are warnings.\n",
+    );
+    s.push_str("Other variables:\n");
+    for (name, what) in OTHER_ENV {
+        s.push_str(&format!("  {name:<34} {what}\n"));
+    }
     s.push_str(&format!(
         "JWT: {} only; exp required, nbf honoured, {} s clock leeway; sub non-blank; iss checked when agent.auth.issuer is set\n",
         agw_http::auth::RSA_ALGORITHMS.map(|a| format!("{a:?}")).join("/"),
         agw_http::auth::LEEWAY_SECS
     ));
-    s.push_str("Logging: AGW_LOG (or RUST_LOG), e.g. AGW_LOG=debug\n");
     s
 }
 
@@ -104,6 +120,9 @@ async fn serve(port: Option<u16>, config: Option<PathBuf>) -> anyhow::Result<()>
         agw_http::Settings::load(config.as_deref(), std::env::vars()).context("invalid configuration")?;
     if let Some(port) = port {
         settings.server.port = port;
+    }
+    for warning in &settings.warnings {
+        tracing::warn!("{warning}");
     }
     agw_llm::interaction::configure(settings.logging.interaction_log, settings.logging.mask_sensitive);
     agw_http::metrics::install();

@@ -4,6 +4,9 @@
 //! table path, mirroring `config.md`), its environment variable and its default. Loading,
 //! `--help` text and validation all read that table, so a setting cannot exist in one place and
 //! not the others. Each concern loads into its own typed section (one small module each).
+//!
+//! Typos are caught ([`unknown`]): a file key that names no setting refuses startup, an
+//! `AGENT_*` / `AGW_*` / `MEMORY_*` variable that names none is a [`ConfigWarning`].
 
 mod auth;
 mod cors;
@@ -16,6 +19,7 @@ mod server;
 mod source;
 pub mod table;
 mod tools;
+mod unknown;
 mod value;
 mod webhook;
 
@@ -31,6 +35,7 @@ pub use resources::{CatalogDir, ResourceSettings};
 pub use server::ServerSettings;
 pub use table::{PROVIDER_FIELDS, SETTINGS, SettingSpec};
 pub use tools::{BashSettings, ToolSettings};
+pub use unknown::UnknownName;
 pub use value::duration as parse_duration;
 
 use crate::auth::AuthSettings;
@@ -52,6 +57,38 @@ pub enum ConfigError {
     /// An `agent.auth.*` problem; the message names the settings involved (http-api.md §9).
     #[error("{message}")]
     Auth { message: String },
+    /// Keys of the config file that name no setting (one line each).
+    #[error("{}", unknown_keys(path, keys))]
+    UnknownKeys { path: String, keys: Vec<UnknownName> },
+}
+
+fn unknown_keys(path: &str, keys: &[UnknownName]) -> String {
+    let line = |k: &UnknownName| match &k.suggestion {
+        Some(s) => format!("unknown setting `{}` in {path}; did you mean `{s}`?", k.name),
+        None => format!("unknown setting `{}` in {path} (`agw serve --help` lists every setting)", k.name),
+    };
+    keys.iter().map(line).collect::<Vec<_>>().join("\n")
+}
+
+/// Something in the configuration that does not stop the server but is probably a mistake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigWarning {
+    /// An environment variable with a setting prefix that no setting reads: ignored.
+    UnknownVariable(UnknownName),
+}
+
+impl std::fmt::Display for ConfigWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigWarning::UnknownVariable(UnknownName { name, suggestion: Some(s) }) => {
+                write!(f, "unknown environment variable `{name}` ignored; did you mean `{s}`?")
+            }
+            ConfigWarning::UnknownVariable(UnknownName { name, suggestion: None }) => write!(
+                f,
+                "unknown environment variable `{name}` ignored: no agw setting is named like it (`agw serve --help` lists them)"
+            ),
+        }
+    }
 }
 
 /// Typed settings of the server, one section per concern.
@@ -68,6 +105,8 @@ pub struct Settings {
     pub logging: LoggingSettings,
     pub demo: DemoSettings,
     pub webhook: WebhookConfig,
+    /// Probable mistakes that did not stop loading: `serve` logs them, `agw check` lists them.
+    pub warnings: Vec<ConfigWarning>,
 }
 
 impl Settings {
@@ -78,13 +117,25 @@ impl Settings {
     ) -> Result<Self, ConfigError> {
         let table = match config_file {
             Some(path) => {
+                let path_text = path.display().to_string();
                 let text = std::fs::read_to_string(path)
-                    .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
-                text.parse::<toml::Table>()
-                    .map_err(|e| ConfigError::Toml { path: path.display().to_string(), message: e.to_string() })?
+                    .map_err(|source| ConfigError::Read { path: path_text.clone(), source })?;
+                let table = text
+                    .parse::<toml::Table>()
+                    .map_err(|e| ConfigError::Toml { path: path_text.clone(), message: e.to_string() })?;
+                let keys = unknown::file_keys(&table);
+                if !keys.is_empty() {
+                    return Err(ConfigError::UnknownKeys { path: path_text, keys });
+                }
+                table
             }
             None => toml::Table::new(),
         };
+        let env: Vec<(String, String)> = env.into_iter().collect();
+        let warnings = unknown::env_vars(env.iter().map(|(name, _)| name.as_str()))
+            .into_iter()
+            .map(ConfigWarning::UnknownVariable)
+            .collect();
         // Empty environment values count as unset (config.md §5).
         let env: HashMap<String, String> = env.into_iter().filter(|(_, v)| !v.trim().is_empty()).collect();
         let src = Source { table, env };
@@ -101,6 +152,7 @@ impl Settings {
             logging: logging::load(&src)?,
             demo: demo::load(&src)?,
             webhook: webhook::load(&src)?,
+            warnings,
         })
     }
 }

@@ -19,8 +19,18 @@ pub(super) fn load(src: &Source) -> Result<Vec<ProviderConfig>, ConfigError> {
             };
             let entry = merged.entry(key.trim().to_lowercase()).or_default();
             for field in PROVIDER_FIELDS {
-                if let Some(v) = fields.get(field.key).and_then(|v| v.as_str()) {
-                    entry.insert(field.key, v.to_string());
+                match fields.get(field.key) {
+                    None => {}
+                    Some(toml::Value::String(v)) => {
+                        entry.insert(field.key, v.clone());
+                    }
+                    // Silently ignoring `model = 3` would leave the provider half-configured.
+                    Some(_) => {
+                        return Err(ConfigError::Provider {
+                            key: key.clone(),
+                            message: format!("{} must be a string", field.key),
+                        });
+                    }
                 }
             }
         }

@@ -154,6 +154,10 @@ settings! {
             "delay between the demo model's chunks";
     }
     ignored {
+        MEMORY_CHAT_CHARSET: "memory.chat.charset" = Some("UTF-8"),
+            "accepted for compatibility; history is always UTF-8";
+        AGW_SSE_STREAM_TIMEOUT: "agw.sse.stream-timeout" = Some("5m"),
+            "accepted for compatibility; a client-side timeout of the reference's SSE SDK";
     }
 }
 
@@ -175,3 +179,25 @@ pub const PROVIDER_FIELDS: &[ProviderField] = &[
     ProviderField { key: "model", env_suffix: "_MODEL" },
     ProviderField { key: "protocol", env_suffix: "_PROTOCOL" },
 ];
+
+/// Variables with a setting prefix that agw reads but that are not settings (listed by
+/// `--help`, never reported as unknown).
+pub const OTHER_ENV: &[(&str, &str)] = &[
+    ("AGW_LOG", "log filter, e.g. info, debug, agw::llm=debug (RUST_LOG is read when it is unset)"),
+    ("AGW_CONFIG", "the TOML config file (--config)"),
+];
+
+/// Variables with a setting prefix that only the test suites read: a developer's shell may
+/// hold them, so they are not reported as unknown either.
+pub const TEST_ENV: &[&str] = &[
+    "AGW_SOAK_SECS",
+    "AGW_SOAK_CONCURRENCY",
+    "AGW_SOAK_KINDS",
+    "AGW_SOAK_CHATS",
+    "AGW_FUZZ_CASES",
+    "AGW_FUZZ_SEED",
+    "AGW_TEST_SECRET",
+];
+
+/// Environment prefixes whose unknown variables are reported (as warnings): likely typos.
+pub const CHECKED_ENV_PREFIXES: &[&str] = &["AGENT_", "AGW_", "MEMORY_"];

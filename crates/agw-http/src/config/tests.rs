@@ -176,3 +176,57 @@ fn overflowing_durations_name_the_setting() {
     let e = err(&[("AGW_AUTH_JWKS_REFETCH_INTERVAL", "9999999999999999h")]);
     assert!(e.contains("agw.auth.jwks-refetch-interval") && e.contains("too large"), "{e}");
 }
+
+/// A config file `agw.toml` in a fresh directory.
+fn config_file(tag: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("agw-config-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("agw.toml");
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+#[test]
+fn unknown_file_keys_refuse_to_load_naming_the_nearest_key() {
+    let file = config_file("typo", "[server]\nprot = 8081\n[agent.providers.bailian]\nbase_url = \"https://x\"\n");
+    let e = Settings::load(Some(&file), env(&[])).unwrap_err().to_string();
+    let path = file.display();
+    assert_eq!(
+        e,
+        format!(
+            "unknown setting `agent.providers.bailian.base_url` in {path}; did you mean `agent.providers.bailian.base-url`?\nunknown setting `server.prot` in {path}; did you mean `server.port`?"
+        )
+    );
+    // Settings the contract names but agw ignores are accepted.
+    let file = config_file("compat", "[memory.chat]\ncharset = \"UTF-8\"\n[agw.sse]\nstream-timeout = \"5m\"\n");
+    Settings::load(Some(&file), env(&[])).unwrap();
+    let file = config_file("provider-type", "[agent.providers.bailian]\nmodel = 3\n");
+    let e = Settings::load(Some(&file), env(&[])).unwrap_err().to_string();
+    assert_eq!(e, "provider bailian: model must be a string");
+    std::fs::remove_dir_all(file.parent().unwrap()).ok();
+}
+
+#[test]
+fn unknown_setting_variables_are_warnings() {
+    let s = Settings::load(
+        None,
+        env(&[
+            ("AGENT_PROVIDRES_X_BASE_URL", "https://x"),
+            ("AGENT_PROVIDERS_X_BASE_URL", "https://x"),
+            ("AGW_LOG", "debug"),
+            ("AGW_SOAK_SECS", "5"),
+            ("HOME", "/root"),
+            ("MEMORY_CHAT_KK", ""),
+        ]),
+    )
+    .unwrap();
+    let warnings: Vec<String> = s.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        warnings,
+        [
+            "unknown environment variable `AGENT_PROVIDRES_X_BASE_URL` ignored; did you mean `AGENT_PROVIDERS_X_BASE_URL`?",
+            "unknown environment variable `MEMORY_CHAT_KK` ignored; did you mean `MEMORY_CHAT_K`?",
+        ]
+    );
+    assert_eq!(s.providers.len(), 1, "the well-spelt provider variable is read");
+}
