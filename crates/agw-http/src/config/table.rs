@@ -71,8 +71,8 @@ settings! {
         AGENT_CORS_PATH_PATTERN: "agent.cors.path-pattern" = Some("/api/ap/**"),
             "paths CORS applies to (** any segments, * within one)";
         AGENT_CORS_ALLOWED_ORIGIN_PATTERNS: "agent.cors.allowed-origin-patterns"
-            = Some("http://localhost:*"),
-            "allowed Origin patterns, comma-separated; * matches anything, :[*] / :[80,8080] ports";
+            = Some("http://localhost:[*],http://127.0.0.1:[*],http://[::1]:[*]"),
+            "allowed Origin patterns, comma-separated; * matches anything, but a * port matches digits only; :[*] = optional port, :[80,8080] = listed ports";
         AGENT_CORS_ALLOWED_METHODS: "agent.cors.allowed-methods" = Some("GET,POST,PUT,PATCH,DELETE,OPTIONS"),
             "methods cross-origin requests may use (* = any)";
         AGENT_CORS_ALLOWED_HEADERS: "agent.cors.allowed-headers" = Some("*"),
