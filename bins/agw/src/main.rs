@@ -148,6 +148,10 @@ async fn serve(port: Option<u16>, config: Option<PathBuf>) -> anyhow::Result<()>
             "auth is not configured (no agent.auth.local-public-key or agent.auth.jwks-uri): serving without auth, listening on loopback only"
         );
     }
+    tracing::info!(
+        hosts = %state.settings.server.allowed_hosts.describe(),
+        "accepted Host values (server.allowed-hosts; others get 403)"
+    );
     // The integration tests read this line to find the port when started with --port 0.
     println!("agw listening on http://{addr}");
     tracing::info!(%addr, "agw listening");

@@ -5,15 +5,19 @@ use std::time::Duration;
 
 use super::source::Source;
 use super::table::{
-    AGW_SSE_HEARTBEAT_INTERVAL, SERVER_ADDRESS, SERVER_MAX_REQUEST_BYTES, SERVER_PORT, SERVER_SHUTDOWN_GRACE_MS,
+    AGW_SSE_HEARTBEAT_INTERVAL, SERVER_ADDRESS, SERVER_ALLOWED_HOSTS, SERVER_MAX_REQUEST_BYTES, SERVER_PORT,
+    SERVER_SHUTDOWN_GRACE_MS,
 };
 use super::{ConfigError, value};
 use crate::auth::AuthSettings;
+use crate::hosts::AllowedHosts;
 
 #[derive(Debug, Clone)]
 pub struct ServerSettings {
     pub port: u16,
     pub address: IpAddr,
+    /// `Host` / `:authority` values served; others get 403 (DNS rebinding).
+    pub allowed_hosts: AllowedHosts,
     pub max_request_bytes: usize,
     /// On SIGTERM/SIGINT, how long in-flight runs may finish.
     pub shutdown_grace: Duration,
@@ -38,9 +42,16 @@ pub(super) fn load(src: &Source, auth: &AuthSettings) -> Result<ServerSettings, 
             ),
         });
     }
+    let hosts = src.parse_opt(&SERVER_ALLOWED_HOSTS, value::list)?;
+    let allowed_hosts = AllowedHosts::new(hosts.as_deref(), address).map_err(|message| ConfigError::Invalid {
+        property: SERVER_ALLOWED_HOSTS.property,
+        env: SERVER_ALLOWED_HOSTS.env,
+        message,
+    })?;
     Ok(ServerSettings {
         port: src.parse(&SERVER_PORT, value::whole)?,
         address,
+        allowed_hosts,
         max_request_bytes: src.parse(&SERVER_MAX_REQUEST_BYTES, value::whole)?,
         shutdown_grace: src.parse(&SERVER_SHUTDOWN_GRACE_MS, value::millis)?,
         heartbeat_interval: src.parse(&AGW_SSE_HEARTBEAT_INTERVAL, value::duration)?,

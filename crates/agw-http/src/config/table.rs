@@ -52,6 +52,8 @@ settings! {
         SERVER_PORT: "server.port" = Some("8080"), "HTTP port";
         SERVER_ADDRESS: "server.address" = None,
             "listen address; default 0.0.0.0 when auth is enforced, else 127.0.0.1 (a non-loopback address without auth needs AGENT_AUTH_ENABLED=false)";
+        SERVER_ALLOWED_HOSTS: "server.allowed-hosts" = None,
+            "Host / :authority values accepted, comma-separated (name, name:port, *.domain, * = any); localhost, 127.0.0.1 and [::1] are always accepted; unset = only those when listening on a loopback address, any when listening elsewhere. Others get 403 (DNS rebinding)";
         SERVER_MAX_REQUEST_BYTES: "server.max-request-bytes" = Some("1048576"),
             "largest accepted request body; larger bodies get 413 before they are read";
         AGENT_AUTH_ENABLED: "agent.auth.enabled" = None,

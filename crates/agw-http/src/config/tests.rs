@@ -230,3 +230,21 @@ fn unknown_setting_variables_are_warnings() {
     );
     assert_eq!(s.providers.len(), 1, "the well-spelt provider variable is read");
 }
+
+#[test]
+fn allowed_hosts_default_to_loopback_names_on_loopback_and_any_elsewhere() {
+    use crate::hosts::AllowedHosts;
+    let s = Settings::load(None, env(&[])).unwrap();
+    assert_eq!(s.server.allowed_hosts, AllowedHosts::Only(Vec::new()));
+    assert!(s.server.allowed_hosts.allows("localhost:8080") && !s.server.allowed_hosts.allows("evil.example"));
+    let s = Settings::load(None, env(&[("AGENT_AUTH_ENABLED", "false"), ("SERVER_ADDRESS", "0.0.0.0")])).unwrap();
+    assert_eq!(s.server.allowed_hosts, AllowedHosts::Any);
+    let s = Settings::load(
+        None,
+        env(&[("AGENT_AUTH_ENABLED", "false"), ("SERVER_ADDRESS", "0.0.0.0"), ("SERVER_ALLOWED_HOSTS", "gw.example")]),
+    )
+    .unwrap();
+    assert!(s.server.allowed_hosts.allows("gw.example:443") && !s.server.allowed_hosts.allows("evil.example"));
+    let e = Settings::load(None, env(&[("SERVER_ALLOWED_HOSTS", "https://gw.example/")])).unwrap_err().to_string();
+    assert!(e.starts_with("setting server.allowed-hosts (SERVER_ALLOWED_HOSTS): "), "{e}");
+}

@@ -36,9 +36,14 @@ const ROUTES: [&str; 10] = [
     "/metrics",
 ];
 
-/// Handles one request: CORS first (preflights and foreign origins are answered there), then auth
-/// for `/api/ap/` paths except `OPTIONS`, then the route; CORS headers go on whatever comes back.
+/// Handles one request: the Host allow-list first (a rebinding page looks same-origin to CORS),
+/// then CORS (preflights and foreign origins are answered there), then auth for `/api/ap/` paths
+/// except `OPTIONS`, then the route; CORS headers go on whatever comes back.
 pub async fn handle(state: AppState, mut req: Request<Incoming>) -> Response<BoxBody> {
+    if let Err(e) = state.settings.server.allowed_hosts.check(&req) {
+        tracing::info!(method = %req.method(), path = %req.uri().path(), msg = %e.msg, "request refused");
+        return e.into_response();
+    }
     let cors = match state.settings.cors.check(&req) {
         Cors::Respond(resp) => return resp,
         Cors::Decorate(headers) => Some(headers),
