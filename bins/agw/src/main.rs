@@ -3,6 +3,7 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -40,6 +41,16 @@ enum Command {
         /// TOML config file (as for `serve`).
         #[arg(long, env = "AGW_CONFIG")]
         config: Option<PathBuf>,
+    },
+    /// Probe a running server: exit 0 when the URL answers 200 within the timeout, else 1 (a
+    /// container HEALTHCHECK that needs no curl in the image).
+    Health {
+        /// URL to probe [default: http://127.0.0.1:<SERVER_PORT or 8080>/healthz].
+        #[arg(long)]
+        url: Option<String>,
+        /// How long to wait for the answer, e.g. 3s or 500ms.
+        #[arg(long, default_value = "3s", value_parser = agw_http::config::parse_duration)]
+        timeout: Duration,
     },
 }
 
@@ -92,6 +103,30 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve { port, config } => serve(port, config).await,
         Command::Check { config } => check(config),
+        Command::Health { url, timeout } => health(url, timeout).await,
+    }
+}
+
+async fn health(url: Option<String>, timeout: Duration) -> anyhow::Result<()> {
+    let url = url.unwrap_or_else(|| {
+        let port = std::env::var("SERVER_PORT").ok().filter(|p| !p.trim().is_empty());
+        format!("http://127.0.0.1:{}/healthz", port.as_deref().map_or("8080", str::trim))
+    });
+    // No proxy: HTTP_PROXY in a container's environment must not reroute a loopback probe.
+    let client = reqwest::Client::builder().timeout(timeout).no_proxy().build()?;
+    match client.get(&url).send().await {
+        Ok(resp) if resp.status() == reqwest::StatusCode::OK => {
+            println!("healthy: {url} answered 200");
+            Ok(())
+        }
+        Ok(resp) => {
+            eprintln!("unhealthy: {url} answered {}", resp.status());
+            std::process::exit(1);
+        }
+        Err(e) => {
+            eprintln!("unhealthy: {url}: {e}");
+            std::process::exit(1);
+        }
     }
 }
 
