@@ -104,10 +104,13 @@ fn serve_logs_a_warning_for_an_unknown_setting_variable() {
 }
 
 #[test]
-fn help_lists_the_settings_accepted_for_compatibility() {
+fn help_lists_new_and_compatibility_settings() {
     let out = Command::new(env!("CARGO_BIN_EXE_agw")).args(["serve", "--help"]).output().unwrap();
     let help = String::from_utf8_lossy(&out.stdout);
     let compat = help.split("Accepted for compatibility, no effect:").nth(1).expect("compat section");
     assert!(compat.contains("MEMORY_CHAT_CHARSET") && compat.contains("agw.sse.stream-timeout"), "{help}");
     assert!(help.contains("AGW_LOG"), "{help}");
+    // The settings this branch added, with their defaults.
+    assert!(help.contains("SERVER_ALLOWED_HOSTS") && help.contains("server.allowed-hosts"), "{help}");
+    assert!(help.contains("[default: http://localhost:[*],http://127.0.0.1:[*],http://[::1]:[*]]"), "{help}");
 }
