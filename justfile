@@ -4,9 +4,17 @@
 serve:
     cargo run -p agw -- serve
 
-# Run every test (the same command CI runs).
+# Run every test (the README's command; CI runs exactly this).
 test:
+    cargo test --workspace
+
+# The same suite under cargo-nextest (one process per test), if you have it installed.
+nextest:
     cargo nextest run --workspace --all-targets --no-fail-fast
+
+# Everything CI runs (lints, tests, docs, examples, bench smoke, cargo-deny, scripted suites).
+ci:
+    bash .ci/run
 
 # Lints CI enforces.
 lint:
@@ -28,7 +36,7 @@ load *ARGS:
 
 # Reliability (see docs/reliability.md): the long soak (default 180 s of mixed runs with faults).
 soak SECS="180":
-    AGW_SOAK_SECS={{SECS}} cargo nextest run -p agw-http --test soak --no-capture
+    AGW_SOAK_SECS={{SECS}} cargo test -p agw-http --test soak -- --nocapture
 
 # Reliability: every libFuzzer target for SECS seconds (needs nightly and `cargo install cargo-fuzz`).
 fuzz SECS="90" *TARGETS:
@@ -36,5 +44,5 @@ fuzz SECS="90" *TARGETS:
 
 # Reliability: the stable fuzz bodies over 100,000 mutants per target and 20,000 property cases.
 fuzz-stable:
-    AGW_FUZZ_CASES=100000 cargo nextest run -p agw-fuzz --no-capture
-    PROPTEST_CASES=20000 cargo nextest run -p agw-protocol --test assembler_props -p agw-memory --test replay_props
+    AGW_FUZZ_CASES=100000 cargo test -p agw-fuzz -- --nocapture
+    PROPTEST_CASES=20000 cargo test -p agw-protocol --test assembler_props -p agw-memory --test replay_props

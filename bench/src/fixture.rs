@@ -1,7 +1,7 @@
 //! The in-process fake model: an OpenAI-compatible streaming endpoint on loopback, lean enough
 //! that the load generator stays cheap next to agw.
 //!
-//! Chunk shapes come from `agw_llm::fixture::Transcript` (the project's scripted provider), so
+//! Chunk shapes come from `agw_testkit::Transcript` (the project's scripted provider), so
 //! agw parses exactly what it parses in its tests. Per request, by the `x-agw-stage` header:
 //! * `…step-1` (the REACT agent's first turn): one `mock_city_weather` tool call — a start
 //!   fragment, two argument fragments, finish `tool_calls`, usage, `[DONE]`, no delays;
@@ -40,7 +40,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
-use agw_llm::fixture::Transcript;
+use agw_testkit::Transcript;
 
 /// Stand-in for the token text while building templates.
 const MARK: &str = "@@MARK@@";

@@ -4,7 +4,7 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use agw_llm::fixture::{FixtureServer, Transcript};
+use agw_testkit::{FixtureServer, Transcript};
 
 const API_KEY: &str = "sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c";
 const BEARER: &str = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJl";

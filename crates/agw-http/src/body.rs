@@ -12,7 +12,30 @@ use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use agw_protocol::sse::HEARTBEAT_FRAME;
 
+/// Every response body agw produces.
 pub type BoxBody = http_body_util::combinators::UnsyncBoxBody<Bytes, std::convert::Infallible>;
+
+/// Error of a request body from any server (hyper's `Incoming`, axum's `Body`, …).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A failure while reading a request body, from whichever server delivered it.
+///
+/// A named type rather than a bare `Box<dyn Error>`: trait objects in the body type make rustc's
+/// `Send` check of the request future fail ("not general enough").
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct BodyError(BoxError);
+
+impl BodyError {
+    /// Wraps any body error.
+    pub fn new(error: impl Into<BoxError>) -> Self {
+        Self(error.into())
+    }
+}
+
+/// Every request body agw reads: whatever body type the embedding server uses, boxed once at
+/// the door, so agw's routes run under hyper directly or inside another framework.
+pub type RequestBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BodyError>;
 
 pub fn full(bytes: impl Into<Bytes>) -> BoxBody {
     Full::new(bytes.into()).boxed_unsync()

@@ -11,7 +11,6 @@
 
 pub mod auth;
 pub mod body;
-pub mod bundled;
 pub mod check;
 pub mod config;
 pub mod cors;
@@ -29,8 +28,8 @@ pub mod webhook;
 
 use std::sync::Arc;
 
+use agw_demo::{DEMO_MODEL, DEMO_PROVIDER_KEY, DemoProvider};
 use agw_llm::ProviderRegistry;
-use agw_llm::demo::{DEMO_MODEL, DEMO_PROVIDER_KEY, DemoProvider};
 use agw_modes::definition::AgentCatalog;
 use agw_skills::{SkillRegistry, SkillRunScript, SkillScriptConfig};
 use agw_tools::ToolRegistry;
@@ -51,7 +50,7 @@ pub fn build_state(settings: Settings) -> AppState {
     let agents = match &settings.resources.agents.dir {
         Some(dir) => AgentCatalog::load_dir(dir),
         None => AgentCatalog::from_sources(
-            bundled::AGENT_FILES.iter().map(|(name, text)| ((*name).to_string(), (*text).to_string())),
+            agw_demo::bundled::AGENT_FILES.iter().map(|(name, text)| ((*name).to_string(), (*text).to_string())),
         ),
     };
     for problem in agents.problems() {
@@ -94,7 +93,7 @@ pub fn build_state(settings: Settings) -> AppState {
         skills = skills.len(),
         "catalogs loaded"
     );
-    let mut providers = ProviderRegistry::new(settings.providers.clone(), false);
+    let mut providers = ProviderRegistry::new(settings.providers.clone());
     // The demo model fills the `demo` key only when no real provider claims it.
     if settings.demo.enabled && !providers.keys().iter().any(|k| k == DEMO_PROVIDER_KEY) {
         providers.insert(
@@ -125,7 +124,7 @@ pub fn skills_root(settings: &Settings) -> std::path::PathBuf {
 fn sync_bundled(settings: &Settings) {
     type Files = &'static [(&'static str, &'static str)];
     let targets: [(Option<&std::path::PathBuf>, Files); 4] = [
-        (settings.resources.agents.dir.as_ref(), bundled::AGENT_FILES),
+        (settings.resources.agents.dir.as_ref(), agw_demo::bundled::AGENT_FILES),
         (settings.resources.tools.dir.as_ref(), agw_tools::bundled::TOOL_FILES),
         (settings.resources.viewports.dir.as_ref(), agw_tools::bundled::VIEWPORT_FILES),
         (settings.resources.skills.dir.as_ref(), agw_skills::bundled::SKILL_FILES),

@@ -3,7 +3,7 @@
 
 mod common;
 
-use agw_llm::fixture::{FixtureServer, Transcript};
+use agw_testkit::{FixtureServer, Transcript};
 use common::Gateway;
 use serde_json::json;
 

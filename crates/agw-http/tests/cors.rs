@@ -2,7 +2,7 @@
 
 mod common;
 
-use agw_llm::fixture::Transcript;
+use agw_testkit::Transcript;
 use common::{Gateway, oneshot_agent, read_stream};
 use reqwest::Method;
 use serde_json::json;

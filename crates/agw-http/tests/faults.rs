@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use agw_llm::fixture::{End, StreamOutcome, Transcript};
+use agw_testkit::{End, StreamOutcome, Transcript};
 use common::{Gateway, assert_chat_files_valid, assert_chat_replayable, oneshot_agent};
 use futures::StreamExt;
 use serde_json::{Value, json};

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use agw_llm::fixture::Transcript;
+use agw_testkit::Transcript;
 use common::{Gateway, Stream, oneshot_agent, read_stream};
 use serde_json::{Value, json};
 
@@ -708,7 +708,7 @@ async fn abandoned_run_leaves_only_valid_lines() {
     drop(resp);
     let request = gw.fixture.request(1).unwrap();
     let outcome = tokio::time::timeout(Duration::from_secs(5), request.wait_outcome()).await.unwrap();
-    assert_eq!(outcome, agw_llm::fixture::StreamOutcome::ClientClosed);
+    assert_eq!(outcome, agw_testkit::StreamOutcome::ClientClosed);
     // The abandoned run's partial answer is persisted (what the client saw) or not at all —
     // either way every line is valid and the chat still replays its completed run.
     tokio::time::sleep(Duration::from_millis(100)).await;

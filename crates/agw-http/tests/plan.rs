@@ -7,7 +7,7 @@
 
 mod common;
 
-use agw_llm::fixture::{RecordedRequest, Transcript};
+use agw_testkit::{RecordedRequest, Transcript};
 use common::{Gateway, LiveStream, SECOND_FIXTURE_PROVIDER};
 use serde_json::{Value, json};
 

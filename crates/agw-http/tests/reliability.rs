@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use agw_llm::fixture::{End, StreamOutcome, Transcript};
+use agw_testkit::{End, StreamOutcome, Transcript};
 use common::{Gateway, LiveStream, Stream, assert_chat_files_valid, assert_chat_replayable, oneshot_agent};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

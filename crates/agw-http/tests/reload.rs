@@ -6,7 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use agw_http::reload::{Catalog, Reloader, WatchedDir};
-use agw_llm::fixture::Transcript;
+use agw_testkit::Transcript;
 use common::Gateway;
 use serde_json::{Value, json};
 

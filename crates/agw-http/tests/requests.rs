@@ -47,7 +47,7 @@ async fn unknown_agent_is_404_and_unknown_fields_are_ignored() {
     assert_eq!(status, 404);
     assert_eq!(body, json!({"code": 404, "msg": "agent not found: ghost", "data": {}}));
 
-    gw.fixture.set_default(agw_llm::fixture::Transcript::openai_text(&["ok"]));
+    gw.fixture.set_default(agw_testkit::Transcript::openai_text(&["ok"]));
     let stream = gw.run(&json!({"agentKey": "a", "message": "hi", "someFutureField": 1})).await;
     assert_eq!(stream.last()["type"], "run.complete");
 }
@@ -65,7 +65,7 @@ async fn oversized_body_is_413() {
 async fn default_agent_is_the_first_by_key() {
     let gw =
         Gateway::start(&[oneshot_agent("b_second", false, 1000), oneshot_agent("a_first", false, 1000)], &[]).await;
-    gw.fixture.set_default(agw_llm::fixture::Transcript::openai_text(&["ok"]));
+    gw.fixture.set_default(agw_testkit::Transcript::openai_text(&["ok"]));
     for key in [json!(null), json!("auto"), json!(" DEFAULT ")] {
         let stream = gw.run(&json!({"agentKey": key, "message": "hi"})).await;
         assert_eq!(stream.last()["type"], "run.complete");

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agw_llm::fixture::{RecordedRequest, Transcript};
+use agw_testkit::{RecordedRequest, Transcript};
 use common::Gateway;
 use serde_json::{Value, json};
 
@@ -417,7 +417,7 @@ async fn plan_execute_turns_show_the_catalog_and_the_disclosure() {
 
 #[tokio::test]
 async fn agent_detail_lists_the_configured_skills() {
-    let bundled = agw_http::bundled::AGENT_FILES.iter().find(|(name, _)| *name == "demoMathSkill.json").unwrap();
+    let bundled = agw_demo::bundled::AGENT_FILES.iter().find(|(name, _)| *name == "demoMathSkill.json").unwrap();
     let gw = Gateway::start(
         &[(bundled.0.to_owned(), bundled.1.to_owned()), agent("skilled", "ONESHOT", &[], &["Probe", "probe", "x"])],
         &[],

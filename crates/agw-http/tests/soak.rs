@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agw_llm::fixture::{End, Transcript};
+use agw_testkit::{End, Transcript};
 use common::{Gateway, LiveStream, Stream, assert_chat_files_valid, assert_chat_replayable, read_stream};
 use serde_json::{Value, json};
 

@@ -2,7 +2,7 @@
 
 mod common;
 
-use agw_llm::fixture::Transcript;
+use agw_testkit::Transcript;
 use common::{Gateway, oneshot_agent};
 use serde_json::json;
 

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use agw_llm::fixture::Transcript;
+use agw_testkit::Transcript;
 use common::{Gateway, LiveStream, oneshot_agent};
 use serde_json::{Value, json};
 

@@ -5,7 +5,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agw_llm::fixture::Transcript;
+use agw_testkit::Transcript;
 use common::{Gateway, oneshot_agent};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

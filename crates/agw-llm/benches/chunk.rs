@@ -10,8 +10,8 @@ use std::hint::black_box;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::{Value, json};
 
-use agw_llm::fixture::chunk_json;
 use agw_llm::openai::parse_chunk;
+use agw_testkit::chunk_json;
 
 fn samples() -> Vec<(&'static str, String)> {
     let content = chunk_json(json!({"content": " token"}), None);

@@ -14,12 +14,12 @@ mod thinking;
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::{Stream, StreamExt};
-use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use http::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 use agw_protocol::sse::{SseDecoder, SseFrame};
@@ -28,18 +28,16 @@ pub use body::{DEFAULT_MAX_TOKENS, messages_url, request_body, thinking_budget};
 pub use event::EventParser;
 pub use thinking::ThinkingCache;
 
-use crate::error::{BODY_EXCERPT_CHARS, LlmError, TimeoutPhase, excerpt, redact};
+use crate::error::LlmError;
 use crate::interaction;
-use crate::openai::{
-    FIRST_TOKEN_METRIC, RUN_ID_HEADER, STAGE_HEADER, error_chain, millis, retry_delay, transport_error,
+use crate::transport::{
+    CallSite, ResponseLimits, ResponseMeter, StreamLog, call_headers, error_chain, http_client, http_error, millis,
+    open_with_retries, transport_error,
 };
 use crate::{CallOptions, ChatProvider, ChatRequest, DeltaStream, LlmDelta};
 
 /// `anthropic-version` sent with every request.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
-
-/// Error bodies are read up to this many bytes; the rest is never needed for an excerpt.
-const MAX_ERROR_BODY_BYTES: usize = 8 * 1024;
 
 type ByteStream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
 
@@ -53,6 +51,7 @@ pub struct AnthropicProvider {
     api_key: HeaderValue,
     http: reqwest::Client,
     thinking: ThinkingCache,
+    limits: ResponseLimits,
 }
 
 impl std::fmt::Debug for AnthropicProvider {
@@ -78,10 +77,7 @@ impl AnthropicProvider {
             message: format!("the API key of provider {key} contains characters not allowed in an HTTP header"),
         })?;
         header.set_sensitive(true);
-        let http = reqwest::Client::builder()
-            .tcp_nodelay(true)
-            .build()
-            .map_err(|e| LlmError::InvalidRequest { message: error_chain(&e) })?;
+        let http = http_client()?;
         Ok(Self {
             key: key.to_owned(),
             default_model: default_model.to_owned(),
@@ -89,7 +85,14 @@ impl AnthropicProvider {
             api_key: header,
             http,
             thinking: ThinkingCache::default(),
+            limits: ResponseLimits::default(),
         })
+    }
+
+    /// The same provider with other caps on what one response may hold.
+    pub fn with_limits(mut self, limits: ResponseLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// The full `messages` URL this provider posts to.
@@ -115,10 +118,6 @@ impl ChatProvider for AnthropicProvider {
         Box::pin(async move {
             let started = Instant::now();
             let response = this.open(&body, &options).await?;
-            tracing::debug!(
-                provider = %this.key, stage = %options.stage, run_id = %options.run_id,
-                "provider stream opened"
-            );
             let upstream = Upstream {
                 body: Box::pin(response.bytes_stream()),
                 decoder: SseDecoder::new(),
@@ -126,11 +125,9 @@ impl ChatProvider for AnthropicProvider {
                 pending: VecDeque::new(),
                 parser: EventParser::default(),
                 done: false,
-                chunk_count: 0,
-                provider: this.key,
+                meter: ResponseMeter::new(this.limits),
                 thinking: this.thinking,
-                options,
-                started,
+                log: StreamLog::new(this.key, options, started),
             };
             Ok(delta_stream(upstream))
         })
@@ -140,45 +137,11 @@ impl ChatProvider for AnthropicProvider {
 impl AnthropicProvider {
     /// Sends the request until it gets a 2xx response or a non-retriable failure.
     async fn open(&self, body: &Value, options: &CallOptions) -> Result<reqwest::Response, LlmError> {
-        if interaction::active() {
-            tracing::debug!(
-                target: interaction::TARGET,
-                provider = %self.key, stage = %options.stage, run_id = %options.run_id, url = %self.url,
-                body = %interaction::render(body), "llm request"
-            );
-        }
         // Serialising a `Value` cannot fail.
         let bytes = Bytes::from(serde_json::to_vec(body).unwrap_or_default());
         let headers = self.request_headers(options);
-        let mut attempt: u32 = 0;
-        loop {
-            tracing::debug!(
-                provider = %self.key, stage = %options.stage, run_id = %options.run_id,
-                url = %self.url, attempt, "calling provider"
-            );
-            let send = self.attempt(headers.clone(), bytes.clone());
-            let error = match tokio::time::timeout(options.inactivity_timeout, send).await {
-                Ok(Ok(response)) => return Ok(response),
-                Ok(Err(error)) => error,
-                Err(_) => {
-                    LlmError::Timeout { phase: TimeoutPhase::BeforeFirstChunk, ms: millis(options.inactivity_timeout) }
-                }
-            };
-            if attempt >= options.max_retries || !error.auto_retry() {
-                tracing::debug!(
-                    provider = %self.key, stage = %options.stage, run_id = %options.run_id,
-                    attempt, error = %error, "provider call failed"
-                );
-                return Err(error);
-            }
-            let delay = retry_delay(&error, attempt);
-            tracing::debug!(
-                provider = %self.key, stage = %options.stage, run_id = %options.run_id,
-                attempt, delay_ms = millis(delay), error = %error, "retrying provider call"
-            );
-            tokio::time::sleep(delay).await;
-            attempt += 1;
-        }
+        let site = CallSite { provider: &self.key, url: &self.url, options };
+        open_with_retries(site, body, || self.attempt(headers.clone(), bytes.clone())).await
     }
 
     /// One attempt: a 2xx response (body unread), or the failure.
@@ -192,45 +155,15 @@ impl AnthropicProvider {
         Err(http_error(response, key).await)
     }
 
-    /// Every request header: key, version, content type, `Accept`, stage and run id (the last two
-    /// left out when blank or not valid header text).
+    /// Every request header: key, version, content type, and the shared call headers (`Accept`,
+    /// stage, run id).
     fn request_headers(&self, options: &CallOptions) -> HeaderMap {
-        let mut headers = HeaderMap::new();
+        let mut headers = call_headers(options);
         headers.insert(HeaderName::from_static("x-api-key"), self.api_key.clone());
         headers.insert(HeaderName::from_static("anthropic-version"), HeaderValue::from_static(ANTHROPIC_VERSION));
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        for (name, value) in [(STAGE_HEADER, &options.stage), (RUN_ID_HEADER, &options.run_id)] {
-            if value.is_empty() {
-                continue;
-            }
-            if let Ok(value) = HeaderValue::from_str(value) {
-                headers.insert(HeaderName::from_static(name), value);
-            }
-        }
         headers
     }
-}
-
-/// A non-2xx answer: status, `Retry-After` (seconds) and a bounded, key-redacted body excerpt.
-async fn http_error(mut response: reqwest::Response, api_key: &str) -> LlmError {
-    let status = response.status().as_u16();
-    let retry_after = response
-        .headers()
-        .get(RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs);
-    let mut body = Vec::new();
-    // A failure while reading the error body still leaves a useful status error.
-    while body.len() < MAX_ERROR_BODY_BYTES {
-        match response.chunk().await {
-            Ok(Some(bytes)) => body.extend_from_slice(&bytes),
-            Ok(None) | Err(_) => break,
-        }
-    }
-    let text = String::from_utf8_lossy(&body);
-    LlmError::Http { status, retry_after, body: excerpt(&redact(text.trim(), api_key), BODY_EXCERPT_CHARS) }
 }
 
 /// The open response, turned into deltas one network read at a time.
@@ -243,13 +176,10 @@ struct Upstream {
     pending: VecDeque<LlmDelta>,
     parser: EventParser,
     done: bool,
-    /// SSE frames received (for the timeout phase, the first-chunk metric and the log).
-    chunk_count: u64,
-    provider: String,
+    /// Caps on line length, body size and tool calls, checked before anything is buffered.
+    meter: ResponseMeter,
     thinking: ThinkingCache,
-    options: CallOptions,
-    /// When the request was sent, for the time-to-first-chunk metric.
-    started: Instant,
+    log: StreamLog,
 }
 
 impl Upstream {
@@ -270,14 +200,10 @@ impl Upstream {
                 }
                 continue;
             }
-            let timeout = self.options.inactivity_timeout;
+            let timeout = self.log.options().inactivity_timeout;
             match tokio::time::timeout(timeout, self.body.next()).await {
                 Err(_) => {
-                    let phase = if self.chunk_count == 0 {
-                        TimeoutPhase::BeforeFirstChunk
-                    } else {
-                        TimeoutPhase::BetweenChunks
-                    };
+                    let phase = self.log.timeout_phase();
                     return self.fail(LlmError::Timeout { phase, ms: millis(timeout) });
                 }
                 Ok(None) if self.parser.saw_finish() => {
@@ -292,6 +218,9 @@ impl Upstream {
                     });
                 }
                 Ok(Some(Ok(bytes))) => {
+                    if let Err(error) = self.meter.bytes(&bytes) {
+                        return self.fail(error);
+                    }
                     let mut frames = Vec::new();
                     self.decoder.feed(&bytes, &mut frames);
                     self.frames.extend(frames);
@@ -305,23 +234,12 @@ impl Upstream {
         if frame.data.trim().is_empty() {
             return Ok(());
         }
-        self.chunk_count += 1;
-        if self.chunk_count == 1 {
-            metrics::histogram!(FIRST_TOKEN_METRIC, "provider" => self.provider.clone())
-                .record(self.started.elapsed().as_secs_f64());
-        }
-        if interaction::active() {
-            let chunk = match serde_json::from_str::<Value>(&frame.data) {
-                Ok(value) => interaction::render(&value),
-                Err(_) => interaction::mask_text(&frame.data),
-            };
-            tracing::debug!(
-                target: interaction::TARGET,
-                provider = %self.provider, stage = %self.options.stage, run_id = %self.options.run_id,
-                event = %frame.event, chunk = %chunk, "llm delta"
-            );
-        }
+        self.log.chunk(&frame.event, || match serde_json::from_str::<Value>(&frame.data) {
+            Ok(value) => interaction::render(&value),
+            Err(_) => interaction::mask_text(&frame.data),
+        });
         let deltas = self.parser.parse(&frame.event, &frame.data)?;
+        self.meter.deltas(&deltas)?;
         self.pending.extend(deltas);
         Ok(())
     }
@@ -333,17 +251,7 @@ impl Upstream {
         if let Some((tool_use_id, blocks)) = self.parser.take_thinking() {
             self.thinking.insert(&tool_use_id, blocks);
         }
-        if interaction::active() {
-            tracing::debug!(
-                target: interaction::TARGET,
-                provider = %self.provider, stage = %self.options.stage, run_id = %self.options.run_id,
-                chunks = self.chunk_count, "llm response complete"
-            );
-        }
-        tracing::debug!(
-            provider = %self.provider, stage = %self.options.stage, run_id = %self.options.run_id,
-            chunks = self.chunk_count, "provider stream finished"
-        );
+        self.log.complete();
     }
 
     /// Ends the stream with `error` as its last item.
@@ -351,17 +259,7 @@ impl Upstream {
         self.done = true;
         self.pending.clear();
         self.frames.clear();
-        if interaction::active() {
-            tracing::debug!(
-                target: interaction::TARGET,
-                provider = %self.provider, stage = %self.options.stage, run_id = %self.options.run_id,
-                chunks = self.chunk_count, error = %interaction::mask_text(&error.to_string()), "llm response failed"
-            );
-        }
-        tracing::debug!(
-            provider = %self.provider, stage = %self.options.stage, run_id = %self.options.run_id,
-            chunks = self.chunk_count, error = %error, "provider stream failed"
-        );
+        self.log.failed(&error);
         Some(Err(error))
     }
 }
@@ -393,6 +291,6 @@ mod tests {
         assert!(!text.contains("sk-ant-very-secret") && text.contains("http://127.0.0.1:1/v1/messages"), "{text}");
         let headers = provider.request_headers(&CallOptions { stage: "s".into(), ..Default::default() });
         assert!(!format!("{headers:?}").contains("sk-ant-very-secret"), "sensitive header value");
-        assert!(headers.get(RUN_ID_HEADER).is_none());
+        assert!(headers.get(crate::RUN_ID_HEADER).is_none());
     }
 }

@@ -62,6 +62,14 @@ pub enum LlmError {
     /// The request could not even be built (bad base URL, unserialisable body, …).
     #[error("invalid provider request: {message}")]
     InvalidRequest { message: String },
+    /// The response broke a [`crate::ResponseLimits`] cap (a hostile or broken provider, or a
+    /// proxy in front of it): reading stopped there, nothing more was buffered.
+    #[error("provider response exceeded the {what} limit of {limit}")]
+    LimitExceeded {
+        /// Which cap: `line length (bytes)`, `response size (bytes)` or `tool calls per turn`.
+        what: &'static str,
+        limit: u64,
+    },
 }
 
 impl LlmError {
@@ -75,7 +83,8 @@ impl LlmError {
             | LlmError::MalformedChunk { .. }
             | LlmError::Upstream { .. }
             | LlmError::EndedWithoutFinish
-            | LlmError::InvalidRequest { .. } => "provider_error",
+            | LlmError::InvalidRequest { .. }
+            | LlmError::LimitExceeded { .. } => "provider_error",
         }
     }
 

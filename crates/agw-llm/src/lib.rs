@@ -4,32 +4,46 @@
 //! OpenAI-compatible streaming client ([`OpenAiCompatibleProvider`]: async-openai with `byot`,
 //! so `reasoning_content` and friends survive), retries *only before the response body
 //! started*, inactivity timeouts, the provider registry built from configuration
-//! ([`ProviderRegistry`]), the embedded offline demo model ([`DemoProvider`]), and the
-//! scripted fixture provider used by tests and benchmarks ([`fixture`]).
+//! ([`ProviderRegistry`]). The offline demo model lives in `agw-demo`, the scripted fixture
+//! provider for tests in `agw-testkit`.
 //!
 //! The `ANTHROPIC` protocol is served by [`AnthropicProvider`] (Messages API streaming on
 //! reqwest, mapped onto the same [`LlmDelta`]s, with the same retry/timeout guarantees).
 //!
+//! Features (both on by default): `openai` — the OpenAI-compatible provider (async-openai);
+//! `anthropic` — the Anthropic provider. Without one, configuring that protocol is a clear error
+//! when the registry is built, never a silent fallback.
+//!
 //! Must never: replay a stream that already produced output, buffer or merge upstream chunks
 //! (each chunk is parsed and yielded as soon as it arrives), panic on malformed input, put the
-//! API key in an error or a log line, or know about SSE events, agents or HTTP serving (the
-//! fixture server is test support, not the gateway).
+//! API key in an error or a log line, or know about SSE events, agents or HTTP serving.
 
+// Without any provider feature only the registry and the shared types remain; the shared
+// transport then has no user, which is expected.
+#![cfg_attr(not(any(feature = "openai", feature = "anthropic")), allow(dead_code))]
+
+#[cfg(feature = "anthropic")]
 pub mod anthropic;
-pub mod demo;
 pub mod error;
-pub mod fixture;
 pub mod interaction;
+#[cfg(feature = "openai")]
 pub mod openai;
 pub mod provider;
 pub mod registry;
-pub mod request;
+mod transport;
 
+/// The provider-neutral request types, defined in `agw-protocol` so that crates that only store or
+/// replay conversations need no provider client.
+pub use agw_protocol::chat as request;
+pub use agw_protocol::chat::{
+    ChatMessage, ChatRequest, ReasoningEffort, ReasoningSetting, ToolCallMessage, ToolChoice, ToolSpec,
+};
 pub use agw_protocol::delta::{LlmDelta, ToolCallFragment};
+#[cfg(feature = "anthropic")]
 pub use anthropic::AnthropicProvider;
-pub use demo::DemoProvider;
 pub use error::{LlmError, TimeoutPhase};
+#[cfg(feature = "openai")]
 pub use openai::OpenAiCompatibleProvider;
 pub use provider::{CallOptions, ChatProvider, DeltaStream};
 pub use registry::{ProviderConfig, ProviderProtocol, ProviderRegistry};
-pub use request::{ChatMessage, ChatRequest, ReasoningEffort, ReasoningSetting, ToolCallMessage, ToolChoice, ToolSpec};
+pub use transport::{FIRST_TOKEN_METRIC, RUN_ID_HEADER, ResponseLimits, STAGE_HEADER};

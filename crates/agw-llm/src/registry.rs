@@ -1,13 +1,11 @@
 //! Providers by key, built from configuration (`agent.providers.<key>` /
-//! `AGENT_PROVIDERS_<KEY>_*`), plus the embedded demo model.
+//! `AGENT_PROVIDERS_<KEY>_*`), plus providers registered in code.
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use crate::anthropic::AnthropicProvider;
-use crate::demo::{DEMO_MODEL, DEMO_PROVIDER_KEY, DemoProvider};
-use crate::openai::OpenAiCompatibleProvider;
+use crate::transport::ResponseLimits;
 use crate::{ChatProvider, LlmError};
 
 /// Wire protocol of a provider.
@@ -144,14 +142,15 @@ impl std::fmt::Debug for ProviderRegistry {
 
 impl ProviderRegistry {
     /// Builds every usable provider of `configs`. Incomplete or invalid ones are skipped with a
-    /// warning. With `include_demo`, the offline demo model is available as `demo` unless a
-    /// usable real provider named `demo` replaces it.
-    pub fn new(configs: impl IntoIterator<Item = ProviderConfig>, include_demo: bool) -> Self {
+    /// warning. Other providers (the offline demo model, test doubles, an embedder's own) are
+    /// added with [`ProviderRegistry::insert`].
+    pub fn new(configs: impl IntoIterator<Item = ProviderConfig>) -> Self {
+        Self::with_limits(configs, ResponseLimits::default())
+    }
+
+    /// [`ProviderRegistry::new`] with `limits` on every provider's responses.
+    pub fn with_limits(configs: impl IntoIterator<Item = ProviderConfig>, limits: ResponseLimits) -> Self {
         let mut entries = BTreeMap::new();
-        if include_demo {
-            let demo: Arc<dyn ChatProvider> = Arc::new(DemoProvider::new());
-            entries.insert(DEMO_PROVIDER_KEY.to_owned(), Entry { provider: demo, model: DEMO_MODEL.to_owned() });
-        }
         for config in configs {
             let key = config.key.trim().to_ascii_lowercase();
             if key.is_empty() {
@@ -165,11 +164,9 @@ impl ProviderRegistry {
             let model = config.model.trim();
             let built: Result<Arc<dyn ChatProvider>, LlmError> = match config.protocol {
                 ProviderProtocol::OpenAiCompatible => {
-                    OpenAiCompatibleProvider::new(&key, &config.base_url, &config.api_key, model)
-                        .map(|p| Arc::new(p) as Arc<dyn ChatProvider>)
+                    open_openai(&key, &config.base_url, &config.api_key, model, limits)
                 }
-                ProviderProtocol::Anthropic => AnthropicProvider::new(&key, &config.base_url, &config.api_key, model)
-                    .map(|p| Arc::new(p) as Arc<dyn ChatProvider>),
+                ProviderProtocol::Anthropic => open_anthropic(&key, &config.base_url, &config.api_key, model, limits),
             };
             let provider = match built {
                 Ok(provider) => provider,
@@ -204,6 +201,49 @@ impl ProviderRegistry {
     /// Registers (or replaces) a provider directly — for embedders and tests.
     pub fn insert(&mut self, key: &str, model: &str, provider: Arc<dyn ChatProvider>) {
         self.entries.insert(key.trim().to_ascii_lowercase(), Entry { provider, model: model.to_owned() });
+    }
+}
+
+#[cfg(feature = "openai")]
+fn open_openai(
+    key: &str,
+    base_url: &str,
+    api_key: &str,
+    model: &str,
+    limits: ResponseLimits,
+) -> Result<Arc<dyn ChatProvider>, LlmError> {
+    crate::openai::OpenAiCompatibleProvider::new(key, base_url, api_key, model)
+        .map(|p| Arc::new(p.with_limits(limits)) as _)
+}
+
+#[cfg(not(feature = "openai"))]
+fn open_openai(key: &str, _: &str, _: &str, _: &str, _: ResponseLimits) -> Result<Arc<dyn ChatProvider>, LlmError> {
+    Err(missing_feature(key, "OPENAI_COMPATIBLE", "openai"))
+}
+
+#[cfg(feature = "anthropic")]
+fn open_anthropic(
+    key: &str,
+    base_url: &str,
+    api_key: &str,
+    model: &str,
+    limits: ResponseLimits,
+) -> Result<Arc<dyn ChatProvider>, LlmError> {
+    crate::anthropic::AnthropicProvider::new(key, base_url, api_key, model)
+        .map(|p| Arc::new(p.with_limits(limits)) as _)
+}
+
+#[cfg(not(feature = "anthropic"))]
+fn open_anthropic(key: &str, _: &str, _: &str, _: &str, _: ResponseLimits) -> Result<Arc<dyn ChatProvider>, LlmError> {
+    Err(missing_feature(key, "ANTHROPIC", "anthropic"))
+}
+
+#[cfg(not(all(feature = "openai", feature = "anthropic")))]
+fn missing_feature(key: &str, protocol: &str, feature: &str) -> LlmError {
+    LlmError::InvalidRequest {
+        message: format!(
+            "provider {key} uses protocol {protocol}, but agw-llm was built without its `{feature}` feature"
+        ),
     }
 }
 
@@ -254,7 +294,17 @@ mod tests {
         };
         let text = format!("{config:?}");
         assert!(!text.contains("sk-secret") && text.contains("***"));
-        let registry = ProviderRegistry::new([config], false);
+        let registry = ProviderRegistry::new([config]);
         assert!(!format!("{registry:?}").contains("sk-secret"));
+    }
+
+    #[cfg(not(feature = "openai"))]
+    #[test]
+    fn a_protocol_compiled_out_is_a_clear_error() {
+        let error = open_openai("lab", "http://127.0.0.1:1", "k", "m", ResponseLimits::default())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(error.contains("lab") && error.contains("`openai` feature"), "{error}");
     }
 }

@@ -5,11 +5,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use agw_llm::fixture::{End, FIXTURE_API_KEY, FixtureServer, StreamOutcome, Transcript};
 use agw_llm::{
     ChatMessage, ChatProvider, LlmDelta, LlmError, ReasoningEffort, ReasoningSetting, TimeoutPhase, ToolCallMessage,
     ToolChoice, ToolSpec,
 };
+use agw_testkit::{End, FIXTURE_API_KEY, FixtureServer, StreamOutcome, Transcript};
 use common::{call, describe, lines, options, request, within};
 use futures::StreamExt;
 use serde_json::json;

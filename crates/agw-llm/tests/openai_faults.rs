@@ -5,8 +5,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use agw_llm::fixture::{End, FIXTURE_API_KEY, FixtureServer, StreamOutcome, Transcript};
-use agw_llm::{ChatProvider, LlmDelta, LlmError, OpenAiCompatibleProvider, TimeoutPhase};
+use agw_llm::{ChatProvider, LlmDelta, LlmError, OpenAiCompatibleProvider, ResponseLimits, TimeoutPhase};
+use agw_testkit::{End, FIXTURE_API_KEY, FixtureServer, StreamOutcome, Transcript};
 use common::{call, collect, describe, lines, options, request, within};
 use futures::StreamExt;
 
@@ -259,4 +259,102 @@ async fn collect_sees_the_whole_stream() {
     let (deltas, error) = collect(stream).await;
     assert!(error.is_none());
     assert_eq!(describe(&deltas), lines(&["reasoning:r", "content:c", "finish:stop", "usage:5"]));
+}
+
+/// Attack (issue 22 #6): a provider that answers 307 to another host must not make agw re-send
+/// the prompt there. Failed before the shared transport's redirect policy (reqwest follows 307
+/// with the body by default).
+#[tokio::test]
+async fn redirect_to_another_origin_is_not_followed() {
+    let elsewhere = server().await;
+    elsewhere.set_default(Transcript::openai_text(&["stolen"]));
+    let provider_host = server().await;
+    let target = format!("{}/v1/chat/completions", elsewhere.base_url());
+    provider_host.set_default(Transcript::http_error(307, "").with_header("location", &target));
+    let provider = provider_host.provider("f");
+    for p in [&provider as &dyn ChatProvider, &provider_host.anthropic_provider("a")] {
+        let error = within(GUARD, call(p, request("my secret prompt"), options("s"))).await.expect_err("fails");
+        assert!(matches!(error, LlmError::Http { status: 307, .. }), "{error:?}");
+    }
+    assert_eq!(elsewhere.request_count(), 0, "the prompt never reached the other origin");
+    assert_eq!(provider_host.request_count(), 2, "one attempt each, 3xx is not retried");
+}
+
+/// A redirect within the provider's own origin (e.g. a path fix) is still followed.
+#[tokio::test]
+async fn redirect_within_the_same_origin_is_followed() {
+    let server = server().await;
+    let target = format!("{}/v2/chat/completions", server.base_url());
+    server.push(Transcript::http_error(307, "").with_header("location", &target));
+    server.push(Transcript::openai_text(&["ok"]));
+    let (deltas, error) = within(GUARD, call(&server.provider("f"), request("hi"), options("s"))).await.expect("opens");
+    assert!(error.is_none());
+    assert_eq!(describe(&deltas)[0], "content:ok");
+    assert_eq!(server.request(1).expect("second request").path, "/v2/chat/completions");
+}
+
+/// Attack (issue 14, hostile provider): a line that never ends. Before the response limits the
+/// SSE readers buffered it without bound; now the call ends with `provider_error` after the cap,
+/// and the provider sees the client hang up long before it finished sending.
+#[tokio::test]
+async fn an_endless_line_ends_the_call_at_the_line_cap() {
+    let limits = ResponseLimits { max_line_bytes: 64 * 1024, ..ResponseLimits::default() };
+    let piece = "x".repeat(16 * 1024);
+    let mut endless = Transcript::new().raw("data: {\"choices\":[{\"delta\":{\"content\":\"");
+    for _ in 0..1024 {
+        endless = endless.raw(&piece); // 16 MiB in all, never a line end
+    }
+    let server = server().await;
+    server.set_default(endless.clone());
+    let providers: [Box<dyn ChatProvider>; 2] = [
+        Box::new(server.provider("f").with_limits(limits)),
+        Box::new(server.anthropic_provider("a").with_limits(limits)),
+    ];
+    for (i, provider) in providers.iter().enumerate() {
+        let (deltas, error) = within(GUARD, call(provider.as_ref(), request("hi"), options("s"))).await.expect("opens");
+        assert!(deltas.is_empty());
+        let error = error.expect("the call fails");
+        assert!(matches!(error, LlmError::LimitExceeded { limit: 65536, .. }), "{error:?}");
+        assert_eq!(error.code(), "provider_error");
+        let recorded = server.request(i).expect("recorded");
+        assert_eq!(recorded.wait_outcome().await, StreamOutcome::ClientClosed, "agw stopped reading");
+        assert!(recorded.frame_times().len() < 1024, "stopped long before the provider finished");
+    }
+}
+
+/// A body that never ends (each line short) is cut at the response cap.
+#[tokio::test]
+async fn an_endless_body_ends_the_call_at_the_response_cap() {
+    let limits = ResponseLimits { max_response_bytes: 256 * 1024, ..ResponseLimits::default() };
+    let mut endless = Transcript::new();
+    for _ in 0..100_000 {
+        endless = endless.raw(": keep-alive comment line that never carries any data at all\n");
+    }
+    let server = server().await;
+    server.set_default(endless);
+    let (_, error) = within(GUARD, call(&server.provider("f").with_limits(limits), request("hi"), options("s")))
+        .await
+        .expect("opens");
+    let error = error.expect("fails");
+    assert!(error.to_string().contains("response size"), "{error}");
+    assert_eq!(server.request(0).expect("recorded").wait_outcome().await, StreamOutcome::ClientClosed);
+}
+
+/// A turn with more tool calls than the cap ends with `provider_error` naming the limit.
+#[tokio::test]
+async fn too_many_tool_calls_in_one_turn_end_the_call() {
+    let limits = ResponseLimits { max_tool_calls: 3, ..ResponseLimits::default() };
+    let mut many = Transcript::new();
+    for i in 0..5 {
+        many = many.tool_call_start(i, &format!("call_{i}"), "lookup").tool_args(i, "{}");
+    }
+    let server = server().await;
+    server.set_default(many.finish("tool_calls").done());
+    let (deltas, error) = within(GUARD, call(&server.provider("f").with_limits(limits), request("hi"), options("s")))
+        .await
+        .expect("opens");
+    let error = error.expect("fails");
+    assert!(error.to_string().contains("tool calls per turn"), "{error}");
+    let calls = deltas.iter().filter(|d| matches!(d, LlmDelta::ToolCall(f) if f.id.is_some())).count();
+    assert_eq!(calls, 3, "the calls up to the cap were streamed, the fourth was not");
 }

@@ -4,11 +4,11 @@ mod common;
 
 use std::time::Duration;
 
-use agw_llm::fixture::{FIXTURE_API_KEY, FixtureServer, RecordedRequest, Transcript};
 use agw_llm::{
     ChatMessage, ChatRequest, OpenAiCompatibleProvider, ReasoningEffort, ReasoningSetting, ToolCallMessage, ToolChoice,
     ToolSpec,
 };
+use agw_testkit::{FIXTURE_API_KEY, FixtureServer, RecordedRequest, Transcript};
 use common::{call, options, request, within};
 use serde_json::{Value, json};
 

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use agw_llm::fixture::{FixtureServer, Transcript, providers_dir};
+use agw_testkit::{FixtureServer, Transcript, providers_dir};
 use common::{call, describe, lines, options, request, within};
 
 async fn replay(name: &str) -> Vec<String> {

@@ -4,7 +4,7 @@
 //!
 //! Owns: [`ChatStore`] (appends, reads, window, latest plan, index upsert/list, explicit trim),
 //! [`Recorder`] (live run → step lines, no I/O), the conversion of stored messages into
-//! [`agw_llm::request::ChatMessage`]s ([`history_messages`]). The line format itself and the
+//! [`agw_protocol::chat::ChatMessage`]s ([`history_messages`]). The line format itself and the
 //! snapshot replay are pure and live in `agw_protocol::history` / `agw_protocol::replay`.
 //!
 //! Invariants:

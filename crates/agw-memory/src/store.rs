@@ -5,7 +5,7 @@ use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use agw_llm::request::ChatMessage;
+use agw_protocol::chat::ChatMessage;
 use agw_protocol::history::{self, HistoryLine, PlanSnapshot, SystemSnapshot};
 use agw_protocol::ids;
 use agw_protocol::request::QueryRequest;

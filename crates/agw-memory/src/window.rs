@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use agw_llm::request::{ChatMessage, ToolCallMessage};
+use agw_protocol::chat::{ChatMessage, ToolCallMessage};
 use agw_protocol::history::{HistoryLine, ROLE_SYSTEM, StepLine, StoredMessage};
 
 /// The tool message added for a call whose result was never recorded (a crash mid-batch, a

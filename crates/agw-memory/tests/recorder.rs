@@ -5,8 +5,8 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use agw_llm::request::ChatMessage;
 use agw_memory::{UNRECORDED_RESULT, history_messages};
+use agw_protocol::chat::ChatMessage;
 use agw_protocol::delta::{ActionStartMeta, FrontendMeta, ToolStartMeta};
 use agw_protocol::event::{ErrorCode, EventPayload, PlanTask, TaskStatus};
 use agw_protocol::history::{HistoryLine, SystemSnapshot, SystemTool};

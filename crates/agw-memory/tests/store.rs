@@ -6,8 +6,8 @@ use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::sync::Arc;
 
-use agw_llm::request::ChatMessage;
 use agw_memory::{ChatStore, FsyncPolicy, MemoryConfig, MemoryError};
+use agw_protocol::chat::ChatMessage;
 use agw_protocol::event::TaskStatus;
 use agw_protocol::history::{self, HistoryLine, StepLine, StoredMessage, SystemSnapshot};
 use agw_protocol::{AgentDelta, ids};

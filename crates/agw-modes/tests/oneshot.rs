@@ -2,13 +2,13 @@
 
 use std::sync::Arc;
 
-use agw_llm::fixture::{End, FixtureServer, Transcript};
 use agw_llm::{ChatMessage, ProviderRegistry};
 use agw_modes::definition::AgentDefinition;
 use agw_modes::runtime::{
     CollectingSink, DEFAULT_TOOL_OUTPUT_LIMIT, FrontendSubmits, RunContext, RunOutcome, RunServices, execute,
 };
 use agw_protocol::{AgentDelta, ErrorCode, PlanSnapshot, PlanTask, TaskStatus};
+use agw_testkit::{End, FixtureServer, Transcript};
 use agw_tools::ToolRegistry;
 use agw_tools::viewport::ViewportRegistry;
 use serde_json::json;
@@ -31,7 +31,7 @@ fn ctx(fixture: &FixtureServer, agent: Arc<AgentDefinition>, history: Vec<ChatMe
         history,
         initial_plan: None,
         services: Arc::new(RunServices {
-            providers: Arc::new(ProviderRegistry::new(vec![fixture.provider_config("fx")], false)),
+            providers: Arc::new(ProviderRegistry::new(vec![fixture.provider_config("fx")])),
             tools: Arc::new(ToolRegistry::default()),
             viewports: Arc::new(ViewportRegistry::default()),
             submits: Arc::new(FrontendSubmits::default()),

@@ -2,7 +2,7 @@
 //!
 //! Owns: every SSE event type of the contract, emitted or protocol-only (`event`), the request
 //! bodies with field-naming parse/validation (`request`), the upstream and semantic delta types
-//! (`delta`), the event assembler that turns semantic deltas into numbered events with the block
+//! (`delta`), the provider-neutral chat request a model turn sends (`chat`), the event assembler that turns semantic deltas into numbered events with the block
 //! state machine (`assembler`), id formats and the chat-name rule (`ids`), SSE framing: the
 //! frame encoder plus an incremental decoder for clients and tests (`sse`), the chat history line
 //! format "V3.1" with its lenient readers (`history`), and the snapshot replay of a chat built
@@ -16,6 +16,7 @@
 //! numbered 1..N without gaps; the terminal event (`run.complete` / `run.error`) is last and unique.
 
 pub mod assembler;
+pub mod chat;
 pub mod delta;
 pub mod event;
 pub mod history;

@@ -1,4 +1,4 @@
-//! The skills shipped with agw (`fixtures/skills/`), embedded so a binary without that directory
+//! The skills shipped with agw (`bundled/`, also at `fixtures/skills/`), embedded so a binary without that directory
 //! still has them. Scripts must exist on disk to run, so [`materialize`] writes them into a skills
 //! directory (the caller decides which one and when).
 
@@ -8,14 +8,14 @@ use std::path::{Component, Path};
 
 /// `(path relative to the skills directory, contents)` of every bundled skill file; paths use `/`.
 pub const SKILL_FILES: &[(&str, &str)] = &[
-    ("math_basic/SKILL.md", include_str!("../../../fixtures/skills/math_basic/SKILL.md")),
-    ("math_basic/scripts/calc.py", include_str!("../../../fixtures/skills/math_basic/scripts/calc.py")),
-    ("math_stats/SKILL.md", include_str!("../../../fixtures/skills/math_stats/SKILL.md")),
-    ("math_stats/scripts/stats.py", include_str!("../../../fixtures/skills/math_stats/scripts/stats.py")),
-    ("screenshot/SKILL.md", include_str!("../../../fixtures/skills/screenshot/SKILL.md")),
-    ("screenshot/scripts/demo_echo.py", include_str!("../../../fixtures/skills/screenshot/scripts/demo_echo.py")),
-    ("text_utils/SKILL.md", include_str!("../../../fixtures/skills/text_utils/SKILL.md")),
-    ("text_utils/scripts/text_metrics.py", include_str!("../../../fixtures/skills/text_utils/scripts/text_metrics.py")),
+    ("math_basic/SKILL.md", include_str!("../bundled/math_basic/SKILL.md")),
+    ("math_basic/scripts/calc.py", include_str!("../bundled/math_basic/scripts/calc.py")),
+    ("math_stats/SKILL.md", include_str!("../bundled/math_stats/SKILL.md")),
+    ("math_stats/scripts/stats.py", include_str!("../bundled/math_stats/scripts/stats.py")),
+    ("screenshot/SKILL.md", include_str!("../bundled/screenshot/SKILL.md")),
+    ("screenshot/scripts/demo_echo.py", include_str!("../bundled/screenshot/scripts/demo_echo.py")),
+    ("text_utils/SKILL.md", include_str!("../bundled/text_utils/SKILL.md")),
+    ("text_utils/scripts/text_metrics.py", include_str!("../bundled/text_utils/scripts/text_metrics.py")),
 ];
 
 /// Ids of the bundled skills.

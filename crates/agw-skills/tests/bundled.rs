@@ -30,7 +30,7 @@ fn files_under(dir: &Path, prefix: &str, out: &mut BTreeSet<String>) {
 
 #[test]
 fn embedded_files_are_exactly_the_fixture_tree() {
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/skills");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("bundled");
     let mut on_disk = BTreeSet::new();
     files_under(&fixtures, "", &mut on_disk);
     let embedded: BTreeSet<String> = SKILL_FILES.iter().map(|(path, _)| (*path).to_owned()).collect();

@@ -1,16 +1,20 @@
 //! `GET /api/ap/data/{filename}`: static files from one flat directory (contract `http-api.md` §8).
 //!
 //! The filename is one path segment: `..`, `/` and `\` are refused before touching the disk, and
-//! symlinks are never followed, so nothing outside the directory can be served.
+//! the file is opened without following a symlink and then checked (what was opened, not what the
+//! path pointed to a moment earlier), so nothing outside the directory can be served. Bodies and
+//! ranges are streamed from the file in 64 KiB chunks, never read into memory whole.
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
+use http_body::Frame;
+use http_body_util::{BodyExt, StreamBody};
 
 use super::HandlerResult;
-use crate::body::full;
+use crate::body::BoxBody;
 use crate::envelope::ApiError;
 
 /// MIME type by extension (case-insensitive): the contract's table first, then common types.
@@ -96,28 +100,40 @@ pub async fn serve(dir: &Path, raw_name: &str, params: &HashMap<String, String>,
         return Err(invalid());
     }
     let not_found = || ApiError::not_found("File not found");
-    // symlink_metadata: a symlink is not a regular file here, so it is never followed.
-    match tokio::fs::symlink_metadata(&path).await {
-        Ok(meta) if meta.file_type().is_file() => {}
-        _ => return Err(not_found()),
+    // Open first, then look at what was opened: a check of the path followed by an open of the
+    // path could be defeated by swapping a symlink in between. The name is one path component,
+    // so O_NOFOLLOW on it refuses every symlink; O_NONBLOCK keeps a FIFO from blocking the open.
+    let file = match open_no_follow(&path).await {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(not_found()),
+        Err(e) => {
+            tracing::debug!(path = %path.display(), error = %e, "data file not opened");
+            return Err(not_found());
+        }
+    };
+    let meta = file.metadata().await.map_err(|_| not_found())?;
+    if !meta.file_type().is_file() {
+        return Err(not_found());
     }
-    let bytes = tokio::fs::read(&path).await.map_err(|e| {
-        tracing::warn!(path = %path.display(), error = %e, "data file read failed");
-        ApiError { status: StatusCode::INTERNAL_SERVER_ERROR, msg: "Failed to read file".into() }
-    })?;
     let ctype = content_type(&name);
     let download = params.get("download").is_some_and(|v| v.eq_ignore_ascii_case("true"));
     let disposition = if ctype.starts_with("image/") && !download { "inline" } else { "attachment" };
-    let len = bytes.len() as u64;
-    let (status, body, content_range) = match range.and_then(|r| parse_range(r, len)) {
-        Some((start, end)) => (
-            StatusCode::PARTIAL_CONTENT,
-            Bytes::from(bytes).slice(start as usize..=end as usize),
-            Some(format!("bytes {start}-{end}/{len}")),
-        ),
-        None => (StatusCode::OK, Bytes::from(bytes), None),
+    let len = meta.len();
+    let (status, start, count, content_range) = match range.and_then(|r| parse_range(r, len)) {
+        Some((start, end)) => {
+            (StatusCode::PARTIAL_CONTENT, start, end - start + 1, Some(format!("bytes {start}-{end}/{len}")))
+        }
+        None => (StatusCode::OK, 0, len, None),
     };
-    let mut resp = Response::new(full(body.clone()));
+    let mut file = file;
+    if start > 0 {
+        use tokio::io::AsyncSeekExt;
+        file.seek(std::io::SeekFrom::Start(start)).await.map_err(|e| {
+            tracing::warn!(path = %path.display(), error = %e, "data file seek failed");
+            ApiError { status: StatusCode::INTERNAL_SERVER_ERROR, msg: "Failed to read file".into() }
+        })?;
+    }
+    let mut resp = Response::new(file_body(file, count));
     *resp.status_mut() = status;
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
@@ -125,11 +141,52 @@ pub async fn serve(dir: &Path, raw_name: &str, params: &HashMap<String, String>,
         h.insert(header::CONTENT_DISPOSITION, v);
     }
     h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    h.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(count));
     if let Some(cr) = content_range.and_then(|v| HeaderValue::from_str(&v).ok()) {
         h.insert(header::CONTENT_RANGE, cr);
     }
     Ok(resp)
+}
+
+/// Opens `path` for reading without following a symlink in its last component.
+async fn open_no_follow(path: &Path) -> std::io::Result<tokio::fs::File> {
+    let mut options = tokio::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
+    options.open(path).await
+}
+
+/// Bytes read per body frame: large enough for throughput, small enough that a 1 GiB range never
+/// sits in memory (the socket's backpressure paces the reads).
+const FILE_CHUNK: usize = 64 * 1024;
+
+/// The next `count` bytes of `file`, read chunk by chunk as hyper asks for them. A read error
+/// mid-way ends the body early (logged); hyper then closes the connection because the body is
+/// shorter than its `Content-Length`.
+fn file_body(file: tokio::fs::File, count: u64) -> BoxBody {
+    use futures::StreamExt;
+    use tokio::io::AsyncReadExt;
+
+    let chunks = futures::stream::unfold((file, count), |(mut file, left)| async move {
+        if left == 0 {
+            return None;
+        }
+        let want = usize::try_from(left).unwrap_or(usize::MAX).min(FILE_CHUNK);
+        let mut buf = vec![0u8; want];
+        match file.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(Frame::data(Bytes::from(buf))), (file, left - n as u64)))
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "data file read failed mid-body");
+                None
+            }
+        }
+    });
+    StreamBody::new(chunks.boxed()).boxed_unsync()
 }
 
 /// Decodes `%XX` escapes of a path segment; `None` for invalid escapes or non-UTF-8 results.

@@ -13,10 +13,10 @@ pub use query::read_body;
 use std::collections::HashMap;
 
 use http::{Method, Request, Response, header};
-use hyper::body::Incoming;
+use http_body_util::BodyExt;
 
 use crate::auth;
-use crate::body::BoxBody;
+use crate::body::{BodyError, BoxBody, BoxError, RequestBody};
 use crate::cors::{self, Cors};
 use crate::envelope::ApiError;
 use crate::state::AppState;
@@ -39,7 +39,19 @@ const ROUTES: [&str; 10] = [
 /// Handles one request: the Host allow-list first (a rebinding page looks same-origin to CORS),
 /// then CORS (preflights and foreign origins are answered there), then auth for `/api/ap/` paths
 /// except `OPTIONS`, then the route; CORS headers go on whatever comes back.
-pub async fn handle(state: AppState, mut req: Request<Incoming>) -> Response<BoxBody> {
+///
+/// Generic over the request body so agw's routes can be mounted inside another hyper-based
+/// server (axum, …) next to its own routes; see `examples/axum_mount.rs`.
+pub fn handle<B>(state: AppState, req: Request<B>) -> impl Future<Output = Response<BoxBody>> + Send + 'static
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    // Boxed here, outside the future, so the future's type does not depend on `B`.
+    handle_boxed(state, req.map(|body| body.map_err(BodyError::new).boxed_unsync()))
+}
+
+async fn handle_boxed(state: AppState, mut req: Request<RequestBody>) -> Response<BoxBody> {
     if let Err(e) = state.settings.server.allowed_hosts.check(&req) {
         tracing::info!(method = %req.method(), path = %req.uri().path(), msg = %e.msg, "request refused");
         return e.into_response();
@@ -69,7 +81,7 @@ pub async fn handle(state: AppState, mut req: Request<Incoming>) -> Response<Box
 }
 
 /// Routes one request.
-async fn route(state: AppState, req: Request<Incoming>) -> Response<BoxBody> {
+async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let params = query_params(&req);

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Limited};
-use hyper::body::Incoming;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
@@ -17,7 +16,7 @@ use agw_protocol::request::QueryRequest;
 use agw_protocol::{Assembler, ErrorCode, RunErrorInfo, SystemClock, ids};
 
 use super::HandlerResult;
-use crate::body::SseBody;
+use crate::body::{RequestBody, SseBody};
 use crate::envelope::ApiError;
 use crate::sink::{Persistence, SseSink};
 use crate::state::AppState;
@@ -28,7 +27,7 @@ use crate::webhook::RunTrigger;
 const FRAME_CHANNEL_CAPACITY: usize = 16;
 
 /// Reads the whole body, refusing more than `limit` bytes (413) before reading it all.
-pub async fn read_body(req: Request<Incoming>, limit: usize) -> Result<Bytes, ApiError> {
+pub async fn read_body(req: Request<RequestBody>, limit: usize) -> Result<Bytes, ApiError> {
     let declared =
         req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
@@ -52,7 +51,7 @@ fn resolve_agent(state: &AppState, requested: Option<&str>) -> Result<Arc<AgentD
     catalog.get(key).ok_or_else(|| ApiError::not_found(format!("agent not found: {key}")))
 }
 
-pub async fn query(state: AppState, req: Request<Incoming>) -> HandlerResult {
+pub async fn query(state: AppState, req: Request<RequestBody>) -> HandlerResult {
     let body = read_body(req, state.settings.server.max_request_bytes).await?;
     let request = QueryRequest::from_json(&body).map_err(|e| ApiError::bad_request(e.to_string()))?;
     request.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;

@@ -1,7 +1,6 @@
 //! `POST /api/ap/submit`: a person answers a waiting frontend tool (contract `http-api.md` §6).
 
 use http::Request;
-use hyper::body::Incoming;
 use serde_json::json;
 
 use agw_modes::runtime::SubmitStatus;
@@ -9,10 +8,11 @@ use agw_protocol::request::SubmitRequest;
 
 use super::HandlerResult;
 use super::query::read_body;
+use crate::body::RequestBody;
 use crate::envelope::{ApiError, success};
 use crate::state::AppState;
 
-pub async fn submit(state: &AppState, req: Request<Incoming>) -> HandlerResult {
+pub async fn submit(state: &AppState, req: Request<RequestBody>) -> HandlerResult {
     let body = read_body(req, state.settings.server.max_request_bytes).await?;
     let submit = SubmitRequest::from_json(&body).map_err(|e| ApiError::bad_request(e.to_string()))?;
     submit.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use agw_http::{Server, Settings};
-use agw_llm::fixture::FixtureServer;
 use agw_protocol::sse::SseDecoder;
+use agw_testkit::FixtureServer;
 use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::oneshot;

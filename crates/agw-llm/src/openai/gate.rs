@@ -15,8 +15,8 @@
 //! [`Demand`] with the same gate.
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -25,10 +25,29 @@ use futures::{Stream, StreamExt};
 use http_body::{Body, Frame, SizeHint};
 use reqwest::ResponseBuilderExt;
 
+use crate::LlmError;
+use crate::transport::{ResponseLimits, ResponseMeter};
+
+impl BodyGate {
+    pub(crate) fn new(limits: ResponseLimits) -> Self {
+        Self { limits, ..Self::default() }
+    }
+
+    /// The limit the body broke, if it did.
+    pub(crate) fn take_violation(&self) -> Option<LlmError> {
+        self.violation.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+}
+
 /// Shared between one response body ([`GatedBody`]) and the stream its chunks are read from
 /// ([`Demand`]).
 #[derive(Debug, Default)]
 pub(crate) struct BodyGate {
+    /// Caps on the body, checked on every frame before async-openai buffers it.
+    limits: ResponseLimits,
+    /// The cap the body broke, for the provider to report instead of async-openai's generic
+    /// stream error.
+    violation: Mutex<Option<LlmError>>,
     /// The consumer is waiting: the body may hand out one more frame.
     wanted: AtomicBool,
     /// The body reader, parked until a frame is wanted.
@@ -54,7 +73,8 @@ pub(crate) fn gated(response: reqwest::Response) -> reqwest::Response {
     if let Some(headers) = builder.headers_mut() {
         *headers = parts.headers;
     }
-    match builder.body(reqwest::Body::wrap(GatedBody { inner, gate, read: false })) {
+    let meter = ResponseMeter::new(gate.limits);
+    match builder.body(reqwest::Body::wrap(GatedBody { inner, gate, read: false, meter })) {
         Ok(response) => response.into(),
         // Unreachable: the parts come from a valid response.
         Err(error) => unreachable!("rebuilding a valid response failed: {error}"),
@@ -67,11 +87,12 @@ struct GatedBody {
     gate: Arc<BodyGate>,
     /// A frame was handed out since the last permission.
     read: bool,
+    meter: ResponseMeter,
 }
 
 impl Body for GatedBody {
     type Data = Bytes;
-    type Error = reqwest::Error;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
 
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = self.get_mut();
@@ -83,14 +104,23 @@ impl Body for GatedBody {
             }
             return Poll::Pending;
         }
-        let frame = Pin::new(&mut this.inner).poll_frame(cx);
-        if frame.is_pending() {
-            // Nothing read: the permission still stands.
-            this.gate.wanted.store(true, Ordering::Release);
-        } else {
-            this.read = true;
+        let frame = match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Pending => {
+                // Nothing read: the permission still stands.
+                this.gate.wanted.store(true, Ordering::Release);
+                return Poll::Pending;
+            }
+            Poll::Ready(frame) => frame,
+        };
+        this.read = true;
+        if let Some(Ok(data)) = frame.as_ref().map(|f| f.as_ref().map(Frame::data_ref))
+            && let Err(error) = this.meter.bytes(data.map_or(&[][..], |d| &d[..]))
+        {
+            let message = error.to_string();
+            *this.gate.violation.lock().unwrap_or_else(PoisonError::into_inner) = Some(error);
+            return Poll::Ready(Some(Err(message.into())));
         }
-        frame
+        Poll::Ready(frame.map(|f| f.map_err(Into::into)))
     }
 
     fn is_end_stream(&self) -> bool {
@@ -146,7 +176,8 @@ mod tests {
     #[tokio::test]
     async fn the_body_yields_one_frame_per_want() {
         let gate = Arc::new(BodyGate::default());
-        let mut body = GatedBody { inner: body_of(&["a", "b"]), gate: gate.clone(), read: false };
+        let mut body =
+            GatedBody { inner: body_of(&["a", "b"]), gate: gate.clone(), read: false, meter: Default::default() };
         let blocked = tokio::time::timeout(std::time::Duration::from_millis(20), body.frame()).await;
         assert!(blocked.is_err(), "nothing is read before the consumer waits");
         gate.wanted.store(true, Ordering::Release);
@@ -163,7 +194,12 @@ mod tests {
         // The reader side: frames go through the gate into a channel, but only the second and
         // fourth frame complete a "chunk" (as an SSE event split across reads would).
         let gate = Arc::new(BodyGate::default());
-        let mut body = GatedBody { inner: body_of(&["he", "llo|", "wor", "ld|"]), gate: gate.clone(), read: false };
+        let mut body = GatedBody {
+            inner: body_of(&["he", "llo|", "wor", "ld|"]),
+            gate: gate.clone(),
+            read: false,
+            meter: ResponseMeter::new(ResponseLimits::default()),
+        };
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
         tokio::spawn(async move {
             let mut partial = String::new();

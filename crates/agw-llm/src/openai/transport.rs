@@ -1,4 +1,5 @@
-//! The HTTP transport installed into async-openai (`Client::with_http_service`).
+//! The HTTP service installed into async-openai (`Client::with_http_service`), on the shared
+//! [`crate::transport`].
 //!
 //! async-openai's default executor retries 429/5xx with its own backoff and turns non-JSON
 //! error bodies into deserialisation errors without the status. agw needs the opposite: one
@@ -8,17 +9,14 @@
 //! which the provider downcasts back.
 
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use async_openai::error::OpenAIError;
 use async_openai::middleware::HttpRequestFactory;
 use futures::future::BoxFuture;
-use http::header::{AUTHORIZATION, RETRY_AFTER};
+use http::header::AUTHORIZATION;
 
-use crate::error::{BODY_EXCERPT_CHARS, LlmError, excerpt, redact};
-
-/// Error bodies are read up to this many bytes; the rest is never needed for an excerpt.
-const MAX_ERROR_BODY_BYTES: usize = 8 * 1024;
+use crate::error::{BODY_EXCERPT_CHARS, LlmError, excerpt};
+use crate::transport::{error_chain, http_error, transport_error};
 
 /// A tower service that sends the request once and fails on non-2xx statuses.
 #[derive(Clone, Debug)]
@@ -65,50 +63,6 @@ impl tower::Service<HttpRequestFactory> for SingleAttempt {
 
 fn boxed(error: LlmError) -> OpenAIError {
     OpenAIError::Boxed(Box::new(error))
-}
-
-/// A reqwest failure before any response: a connection problem, unless the request itself was
-/// unbuildable.
-pub(crate) fn transport_error(error: &reqwest::Error) -> LlmError {
-    if error.is_builder() {
-        return LlmError::InvalidRequest { message: error_chain(error) };
-    }
-    LlmError::Connection { message: error_chain(error) }
-}
-
-/// `error: cause: cause…` — reqwest's own Display hides the interesting root cause.
-pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = cause.source();
-    }
-    message
-}
-
-async fn http_error(mut response: reqwest::Response, token: &str) -> LlmError {
-    let status = response.status().as_u16();
-    let retry_after = response
-        .headers()
-        .get(RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs);
-    let mut body = Vec::new();
-    // A failure while reading the error body still leaves a useful status error.
-    while body.len() < MAX_ERROR_BODY_BYTES {
-        match response.chunk().await {
-            Ok(Some(bytes)) => body.extend_from_slice(&bytes),
-            Ok(None) | Err(_) => break,
-        }
-    }
-    let text = String::from_utf8_lossy(&body);
-    LlmError::Http { status, retry_after, body: excerpt(&redact(text.trim(), token), BODY_EXCERPT_CHARS) }
 }
 
 /// Maps what async-openai hands back (its own errors or our boxed ones) onto [`LlmError`].

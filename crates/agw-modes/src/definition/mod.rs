@@ -27,8 +27,8 @@ pub use budget::{Budget, BudgetScope};
 pub use catalog::{AgentCatalog, LoadProblem};
 pub use error::DefinitionError;
 pub use model::{
-    AgentMode, ModeDef, ModelConfig, PLAN_ADD_TASKS_TOOL, PLAN_UPDATE_TASK_TOOL, ReasoningConfig, ResolvedModel, Stage,
-    StageKind, StageTools, ToolChoicePolicy, ToolConfig,
+    AgentMode, ModeDef, ModelConfig, PLAN_ADD_TASKS_TOOL, PLAN_GET_TASKS_TOOL, PLAN_TOOL_PREFIX, PLAN_UPDATE_TASK_TOOL,
+    ReasoningConfig, ResolvedModel, Stage, StageKind, StageTools, ToolChoicePolicy, ToolConfig,
 };
 pub use prompts::{
     DEFAULT_AFTER_CALL_HINT_TITLE, DEFAULT_SKILL_CATALOG_HEADER, DEFAULT_SKILL_DISCLOSURE_HEADER,

@@ -11,6 +11,10 @@ use serde::Serialize;
 pub const PLAN_ADD_TASKS_TOOL: &str = "_plan_add_tasks_";
 /// Name of the plan tool forced into the execute stage of PLAN_EXECUTE.
 pub const PLAN_UPDATE_TASK_TOOL: &str = "_plan_update_task_";
+/// Name of the plan tool that reads the plan.
+pub const PLAN_GET_TASKS_TOOL: &str = "_plan_get_tasks_";
+/// Every plan tool's name starts with this (the runtime answers them, not the tool registry).
+pub const PLAN_TOOL_PREFIX: &str = "_plan_";
 
 /// Orchestration mode, as written in `mode` and shown by `/agents`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]

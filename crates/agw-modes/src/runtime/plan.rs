@@ -10,12 +10,11 @@ use agw_protocol::history::PlanSnapshot;
 use agw_protocol::{AgentDelta, ids};
 use serde_json::Value;
 
-/// `_plan_add_tasks_`: append tasks.
-pub const PLAN_ADD_TASKS: &str = "_plan_add_tasks_";
-/// `_plan_update_task_`: change a task's status (and description).
-pub const PLAN_UPDATE_TASK: &str = "_plan_update_task_";
-/// `_plan_get_tasks_`: read the plan.
-pub const PLAN_GET_TASKS: &str = "_plan_get_tasks_";
+// The names are defined once, next to the agent rules that force them into stages.
+pub use crate::definition::{
+    PLAN_ADD_TASKS_TOOL as PLAN_ADD_TASKS, PLAN_GET_TASKS_TOOL as PLAN_GET_TASKS,
+    PLAN_UPDATE_TASK_TOOL as PLAN_UPDATE_TASK,
+};
 
 /// Result of a successful `_plan_update_task_`.
 pub const RESULT_OK: &str = "OK";

@@ -1,4 +1,34 @@
-//! The embedded offline demo model (`demo` / `agw-demo`): deterministic, no network.
+//! agw-demo — the embedded offline demo model (provider `demo`, model `agw-demo`) and the demo
+//! agents bundled with agw: deterministic, no network.
+//!
+//! Owns: [`DemoProvider`], a [`ChatProvider`] that decides its reply from the request alone and
+//! streams it like a model would; the bundled demo agent files ([`bundled`]). It knows the tool
+//! and skill names it uses only through the crates that own them (plan tools from `agw-modes`,
+//! `_skill_run_script_` from `agw-skills`).
+//!
+//! Must never: reach the network, read files, or be used as a silent fallback for a provider
+//! that is not configured (the server registers it only under the `demo` key).
+//!
+//! ```
+//! use agw_demo::DemoProvider;
+//! use agw_llm::{ChatMessage, ChatProvider, ChatRequest, LlmDelta};
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let request = ChatRequest {
+//!     provider_key: "demo".into(),
+//!     model: "agw-demo".into(),
+//!     messages: vec![ChatMessage::User { content: "What is carbon?".into() }],
+//!     tools: vec![],
+//!     tool_choice: None,
+//!     reasoning: Default::default(),
+//!     temperature: None,
+//!     top_p: None,
+//!     max_tokens: None,
+//! };
+//! // Same request, same reply: the whole stream is known before it is sent.
+//! let deltas = agw_demo::script(&request);
+//! assert!(matches!(&deltas[0], LlmDelta::Content { text } if text.starts_with("You asked")));
+//! # });
+//! ```
 //!
 //! It lets the README's first command produce a real streamed run without any provider
 //! configured, and tells the user how to configure one. The reply is decided by
@@ -14,12 +44,13 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde_json::json;
 
-use crate::request::ChatMessage;
+use agw_llm::request::ChatMessage;
 
+pub mod bundled;
 mod plan;
 mod skills;
 mod tools;
-use crate::{CallOptions, ChatProvider, ChatRequest, DeltaStream, LlmDelta, LlmError};
+use agw_llm::{CallOptions, ChatProvider, ChatRequest, DeltaStream, LlmDelta, LlmError};
 pub use tools::DemoToolCall;
 
 /// Provider key the registry uses for the demo model.
@@ -159,7 +190,7 @@ pub fn script(request: &ChatRequest) -> Vec<LlmDelta> {
         let split = call.arguments.len() / 2;
         let split = (split..=call.arguments.len()).find(|i| call.arguments.is_char_boundary(*i)).unwrap_or(0);
         let fragment = |id: Option<&str>, name: Option<&str>, arguments: &str| {
-            LlmDelta::ToolCall(crate::ToolCallFragment {
+            LlmDelta::ToolCall(agw_llm::ToolCallFragment {
                 index: Some(0),
                 id: id.map(str::to_owned),
                 call_type: id.map(|_| "function".to_owned()),

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::request::{ChatMessage, ChatRequest, ToolSpec};
+use agw_llm::request::{ChatMessage, ChatRequest, ToolSpec};
 
 /// A tool call the demo model decided to make.
 #[derive(Debug, Clone, PartialEq)]
@@ -157,7 +157,7 @@ pub fn viewport_hint(request: &ChatRequest, tool: &str) -> Option<(String, Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::{ReasoningSetting, ToolChoice};
+    use agw_llm::request::{ReasoningSetting, ToolChoice};
 
     fn request(messages: Vec<ChatMessage>) -> ChatRequest {
         ChatRequest {

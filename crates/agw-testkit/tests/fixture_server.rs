@@ -1,11 +1,9 @@
 //! The fixture server itself: byte-exact, frame-by-frame delivery, routing, recording.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use agw_llm::fixture::{FixtureServer, StreamOutcome, Transcript};
-use common::within;
+use agw_testkit::drive::within;
+use agw_testkit::{FixtureServer, StreamOutcome, Transcript};
 use serde_json::json;
 
 const GUARD: Duration = Duration::from_secs(10);

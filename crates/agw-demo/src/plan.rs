@@ -11,10 +11,9 @@ use serde_json::{Value, json};
 
 use super::tools::{self, DemoToolCall};
 use super::{DemoTurn, quote};
-use crate::request::{ChatMessage, ChatRequest, ToolChoice};
+use agw_llm::request::{ChatMessage, ChatRequest, ToolChoice};
 
-const ADD_TASKS: &str = "_plan_add_tasks_";
-const UPDATE_TASK: &str = "_plan_update_task_";
+use agw_modes::definition::{PLAN_ADD_TASKS_TOOL as ADD_TASKS, PLAN_TOOL_PREFIX, PLAN_UPDATE_TASK_TOOL as UPDATE_TASK};
 /// The line of the task prompt (default template) that names the task.
 const TASK_ID_MARKER: &str = "Current task ID:";
 const TASK_DESCRIPTION_MARKER: &str = "Current task description:";
@@ -55,7 +54,7 @@ fn plan(request: &ChatRequest) -> DemoTurn {
 fn execute(request: &ChatRequest, prompt: &str, task_id: &str) -> DemoTurn {
     let description = line_value(prompt, TASK_DESCRIPTION_MARKER).unwrap_or(task_id);
     let results = tools::results(request);
-    let backends: Vec<_> = request.tools.iter().filter(|t| !t.name.starts_with("_plan_")).cloned().collect();
+    let backends: Vec<_> = request.tools.iter().filter(|t| !t.name.starts_with(PLAN_TOOL_PREFIX)).cloned().collect();
     let helper = tools::pick_tool(&backends, description).filter(|t| tools::score(t, description) > 0);
     let reasoning_on = request.reasoning.enabled;
     if results.is_empty()
@@ -75,7 +74,7 @@ fn execute(request: &ChatRequest, prompt: &str, task_id: &str) -> DemoTurn {
     }
     let found = results
         .iter()
-        .filter(|(name, _)| !name.starts_with("_plan_"))
+        .filter(|(name, _)| !name.starts_with(PLAN_TOOL_PREFIX))
         .map(|(name, result)| format!(" `{name}` → {}", summarise(result)))
         .collect::<Vec<_>>()
         .join(";");
@@ -118,7 +117,9 @@ fn summary(request: &ChatRequest) -> DemoTurn {
         .messages
         .iter()
         .filter_map(|m| match m {
-            ChatMessage::Tool { name, content, .. } if !name.starts_with("_plan_") && !is_unexecuted(content) => {
+            ChatMessage::Tool { name, content, .. }
+                if !name.starts_with(PLAN_TOOL_PREFIX) && !is_unexecuted(content) =>
+            {
                 Some(format!("\n- `{name}` → {}", summarise(content)))
             }
             _ => None,
@@ -209,7 +210,7 @@ fn call_id(request: &ChatRequest) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::{ReasoningSetting, ToolCallMessage, ToolSpec};
+    use agw_llm::request::{ReasoningSetting, ToolCallMessage, ToolSpec};
 
     fn spec(name: &str, description: &str, parameters: Value) -> ToolSpec {
         ToolSpec { name: name.into(), description: description.into(), parameters }

@@ -1,4 +1,6 @@
-//! The provider-neutral chat request a mode builds for one model turn.
+//! The provider-neutral chat request a mode builds for one model turn: the conversation
+//! ([`ChatMessage`]), offered tools ([`ToolSpec`]) and call options. Providers turn it into their
+//! wire body; the chat store rebuilds [`ChatMessage`]s from history. Plain data, no I/O.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -17,10 +17,10 @@ use serde_json::{Value, json};
 
 use super::tools::{DemoToolCall, results};
 use super::{DemoTurn, quote};
-use crate::request::{ChatMessage, ChatRequest};
+use agw_llm::request::{ChatMessage, ChatRequest};
 
 /// The tool that runs skill scripts.
-pub(super) const RUN_SCRIPT: &str = "_skill_run_script_";
+pub(super) use agw_skills::SKILL_RUN_SCRIPT as RUN_SCRIPT;
 /// Catalog line naming a skill (modes.md §6.2).
 const CATALOG_ID_PREFIX: &str = "skillId:";
 
@@ -303,7 +303,7 @@ fn describe(result: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::{ReasoningSetting, ToolChoice, ToolSpec};
+    use agw_llm::request::{ReasoningSetting, ToolChoice, ToolSpec};
 
     const CATALOG: &str = "Available skills:\n\nskillId: math_basic\nname: math_basic\ndescription: d\n\n---\n\n\
                            skillId: math_stats\n\n---\n\nskillId: text_utils";

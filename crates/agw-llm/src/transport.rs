@@ -1,0 +1,437 @@
+//! What every HTTP provider shares: the client it sends with, opening a call with retries,
+//! turning failures into [`LlmError`]s, and the log lines and metric of one call.
+//!
+//! The OpenAI-compatible and Anthropic providers differ only in their wire formats (request body,
+//! auth header, stream events). Everything here is the same for both and must stay so: retries
+//! only before the response body started, the inactivity timeout around every attempt, status +
+//! `Retry-After` + a bounded, key-redacted body excerpt for every non-2xx answer, and never a
+//! redirect to another origin (a prompt body must not be re-sent to a host nobody configured).
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use http::header::{ACCEPT, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use serde_json::Value;
+
+use crate::error::{BODY_EXCERPT_CHARS, LlmError, TimeoutPhase, excerpt, redact};
+use crate::{CallOptions, interaction};
+
+/// Header carrying [`CallOptions::stage`].
+pub const STAGE_HEADER: &str = "x-agw-stage";
+/// Header carrying [`CallOptions::run_id`].
+pub const RUN_ID_HEADER: &str = "x-agw-run-id";
+/// Provider latency from request to first chunk (seconds), labelled by provider key.
+pub const FIRST_TOKEN_METRIC: &str = "agw_provider_first_token_seconds";
+
+/// First retry waits this long, doubling per attempt.
+const BASE_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// A provider asking for a longer `Retry-After` is still retried after this long: the user is
+/// waiting on a live stream.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
+/// Error bodies are read up to this many bytes; the rest is never needed for an excerpt.
+const MAX_ERROR_BODY_BYTES: usize = 8 * 1024;
+/// Same-origin redirects (e.g. a trailing-slash fix) are followed at most this often.
+const MAX_REDIRECTS: usize = 5;
+
+/// The HTTP client of one provider: `TCP_NODELAY` (each request goes out at once) and a redirect
+/// policy that follows only redirects to the same origin (scheme, host, port). A redirect to
+/// another origin is not followed: the 3xx answer becomes [`LlmError::Http`] and the prompt body
+/// never reaches the other host.
+pub(crate) fn http_client() -> Result<reqwest::Client, LlmError> {
+    let policy = reqwest::redirect::Policy::custom(|attempt| {
+        let same_origin = attempt.previous().first().is_some_and(|first| {
+            let next = attempt.url();
+            first.scheme() == next.scheme()
+                && first.host_str() == next.host_str()
+                && first.port_or_known_default() == next.port_or_known_default()
+        });
+        if same_origin && attempt.previous().len() <= MAX_REDIRECTS {
+            attempt.follow()
+        } else {
+            if !same_origin {
+                tracing::warn!(to = %attempt.url().origin().ascii_serialization(), "provider redirect to another origin not followed");
+            }
+            attempt.stop()
+        }
+    });
+    reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .redirect(policy)
+        .build()
+        .map_err(|e| LlmError::InvalidRequest { message: error_chain(&e) })
+}
+
+/// `Accept: text/event-stream` plus the stage and run-id headers of one call. Values that are
+/// not valid header text are left out rather than failing the call.
+pub(crate) fn call_headers(options: &CallOptions) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+    for (name, value) in [(STAGE_HEADER, &options.stage), (RUN_ID_HEADER, &options.run_id)] {
+        if value.is_empty() {
+            continue;
+        }
+        if let Ok(value) = HeaderValue::from_str(value) {
+            headers.insert(HeaderName::from_static(name), value);
+        }
+    }
+    headers
+}
+
+/// Who is calling where, for the log lines of one call.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallSite<'a> {
+    pub provider: &'a str,
+    pub url: &'a str,
+    pub options: &'a CallOptions,
+}
+
+/// Runs `attempt` until it yields a 2xx response (its `Ok`) or a failure that must not be
+/// retried: each attempt is bounded by the inactivity timeout; 429 (honouring `Retry-After`),
+/// 5xx and connection failures are retried up to `options.max_retries` times with backoff.
+/// Nothing of a response body has been consumed when this retries.
+pub(crate) async fn open_with_retries<T, F, Fut>(
+    site: CallSite<'_>,
+    body: &Value,
+    mut attempt: F,
+) -> Result<T, LlmError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, LlmError>>,
+{
+    let CallSite { provider, url, options } = site;
+    if interaction::active() {
+        tracing::debug!(
+            target: interaction::TARGET,
+            provider = %provider, stage = %options.stage, run_id = %options.run_id, url = %url,
+            body = %interaction::render(body), "llm request"
+        );
+    }
+    let mut tries: u32 = 0;
+    loop {
+        tracing::debug!(
+            provider = %provider, stage = %options.stage, run_id = %options.run_id,
+            url = %url, attempt = tries, "calling provider"
+        );
+        let error = match tokio::time::timeout(options.inactivity_timeout, attempt()).await {
+            Ok(Ok(opened)) => {
+                tracing::debug!(
+                    provider = %provider, stage = %options.stage, run_id = %options.run_id,
+                    "provider stream opened"
+                );
+                return Ok(opened);
+            }
+            Ok(Err(error)) => error,
+            Err(_) => {
+                LlmError::Timeout { phase: TimeoutPhase::BeforeFirstChunk, ms: millis(options.inactivity_timeout) }
+            }
+        };
+        if tries >= options.max_retries || !error.auto_retry() {
+            tracing::debug!(
+                provider = %provider, stage = %options.stage, run_id = %options.run_id,
+                attempt = tries, error = %error, "provider call failed"
+            );
+            return Err(error);
+        }
+        let delay = retry_delay(&error, tries);
+        tracing::debug!(
+            provider = %provider, stage = %options.stage, run_id = %options.run_id,
+            attempt = tries, delay_ms = millis(delay), error = %error, "retrying provider call"
+        );
+        tokio::time::sleep(delay).await;
+        tries += 1;
+    }
+}
+
+/// Backoff before retry `attempt + 1`: `Retry-After` (capped), else 100 ms doubling up to 2 s.
+pub(crate) fn retry_delay(error: &LlmError, attempt: u32) -> Duration {
+    error.retry_after().map(|d| d.min(MAX_RETRY_AFTER)).unwrap_or_else(|| {
+        let factor = 2u32.saturating_pow(attempt.min(16));
+        BASE_BACKOFF.saturating_mul(factor).min(MAX_BACKOFF)
+    })
+}
+
+/// A duration in whole milliseconds, saturating.
+pub(crate) fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A reqwest failure before any response: a connection problem, unless the request itself was
+/// unbuildable.
+pub(crate) fn transport_error(error: &reqwest::Error) -> LlmError {
+    if error.is_builder() {
+        return LlmError::InvalidRequest { message: error_chain(error) };
+    }
+    LlmError::Connection { message: error_chain(error) }
+}
+
+/// `error: cause: cause…` — reqwest's own Display hides the interesting root cause.
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
+}
+
+/// A non-2xx answer: status, `Retry-After` (seconds) and a bounded body excerpt with `secret`
+/// (the API key, should the body echo it) redacted.
+pub(crate) async fn http_error(mut response: reqwest::Response, secret: &str) -> LlmError {
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get(RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let mut body = Vec::new();
+    // A failure while reading the error body still leaves a useful status error.
+    while body.len() < MAX_ERROR_BODY_BYTES {
+        match response.chunk().await {
+            Ok(Some(bytes)) => body.extend_from_slice(&bytes),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    let text = String::from_utf8_lossy(&body);
+    LlmError::Http { status, retry_after, body: excerpt(&redact(text.trim(), secret), BODY_EXCERPT_CHARS) }
+}
+
+/// Caps on what one provider response may make agw hold or do. A provider (or a proxy in front
+/// of it) that sends an endless line, an endless body or hundreds of tool calls ends the call with
+/// [`LlmError::LimitExceeded`] (`provider_error`) instead of growing agw's memory without bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResponseLimits {
+    /// Longest line of the SSE body, in bytes (an SSE event is buffered until its line ends).
+    pub max_line_bytes: usize,
+    /// Most bytes of one response body.
+    pub max_response_bytes: u64,
+    /// Most distinct tool calls in one model turn.
+    pub max_tool_calls: usize,
+}
+
+impl Default for ResponseLimits {
+    fn default() -> Self {
+        Self { max_line_bytes: 1024 * 1024, max_response_bytes: 64 * 1024 * 1024, max_tool_calls: 64 }
+    }
+}
+
+/// Counts one response against its [`ResponseLimits`], before any byte is buffered.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ResponseMeter {
+    limits: ResponseLimits,
+    total: u64,
+    /// Bytes of the line not yet ended by `\n` or `\r`.
+    line: usize,
+    /// Tool-call indices (or id-only calls) seen this turn.
+    calls: Vec<Option<u32>>,
+}
+
+impl ResponseMeter {
+    pub(crate) fn new(limits: ResponseLimits) -> Self {
+        Self { limits, ..Self::default() }
+    }
+
+    /// Accounts for `bytes` read from the body.
+    pub(crate) fn bytes(&mut self, bytes: &[u8]) -> Result<(), LlmError> {
+        self.total = self.total.saturating_add(bytes.len() as u64);
+        if self.total > self.limits.max_response_bytes {
+            return Err(LlmError::LimitExceeded {
+                what: "response size (bytes)",
+                limit: self.limits.max_response_bytes,
+            });
+        }
+        let mut segments = bytes.split(|b| *b == b'\n' || *b == b'\r');
+        // The first segment continues the open line; every later one starts a new line.
+        let mut line = self.line + segments.next().map_or(0, <[u8]>::len);
+        for segment in segments {
+            self.check_line(line)?;
+            line = segment.len();
+        }
+        self.check_line(line)?;
+        self.line = line;
+        Ok(())
+    }
+
+    fn check_line(&self, line: usize) -> Result<(), LlmError> {
+        if line > self.limits.max_line_bytes {
+            return Err(LlmError::LimitExceeded {
+                what: "line length (bytes)",
+                limit: self.limits.max_line_bytes as u64,
+            });
+        }
+        Ok(())
+    }
+
+    /// Accounts for one tool-call fragment: a fragment with a new index, or with an id and no
+    /// index, starts a call.
+    pub(crate) fn tool_call(&mut self, fragment: &agw_protocol::ToolCallFragment) -> Result<(), LlmError> {
+        let new = match fragment.index {
+            Some(index) => !self.calls.contains(&Some(index)),
+            None => fragment.id.is_some(),
+        };
+        if new {
+            self.calls.push(fragment.index);
+            if self.calls.len() > self.limits.max_tool_calls {
+                return Err(LlmError::LimitExceeded {
+                    what: "tool calls per turn",
+                    limit: self.limits.max_tool_calls as u64,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the tool calls among `deltas`.
+    pub(crate) fn deltas(&mut self, deltas: &[crate::LlmDelta]) -> Result<(), LlmError> {
+        for delta in deltas {
+            if let crate::LlmDelta::ToolCall(fragment) = delta {
+                self.tool_call(fragment)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The log lines and the first-chunk metric of one open response, shared by the providers'
+/// stream readers.
+#[derive(Debug)]
+pub(crate) struct StreamLog {
+    provider: String,
+    options: CallOptions,
+    /// When the request was sent, for the time-to-first-chunk metric.
+    started: Instant,
+    /// Upstream chunks (SSE frames with data) received so far.
+    chunks: u64,
+}
+
+impl StreamLog {
+    pub(crate) fn new(provider: String, options: CallOptions, started: Instant) -> Self {
+        Self { provider, options, started, chunks: 0 }
+    }
+
+    /// The per-call options (timeout, stage, run id).
+    pub(crate) fn options(&self) -> &CallOptions {
+        &self.options
+    }
+
+    /// Which timeout phase a silence now would be.
+    pub(crate) fn timeout_phase(&self) -> TimeoutPhase {
+        if self.chunks == 0 { TimeoutPhase::BeforeFirstChunk } else { TimeoutPhase::BetweenChunks }
+    }
+
+    /// Counts one received chunk (records the first-chunk latency once) and logs it when the
+    /// interaction log is on. `render` is only called then.
+    pub(crate) fn chunk(&mut self, event: &str, render: impl FnOnce() -> String) {
+        self.chunks += 1;
+        if self.chunks == 1 {
+            metrics::histogram!(FIRST_TOKEN_METRIC, "provider" => self.provider.clone())
+                .record(self.started.elapsed().as_secs_f64());
+        }
+        if interaction::active() {
+            tracing::debug!(
+                target: interaction::TARGET,
+                provider = %self.provider, stage = %self.options.stage, run_id = %self.options.run_id,
+                event = %event, chunk = %render(), "llm delta"
+            );
+        }
+    }
+
+    /// The response ended normally.
+    pub(crate) fn complete(&self) {
+        if interaction::active() {
+            tracing::debug!(
+                target: interaction::TARGET,
+                provider = %self.provider, stage = %self.options.stage, run_id = %self.options.run_id,
+                chunks = self.chunks, "llm response complete"
+            );
+        }
+        tracing::debug!(
+            provider = %self.provider, stage = %self.options.stage, run_id = %self.options.run_id,
+            chunks = self.chunks, "provider stream finished"
+        );
+    }
+
+    /// The response ended with `error`.
+    pub(crate) fn failed(&self, error: &LlmError) {
+        if interaction::active() {
+            tracing::debug!(
+                target: interaction::TARGET,
+                provider = %self.provider, stage = %self.options.stage, run_id = %self.options.run_id,
+                chunks = self.chunks, error = %interaction::mask_text(&error.to_string()), "llm response failed"
+            );
+        }
+        tracing::debug!(
+            provider = %self.provider, stage = %self.options.stage, run_id = %self.options.run_id,
+            chunks = self.chunks, error = %error, "provider stream failed"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meter(line: usize, total: u64, calls: usize) -> ResponseMeter {
+        ResponseMeter::new(ResponseLimits { max_line_bytes: line, max_response_bytes: total, max_tool_calls: calls })
+    }
+
+    #[test]
+    fn a_line_may_span_reads_but_not_exceed_the_cap() {
+        let mut m = meter(10, 1000, 1);
+        m.bytes(b"data: 1234").unwrap();
+        assert!(m.bytes(b"5").is_err(), "11 bytes without a line end");
+        let mut m = meter(10, 1000, 1);
+        m.bytes(b"data: 1234\n\ndata: 12").unwrap();
+        m.bytes(b"34\r\n").unwrap();
+        assert!(m.bytes(b"0123456789x\n").is_err(), "a whole long line inside one read");
+    }
+
+    #[test]
+    fn the_whole_response_is_capped() {
+        let mut m = meter(100, 20, 1);
+        m.bytes(b"0123456789\n").unwrap();
+        assert!(matches!(m.bytes(b"0123456789\n"), Err(LlmError::LimitExceeded { limit: 20, .. })));
+    }
+
+    #[test]
+    fn tool_calls_are_counted_by_index_or_id() {
+        let mut m = meter(100, 100, 2);
+        let f = |index: Option<u32>, id: Option<&str>| agw_protocol::ToolCallFragment {
+            index,
+            id: id.map(str::to_owned),
+            ..Default::default()
+        };
+        m.tool_call(&f(Some(0), Some("a"))).unwrap();
+        m.tool_call(&f(Some(0), None)).unwrap();
+        m.tool_call(&f(None, None)).unwrap();
+        m.tool_call(&f(Some(1), Some("b"))).unwrap();
+        let error = m.tool_call(&f(Some(2), Some("c"))).unwrap_err();
+        assert_eq!(error.code(), "provider_error");
+        assert!(error.to_string().contains("tool calls per turn"));
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let e = LlmError::Connection { message: String::new() };
+        assert_eq!(retry_delay(&e, 0), Duration::from_millis(100));
+        assert_eq!(retry_delay(&e, 1), Duration::from_millis(200));
+        assert_eq!(retry_delay(&e, 30), MAX_BACKOFF);
+        let e = LlmError::Http { status: 429, retry_after: Some(Duration::from_secs(99)), body: String::new() };
+        assert_eq!(retry_delay(&e, 0), MAX_RETRY_AFTER);
+    }
+
+    #[test]
+    fn headers_skip_blank_and_invalid_values() {
+        let options = CallOptions { stage: "react-step-1".into(), run_id: "bad\nid".into(), ..Default::default() };
+        let headers = call_headers(&options);
+        assert_eq!(headers.get(STAGE_HEADER).unwrap(), "react-step-1");
+        assert!(headers.get(RUN_ID_HEADER).is_none());
+        assert_eq!(headers.get(ACCEPT).unwrap(), "text/event-stream");
+    }
+}
