@@ -189,8 +189,8 @@ pub const OTHER_ENV: &[(&str, &str)] = &[
     ("AGW_CONFIG", "the TOML config file (--config)"),
 ];
 
-/// Variables with a setting prefix that only the test suites read: a developer's shell may
-/// hold them, so they are not reported as unknown either.
+/// Variables with a setting prefix that only the test suites and examples read: a developer's
+/// shell may hold them, so they are not reported as unknown either.
 pub const TEST_ENV: &[&str] = &[
     "AGW_SOAK_SECS",
     "AGW_SOAK_CONCURRENCY",
@@ -199,6 +199,9 @@ pub const TEST_ENV: &[&str] = &[
     "AGW_FUZZ_CASES",
     "AGW_FUZZ_SEED",
     "AGW_TEST_SECRET",
+    "AGW_EXAMPLE_BASE_URL",
+    "AGW_EXAMPLE_API_KEY",
+    "AGW_EXAMPLE_MODEL",
 ];
 
 /// Environment prefixes whose unknown variables are reported (as warnings): likely typos.

@@ -217,6 +217,7 @@ mod tests {
                 "AGW_LOG",
                 "AGW_SOAK_SECS",
                 "AGW_FUZZ_CASES",
+                "AGW_EXAMPLE_BASE_URL",
                 "PATH",
                 "MEMORY_CHAT_K",
             ]),
