@@ -3,12 +3,13 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
-use agw_http::config::SETTINGS;
+use agw_http::config::table::{OTHER_ENV, PROVIDER_FIELDS, SETTINGS};
 
 #[derive(Parser)]
 #[command(
@@ -41,21 +42,47 @@ enum Command {
         #[arg(long, env = "AGW_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Probe a running server: exit 0 when the URL answers 200 within the timeout, else 1 (a
+    /// container HEALTHCHECK that needs no curl in the image).
+    Health {
+        /// URL to probe [default: http://127.0.0.1:<SERVER_PORT or 8080>/healthz].
+        #[arg(long)]
+        url: Option<String>,
+        /// How long to wait for the answer, e.g. 3s or 500ms.
+        #[arg(long, default_value = "3s", value_parser = agw_http::config::parse_duration)]
+        timeout: Duration,
+    },
 }
 
 fn settings_help() -> String {
     let mut s = String::from("Settings (environment variable overrides the config file property):\n");
-    for spec in SETTINGS {
+    for spec in SETTINGS.iter().filter(|s| !s.ignored) {
         let default = spec.default.map(|d| format!(" [default: {d}]")).unwrap_or_default();
         s.push_str(&format!("  {:<34} {:<36} {}{}\n", spec.env, spec.property, spec.help, default));
     }
-    s.push_str("  AGENT_PROVIDERS_<KEY>_BASE_URL | _API_KEY | _MODEL | _PROTOCOL   provider <key> ([agent.providers.<key>] base-url, api-key, model, protocol)\n");
+    let envs: Vec<&str> = PROVIDER_FIELDS.iter().map(|f| f.env_suffix).collect();
+    let keys: Vec<&str> = PROVIDER_FIELDS.iter().map(|f| f.key).collect();
+    s.push_str(&format!(
+        "  AGENT_PROVIDERS_<KEY>{}   provider <key> ([agent.providers.<key>] {})\n",
+        envs.join(" | "),
+        keys.join(", ")
+    ));
+    s.push_str("Accepted for compatibility, no effect:\n");
+    for spec in SETTINGS.iter().filter(|s| s.ignored) {
+        s.push_str(&format!("  {:<34} {:<36} {}\n", spec.env, spec.property, spec.help));
+    }
+    s.push_str(
+        "Unknown keys in the config file are errors; unknown AGENT_* / AGW_* / MEMORY_* variables are warnings.\n",
+    );
+    s.push_str("Other variables:\n");
+    for (name, what) in OTHER_ENV {
+        s.push_str(&format!("  {name:<34} {what}\n"));
+    }
     s.push_str(&format!(
         "JWT: {} only; exp required, nbf honoured, {} s clock leeway; sub non-blank; iss checked when agent.auth.issuer is set\n",
         agw_http::auth::RSA_ALGORITHMS.map(|a| format!("{a:?}")).join("/"),
         agw_http::auth::LEEWAY_SECS
     ));
-    s.push_str("Logging: AGW_LOG (or RUST_LOG), e.g. AGW_LOG=debug\n");
     s
 }
 
@@ -76,6 +103,30 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve { port, config } => serve(port, config).await,
         Command::Check { config } => check(config),
+        Command::Health { url, timeout } => health(url, timeout).await,
+    }
+}
+
+async fn health(url: Option<String>, timeout: Duration) -> anyhow::Result<()> {
+    let url = url.unwrap_or_else(|| {
+        let port = std::env::var("SERVER_PORT").ok().filter(|p| !p.trim().is_empty());
+        format!("http://127.0.0.1:{}/healthz", port.as_deref().map_or("8080", str::trim))
+    });
+    // No proxy: HTTP_PROXY in a container's environment must not reroute a loopback probe.
+    let client = reqwest::Client::builder().timeout(timeout).no_proxy().build()?;
+    match client.get(&url).send().await {
+        Ok(resp) if resp.status() == reqwest::StatusCode::OK => {
+            println!("healthy: {url} answered 200");
+            Ok(())
+        }
+        Ok(resp) => {
+            eprintln!("unhealthy: {url} answered {}", resp.status());
+            std::process::exit(1);
+        }
+        Err(e) => {
+            eprintln!("unhealthy: {url}: {e}");
+            std::process::exit(1);
+        }
     }
 }
 
@@ -103,18 +154,21 @@ async fn serve(port: Option<u16>, config: Option<PathBuf>) -> anyhow::Result<()>
     let mut settings =
         agw_http::Settings::load(config.as_deref(), std::env::vars()).context("invalid configuration")?;
     if let Some(port) = port {
-        settings.port = port;
+        settings.server.port = port;
     }
-    agw_llm::interaction::configure(settings.interaction_log, settings.interaction_log_mask);
+    for warning in &settings.warnings {
+        tracing::warn!("{warning}");
+    }
+    agw_llm::interaction::configure(settings.logging.interaction_log, settings.logging.mask_sensitive);
     agw_http::metrics::install();
-    let grace = settings.shutdown_grace;
+    let grace = settings.server.shutdown_grace;
     let state = agw_http::build_state(settings);
     // Watch the configured directories; dropped (stopped) when serve returns.
     let _reload =
         agw_http::reload::Reloader::new(state.clone(), agw_http::reload::watched_dirs(&state.settings)).start();
-    let server = agw_http::Server::bind(state.clone())
-        .await
-        .with_context(|| format!("cannot listen on {}:{}", state.settings.address, state.settings.port))?;
+    let server = agw_http::Server::bind(state.clone()).await.with_context(|| {
+        format!("cannot listen on {}:{}", state.settings.server.address, state.settings.server.port)
+    })?;
     let addr = server.local_addr()?;
     let auth = &state.settings.auth;
     if auth.enforced() {
@@ -129,6 +183,10 @@ async fn serve(port: Option<u16>, config: Option<PathBuf>) -> anyhow::Result<()>
             "auth is not configured (no agent.auth.local-public-key or agent.auth.jwks-uri): serving without auth, listening on loopback only"
         );
     }
+    tracing::info!(
+        hosts = %state.settings.server.allowed_hosts.describe(),
+        "accepted Host values (server.allowed-hosts; others get 403)"
+    );
     // The integration tests read this line to find the port when started with --port 0.
     println!("agw listening on http://{addr}");
     tracing::info!(%addr, "agw listening");

@@ -35,9 +35,13 @@ impl std::fmt::Display for Finding {
 pub fn check(settings: &Settings) -> Vec<Finding> {
     // Checking must not write: no copying of bundled resources into the directories.
     let mut settings = settings.clone();
-    settings.sync_bundled = false;
+    settings.resources.sync_bundled = false;
+    let mut out: Vec<Finding> = settings
+        .warnings
+        .iter()
+        .map(|w| Finding { severity: Severity::Warning, file: "environment".into(), message: w.to_string() })
+        .collect();
     let state = crate::build_state(settings);
-    let mut out = Vec::new();
     let mut error = |file: &str, message: String| {
         out.push(Finding { severity: Severity::Error, file: file.to_string(), message });
     };

@@ -18,8 +18,9 @@ use crate::body::{BoxBody, full};
 pub struct CorsConfig {
     /// Ant-style path pattern (`**` any number of segments, `*` and `?` inside a segment).
     pub path_pattern: String,
-    /// Origin patterns; `*` matches any run of characters (`http://localhost:*`), and a trailing
-    /// `:[*]` / `:[8080,8081]` matches an optional / listed port.
+    /// Origin patterns; `*` matches any run of characters, except as the port
+    /// (`http://localhost:*`), where it matches digits only; a trailing `:[*]` / `:[8080,8081]`
+    /// matches an optional / listed port.
     pub allowed_origin_patterns: Vec<String>,
     /// Methods a preflight may ask for (`*` = any).
     pub allowed_methods: Vec<String>,
@@ -35,7 +36,7 @@ impl Default for CorsConfig {
         let list = |s: &str| s.split(',').map(str::to_string).collect();
         Self {
             path_pattern: "/api/ap/**".into(),
-            allowed_origin_patterns: list("http://localhost:*"),
+            allowed_origin_patterns: DEFAULT_ORIGIN_PATTERNS.iter().map(|p| p.to_string()).collect(),
             allowed_methods: list("GET,POST,PUT,PATCH,DELETE,OPTIONS"),
             allowed_headers: list("*"),
             exposed_headers: list("Content-Type"),
@@ -44,6 +45,11 @@ impl Default for CorsConfig {
         }
     }
 }
+
+/// Every loopback origin, any port or none: a web client served from this machine (a dev server
+/// on `http://127.0.0.1:5173`, say) works without configuration. Same as the table's default of
+/// `agent.cors.allowed-origin-patterns`.
+pub const DEFAULT_ORIGIN_PATTERNS: [&str; 3] = ["http://localhost:[*]", "http://127.0.0.1:[*]", "http://[::1]:[*]"];
 
 /// What to do with a request.
 pub enum Cors {
@@ -174,22 +180,54 @@ fn same_origin(origin: &str, host: Option<&str>) -> bool {
 }
 
 /// Spring-style origin pattern: `*` matches any run of characters; `:[*]` an optional port;
-/// `:[80,8080]` one of the listed ports. ASCII case-insensitive.
+/// `:[80,8080]` one of the listed ports. ASCII case-insensitive. Stricter than Spring where it
+/// matters: a `*` port (`http://localhost:*`) matches digits only, and only a well-formed origin
+/// (`scheme://host[:port]`) matches any pattern but `*`, so neither
+/// `http://localhost:3000.evil.com` nor `http://localhost:3000@evil.com` passes as localhost.
 fn origin_matches(pattern: &str, origin: &str) -> bool {
+    if pattern == "*" {
+        return true;
+    }
+    let Some((host, port)) = split_origin(origin) else { return false };
     if let Some((base, ports)) = pattern.strip_suffix(']').and_then(|p| p.rsplit_once(":[")) {
-        if ports == "*" {
-            if wildcard(base, origin, true) {
-                return true;
-            }
-            return origin.rsplit_once(':').is_some_and(|(o, port)| {
-                port.chars().all(|c| c.is_ascii_digit()) && !port.is_empty() && wildcard(base, o, true)
-            });
-        }
-        return origin
-            .rsplit_once(':')
-            .is_some_and(|(o, port)| ports.split(',').any(|p| p.trim() == port) && wildcard(base, o, true));
+        let port_ok = match (ports.trim(), port) {
+            ("*", _) => true,
+            (_, None) => false,
+            (list, Some(port)) => list.split(',').any(|p| p.trim() == port),
+        };
+        return port_ok && wildcard(base, host, true);
+    }
+    if let Some(base) = pattern.strip_suffix(":*").filter(|b| b.contains("://")) {
+        return port.is_some() && wildcard(base, host, true);
     }
     wildcard(pattern, origin, true)
+}
+
+/// A serialized origin split into `scheme://host` and its port, or `None` when it is not one:
+/// anything beyond host name characters (`@`, `/`, `?`, spaces …) or a port that is not digits.
+fn split_origin(origin: &str) -> Option<(&str, Option<&str>)> {
+    let (scheme, authority) = origin.split_once("://")?;
+    let scheme_ok = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(v6) => {
+            let (address, rest) = v6.split_once(']')?;
+            let address_ok =
+                !address.is_empty() && address.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.');
+            (address_ok.then_some(&authority[..address.len() + 2])?, rest)
+        }
+        None => {
+            let end = authority.find(':').unwrap_or(authority.len());
+            let host = &authority[..end];
+            let host_ok = !host.is_empty() && host.chars().all(|c| c.is_ascii_alphanumeric() || "-._".contains(c));
+            (host_ok.then_some(host)?, &authority[end..])
+        }
+    };
+    let port = match port {
+        "" => None,
+        p => Some(p.strip_prefix(':').filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))?),
+    };
+    scheme_ok.then_some((&origin[..scheme.len() + 3 + host.len()], port))
 }
 
 /// Ant-style path match: `**` spans segments, `*` / `?` stay inside one.
@@ -250,19 +288,60 @@ mod tests {
     #[test]
     fn origins() {
         let c = CorsConfig::default();
-        assert!(c.origin_allowed("http://localhost:5173"));
-        assert!(c.origin_allowed("HTTP://LOCALHOST:3000/"));
-        assert!(!c.origin_allowed("http://localhost"));
-        assert!(!c.origin_allowed("https://localhost:5173"));
-        assert!(!c.origin_allowed("http://evil.example"));
+        for allowed in [
+            "http://localhost:5173",
+            "HTTP://LOCALHOST:3000/",
+            "http://localhost",
+            "http://127.0.0.1:5173",
+            "http://127.0.0.1",
+            "http://[::1]:3000",
+            "http://[::1]",
+        ] {
+            assert!(c.origin_allowed(allowed), "{allowed}");
+        }
+        for refused in [
+            "https://localhost:5173",
+            "http://evil.example",
+            "http://localhost:3000.evil.com",
+            "http://localhost:3000@evil.com",
+            "http://localhost.evil.example",
+            "http://127.0.0.1.evil.example:80",
+            "http://[::1].evil.example",
+            "http://localhost:",
+            "http://local host:80",
+            "null",
+        ] {
+            assert!(!c.origin_allowed(refused), "{refused}");
+        }
         assert!(origin_matches("https://*.example.com", "https://app.example.com"));
         assert!(!origin_matches("https://*.example.com", "https://example.org"));
+        assert!(!origin_matches("https://*.example.com", "https://evil.com/.example.com"));
         assert!(origin_matches("http://localhost:[*]", "http://localhost"));
         assert!(origin_matches("http://localhost:[*]", "http://localhost:8080"));
         assert!(!origin_matches("http://localhost:[*]", "http://localhostx"));
+        assert!(!origin_matches("http://localhost:[*]", "http://localhost:80x"));
         assert!(origin_matches("http://localhost:[3000,5173]", "http://localhost:5173"));
         assert!(!origin_matches("http://localhost:[3000,5173]", "http://localhost:8080"));
+        assert!(!origin_matches("http://localhost:[3000,5173]", "http://localhost"));
         assert!(origin_matches("*", "null"));
+    }
+
+    #[test]
+    fn a_star_port_matches_digits_only() {
+        let p = "http://localhost:*";
+        assert!(origin_matches(p, "http://localhost:3000"));
+        assert!(!origin_matches(p, "http://localhost"), "a * port needs a port (:[*] makes it optional)");
+        for evil in [
+            "http://localhost:3000.evil.com",
+            "http://localhost:3000@evil.com",
+            "http://localhost:3000/evil",
+            "http://localhost:x",
+            "http://localhost:3000:4000",
+        ] {
+            assert!(!origin_matches(p, evil), "{evil}");
+        }
+        assert!(origin_matches("http://*:*", "http://gw.example:8080"));
+        assert!(origin_matches("http://[::1]:*", "http://[::1]:8080"));
     }
 
     #[test]

@@ -18,6 +18,10 @@ impl ApiError {
     pub fn bad_request(msg: impl Into<String>) -> Self {
         Self { status: StatusCode::BAD_REQUEST, msg: msg.into() }
     }
+    /// `msg` is prefixed with `forbidden: `, as 401 messages are with `unauthorized: `.
+    pub fn forbidden(msg: impl Into<String>) -> Self {
+        Self { status: StatusCode::FORBIDDEN, msg: format!("forbidden: {}", msg.into()) }
+    }
     pub fn not_found(msg: impl Into<String>) -> Self {
         Self { status: StatusCode::NOT_FOUND, msg: msg.into() }
     }

@@ -15,6 +15,7 @@ pub mod check;
 pub mod config;
 pub mod cors;
 pub mod envelope;
+pub mod hosts;
 pub mod metrics;
 pub mod reload;
 pub mod routes;
@@ -46,10 +47,10 @@ pub use state::{AppState, Catalogs};
 /// directory, or the bundled demo set) and the provider registry. Broken files are logged and
 /// skipped; the rest load.
 pub fn build_state(settings: Settings) -> AppState {
-    if settings.sync_bundled {
+    if settings.resources.sync_bundled {
         sync_bundled(&settings);
     }
-    let agents = match &settings.agents_dir {
+    let agents = match &settings.resources.agents.dir {
         Some(dir) => AgentCatalog::load_dir(dir),
         None => AgentCatalog::from_sources(
             agw_demo::bundled::AGENT_FILES.iter().map(|(name, text)| ((*name).to_string(), (*text).to_string())),
@@ -62,27 +63,29 @@ pub fn build_state(settings: Settings) -> AppState {
     let skills_root = skills_root(&settings);
     let skills = SkillRegistry::load(&skills_root);
     let bash = BashConfig::from_lists(
-        settings.bash_working_directory.as_deref().and_then(|p| p.to_str()),
-        settings.bash_allowed_paths.iter().map(String::as_str),
-        settings.bash_allowed_commands.iter().map(String::as_str),
-        settings.bash_path_checked_commands.iter().map(String::as_str),
+        settings.tools.bash.working_directory.as_deref().and_then(|p| p.to_str()),
+        settings.tools.bash.allowed_paths.iter().map(String::as_str),
+        settings.tools.bash.allowed_commands.iter().map(String::as_str),
+        settings.tools.bash.path_checked_commands.iter().map(String::as_str),
     );
     warn_if_bash_reaches_chats(&bash, &settings);
     let loaded = Arc::clone(&agents);
     let mut builtins = builtins(BuiltinsConfig {
         bash,
         agent_file_create: AgentFileCreateConfig {
-            agents_dir: settings.agents_dir.clone().unwrap_or_else(|| "agents".into()),
+            agents_dir: settings.resources.agents.dir.clone().unwrap_or_else(|| "agents".into()),
             default_system_prompt: settings
+                .tools
                 .agent_file_default_prompt
                 .clone()
                 .unwrap_or_else(|| AgentFileCreateConfig::default().default_system_prompt),
             allowed_tools: settings
+                .tools
                 .agent_file_allowed_tools
                 .clone()
                 .unwrap_or_else(|| DEFAULT_GRANTABLE_TOOLS.iter().map(|t| (*t).to_string()).collect()),
-            allowed_skills: settings.agent_file_allowed_skills.clone(),
-            allow_overwrite: settings.agent_file_allow_overwrite,
+            allowed_skills: settings.tools.agent_file_allowed_skills.clone(),
+            allow_overwrite: settings.tools.agent_file_allow_overwrite,
             protected_keys: bundled_agent_keys(),
             existing_agents: Some(AgentLookup::new(move |key| {
                 loaded.load().keys().any(|loaded| loaded.eq_ignore_ascii_case(key))
@@ -90,14 +93,14 @@ pub fn build_state(settings: Settings) -> AppState {
         },
     });
     builtins.push(Arc::new(SkillRunScript::new(SkillScriptConfig::new(&skills_root))));
-    let tools = match &settings.tools_dir {
+    let tools = match &settings.resources.tools.dir {
         Some(dir) => ToolRegistry::load(Some(dir), builtins),
         None => ToolRegistry::from_sources(agw_tools::bundled::TOOL_FILES.iter().copied(), builtins),
     };
     for problem in tools.problems() {
         tracing::warn!(file = %problem.file, "tool definition skipped: {}", problem.message);
     }
-    let viewports = match &settings.viewports_dir {
+    let viewports = match &settings.resources.viewports.dir {
         Some(dir) => ViewportRegistry::load(dir),
         None => ViewportRegistry::from_sources(agw_tools::bundled::VIEWPORT_FILES.iter().copied()),
     };
@@ -110,11 +113,11 @@ pub fn build_state(settings: Settings) -> AppState {
     );
     let mut providers = ProviderRegistry::new(settings.providers.clone());
     // The demo model fills the `demo` key only when no real provider claims it.
-    if settings.demo_enabled && !providers.keys().iter().any(|k| k == DEMO_PROVIDER_KEY) {
+    if settings.demo.enabled && !providers.keys().iter().any(|k| k == DEMO_PROVIDER_KEY) {
         providers.insert(
             DEMO_PROVIDER_KEY,
             DEMO_MODEL,
-            Arc::new(DemoProvider::with_chunk_delay(settings.demo_chunk_delay)),
+            Arc::new(DemoProvider::with_chunk_delay(settings.demo.chunk_delay)),
         );
     }
     AppState::new(settings, Catalogs { agents, tools, viewports, skills, providers })
@@ -135,7 +138,7 @@ fn bundled_agent_keys() -> Vec<String> {
 fn warn_if_bash_reaches_chats(bash: &BashConfig, settings: &Settings) {
     let real =
         |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| std::path::absolute(p).unwrap_or_default());
-    let chats = real(&settings.memory.dir);
+    let chats = real(&settings.memory.chat.dir);
     let roots = std::iter::once(&bash.working_directory).chain(&bash.allowed_paths);
     for root in roots {
         if chats.starts_with(real(root)) {
@@ -151,7 +154,7 @@ fn warn_if_bash_reaches_chats(bash: &BashConfig, settings: &Settings) {
 /// The skills root: the configured directory, or the bundled skills unpacked to a fixed
 /// directory under the system temp dir (scripts must exist on disk to run).
 pub fn skills_root(settings: &Settings) -> std::path::PathBuf {
-    match &settings.skills_dir {
+    match &settings.resources.skills.dir {
         Some(dir) => dir.clone(),
         None => {
             let dir = std::env::temp_dir().join("agw-bundled-skills");
@@ -167,10 +170,10 @@ pub fn skills_root(settings: &Settings) -> std::path::PathBuf {
 fn sync_bundled(settings: &Settings) {
     type Files = &'static [(&'static str, &'static str)];
     let targets: [(Option<&std::path::PathBuf>, Files); 4] = [
-        (settings.agents_dir.as_ref(), agw_demo::bundled::AGENT_FILES),
-        (settings.tools_dir.as_ref(), agw_tools::bundled::TOOL_FILES),
-        (settings.viewports_dir.as_ref(), agw_tools::bundled::VIEWPORT_FILES),
-        (settings.skills_dir.as_ref(), agw_skills::bundled::SKILL_FILES),
+        (settings.resources.agents.dir.as_ref(), agw_demo::bundled::AGENT_FILES),
+        (settings.resources.tools.dir.as_ref(), agw_tools::bundled::TOOL_FILES),
+        (settings.resources.viewports.dir.as_ref(), agw_tools::bundled::VIEWPORT_FILES),
+        (settings.resources.skills.dir.as_ref(), agw_skills::bundled::SKILL_FILES),
     ];
     for (dir, files) in targets {
         let Some(dir) = dir else { continue };

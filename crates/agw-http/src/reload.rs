@@ -289,10 +289,11 @@ pub fn watched_dirs(settings: &crate::Settings) -> Vec<WatchedDir> {
             dirs.push(WatchedDir { catalog, dir: dir.clone(), rescan_every: every });
         }
     };
-    add(Catalog::Agents, &settings.agents_dir, settings.agents_refresh);
-    add(Catalog::Tools, &settings.tools_dir, settings.tools_refresh);
-    add(Catalog::Viewports, &settings.viewports_dir, settings.viewports_refresh);
-    add(Catalog::Skills, &settings.skills_dir, settings.skills_refresh);
+    let r = &settings.resources;
+    add(Catalog::Agents, &r.agents.dir, r.agents.refresh);
+    add(Catalog::Tools, &r.tools.dir, r.tools.refresh);
+    add(Catalog::Viewports, &r.viewports.dir, r.viewports.refresh);
+    add(Catalog::Skills, &r.skills.dir, r.skills.refresh);
     dirs
 }
 

@@ -20,7 +20,7 @@ pub struct Server {
 impl Server {
     /// Binds to the configured address and port (port 0 picks a free one).
     pub async fn bind(state: AppState) -> std::io::Result<Self> {
-        let addr = SocketAddr::new(state.settings.address, state.settings.port);
+        let addr = SocketAddr::new(state.settings.server.address, state.settings.server.port);
         let listener = TcpListener::bind(addr).await?;
         Ok(Self { listener, state })
     }

@@ -54,7 +54,7 @@ pub struct Catalogs {
 
 impl AppState {
     pub fn new(settings: Settings, catalogs: Catalogs) -> Self {
-        let chats = Arc::new(ChatStore::new(settings.memory.clone()));
+        let chats = Arc::new(ChatStore::new(settings.memory.chat.clone()));
         Self {
             inner: Arc::new(Inner {
                 agents: catalogs.agents,
@@ -79,10 +79,10 @@ impl AppState {
             tools: self.tools.load_full(),
             viewports: self.viewports.load_full(),
             submits: self.submits.clone(),
-            frontend_timeout: self.settings.frontend_submit_timeout,
-            tool_output_limit: self.settings.tool_output_limit,
+            frontend_timeout: self.settings.tools.frontend_submit_timeout,
+            tool_output_limit: self.settings.tools.max_output_bytes,
             skills: self.skills.load_full(),
-            skill_max_prompt_chars: self.settings.skill_max_prompt_chars,
+            skill_max_prompt_chars: self.settings.resources.skill_max_prompt_chars,
         })
     }
 }

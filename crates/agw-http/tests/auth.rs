@@ -550,7 +550,7 @@ fn misconfiguration_fails_at_startup_naming_the_setting() {
     std::fs::write(&good, key.public_pem()).unwrap();
     let settings = load(&[("AGENT_AUTH_LOCAL_PUBLIC_KEY_FILE", good.to_str().unwrap())]).unwrap();
     assert!(settings.auth.enforced());
-    assert_eq!(settings.address, IpAddr::from([0, 0, 0, 0]), "auth enforced → every interface by default");
+    assert_eq!(settings.server.address, IpAddr::from([0, 0, 0, 0]), "auth enforced → every interface by default");
     let err = load(&[
         ("AGENT_AUTH_LOCAL_PUBLIC_KEY_FILE", good.to_str().unwrap()),
         ("AGENT_AUTH_LOCAL_PUBLIC_KEY", key.public_pem().as_str()),

@@ -75,18 +75,68 @@ async fn preflight_from_a_disallowed_origin_or_for_a_disallowed_method_is_403() 
 }
 
 #[tokio::test]
-async fn wildcard_port_pattern() {
+async fn every_loopback_origin_is_allowed_by_default_with_any_port_or_none() {
     let gw = gateway(&[]).await;
-    for origin in ["http://localhost:3000", "http://localhost:5173", "http://localhost:8080", "HTTP://LOCALHOST:9000"] {
+    for origin in [
+        "http://localhost:3000",
+        "http://localhost:5173",
+        "HTTP://LOCALHOST:9000",
+        "http://localhost",
+        "http://127.0.0.1:5173",
+        "http://127.0.0.1",
+        "http://[::1]:8080",
+        "http://[::1]",
+    ] {
         let resp = preflight(&gw, "/api/ap/query", origin, "POST", None).await;
         assert_eq!(resp.status(), 200, "{origin}");
         assert_eq!(header(&resp, "access-control-allow-origin"), Some(origin));
     }
-    for origin in
-        ["http://localhost", "https://localhost:5173", "http://127.0.0.1:5173", "http://localhost.evil.example"]
-    {
+    for origin in ["https://localhost:5173", "http://localhost.evil.example", "http://127.0.0.1.evil.example"] {
         assert_forbidden(preflight(&gw, "/api/ap/query", origin, "POST", None).await).await;
     }
+}
+
+#[tokio::test]
+async fn a_star_port_matches_digits_only() {
+    let default = gateway(&[]).await;
+    let explicit = gateway(&[("AGENT_CORS_ALLOWED_ORIGIN_PATTERNS", "http://localhost:*")]).await;
+    for gw in [&default, &explicit] {
+        for origin in ["http://localhost:3000.evil.com", "http://localhost:3000@evil.com", "http://localhost:3000/x"] {
+            assert_forbidden(preflight(gw, "/api/ap/query", origin, "POST", None).await).await;
+            let url = format!("{}/api/ap/agents", gw.base);
+            assert_forbidden(gw.client.get(&url).header("origin", origin).send().await.unwrap()).await;
+        }
+        assert_eq!(preflight(gw, "/api/ap/query", "http://localhost:3000", "POST", None).await.status(), 200);
+    }
+    // `:*` needs a port; `:[*]` (the default) makes it optional.
+    assert_forbidden(preflight(&explicit, "/api/ap/query", "http://localhost", "POST", None).await).await;
+}
+
+/// The web client is served on `http://127.0.0.1:<port>`: with default settings its preflight
+/// and its query both pass.
+#[tokio::test]
+async fn a_web_client_on_127_0_0_1_works_with_default_settings() {
+    let gw = gateway(&[]).await;
+    gw.fixture.set_default(Transcript::openai_text(&["hello", " there"]));
+    let origin = "http://127.0.0.1:5173";
+    let resp = preflight(&gw, "/api/ap/query", origin, "POST", Some("content-type")).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "access-control-allow-origin"), Some(origin));
+    assert_eq!(header(&resp, "access-control-allow-headers"), Some("content-type"));
+
+    let resp = gw
+        .client
+        .post(format!("{}/api/ap/query", gw.base))
+        .header("origin", origin)
+        .json(&json!({"agentKey": "a", "message": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "access-control-allow-origin"), Some(origin));
+    let stream = read_stream(resp).await;
+    assert_eq!(stream.of_type("content.delta").len(), 2);
+    assert_eq!(stream.last()["type"], "run.complete");
 }
 
 #[tokio::test]

@@ -36,8 +36,9 @@ const ROUTES: [&str; 10] = [
     "/metrics",
 ];
 
-/// Handles one request: CORS first (preflights and foreign origins are answered there), then auth
-/// for `/api/ap/` paths except `OPTIONS`, then the route; CORS headers go on whatever comes back.
+/// Handles one request: the Host allow-list first (a rebinding page looks same-origin to CORS),
+/// then CORS (preflights and foreign origins are answered there), then auth for `/api/ap/` paths
+/// except `OPTIONS`, then the route; CORS headers go on whatever comes back.
 ///
 /// Generic over the request body so agw's routes can be mounted inside another hyper-based
 /// server (axum, …) next to its own routes; see `examples/axum_mount.rs`.
@@ -51,6 +52,10 @@ where
 }
 
 async fn handle_boxed(state: AppState, mut req: Request<RequestBody>) -> Response<BoxBody> {
+    if let Err(e) = state.settings.server.allowed_hosts.check(&req) {
+        tracing::info!(method = %req.method(), path = %req.uri().path(), msg = %e.msg, "request refused");
+        return e.into_response();
+    }
     let cors = match state.settings.cors.check(&req) {
         Cors::Respond(resp) => return resp,
         Cors::Decorate(headers) => Some(headers),
@@ -96,7 +101,8 @@ async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> 
         (&Method::GET, "/metrics") => Ok(ops::metrics()),
         (&Method::GET, p) if p.starts_with("/api/ap/data/") => {
             let range = req.headers().get(header::RANGE).and_then(|v| v.to_str().ok()).map(str::to_string);
-            data::serve(&state.settings.data_dir, &p["/api/ap/data/".len()..], &params, range.as_deref()).await
+            data::serve(&state.settings.resources.data_dir, &p["/api/ap/data/".len()..], &params, range.as_deref())
+                .await
         }
         (_, p) if ROUTES.contains(&p) || p.starts_with("/api/ap/data/") => Err(ApiError::method_not_allowed()),
         _ => Err(ApiError::not_found(format!("no route for {path}"))),

@@ -57,7 +57,7 @@ fn resolve_agent(state: &AppState, requested: Option<&str>) -> Result<Arc<AgentD
 
 pub async fn query(state: AppState, req: Request<RequestBody>) -> HandlerResult {
     let principal = req.extensions().get::<Principal>().cloned();
-    let body = read_body(req, state.settings.max_request_bytes).await?;
+    let body = read_body(req, state.settings.server.max_request_bytes).await?;
     let request = QueryRequest::from_json(&body).map_err(|e| ApiError::bad_request(e.to_string()))?;
     request.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
     let agent = resolve_agent(&state, request.agent_key.as_deref())?;
@@ -70,7 +70,7 @@ pub async fn query(state: AppState, req: Request<RequestBody>) -> HandlerResult 
 
     let (tx, rx) = mpsc::channel(FRAME_CHANNEL_CAPACITY);
     let span = tracing::info_span!("run", runId = %run_id, chatId = %chat_id, agentKey = %agent.key);
-    let heartbeat = state.settings.heartbeat_interval;
+    let heartbeat = state.settings.server.heartbeat_interval;
     tokio::spawn(drive_run(state, agent, request, run_id, chat_id, principal, tx).instrument(span));
 
     let mut resp = Response::new(BodyExt::boxed_unsync(SseBody::new(rx, heartbeat)));
@@ -87,7 +87,7 @@ pub async fn query(state: AppState, req: Request<RequestBody>) -> HandlerResult 
 /// `GET /api/ap/chat` (404), before the stream starts. The upsert of the run re-checks under the
 /// index lock, so a chat created meanwhile is not taken over either.
 async fn check_chat_access(state: &AppState, principal: Option<&Principal>, chat_id: &str) -> Result<(), ApiError> {
-    if principal.is_none() || !state.settings.memory_enabled {
+    if principal.is_none() || !state.settings.memory.enabled {
         return Ok(());
     }
     let store = state.chats.clone();
@@ -213,7 +213,7 @@ async fn drive_run(
     let _guard = state.runs.enter_run(&run_id, principal.as_ref().map(Principal::owner));
     tracing::info!("run started");
     let message = request.message.clone().unwrap_or_default();
-    let memory = state.settings.memory_enabled;
+    let memory = state.settings.memory.enabled;
     let prepared = if memory {
         prepare(&state, &agent, &chat_id, &message, principal.as_ref()).await
     } else {

@@ -19,7 +19,7 @@ use crate::state::AppState;
 
 pub async fn submit(state: &AppState, req: Request<RequestBody>) -> HandlerResult {
     let principal = req.extensions().get::<Principal>().cloned();
-    let body = read_body(req, state.settings.max_request_bytes).await?;
+    let body = read_body(req, state.settings.server.max_request_bytes).await?;
     let submit = SubmitRequest::from_json(&body).map_err(|e| ApiError::bad_request(e.to_string()))?;
     submit.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
     // No such run: nothing can be waiting, but without auth the waiters alone decide (as before).

@@ -1,0 +1,116 @@
+//! Configuration mistakes over the real binary: typos in the config file refuse to start and are
+//! reported by `agw check`; setting-shaped variables nothing reads are warned about.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// A scratch directory holding `agw.toml` with `text`.
+fn with_config(tag: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("agw-config-test-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("agw.toml"), text).unwrap();
+    dir
+}
+
+/// `agw` run in `dir`, with no operator configuration leaking in.
+fn agw(dir: &std::path::Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agw"));
+    cmd.current_dir(dir)
+        .env_remove("AGW_CONFIG")
+        .env_remove("SERVER_ADDRESS")
+        .env_remove("AGENT_EXTERNAL_DIR")
+        .env("MEMORY_CHAT_DIR", dir.join("chats"))
+        .env("AGENT_CHAT_EVENT_CALLBACK_ENABLED", "false");
+    cmd
+}
+
+const TYPO: &str = "unknown setting `server.prot` in agw.toml; did you mean `server.port`?";
+
+#[test]
+fn a_typo_in_the_config_file_refuses_to_start_and_check_reports_it() {
+    let dir = with_config("typo", "[server]\nprot = 8081\n");
+    let out = agw(&dir).args(["serve", "--port", "0", "--config", "agw.toml"]).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(TYPO), "{stderr}");
+
+    let out = agw(&dir).args(["check", "--config", "agw.toml"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(&format!("error: configuration: {TYPO}")), "{stdout}");
+
+    // A provider table's fields are checked too; its key is free.
+    std::fs::write(dir.join("agw.toml"), "[agent.providers.my-lab]\nbase-url = \"http://x\"\napi_key = \"k\"\n")
+        .unwrap();
+    let out = agw(&dir).args(["check", "--config", "agw.toml"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(
+            "unknown setting `agent.providers.my-lab.api_key` in agw.toml; did you mean `agent.providers.my-lab.api-key`?"
+        ),
+        "{stdout}"
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn check_warns_about_unknown_setting_variables_but_not_provider_ones() {
+    let dir = with_config("env-check", "");
+    let out = agw(&dir)
+        .arg("check")
+        .env("AGENT_PROVIDRES_X_BASE_URL", "http://x")
+        .env("AGENT_PROVIDERS_X_BASE_URL", "http://x")
+        .env("AGW_SOAK_SECS", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "warnings do not fail the check: {stdout}");
+    assert!(
+        stdout.contains(
+            "warning: environment: unknown environment variable `AGENT_PROVIDRES_X_BASE_URL` ignored; did you mean `AGENT_PROVIDERS_X_BASE_URL`?"
+        ),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("`AGENT_PROVIDERS_X_BASE_URL` ignored"), "{stdout}");
+    assert!(!stdout.contains("AGW_SOAK_SECS"), "a test-only variable is known: {stdout}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn serve_logs_a_warning_for_an_unknown_setting_variable() {
+    let dir = with_config("env-serve", "");
+    let mut child = agw(&dir)
+        .args(["serve", "--port", "0"])
+        .env("AGW_DEMO_ENABLE", "false")
+        .env("AGW_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with("agw listening on "), "{line:?}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    assert!(
+        stderr.contains("unknown environment variable `AGW_DEMO_ENABLE` ignored; did you mean `AGW_DEMO_ENABLED`?"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn help_lists_new_and_compatibility_settings() {
+    let out = Command::new(env!("CARGO_BIN_EXE_agw")).args(["serve", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let compat = help.split("Accepted for compatibility, no effect:").nth(1).expect("compat section");
+    assert!(compat.contains("MEMORY_CHAT_CHARSET") && compat.contains("agw.sse.stream-timeout"), "{help}");
+    assert!(help.contains("AGW_LOG"), "{help}");
+    // The settings this branch added, with their defaults.
+    assert!(help.contains("SERVER_ALLOWED_HOSTS") && help.contains("server.allowed-hosts"), "{help}");
+    assert!(help.contains("[default: http://localhost:[*],http://127.0.0.1:[*],http://[::1]:[*]]"), "{help}");
+}

@@ -1,0 +1,161 @@
+//! Settings: an optional TOML file, overridden by environment variables.
+//!
+//! Every setting is declared once in [`SETTINGS`] ([`table`]) with its property path (the TOML
+//! table path, mirroring `config.md`), its environment variable and its default. Loading,
+//! `--help` text and validation all read that table, so a setting cannot exist in one place and
+//! not the others. Each concern loads into its own typed section (one small module each).
+//!
+//! Typos are caught ([`unknown`]): a file key that names no setting refuses startup, an
+//! `AGENT_*` / `AGW_*` / `MEMORY_*` variable that names none is a [`ConfigWarning`].
+
+mod auth;
+mod cors;
+mod demo;
+mod logging;
+mod memory;
+mod providers;
+mod resources;
+mod server;
+mod source;
+pub mod table;
+mod tools;
+mod unknown;
+mod value;
+mod webhook;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use agw_llm::ProviderConfig;
+
+pub use demo::DemoSettings;
+pub use logging::LoggingSettings;
+pub use memory::MemorySettings;
+pub use resources::{CatalogDir, ResourceSettings};
+pub use server::ServerSettings;
+pub use table::{PROVIDER_FIELDS, SETTINGS, SettingSpec};
+pub use tools::{BashSettings, ToolSettings};
+pub use unknown::UnknownName;
+pub use value::duration as parse_duration;
+
+use crate::auth::AuthSettings;
+use crate::cors::CorsConfig;
+use crate::webhook::WebhookConfig;
+use source::Source;
+
+/// A configuration problem, always naming the setting.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("config file {path} is not valid TOML: {message}")]
+    Toml { path: String, message: String },
+    #[error("setting {property} ({env}): {message}")]
+    Invalid { property: &'static str, env: &'static str, message: String },
+    #[error("provider {key}: {message}")]
+    Provider { key: String, message: String },
+    /// An `agent.auth.*` problem; the message names the settings involved (http-api.md §9).
+    #[error("{message}")]
+    Auth { message: String },
+    /// Keys of the config file that name no setting (one line each).
+    #[error("{}", unknown_keys(path, keys))]
+    UnknownKeys { path: String, keys: Vec<UnknownName> },
+}
+
+fn unknown_keys(path: &str, keys: &[UnknownName]) -> String {
+    let line = |k: &UnknownName| match &k.suggestion {
+        Some(s) => format!("unknown setting `{}` in {path}; did you mean `{s}`?", k.name),
+        None => format!("unknown setting `{}` in {path} (`agw serve --help` lists every setting)", k.name),
+    };
+    keys.iter().map(line).collect::<Vec<_>>().join("\n")
+}
+
+/// Something in the configuration that does not stop the server but is probably a mistake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigWarning {
+    /// An environment variable with a setting prefix that no setting reads: ignored.
+    UnknownVariable(UnknownName),
+}
+
+impl std::fmt::Display for ConfigWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigWarning::UnknownVariable(UnknownName { name, suggestion: Some(s) }) => {
+                write!(f, "unknown environment variable `{name}` ignored; did you mean `{s}`?")
+            }
+            ConfigWarning::UnknownVariable(UnknownName { name, suggestion: None }) => write!(
+                f,
+                "unknown environment variable `{name}` ignored: no agw setting is named like it (`agw serve --help` lists them)"
+            ),
+        }
+    }
+}
+
+/// Typed settings of the server, one section per concern.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub server: ServerSettings,
+    /// `agent.auth.*`: key sources, validated; [`AuthSettings::enforced`] says whether auth is on.
+    pub auth: AuthSettings,
+    pub cors: CorsConfig,
+    pub resources: ResourceSettings,
+    pub tools: ToolSettings,
+    pub memory: MemorySettings,
+    pub providers: Vec<ProviderConfig>,
+    pub logging: LoggingSettings,
+    pub demo: DemoSettings,
+    pub webhook: WebhookConfig,
+    /// Probable mistakes that did not stop loading: `serve` logs them, `agw check` lists them.
+    pub warnings: Vec<ConfigWarning>,
+}
+
+impl Settings {
+    /// Reads `config_file` (if any), then the environment `env` (pass `std::env::vars()`).
+    pub fn load(
+        config_file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let table = match config_file {
+            Some(path) => {
+                let path_text = path.display().to_string();
+                let text = std::fs::read_to_string(path)
+                    .map_err(|source| ConfigError::Read { path: path_text.clone(), source })?;
+                let table = text
+                    .parse::<toml::Table>()
+                    .map_err(|e| ConfigError::Toml { path: path_text.clone(), message: e.to_string() })?;
+                let keys = unknown::file_keys(&table);
+                if !keys.is_empty() {
+                    return Err(ConfigError::UnknownKeys { path: path_text, keys });
+                }
+                table
+            }
+            None => toml::Table::new(),
+        };
+        let env: Vec<(String, String)> = env.into_iter().collect();
+        let warnings = unknown::env_vars(env.iter().map(|(name, _)| name.as_str()))
+            .into_iter()
+            .map(ConfigWarning::UnknownVariable)
+            .collect();
+        // Empty environment values count as unset (config.md §5).
+        let env: HashMap<String, String> = env.into_iter().filter(|(_, v)| !v.trim().is_empty()).collect();
+        let src = Source { table, env };
+
+        let auth = auth::load(&src)?;
+        Ok(Settings {
+            server: server::load(&src, &auth)?,
+            auth,
+            cors: cors::load(&src)?,
+            resources: resources::load(&src)?,
+            tools: tools::load(&src)?,
+            memory: memory::load(&src)?,
+            providers: providers::load(&src)?,
+            logging: logging::load(&src)?,
+            demo: demo::load(&src)?,
+            webhook: webhook::load(&src)?,
+            warnings,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,69 @@
+//! `agent.providers.<key>.*`: `[agent.providers.<key>]` tables, then
+//! `AGENT_PROVIDERS_<KEY>_<FIELD>` variables, merged per field so a file can hold the URL and the
+//! environment the secret.
+
+use std::collections::{BTreeMap, HashMap};
+
+use agw_llm::{ProviderConfig, ProviderProtocol};
+
+use super::ConfigError;
+use super::source::Source;
+use super::table::{PROVIDER_FIELDS, PROVIDERS_ENV, ProviderField};
+
+pub(super) fn load(src: &Source) -> Result<Vec<ProviderConfig>, ConfigError> {
+    let mut merged: BTreeMap<String, HashMap<&str, String>> = BTreeMap::new();
+    if let Some(tables) = src.table.get("agent").and_then(|a| a.get("providers")).and_then(|p| p.as_table()) {
+        for (key, value) in tables {
+            let Some(fields) = value.as_table() else {
+                return Err(ConfigError::Provider { key: key.clone(), message: "must be a table".into() });
+            };
+            let entry = merged.entry(key.trim().to_lowercase()).or_default();
+            for field in PROVIDER_FIELDS {
+                match fields.get(field.key) {
+                    None => {}
+                    Some(toml::Value::String(v)) => {
+                        entry.insert(field.key, v.clone());
+                    }
+                    // Silently ignoring `model = 3` would leave the provider half-configured.
+                    Some(_) => {
+                        return Err(ConfigError::Provider {
+                            key: key.clone(),
+                            message: format!("{} must be a string", field.key),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    for (name, value) in &src.env {
+        if let Some((key, field)) = env_field(name) {
+            merged.entry(key.to_lowercase()).or_default().insert(field.key, value.trim().to_string());
+        }
+    }
+    let mut out = Vec::new();
+    for (key, fields) in merged {
+        let protocol = match fields.get("protocol") {
+            Some(p) => p
+                .parse::<ProviderProtocol>()
+                .map_err(|e| ConfigError::Provider { key: key.clone(), message: e.to_string() })?,
+            None => ProviderProtocol::OpenAiCompatible,
+        };
+        let get = |f: &str| fields.get(f).cloned().unwrap_or_default();
+        out.push(ProviderConfig {
+            key,
+            protocol,
+            base_url: get("base-url"),
+            api_key: get("api-key"),
+            model: get("model"),
+        });
+    }
+    Ok(out)
+}
+
+/// The provider key (as written) and field a variable sets, if it is a provider variable.
+pub(super) fn env_field(name: &str) -> Option<(&str, &'static ProviderField)> {
+    let rest = name.strip_prefix(PROVIDERS_ENV)?;
+    PROVIDER_FIELDS
+        .iter()
+        .find_map(|field| rest.strip_suffix(field.env_suffix).filter(|k| !k.is_empty()).map(|key| (key, field)))
+}

@@ -1,0 +1,220 @@
+//! The one table of settings. Loading, `agw serve --help` and the unknown-key checks all read
+//! it, so a setting cannot exist in one place and not the others.
+//!
+//! Each entry is a constant named after its environment variable (the variable is derived from
+//! the name, so the two cannot drift apart); the section loaders take these constants, never
+//! strings.
+
+/// One documented setting.
+#[derive(Debug, Clone, Copy)]
+pub struct SettingSpec {
+    /// Dotted property path; in TOML the last segment is the key of the table named by the rest.
+    pub property: &'static str,
+    pub env: &'static str,
+    pub default: Option<&'static str>,
+    pub help: &'static str,
+    /// Accepted because the contract (`config.md`) names it, but agw does nothing with it.
+    pub ignored: bool,
+}
+
+macro_rules! settings {
+    (
+        used { $($name:ident: $property:literal = $default:expr, $help:literal;)* }
+        ignored { $($iname:ident: $iproperty:literal = $idefault:expr, $ihelp:literal;)* }
+    ) => {
+        $(
+            #[doc = concat!("`", $property, "`: ", $help)]
+            pub const $name: SettingSpec = SettingSpec {
+                property: $property,
+                env: stringify!($name),
+                default: $default,
+                help: $help,
+                ignored: false,
+            };
+        )*
+        $(
+            #[doc = concat!("`", $iproperty, "` (no effect): ", $ihelp)]
+            pub const $iname: SettingSpec = SettingSpec {
+                property: $iproperty,
+                env: stringify!($iname),
+                default: $idefault,
+                help: $ihelp,
+                ignored: true,
+            };
+        )*
+        /// Every setting, in `--help` order (providers are [`PROVIDER_FIELDS`]).
+        pub const SETTINGS: &[SettingSpec] = &[$($name,)* $($iname,)*];
+    };
+}
+
+settings! {
+    used {
+        SERVER_PORT: "server.port" = Some("8080"), "HTTP port";
+        SERVER_ADDRESS: "server.address" = None,
+            "listen address; default 0.0.0.0 when auth is enforced, else 127.0.0.1 (a non-loopback address without auth needs AGENT_AUTH_ENABLED=false)";
+        SERVER_ALLOWED_HOSTS: "server.allowed-hosts" = None,
+            "Host / :authority values accepted, comma-separated (name, name:port, *.domain, * = any); localhost, 127.0.0.1 and [::1] are always accepted; unset = only those when listening on a loopback address, any when listening elsewhere. Others get 403 (DNS rebinding)";
+        SERVER_MAX_REQUEST_BYTES: "server.max-request-bytes" = Some("1048576"),
+            "largest accepted request body; larger bodies get 413 before they are read";
+        AGENT_AUTH_ENABLED: "agent.auth.enabled" = None,
+            "JWT auth on /api/ap/** (except OPTIONS) is on whenever a key source is configured; false turns it off and allows a non-loopback address without it";
+        AGENT_AUTH_LOCAL_PUBLIC_KEY: "agent.auth.local-public-key" = None,
+            "RSA public key (PEM -----BEGIN PUBLIC KEY-----, >= 2048 bits) tried first to verify tokens";
+        AGENT_AUTH_LOCAL_PUBLIC_KEY_FILE: "agent.auth.local-public-key-file" = None,
+            "file holding agent.auth.local-public-key (set one or the other)";
+        AGENT_AUTH_JWKS_URI: "agent.auth.jwks-uri" = None,
+            "JWKS URL (http, https or file:); set together with issuer and jwks-cache-seconds";
+        AGENT_AUTH_ISSUER: "agent.auth.issuer" = None,
+            "required exact `iss` claim; set together with jwks-uri and jwks-cache-seconds";
+        AGENT_AUTH_JWKS_CACHE_SECONDS: "agent.auth.jwks-cache-seconds" = None,
+            "JWKS cache lifetime, > 0 (at least 30 s is used); an unknown kid refetches sooner";
+        AGW_AUTH_JWKS_REFETCH_INTERVAL: "agw.auth.jwks-refetch-interval" = Some("5s"),
+            "least time between two JWKS fetches (bounds refetches caused by unknown kids and failed fetches)";
+        AGW_AUTH_TENANT_CLAIM: "agw.auth.tenant-claim" = None,
+            "claim naming the caller's tenant (top-level name or dotted path); chats and runs belong to sub + tenant, tokens without it get 401; unset = one tenant";
+        AGW_AUTH_OPERATOR_CLAIM: "agw.auth.operator-claim" = Some("roles"),
+            "claim holding the caller's roles (string of space-separated roles or array; top-level name or dotted path)";
+        AGW_AUTH_OPERATOR_ROLE: "agw.auth.operator-role" = None,
+            "role (in agw.auth.operator-claim) that may see every user's chats and runs, and ownerless ones; unset = nobody";
+        AGENT_CORS_PATH_PATTERN: "agent.cors.path-pattern" = Some("/api/ap/**"),
+            "paths CORS applies to (** any segments, * within one)";
+        AGENT_CORS_ALLOWED_ORIGIN_PATTERNS: "agent.cors.allowed-origin-patterns"
+            = Some("http://localhost:[*],http://127.0.0.1:[*],http://[::1]:[*]"),
+            "allowed Origin patterns, comma-separated; * matches anything, but a * port matches digits only; :[*] = optional port, :[80,8080] = listed ports";
+        AGENT_CORS_ALLOWED_METHODS: "agent.cors.allowed-methods" = Some("GET,POST,PUT,PATCH,DELETE,OPTIONS"),
+            "methods cross-origin requests may use (* = any)";
+        AGENT_CORS_ALLOWED_HEADERS: "agent.cors.allowed-headers" = Some("*"),
+            "request headers a preflight may ask for (* = any, echoed back)";
+        AGENT_CORS_EXPOSED_HEADERS: "agent.cors.exposed-headers" = Some("Content-Type"),
+            "Access-Control-Expose-Headers of cross-origin responses (empty in the config file = none)";
+        AGENT_CORS_ALLOW_CREDENTIALS: "agent.cors.allow-credentials" = Some("false"),
+            "send Access-Control-Allow-Credentials: true";
+        AGENT_CORS_MAX_AGE_SECONDS: "agent.cors.max-age-seconds" = Some("3600"),
+            "Access-Control-Max-Age of preflight responses";
+        AGENT_EXTERNAL_DIR: "agent.catalog.external-dir" = None,
+            "directory of agent JSON files; unset = the bundled demo agents";
+        AGENT_TOOLS_EXTERNAL_DIR: "agent.capability.tools-external-dir" = None,
+            "directory of *.backend / *.frontend / *.action tool files; unset = the bundled tools";
+        AGENT_VIEWPORT_EXTERNAL_DIR: "agent.viewport.external-dir" = None,
+            "directory of viewports (.html .qlc .dqlc .json_schema .custom); unset = the bundled viewports";
+        AGENT_DATA_EXTERNAL_DIR: "agent.data.external-dir" = Some("data"),
+            "flat directory served by GET /api/ap/data/{filename}";
+        AGENT_TOOLS_FRONTEND_SUBMIT_TIMEOUT_MS: "agent.tools.frontend.submit-timeout-ms" = Some("300000"),
+            "how long a frontend tool waits for POST /api/ap/submit (also tool.start toolTimeout)";
+        AGW_TOOLS_MAX_OUTPUT_BYTES: "agw.tools.max-output-bytes" = Some("51200"),
+            "tool results longer than this are cut on a UTF-8 boundary with a notice to the model";
+        AGENT_BASH_WORKING_DIRECTORY: "agent.tools.bash.working-directory" = Some("bash-workspace"),
+            "_bash_ working directory and first allowed root (created owner-only on first use); git works only on its own .git";
+        AGENT_BASH_ALLOWED_PATHS: "agent.tools.bash.allowed-paths" = None,
+            "extra roots _bash_ may touch (comma-separated)";
+        AGENT_BASH_ALLOWED_COMMANDS: "agent.tools.bash.allowed-commands" = None,
+            "commands _bash_ may run (comma-separated); empty = ls,pwd,cat,head,tail,top,free,df,git";
+        AGENT_BASH_PATH_CHECKED_COMMANDS: "agent.tools.bash.path-checked-commands" = None,
+            "commands whose arguments must stay inside the allowed roots; empty = ls,cat,head,tail,git";
+        AGENT_TOOLS_AGENT_FILE_CREATE_DEFAULT_SYSTEM_PROMPT: "agent.tools.agent-file-create.default-system-prompt" = None,
+            "system prompt agent_file_create writes when none is given";
+        AGW_TOOLS_AGENT_FILE_CREATE_ALLOWED_TOOLS: "agw.tools.agent-file-create.allowed-tools" = None,
+            "tools (any kind) agent_file_create may give an agent, comma-separated; unset = the shipped harmless tools (never _bash_, _skill_run_script_, agent_file_create); none = no tools";
+        AGW_TOOLS_AGENT_FILE_CREATE_ALLOWED_SKILLS: "agw.tools.agent-file-create.allowed-skills" = None,
+            "skills agent_file_create may give an agent, comma-separated; unset = none";
+        AGW_TOOLS_AGENT_FILE_CREATE_ALLOW_OVERWRITE: "agw.tools.agent-file-create.allow-overwrite" = Some("false"),
+            "let agent_file_create replace an existing or bundled agent (including the agent calling it)";
+        MEMORY_CHAT_DIR: "memory.chat.dir" = Some("./chats"),
+            "chat history files (<chatId>.json) and the chat index (_chats.jsonl)";
+        MEMORY_CHAT_K: "memory.chat.k" = Some("20"),
+            "how many of a chat's latest runs are sent back to the model (history on disk is never trimmed)";
+        MEMORY_CHAT_ACTION_TOOLS: "memory.chat.action-tools" = None,
+            "tool names persisted with _actionId instead of _toolId (comma-separated)";
+        MEMORY_CHAT_FSYNC: "memory.chat.fsync" = Some("run"),
+            "when history is fsynced: never | step (after every step) | run (when a run ends)";
+        AGW_MEMORY_ENABLED: "agw.memory.enabled" = Some("true"),
+            "chat memory: false = no history files, no chat index, no history sent back to the model";
+        SERVER_SHUTDOWN_GRACE_MS: "server.shutdown-grace-ms" = Some("10000"),
+            "on SIGTERM/SIGINT, how long in-flight runs may finish before they end with run.error";
+        AGENT_REFRESH_INTERVAL_MS: "agent.catalog.refresh-interval-ms" = Some("10000"),
+            "periodic rescan of the agents directory (file events reload at once)";
+        AGENT_CAPABILITY_REFRESH_INTERVAL_MS: "agent.capability.refresh-interval-ms" = Some("30000"),
+            "periodic rescan of the tools directory";
+        AGENT_VIEWPORT_REFRESH_INTERVAL_MS: "agent.viewport.refresh-interval-ms" = Some("30000"),
+            "periodic rescan of the viewports directory";
+        AGENT_SKILL_EXTERNAL_DIR: "agent.skill.external-dir" = None,
+            "skills root (skills/<id>/SKILL.md + scripts); unset = the bundled skills, unpacked to a temp directory";
+        AGENT_SKILL_REFRESH_INTERVAL_MS: "agent.skill.refresh-interval-ms" = Some("30000"),
+            "periodic rescan of the skills directory";
+        AGENT_SKILL_MAX_PROMPT_CHARS: "agent.skill.max-prompt-chars" = Some("8000"),
+            "skill instructions longer than this are truncated in prompts (0 = unlimited)";
+        AGW_RESOURCES_SYNC_BUNDLED: "agw.resources.sync-bundled" = Some("true"),
+            "copy the bundled demo agents/tools/viewports/skills into configured directories (never overwrites)";
+        AGENT_LLM_INTERACTION_LOG_ENABLED: "agent.llm.interaction-log.enabled" = Some("true"),
+            "log every LLM request, delta and response at debug level (target agw::llm)";
+        AGENT_LLM_INTERACTION_LOG_MASK_SENSITIVE: "agent.llm.interaction-log.mask-sensitive" = Some("true"),
+            "mask API keys, tokens, passwords and Bearer values in the interaction log";
+        AGENT_CHAT_EVENT_CALLBACK_ENABLED: "agent.chat-event-callback.enabled" = Some("true"),
+            "POST a signed chat event at each run's first content delta";
+        AGENT_CHAT_EVENT_CALLBACK_URL: "agent.chat-event-callback.url"
+            = Some("http://127.0.0.1:38080/api/app/internal/chat-events"),
+            "chat event webhook URL";
+        AGENT_CHAT_EVENT_CALLBACK_SECRET: "agent.chat-event-callback.secret" = Some("change-me"),
+            "HMAC-SHA256 secret of the X-AGENT-Signature header";
+        AGENT_CHAT_EVENT_CALLBACK_CONNECT_TIMEOUT_MS: "agent.chat-event-callback.connect-timeout-ms" = Some("1000"),
+            "webhook connect timeout (min 100)";
+        AGENT_CHAT_EVENT_CALLBACK_REQUEST_TIMEOUT_MS: "agent.chat-event-callback.request-timeout-ms" = Some("1500"),
+            "webhook request timeout (min 200)";
+        AGW_SSE_HEARTBEAT_INTERVAL: "agw.sse.heartbeat-interval" = Some("15s"),
+            "period of `event:heartbeat` frames on open streams (e.g. 15s, 500ms)";
+        AGW_DEMO_ENABLED: "agw.demo.enabled" = Some("true"),
+            "register the embedded offline demo model as provider `demo` (a configured real `demo` provider replaces it)";
+        AGW_DEMO_CHUNK_DELAY_MS: "agw.demo.chunk-delay-ms" = Some("40"),
+            "delay between the demo model's chunks";
+    }
+    ignored {
+        MEMORY_CHAT_CHARSET: "memory.chat.charset" = Some("UTF-8"),
+            "accepted for compatibility; history is always UTF-8";
+        AGW_SSE_STREAM_TIMEOUT: "agw.sse.stream-timeout" = Some("5m"),
+            "accepted for compatibility; a client-side timeout of the reference's SSE SDK";
+    }
+}
+
+/// One field of a provider: `[agent.providers.<key>] <key>` or `AGENT_PROVIDERS_<KEY><env_suffix>`.
+#[derive(Debug, Clone, Copy)]
+pub struct ProviderField {
+    pub key: &'static str,
+    pub env_suffix: &'static str,
+}
+
+/// The table of provider settings, `<key>` being any provider key.
+pub const PROVIDERS_TABLE: &str = "agent.providers";
+/// Environment prefix of provider settings; the key (upper-cased) follows.
+pub const PROVIDERS_ENV: &str = "AGENT_PROVIDERS_";
+
+pub const PROVIDER_FIELDS: &[ProviderField] = &[
+    ProviderField { key: "base-url", env_suffix: "_BASE_URL" },
+    ProviderField { key: "api-key", env_suffix: "_API_KEY" },
+    ProviderField { key: "model", env_suffix: "_MODEL" },
+    ProviderField { key: "protocol", env_suffix: "_PROTOCOL" },
+];
+
+/// Variables with a setting prefix that agw reads but that are not settings (listed by
+/// `--help`, never reported as unknown).
+pub const OTHER_ENV: &[(&str, &str)] = &[
+    ("AGW_LOG", "log filter, e.g. info, debug, agw::llm=debug (RUST_LOG is read when it is unset)"),
+    ("AGW_CONFIG", "the TOML config file (--config)"),
+];
+
+/// Variables with a setting prefix that only the test suites and examples read: a developer's
+/// shell may hold them, so they are not reported as unknown either.
+pub const TEST_ENV: &[&str] = &[
+    "AGW_SOAK_SECS",
+    "AGW_SOAK_CONCURRENCY",
+    "AGW_SOAK_KINDS",
+    "AGW_SOAK_CHATS",
+    "AGW_FUZZ_CASES",
+    "AGW_FUZZ_SEED",
+    "AGW_TEST_SECRET",
+    "AGW_EXAMPLE_BASE_URL",
+    "AGW_EXAMPLE_API_KEY",
+    "AGW_EXAMPLE_MODEL",
+];
+
+/// Environment prefixes whose unknown variables are reported (as warnings): likely typos.
+pub const CHECKED_ENV_PREFIXES: &[&str] = &["AGENT_", "AGW_", "MEMORY_"];

@@ -1,0 +1,276 @@
+//! Loading settings from the file and the environment.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use super::*;
+
+fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+#[test]
+fn defaults_without_file_or_env() {
+    let s = Settings::load(None, env(&[])).unwrap();
+    assert_eq!(s.server.port, 8080);
+    assert_eq!(s.server.address, IpAddr::from([127, 0, 0, 1]));
+    assert_eq!(s.server.max_request_bytes, 1 << 20);
+    assert_eq!(s.server.heartbeat_interval, Duration::from_secs(15));
+    assert!(s.demo.enabled);
+    assert!(s.resources.agents.dir.is_none());
+    assert!(s.providers.is_empty());
+}
+
+#[test]
+fn env_overrides_file_and_providers_merge_per_field() {
+    let dir = std::env::temp_dir().join(format!("agw-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("agw.toml");
+    std::fs::write(
+        &file,
+        "[server]\nport = 9000\n[agw.sse]\nheartbeat-interval = \"2s\"\n[agent.providers.bailian]\nbase-url = \"https://x/v1\"\nmodel = \"qwen\"\n",
+    )
+    .unwrap();
+    let s = Settings::load(
+        Some(&file),
+        env(&[
+            ("SERVER_PORT", "9100"),
+            ("AGENT_PROVIDERS_BAILIAN_API_KEY", "sk-secret"),
+            ("AGENT_PROVIDERS_MY_LAB_MODEL", "m"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(s.server.port, 9100);
+    assert_eq!(s.server.heartbeat_interval, Duration::from_secs(2));
+    let bailian = s.providers.iter().find(|p| p.key == "bailian").unwrap();
+    assert_eq!(bailian.base_url, "https://x/v1");
+    assert_eq!(bailian.api_key, "sk-secret");
+    assert_eq!(bailian.model, "qwen");
+    assert!(s.providers.iter().any(|p| p.key == "my_lab" && p.model == "m"));
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn invalid_values_name_the_setting() {
+    let err = Settings::load(None, env(&[("SERVER_PORT", "eighty")])).unwrap_err().to_string();
+    assert!(err.contains("server.port") && err.contains("SERVER_PORT"), "{err}");
+    let err = Settings::load(None, env(&[("AGW_SSE_HEARTBEAT_INTERVAL", "5 parsecs")])).unwrap_err().to_string();
+    assert!(err.contains("agw.sse.heartbeat-interval"), "{err}");
+}
+
+#[test]
+fn non_loopback_without_auth_needs_explicit_opt_out() {
+    let err = Settings::load(None, env(&[("SERVER_ADDRESS", "0.0.0.0")])).unwrap_err().to_string();
+    assert!(err.contains("AGENT_AUTH_ENABLED=false"), "{err}");
+    // Explicitly off: still loopback by default (auth is not enforced), any address allowed.
+    let s = Settings::load(None, env(&[("AGENT_AUTH_ENABLED", "false")])).unwrap();
+    assert_eq!(s.server.address, IpAddr::from([127, 0, 0, 1]));
+    assert!(!s.auth.enforced());
+    let s = Settings::load(None, env(&[("AGENT_AUTH_ENABLED", "false"), ("SERVER_ADDRESS", "0.0.0.0")])).unwrap();
+    assert_eq!(s.server.address, IpAddr::from([0, 0, 0, 0]));
+}
+
+#[test]
+fn jwks_source_turns_auth_on_and_listens_everywhere() {
+    let jwks = [
+        ("AGENT_AUTH_JWKS_URI", "https://idp.example/jwks.json"),
+        ("AGENT_AUTH_ISSUER", "https://idp.example"),
+        ("AGENT_AUTH_JWKS_CACHE_SECONDS", "10"),
+    ];
+    let s = Settings::load(None, env(&jwks)).unwrap();
+    assert!(s.auth.enforced());
+    assert_eq!(s.server.address, IpAddr::from([0, 0, 0, 0]));
+    assert!(s.auth.describe().contains("cache 30 s"), "{}", s.auth.describe());
+    let mut off = jwks.to_vec();
+    off.push(("AGENT_AUTH_ENABLED", "false"));
+    let s = Settings::load(None, env(&off)).unwrap();
+    assert!(!s.auth.enforced());
+    assert_eq!(s.server.address, IpAddr::from([127, 0, 0, 1]));
+}
+
+#[test]
+fn auth_misconfiguration_names_the_setting() {
+    let err = |pairs: &[(&str, &str)]| Settings::load(None, env(pairs)).unwrap_err().to_string();
+    let e = err(&[("AGENT_AUTH_JWKS_URI", "https://idp.example/jwks.json")]);
+    assert!(
+        e.starts_with(
+            "agent.auth.jwks-uri, agent.auth.issuer and agent.auth.jwks-cache-seconds must be configured together"
+        ),
+        "{e}"
+    );
+    assert!(e.contains("AGENT_AUTH_ISSUER") && e.contains("AGENT_AUTH_JWKS_CACHE_SECONDS"), "{e}");
+    let e = err(&[
+        ("AGENT_AUTH_JWKS_URI", "https://idp.example/jwks.json"),
+        ("AGENT_AUTH_ISSUER", "x"),
+        ("AGENT_AUTH_JWKS_CACHE_SECONDS", "0"),
+    ]);
+    assert!(e.starts_with("agent.auth.jwks-cache-seconds must be greater than 0"), "{e}");
+    let e = err(&[
+        ("AGENT_AUTH_JWKS_URI", "ftp://idp.example/jwks.json"),
+        ("AGENT_AUTH_ISSUER", "x"),
+        ("AGENT_AUTH_JWKS_CACHE_SECONDS", "60"),
+    ]);
+    assert!(e.contains("agent.auth.jwks-uri"), "{e}");
+    let e = err(&[("AGENT_AUTH_LOCAL_PUBLIC_KEY", "not a key")]);
+    assert!(e.starts_with("agent.auth.local-public-key is not a valid PEM RSA public key"), "{e}");
+    let e = err(&[("AGENT_AUTH_ENABLED", "true")]);
+    assert!(e.contains("agent.auth.enabled") && e.contains("no key source"), "{e}");
+    let e = err(&[("AGENT_AUTH_LOCAL_PUBLIC_KEY_FILE", "/nonexistent/agw-key.pem")]);
+    assert!(e.contains("agent.auth.local-public-key-file") && e.contains("/nonexistent/agw-key.pem"), "{e}");
+    let e = err(&[("AGW_AUTH_JWKS_REFETCH_INTERVAL", "soon")]);
+    assert!(e.contains("agw.auth.jwks-refetch-interval"), "{e}");
+}
+
+#[test]
+fn blank_local_key_in_the_file_is_refused() {
+    let dir = std::env::temp_dir().join(format!("agw-config-auth-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("agw.toml");
+    std::fs::write(&file, "[agent.auth]\nlocal-public-key = \"\"\"\n   \n\"\"\"\n").unwrap();
+    let e = Settings::load(Some(&file), env(&[])).unwrap_err().to_string();
+    assert!(e.starts_with("agent.auth.local-public-key cannot be blank"), "{e}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn cors_defaults_and_overrides() {
+    let s = Settings::load(None, env(&[])).unwrap();
+    assert_eq!(s.cors.path_pattern, "/api/ap/**");
+    assert_eq!(s.cors.allowed_origin_patterns, crate::cors::DEFAULT_ORIGIN_PATTERNS);
+    assert_eq!(s.cors.allowed_methods, ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
+    assert_eq!(s.cors.allowed_headers, ["*"]);
+    assert_eq!(s.cors.exposed_headers, ["Content-Type"]);
+    assert!(!s.cors.allow_credentials);
+    assert_eq!(s.cors.max_age_seconds, 3600);
+    let s = Settings::load(
+        None,
+        env(&[
+            ("AGENT_CORS_ALLOWED_ORIGIN_PATTERNS", " https://*.example.com , ,http://localhost:[3000, 5173]"),
+            ("AGENT_CORS_ALLOWED_METHODS", "get,post"),
+            ("AGENT_CORS_ALLOW_CREDENTIALS", "true"),
+            ("AGENT_CORS_MAX_AGE_SECONDS", "60"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(s.cors.allowed_origin_patterns, ["https://*.example.com", "http://localhost:[3000, 5173]"]);
+    assert_eq!(s.cors.allowed_methods, ["GET", "POST"]);
+    assert!(s.cors.allow_credentials);
+    assert_eq!(s.cors.max_age_seconds, 60);
+    let e = Settings::load(None, env(&[("AGENT_CORS_PATH_PATTERN", "api/**")])).unwrap_err().to_string();
+    assert!(e.contains("agent.cors.path-pattern"), "{e}");
+    let e = Settings::load(None, env(&[("AGENT_CORS_ALLOWED_HEADERS", "X Bad")])).unwrap_err().to_string();
+    assert!(e.contains("agent.cors.allowed-headers"), "{e}");
+}
+
+#[test]
+fn overflowing_durations_name_the_setting() {
+    let err = |pairs: &[(&str, &str)]| Settings::load(None, env(pairs)).unwrap_err().to_string();
+    // Before: `18446744073709552s` multiplied into milliseconds wrapped (release) or panicked (debug).
+    let e = err(&[("AGW_SSE_HEARTBEAT_INTERVAL", "18446744073709552s")]);
+    assert!(e.contains("agw.sse.heartbeat-interval (AGW_SSE_HEARTBEAT_INTERVAL)") && e.contains("too large"), "{e}");
+    let e = err(&[("SERVER_SHUTDOWN_GRACE_MS", "18446744073709551616")]);
+    assert_eq!(
+        e,
+        "setting server.shutdown-grace-ms (SERVER_SHUTDOWN_GRACE_MS): \"18446744073709551616\": too large (at most 18446744073709551615)"
+    );
+    let e = err(&[("AGW_AUTH_JWKS_REFETCH_INTERVAL", "9999999999999999h")]);
+    assert!(e.contains("agw.auth.jwks-refetch-interval") && e.contains("too large"), "{e}");
+}
+
+/// A config file `agw.toml` in a fresh directory.
+fn config_file(tag: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("agw-config-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("agw.toml");
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+#[test]
+fn unknown_file_keys_refuse_to_load_naming_the_nearest_key() {
+    let file = config_file("typo", "[server]\nprot = 8081\n[agent.providers.bailian]\nbase_url = \"https://x\"\n");
+    let e = Settings::load(Some(&file), env(&[])).unwrap_err().to_string();
+    let path = file.display();
+    assert_eq!(
+        e,
+        format!(
+            "unknown setting `agent.providers.bailian.base_url` in {path}; did you mean `agent.providers.bailian.base-url`?\nunknown setting `server.prot` in {path}; did you mean `server.port`?"
+        )
+    );
+    // Settings the contract names but agw ignores are accepted.
+    let file = config_file("compat", "[memory.chat]\ncharset = \"UTF-8\"\n[agw.sse]\nstream-timeout = \"5m\"\n");
+    Settings::load(Some(&file), env(&[])).unwrap();
+    let file = config_file("provider-type", "[agent.providers.bailian]\nmodel = 3\n");
+    let e = Settings::load(Some(&file), env(&[])).unwrap_err().to_string();
+    assert_eq!(e, "provider bailian: model must be a string");
+    std::fs::remove_dir_all(file.parent().unwrap()).ok();
+}
+
+#[test]
+fn unknown_setting_variables_are_warnings() {
+    let s = Settings::load(
+        None,
+        env(&[
+            ("AGENT_PROVIDRES_X_BASE_URL", "https://x"),
+            ("AGENT_PROVIDERS_X_BASE_URL", "https://x"),
+            ("AGW_LOG", "debug"),
+            ("AGW_SOAK_SECS", "5"),
+            ("HOME", "/root"),
+            ("MEMORY_CHAT_KK", ""),
+        ]),
+    )
+    .unwrap();
+    let warnings: Vec<String> = s.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        warnings,
+        [
+            "unknown environment variable `AGENT_PROVIDRES_X_BASE_URL` ignored; did you mean `AGENT_PROVIDERS_X_BASE_URL`?",
+            "unknown environment variable `MEMORY_CHAT_KK` ignored; did you mean `MEMORY_CHAT_K`?",
+        ]
+    );
+    assert_eq!(s.providers.len(), 1, "the well-spelt provider variable is read");
+}
+
+#[test]
+fn allowed_hosts_default_to_loopback_names_on_loopback_and_any_elsewhere() {
+    use crate::hosts::AllowedHosts;
+    let s = Settings::load(None, env(&[])).unwrap();
+    assert_eq!(s.server.allowed_hosts, AllowedHosts::Only(Vec::new()));
+    assert!(s.server.allowed_hosts.allows("localhost:8080") && !s.server.allowed_hosts.allows("evil.example"));
+    let s = Settings::load(None, env(&[("AGENT_AUTH_ENABLED", "false"), ("SERVER_ADDRESS", "0.0.0.0")])).unwrap();
+    assert_eq!(s.server.allowed_hosts, AllowedHosts::Any);
+    let s = Settings::load(
+        None,
+        env(&[("AGENT_AUTH_ENABLED", "false"), ("SERVER_ADDRESS", "0.0.0.0"), ("SERVER_ALLOWED_HOSTS", "gw.example")]),
+    )
+    .unwrap();
+    assert!(s.server.allowed_hosts.allows("gw.example:443") && !s.server.allowed_hosts.allows("evil.example"));
+    let e = Settings::load(None, env(&[("SERVER_ALLOWED_HOSTS", "https://gw.example/")])).unwrap_err().to_string();
+    assert!(e.starts_with("setting server.allowed-hosts (SERVER_ALLOWED_HOSTS): "), "{e}");
+}
+
+#[test]
+fn isolation_settings() {
+    use crate::auth::IdentityClaims;
+    let s = Settings::load(None, env(&[])).unwrap();
+    assert_eq!(s.tools.bash.working_directory, Some(std::path::PathBuf::from("bash-workspace")));
+    assert_eq!(s.tools.agent_file_allowed_tools, None);
+    assert!(s.tools.agent_file_allowed_skills.is_empty() && !s.tools.agent_file_allow_overwrite);
+    assert_eq!(s.auth.identity, IdentityClaims { operator_claim: "roles".into(), ..Default::default() });
+    let s = Settings::load(
+        None,
+        env(&[
+            ("AGW_TOOLS_AGENT_FILE_CREATE_ALLOWED_TOOLS", "none"),
+            ("AGW_TOOLS_AGENT_FILE_CREATE_ALLOWED_SKILLS", "Math_Basic, text_utils"),
+            ("AGW_TOOLS_AGENT_FILE_CREATE_ALLOW_OVERWRITE", "true"),
+            ("AGW_AUTH_TENANT_CLAIM", "org"),
+            ("AGW_AUTH_OPERATOR_ROLE", "agw-admin"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(s.tools.agent_file_allowed_tools, Some(vec![]));
+    assert_eq!(s.tools.agent_file_allowed_skills, ["math_basic", "text_utils"]);
+    assert!(s.tools.agent_file_allow_overwrite);
+    assert_eq!(s.auth.identity.tenant_claim.as_deref(), Some("org"));
+    assert_eq!(s.auth.identity.operator_role.as_deref(), Some("agw-admin"));
+}
