@@ -28,6 +28,14 @@ impl ApiError {
     pub fn payload_too_large(limit: usize) -> Self {
         Self { status: StatusCode::PAYLOAD_TOO_LARGE, msg: format!("request body larger than {limit} bytes") }
     }
+    /// 408: the request body did not arrive within `timeout`.
+    pub fn request_timeout(timeout: std::time::Duration) -> Self {
+        Self {
+            status: StatusCode::REQUEST_TIMEOUT,
+            msg: format!("request body not received within {} ms", timeout.as_millis()),
+        }
+    }
+
     pub fn method_not_allowed() -> Self {
         Self { status: StatusCode::METHOD_NOT_ALLOWED, msg: "method not allowed".into() }
     }

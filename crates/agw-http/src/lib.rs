@@ -16,6 +16,7 @@ pub mod config;
 pub mod cors;
 pub mod envelope;
 pub mod hosts;
+pub mod limits;
 pub mod metrics;
 pub mod reload;
 pub mod routes;

@@ -1,13 +1,19 @@
-//! The accept loop: hyper HTTP/1.1 on a tokio listener.
+//! The accept loop: hyper HTTP/1.1 on a tokio listener, with the door's limits — a header-read
+//! timeout (slowloris, idle keep-alive), a cap on open connections in total and per client IP,
+//! and a per-IP request rate (see [`crate::limits`]).
 
 use std::future::Future;
 use std::net::SocketAddr;
 
+use std::sync::Arc;
+
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 
+use crate::envelope::json_response;
+use crate::limits::{ClientLimits, Refusal};
 use crate::routes;
 use crate::state::AppState;
 
@@ -33,6 +39,13 @@ impl Server {
     /// in their own tasks.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let Server { listener, state } = self;
+        let limits = state.settings.server.limits;
+        let clients = ClientLimits::new(limits);
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        // The timer makes hyper enforce the header-read timeout, from the first byte of a request
+        // and while a keep-alive connection waits for its next one.
+        builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
+        let builder = Arc::new(builder);
         tokio::pin!(shutdown);
         loop {
             let (stream, peer) = tokio::select! {
@@ -47,21 +60,54 @@ impl Server {
                 },
                 () = &mut shutdown => break,
             };
+            let slot = match clients.admit(peer.ip()) {
+                Ok(slot) => slot,
+                Err(refusal) => {
+                    // Closed at once: nothing is read, so a flood costs one accept each.
+                    let cap = match refusal {
+                        Refusal::Server => "server.max-connections",
+                        Refusal::Client => "server.max-connections-per-ip",
+                    };
+                    tracing::debug!(%peer, cap, "connection refused at its cap");
+                    drop(stream);
+                    continue;
+                }
+            };
             // Small writes must leave at once: Nagle would hold back SSE frames.
             let _ = stream.set_nodelay(true);
             let state = state.clone();
+            let clients = Arc::clone(&clients);
+            let builder = Arc::clone(&builder);
             tokio::spawn(async move {
+                let _slot = slot;
                 let service = service_fn(move |req| {
                     let state = state.clone();
-                    async move { Ok::<_, std::convert::Infallible>(routes::handle(state, req).await) }
+                    let limited = clients.request(peer.ip());
+                    async move {
+                        let response = match limited {
+                            Ok(()) => routes::handle(state, req).await,
+                            Err(retry_after) => too_many_requests(retry_after),
+                        };
+                        Ok::<_, std::convert::Infallible>(response)
+                    }
                 });
-                if let Err(e) =
-                    auto::Builder::new(TokioExecutor::new()).serve_connection(TokioIo::new(stream), service).await
-                {
+                if let Err(e) = builder.serve_connection(TokioIo::new(stream), service).await {
                     tracing::debug!(%peer, error = %e, "connection ended with an error");
                 }
             });
         }
         tracing::info!("stopped accepting connections");
     }
+}
+
+/// 429 with `Retry-After` (whole seconds) for a client over its request rate.
+fn too_many_requests(retry_after: std::time::Duration) -> http::Response<crate::body::BoxBody> {
+    let body = serde_json::json!({
+        "code": 429,
+        "msg": "too many requests from this client (server.max-requests-per-ip-per-minute)",
+        "data": {},
+    });
+    let mut response = json_response(http::StatusCode::TOO_MANY_REQUESTS, &body);
+    response.headers_mut().insert(http::header::RETRY_AFTER, http::HeaderValue::from(retry_after.as_secs().max(1)));
+    response
 }

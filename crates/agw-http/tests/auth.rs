@@ -583,3 +583,19 @@ fn config_file_local_key() {
     assert!(settings.auth.describe().contains("2048 bits"), "{}", settings.auth.describe());
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// Attack (issue 14): an oversized Authorization header, or a JWT whose header segment is huge,
+/// is refused with 401 before any decoding; a normal token still works.
+#[tokio::test]
+async fn oversized_authorization_headers_are_refused_before_decoding() {
+    let key = TestKey::generate("local");
+    let gw = start(&local_key_env(&key.public_pem())).await;
+    let huge = format!("Bearer {}", "A".repeat(20 * 1024));
+    let (status, body) = agents(&gw, Some(&huge)).await;
+    assert_eq!(status, 401);
+    assert_eq!(body["msg"], "unauthorized: authorization header longer than 16384 bytes");
+    let padded_header = json!({"alg": "RS256", "pad": "x".repeat(30 * 1024)});
+    let (status, _) = with_token(&gw, &key.sign(&padded_header, &claims(json!({})))).await;
+    assert_eq!(status, 401, "a JWT with a huge header segment");
+    assert_eq!(with_token(&gw, &key.token(&claims(json!({})))).await.0, 200);
+}

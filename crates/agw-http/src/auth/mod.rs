@@ -169,6 +169,8 @@ pub enum AuthError {
     WrongScheme,
     #[error("malformed token")]
     Malformed,
+    #[error("authorization header longer than {0} bytes")]
+    TooLarge(usize),
     #[error("unsupported algorithm{}", .0.as_ref().map(|a| format!(" {a}")).unwrap_or_default())]
     UnsupportedAlgorithm(Option<String>),
     #[error("unsupported critical header")]

@@ -32,7 +32,7 @@ pub use demo::DemoSettings;
 pub use logging::LoggingSettings;
 pub use memory::MemorySettings;
 pub use resources::{CatalogDir, ResourceSettings};
-pub use server::ServerSettings;
+pub use server::{ConnectionLimits, ServerSettings};
 pub use table::{PROVIDER_FIELDS, SETTINGS, SettingSpec};
 pub use tools::{BashSettings, ToolSettings};
 pub use unknown::UnknownName;

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use super::source::Source;
 use super::table::{
-    AGW_SSE_HEARTBEAT_INTERVAL, SERVER_ADDRESS, SERVER_ALLOWED_HOSTS, SERVER_MAX_REQUEST_BYTES, SERVER_PORT,
-    SERVER_SHUTDOWN_GRACE_MS,
+    AGW_SSE_HEARTBEAT_INTERVAL, SERVER_ADDRESS, SERVER_ALLOWED_HOSTS, SERVER_BODY_READ_TIMEOUT,
+    SERVER_HEADER_READ_TIMEOUT, SERVER_MAX_CONNECTIONS, SERVER_MAX_CONNECTIONS_PER_IP, SERVER_MAX_REQUEST_BYTES,
+    SERVER_MAX_REQUESTS_PER_IP_PER_MINUTE, SERVER_MAX_TOKEN_BYTES, SERVER_PORT, SERVER_SHUTDOWN_GRACE_MS,
 };
 use super::{ConfigError, value};
 use crate::auth::AuthSettings;
@@ -23,6 +24,25 @@ pub struct ServerSettings {
     pub shutdown_grace: Duration,
     /// Period of heartbeat frames on open SSE streams (zero: none).
     pub heartbeat_interval: Duration,
+    /// Limits against slow and greedy clients.
+    pub limits: ConnectionLimits,
+}
+
+/// What one client may hold or send (issue 14: slowloris, slow bodies, connection floods).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// Time to send a request's headers; also the idle time between keep-alive requests.
+    pub header_read_timeout: Duration,
+    /// Time to send a whole request body (408 after it).
+    pub body_read_timeout: Duration,
+    /// Open connections at once (0 = unlimited).
+    pub max_connections: usize,
+    /// Open connections per client IP (0 = unlimited).
+    pub max_connections_per_ip: usize,
+    /// Requests per client IP per minute (0 = unlimited).
+    pub max_requests_per_ip_per_minute: u32,
+    /// Longest `Authorization` header accepted.
+    pub max_token_bytes: usize,
 }
 
 /// Auth on → every interface by default; auth off → loopback unless the operator sets an
@@ -55,5 +75,31 @@ pub(super) fn load(src: &Source, auth: &AuthSettings) -> Result<ServerSettings, 
         max_request_bytes: src.parse(&SERVER_MAX_REQUEST_BYTES, value::whole)?,
         shutdown_grace: src.parse(&SERVER_SHUTDOWN_GRACE_MS, value::millis)?,
         heartbeat_interval: src.parse(&AGW_SSE_HEARTBEAT_INTERVAL, value::duration)?,
+        limits: ConnectionLimits {
+            header_read_timeout: positive(src, &SERVER_HEADER_READ_TIMEOUT)?,
+            body_read_timeout: positive(src, &SERVER_BODY_READ_TIMEOUT)?,
+            max_connections: src.parse(&SERVER_MAX_CONNECTIONS, value::whole)?,
+            // Per-client limits protect a shared server; on loopback the one client is the user.
+            max_connections_per_ip: src
+                .parse_opt(&SERVER_MAX_CONNECTIONS_PER_IP, value::whole)?
+                .unwrap_or(if address.is_loopback() { 0 } else { 256 }),
+            max_requests_per_ip_per_minute: src
+                .parse_opt(&SERVER_MAX_REQUESTS_PER_IP_PER_MINUTE, value::whole)?
+                .unwrap_or(if address.is_loopback() { 0 } else { 1200 }),
+            max_token_bytes: src.parse(&SERVER_MAX_TOKEN_BYTES, value::whole)?,
+        },
     })
+}
+
+/// A duration that must be above zero (a zero timeout would refuse every request).
+fn positive(src: &Source, spec: &super::table::SettingSpec) -> Result<Duration, ConfigError> {
+    let duration = src.parse(spec, value::duration)?;
+    if duration.is_zero() {
+        return Err(ConfigError::Invalid {
+            property: spec.property,
+            env: spec.env,
+            message: "must be above zero".into(),
+        });
+    }
+    Ok(duration)
 }

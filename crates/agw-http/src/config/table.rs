@@ -56,6 +56,18 @@ settings! {
             "Host / :authority values accepted, comma-separated (name, name:port, *.domain, * = any); localhost, 127.0.0.1 and [::1] are always accepted; unset = only those when listening on a loopback address, any when listening elsewhere. Others get 403 (DNS rebinding)";
         SERVER_MAX_REQUEST_BYTES: "server.max-request-bytes" = Some("1048576"),
             "largest accepted request body; larger bodies get 413 before they are read";
+        SERVER_HEADER_READ_TIMEOUT: "server.header-read-timeout" = Some("10s"),
+            "time a client has to send a request's headers; also how long an idle keep-alive connection waits for its next request (slowloris)";
+        SERVER_BODY_READ_TIMEOUT: "server.body-read-timeout" = Some("30s"),
+            "time a client has to send a whole request body; 408 after it";
+        SERVER_MAX_CONNECTIONS: "server.max-connections" = Some("10000"),
+            "open connections at once; a connection over the cap is closed right after it is accepted";
+        SERVER_MAX_CONNECTIONS_PER_IP: "server.max-connections-per-ip" = None,
+            "open connections from one client address; unset = 0 (off) when listening on loopback, 256 elsewhere";
+        SERVER_MAX_REQUESTS_PER_IP_PER_MINUTE: "server.max-requests-per-ip-per-minute" = None,
+            "requests from one client address per minute, 429 with Retry-After beyond; unset = 0 (off) on loopback, 1200 elsewhere";
+        SERVER_MAX_TOKEN_BYTES: "server.max-token-bytes" = Some("16384"),
+            "longest Authorization header accepted; longer ones get 401 before any parsing";
         AGENT_AUTH_ENABLED: "agent.auth.enabled" = None,
             "JWT auth on /api/ap/** (except OPTIONS) is on whenever a key source is configured; false turns it off and allows a non-loopback address without it";
         AGENT_AUTH_LOCAL_PUBLIC_KEY: "agent.auth.local-public-key" = None,

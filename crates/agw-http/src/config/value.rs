@@ -33,7 +33,7 @@ macro_rules! bounded {
         })*
     };
 }
-bounded!(u16, u64, usize, i64);
+bounded!(u16, u32, u64, usize, i64);
 
 /// A `*-ms` setting: a whole number of milliseconds.
 pub fn millis(s: &str) -> Result<Duration, String> {

@@ -62,7 +62,7 @@ async fn handle_boxed(state: AppState, mut req: Request<RequestBody>) -> Respons
         Cors::Skip => None,
     };
     let mut resp = match &state.auth {
-        Some(auth) if auth::protects(req.method(), req.uri().path()) => match auth.authenticate(req.headers()).await {
+        Some(auth) if auth::protects(req.method(), req.uri().path()) => match authenticate(auth, &state, req.headers()).await {
             Ok(principal) => {
                 req.extensions_mut().insert(principal);
                 route(state, req).await
@@ -78,6 +78,20 @@ async fn handle_boxed(state: AppState, mut req: Request<RequestBody>) -> Respons
         cors::decorate(&mut resp, headers);
     }
     resp
+}
+
+/// Verifies the request's token; an `Authorization` header longer than `server.max-token-bytes`
+/// is refused before any decoding (a huge JWT header costs nothing but this length check).
+async fn authenticate(
+    auth: &auth::Authenticator,
+    state: &AppState,
+    headers: &http::HeaderMap,
+) -> Result<auth::Principal, auth::AuthError> {
+    let max = state.settings.server.limits.max_token_bytes;
+    if headers.get(header::AUTHORIZATION).is_some_and(|v| v.len() > max) {
+        return Err(auth::AuthError::TooLarge(max));
+    }
+    auth.authenticate(headers).await
 }
 
 /// Routes one request.

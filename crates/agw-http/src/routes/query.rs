@@ -30,14 +30,23 @@ use crate::webhook::RunTrigger;
 /// reads slowly the run waits (and with it the provider stream) instead of queueing output.
 const FRAME_CHANNEL_CAPACITY: usize = 16;
 
-/// Reads the whole body, refusing more than `limit` bytes (413) before reading it all.
-pub async fn read_body(req: Request<RequestBody>, limit: usize) -> Result<Bytes, ApiError> {
+/// Reads the whole body, refusing more than `limit` bytes (413) before reading it all, and a body
+/// that takes longer than `timeout` to arrive (408: a slow or never-ending body must not hold a
+/// connection and a task forever).
+pub async fn read_body(
+    req: Request<RequestBody>,
+    limit: usize,
+    timeout: std::time::Duration,
+) -> Result<Bytes, ApiError> {
     let declared =
         req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(ApiError::payload_too_large(limit));
     }
-    match Limited::new(req.into_body(), limit).collect().await {
+    let Ok(read) = tokio::time::timeout(timeout, Limited::new(req.into_body(), limit).collect()).await else {
+        return Err(ApiError::request_timeout(timeout));
+    };
+    match read {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
             Err(ApiError::payload_too_large(limit))
@@ -57,7 +66,8 @@ fn resolve_agent(state: &AppState, requested: Option<&str>) -> Result<Arc<AgentD
 
 pub async fn query(state: AppState, req: Request<RequestBody>) -> HandlerResult {
     let principal = req.extensions().get::<Principal>().cloned();
-    let body = read_body(req, state.settings.server.max_request_bytes).await?;
+    let server = &state.settings.server;
+    let body = read_body(req, server.max_request_bytes, server.limits.body_read_timeout).await?;
     let request = QueryRequest::from_json(&body).map_err(|e| ApiError::bad_request(e.to_string()))?;
     request.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
     let agent = resolve_agent(&state, request.agent_key.as_deref())?;

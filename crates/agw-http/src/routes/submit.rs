@@ -19,7 +19,8 @@ use crate::state::AppState;
 
 pub async fn submit(state: &AppState, req: Request<RequestBody>) -> HandlerResult {
     let principal = req.extensions().get::<Principal>().cloned();
-    let body = read_body(req, state.settings.server.max_request_bytes).await?;
+    let server = &state.settings.server;
+    let body = read_body(req, server.max_request_bytes, server.limits.body_read_timeout).await?;
     let submit = SubmitRequest::from_json(&body).map_err(|e| ApiError::bad_request(e.to_string()))?;
     submit.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
     // No such run: nothing can be waiting, but without auth the waiters alone decide (as before).
