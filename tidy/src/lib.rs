@@ -29,7 +29,9 @@ pub fn metadata() -> Value {
 /// One dependency edge between workspace packages.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Edge {
+    /// The package that depends.
     pub from: String,
+    /// The package depended on.
     pub to: String,
     /// `normal`, `dev` or `build`.
     pub kind: String,

@@ -78,6 +78,7 @@ impl Default for DemoProvider {
 }
 
 impl DemoProvider {
+    /// The demo model as the server registers it: [`DEFAULT_CHUNK_DELAY`] between text chunks.
     pub fn new() -> Self {
         Self::default()
     }
@@ -87,6 +88,7 @@ impl DemoProvider {
         Self { chunk_delay }
     }
 
+    /// The pause between two streamed text chunks.
     pub fn chunk_delay(&self) -> Duration {
         self.chunk_delay
     }
@@ -97,10 +99,12 @@ impl DemoProvider {
 pub struct DemoTurn {
     /// Streamed as reasoning first, only when the request enables reasoning.
     pub reasoning: Option<String>,
+    /// The answer text, streamed a few words per chunk.
     pub content: String,
     /// Streamed after the content: a first fragment with id and name and `""` arguments, then
     /// the arguments in two pieces (the shape OpenAI streams).
     pub tool_call: Option<DemoToolCall>,
+    /// `tool_calls` when the turn calls a tool, else `stop`.
     pub finish_reason: &'static str,
 }
 

@@ -9,7 +9,9 @@ use agw_llm::request::{ChatMessage, ChatRequest, ToolSpec};
 /// A tool call the demo model decided to make.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DemoToolCall {
+    /// `call_demo_{n}`, numbered from 1 by the tool calls already in the conversation.
     pub id: String,
+    /// The name of the tool to call.
     pub name: String,
     /// Compact JSON text.
     pub arguments: String,

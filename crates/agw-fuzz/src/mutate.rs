@@ -13,10 +13,12 @@ use serde_json::{Map, Value, json};
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator whose whole sequence is fixed by `seed`.
     pub fn new(seed: u64) -> Self {
         Self(seed)
     }
 
+    /// The next 64 uniformly distributed bits of the sequence.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
@@ -30,10 +32,12 @@ impl Rng {
         (self.next_u64() % n as u64) as usize
     }
 
+    /// True with probability `1 / one_in` (`one_in > 0`).
     pub fn chance(&mut self, one_in: usize) -> bool {
         self.below(one_in) == 0
     }
 
+    /// A uniformly chosen element of `items`, which must not be empty.
     pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len())]
     }

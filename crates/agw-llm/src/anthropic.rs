@@ -2,7 +2,7 @@
 //!
 //! One call = one `POST …/v1/messages` with `stream: true`, authenticated with `x-api-key`
 //! (never `Authorization`). The SSE events are mapped onto the same [`LlmDelta`]s as the
-//! OpenAI-compatible provider (see [`event`]), with the same guarantees: every delta is yielded
+//! OpenAI-compatible provider (see [`EventParser`]), with the same guarantees: every delta is yielded
 //! as soon as the network read that completed its event is parsed, retries (429 honouring
 //! `Retry-After`, 5xx including 529 "overloaded", connection failures) happen only before the
 //! response body started, an inactivity timeout bounds the wait for the headers and for every

@@ -34,6 +34,7 @@ pub enum LlmError {
     /// The provider answered with a non-2xx status.
     #[error("provider answered HTTP {status}: {body}")]
     Http {
+        /// The HTTP status code (outside 200..=299).
         status: u16,
         /// `Retry-After` in seconds, when the provider sent one.
         retry_after: Option<Duration>,
@@ -43,31 +44,52 @@ pub enum LlmError {
     /// Connecting, sending, or reading the response failed at the transport level
     /// (refused, reset, closed mid-stream, …).
     #[error("connection to provider failed: {message}")]
-    Connection { message: String },
+    Connection {
+        /// The transport error's description.
+        message: String,
+    },
     /// The provider went silent for longer than the inactivity timeout.
     #[error("provider sent nothing for {ms} ms ({phase})")]
-    Timeout { phase: TimeoutPhase, ms: u64 },
+    Timeout {
+        /// Whether the stream had started.
+        phase: TimeoutPhase,
+        /// The inactivity timeout that elapsed, in milliseconds.
+        ms: u64,
+    },
     /// A `data:` payload that is not a JSON object.
     #[error("provider sent a malformed chunk: {excerpt}")]
-    MalformedChunk { excerpt: String },
+    MalformedChunk {
+        /// At most [`BODY_EXCERPT_CHARS`] characters of the offending payload.
+        excerpt: String,
+    },
     /// The provider reported an error inside the stream (`data: {"error": …}`).
     #[error("provider reported an error in the stream: {excerpt}")]
-    Upstream { excerpt: String },
+    Upstream {
+        /// At most [`BODY_EXCERPT_CHARS`] characters of the provider's error object.
+        excerpt: String,
+    },
     /// The stream ended (`[DONE]` or EOF) without any `finish_reason`.
     #[error("provider stream ended without a finish_reason")]
     EndedWithoutFinish,
     /// No usable provider under this key.
     #[error("no provider configured for key: {key}")]
-    NotConfigured { key: String },
+    NotConfigured {
+        /// The `providerKey` that was asked for.
+        key: String,
+    },
     /// The request could not even be built (bad base URL, unserialisable body, …).
     #[error("invalid provider request: {message}")]
-    InvalidRequest { message: String },
+    InvalidRequest {
+        /// What was wrong with it.
+        message: String,
+    },
     /// The response broke a [`crate::ResponseLimits`] cap (a hostile or broken provider, or a
     /// proxy in front of it): reading stopped there, nothing more was buffered.
     #[error("provider response exceeded the {what} limit of {limit}")]
     LimitExceeded {
         /// Which cap: `line length (bytes)`, `response size (bytes)` or `tool calls per turn`.
         what: &'static str,
+        /// The configured cap.
         limit: u64,
     },
 }

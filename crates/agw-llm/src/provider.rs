@@ -41,5 +41,8 @@ impl Default for CallOptions {
 /// embedded demo model and test doubles. Dropping the returned stream cancels the upstream
 /// request (closes its connection).
 pub trait ChatProvider: Send + Sync + 'static {
+    /// Starts one model turn. The future resolves when the response has started (for HTTP
+    /// providers: a 2xx status, after any retries); an error there means no delta was produced.
+    /// Later failures arrive as the stream's terminal `Err` item.
     fn stream(&self, request: ChatRequest, options: CallOptions) -> BoxFuture<'static, Result<DeltaStream, LlmError>>;
 }

@@ -11,6 +11,7 @@ use crate::{ChatProvider, LlmError};
 /// Wire protocol of a provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ProviderProtocol {
+    /// OpenAI-style streaming chat completions (`POST <base>/v1/chat/completions`); the default.
     #[default]
     OpenAiCompatible,
     /// Anthropic Messages API ([`AnthropicProvider`]).
@@ -45,8 +46,12 @@ impl FromStr for ProviderProtocol {
 pub struct ProviderConfig {
     /// The `providerKey` agents use (matched case-insensitively).
     pub key: String,
+    /// Which API the provider speaks.
     pub protocol: ProviderProtocol,
+    /// Where the API lives, with or without a trailing `/v1` (never doubled).
     pub base_url: String,
+    /// Secret sent with every call (`Authorization: Bearer` or Anthropic's `x-api-key`). Masked in
+    /// `Debug` output, errors and logs.
     pub api_key: String,
     /// Default model of the provider (used when an agent names none).
     pub model: String,

@@ -31,6 +31,8 @@ use calls::{ArgsStep, Calls};
 
 /// Source of event timestamps (epoch ms). Injected so tests can script time.
 pub trait Clock: Send {
+    /// Current time in epoch milliseconds. The assembler reads it at most once per call and never
+    /// lets timestamps go backwards, so a clock that steps back is harmless.
     fn now_ms(&mut self) -> i64;
 }
 
@@ -54,7 +56,9 @@ impl<F: FnMut() -> i64 + Send> Clock for F {
 /// Tool calls vs action calls, for error messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallKind {
+    /// A `tool.*` call (backend, frontend or unknown tool).
     Tool,
+    /// An `action.*` call (an ACTION tool, performed by the client).
     Action,
 }
 
@@ -70,22 +74,61 @@ impl std::fmt::Display for CallKind {
 /// A delta that the block state machine cannot accept (contract §6.6). Nothing was emitted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProtocolError {
+    /// A delta arrived after the terminal event (`run.complete` / `run.error`).
     #[error("run already finished")]
     Finished,
+    /// An argument fragment for a call that has already ended.
     #[error("{kind} {id}: arguments after the call ended")]
-    ArgsAfterEnd { kind: CallKind, id: String },
+    ArgsAfterEnd {
+        /// Tool or action.
+        kind: CallKind,
+        /// The call id.
+        id: String,
+    },
+    /// An end or a result for a call id that never had an argument fragment.
     #[error("{kind} {id}: never started")]
-    NotStarted { kind: CallKind, id: String },
+    NotStarted {
+        /// Tool or action.
+        kind: CallKind,
+        /// The call id.
+        id: String,
+    },
+    /// A second end for the same call.
     #[error("{kind} {id}: already ended")]
-    AlreadyEnded { kind: CallKind, id: String },
+    AlreadyEnded {
+        /// Tool or action.
+        kind: CallKind,
+        /// The call id.
+        id: String,
+    },
+    /// A second result for the same call.
     #[error("{kind} {id}: result already emitted")]
-    DuplicateResult { kind: CallKind, id: String },
+    DuplicateResult {
+        /// Tool or action.
+        kind: CallKind,
+        /// The call id.
+        id: String,
+    },
+    /// `task.start` before any `plan.update` in this stream.
     #[error("task {task_id}: task.start without an active plan in this stream")]
-    TaskWithoutPlan { task_id: String },
+    TaskWithoutPlan {
+        /// The task that was to start.
+        task_id: String,
+    },
+    /// `task.start` while another task is still active (at most one task is active).
     #[error("task {task_id}: task.start while task {active} is active")]
-    TaskAlreadyActive { task_id: String, active: String },
+    TaskAlreadyActive {
+        /// The task that was to start.
+        task_id: String,
+        /// The task still active.
+        active: String,
+    },
+    /// A task end (complete, cancel, fail) for a task that is not the active one.
     #[error("task {task_id}: not the active task")]
-    TaskNotActive { task_id: String },
+    TaskNotActive {
+        /// The task the delta named.
+        task_id: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +151,34 @@ enum TaskEnd {
 }
 
 /// The per-run event assembler (see the module docs).
+///
+/// Feed it the bootstrap once, then one [`AgentDelta`] per [`push`](Self::push), then end the run
+/// with [`complete`](Self::complete) or [`fail`](Self::fail); each call appends the events it
+/// produced, ready for [`crate::sse::write_event`].
+///
+/// ```
+/// use agw_protocol::{AgentDelta, Assembler, Event, EventPayload, QueryRequest};
+///
+/// // A scripted clock; a server passes `Box::new(SystemClock)`.
+/// let mut assembler = Assembler::new("run-1", "chat-1", Box::new(|| 1_771_000_000_000_i64));
+/// let mut events = Vec::new();
+///
+/// let query = QueryRequest { message: Some("Hi".into()), ..QueryRequest::default() };
+/// assembler.bootstrap(query.to_event("run-1", "chat-1"), None, &mut events);
+/// assembler.push(AgentDelta::Content("Hello".into()), &mut events)?;
+/// assembler.push(AgentDelta::Content(", world".into()), &mut events)?;
+/// assembler.complete("stop", &mut events);
+///
+/// let types: Vec<&str> = events.iter().map(Event::type_name).collect();
+/// assert_eq!(
+///     types,
+///     ["request.query", "run.start", "content.start", "content.delta", "content.delta", "content.end", "run.complete"]
+/// );
+/// assert_eq!(events[3].seq, 4);
+/// let EventPayload::ContentDelta(delta) = &events[3].payload else { unreachable!() };
+/// assert_eq!((delta.content_id.as_str(), delta.delta.as_str()), ("run-1_c_1", "Hello"));
+/// # Ok::<(), agw_protocol::ProtocolError>(())
+/// ```
 pub struct Assembler {
     run_id: String,
     chat_id: String,
@@ -141,6 +212,8 @@ impl std::fmt::Debug for Assembler {
 }
 
 impl Assembler {
+    /// A fresh assembler for one run; the first event it emits gets seq 1. `run_id` and
+    /// `chat_id` are written into the events that carry them; `clock` stamps every event.
     pub fn new(run_id: impl Into<String>, chat_id: impl Into<String>, clock: Box<dyn Clock>) -> Self {
         Self {
             run_id: run_id.into(),
@@ -161,18 +234,24 @@ impl Assembler {
         }
     }
 
+    /// The run whose events this assembler numbers.
     pub fn run_id(&self) -> &str {
         &self.run_id
     }
 
+    /// The chat written into `run.start` and `plan.update`.
     pub fn chat_id(&self) -> &str {
         &self.chat_id
     }
 
+    /// True once a terminal event (`run.complete` / `run.error`) was emitted: later calls emit
+    /// nothing ([`Self::push`] returns [`ProtocolError::Finished`]).
     pub fn is_finished(&self) -> bool {
         self.finished
     }
 
+    /// The task started by the last `task.start` and not ended yet; `None` outside a task.
+    /// Leaf `*.start` events carry it as `taskId`.
     pub fn active_task(&self) -> Option<&str> {
         self.active_task.as_deref()
     }

@@ -9,21 +9,31 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "lowercase")]
 pub enum ChatMessage {
+    /// Instructions for the model; a blank one is not sent.
     System {
+        /// The prompt text.
         content: String,
     },
+    /// A user turn.
     User {
+        /// The user's message text.
         content: String,
     },
     /// `content` is `""` when the turn only called tools.
     Assistant {
+        /// The answer text of the turn.
         content: String,
+        /// The calls the turn made, in order; omitted when empty.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCallMessage>,
     },
+    /// The result of one tool call.
     Tool {
+        /// The [`ToolCallMessage::id`] this answers.
         tool_call_id: String,
+        /// The tool's name.
         name: String,
+        /// The tool's output as text.
         content: String,
     },
 }
@@ -31,10 +41,12 @@ pub enum ChatMessage {
 /// `{"id","type","function":{"name","arguments"}}` inside an assistant message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallMessage {
+    /// The call id, unique within the run (the id a [`ChatMessage::Tool`] answers).
     pub id: String,
     /// The registry type (`function`, `action`, `frontend`); informational only — the
     /// OpenAI-compatible wire always says `function` (the reference's leak is a quirk).
     pub call_type: String,
+    /// The function name.
     pub name: String,
     /// JSON text.
     pub arguments: String,
@@ -43,6 +55,7 @@ pub struct ToolCallMessage {
 /// A tool offered to the model (`tools[]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {
+    /// The function name the model calls.
     pub name: String,
     /// Omitted from the request when blank.
     pub description: String,
@@ -54,23 +67,33 @@ pub struct ToolSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolChoice {
+    /// The model may answer without calling a tool.
     Auto,
+    /// The model must call at least one tool.
     Required,
 }
 
+/// How hard the model should think when reasoning is enabled (agent files spell it `LOW`,
+/// `MEDIUM`, `HIGH`). Providers map it: OpenAI-compatible `reasoning.effort`, Anthropic a
+/// thinking token budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum ReasoningEffort {
+    /// Least reasoning.
     Low,
+    /// The default.
     #[default]
     Medium,
+    /// Most reasoning.
     High,
 }
 
 /// Reasoning switch for one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct ReasoningSetting {
+    /// Whether the model is asked to reason in this call.
     pub enabled: bool,
+    /// Only sent when `enabled`.
     pub effort: ReasoningEffort,
 }
 
@@ -81,16 +104,21 @@ pub struct ChatRequest {
     /// The provider key the agent named (used for per-provider switches such as
     /// `enable_thinking` for `bailian`).
     pub provider_key: String,
+    /// The model name; blank means the provider's default model.
     pub model: String,
     /// Full message list including the system message (if any) first.
     pub messages: Vec<ChatMessage>,
+    /// The tools offered in this call; none are sent when empty.
     #[serde(default)]
     pub tools: Vec<ToolSpec>,
     /// `None` means NONE: `tools`, `tool_choice` and `parallel_tool_calls` are then not sent at
     /// all (§10.1). Ignored when `tools` is empty.
     pub tool_choice: Option<ToolChoice>,
+    /// Reasoning switch and effort for this call.
     pub reasoning: ReasoningSetting,
+    /// Sampling temperature; sent only when set (Anthropic drops it while thinking).
     pub temperature: Option<f64>,
+    /// Nucleus-sampling `top_p`; sent only when set (Anthropic drops it while thinking).
     pub top_p: Option<f64>,
     /// Sent only when set (agw does not force the reference's 4096).
     pub max_tokens: Option<u32>,

@@ -18,28 +18,45 @@ use crate::event::{PlanTask, TaskError};
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum LlmDelta {
     /// `delta.reasoning_content` (or the `reasoning` alias some providers use).
-    Reasoning { text: String },
+    Reasoning {
+        /// The chunk's reasoning text, verbatim (never empty).
+        text: String,
+    },
     /// `delta.content`.
-    Content { text: String },
+    Content {
+        /// The chunk's answer text, verbatim (never empty).
+        text: String,
+    },
     /// One `delta.tool_calls[]` entry.
     ToolCall(ToolCallFragment),
     /// `finish_reason` of the choice (`stop`, `tool_calls`, `length`, …).
-    Finish { reason: String },
+    Finish {
+        /// The reason as the provider named it.
+        reason: String,
+    },
     /// The usage object, verbatim (provider keys kept, e.g. `prompt_tokens`).
-    Usage { usage: Value },
+    Usage {
+        /// The provider's usage JSON object.
+        usage: Value,
+    },
 }
 
 /// One upstream `tool_calls[]` entry. Every field is optional on the wire; later fragments of a
 /// call usually carry only `index` and `arguments`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallFragment {
+    /// The entry's position in the provider's call list. Informational: agw attributes fragments
+    /// by id, since providers stream parallel calls one after another.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index: Option<u32>,
+    /// The tool-call id; usually only on a call's first fragment (a fragment without one belongs
+    /// to the most recently seen call).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// `type` on the wire; absent means `function`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call_type: Option<String>,
+    /// The function name; usually only on a call's first fragment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// The argument text fragment (possibly empty).
@@ -54,6 +71,7 @@ pub struct ToolStartMeta {
     pub tool_name: String,
     /// `function` for backend/unknown tools; for frontend tools the viewport type (`html`, `qlc`).
     pub tool_type: String,
+    /// The `toolApi` of the tool definition file, if any; omitted from the event when blank.
     pub tool_api: Option<String>,
     /// Omitted from the event when blank.
     pub description: Option<String>,
@@ -64,14 +82,19 @@ pub struct ToolStartMeta {
 /// Frontend-tool decoration: the viewport key and the submit timeout in ms (≥ 1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FrontendMeta {
+    /// The key of the tool's viewport; becomes `toolKey`.
     pub tool_key: String,
+    /// How long the run waits for the submit, in milliseconds; becomes `toolTimeout` (values
+    /// below 1 are written as 1).
     pub tool_timeout: u64,
 }
 
 /// Registry decoration of an `action.start` event.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ActionStartMeta {
+    /// The function name as sent by the model; omitted from the event when blank.
     pub action_name: String,
+    /// The action's description from the registry; omitted from the event when blank.
     pub description: Option<String>,
 }
 
@@ -89,50 +112,76 @@ pub enum AgentDelta {
     /// A tool-call argument fragment. The first fragment for a `tool_id` opens the tool
     /// (`tool.start`, even when `delta` is empty); every non-empty `delta` is one `tool.args`.
     ToolArgs {
+        /// The run-unique call id (becomes `toolId`).
         tool_id: String,
+        /// Registry decoration for `tool.start`; only read on the first fragment of the call.
         meta: ToolStartMeta,
+        /// The argument text fragment, verbatim; may be empty.
         delta: String,
     },
     /// `tool.end` (emitted for every non-action call of a batch before any tool runs).
     ToolEnd {
+        /// The call whose arguments are complete.
         tool_id: String,
     },
     /// `tool.result`; closes the tool first if it is still open.
     ToolResult {
+        /// The call answered.
         tool_id: String,
+        /// The tool's output as text.
         result: String,
     },
     /// Action-call argument fragment (same opening rule as `ToolArgs`).
     ActionArgs {
+        /// The run-unique call id (becomes `actionId`).
         action_id: String,
+        /// Registry decoration for `action.start`; only read on the first fragment of the call.
         meta: ActionStartMeta,
+        /// The argument text fragment, verbatim; may be empty.
         delta: String,
     },
+    /// `action.end`.
     ActionEnd {
+        /// The action call whose arguments are complete.
         action_id: String,
     },
     /// `action.result`: parsed JSON when the text is valid JSON, else the string (normally `"OK"`).
     ActionResult {
+        /// The action call answered.
         action_id: String,
+        /// The result, already parsed as described above.
         result: Value,
     },
     /// The run's plan changed (or was restored at run start).
     PlanUpdate {
+        /// `plan_` + 12 hex chars; a restored plan keeps its stored id.
         plan_id: String,
+        /// The whole plan after the change, in plan order.
         plan: Vec<PlanTask>,
     },
+    /// `task.start`: a plan task starts executing. Needs an earlier `PlanUpdate` in the run and
+    /// no other active task.
     TaskStart {
+        /// The task's id from the plan.
         task_id: String,
+        /// The task's description; omitted from the event when blank.
         description: Option<String>,
     },
+    /// `task.complete` for the active task.
     TaskComplete {
+        /// Must name the active task.
         task_id: String,
     },
+    /// `task.cancel` for the active task.
     TaskCancel {
+        /// Must name the active task.
         task_id: String,
     },
+    /// `task.fail` for the active task.
     TaskFail {
+        /// Must name the active task.
         task_id: String,
+        /// Why the task failed.
         error: TaskError,
     },
     /// Provider usage for the current model turn: no event, but recorders (chat memory) see it.

@@ -24,10 +24,12 @@ pub struct Event {
     pub seq: u64,
     /// Epoch milliseconds when the event was assembled.
     pub timestamp: i64,
+    /// What happened; decides the wire `type` and the fields after `timestamp`.
     pub payload: EventPayload,
 }
 
 impl Event {
+    /// Wraps a payload struct (or an [`EventPayload`]) with its `seq` and epoch-ms `timestamp`.
     pub fn new(seq: u64, timestamp: i64, payload: impl Into<EventPayload>) -> Self {
         Self { seq, timestamp, payload: payload.into() }
     }
@@ -88,47 +90,71 @@ macro_rules! event_payloads {
 }
 
 event_payloads! {
+    /// The query as received; always the first event (seq 1).
     RequestQuery = "request.query",
     /// Protocol only, never emitted.
     RequestUpload = "request.upload",
     /// Protocol only, never emitted.
     RequestSubmit = "request.submit",
+    /// A new chat was created by this query (first run of a chat only).
     ChatStart = "chat.start",
     /// Protocol only, never emitted.
     ChatUpdate = "chat.update",
+    /// The run starts; follows `request.query` (and `chat.start`).
     RunStart = "run.start",
+    /// Terminal: the run ended normally.
     RunComplete = "run.complete",
     /// Protocol only, never emitted.
     RunCancel = "run.cancel",
+    /// Terminal: the run failed.
     RunError = "run.error",
     /// Protocol only, never emitted.
     PlanCreate = "plan.create",
+    /// The chat's plan changed, or a stored plan was restored at run start.
     PlanUpdate = "plan.update",
+    /// A plan task starts executing (PLAN_EXECUTE only).
     TaskStart = "task.start",
+    /// The active task completed.
     TaskComplete = "task.complete",
+    /// The active task was cancelled.
     TaskCancel = "task.cancel",
+    /// The active task failed.
     TaskFail = "task.fail",
+    /// A reasoning block opens.
     ReasoningStart = "reasoning.start",
+    /// One reasoning chunk of the open block.
     ReasoningDelta = "reasoning.delta",
+    /// The reasoning block closes.
     ReasoningEnd = "reasoning.end",
     /// Replay only.
     ReasoningSnapshot = "reasoning.snapshot",
+    /// A content (answer text) block opens.
     ContentStart = "content.start",
+    /// One content chunk of the open block.
     ContentDelta = "content.delta",
+    /// The content block closes.
     ContentEnd = "content.end",
     /// Replay only.
     ContentSnapshot = "content.snapshot",
+    /// A tool call opens (first argument fragment of a new call id).
     ToolStart = "tool.start",
+    /// One argument fragment of an open tool call.
     ToolArgs = "tool.args",
+    /// The tool call's arguments are complete.
     ToolEnd = "tool.end",
+    /// The tool's output.
     ToolResult = "tool.result",
     /// Replay only.
     ToolSnapshot = "tool.snapshot",
+    /// An action call opens (an ACTION tool: performed by the client).
     ActionStart = "action.start",
+    /// One argument fragment of an open action call.
     ActionArgs = "action.args",
+    /// The action call's arguments are complete.
     ActionEnd = "action.end",
     /// Protocol only, never emitted.
     ActionParam = "action.param",
+    /// The action's result (in practice `OK`).
     ActionResult = "action.result",
     /// Replay only.
     ActionSnapshot = "action.snapshot",

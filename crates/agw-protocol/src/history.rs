@@ -28,8 +28,10 @@ pub use snapshot::{PlanSnapshot, SystemMessage, SystemSnapshot, SystemTool};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "_type")]
 pub enum HistoryLine {
+    /// `"_type":"query"`: the run's normalised request.
     #[serde(rename = "query")]
     Query(QueryLine),
+    /// `"_type":"step"`: the messages of one executed stage step.
     #[serde(rename = "step")]
     Step(StepLine),
 }
@@ -62,6 +64,7 @@ impl HistoryLine {
         serde_json::to_string(self)
     }
 
+    /// The run the line belongs to; `""` when the line named none.
     pub fn run_id(&self) -> &str {
         match self {
             Self::Query(line) => &line.run_id,
@@ -69,6 +72,7 @@ impl HistoryLine {
         }
     }
 
+    /// The chat the line belongs to; `""` when the line named none.
     pub fn chat_id(&self) -> &str {
         match self {
             Self::Query(line) => &line.chat_id,
@@ -76,6 +80,7 @@ impl HistoryLine {
         }
     }
 
+    /// `Some` for a step line, `None` for a query line.
     pub fn as_step(&self) -> Option<&StepLine> {
         match self {
             Self::Step(step) => Some(step),
@@ -83,6 +88,7 @@ impl HistoryLine {
         }
     }
 
+    /// `Some` for a query line, `None` for a step line.
     pub fn as_query(&self) -> Option<&QueryLine> {
         match self {
             Self::Query(query) => Some(query),
@@ -96,10 +102,13 @@ impl HistoryLine {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueryLine {
+    /// Canonical chat id; `""` when absent.
     #[serde(default, deserialize_with = "nullable")]
     pub chat_id: String,
+    /// The run's id; `""` when absent.
     #[serde(default, deserialize_with = "nullable")]
     pub run_id: String,
+    /// Epoch milliseconds when the line was written; 0 when absent.
     #[serde(default, deserialize_with = "nullable")]
     pub updated_at: i64,
     /// The normalised request: `requestId`, `chatId`, `role` filled in; serialises all nine keys.
@@ -111,8 +120,10 @@ pub struct QueryLine {
 /// "messages"}` — one per executed stage step; never written with zero messages.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct StepLine {
+    /// Canonical chat id; `""` when absent.
     #[serde(rename = "chatId")]
     pub chat_id: String,
+    /// The run's id; `""` when absent.
     #[serde(rename = "runId")]
     pub run_id: String,
     /// `oneshot`, `react`, `plan`, `execute` or `summary` (see [`Stage`]); kept as text so that
@@ -125,6 +136,7 @@ pub struct StepLine {
     /// Never written by agw (nor by the reference's live code); accepted when reading.
     #[serde(rename = "taskId", skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
+    /// Epoch milliseconds when the line was appended; 0 when absent.
     #[serde(rename = "updatedAt")]
     pub updated_at: i64,
     /// Present on the first step line of every run.
@@ -133,6 +145,7 @@ pub struct StepLine {
     /// The plan after the last plan update of this step, when there was one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan: Option<PlanSnapshot>,
+    /// The step's messages in order; a message that does not parse is dropped on read.
     pub messages: Vec<StoredMessage>,
 }
 
@@ -187,15 +200,20 @@ impl<'de> Deserialize<'de> for StepLine {
 /// The `_stage` of a step line, from the mode's stage markers (`memory-jsonl.md` §5.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Stage {
+    /// `oneshot`: the single step of a ONESHOT run.
     Oneshot,
+    /// `react`: one REACT step, the forced final step included.
     React,
     /// plan-draft and plan-generate, merged into one step.
     Plan,
+    /// `execute`: one executed PLAN_EXECUTE task.
     Execute,
+    /// `summary`: the PLAN_EXECUTE summary.
     Summary,
 }
 
 impl Stage {
+    /// The `_stage` spelling (`oneshot`, `react`, `plan`, `execute`, `summary`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Oneshot => "oneshot",

@@ -25,6 +25,25 @@ pub const REPLAY_FINISH_REASON: &str = "end_turn";
 /// Builds the replay event array of a chat. `chat_name` is the index record's name (the chat id
 /// is used when there is none); `now_ms` is the fallback start time of a run without any
 /// timestamp.
+///
+/// ```
+/// use agw_protocol::{Event, HistoryLine, replay_chat};
+///
+/// // A chat file of one ONESHOT run: its query line and one step line.
+/// let file = concat!(
+///     r#"{"_type":"query","chatId":"c1","runId":"r1","updatedAt":1771000000200,"query":{"message":"Hi"}}"#,
+///     "\n",
+///     r#"{"_type":"step","chatId":"c1","runId":"r1","_stage":"oneshot","_seq":1,"updatedAt":1771000000200,"#,
+///     r#""messages":[{"role":"user","content":[{"type":"text","text":"Hi"}],"ts":1771000000200},"#,
+///     r#"{"role":"assistant","content":[{"type":"text","text":"Hello!"}],"ts":1771000000100,"_contentId":"r1_c_1"}]}"#,
+/// );
+/// let lines: Vec<HistoryLine> = file.lines().filter_map(|line| HistoryLine::parse(line).ok().flatten()).collect();
+///
+/// let events = replay_chat("c1", Some("Hi"), &lines, 0);
+/// let types: Vec<&str> = events.iter().map(Event::type_name).collect();
+/// assert_eq!(types, ["request.query", "chat.start", "run.start", "content.snapshot", "run.complete"]);
+/// assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
+/// ```
 pub fn replay_chat(chat_id: &str, chat_name: Option<&str>, lines: &[HistoryLine], now_ms: i64) -> Vec<Event> {
     let mut out = Emitter::default();
     for (index, run) in ordered_runs(lines).iter().enumerate() {

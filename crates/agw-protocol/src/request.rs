@@ -19,13 +19,20 @@ pub const INTERNAL_PARAM_KEYS: &[&str] = &["__agw_emit_chat_start"];
 /// Why a request body was rejected. `Display` is the text for the 400 envelope's `msg`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RequestError {
+    /// The body is not JSON; holds the parser's message.
     #[error("invalid JSON body: {0}")]
     Json(String),
+    /// The body is JSON but not an object.
     #[error("request body must be a JSON object")]
     NotAnObject,
     /// `{field} {reason}`, e.g. `message must not be blank`.
     #[error("{field} {reason}")]
-    Field { field: &'static str, reason: String },
+    Field {
+        /// The wire name of the field (`message`, `chatId`, …).
+        field: &'static str,
+        /// What is wrong with it, e.g. `must not be blank`.
+        reason: String,
+    },
 }
 
 impl RequestError {
@@ -50,22 +57,36 @@ impl RequestError {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueryRequest {
+    /// Client correlation id; blank or absent means the run id (see
+    /// [`Self::effective_request_id`]).
     #[serde(default)]
     pub request_id: Option<String>,
+    /// The chat to continue, any UUID form; blank or absent starts a new chat (see
+    /// [`Self::canonical_chat_id`]).
     #[serde(default)]
     pub chat_id: Option<String>,
+    /// The agent to run, as sent; blank, `auto` or `default` mean the default agent.
     #[serde(default)]
     pub agent_key: Option<String>,
+    /// Echoed and persisted only (the model always gets a user message); blank or absent
+    /// means `user` (see [`Self::effective_role`]).
     #[serde(default)]
     pub role: Option<String>,
+    /// The user's message, sent verbatim to the model. Required and non-blank.
     #[serde(default)]
     pub message: Option<String>,
+    /// Attachments the client refers to: echoed, persisted and replayed, never sent to the
+    /// model.
     #[serde(default)]
     pub references: Option<Vec<Reference>>,
+    /// Free-form client parameters; echoed (minus [`INTERNAL_PARAM_KEYS`]) and persisted only.
     #[serde(default)]
     pub params: Option<Map<String, Value>>,
+    /// Where the user is (`{url, title}`); echoed and persisted only. A JSON string holding the
+    /// object is accepted too.
     #[serde(default, deserialize_with = "deserialize_lenient_scene")]
     pub scene: Option<Scene>,
+    /// Echoed and persisted only: the response is always an SSE stream.
     #[serde(default)]
     pub stream: Option<bool>,
 }
@@ -75,20 +96,29 @@ pub struct QueryRequest {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Reference {
+    /// Client-chosen id; the chat detail de-duplicates references by it and drops those
+    /// without one.
     #[serde(default)]
     pub id: Option<String>,
+    /// The reference's `type` on the wire (client-defined, e.g. `url`, `file`).
     #[serde(default, rename = "type")]
     pub kind: Option<String>,
+    /// Display name.
     #[serde(default)]
     pub name: Option<String>,
+    /// MIME type of the referenced content.
     #[serde(default)]
     pub mime_type: Option<String>,
+    /// Size of the referenced content in bytes.
     #[serde(default)]
     pub size_bytes: Option<i64>,
+    /// Where the content lives.
     #[serde(default)]
     pub url: Option<String>,
+    /// Hex SHA-256 of the content.
     #[serde(default)]
     pub sha256: Option<String>,
+    /// Free-form client metadata.
     #[serde(default)]
     pub meta: Option<Map<String, Value>>,
 }
@@ -97,8 +127,10 @@ pub struct Reference {
 /// (absent ones as `null`), like the reference's mapper and the history file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Scene {
+    /// Address of the page the user is on.
     #[serde(default)]
     pub url: Option<String>,
+    /// Title of that page.
     #[serde(default)]
     pub title: Option<String>,
 }
@@ -200,8 +232,10 @@ impl QueryRequest {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SubmitRequest {
+    /// The waiting run, as streamed in `run.start`; must not be blank.
     #[serde(default)]
     pub run_id: String,
+    /// The waiting frontend tool call, as streamed in `tool.start`; must not be blank.
     #[serde(default)]
     pub tool_id: String,
     /// Any JSON value; `null`/absent is rejected by [`Self::validate`].

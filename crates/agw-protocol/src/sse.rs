@@ -15,6 +15,29 @@ const FRAME_END: &[u8] = b"\n\n";
 /// keys) the frame carries a `run.error` instead, keeping the event's `seq` and `timestamp`, so
 /// the stream stays parseable and the client learns the run is broken. Like the reference's
 /// fallback it has no `runId` (not every payload knows it).
+///
+/// ```
+/// use agw_protocol::event::{ContentDelta, Event};
+/// use agw_protocol::sse::{SseDecoder, write_event};
+///
+/// let event = Event::new(4, 1_771_000_000_900, ContentDelta { content_id: "run-1_c_1".into(), delta: "Hi".into() });
+/// let mut body = Vec::new();
+/// write_event(&event, &mut body);
+/// assert_eq!(
+///     String::from_utf8_lossy(&body),
+///     concat!(
+///         "event:message\n",
+///         r#"data:{"seq":4,"type":"content.delta","timestamp":1771000000900,"contentId":"run-1_c_1","delta":"Hi"}"#,
+///         "\n\n",
+///     )
+/// );
+///
+/// // Decoding it back, as a client would.
+/// let mut frames = Vec::new();
+/// SseDecoder::new().feed(&body, &mut frames);
+/// assert_eq!(frames[0].parse_event()?, event);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 pub fn write_event(event: &Event, out: &mut Vec<u8>) {
     out.extend_from_slice(MESSAGE_PREFIX);
     let json_start = out.len();
@@ -61,6 +84,7 @@ impl SseFrame {
         serde_json::from_str(&self.data)
     }
 
+    /// Whether this is a keep-alive frame (`event:heartbeat`), not a protocol event.
     pub fn is_heartbeat(&self) -> bool {
         self.event == "heartbeat"
     }
@@ -70,6 +94,26 @@ impl SseFrame {
 /// line ends a frame; `:` lines are comments; one optional space after the field colon is
 /// stripped; `id`/`retry` and unknown fields are ignored. Unlike a browser it also yields frames
 /// without data, so heartbeats are visible.
+///
+/// ```
+/// use agw_protocol::event::{Event, RunStart};
+/// use agw_protocol::sse::{HEARTBEAT_FRAME, SseDecoder, write_event};
+///
+/// let mut stream = HEARTBEAT_FRAME.to_vec();
+/// let run_start = Event::new(1, 0, RunStart { run_id: "run-1".into(), chat_id: "chat-1".into() });
+/// write_event(&run_start, &mut stream);
+///
+/// // Network reads split the stream anywhere; frames come out whole.
+/// let mut decoder = SseDecoder::new();
+/// let mut frames = Vec::new();
+/// for read in stream.chunks(7) {
+///     decoder.feed(read, &mut frames);
+/// }
+/// assert!(!decoder.has_pending());
+/// assert!(frames[0].is_heartbeat());
+/// assert_eq!(frames[1].parse_event()?, run_start);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Debug, Default)]
 pub struct SseDecoder {
     buf: Vec<u8>,
@@ -81,6 +125,7 @@ pub struct SseDecoder {
 }
 
 impl SseDecoder {
+    /// A decoder at the start of a stream, nothing buffered.
     pub fn new() -> Self {
         Self::default()
     }

@@ -50,8 +50,20 @@ pub use transcript::{
 /// Failure to load a transcript file.
 #[derive(Debug, thiserror::Error)]
 pub enum FixtureError {
+    /// The file could not be read.
     #[error("cannot read transcript {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        /// The transcript file.
+        path: PathBuf,
+        /// Why reading failed.
+        source: std::io::Error,
+    },
+    /// The file is not a transcript: invalid JSON, a wrong type or an unknown key.
     #[error("invalid transcript {path}: {source}")]
-    Json { path: PathBuf, source: serde_json::Error },
+    Json {
+        /// The transcript file.
+        path: PathBuf,
+        /// Where and why parsing failed.
+        source: serde_json::Error,
+    },
 }

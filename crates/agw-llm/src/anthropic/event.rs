@@ -23,6 +23,13 @@ use crate::error::{BODY_EXCERPT_CHARS, LlmError, excerpt};
 use crate::{LlmDelta, ToolCallFragment};
 
 /// State of one response stream.
+///
+/// Maps each Messages API stream event onto [`LlmDelta`]s: `text_delta` / `thinking_delta` become
+/// content / reasoning, a `tool_use` block start and its `input_json_delta`s become tool-call
+/// fragments (index = content block index), the `stop_reason` of `message_delta` the finish
+/// (`end_turn`→`stop`, `tool_use`→`tool_calls`, `max_tokens`→`length`, others verbatim), and
+/// `message_stop` one usage delta with the merged usage; an `error` event is
+/// [`LlmError::Upstream`].
 #[derive(Debug, Default)]
 pub struct EventParser {
     usage: Map<String, Value>,

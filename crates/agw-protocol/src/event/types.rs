@@ -42,6 +42,8 @@ pub struct RequestQuery {
         deserialize_with = "crate::request::deserialize_lenient_scene"
     )]
     pub scene: Option<Scene>,
+    /// The client's `stream` flag as sent; informational only (the response is always SSE).
+    /// Omitted when the request had none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<bool>,
 }
@@ -50,9 +52,12 @@ pub struct RequestQuery {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RequestUpload {
+    /// Correlation id of the upload request.
     pub request_id: String,
+    /// Chat the upload belongs to; omitted when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chat_id: Option<String>,
+    /// What was uploaded.
     pub upload: Upload,
 }
 
@@ -60,11 +65,16 @@ pub struct RequestUpload {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Upload {
+    /// The upload's `type` on the wire.
     #[serde(rename = "type")]
     pub kind: String,
+    /// File name as given by the client.
     pub name: String,
+    /// Size in bytes.
     pub size_bytes: i64,
+    /// MIME type as given by the client.
     pub mime_type: String,
+    /// Hex SHA-256 of the content; omitted when unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
 }
@@ -74,11 +84,17 @@ pub struct Upload {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RequestSubmit {
+    /// Correlation id of the submit request.
     pub request_id: String,
+    /// Chat of the waiting run.
     pub chat_id: String,
+    /// Run whose frontend tool was answered.
     pub run_id: String,
+    /// The frontend tool call that was answered (the id of its `tool.start`).
     pub tool_id: String,
+    /// The submitted `params`, verbatim (any JSON value).
     pub payload: Value,
+    /// The design document's `viewId`; agw gives it no meaning. Omitted when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub view_id: Option<String>,
 }
@@ -87,6 +103,7 @@ pub struct RequestSubmit {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ChatStart {
+    /// Canonical chat id.
     pub chat_id: String,
     /// Never omitted (see [`crate::ids::chat_name`]).
     pub chat_name: String,
@@ -97,7 +114,9 @@ pub struct ChatStart {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ChatUpdate {
+    /// Canonical chat id.
     pub chat_id: String,
+    /// The chat's name; omitted when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chat_name: Option<String>,
 }
@@ -106,7 +125,9 @@ pub struct ChatUpdate {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunStart {
+    /// The run id (UUID v4, canonical lower-case).
     pub run_id: String,
+    /// Canonical id of the chat the run belongs to.
     pub chat_id: String,
 }
 
@@ -114,7 +135,10 @@ pub struct RunStart {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunComplete {
+    /// The run that ended.
     pub run_id: String,
+    /// Why the run ended: agw writes `stop` live and `end_turn` in a replay; other values come
+    /// from other implementations (the reference's `timeout`). Parsed as `""` when absent.
     #[serde(default)]
     pub finish_reason: String,
 }
@@ -123,6 +147,7 @@ pub struct RunComplete {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunCancel {
+    /// The run that was cancelled.
     pub run_id: String,
 }
 
@@ -133,21 +158,27 @@ pub struct RunError {
     /// Absent (parsed as `""`) only in the serialisation-fallback frame.
     #[serde(default)]
     pub run_id: String,
+    /// What went wrong.
     pub error: RunErrorInfo,
 }
 
 /// The `error` object of `run.error`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunErrorInfo {
+    /// Machine-readable cause; absent and unknown codes parse as [`ErrorCode::Internal`].
     #[serde(default)]
     pub code: ErrorCode,
+    /// Human-readable description; `""` when absent.
     #[serde(default)]
     pub message: String,
+    /// Whether sending the same query again may succeed (e.g. after an HTTP 429 or 5xx from
+    /// the provider); `false` when absent.
     #[serde(default)]
     pub retriable: bool,
 }
 
 impl RunErrorInfo {
+    /// Builds the error object from its three wire fields.
     pub fn new(code: ErrorCode, message: impl Into<String>, retriable: bool) -> Self {
         Self { code, message: message.into(), retriable }
     }
@@ -156,13 +187,25 @@ impl RunErrorInfo {
 /// Why a run failed (agw decision replacing the reference's single `RUN_ERROR`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
+    /// `provider_error`: the provider answered with an error status, the connection failed, a
+    /// chunk was malformed or the stream ended without a finish reason.
     ProviderError,
+    /// `provider_timeout`: no chunk arrived within the model timeout (before the first chunk
+    /// or between chunks).
     ProviderTimeout,
+    /// `budget_exceeded`: the run used up its model-call or tool-call budget.
     BudgetExceeded,
+    /// `max_steps`: REACT used every step without producing an answer.
     MaxSteps,
+    /// `plan_stalled`: PLAN_EXECUTE cannot go on (no plan was created, a task was never
+    /// updated or was marked failed, or the summary came back empty).
     PlanStalled,
+    /// `tool_required`: the agent requires a tool call and the model never made one.
     ToolRequired,
+    /// `frontend_submit_timeout`: a frontend tool waited for `POST /api/ap/submit` past its
+    /// timeout.
     FrontendSubmitTimeout,
+    /// `provider_not_configured`: the agent names a provider that is not configured.
     ProviderNotConfigured,
     /// Also what an absent or unknown code parses as.
     #[default]
@@ -170,6 +213,7 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// Every code, in declaration order.
     pub const ALL: [ErrorCode; 9] = [
         Self::ProviderError,
         Self::ProviderTimeout,
@@ -230,9 +274,12 @@ impl<'de> Deserialize<'de> for ErrorCode {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PlanTask {
+    /// 8 lower-case hex chars, minted by `_plan_add_tasks_` (see [`crate::ids::new_task_id`]).
     pub task_id: String,
+    /// What the task is about; `""` when absent.
     #[serde(default)]
     pub description: String,
+    /// Current status, parsed leniently (see [`TaskStatus`]).
     #[serde(default)]
     pub status: TaskStatus,
 }
@@ -241,14 +288,19 @@ pub struct PlanTask {
 /// become [`TaskStatus::Init`] (the replay normalises statuses the same way).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum TaskStatus {
+    /// `init`: not finished yet; also what legacy, unknown and `null` statuses parse as.
     #[default]
     Init,
+    /// `completed`.
     Completed,
+    /// `failed`.
     Failed,
+    /// `canceled`.
     Canceled,
 }
 
 impl TaskStatus {
+    /// The wire spelling (`init`, `completed`, `failed`, `canceled`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Init => "init",
@@ -286,8 +338,11 @@ impl<'de> Deserialize<'de> for TaskStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PlanCreate {
+    /// `plan_` + 12 hex chars (see [`crate::ids::plan_id_for_chat`]).
     pub plan_id: String,
+    /// Canonical chat id.
     pub chat_id: String,
+    /// The tasks, in plan order.
     pub plan: Vec<PlanTask>,
 }
 
@@ -295,8 +350,12 @@ pub struct PlanCreate {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PlanUpdate {
+    /// `plan_` + 12 hex chars (see [`crate::ids::plan_id_for_chat`]); a plan restored from
+    /// history keeps its stored id.
     pub plan_id: String,
+    /// Canonical chat id.
     pub chat_id: String,
+    /// The whole plan after the change (not a diff), in plan order.
     pub plan: Vec<PlanTask>,
 }
 
@@ -304,11 +363,14 @@ pub struct PlanUpdate {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskStart {
+    /// The task that starts; leaf `*.start` events carry it until the task ends.
     pub task_id: String,
+    /// The run executing the task.
     pub run_id: String,
     /// Equal to the taskId.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_name: Option<String>,
+    /// The task's description; omitted when blank.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
 }
@@ -317,6 +379,7 @@ pub struct TaskStart {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskComplete {
+    /// The task that completed.
     pub task_id: String,
 }
 
@@ -324,6 +387,7 @@ pub struct TaskComplete {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskCancel {
+    /// The task that was cancelled.
     pub task_id: String,
 }
 
@@ -331,18 +395,24 @@ pub struct TaskCancel {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskFail {
+    /// The task that failed.
     pub task_id: String,
+    /// Why it failed.
     pub error: TaskError,
 }
 
 /// The `error` object of `task.fail` (`task_failed`, `task_execution_error`, or a run error code).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskError {
+    /// `task_failed` (the model set the task to failed), `task_execution_error` (the task
+    /// stalled), or the [`ErrorCode`] spelling of the run error that ended the task.
     pub code: String,
+    /// Human-readable reason.
     pub message: String,
 }
 
 impl TaskError {
+    /// Builds the error object from its two wire fields.
     pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
         Self { code: code.into(), message: message.into() }
     }
@@ -355,8 +425,11 @@ impl TaskError {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReasoningStart {
+    /// `{runId}_r_{n}` (see [`crate::ids::reasoning_id`]).
     pub reasoning_id: String,
+    /// The run the block belongs to.
     pub run_id: String,
+    /// The active task; omitted outside a task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
 }
@@ -365,7 +438,9 @@ pub struct ReasoningStart {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReasoningDelta {
+    /// The open reasoning block.
     pub reasoning_id: String,
+    /// One upstream reasoning chunk, verbatim (never empty).
     pub delta: String,
 }
 
@@ -373,6 +448,7 @@ pub struct ReasoningDelta {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReasoningEnd {
+    /// The reasoning block that closed.
     pub reasoning_id: String,
 }
 
@@ -380,8 +456,11 @@ pub struct ReasoningEnd {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReasoningSnapshot {
+    /// The id streamed live (stored `_reasoningId`), else `{runId}_r_{i}` with i from 0.
     pub reasoning_id: String,
+    /// The whole reasoning text of the block.
     pub text: String,
+    /// Omitted: the replay never sets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
 }
@@ -390,8 +469,11 @@ pub struct ReasoningSnapshot {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ContentStart {
+    /// `{runId}_c_{n}` (see [`crate::ids::content_id`]).
     pub content_id: String,
+    /// The run the block belongs to.
     pub run_id: String,
+    /// The active task; omitted outside a task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
 }
@@ -400,7 +482,9 @@ pub struct ContentStart {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ContentDelta {
+    /// The open content block.
     pub content_id: String,
+    /// One upstream content chunk or one orchestrator text, verbatim (never empty).
     pub delta: String,
 }
 
@@ -408,6 +492,7 @@ pub struct ContentDelta {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ContentEnd {
+    /// The content block that closed.
     pub content_id: String,
 }
 
@@ -415,8 +500,11 @@ pub struct ContentEnd {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ContentSnapshot {
+    /// The id streamed live (stored `_contentId`), else `{runId}_c_{i}` with i from 0.
     pub content_id: String,
+    /// The whole content text of the block.
     pub text: String,
+    /// Omitted: the replay never sets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
 }
@@ -428,23 +516,35 @@ pub struct ContentSnapshot {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolStart {
+    /// The model's tool-call id (made unique within the run), or `call_native_{k}` when the
+    /// provider sent none.
     pub tool_id: String,
+    /// The run making the call.
     pub run_id: String,
+    /// The active task; omitted outside a task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
+    /// The function name as sent by the model; omitted when blank.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_name: Option<String>,
+    /// `function` for backend and unknown tools; for frontend tools the viewport type
+    /// (`html`, `qlc`, …). Omitted when blank.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_type: Option<String>,
+    /// The `toolApi` of the tool definition file; omitted when it has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_api: Option<String>,
     /// The arguments seen so far, only when they already form complete JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_params: Option<Value>,
+    /// The tool's description from the registry; omitted when blank.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Frontend tools only: the key of the tool's viewport (what
+    /// `GET /api/ap/viewport?viewportKey=` serves).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_key: Option<String>,
+    /// Frontend tools only: how long the run waits for the submit, in milliseconds (≥ 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_timeout: Option<u64>,
 }
@@ -453,7 +553,9 @@ pub struct ToolStart {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolArgs {
+    /// The open tool call.
     pub tool_id: String,
+    /// One upstream argument fragment, verbatim (never empty).
     pub delta: String,
     /// 0, 1, 2, … per toolId.
     #[serde(default)]
@@ -464,6 +566,7 @@ pub struct ToolArgs {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolEnd {
+    /// The tool call whose arguments are complete.
     pub tool_id: String,
 }
 
@@ -471,7 +574,10 @@ pub struct ToolEnd {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolResult {
+    /// The tool call answered.
     pub tool_id: String,
+    /// The tool's output as text (a JSON result is its JSON text); for a frontend tool the
+    /// submitted `params` as compact JSON.
     pub result: String,
 }
 
@@ -481,20 +587,28 @@ pub struct ToolResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolSnapshot {
+    /// The id streamed live (stored `_toolId`), else the call id or a fallback id (`sse-events.md` §9).
     pub tool_id: String,
+    /// The function name.
     pub tool_name: String,
     /// The raw argument text.
     pub arguments: String,
+    /// The stored call type; `function` when absent.
     pub tool_type: String,
+    /// Always `null` in a replay.
     #[serde(default)]
     pub tool_api: Option<String>,
     /// `arguments` parsed as JSON, or `null`.
     #[serde(default)]
     pub tool_params: Option<Value>,
+    /// Always `null` in a replay.
     #[serde(default)]
     pub description: Option<String>,
+    /// Frontend decoration (see [`ToolStart::tool_key`]); the replay never sets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_key: Option<String>,
+    /// Frontend decoration in milliseconds (see [`ToolStart::tool_timeout`]); the replay
+    /// never sets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_timeout: Option<u64>,
 }
@@ -503,12 +617,17 @@ pub struct ToolSnapshot {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ActionStart {
+    /// The model's tool-call id of the action call.
     pub action_id: String,
+    /// The run making the call.
     pub run_id: String,
+    /// The active task; omitted outside a task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
+    /// The function name as sent by the model; omitted when blank.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action_name: Option<String>,
+    /// The action's description from the registry; omitted when blank.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
 }
@@ -517,7 +636,9 @@ pub struct ActionStart {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ActionArgs {
+    /// The open action call.
     pub action_id: String,
+    /// One upstream argument fragment, verbatim (never empty).
     pub delta: String,
 }
 
@@ -525,6 +646,7 @@ pub struct ActionArgs {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ActionEnd {
+    /// The action call whose arguments are complete.
     pub action_id: String,
 }
 
@@ -532,7 +654,9 @@ pub struct ActionEnd {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ActionParam {
+    /// The action call the parameter belongs to.
     pub action_id: String,
+    /// The parameter value.
     pub param: Value,
 }
 
@@ -540,7 +664,9 @@ pub struct ActionParam {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ActionResult {
+    /// The action call answered.
     pub action_id: String,
+    /// In practice the string `OK`: the client performs the action, agw answers at once.
     pub result: Value,
 }
 
@@ -548,9 +674,13 @@ pub struct ActionResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ActionSnapshot {
+    /// The id streamed live (stored `_actionId`), else the call id or a fallback id (`sse-events.md` §9).
     pub action_id: String,
+    /// The function name.
     pub action_name: String,
+    /// The raw argument text.
     pub arguments: String,
+    /// Always `null` in a replay.
     #[serde(default)]
     pub description: Option<String>,
 }
@@ -559,15 +689,21 @@ pub struct ActionSnapshot {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceSnapshot {
+    /// Id of the cited source.
     pub source_id: String,
+    /// The run that cited it; omitted when unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
+    /// The active task; omitted outside a task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
+    /// Icon to show with the source; omitted when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub icon: Option<String>,
+    /// Title of the source; omitted when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// Address of the source; omitted when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
 }

@@ -5,9 +5,13 @@ use serde_json::Value;
 
 use super::nullable;
 
+/// `role` of the user's message (the first message of a run's first step).
 pub const ROLE_USER: &str = "user";
+/// `role` of a model message: reasoning, content or one tool call.
 pub const ROLE_ASSISTANT: &str = "assistant";
+/// `role` of a tool result.
 pub const ROLE_TOOL: &str = "tool";
+/// `role` of a system message (accepted when reading history).
 pub const ROLE_SYSTEM: &str = "system";
 
 /// One stored message. An assistant message holds exactly one of reasoning, content or a
@@ -20,8 +24,10 @@ pub const ROLE_SYSTEM: &str = "system";
 /// is accepted too).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StoredMessage {
+    /// One of the `ROLE_*` constants; `""` when absent.
     #[serde(default, deserialize_with = "nullable")]
     pub role: String,
+    /// The text of a user message, an assistant content message or a tool result.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -29,6 +35,7 @@ pub struct StoredMessage {
         deserialize_with = "read_parts"
     )]
     pub content: Option<String>,
+    /// The text of an assistant reasoning message.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -36,12 +43,16 @@ pub struct StoredMessage {
         deserialize_with = "read_parts"
     )]
     pub reasoning_content: Option<String>,
+    /// The call of an assistant tool-call message (written with exactly one element).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<StoredToolCall>>,
+    /// Epoch milliseconds; which moment depends on the kind of message (`memory-jsonl.md` §3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ts: Option<i64>,
+    /// The tool's name, on tool results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The [`StoredToolCall::id`] a tool result answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
     /// agw: the live SSE `reasoningId` (`<runId>_r_<n>`), so the replay repeats the live id.
@@ -74,14 +85,17 @@ impl StoredMessage {
         Self { role: ROLE_USER.to_owned(), content: Some(text.into()), ts: Some(ts), ..Self::default() }
     }
 
+    /// Whether `role` is [`ROLE_USER`].
     pub fn is_user(&self) -> bool {
         self.role == ROLE_USER
     }
 
+    /// Whether `role` is [`ROLE_ASSISTANT`].
     pub fn is_assistant(&self) -> bool {
         self.role == ROLE_ASSISTANT
     }
 
+    /// Whether `role` is [`ROLE_TOOL`].
     pub fn is_tool(&self) -> bool {
         self.role == ROLE_TOOL
     }
@@ -105,11 +119,13 @@ impl StoredMessage {
 /// `{"id","type","function":{"name","arguments"}}` inside `tool_calls`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StoredToolCall {
+    /// The call id as streamed (`toolId` / `actionId`); `""` when absent.
     #[serde(default, deserialize_with = "nullable")]
     pub id: String,
     /// `function` in practice (absent reads as `function`).
     #[serde(default = "function_type", rename = "type", deserialize_with = "call_type")]
     pub call_type: String,
+    /// The called function and its arguments.
     #[serde(default, deserialize_with = "nullable")]
     pub function: StoredFunction,
     /// Legacy V3: the binding id inside the call object. Never written by agw.
@@ -121,6 +137,7 @@ pub struct StoredToolCall {
 }
 
 impl StoredToolCall {
+    /// A call as agw writes it: no legacy call-level ids.
     pub fn new(
         id: impl Into<String>,
         call_type: impl Into<String>,
@@ -140,8 +157,10 @@ impl StoredToolCall {
 /// `{"name","arguments"}`; `arguments` is the raw JSON text the model streamed.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StoredFunction {
+    /// The function name; `""` when absent.
     #[serde(default, deserialize_with = "nullable")]
     pub name: String,
+    /// The raw argument text; `""` when absent.
     #[serde(default, deserialize_with = "lenient_text")]
     pub arguments: String,
 }

@@ -55,8 +55,10 @@ fn stream_flag<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
 /// `{"role":"system","content":…}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SystemMessage {
+    /// Always `system` when written by agw.
     #[serde(default, deserialize_with = "nullable")]
     pub role: String,
+    /// The agent's primary system prompt, raw (no skill catalog or tool appendix).
     #[serde(default, deserialize_with = "nullable")]
     pub content: String,
 }
@@ -64,12 +66,16 @@ pub struct SystemMessage {
 /// `{"type":"function|action|frontend","name","description"?,"parameters"?}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SystemTool {
+    /// The registry type: `function`, `action` or `frontend`.
     #[serde(rename = "type", default, deserialize_with = "nullable")]
     pub tool_type: String,
+    /// The tool name.
     #[serde(default, deserialize_with = "nullable")]
     pub name: String,
+    /// Omitted when blank.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// The tool's JSON schema; omitted when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameters: Option<Value>,
 }
@@ -81,11 +87,14 @@ pub struct SystemTool {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PlanSnapshot {
+    /// `plan_` + 12 hex chars (see [`crate::ids::plan_id_for_chat`]); `""` when absent.
     pub plan_id: String,
+    /// The tasks in plan order.
     pub tasks: Vec<PlanTask>,
 }
 
 impl PlanSnapshot {
+    /// A snapshot of the plan `plan_id` holding `tasks`.
     pub fn new(plan_id: impl Into<String>, tasks: Vec<PlanTask>) -> Self {
         Self { plan_id: plan_id.into(), tasks }
     }
