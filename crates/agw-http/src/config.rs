@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use agw_llm::{ProviderConfig, ProviderProtocol};
 use agw_memory::{FsyncPolicy, MemoryConfig};
+use agw_tools::sandbox::{Limits, SLOTS, SandboxConfig};
 
 use crate::webhook::WebhookConfig;
 use http::{HeaderName, Method};
@@ -331,6 +332,42 @@ pub const SETTINGS: &[SettingSpec] = &[
         default: Some("40"),
         help: "delay between the demo model's chunks",
     },
+    SettingSpec {
+        property: "agw.sandbox.allow-unconfined",
+        env: "AGW_SANDBOX_ALLOW_UNCONFINED",
+        default: Some("false"),
+        help: "run _bash_ and _skill_run_script_ even when the kernel lacks Landlock or seccomp (unconfined; not recommended); false refuses them",
+    },
+    SettingSpec {
+        property: "agw.sandbox.cpu-seconds",
+        env: "AGW_SANDBOX_CPU_SECONDS",
+        default: Some("60"),
+        help: "CPU time limit of each model-started process (0 = none)",
+    },
+    SettingSpec {
+        property: "agw.sandbox.memory-mib",
+        env: "AGW_SANDBOX_MEMORY_MIB",
+        default: Some("1024"),
+        help: "address-space limit of each model-started process, MiB (0 = none)",
+    },
+    SettingSpec {
+        property: "agw.sandbox.file-size-mib",
+        env: "AGW_SANDBOX_FILE_SIZE_MIB",
+        default: Some("64"),
+        help: "largest file a model-started process may write, MiB (0 = none)",
+    },
+    SettingSpec {
+        property: "agw.sandbox.max-processes",
+        env: "AGW_SANDBOX_MAX_PROCESSES",
+        default: Some("64"),
+        help: "processes and threads of one sandboxed call (applies when agw runs as root; 0 = none)",
+    },
+    SettingSpec {
+        property: "agw.sandbox.uid-base",
+        env: "AGW_SANDBOX_UID_BASE",
+        default: Some("1900000000"),
+        help: "when agw runs as root, each sandboxed call runs as uid/gid uid-base + n (n < 256); no account may use these ids",
+    },
 ];
 
 /// A configuration problem, always naming the setting.
@@ -387,6 +424,8 @@ pub struct Settings {
     pub interaction_log: bool,
     pub interaction_log_mask: bool,
     pub webhook: WebhookConfig,
+    /// `agw.sandbox.*`: confinement of `_bash_` and `_skill_run_script_` processes.
+    pub sandbox: SandboxConfig,
 }
 
 impl Settings {
@@ -497,8 +536,31 @@ impl Settings {
                     raw.parse("agent.chat-event-callback.request-timeout-ms", parse_u64)?,
                 ),
             },
+            sandbox: sandbox_settings(&raw)?,
         })
     }
+}
+
+/// `agw.sandbox.*`; what the kernel supports is probed, not configured.
+fn sandbox_settings(raw: &RawSettings) -> Result<SandboxConfig, ConfigError> {
+    Ok(SandboxConfig {
+        limits: Limits {
+            cpu_seconds: raw.parse("agw.sandbox.cpu-seconds", parse_u64)?,
+            memory_mib: raw.parse("agw.sandbox.memory-mib", parse_u64)?,
+            file_size_mib: raw.parse("agw.sandbox.file-size-mib", parse_u64)?,
+            processes: raw.parse("agw.sandbox.max-processes", parse_u64)?,
+        },
+        allow_unconfined: raw.parse("agw.sandbox.allow-unconfined", parse_bool)?,
+        uid_base: raw.parse("agw.sandbox.uid-base", |s| {
+            let base = s.trim().parse::<u32>().map_err(|e| e.to_string())?;
+            // Root's ids, and ids whose range would wrap, can never be a sandbox identity.
+            if base == 0 || base.checked_add(SLOTS).is_none() {
+                return Err(format!("expected 1..={}", u32::MAX - SLOTS));
+            }
+            Ok(base)
+        })?,
+        ..SandboxConfig::default()
+    })
 }
 
 /// `agent.auth.*`, checked as http-api.md §9 says: a key setting that is present but unusable

@@ -58,13 +58,16 @@ pub fn build_state(settings: Settings) -> AppState {
     }
     let skills_root = skills_root(&settings);
     let skills = SkillRegistry::load(&skills_root);
+    report_sandbox(&settings.sandbox);
+    let mut bash = BashConfig::from_lists(
+        settings.bash_working_directory.as_deref().and_then(|p| p.to_str()),
+        settings.bash_allowed_paths.iter().map(String::as_str),
+        settings.bash_allowed_commands.iter().map(String::as_str),
+        settings.bash_path_checked_commands.iter().map(String::as_str),
+    );
+    bash.sandbox = settings.sandbox.clone();
     let mut builtins = builtins(BuiltinsConfig {
-        bash: BashConfig::from_lists(
-            settings.bash_working_directory.as_deref().and_then(|p| p.to_str()),
-            settings.bash_allowed_paths.iter().map(String::as_str),
-            settings.bash_allowed_commands.iter().map(String::as_str),
-            settings.bash_path_checked_commands.iter().map(String::as_str),
-        ),
+        bash,
         agent_file_create: AgentFileCreateConfig {
             agents_dir: settings.agents_dir.clone().unwrap_or_else(|| "agents".into()),
             default_system_prompt: settings
@@ -73,7 +76,9 @@ pub fn build_state(settings: Settings) -> AppState {
                 .unwrap_or_else(|| AgentFileCreateConfig::default().default_system_prompt),
         },
     });
-    builtins.push(Arc::new(SkillRunScript::new(SkillScriptConfig::new(&skills_root))));
+    let mut script_config = SkillScriptConfig::new(&skills_root);
+    script_config.sandbox = settings.sandbox.clone();
+    builtins.push(Arc::new(SkillRunScript::new(script_config)));
     let tools = match &settings.tools_dir {
         Some(dir) => ToolRegistry::load(Some(dir), builtins),
         None => ToolRegistry::from_sources(agw_tools::bundled::TOOL_FILES.iter().copied(), builtins),
@@ -102,6 +107,18 @@ pub fn build_state(settings: Settings) -> AppState {
         );
     }
     AppState::new(settings, Catalogs { agents, tools, viewports, skills, providers })
+}
+
+/// Logs which protections confine model-started processes (`sandbox::probe()` ran when the
+/// settings were loaded), and which Python scripts get.
+fn report_sandbox(sandbox: &agw_tools::sandbox::SandboxConfig) {
+    let report = sandbox.report();
+    if sandbox.support.confines() {
+        let python = agw_tools::sandbox::describe_python("python3", sandbox.support.root);
+        tracing::info!(%python, "sandbox: {report}");
+    } else {
+        tracing::warn!("sandbox: {report}");
+    }
 }
 
 /// The skills root: the configured directory, or the bundled skills unpacked to a fixed
