@@ -60,7 +60,15 @@ impl Cell {
             .tempdir()
             .map_err(|e| SandboxError::Setup(format!("scratch directory: {e}")))?;
         let cell = Cell { config: config.clone(), ruleset: None, slot, scratch };
-        cell.give(cell.scratch()).map_err(|e| SandboxError::Setup(format!("scratch directory: {e}")))?;
+        let private = |path: &Path| -> std::io::Result<()> {
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))?;
+            }
+            cell.give(path)
+        };
+        private(cell.scratch()).map_err(|e| SandboxError::Setup(format!("scratch directory: {e}")))?;
         Ok(cell)
     }
 

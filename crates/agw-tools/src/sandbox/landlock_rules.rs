@@ -71,7 +71,8 @@ pub(crate) fn build(abi: i32, paths: &Paths<'_>) -> Result<OwnedFd, String> {
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(abi))
         .map_err(|e| fail(&e))?;
-    if abi >= ABI::V4 {
+    // Handled with no rule = denied; an agent allowed on the network leaves TCP unhandled.
+    if abi >= ABI::V4 && !paths.network {
         ruleset = ruleset.handle_access(AccessNet::from_all(abi)).map_err(|e| fail(&e))?;
     }
     if abi >= ABI::V6 {
