@@ -39,6 +39,7 @@ fn set(resource: Resource, soft: u64, hard: u64) -> std::io::Result<()> {
         if libc::getrlimit(resource, &mut current) != 0 {
             return Err(std::io::Error::last_os_error());
         }
+        #[allow(clippy::unnecessary_cast)] // rlim_t is not u64 on every target
         let max = current.rlim_max as u64;
         let hard = hard.min(max);
         let wanted = libc::rlimit { rlim_cur: soft.min(hard) as libc::rlim_t, rlim_max: hard as libc::rlim_t };

@@ -55,7 +55,8 @@ pub fn find_program_for(name: &str, other_identity: bool) -> Option<Program> {
 /// the first candidate whose binary and prefixes the child can use. Asked once per name and
 /// identity kind; `None` when no candidate works.
 pub fn python(name: &str, other_identity: bool) -> Option<Program> {
-    static CACHE: Mutex<Vec<((String, bool), Option<Program>)>> = Mutex::new(Vec::new());
+    type Cache = Vec<((String, bool), Option<Program>)>;
+    static CACHE: Mutex<Cache> = Mutex::new(Vec::new());
     let key = (name.to_owned(), other_identity);
     if let Some((_, found)) = CACHE.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(k, _)| *k == key) {
         return found.clone();
