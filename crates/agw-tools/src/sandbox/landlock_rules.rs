@@ -5,9 +5,9 @@
 //! Every access right of the kernel's ABI is handled, so whatever no rule grants is denied:
 //! * read + execute: the system directories (`/usr`, and `/bin`, `/sbin`, `/lib*` where they are
 //!   real directories), a few harmless `/etc` files (loader cache, time zone, MIME types, git's
-//!   system config; resolver and CA files only with network), the interpreter's prefixes and the
-//!   program itself;
-//! * read only: the tool's directories (the skill directory, `_bash_`'s roots, inline code);
+//!   system config; resolver and CA files only with network), the interpreter's prefixes, the
+//!   program itself and the skill directory (skills may ship helper programs);
+//! * read only: `_bash_`'s roots and the inline code's directory;
 //! * read + write (no execute): the call's scratch directory; `/dev/null` read/write,
 //!   `/dev/zero`, `/dev/urandom`, `/dev/random` read;
 //! * `/proc`: only a few system-wide counters (`meminfo`, `stat`, `uptime`, `loadavg`,
