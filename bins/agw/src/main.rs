@@ -138,6 +138,7 @@ fn check(config: Option<PathBuf>) -> anyhow::Result<()> {
             std::process::exit(1);
         }
     };
+    println!("sandbox: {}", settings.sandbox.report());
     let findings = agw_http::check::check(&settings);
     for finding in &findings {
         println!("{finding}");

@@ -59,6 +59,11 @@ pub fn check(settings: &Settings) -> Vec<Finding> {
         error(&p.path.display().to_string(), p.message.clone());
     }
     out.extend(references(&agents, &state));
+    let sandbox = &state.settings.sandbox;
+    if !sandbox.support.confines() {
+        // Not an error: the server runs; its code tools are refused (or, accepted, unconfined).
+        out.push(Finding { severity: Severity::Warning, file: "agw.sandbox".into(), message: sandbox.report() });
+    }
     out.sort_by(|a, b| (b.severity, &a.file).cmp(&(a.severity, &b.file)));
     out
 }

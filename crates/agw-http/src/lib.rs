@@ -63,12 +63,14 @@ pub fn build_state(settings: Settings) -> AppState {
     let agents = Arc::new(ArcSwap::from_pointee(agents));
     let skills_root = skills_root(&settings);
     let skills = SkillRegistry::load(&skills_root);
-    let bash = BashConfig::from_lists(
+    report_sandbox(&settings.sandbox);
+    let mut bash = BashConfig::from_lists(
         settings.tools.bash.working_directory.as_deref().and_then(|p| p.to_str()),
         settings.tools.bash.allowed_paths.iter().map(String::as_str),
         settings.tools.bash.allowed_commands.iter().map(String::as_str),
         settings.tools.bash.path_checked_commands.iter().map(String::as_str),
     );
+    bash.sandbox = settings.sandbox.clone();
     warn_if_bash_reaches_chats(&bash, &settings);
     let loaded = Arc::clone(&agents);
     let mut builtins = builtins(BuiltinsConfig {
@@ -93,7 +95,9 @@ pub fn build_state(settings: Settings) -> AppState {
             })),
         },
     });
-    builtins.push(Arc::new(SkillRunScript::new(SkillScriptConfig::new(&skills_root))));
+    let mut script_config = SkillScriptConfig::new(&skills_root);
+    script_config.sandbox = settings.sandbox.clone();
+    builtins.push(Arc::new(SkillRunScript::new(script_config)));
     let tools = match &settings.resources.tools.dir {
         Some(dir) => ToolRegistry::load(Some(dir), builtins),
         None => ToolRegistry::from_sources(agw_tools::bundled::TOOL_FILES.iter().copied(), builtins),
@@ -149,6 +153,18 @@ fn warn_if_bash_reaches_chats(bash: &BashConfig, settings: &Settings) {
                 "the chat directory is inside a _bash_ root: agents with _bash_ can read every user's chats"
             );
         }
+    }
+}
+
+/// Logs which protections confine model-started processes (`sandbox::probe()` ran when the
+/// settings were loaded), and which Python scripts get.
+fn report_sandbox(sandbox: &agw_tools::sandbox::SandboxConfig) {
+    let report = sandbox.report();
+    if sandbox.support.confines() {
+        let python = agw_tools::sandbox::describe_python("python3", sandbox.support.root);
+        tracing::info!(%python, "sandbox: {report}");
+    } else {
+        tracing::warn!("sandbox: {report}");
     }
 }
 

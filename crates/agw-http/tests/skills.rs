@@ -431,3 +431,64 @@ async fn agent_detail_lists_the_configured_skills() {
     let (_, body) = gw.get_json("/api/ap/agent?agentKey=skilled").await;
     assert_eq!(body["data"]["meta"]["skills"], json!(["probe", "x"]), "configured ids, lower-cased, distinct");
 }
+
+/// Issue 22 end to end: the model's script calls go after the gateway (its environment through
+/// `/proc`, its own HTTP API on loopback); the sandbox denies them, the tool results say so, and
+/// the run still completes. An agent without `allowInlineCode` gets its inline code refused.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn sandboxed_script_attacks_on_the_gateway_are_denied_and_the_run_completes() {
+    if !agw_tools::sandbox::probe().confines() {
+        eprintln!("skipped: this kernel cannot confine");
+        return;
+    }
+    let skills = SkillsDir::new("attack");
+    std::fs::write(
+        skills.0.join("probe/scripts/call_api.py"),
+        "import socket, sys\nc = socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=3)\n\
+         c.sendall(b'GET /api/ap/chats HTTP/1.0\\r\\n\\r\\n')\nprint(c.recv(4000))\n",
+    )
+    .unwrap();
+    let (name, text) = agent("inline", "REACT", &["_skill_run_script_"], &["probe"]);
+    let mut inline: Value = serde_json::from_str(&text).unwrap();
+    inline["skillConfig"]["allowInlineCode"] = json!(true);
+    let gw = Gateway::start(
+        &[(name, inline.to_string()), agent("plain", "REACT", &["_skill_run_script_"], &["probe"])],
+        &[skills.env()],
+    )
+    .await;
+    let port = gw.base.rsplit(':').next().unwrap().to_owned();
+    let environ = format!("print(open('/proc/{}/environ', 'rb').read())", std::process::id());
+    gw.fixture.on_stage("agent-react-step-1", run_script("call_a1", json!({"skill": "probe", "pythonCode": environ})));
+    gw.fixture.on_stage(
+        "agent-react-step-2",
+        run_script("call_a2", json!({"skill": "probe", "script": "scripts/call_api.py", "args": [port]})),
+    );
+    gw.fixture.on_stage("agent-react-step-3", Transcript::openai_text(&["nothing to see"]));
+
+    let stream = gw.run(&json!({"agentKey": "inline", "message": "go"})).await;
+    assert_eq!(stream.last()["type"], "run.complete", "{:?}", stream.types());
+    let results: Vec<Value> = stream
+        .of_type("tool.result")
+        .iter()
+        .map(|e| serde_json::from_str(e["result"].as_str().unwrap()).unwrap())
+        .collect();
+    assert_eq!(results.len(), 2);
+    for result in &results {
+        assert_eq!(
+            (&result["ok"], &result["exitCode"], &result["timedOut"]),
+            (&json!(false), &json!(1), &json!(false))
+        );
+        assert!(result["stderr"].as_str().unwrap().contains("PermissionError"), "{result}");
+        assert!(!result["stdout"].as_str().unwrap().contains("chats"), "{result}");
+    }
+
+    // An agent that does not enable inline code: refused before anything runs.
+    let stream = gw.run(&json!({"agentKey": "plain", "message": "go"})).await;
+    assert_eq!(stream.last()["type"], "run.complete", "{:?}", stream.types());
+    let result: Value = serde_json::from_str(stream.of_type("tool.result")[0]["result"].as_str().unwrap()).unwrap();
+    assert!(
+        result["error"].as_str().unwrap().starts_with("Inline pythonCode is not enabled for this agent"),
+        "{result}"
+    );
+}

@@ -1,5 +1,5 @@
-//! Scripts never see the gateway's environment (provider API keys): only PATH, HOME, LANG,
-//! LC_ALL and TZ pass. Alone in its own test binary because it sets a process variable.
+//! Scripts never see the gateway's environment (provider API keys): only PATH, LANG, LC_ALL and
+//! TZ pass (HOME and TMPDIR are the sandbox's scratch directory). Alone in its own test binary because it sets a process variable.
 
 mod common;
 
@@ -38,6 +38,7 @@ fn environment_is_cleared_except_a_safe_set() {
         let allowed = [
             "PATH",
             "HOME",
+            "TMPDIR",
             "LANG",
             "LC_ALL",
             "TZ",

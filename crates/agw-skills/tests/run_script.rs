@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use agw_skills::{SkillRunScript, SkillScriptConfig};
 use agw_tools::{Tool, ToolContext, ToolOutput};
-use common::{SUCCESS_KEYS, keys, run, temp, tool, write};
+use common::{SUCCESS_KEYS, gone, keys, run, running, temp, tool, write};
 use serde_json::{Value, json};
 
 /// A skills root with one skill `demo` holding a few scripts.
@@ -213,17 +213,16 @@ async fn symlinks_cannot_escape() {
     assert_eq!(result["script"], skill.join("scripts/echo.py").display().to_string());
 }
 
+// The sandbox lets scripts write only to their own scratch directory, which goes with the call, so
+// these tests see whether a process outlived its call in the process table (unique `sleep`
+// durations mark them), not through a file it would write later.
+
 #[tokio::test]
 async fn timeout_kills_the_process_tree() {
     let (_guard, root, skill) = fixture();
-    let marker = root.parent().unwrap().join("late-marker");
-    write(skill.join("scripts/slow.sh"), "(sleep 1.5; echo late > \"$1\") &\necho started\nsleep 30\necho never\n");
+    write(skill.join("scripts/slow.sh"), "(sleep 41.75; echo late) &\necho started\nsleep 42.25\necho never\n");
     let started = Instant::now();
-    let result = run(
-        &tool(&root),
-        json!({"skill": "demo", "script": "scripts/slow.sh", "args": [marker.display().to_string()], "timeoutMs": 700}),
-    )
-    .await;
+    let result = run(&tool(&root), json!({"skill": "demo", "script": "scripts/slow.sh", "timeoutMs": 700})).await;
     assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
     assert_eq!(
         (&result["ok"], &result["timedOut"], &result["exitCode"], &result["timeoutMs"]),
@@ -231,26 +230,20 @@ async fn timeout_kills_the_process_tree() {
     );
     // What was printed before the limit is kept.
     assert_eq!(result["stdout"], "started\n");
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert!(!marker.exists(), "the background child outlived the timeout");
+    assert!(gone("42.25").await, "the script outlived the timeout");
+    assert!(gone("41.75").await, "the background child outlived the timeout");
 }
 
 #[tokio::test]
 async fn background_children_do_not_outlive_a_finished_script() {
     let (_guard, root, skill) = fixture();
-    let marker = root.parent().unwrap().join("orphan-marker");
     // The orphan keeps no pipe open, so the script's own exit ends the call at once.
-    write(skill.join("scripts/orphan.sh"), "(sleep 1; echo late > \"$1\") >/dev/null 2>&1 &\necho done\n");
+    write(skill.join("scripts/orphan.sh"), "(sleep 43.5; echo late) >/dev/null 2>&1 &\necho done\n");
     let started = Instant::now();
-    let result = run(
-        &tool(&root),
-        json!({"skill": "demo", "script": "scripts/orphan.sh", "args": [marker.display().to_string()]}),
-    )
-    .await;
+    let result = run(&tool(&root), json!({"skill": "demo", "script": "scripts/orphan.sh"})).await;
     assert_eq!((&result["ok"], &result["stdout"]), (&json!(true), &json!("done\n")));
     assert!(started.elapsed() < Duration::from_secs(3));
-    tokio::time::sleep(Duration::from_millis(1800)).await;
-    assert!(!marker.exists(), "a background child outlived the script");
+    assert!(gone("43.5").await, "a background child outlived the script");
 }
 
 #[tokio::test]
@@ -373,28 +366,31 @@ async fn inline_directory_is_removed_after_a_timeout() {
 #[tokio::test]
 async fn a_cancelled_call_kills_its_process_and_removes_the_inline_directory() {
     let (_guard, root, _skill) = fixture();
-    let report = root.parent().unwrap().join("report.txt");
-    let marker = root.parent().unwrap().join("cancel-marker");
-    let code = "import os, sys, time\nopen(sys.argv[1] + '.tmp', 'w').write(os.path.dirname(os.path.abspath(__file__)))\nos.rename(sys.argv[1] + '.tmp', sys.argv[1])\ntime.sleep(2)\nopen(sys.argv[2], 'w').write('late')\n";
+    let marker = format!("cancel-marker-{}-{}", std::process::id(), Instant::now().elapsed().as_nanos());
+    let code = "import time\ntime.sleep(44.25)\n";
     let tool = tool(&root);
-    let call = run(
-        &tool,
-        json!({"skill": "demo", "pythonCode": code, "args": [report.display().to_string(), marker.display().to_string()], "timeoutMs": 60000}),
-    );
+    let call = run(&tool, json!({"skill": "demo", "pythonCode": code, "args": [marker], "timeoutMs": 60000}));
+    // The interpreter's command line names the inline file: `python3 <dir>/inline_<uuid>.py <marker>`.
     let waiting = async {
-        while !report.exists() {
+        loop {
+            if let Some(pid) = running(&marker).first() {
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                let args: Vec<String> =
+                    cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+                if let Some(script) = args.iter().find(|a| a.ends_with(".py")) {
+                    return PathBuf::from(script).parent().unwrap().to_path_buf();
+                }
+            }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     };
-    tokio::select! {
+    let inline_dir = tokio::select! {
         _ = call => panic!("the call should still be running"),
-        _ = waiting => {}
-    }
+        dir = waiting => dir,
+    };
     // `call` is dropped here: the run is cancelled.
-    let inline_dir = PathBuf::from(std::fs::read_to_string(&report).unwrap());
-    assert!(!inline_dir.exists(), "inline directory left behind after cancellation");
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert!(!marker.exists(), "the cancelled script kept running");
+    assert!(!inline_dir.exists(), "inline directory left behind after cancellation: {}", inline_dir.display());
+    assert!(gone(&marker).await, "the cancelled script kept running");
 }
 
 #[tokio::test]
@@ -403,9 +399,9 @@ async fn implements_the_tool_trait() {
     let tool = tool(&root);
     let dyn_tool: &dyn Tool = &tool;
     assert_eq!(dyn_tool.name(), "_skill_run_script_");
-    let output = dyn_tool
-        .call(json!({"skill": "demo", "script": "scripts/echo.sh", "args": ["1"]}), &ToolContext::default())
-        .await;
+    let args = json!({"skill": "demo", "script": "scripts/echo.sh", "args": ["1"]});
+    let ctx = ToolContext::default().with_grants(common::grants_for(&args));
+    let output = dyn_tool.call(args, &ctx).await;
     let Ok(ToolOutput::Json(value)) = output else { panic!("{output:?}") };
     assert_eq!(value["stdout"], "1|");
     // Validation failures are results, not errors.

@@ -11,16 +11,18 @@
 //!   `agent_file_create`, and the plan tools (listed only: the PLAN_EXECUTE runtime answers them);
 //! * the [`ViewportRegistry`] (`.html`, `.qlc`, `.dqlc`, `.json_schema`, `.custom`);
 //! * the bundled definition files and viewports ([`bundled`]);
-//! * the child-process and path-confinement helpers shared by `_bash_` and agw-skills'
+//! * the OS sandbox (Landlock, seccomp, resource limits, an unprivileged identity) and the
+//!   child-process and path-confinement helpers shared by `_bash_` and agw-skills'
 //!   `_skill_run_script_` ([`sandbox`]).
 //!
 //! Contract: tools-skills-viewports.md §1–§8, §10–§11 and config.md §4 of the shared spec.
 //!
 //! Must never: talk to a model provider, write SSE, know about HTTP or agents' modes, or block a
 //! run beyond the timeout it was given. `_bash_` must never start a shell, run a program outside
-//! its allow-list, or let a path argument reach outside its allowed roots (symlinks are followed
-//! before the check); `agent_file_create` must never write outside the agents directory; reading a
-//! definition or viewport directory never follows a symlink out of it.
+//! its allow-list or outside the [`sandbox`], or let a path argument reach outside its allowed
+//! roots (symlinks are followed before the check); `agent_file_create` must never write outside
+//! the agents directory; reading a definition or viewport directory never follows a symlink out
+//! of it.
 
 pub mod builtin;
 pub mod bundled;
@@ -42,5 +44,5 @@ pub use definition::{ToolDef, ToolKind, default_parameters};
 pub use exec::{DEFAULT_RESULT_LIMIT_BYTES, error_result, execute_backend, truncate_output};
 pub use registry::{LoadProblem, ToolRegistry};
 pub use templates::{RecordedCall, resolve};
-pub use tool::{Tool, ToolContext, ToolError, ToolOutput};
+pub use tool::{CodeGrants, Tool, ToolContext, ToolError, ToolOutput};
 pub use viewport::{Viewport, ViewportKind, ViewportPayload, ViewportRegistry};

@@ -70,10 +70,31 @@ pub enum ToolError {
 pub struct ToolContext {
     pub run_id: String,
     pub chat_id: String,
+    /// What the calling agent lets model-started code do; the default grants nothing.
+    pub grants: CodeGrants,
 }
 
 impl ToolContext {
     pub fn new(run_id: impl Into<String>, chat_id: impl Into<String>) -> ToolContext {
-        ToolContext { run_id: run_id.into(), chat_id: chat_id.into() }
+        ToolContext { run_id: run_id.into(), chat_id: chat_id.into(), grants: CodeGrants::default() }
     }
+
+    /// The same context with the calling agent's grants.
+    pub fn with_grants(mut self, grants: CodeGrants) -> ToolContext {
+        self.grants = grants;
+        self
+    }
+}
+
+/// What an agent's definition allows the code its model starts (`_skill_run_script_`,
+/// `_bash_`). The default allows nothing, so a caller that forgets to pass an agent's grants
+/// fails closed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CodeGrants {
+    /// Skill ids the agent configures (trimmed, lower-case): the only skills whose scripts run.
+    pub skills: Vec<String>,
+    /// `skillConfig.allowInlineCode`: `_skill_run_script_` may run inline `pythonCode`.
+    pub allow_inline_code: bool,
+    /// `sandbox.network`: started processes may open IP sockets.
+    pub network: bool,
 }

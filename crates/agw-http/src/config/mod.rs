@@ -15,6 +15,7 @@ mod logging;
 mod memory;
 mod providers;
 mod resources;
+mod sandbox;
 mod server;
 mod source;
 pub mod table;
@@ -28,6 +29,7 @@ use std::path::Path;
 
 use agw_llm::ProviderConfig;
 
+use agw_tools::sandbox::SandboxConfig;
 pub use demo::DemoSettings;
 pub use logging::LoggingSettings;
 pub use memory::MemorySettings;
@@ -105,6 +107,8 @@ pub struct Settings {
     pub logging: LoggingSettings,
     pub demo: DemoSettings,
     pub webhook: WebhookConfig,
+    /// `agw.sandbox.*`: confinement of `_bash_` and `_skill_run_script_` processes.
+    pub sandbox: SandboxConfig,
     /// Probable mistakes that did not stop loading: `serve` logs them, `agw check` lists them.
     pub warnings: Vec<ConfigWarning>,
 }
@@ -152,6 +156,7 @@ impl Settings {
             logging: logging::load(&src)?,
             demo: demo::load(&src)?,
             webhook: webhook::load(&src)?,
+            sandbox: sandbox::load(&src)?,
             warnings,
         })
     }

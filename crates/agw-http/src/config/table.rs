@@ -131,6 +131,18 @@ settings! {
             "skills agent_file_create may give an agent, comma-separated; unset = none";
         AGW_TOOLS_AGENT_FILE_CREATE_ALLOW_OVERWRITE: "agw.tools.agent-file-create.allow-overwrite" = Some("false"),
             "let agent_file_create replace an existing or bundled agent (including the agent calling it)";
+        AGW_SANDBOX_ALLOW_UNCONFINED: "agw.sandbox.allow-unconfined" = Some("false"),
+            "run _bash_ and _skill_run_script_ even when the kernel lacks Landlock or seccomp (unconfined; not recommended); false refuses them";
+        AGW_SANDBOX_CPU_SECONDS: "agw.sandbox.cpu-seconds" = Some("60"),
+            "CPU time limit of each model-started process (0 = none)";
+        AGW_SANDBOX_MEMORY_MIB: "agw.sandbox.memory-mib" = Some("1024"),
+            "address-space limit of each model-started process, MiB (0 = none)";
+        AGW_SANDBOX_FILE_SIZE_MIB: "agw.sandbox.file-size-mib" = Some("64"),
+            "largest file a model-started process may write, MiB (0 = none)";
+        AGW_SANDBOX_MAX_PROCESSES: "agw.sandbox.max-processes" = Some("64"),
+            "processes and threads of one sandboxed call (applies when agw runs as root; 0 = none)";
+        AGW_SANDBOX_UID_BASE: "agw.sandbox.uid-base" = Some("1900000000"),
+            "when agw runs as root, each sandboxed call runs as uid/gid uid-base + n (n < 256); no account may use these ids";
         MEMORY_CHAT_DIR: "memory.chat.dir" = Some("./chats"),
             "chat history files (<chatId>.json) and the chat index (_chats.jsonl)";
         MEMORY_CHAT_K: "memory.chat.k" = Some("20"),

@@ -274,3 +274,32 @@ fn isolation_settings() {
     assert_eq!(s.auth.identity.tenant_claim.as_deref(), Some("org"));
     assert_eq!(s.auth.identity.operator_role.as_deref(), Some("agw-admin"));
 }
+
+#[test]
+fn sandbox_settings_and_their_defaults() {
+    use agw_tools::sandbox::Limits;
+    let s = Settings::load(None, env(&[])).unwrap();
+    assert!(!s.sandbox.allow_unconfined, "refusing is the default");
+    assert_eq!(s.sandbox.limits, Limits::default());
+    assert_eq!(s.sandbox.uid_base, agw_tools::sandbox::DEFAULT_UID_BASE);
+    assert_eq!(s.sandbox.support, agw_tools::sandbox::probe());
+    let s = Settings::load(
+        None,
+        env(&[
+            ("AGW_SANDBOX_ALLOW_UNCONFINED", "true"),
+            ("AGW_SANDBOX_CPU_SECONDS", "5"),
+            ("AGW_SANDBOX_MEMORY_MIB", "256"),
+            ("AGW_SANDBOX_FILE_SIZE_MIB", "0"),
+            ("AGW_SANDBOX_MAX_PROCESSES", "8"),
+            ("AGW_SANDBOX_UID_BASE", "70000"),
+        ]),
+    )
+    .unwrap();
+    assert!(s.sandbox.allow_unconfined);
+    assert_eq!(s.sandbox.limits, Limits { cpu_seconds: 5, memory_mib: 256, file_size_mib: 0, processes: 8 });
+    assert_eq!(s.sandbox.uid_base, 70000);
+    for bad in ["0", "-1", "4294967295"] {
+        let err = Settings::load(None, env(&[("AGW_SANDBOX_UID_BASE", bad)])).unwrap_err().to_string();
+        assert!(err.contains("agw.sandbox.uid-base"), "{err}");
+    }
+}

@@ -62,16 +62,18 @@ async fn handle_boxed(state: AppState, mut req: Request<RequestBody>) -> Respons
         Cors::Skip => None,
     };
     let mut resp = match &state.auth {
-        Some(auth) if auth::protects(req.method(), req.uri().path()) => match authenticate(auth, &state, req.headers()).await {
-            Ok(principal) => {
-                req.extensions_mut().insert(principal);
-                route(state, req).await
+        Some(auth) if auth::protects(req.method(), req.uri().path()) => {
+            match authenticate(auth, &state, req.headers()).await {
+                Ok(principal) => {
+                    req.extensions_mut().insert(principal);
+                    route(state, req).await
+                }
+                Err(e) => {
+                    tracing::info!(method = %req.method(), path = %req.uri().path(), reason = %e, "unauthorized");
+                    e.into_response()
+                }
             }
-            Err(e) => {
-                tracing::info!(method = %req.method(), path = %req.uri().path(), reason = %e, "unauthorized");
-                e.into_response()
-            }
-        },
+        }
         _ => route(state, req).await,
     };
     if let Some(headers) = cors {

@@ -28,6 +28,12 @@ pub struct AgentDefinition {
     pub tool_config: Option<ToolConfig>,
     /// `skills[]` then `skillConfig.skills[]`: trimmed, lower-cased, distinct.
     pub skills: Vec<String>,
+    /// `skillConfig.allowInlineCode` (agw extension, default false): `_skill_run_script_` may run
+    /// inline `pythonCode` for this agent.
+    pub allow_inline_code: bool,
+    /// `sandbox.network` (agw extension, default false): processes the model starts (`_bash_`,
+    /// `_skill_run_script_`) may open IP sockets.
+    pub sandbox_network: bool,
     pub tool_choice: ToolChoicePolicy,
     pub budget: Budget,
     pub runtime_prompts: RuntimePrompts,
@@ -41,6 +47,15 @@ pub struct AgentDefinition {
 impl AgentDefinition {
     pub fn mode_kind(&self) -> AgentMode {
         self.mode.kind()
+    }
+
+    /// What this agent lets the code its model starts do (handed to tools with each call).
+    pub fn code_grants(&self) -> agw_tools::CodeGrants {
+        agw_tools::CodeGrants {
+            skills: self.skills.clone(),
+            allow_inline_code: self.allow_inline_code,
+            network: self.sandbox_network,
+        }
     }
 
     /// Top-level `modelConfig.providerKey`, lower-cased; default `bailian`.

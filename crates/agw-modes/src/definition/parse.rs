@@ -48,6 +48,14 @@ fn build(root: &Obj<'_>, file_name: &str) -> Result<AgentDefinition, DefinitionE
         None => Vec::new(),
     };
     let skills = normalize_names(root.str_list("skills")?.into_iter().chain(skill_config_skills));
+    let allow_inline_code = match &skill_config {
+        Some(config) => config.bool("allowInlineCode")?.unwrap_or(false),
+        None => false,
+    };
+    let sandbox_network = match root.obj("sandbox")? {
+        Some(sandbox) => sandbox.bool("network")?.unwrap_or(false),
+        None => false,
+    };
     let explicit_tool_choice = tool_choice(root)?;
     let mut definition = AgentDefinition {
         name: non_blank(root.str("name")?).map_or_else(|| key.clone(), str::to_owned),
@@ -59,6 +67,8 @@ fn build(root: &Obj<'_>, file_name: &str) -> Result<AgentDefinition, DefinitionE
         model_config,
         tool_config,
         skills,
+        allow_inline_code,
+        sandbox_network,
         tool_choice: ToolChoicePolicy::Auto,
         budget: custom_budget.unwrap_or(Budget::preset_for(mode)),
         runtime_prompts: prompts::parse(root.obj("runtimePrompts")?.as_ref())?,

@@ -95,7 +95,8 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
                 ToolKind::Backend => match ctx.services.tools.implementation(&name) {
                     Some(tool) => {
                         let scope = state.budget.budget().tool;
-                        let tool_ctx = ToolContext::new(ctx.run_id.clone(), ctx.chat_id.clone());
+                        let tool_ctx = ToolContext::new(ctx.run_id.clone(), ctx.chat_id.clone())
+                            .with_grants(ctx.agent.code_grants());
                         let started = std::time::Instant::now();
                         let text = exec::execute_backend(
                             tool.as_ref(),

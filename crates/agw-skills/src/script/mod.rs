@@ -6,6 +6,13 @@
 //! check), let the skill argument reach outside the skills root, hand the gateway's environment
 //! (provider API keys) to a script, or leave a process or an inline-code file behind.
 //!
+//! What the calling agent allows ([`CodeGrants`]) is checked before anything touches the disk:
+//! `skill` must be one of the agent's configured skills, and inline `pythonCode` runs only for an
+//! agent with `skillConfig.allowInlineCode: true`. Every script then runs in the OS sandbox
+//! ([`agw_tools::sandbox`]): the skill directory, the interpreter's files and the inline code are
+//! read-only, a private scratch directory is `HOME`/`TMPDIR` and the only writable place, the
+//! network is closed unless the agent's `sandbox.network` opens it, and resource limits apply.
+//!
 //! Deliberate differences from the reference:
 //! * inline code goes to a private directory made for the call (mode 0700, unique name, under the
 //!   system temp dir) and removed with everything in it afterwards — also after a timeout or a
@@ -28,8 +35,8 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agw_tools::sandbox;
-use agw_tools::{Tool, ToolContext, ToolError, ToolOutput};
+use agw_tools::sandbox::{self, Cell, Policy, SandboxConfig};
+use agw_tools::{CodeGrants, Tool, ToolContext, ToolError, ToolOutput};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
@@ -60,6 +67,8 @@ pub struct SkillScriptConfig {
     pub max_timeout: Duration,
     pub output_cap_chars: usize,
     pub inline_max_chars: usize,
+    /// How scripts are confined.
+    pub sandbox: SandboxConfig,
 }
 
 impl SkillScriptConfig {
@@ -73,6 +82,7 @@ impl SkillScriptConfig {
             max_timeout: MAX_TIMEOUT,
             output_cap_chars: OUTPUT_CAP_CHARS,
             inline_max_chars: INLINE_MAX_CHARS,
+            sandbox: SandboxConfig::default(),
         }
     }
 }
@@ -95,13 +105,22 @@ struct Plan {
     /// Lower-cased skill argument.
     skill: String,
     source: &'static str,
+    /// The interpreter as configured (what `command` reports).
     program: String,
+    /// The interpreter's real file and prefixes; `None` when no usable one was found.
+    interpreter: Option<sandbox::Program>,
+    /// Python gets its real path as `argv[0]`, so `sys.executable` and its prefix are right.
+    is_python: bool,
     script: PathBuf,
     cwd: PathBuf,
     args: Vec<String>,
     timeout_ms: u64,
+    network: bool,
+    // Field order is drop order: the cell first (every process of the call is killed, the
+    // scratch directory removed), then the inline code's directory.
+    cell: Cell,
     /// Keeps the inline code's private directory until the plan (and the run) is over.
-    _inline_dir: Option<tempfile::TempDir>,
+    inline_dir: Option<tempfile::TempDir>,
 }
 
 impl SkillRunScript {
@@ -111,8 +130,11 @@ impl SkillRunScript {
             "Run a script of a skill inside its skill directory (a .py file with python3, a .sh file with \
              bash), or short inline Python code (pythonCode) with the skill directory as working directory. \
              Give exactly one of script and pythonCode. Arguments are passed as separate strings, never \
-             through a shell. Timeout {} ms by default, at most {} ms. The result has ok, exitCode, timedOut, \
-             stdout and stderr (each cut at {} characters).",
+             through a shell. Only this agent's skills can be used, and pythonCode only if the agent enables \
+             it. Scripts run sandboxed: the skill directory is read-only, HOME and TMPDIR are a private \
+             writable directory (the only one), the network is closed unless the agent enables it, and CPU, \
+             memory, file size and process count are limited. Timeout {} ms by default, at most {} ms. The \
+             result has ok, exitCode, timedOut, stdout and stderr (each cut at {} characters).",
             millis(config.default_timeout),
             millis(config.max_timeout),
             config.output_cap_chars
@@ -124,10 +146,10 @@ impl SkillRunScript {
         &self.inner.config
     }
 
-    /// Runs one call and returns the result object of §4.5.
-    pub async fn run(&self, args: &Value) -> Value {
+    /// Runs one call for an agent with `grants` and returns the result object of §4.5.
+    pub async fn run(&self, args: &Value, grants: &CodeGrants) -> Value {
         let root = self.root_for_display();
-        let plan = match self.plan(args) {
+        let mut plan = match self.plan(args, grants) {
             Ok(plan) => plan,
             Err(message) => return failure(&root, &message),
         };
@@ -137,7 +159,20 @@ impl SkillRunScript {
         argv.extend(plan.args.iter().map(OsString::from));
         let config = &self.inner.config;
         let timeout = Duration::from_millis(plan.timeout_ms);
-        let outcome = process::run(&plan.program, &argv, &plan.cwd, timeout, config.output_cap_chars).await;
+        let outcome = match &plan.interpreter {
+            None => Err(format!("Cannot run program \"{}\": not found in PATH", plan.program)),
+            Some(interpreter) => {
+                let mut policy = Policy { network: plan.network, ..Policy::default() };
+                policy.read_exec.push(plan.cwd.clone());
+                policy.read_exec.push(interpreter.path.clone());
+                policy.read_exec.extend(interpreter.prefixes.iter().cloned());
+                policy.read_only.extend(plan.inline_dir.as_ref().map(|dir| dir.path().to_path_buf()));
+                let arg0 =
+                    if plan.is_python { interpreter.path.as_os_str().to_owned() } else { plan.program.clone().into() };
+                let start = process::Start { program: &plan.program, executable: &interpreter.path, arg0, args: &argv };
+                process::run(start, &plan.cwd, timeout, config.output_cap_chars, &mut plan.cell, &policy).await
+            }
+        };
         let (ok, timed_out, exit_code, stdout, stderr) = match outcome {
             Ok(o) => (o.exit_code == 0 && !o.timed_out, o.timed_out, o.exit_code, o.stdout, o.stderr),
             Err(message) => (false, false, -1, String::new(), message),
@@ -170,8 +205,9 @@ impl SkillRunScript {
         root.canonicalize().unwrap_or_else(|_| root.clone())
     }
 
-    /// §4.5 steps 1–8.
-    fn plan(&self, input: &Value) -> Result<Plan, String> {
+    /// §4.5 steps 1–8, with the agent's grants checked after step 5 and the sandbox prepared
+    /// before anything is written.
+    fn plan(&self, input: &Value, grants: &CodeGrants) -> Result<Plan, String> {
         let config = &self.inner.config;
         let limits = Limits {
             default_timeout: config.default_timeout,
@@ -179,42 +215,50 @@ impl SkillRunScript {
             inline_max_chars: config.inline_max_chars,
         };
         let Request { skill, source, args, timeout_ms } = args::parse(input, &limits)?;
-        let skill_dir = self.skill_dir(&skill)?;
         let skill_id = skill.to_lowercase();
-        match source {
+        check_grants(&skill_id, &source, grants)?;
+        let skill_dir = self.skill_dir(&skill)?;
+        let (source_name, script, is_python, inline_code) = match source {
             Source::File(script) => {
                 let path = script_path(&skill_dir, &script)?;
                 let extension = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
-                let program = match extension.as_deref() {
-                    Some("py") => config.python.clone(),
-                    Some("sh") => config.bash.clone(),
+                match extension.as_deref() {
+                    Some("py") => ("file", path, true, None),
+                    Some("sh") => ("file", path, false, None),
                     _ => return Err("Unsupported script type. Only .py and .sh are allowed.".to_owned()),
-                };
-                Ok(Plan {
-                    skill: skill_id,
-                    source: "file",
-                    program,
-                    script: path,
-                    cwd: skill_dir,
-                    args,
-                    timeout_ms,
-                    _inline_dir: None,
-                })
+                }
             }
-            Source::Inline(code) => {
-                let (dir, file) = write_inline(&code).map_err(|e| format!("Cannot write inline pythonCode: {e}"))?;
-                Ok(Plan {
-                    skill: skill_id,
-                    source: "inline",
-                    program: config.python.clone(),
-                    script: file,
-                    cwd: skill_dir,
-                    args,
-                    timeout_ms,
-                    _inline_dir: Some(dir),
-                })
+            Source::Inline(code) => ("inline", PathBuf::new(), true, Some(code)),
+        };
+        let cell = Cell::new(&config.sandbox).map_err(|e| e.to_string())?;
+        cell.check_readable(std::slice::from_ref(&skill_dir)).map_err(|e| e.to_string())?;
+        let (script, inline_dir) = match inline_code {
+            Some(code) => {
+                let (dir, file) =
+                    write_inline(&code, &cell).map_err(|e| format!("Cannot write inline pythonCode: {e}"))?;
+                (file, Some(dir))
             }
-        }
+            None => (script, None),
+        };
+        let (program, interpreter) = if is_python {
+            (config.python.clone(), cell.python(&config.python))
+        } else {
+            (config.bash.clone(), cell.find_program(&config.bash))
+        };
+        Ok(Plan {
+            skill: skill_id,
+            source: source_name,
+            program,
+            interpreter,
+            is_python,
+            script,
+            cwd: skill_dir,
+            args,
+            timeout_ms,
+            network: grants.network,
+            cell,
+            inline_dir,
+        })
     }
 
     /// §4.5 step 6: one directory name whose real location is a directory strictly inside the real
@@ -239,6 +283,23 @@ impl SkillRunScript {
     }
 }
 
+/// The agent's grants: its configured skills only, and inline code only when it enables it.
+fn check_grants(skill_id: &str, source: &Source, grants: &CodeGrants) -> Result<(), String> {
+    if !grants.skills.iter().any(|allowed| allowed == skill_id) {
+        return Err(if grants.skills.is_empty() {
+            format!("Skill not enabled for this agent: {skill_id}. This agent has no skills configured.")
+        } else {
+            format!("Skill not enabled for this agent: {skill_id}. Allowed skills: {}", grants.skills.join(", "))
+        });
+    }
+    if matches!(source, Source::Inline(_)) && !grants.allow_inline_code {
+        return Err("Inline pythonCode is not enabled for this agent (skillConfig.allowInlineCode is false); \
+                    run one of the skill's scripts instead."
+            .to_owned());
+    }
+    Ok(())
+}
+
 /// §4.5 step 7: a relative path whose real location is a regular file inside the (canonical) skill
 /// directory. Returns that real location.
 fn script_path(skill_dir: &Path, script: &str) -> Result<PathBuf, String> {
@@ -258,8 +319,9 @@ fn script_path(skill_dir: &Path, script: &str) -> Result<PathBuf, String> {
 }
 
 /// Writes inline code into a fresh private directory as `inline_<uuid>.py`. The directory (mode
-/// 0700, random name) is removed, with its contents, when the returned guard drops.
-fn write_inline(code: &str) -> std::io::Result<(tempfile::TempDir, PathBuf)> {
+/// 0700, random name, owned by the cell's identity so the script can read it; the sandbox keeps
+/// it read-only) is removed, with its contents, when the returned guard drops.
+fn write_inline(code: &str, cell: &Cell) -> std::io::Result<(tempfile::TempDir, PathBuf)> {
     let dir = tempfile::Builder::new().prefix("agw-skill-inline-").tempdir()?;
     #[cfg(unix)]
     {
@@ -275,6 +337,8 @@ fn write_inline(code: &str) -> std::io::Result<(tempfile::TempDir, PathBuf)> {
         options.mode(0o600);
     }
     options.open(&file)?.write_all(code.as_bytes())?;
+    cell.give(dir.path())?;
+    cell.give(&file)?;
     Ok((dir, file))
 }
 
@@ -337,8 +401,8 @@ impl Tool for SkillRunScript {
         })
     }
 
-    fn call<'a>(&'a self, args: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move { Ok(ToolOutput::Json(self.run(&args).await)) })
+    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move { Ok(ToolOutput::Json(self.run(&args, &ctx.grants).await)) })
     }
 }
 
@@ -366,7 +430,9 @@ mod tests {
     #[test]
     fn inline_directory_is_private_and_removed() {
         use std::os::unix::fs::PermissionsExt;
-        let (dir, file) = write_inline("print(1)").unwrap();
+        let config = SandboxConfig { allow_unconfined: true, ..SandboxConfig::default() };
+        let cell = Cell::new(&config).unwrap();
+        let (dir, file) = write_inline("print(1)", &cell).unwrap();
         let path = dir.path().to_path_buf();
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o700);
         assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);

@@ -1,15 +1,16 @@
-//! Running one interpreter: no shell, a cleared environment, its own process group, both output
-//! streams drained while waiting (a chatty script cannot fill a pipe and stall), a wall-clock limit
-//! after which the whole group is killed. No process of the group outlives the call: when the
-//! script exits, whatever it left running in its group is killed too, and a dropped (cancelled)
-//! call kills the group.
+//! Running one interpreter: in the call's sandbox cell, no shell, a cleared environment, its own
+//! process group, both output streams drained while waiting (a chatty script cannot fill a pipe
+//! and stall), a wall-clock limit after which the whole group is killed. No process of the group
+//! outlives the call: when the script exits, whatever it left running in its group is killed too,
+//! and a dropped (cancelled) call kills the group; the cell, dropped with the call, kills whatever
+//! else still runs as the call's identity.
 
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use agw_tools::sandbox::{self, GroupKiller, find_program, kill_group};
+use agw_tools::sandbox::{self, Cell, GroupKiller, Policy, kill_group};
 use tokio::io::AsyncRead;
 use tokio::process::Command;
 
@@ -38,20 +39,31 @@ pub(crate) struct Outcome {
     pub stderr: String,
 }
 
-/// Runs `program args…` in `cwd`. `Err` is the text for a process that could not be started; it
-/// names the program.
+/// What to start.
+pub(crate) struct Start<'a> {
+    /// The interpreter as configured, for messages.
+    pub program: &'a str,
+    /// Its real file.
+    pub executable: &'a Path,
+    pub arg0: OsString,
+    pub args: &'a [OsString],
+}
+
+/// Runs `start` in `cwd`, confined by `cell` to `policy`. `Err` is the text for a process that
+/// could not be started; it names the program.
 pub(crate) async fn run(
-    program: &str,
-    args: &[OsString],
+    start: Start<'_>,
     cwd: &Path,
     timeout: Duration,
     cap_chars: usize,
+    cell: &mut Cell,
+    policy: &Policy,
 ) -> Result<Outcome, String> {
+    let program = start.program;
     let cannot_run = |reason: &dyn std::fmt::Display| format!("Cannot run program \"{program}\": {reason}");
-    let executable = find_program(program).ok_or_else(|| cannot_run(&"not found in PATH"))?;
-    let mut command = Command::new(&executable);
+    let mut command = Command::new(start.executable);
     command
-        .args(args)
+        .args(start.args)
         .current_dir(cwd)
         .env_clear()
         .envs(PASSED_ENV.iter().filter_map(|key| std::env::var_os(key).map(|value| (key, value))))
@@ -62,9 +74,10 @@ pub(crate) async fn run(
         .kill_on_drop(true);
     #[cfg(unix)]
     {
-        command.arg0(program);
+        command.arg0(&start.arg0);
         command.process_group(0);
     }
+    cell.confine(&mut command, policy).map_err(|e| cannot_run(&e))?;
     let mut child = command.spawn().map_err(|e| cannot_run(&e))?;
     // Armed for the whole call: a dropped future (cancelled run, outer timeout) kills the group.
     let mut group = GroupKiller::new(child.id());
@@ -125,16 +138,20 @@ mod tests {
 
     #[test]
     fn program_lookup_skips_relative_path_entries() {
+        use agw_tools::sandbox::find_program;
         assert!(find_program("sh").is_some_and(|p| p.is_absolute()));
         assert_eq!(find_program("./x"), Some(PathBuf::from("./x")));
         assert_eq!(find_program("agw-no-such-program"), None);
     }
 
     #[tokio::test]
-    async fn missing_program_names_it() {
-        let err = run("agw-no-such-program", &[], Path::new("/"), Duration::from_secs(1), 10).await.unwrap_err();
-        assert_eq!(err, "Cannot run program \"agw-no-such-program\": not found in PATH");
-        let err = run("/no/such/python3", &[], Path::new("/"), Duration::from_secs(1), 10).await.unwrap_err();
-        assert!(err.starts_with("Cannot run program \"/no/such/python3\": "), "{err}");
+    async fn a_missing_executable_names_the_program() {
+        let config = agw_tools::sandbox::SandboxConfig { allow_unconfined: true, ..Default::default() };
+        let mut cell = Cell::new(&config).unwrap();
+        let start =
+            Start { program: "python3", executable: Path::new("/no/such/python3"), arg0: "python3".into(), args: &[] };
+        let err =
+            run(start, Path::new("/"), Duration::from_secs(1), 10, &mut cell, &Policy::default()).await.unwrap_err();
+        assert!(err.starts_with("Cannot run program \"python3\": "), "{err}");
     }
 }

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::sandbox::normalize;
+use crate::sandbox::{SandboxConfig, normalize};
 
 /// Commands `_bash_` may run when none are configured.
 pub const DEFAULT_ALLOWED_COMMANDS: [&str; 9] = ["ls", "pwd", "cat", "head", "tail", "top", "free", "df", "git"];
@@ -29,6 +29,8 @@ pub struct BashConfig {
     pub timeout: Duration,
     /// Characters kept of stdout and of stderr each.
     pub output_cap_chars: usize,
+    /// How the command's process is confined (the roots are its read-only directories).
+    pub sandbox: SandboxConfig,
 }
 
 impl Default for BashConfig {
@@ -60,6 +62,7 @@ impl BashConfig {
             path_checked_commands: or_defaults(split_list(path_checked_commands), &DEFAULT_PATH_CHECKED_COMMANDS),
             timeout: Duration::from_secs(5),
             output_cap_chars: 2000,
+            sandbox: SandboxConfig::default(),
         }
     }
 }

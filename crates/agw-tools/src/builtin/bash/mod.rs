@@ -4,7 +4,10 @@
 //! This tool is a security boundary. It must never run a program outside the allow-list, hand the
 //! command to a shell, or let a path argument reach outside the allowed roots, symlinks included.
 //! The checks are in [`policy`], the path resolution in [`paths`], the process handling in
-//! [`process`].
+//! [`process`]. The command itself runs in the [`sandbox`](crate::sandbox): its roots are all it
+//! can read besides system files, it writes only to a private scratch directory, and it reaches
+//! the network only when the agent allows it — so even an allowed command cannot read outside
+//! the roots, whatever its arguments.
 
 mod config;
 mod deny;
@@ -21,7 +24,7 @@ use serde_json::Value;
 pub use config::{BashConfig, DEFAULT_ALLOWED_COMMANDS, DEFAULT_PATH_CHECKED_COMMANDS, DEFAULT_WORKING_DIRECTORY};
 
 use super::{java_random::java_to_string, meta};
-use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
+use crate::tool::{CodeGrants, Tool, ToolContext, ToolError, ToolOutput};
 
 pub(crate) const NAME: &str = "_bash_";
 
@@ -40,8 +43,13 @@ impl BashTool {
         &self.config
     }
 
-    /// Runs `command` and renders the result text of §4.1.
+    /// Runs `command` with no grants (no network) and renders the result text of §4.1.
     pub async fn run_command(&self, command: &str) -> String {
+        self.run(command, &CodeGrants::default()).await
+    }
+
+    /// Runs `command` as the agent whose `grants` are given, and renders the result text of §4.1.
+    pub async fn run(&self, command: &str, grants: &CodeGrants) -> String {
         let config = Arc::clone(&self.config);
         let command = command.to_owned();
         // Path checks and glob expansion touch the file system; keep them off the async workers.
@@ -55,16 +63,15 @@ impl BashTool {
             {
                 tracing::warn!(dir = %config.working_directory.display(), error = %e, "cannot create the _bash_ working directory");
             }
-            planned
+            planned.map(|invocation| (invocation, roots.all().to_vec()))
         })
         .await
         .unwrap_or_else(|e| Err(format!("internal error while checking the command: {e}")));
-        let invocation = match planned {
-            Ok(invocation) => invocation,
+        let (invocation, roots) = match planned {
+            Ok(planned) => planned,
             Err(message) => return self.render(-1, "", &message),
         };
-        let config = &self.config;
-        match process::run(&invocation, &config.working_directory, config.timeout, config.output_cap_chars).await {
+        match process::run(&invocation, &self.config, &roots, grants.network).await {
             Ok(done) => self.render(done.exit_code, &done.stdout, &done.stderr),
             Err(process::RunError::Start(message)) => self.render(-1, "", &message),
             Err(process::RunError::TimedOut) => self.render(-1, "", "Command timed out"),
@@ -105,8 +112,8 @@ impl Tool for BashTool {
         meta::after_call_hint(NAME)
     }
 
-    fn call<'a>(&'a self, args: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move { Ok(ToolOutput::Text(self.run_command(&command_text(&args)).await)) })
+    fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move { Ok(ToolOutput::Text(self.run(&command_text(&args), &ctx.grants).await)) })
     }
 }
 

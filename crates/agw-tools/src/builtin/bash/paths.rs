@@ -41,6 +41,11 @@ impl Roots {
         self.resolve(arg).is_some_and(|path| self.contains(&path))
     }
 
+    /// Every root (canonical when it exists), the working directory first.
+    pub(crate) fn all(&self) -> &[PathBuf] {
+        &self.roots
+    }
+
     pub(crate) fn contains(&self, resolved: &Path) -> bool {
         self.roots.iter().any(|root| resolved.starts_with(root))
     }

@@ -1,16 +1,17 @@
-//! Running one planned command: no shell, a clean environment, its own process group, both
+//! Running one planned command: in the sandbox (its roots read-only, a private scratch
+//! directory as `HOME`/`TMPDIR`), no shell, a clean environment, its own process group, both
 //! output streams drained while waiting (a chatty command cannot fill a pipe and stall), a
 //! wall-clock limit after which the whole group is killed.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
 
 use tokio::io::AsyncRead;
 use tokio::process::Command;
 
+use super::config::BashConfig;
 use super::policy::Invocation;
-use crate::sandbox::{self, GroupKiller, find_program};
+use crate::sandbox::{self, Cell, GroupKiller, Policy};
 
 /// A command that ran to completion.
 #[derive(Debug)]
@@ -30,18 +31,28 @@ pub(crate) enum RunError {
 /// Environment variables passed through; everything else (API keys included) stays out of reach.
 const PASSED_ENV: [&str; 6] = ["PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ"];
 
+/// Runs `invocation` in `config`'s working directory; `roots` (canonical) are what it may read,
+/// `network` whether the agent lets it open IP sockets.
 pub(crate) async fn run(
     invocation: &Invocation,
-    working_directory: &Path,
-    timeout: Duration,
-    cap_chars: usize,
+    config: &BashConfig,
+    roots: &[PathBuf],
+    network: bool,
 ) -> Result<Finished, RunError> {
-    let program = find_program(&invocation.program)
+    let start = |e: sandbox::SandboxError| RunError::Start(e.to_string());
+    // Dropped when the call ends, however it ends: every process of the call's identity is
+    // killed and the scratch directory removed.
+    let mut cell = Cell::new(&config.sandbox).map_err(start)?;
+    let program = cell
+        .find_program(&invocation.program)
         .ok_or_else(|| RunError::Start(format!("Command not found: {}", invocation.program)))?;
-    let mut command = Command::new(program);
+    let roots: Vec<PathBuf> = roots.iter().filter(|root| root.exists()).cloned().collect();
+    cell.check_readable(&roots).map_err(start)?;
+    let policy = Policy { read_exec: vec![program.path.clone()], read_only: roots, network };
+    let mut command = Command::new(&program.path);
     command
         .args(&invocation.args)
-        .current_dir(working_directory)
+        .current_dir(&config.working_directory)
         .env_clear()
         .envs(PASSED_ENV.iter().filter_map(|key| std::env::var_os(key).map(|value| (key, value))))
         // No terminal: pagers and editors must not wait for one.
@@ -50,7 +61,7 @@ pub(crate) async fn run(
         .env("GIT_PAGER", "cat")
         .env("GIT_EDITOR", "false")
         .env("GIT_TERMINAL_PROMPT", "0")
-        .envs(git_confinement(working_directory))
+        .envs(git_confinement(&config.working_directory))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -61,6 +72,7 @@ pub(crate) async fn run(
         command.arg0(&invocation.program);
         command.process_group(0);
     }
+    cell.confine(&mut command, &policy).map_err(start)?;
     let mut child = command.spawn().map_err(|e| RunError::Start(e.to_string()))?;
     // Armed until the child has been reaped: a timeout or a dropped future kills the whole group
     // (children of the command included), not just the direct child.
@@ -68,8 +80,9 @@ pub(crate) async fn run(
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(RunError::Start("output pipes unavailable".to_owned()));
     };
+    let cap_chars = config.output_cap_chars;
     let work = async { tokio::join!(read_capped(stdout, cap_chars), read_capped(stderr, cap_chars), child.wait()) };
-    match tokio::time::timeout(timeout, work).await {
+    match tokio::time::timeout(config.timeout, work).await {
         Ok((stdout, stderr, status)) => {
             group.disarm();
             let status = status.map_err(|e| RunError::Start(e.to_string()))?;
@@ -100,7 +113,12 @@ fn git_confinement(working_directory: &Path) -> Vec<(String, std::ffi::OsString)
         ("GIT_PROTOCOL_FROM_USER".into(), "0".into()),
         ("GIT_ALLOW_PROTOCOL".into(), "".into()),
     ];
-    const OVERRIDES: [(&str, &str); 10] = [
+    const OVERRIDES: [(&str, &str); 11] = [
+        // Under the sandbox's own identity the command does not own the operator's repositories,
+        // and git refuses those ("dubious ownership") unless told otherwise. That check guards
+        // against a repository's config running programs; those are switched off below, and
+        // anything left would run inside the same sandbox, read-only and offline.
+        ("safe.directory", "*"),
         ("core.fsmonitor", "false"),
         ("core.pager", "cat"),
         ("core.editor", "false"),
@@ -147,6 +165,7 @@ mod tests {
 
     #[test]
     fn program_lookup_skips_relative_path_entries() {
+        use crate::sandbox::find_program;
         assert!(find_program("sh").is_some_and(|p| p.is_absolute()));
         assert_eq!(find_program("./x"), Some(PathBuf::from("./x")));
         assert_eq!(find_program("agw-no-such-program"), None);

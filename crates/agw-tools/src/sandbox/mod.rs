@@ -1,8 +1,21 @@
-//! Shared pieces of the tools that run a child process on the model's behalf (`_bash_` here,
-//! `_skill_run_script_` in agw-skills): finding the program, reading its output, ending its
-//! process group, and working out where a path argument really points.
+//! The OS sandbox of every process a model can start (`_bash_` here, `_skill_run_script_` in
+//! agw-skills), and the child-process helpers both tools share.
 //!
-//! Each piece is part of a security or liveness boundary, so both tools use this one copy:
+//! # Confinement ([`Cell`])
+//! A prompt-injected model must not be able to use a script or command to read agw's secrets
+//! (its environment, other users' files), write outside a private scratch directory, reach the
+//! network or agw's own API, or exhaust the machine. Each call gets a [`Cell`]: an unprivileged
+//! identity of its own when agw runs as root ([`identity`]), a private scratch directory (its
+//! `HOME`/`TMPDIR`), and, applied in the child between fork and exec: resource limits
+//! ([`Limits`]), `no_new_privs`, a Landlock ruleset (read-only system files, interpreter and tool
+//! directories, the scratch directory writable, no TCP, scoped signals and abstract sockets) and
+//! seccomp filters (no sockets but `AF_UNIX` unless the agent allows network, a deny list of
+//! kernel attack surface). [`probe`] tells what the kernel offers; without Landlock and seccomp
+//! code runs are refused unless the operator sets `AGW_SANDBOX_ALLOW_UNCONFINED=true`.
+//! `docs/security.md` states what each layer guarantees and what it does not.
+//!
+//! # Shared helpers
+//! Each is part of a security or liveness boundary, so both tools use this one copy:
 //! * [`find_program`] only looks in absolute `PATH` entries, so a file planted in the working
 //!   directory can never stand in for the program;
 //! * [`read_capped`] drains a pipe to its end while keeping a bounded amount, so a chatty child
@@ -16,9 +29,27 @@
 //! What stays with each tool: the environment passed to the child, the truncation marker, the
 //! timeout handling and the error texts.
 
+mod cell;
+mod config;
+mod error;
+pub mod identity;
+#[cfg(target_os = "linux")]
+mod landlock_rules;
+#[cfg(unix)]
+mod limits;
+mod programs;
+mod seccomp_rules;
+mod support;
+
 use std::path::{Component, Path, PathBuf};
 
 use tokio::io::{AsyncRead, AsyncReadExt};
+
+pub use cell::{Cell, Policy};
+pub use config::{DEFAULT_UID_BASE, Limits, SLOTS, SandboxConfig};
+pub use error::SandboxError;
+pub use programs::{Program, describe_python, find_program_for, python};
+pub use support::{SandboxSupport, probe};
 
 /// The program to execute: a name with a `/` as given, else the first executable of that name in
 /// an absolute `PATH` entry (`/usr/local/bin:/usr/bin:/bin` when `PATH` is unset).
@@ -38,13 +69,13 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
 }
 
 #[cfg(unix)]
-fn is_executable(path: &Path) -> bool {
+pub(crate) fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 #[cfg(not(unix))]
-fn is_executable(path: &Path) -> bool {
+pub(crate) fn is_executable(path: &Path) -> bool {
     path.is_file()
 }
 

@@ -1,0 +1,196 @@
+//! `_bash_` in the OS sandbox: its allowed commands still work (ls, cat, head, pwd, free, df,
+//! git), but even an allowed command whose arguments are not path-checked cannot read outside the
+//! roots, read agw's environment, write anywhere or reach the network; and on a kernel that cannot
+//! confine, commands are refused unless the operator accepts running them unconfined.
+
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+
+use agw_tools::sandbox::{SandboxConfig, SandboxSupport, probe};
+use agw_tools::{BashConfig, BashTool, CodeGrants};
+use common::TempDir;
+
+const SECRET: &str = "TOP-SECRET-2718";
+
+struct Fixture {
+    root: TempDir,
+    work: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let root = TempDir::new("bash-sandbox");
+    let work = root.mkdir("work");
+    root.write("work/notes.txt", "hello notes\nsecond line\n");
+    root.write("outside/secret.txt", SECRET);
+    Fixture { root, work }
+}
+
+impl Fixture {
+    /// `commands` allowed, none of them path-checked: only the sandbox stands between them and
+    /// the rest of the machine.
+    fn unchecked(&self, commands: &[&str]) -> BashTool {
+        BashTool::new(BashConfig::from_lists(self.work.to_str(), [""; 0], commands.iter().copied(), ["none"]))
+    }
+}
+
+fn confined() -> bool {
+    let support = probe();
+    if !support.confines() {
+        eprintln!("skipped: this kernel cannot confine ({} missing)", support.missing());
+    }
+    support.confines()
+}
+
+fn exit_code(out: &str) -> i32 {
+    out.strip_prefix("exitCode: ").and_then(|rest| rest.split('\n').next()).and_then(|c| c.parse().ok()).unwrap()
+}
+
+#[tokio::test]
+async fn allowed_commands_still_work_in_the_sandbox() {
+    if !confined() {
+        return;
+    }
+    let fixture = fixture();
+    let tool = BashTool::new(BashConfig::from_lists(fixture.work.to_str(), [""; 0], [""; 0], [""; 0]));
+    for command in ["ls -la", "cat notes.txt", "head -n 1 notes.txt", "tail -n 1 notes.txt", "pwd", "free", "df"] {
+        let out = tool.run_command(command).await;
+        assert_eq!(exit_code(&out), 0, "{command}: {out}");
+    }
+    assert!(tool.run_command("cat notes.txt").await.contains("hello notes"));
+    assert!(tool.run_command("pwd").await.contains(&format!("stdout:\n{}\n", fixture.work.display())));
+}
+
+#[tokio::test]
+async fn git_reads_a_repository_it_does_not_own() {
+    if !confined() || which("git").is_none() {
+        return;
+    }
+    let fixture = fixture();
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "init.defaultBranch=main"])
+            .args(args)
+            .current_dir(&fixture.work)
+            .output()
+            .unwrap();
+        assert!(status.status.success(), "{status:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "notes.txt"]);
+    git(&["commit", "-q", "-m", "first commit"]);
+    let tool = BashTool::new(BashConfig::from_lists(fixture.work.to_str(), [""; 0], [""; 0], [""; 0]));
+    let out = tool.run_command("git log --oneline").await;
+    assert!(out.starts_with("exitCode: 0") && out.contains("first commit"), "{out}");
+    let out = tool.run_command("git status --short").await;
+    assert_eq!(exit_code(&out), 0, "{out}");
+}
+
+fn which(program: &str) -> Option<PathBuf> {
+    agw_tools::sandbox::find_program(program)
+}
+
+#[tokio::test]
+async fn an_allowed_command_cannot_read_outside_the_roots() {
+    if !confined() {
+        return;
+    }
+    let fixture = fixture();
+    let tool = fixture.unchecked(&["cat", "ls", "head"]);
+    let outside = fixture.root.path().join("outside/secret.txt");
+    for command in [
+        format!("cat {}", outside.display()),
+        "cat ../outside/secret.txt".to_owned(),
+        "head /etc/passwd".to_owned(),
+        "cat /etc/shadow".to_owned(),
+        format!("ls {}", fixture.root.path().join("outside").display()),
+        "ls /root".to_owned(),
+    ] {
+        let out = tool.run_command(&command).await;
+        assert_ne!(exit_code(&out), 0, "{command}: {out}");
+        assert!(out.contains("Permission denied"), "{command}: {out}");
+        assert!(!out.contains(SECRET) && !out.contains("root:x:0:0"), "{command}: {out}");
+    }
+}
+
+#[tokio::test]
+async fn the_gateway_environment_cannot_be_read_through_proc() {
+    if !confined() {
+        return;
+    }
+    let fixture = fixture();
+    let tool = fixture.unchecked(&["cat", "ls"]);
+    let out = tool.run_command(&format!("cat /proc/{}/environ", std::process::id())).await;
+    assert_ne!(exit_code(&out), 0, "{out}");
+    assert!(out.contains("Permission denied"), "{out}");
+    assert!(!out.contains("PATH="), "{out}");
+    let out = tool.run_command("cat /proc/1/cmdline").await;
+    assert!(out.contains("Permission denied"), "{out}");
+    // Its own /proc entry stays readable (df and ps-like tools need it).
+    let out = tool.run_command("cat /proc/self/status").await;
+    assert!(out.starts_with("exitCode: 0") && out.contains("NoNewPrivs:\t1"), "{out}");
+    assert!(out.contains("Seccomp:\t2"), "seccomp filter mode: {out}");
+}
+
+#[tokio::test]
+async fn a_command_writes_only_to_its_scratch_directory() {
+    if !confined() {
+        return;
+    }
+    let fixture = fixture();
+    let tool = fixture.unchecked(&["touch", "mkdir"]);
+    let outside = fixture.root.path().join("outside/created.txt");
+    for command in
+        [format!("touch {}", outside.display()), "touch created.txt".to_owned(), "mkdir /tmp/agw-pwned".to_owned()]
+    {
+        let out = tool.run_command(&command).await;
+        assert_ne!(exit_code(&out), 0, "{command}: {out}");
+        assert!(out.contains("Permission denied"), "{command}: {out}");
+    }
+    assert!(!outside.exists() && !fixture.work.join("created.txt").exists());
+    assert!(!std::path::Path::new("/tmp/agw-pwned").exists());
+}
+
+#[tokio::test]
+async fn the_network_is_closed_unless_the_agent_opens_it() {
+    if !confined() || which("python3").is_none() {
+        return;
+    }
+    let fixture = fixture();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    fixture.root.write(
+        "work/connect.py",
+        "import socket, sys\nsocket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=3).close()\nprint('connected')\n",
+    );
+    let tool = fixture.unchecked(&["python3"]);
+    let command = format!("python3 connect.py {port}");
+    let out = tool.run_command(&command).await;
+    assert_ne!(exit_code(&out), 0, "{out}");
+    assert!(out.contains("PermissionError"), "{out}");
+    let open = CodeGrants { network: true, ..CodeGrants::default() };
+    let out = tool.run(&command, &open).await;
+    assert!(out.starts_with("exitCode: 0") && out.contains("connected"), "{out}");
+}
+
+#[tokio::test]
+async fn commands_are_refused_when_the_kernel_cannot_confine_them() {
+    let fixture = fixture();
+    let old_kernel = SandboxConfig {
+        support: SandboxSupport { root: probe().root, ..SandboxSupport::none() },
+        ..SandboxConfig::default()
+    };
+    let mut config = BashConfig::from_lists(fixture.work.to_str(), [""; 0], [""; 0], [""; 0]);
+    config.sandbox = old_kernel.clone();
+    let out = BashTool::new(config.clone()).run_command("cat notes.txt").await;
+    assert!(out.starts_with("exitCode: -1\n"), "{out}");
+    assert!(out.contains("stderr:\nCode execution is disabled: this system cannot confine"), "{out}");
+    assert!(!out.contains("hello notes"), "{out}");
+
+    config.sandbox = SandboxConfig { allow_unconfined: true, ..old_kernel };
+    let out = BashTool::new(config).run_command("cat notes.txt").await;
+    assert!(out.starts_with("exitCode: 0") && out.contains("hello notes"), "{out}");
+}
