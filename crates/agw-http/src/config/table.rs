@@ -116,7 +116,7 @@ settings! {
         AGW_TOOLS_MAX_OUTPUT_BYTES: "agw.tools.max-output-bytes" = Some("51200"),
             "tool results longer than this are cut on a UTF-8 boundary with a notice to the model";
         AGENT_BASH_WORKING_DIRECTORY: "agent.tools.bash.working-directory" = Some("bash-workspace"),
-            "_bash_ working directory and first allowed root (created owner-only on first use); git works only on its own .git";
+            "_bash_ working directory and first allowed root (created 0755 on first use: sandboxed commands read it under their own uid); git works only on its own .git";
         AGENT_BASH_ALLOWED_PATHS: "agent.tools.bash.allowed-paths" = None,
             "extra roots _bash_ may touch (comma-separated)";
         AGENT_BASH_ALLOWED_COMMANDS: "agent.tools.bash.allowed-commands" = None,

@@ -68,13 +68,15 @@ impl BashConfig {
 }
 
 impl BashConfig {
-    /// Creates the working directory when it is missing (owner-only on Unix: it is the agents'
-    /// workspace, not something other local users should read).
+    /// Creates the working directory when it is missing (0755 on Unix: sandboxed commands run
+    /// under their own uid and must read it; only agw writes it).
     pub fn ensure_working_directory(&self) -> std::io::Result<()> {
         let mut builder = std::fs::DirBuilder::new();
         builder.recursive(true);
+        // Readable and searchable by others, writable by agw only: sandboxed commands run under
+        // an identity of their own and must be able to read their root; nobody but agw writes it.
         #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o755);
         builder.create(&self.working_directory)
     }
 }
