@@ -3,6 +3,7 @@
 
 use agw_llm::LlmDelta;
 use agw_llm::openai::parse_chunk;
+use agw_llm::{ResponseLimits, ResponseMeter};
 use agw_modes::definition::{AgentCatalog, AgentDefinition, StageKind};
 use agw_modes::runtime::{FrontendSubmits, SubmitStatus};
 use agw_protocol::event::Event;
@@ -63,6 +64,7 @@ pub fn sse_chunk(data: &[u8]) {
     }
     assert_eq!(whole, split, "SSE frames do not depend on how the bytes were split");
     assert_eq!(decoder.has_pending(), pieces.has_pending());
+    check_limits(data, step);
     for frame in &whole {
         if frame.data.trim() == "[DONE]" {
             break;
@@ -72,6 +74,25 @@ pub fn sse_chunk(data: &[u8]) {
         }
         let _ = frame.parse_event();
     }
+}
+
+/// The provider response limits (issue 14) judge the bytes, not how they arrived: the verdict of
+/// one read equals the verdict of many, and it matches a direct count of lines and bytes.
+fn check_limits(data: &[u8], step: usize) {
+    let limits = ResponseLimits { max_line_bytes: 64, max_response_bytes: 4096, max_tool_calls: 4 };
+    let mut whole = ResponseMeter::new(limits);
+    let at_once = whole.bytes(data).map_err(|e| e.to_string());
+    let mut pieces = ResponseMeter::new(limits);
+    let piecewise = data.chunks(step).try_for_each(|piece| pieces.bytes(piece)).map_err(|e| e.to_string());
+    assert_eq!(at_once, piecewise, "the limit verdict does not depend on how the bytes were split");
+    let longest = data.split(|b| *b == b'\n' || *b == b'\r').map(<[u8]>::len).max().unwrap_or(0);
+    let within = data.len() <= 4096 && longest <= 64;
+    assert_eq!(
+        at_once.is_ok(),
+        within,
+        "verdict matches a direct count ({} bytes, longest line {longest})",
+        data.len()
+    );
 }
 
 fn check_chunk(value: &Value) {

@@ -116,7 +116,7 @@ pub fn build_state(settings: Settings) -> AppState {
         skills = skills.len(),
         "catalogs loaded"
     );
-    let mut providers = ProviderRegistry::new(settings.providers.clone());
+    let mut providers = ProviderRegistry::with_limits(settings.providers.clone(), settings.provider_limits);
     // The demo model fills the `demo` key only when no real provider claims it.
     if settings.demo.enabled && !providers.keys().iter().any(|k| k == DEMO_PROVIDER_KEY) {
         providers.insert(

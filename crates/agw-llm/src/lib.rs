@@ -46,4 +46,4 @@ pub use error::{LlmError, TimeoutPhase};
 pub use openai::OpenAiCompatibleProvider;
 pub use provider::{CallOptions, ChatProvider, DeltaStream};
 pub use registry::{ProviderConfig, ProviderProtocol, ProviderRegistry};
-pub use transport::{FIRST_TOKEN_METRIC, RUN_ID_HEADER, ResponseLimits, STAGE_HEADER};
+pub use transport::{FIRST_TOKEN_METRIC, RUN_ID_HEADER, ResponseLimits, ResponseMeter, STAGE_HEADER};

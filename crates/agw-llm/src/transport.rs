@@ -221,9 +221,10 @@ impl Default for ResponseLimits {
     }
 }
 
-/// Counts one response against its [`ResponseLimits`], before any byte is buffered.
+/// Counts one response against its [`ResponseLimits`], before any byte is buffered. Public so
+/// the fuzz bodies can check it is independent of how the bytes arrive.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct ResponseMeter {
+pub struct ResponseMeter {
     limits: ResponseLimits,
     total: u64,
     /// Bytes of the line not yet ended by `\n` or `\r`.
@@ -233,44 +234,50 @@ pub(crate) struct ResponseMeter {
 }
 
 impl ResponseMeter {
-    pub(crate) fn new(limits: ResponseLimits) -> Self {
+    /// A meter for one response under `limits`.
+    pub fn new(limits: ResponseLimits) -> Self {
         Self { limits, ..Self::default() }
     }
 
-    /// Accounts for `bytes` read from the body.
-    pub(crate) fn bytes(&mut self, bytes: &[u8]) -> Result<(), LlmError> {
-        self.total = self.total.saturating_add(bytes.len() as u64);
-        if self.total > self.limits.max_response_bytes {
-            return Err(LlmError::LimitExceeded {
-                what: "response size (bytes)",
-                limit: self.limits.max_response_bytes,
-            });
+    /// Accounts for `bytes` read from the body. When a read breaks a cap, the cap broken at the
+    /// earliest byte is reported, so the verdict does not depend on how the body was split into
+    /// reads (checked by the `sse_chunk` fuzz body).
+    pub fn bytes(&mut self, bytes: &[u8]) -> Result<(), LlmError> {
+        let (max_line, max_total) = (self.limits.max_line_bytes, self.limits.max_response_bytes);
+        // Offset in `bytes` of the first byte over each cap (the meter is only used until an
+        // error, so `line <= max_line` and `total <= max_total` hold on entry).
+        let total_over = (self.total.saturating_add(bytes.len() as u64) > max_total)
+            .then(|| usize::try_from(max_total.saturating_sub(self.total)).unwrap_or(usize::MAX));
+        let mut line_over = None;
+        let (mut line, mut pos) = (self.line, 0usize);
+        let mut segments = bytes.split(|b| *b == b'\n' || *b == b'\r').peekable();
+        while let Some(segment) = segments.next() {
+            if line_over.is_none() && line + segment.len() > max_line {
+                line_over = Some(pos + max_line.saturating_sub(line));
+            }
+            if segments.peek().is_some() {
+                pos += segment.len() + 1;
+                line = 0;
+            } else {
+                line += segment.len();
+            }
         }
-        let mut segments = bytes.split(|b| *b == b'\n' || *b == b'\r');
-        // The first segment continues the open line; every later one starts a new line.
-        let mut line = self.line + segments.next().map_or(0, <[u8]>::len);
-        for segment in segments {
-            self.check_line(line)?;
-            line = segment.len();
+        let line_error = || LlmError::LimitExceeded { what: "line length (bytes)", limit: max_line as u64 };
+        let total_error = || LlmError::LimitExceeded { what: "response size (bytes)", limit: max_total };
+        match (line_over, total_over) {
+            (Some(l), Some(t)) => return Err(if l <= t { line_error() } else { total_error() }),
+            (Some(_), None) => return Err(line_error()),
+            (None, Some(_)) => return Err(total_error()),
+            (None, None) => {}
         }
-        self.check_line(line)?;
+        self.total += bytes.len() as u64;
         self.line = line;
-        Ok(())
-    }
-
-    fn check_line(&self, line: usize) -> Result<(), LlmError> {
-        if line > self.limits.max_line_bytes {
-            return Err(LlmError::LimitExceeded {
-                what: "line length (bytes)",
-                limit: self.limits.max_line_bytes as u64,
-            });
-        }
         Ok(())
     }
 
     /// Accounts for one tool-call fragment: a fragment with a new index, or with an id and no
     /// index, starts a call.
-    pub(crate) fn tool_call(&mut self, fragment: &agw_protocol::ToolCallFragment) -> Result<(), LlmError> {
+    pub fn tool_call(&mut self, fragment: &agw_protocol::ToolCallFragment) -> Result<(), LlmError> {
         let new = match fragment.index {
             Some(index) => !self.calls.contains(&Some(index)),
             None => fragment.id.is_some(),

@@ -104,6 +104,8 @@ pub struct Settings {
     pub tools: ToolSettings,
     pub memory: MemorySettings,
     pub providers: Vec<ProviderConfig>,
+    /// `agw.provider.*`: caps on what one provider response may make agw hold.
+    pub provider_limits: agw_llm::ResponseLimits,
     pub logging: LoggingSettings,
     pub demo: DemoSettings,
     pub webhook: WebhookConfig,
@@ -153,6 +155,7 @@ impl Settings {
             tools: tools::load(&src)?,
             memory: memory::load(&src)?,
             providers: providers::load(&src)?,
+            provider_limits: providers::limits(&src)?,
             logging: logging::load(&src)?,
             demo: demo::load(&src)?,
             webhook: webhook::load(&src)?,

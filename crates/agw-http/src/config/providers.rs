@@ -6,9 +6,22 @@ use std::collections::{BTreeMap, HashMap};
 
 use agw_llm::{ProviderConfig, ProviderProtocol};
 
-use super::ConfigError;
 use super::source::Source;
-use super::table::{PROVIDER_FIELDS, PROVIDERS_ENV, ProviderField};
+use super::table::{
+    AGW_PROVIDER_MAX_LINE_BYTES, AGW_PROVIDER_MAX_RESPONSE_BYTES, AGW_PROVIDER_MAX_TOOL_CALLS, PROVIDER_FIELDS,
+    PROVIDERS_ENV, ProviderField,
+};
+use super::{ConfigError, value};
+
+/// `agw.provider.*`: the same caps for every provider (a hostile provider or proxy must not make
+/// agw buffer without bound).
+pub(super) fn limits(src: &Source) -> Result<agw_llm::ResponseLimits, ConfigError> {
+    Ok(agw_llm::ResponseLimits {
+        max_line_bytes: src.parse(&AGW_PROVIDER_MAX_LINE_BYTES, value::whole)?,
+        max_response_bytes: src.parse(&AGW_PROVIDER_MAX_RESPONSE_BYTES, value::whole)?,
+        max_tool_calls: src.parse(&AGW_PROVIDER_MAX_TOOL_CALLS, value::whole)?,
+    })
+}
 
 pub(super) fn load(src: &Source) -> Result<Vec<ProviderConfig>, ConfigError> {
     let mut merged: BTreeMap<String, HashMap<&str, String>> = BTreeMap::new();

@@ -131,6 +131,12 @@ settings! {
             "skills agent_file_create may give an agent, comma-separated; unset = none";
         AGW_TOOLS_AGENT_FILE_CREATE_ALLOW_OVERWRITE: "agw.tools.agent-file-create.allow-overwrite" = Some("false"),
             "let agent_file_create replace an existing or bundled agent (including the agent calling it)";
+        AGW_PROVIDER_MAX_LINE_BYTES: "agw.provider.max-line-bytes" = Some("1048576"),
+            "longest line of a provider's streamed response (an endless line ends the run with provider_error)";
+        AGW_PROVIDER_MAX_RESPONSE_BYTES: "agw.provider.max-response-bytes" = Some("67108864"),
+            "most bytes of one provider response (provider_error beyond)";
+        AGW_PROVIDER_MAX_TOOL_CALLS: "agw.provider.max-tool-calls" = Some("64"),
+            "most tool calls a model may make in one turn (provider_error beyond)";
         AGW_SANDBOX_ALLOW_UNCONFINED: "agw.sandbox.allow-unconfined" = Some("false"),
             "run _bash_ and _skill_run_script_ even when the kernel lacks Landlock or seccomp (unconfined; not recommended); false refuses them";
         AGW_SANDBOX_CPU_SECONDS: "agw.sandbox.cpu-seconds" = Some("60"),
