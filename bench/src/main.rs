@@ -8,6 +8,8 @@
 //!
 //! Loopback only; every loop is bounded (runs, per-run timeout, scenario deadline).
 
+// The load generator reads /proc and sets rlimits through libc.
+#![allow(unsafe_code)]
 mod agw;
 mod client;
 mod fixture;

@@ -4,6 +4,7 @@
 //!
 //! The checks live in `tests/`; this library only reads `cargo metadata`.
 
+#![forbid(unsafe_code)]
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

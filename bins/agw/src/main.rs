@@ -1,6 +1,7 @@
 //! `agw` — the gateway binary. Wiring only: parse the command line, load settings, start the
 //! server from agw-http, stop on SIGINT/SIGTERM.
 
+#![forbid(unsafe_code)]
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -38,6 +38,7 @@
 //! PLAN_EXECUTE turns (plan, task rounds, summary) are recognised first (`demo/plan.rs`); skill
 //! scripts (`_skill_run_script_`, `demo/skills.rs`) are run before any other tool is considered.
 
+#![forbid(unsafe_code)]
 use std::collections::VecDeque;
 use std::time::Duration;
 

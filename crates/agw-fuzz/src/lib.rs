@@ -15,6 +15,7 @@
 //! Must never: do network I/O or write files (bodies are pure), or depend on randomness that is
 //! not derived from its explicit seed.
 
+#![forbid(unsafe_code)]
 pub mod corpus;
 pub mod mutate;
 pub mod targets;

@@ -9,6 +9,7 @@
 //! agw-modes, agw-llm and agw-protocol), buffer or merge stream frames, or keep a run going after
 //! its client is gone.
 
+#![forbid(unsafe_code)]
 pub mod auth;
 pub mod body;
 pub mod check;

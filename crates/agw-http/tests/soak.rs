@@ -13,6 +13,8 @@
 //! chats (both to bisect a problem). The longer run in the docs: `AGW_SOAK_SECS=180 cargo nextest
 //! run -p agw-http --test soak --no-capture`.
 
+// The counting allocator (a GlobalAlloc) and /proc reads need unsafe.
+#![allow(unsafe_code)]
 mod common;
 
 use std::collections::{BTreeMap, HashMap};

@@ -18,6 +18,7 @@
 //! (each chunk is parsed and yielded as soon as it arrives), panic on malformed input, put the
 //! API key in an error or a log line, or know about SSE events, agents or HTTP serving.
 
+#![forbid(unsafe_code)]
 // Without any provider feature only the registry and the shared types remain; the shared
 // transport then has no user, which is expected.
 #![cfg_attr(not(any(feature = "openai", feature = "anthropic")), allow(dead_code))]

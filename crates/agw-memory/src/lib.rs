@@ -20,6 +20,7 @@
 //! Must never: know about HTTP or SSE framing, or parse-and-rewrite history lines it does not
 //! understand.
 
+#![forbid(unsafe_code)]
 mod config;
 mod error;
 mod file;

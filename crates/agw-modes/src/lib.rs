@@ -10,5 +10,6 @@
 //! or speak a provider wire format (agw-llm does). A broken agent file must never stop the others
 //! from loading, and parsing must never panic on any input.
 
+#![forbid(unsafe_code)]
 pub mod definition;
 pub mod runtime;

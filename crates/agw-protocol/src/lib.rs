@@ -15,6 +15,7 @@
 //! Invariant: one upstream text/argument delta becomes exactly one delta event; events are
 //! numbered 1..N without gaps; the terminal event (`run.complete` / `run.error`) is last and unique.
 
+#![forbid(unsafe_code)]
 pub mod assembler;
 pub mod chat;
 pub mod delta;

@@ -22,6 +22,7 @@
 //! inline-code file behind, put a skill body into the catalog, write anything but
 //! [`bundled::materialize`]'s files, or know about HTTP, SSE, chat memory or modes.
 
+#![forbid(unsafe_code)]
 pub mod bundled;
 mod frontmatter;
 mod prompt;

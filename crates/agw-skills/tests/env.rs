@@ -1,6 +1,8 @@
 //! Scripts never see the gateway's environment (provider API keys): only PATH, LANG, LC_ALL and
 //! TZ pass (HOME and TMPDIR are the sandbox's scratch directory). Alone in its own test binary because it sets a process variable.
 
+// Setting process environment variables is unsafe in edition 2024.
+#![allow(unsafe_code)]
 mod common;
 
 use common::{run, temp, tool, write};

@@ -35,6 +35,7 @@
 //! # });
 //! ```
 
+#![forbid(unsafe_code)]
 pub mod drive;
 mod server;
 mod transcript;

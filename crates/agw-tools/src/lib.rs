@@ -31,6 +31,9 @@ pub mod definition;
 mod dirscan;
 pub mod exec;
 pub mod registry;
+// The only unsafe of the crate: rlimits, setuid/setgid and no_new_privs between fork and exec,
+// each with its SAFETY comment.
+#[allow(unsafe_code)]
 pub mod sandbox;
 pub mod templates;
 pub mod tool;
