@@ -14,6 +14,45 @@
 //! `anthropic` — the Anthropic provider. Without one, configuring that protocol is a clear error
 //! when the registry is built, never a silent fallback.
 //!
+//! ```
+//! use agw_llm::{CallOptions, ChatMessage, ChatRequest, LlmDelta, ProviderConfig, ProviderRegistry};
+//! use futures::StreamExt;
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! # let model = agw_testkit::FixtureServer::with_default(agw_testkit::Transcript::openai_text(&["Hi", "!"]))
+//! #     .await
+//! #     .unwrap();
+//! # let base_url = model.base_url();
+//! // Providers come from configuration: the variables an operator would set.
+//! let vars = [
+//!     ("AGENT_PROVIDERS_LAB_BASE_URL", base_url.as_str()), // e.g. https://api.deepseek.com
+//!     ("AGENT_PROVIDERS_LAB_API_KEY", "sk-…"),
+//!     ("AGENT_PROVIDERS_LAB_MODEL", "deepseek-chat"),
+//! ];
+//! let configs = ProviderConfig::from_env(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+//! let provider = ProviderRegistry::new(configs).get("lab").unwrap();
+//! let request = ChatRequest {
+//!     provider_key: "lab".into(),
+//!     model: String::new(), // the provider's default model
+//!     messages: vec![ChatMessage::User { content: "Hello".into() }],
+//!     tools: vec![],
+//!     tool_choice: None,
+//!     reasoning: Default::default(),
+//!     temperature: None,
+//!     top_p: None,
+//!     max_tokens: None,
+//! };
+//! // One upstream chunk, one delta, as soon as it arrives.
+//! let mut stream = provider.stream(request, CallOptions::default()).await.unwrap();
+//! let mut answer = String::new();
+//! while let Some(delta) = stream.next().await {
+//!     if let LlmDelta::Content { text } = delta.unwrap() {
+//!         answer.push_str(&text);
+//!     }
+//! }
+//! assert_eq!(answer, "Hi!");
+//! # });
+//! ```
+//!
 //! Must never: replay a stream that already produced output, buffer or merge upstream chunks
 //! (each chunk is parsed and yielded as soon as it arrives), panic on malformed input, put the
 //! API key in an error or a log line, or know about SSE events, agents or HTTP serving.
