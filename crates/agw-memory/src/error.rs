@@ -8,11 +8,14 @@ use std::path::PathBuf;
 /// leaves a partial line behind that later reads would choke on (see [`crate::ChatStore::append`]).
 #[derive(Debug, thiserror::Error)]
 pub enum MemoryError {
+    /// Reading, writing or creating a file or directory failed.
     #[error("chat memory: cannot {op} {}: {source}", path.display())]
     Io {
         /// What was attempted (`append to`, `read`, `create directory`, …).
         op: &'static str,
+        /// The file or directory the operation was on.
         path: PathBuf,
+        /// The OS error.
         #[source]
         source: io::Error,
     },
@@ -20,7 +23,9 @@ pub enum MemoryError {
     /// numbers), kept as an error rather than a panic.
     #[error("chat memory: cannot encode a line for {}: {source}", path.display())]
     Encode {
+        /// The file the line was meant for.
         path: PathBuf,
+        /// The serializer's error.
         #[source]
         source: serde_json::Error,
     },

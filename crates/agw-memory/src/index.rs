@@ -39,7 +39,9 @@ pub(crate) const INDEX_FILE: &str = "_chats.jsonl";
 /// tenant when the deployment names a tenant claim.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Owner {
+    /// The token's subject claim.
     pub sub: String,
+    /// The tenant claim's value; `None` when the deployment names no tenant claim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
 }
@@ -50,11 +52,17 @@ pub struct Owner {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ChatSummary {
+    /// Canonical UUID of the chat; also the stem of its history file.
     pub chat_id: String,
+    /// The first message, whitespace collapsed and cut to 30 code points (`新对话` if blank).
     pub chat_name: String,
+    /// Key of the agent that ran the chat's first run; filled once, never overwritten.
     pub first_agent_key: Option<String>,
+    /// Display name of that agent (its key when it has none).
     pub first_agent_name: Option<String>,
+    /// When the chat was created, epoch ms.
     pub created_at: i64,
+    /// When a run last touched the chat, epoch ms; listings sort on it, newest first.
     pub updated_at: i64,
     /// `None`: a chat made without auth (or before agw knew owners).
     #[serde(skip)]

@@ -27,7 +27,9 @@ use serde_json::Value;
 /// Everything a recorder needs to know about its run up front.
 #[derive(Debug, Clone)]
 pub struct RecorderInit {
+    /// The chat the run belongs to (canonical UUID).
     pub chat_id: String,
+    /// The run being recorded; also the fallback `requestId`.
     pub run_id: String,
     /// The request; normalised by the recorder (`requestId` = trimmed value or runId, `chatId`
     /// = the chat, `role` defaulted to `user`, `agentKey` trimmed or `null`).
@@ -130,6 +132,7 @@ struct Call {
 }
 
 impl Recorder {
+    /// A recorder on the system clock.
     pub fn new(init: RecorderInit) -> Self {
         Self::with_clock(init, Box::new(SystemClock))
     }

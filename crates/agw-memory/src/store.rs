@@ -75,6 +75,7 @@ impl ChatStore {
         Self { config, action_tools, locks: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(), index }
     }
 
+    /// The settings in effect: `dir` absolute, `k` at least 1.
     pub fn config(&self) -> &MemoryConfig {
         &self.config
     }

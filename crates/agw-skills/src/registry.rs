@@ -34,6 +34,7 @@ pub struct Skill {
 pub struct LoadProblem {
     /// The offending file or directory.
     pub path: PathBuf,
+    /// Why it was skipped, for people (one line).
     pub message: String,
 }
 
@@ -175,10 +176,12 @@ impl SkillRegistry {
         self.skills.values()
     }
 
+    /// How many skills loaded.
     pub fn len(&self) -> usize {
         self.skills.len()
     }
 
+    /// No skill loaded (problems may still have been found).
     pub fn is_empty(&self) -> bool {
         self.skills.is_empty()
     }

@@ -52,6 +52,7 @@ pub struct ToolDef {
     pub after_call_hint: String,
     /// JSON schema object of the arguments; never empty (see [`default_parameters`]).
     pub parameters: Value,
+    /// How calls are executed; from the defining file's suffix.
     pub kind: ToolKind,
     /// Surfaced as SSE `tool.start.toolApi`.
     pub tool_api: Option<String>,

@@ -18,6 +18,7 @@ use crate::tool::{Tool, ToolContext};
 pub struct LoadProblem {
     /// Path (directory loads) or name (embedded sources) of the file.
     pub file: String,
+    /// Why it was skipped, for people (one line).
     pub message: String,
 }
 

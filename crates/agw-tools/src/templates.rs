@@ -8,6 +8,7 @@ use crate::dates;
 /// One executed tool call of the current run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecordedCall {
+    /// The tool's name, as templates refer to it (`{{name.field}}`).
     pub name: String,
     /// The result parsed as JSON, when it was JSON; only objects can supply fields.
     pub result_json: Option<Value>,

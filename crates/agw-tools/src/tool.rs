@@ -38,7 +38,9 @@ pub trait Tool: Send + Sync {
 /// What a tool returns: a JSON value or plain text.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolOutput {
+    /// A JSON result, sent to the model compact with its key order kept.
     Json(Value),
+    /// A text result, sent as-is.
     Text(String),
 }
 
@@ -68,13 +70,16 @@ pub enum ToolError {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ToolContext {
+    /// The calling run's id.
     pub run_id: String,
+    /// The chat the calling run belongs to.
     pub chat_id: String,
     /// What the calling agent lets model-started code do; the default grants nothing.
     pub grants: CodeGrants,
 }
 
 impl ToolContext {
+    /// A context that grants nothing; add grants with [`Self::with_grants`].
     pub fn new(run_id: impl Into<String>, chat_id: impl Into<String>) -> ToolContext {
         ToolContext { run_id: run_id.into(), chat_id: chat_id.into(), grants: CodeGrants::default() }
     }

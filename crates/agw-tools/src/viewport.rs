@@ -13,10 +13,15 @@ use crate::registry::LoadProblem;
 /// The type of a viewport, from its file suffix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ViewportKind {
+    /// `.html`: an HTML fragment, kept as text.
     Html,
+    /// `.qlc`: a JSON document.
     Qlc,
+    /// `.dqlc`: a JSON document.
     Dqlc,
+    /// `.json_schema`: a JSON Schema document.
     JsonSchema,
+    /// `.custom`: client-defined text, kept as is.
     Custom,
 }
 
@@ -65,14 +70,19 @@ pub enum ViewportPayload {
     Json(Value),
 }
 
+/// One loaded viewport file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Viewport {
+    /// The file name minus its suffix, trimmed, lower-case; what tools name as `viewportKey`.
     pub key: String,
+    /// The type, from the file suffix.
     pub kind: ViewportKind,
+    /// The content served; its variant follows `kind`.
     pub payload: ViewportPayload,
 }
 
 impl Viewport {
+    /// The type name of [`Self::kind`], as used by `GET /api/ap/viewport` and SSE `toolType`.
     pub fn viewport_type_str(&self) -> &'static str {
         self.kind.viewport_type_str()
     }
@@ -92,7 +102,6 @@ impl ViewportRegistry {
         Self::build(scan(dir, |name| ViewportKind::split_file_name(name).is_some()))
     }
 
-    /// Same rules as [`Self::load`] over `(file name, text)` pairs, e.g. the bundled viewports.
     /// Checks one viewport file on its own (JSON kinds must parse). Files with other suffixes
     /// always pass. Used by hot reload to keep serving a file's last good version.
     pub fn validate_file(file_name: &str, text: &str) -> Result<(), String> {
@@ -104,6 +113,7 @@ impl ViewportRegistry {
         }
     }
 
+    /// Same rules as [`Self::load`] over `(file name, text)` pairs, e.g. the bundled viewports.
     pub fn from_sources<N, T>(sources: impl IntoIterator<Item = (N, T)>) -> ViewportRegistry
     where
         N: Into<String>,
@@ -163,10 +173,12 @@ impl ViewportRegistry {
         keys
     }
 
+    /// How many viewports are registered.
     pub fn len(&self) -> usize {
         self.viewports.len()
     }
 
+    /// No viewport is registered.
     pub fn is_empty(&self) -> bool {
         self.viewports.is_empty()
     }

@@ -18,13 +18,20 @@ pub const DEFAULT_MODEL: &str = "qwen3-max";
 /// the tool union below stays private: it covers stage blocks that are not part of `mode`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentDefinition {
+    /// Unique catalog key: `key` as written when non-blank, else the trimmed file stem.
     pub key: String,
+    /// Display name; defaults to the key.
     pub name: String,
     /// Trimmed; blank → `None`.
     pub icon: Option<String>,
+    /// Defaults to `external agent from <file name>`.
     pub description: String,
+    /// The active mode with its stage blocks.
     pub mode: ModeDef,
+    /// Top-level `modelConfig`; stages without their own use it. `None` only when every stage
+    /// of the active mode has one.
     pub model_config: Option<ModelConfig>,
+    /// Top-level `toolConfig`; `None` when absent or `null`.
     pub tool_config: Option<ToolConfig>,
     /// `skills[]` then `skillConfig.skills[]`: trimmed, lower-cased, distinct.
     pub skills: Vec<String>,
@@ -34,8 +41,11 @@ pub struct AgentDefinition {
     /// `sandbox.network` (agw extension, default false): processes the model starts (`_bash_`,
     /// `_skill_run_script_`) may open IP sockets.
     pub sandbox_network: bool,
+    /// `toolChoice`, or the mode's default (agent-definitions.md §6).
     pub tool_choice: ToolChoicePolicy,
+    /// `budget`, or the mode's preset.
     pub budget: Budget,
+    /// `runtimePrompts` with agw's defaults filled in.
     pub runtime_prompts: RuntimePrompts,
     /// Where the definition came from (path for directory loads, name for embedded sources).
     pub source_file: String,
@@ -45,6 +55,7 @@ pub struct AgentDefinition {
 }
 
 impl AgentDefinition {
+    /// The mode without its stages.
     pub fn mode_kind(&self) -> AgentMode {
         self.mode.kind()
     }

@@ -7,16 +7,24 @@ use super::raw::Obj;
 /// Limits for one kind of call (model turns or tool calls).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BudgetScope {
+    /// Most calls of this kind per run; one more fails the run with `budget_exceeded`.
     pub max_calls: u32,
+    /// Per call, ms: for a model turn the longest gap in its stream, for a tool call the limit of
+    /// each attempt.
     pub timeout_ms: u64,
+    /// Model: repair turns / retries / forced updates, depending on the mode (0 = the mode's
+    /// default); tool: extra attempts after a timeout or runtime failure.
     pub retry_count: u32,
 }
 
 /// Limits of one run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {
+    /// Wall-clock limit of the whole run, ms; checked at each model turn and after each tool batch.
     pub run_timeout_ms: u64,
+    /// Limits of model turns.
     pub model: BudgetScope,
+    /// Limits of tool calls.
     pub tool: BudgetScope,
 }
 
@@ -25,8 +33,11 @@ const fn scope(max_calls: u32, timeout_ms: u64) -> BudgetScope {
 }
 
 impl Budget {
+    /// REACT's preset; also fills what a configured `budget` leaves out.
     pub const DEFAULT: Budget = Budget { run_timeout_ms: 120_000, model: scope(15, 60_000), tool: scope(20, 120_000) };
+    /// ONESHOT's preset.
     pub const LIGHT: Budget = Budget { run_timeout_ms: 30_000, model: scope(3, 30_000), tool: scope(5, 30_000) };
+    /// PLAN_EXECUTE's preset.
     pub const HEAVY: Budget = Budget { run_timeout_ms: 300_000, model: scope(30, 120_000), tool: scope(50, 300_000) };
 
     /// The preset used when the file has no `budget`.

@@ -13,6 +13,7 @@ use super::agent::AgentDefinition;
 pub struct LoadProblem {
     /// Path (directory loads) or name (embedded sources) of the file.
     pub file: String,
+    /// Why it was skipped, for people (one line).
     pub message: String,
 }
 
@@ -122,10 +123,12 @@ impl AgentCatalog {
         self.agents.values()
     }
 
+    /// How many agents loaded.
     pub fn len(&self) -> usize {
         self.agents.len()
     }
 
+    /// No agent loaded (files may still have been skipped).
     pub fn is_empty(&self) -> bool {
         self.agents.is_empty()
     }

@@ -20,12 +20,16 @@ pub const PLAN_TOOL_PREFIX: &str = "_plan_";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum AgentMode {
+    /// One answer from the `plain` stage, with repair turns when a tool call is required.
     Oneshot,
+    /// Reason-act loop of the `react` stage, up to `maxSteps` model turns.
     React,
+    /// Plan, execute each task, then summarise.
     PlanExecute,
 }
 
 impl AgentMode {
+    /// The canonical name: `ONESHOT`, `REACT` or `PLAN_EXECUTE`.
     pub const fn as_str(self) -> &'static str {
         match self {
             AgentMode::Oneshot => "ONESHOT",
@@ -59,8 +63,11 @@ impl FromStr for AgentMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ToolChoicePolicy {
+    /// No tools are offered.
     None,
+    /// Tools are offered; the model decides.
     Auto,
+    /// The model must call a tool.
     Required,
 }
 
@@ -78,18 +85,26 @@ impl ToolChoicePolicy {
 /// `modelConfig` as written (blank strings already read as absent, `providerKey` trimmed).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ModelConfig {
+    /// Key in the provider registry, trimmed.
     pub provider_key: Option<String>,
+    /// Model name, as written.
     pub model: Option<String>,
+    /// `None`: reasoning off for every stage this config applies to.
     pub reasoning: Option<ReasoningConfig>,
+    /// Sampling temperature; sent when set (the reference ignores it, docs/compatibility.md).
     pub temperature: Option<f64>,
+    /// Nucleus sampling cut-off; sent when set.
     pub top_p: Option<f64>,
+    /// Cap on generated tokens; sent when set.
     pub max_tokens: Option<u32>,
 }
 
 /// `modelConfig.reasoning`; `effort` defaults to MEDIUM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ReasoningConfig {
+    /// `reasoning.enabled == true`.
     pub enabled: bool,
+    /// How hard the model should think when enabled.
     pub effort: ReasoningEffort,
 }
 
@@ -102,8 +117,11 @@ impl From<ReasoningConfig> for ReasoningSetting {
 /// Tool names by kind: trimmed, lower-cased, blanks dropped, each list without duplicates.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ToolConfig {
+    /// Tools agw executes itself.
     pub backends: Vec<String>,
+    /// Tools answered by the user through `POST /api/ap/submit`.
     pub frontends: Vec<String>,
+    /// Tools the client performs; their result is always `OK`.
     pub actions: Vec<String>,
 }
 
@@ -113,10 +131,12 @@ impl ToolConfig {
         self.backends.iter().chain(&self.frontends).chain(&self.actions).map(String::as_str)
     }
 
+    /// All three lists are empty.
     pub fn is_empty(&self) -> bool {
         self.backends.is_empty() && self.frontends.is_empty() && self.actions.is_empty()
     }
 
+    /// Some list names `name` (compared exactly; names are stored lower-case).
     pub fn contains(&self, name: &str) -> bool {
         self.names().any(|n| n == name)
     }
@@ -137,6 +157,7 @@ pub enum StageTools {
     Inherit,
     /// Explicit `null`: the stage has no tools of its own (agw follows the design document here).
     Cleared,
+    /// An object: the stage's own lists (missing lists empty).
     Set(ToolConfig),
 }
 
@@ -148,6 +169,7 @@ pub struct Stage {
     pub system_prompt: String,
     /// `Some` replaces the top-level `modelConfig` as a whole for this stage.
     pub model_config: Option<ModelConfig>,
+    /// The stage's `toolConfig`, before the required plan tools are added.
     pub tools: StageTools,
 }
 
@@ -158,12 +180,37 @@ pub struct Stage {
     reason = "built once per agent and shared behind an Arc; boxing would only complicate matching"
 )]
 pub enum ModeDef {
-    Oneshot { plain: Stage },
-    React { react: Stage, max_steps: u32 },
-    PlanExecute { plan: Stage, deep_thinking: bool, execute: Stage, summary: Stage, max_steps: u32 },
+    /// ONESHOT.
+    Oneshot {
+        /// The only stage.
+        plain: Stage,
+    },
+    /// REACT.
+    React {
+        /// The only stage.
+        react: Stage,
+        /// Most steps of the loop before the final no-tools turn (`react.maxSteps`; absent or
+        /// ≤ 0 → 6).
+        max_steps: u32,
+    },
+    /// PLAN_EXECUTE.
+    PlanExecute {
+        /// Creates the plan through `_plan_add_tasks_`.
+        plan: Stage,
+        /// `planExecute.plan.deepThinking`: a draft turn with reasoning on and no tools precedes
+        /// plan generation.
+        deep_thinking: bool,
+        /// Runs each task; must call `_plan_update_task_`.
+        execute: Stage,
+        /// Writes the final answer; its prompt falls back to the execute prompt.
+        summary: Stage,
+        /// Most task executions (`planExecute.maxSteps`; absent or ≤ 0 → 15).
+        max_steps: u32,
+    },
 }
 
 impl ModeDef {
+    /// The mode without its stages.
     pub const fn kind(&self) -> AgentMode {
         match self {
             ModeDef::Oneshot { .. } => AgentMode::Oneshot,
@@ -176,20 +223,32 @@ impl ModeDef {
 /// Selects a stage of the active mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StageKind {
+    /// ONESHOT's `plain`.
     Plain,
+    /// REACT's `react`.
     React,
+    /// PLAN_EXECUTE's `planExecute.plan`.
     Plan,
+    /// PLAN_EXECUTE's `planExecute.execute`.
     Execute,
+    /// PLAN_EXECUTE's `planExecute.summary`.
     Summary,
 }
 
 /// Everything a model call needs from the definition, after stage inheritance (§5).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResolvedModel {
+    /// The effective `modelConfig`'s `providerKey`, else
+    /// [`AgentDefinition::agent_provider_key`](super::AgentDefinition::agent_provider_key).
     pub provider_key: String,
+    /// The effective `modelConfig`'s `model`, else the agent-level default.
     pub model: String,
+    /// From the effective `modelConfig` only; off when it has no `reasoning`.
     pub reasoning: ReasoningSetting,
+    /// From the effective `modelConfig`; `None`: not sent.
     pub temperature: Option<f64>,
+    /// From the effective `modelConfig`; `None`: not sent.
     pub top_p: Option<f64>,
+    /// From the effective `modelConfig`; `None`: the provider's default.
     pub max_tokens: Option<u32>,
 }

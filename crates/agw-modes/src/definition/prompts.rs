@@ -14,12 +14,17 @@ Execution rules:
 2) You may call any available tool as needed.
 3) Before finishing this task, you MUST call _plan_update_task_ to update its status.
 ";
+/// Heads the skill catalog in the system prompt.
 pub const DEFAULT_SKILL_CATALOG_HEADER: &str = "Available skills (catalog summary; use them as needed \
 and do not invent skills or scripts that do not exist):";
+/// Heads the full instructions of the skills the model just used.
 pub const DEFAULT_SKILL_DISCLOSURE_HEADER: &str = "Full instructions of the skills you just called \
 (supplement for this turn only; do not ignore them):";
+/// Precedes one skill's instructions in the disclosure.
 pub const DEFAULT_SKILL_INSTRUCTIONS_LABEL: &str = "instructions:";
+/// Heads the tool descriptions of the prompt's tool appendix.
 pub const DEFAULT_TOOL_DESCRIPTION_TITLE: &str = "Tool descriptions:";
+/// Heads the tools' after-call hints in the tool appendix.
 pub const DEFAULT_AFTER_CALL_HINT_TITLE: &str = "Recommended instructions after tool calls:";
 
 /// The runtime prompts of one agent, defaults already applied.
@@ -27,11 +32,15 @@ pub const DEFAULT_AFTER_CALL_HINT_TITLE: &str = "Recommended instructions after 
 pub struct RuntimePrompts {
     /// Placeholders `{{task_list}}`, `{{task_id}}`, `{{task_description}}`.
     pub task_execution_prompt_template: String,
+    /// `skill.catalogHeader`; see [`DEFAULT_SKILL_CATALOG_HEADER`].
     pub skill_catalog_header: String,
+    /// `skill.disclosureHeader`; see [`DEFAULT_SKILL_DISCLOSURE_HEADER`].
     pub skill_disclosure_header: String,
     /// Always ends with `:` (the contract appends one when missing), so it is used as-is.
     pub skill_instructions_label: String,
+    /// `toolAppendix.toolDescriptionTitle`; see [`DEFAULT_TOOL_DESCRIPTION_TITLE`].
     pub tool_description_title: String,
+    /// `toolAppendix.afterCallHintTitle`; see [`DEFAULT_AFTER_CALL_HINT_TITLE`].
     pub after_call_hint_title: String,
 }
 

@@ -16,10 +16,12 @@ pub struct BudgetTracker {
 }
 
 impl BudgetTracker {
+    /// Starts the run clock now.
     pub fn new(budget: Budget) -> Self {
         Self { budget, started: Instant::now(), model_calls: 0, tool_calls: 0 }
     }
 
+    /// The limits being enforced.
     pub fn budget(&self) -> &Budget {
         &self.budget
     }
@@ -43,6 +45,7 @@ impl BudgetTracker {
         self.check_run_time()
     }
 
+    /// Fails once `runTimeoutMs` has elapsed since [`Self::new`].
     pub fn check_run_time(&self) -> Result<(), RunFailure> {
         if self.started.elapsed().as_millis() >= u128::from(self.budget.run_timeout_ms) {
             return Err(RunFailure::Budget(format!("runTimeoutMs={}", self.budget.run_timeout_ms)));
@@ -50,6 +53,7 @@ impl BudgetTracker {
         Ok(())
     }
 
+    /// Model turns begun so far.
     pub fn model_calls(&self) -> u32 {
         self.model_calls
     }

@@ -8,8 +8,11 @@ use super::sink::EmitError;
 /// A run that cannot finish normally.
 #[derive(Debug, thiserror::Error)]
 pub enum RunFailure {
+    /// The model call failed (transport, HTTP status, timeout, or no such provider).
     #[error(transparent)]
     Provider(#[from] LlmError),
+    /// A limit of the run's budget was hit; carries it as `<limit>=<value>`, e.g.
+    /// `model.maxCalls=15`.
     #[error("Budget exceeded: {0}")]
     Budget(String),
     /// `toolChoice: REQUIRED` and the model never called a tool.
@@ -25,6 +28,8 @@ pub enum RunFailure {
     /// A frontend tool waited past `agent.tools.frontend.submit-timeout-ms`.
     #[error("{0}")]
     FrontendTimeout(String),
+    /// A bug, a storage failure, or an agent its mode cannot run (e.g. PLAN_EXECUTE with
+    /// `toolChoice: NONE`); `run.error` code `internal`.
     #[error("{0}")]
     Internal(String),
     /// The consumer went away; nothing more can be emitted.

@@ -44,9 +44,13 @@ pub const DEFAULT_TOOL_OUTPUT_LIMIT: usize = 50 * 1024;
 /// The shared services a run uses. A run holds the snapshots it started with: reloading a
 /// registry swaps the server's copy, not the run's.
 pub struct RunServices {
+    /// Model providers by key.
     pub providers: Arc<ProviderRegistry>,
+    /// Tools the agents' tool names resolve against.
     pub tools: Arc<ToolRegistry>,
+    /// Gives a frontend tool's `tool.start` its `toolType` (`html` when its viewport is unknown).
     pub viewports: Arc<ViewportRegistry>,
+    /// Where frontend tool calls wait for `POST /api/ap/submit`; shared with the HTTP layer.
     pub submits: Arc<FrontendSubmits>,
     /// How long a frontend tool waits for `POST /api/ap/submit`.
     pub frontend_timeout: Duration,
@@ -61,7 +65,9 @@ pub struct RunServices {
 /// Everything a run needs besides its sink.
 #[derive(Clone)]
 pub struct RunContext {
+    /// The run's id, as in its events.
     pub run_id: String,
+    /// The chat the run belongs to.
     pub chat_id: String,
     /// The definition the run started with; later catalog reloads do not affect it.
     pub agent: Arc<AgentDefinition>,
@@ -72,6 +78,7 @@ pub struct RunContext {
     /// The chat's latest stored plan. A non-empty one is shown first (`plan.update`, any mode)
     /// and seeds the run's plan, keeping its `planId`.
     pub initial_plan: Option<PlanSnapshot>,
+    /// Registries and limits, as of the run's start.
     pub services: Arc<RunServices>,
 }
 
@@ -79,7 +86,10 @@ pub struct RunContext {
 #[derive(Debug, Clone, PartialEq)]
 pub enum RunOutcome {
     /// Normal end: `run.complete` with this finish reason.
-    Completed { finish_reason: String },
+    Completed {
+        /// The last model turn's finish reason, e.g. `stop`.
+        finish_reason: String,
+    },
     /// `run.error` with this payload.
     Failed(RunErrorInfo),
     /// The consumer disconnected; no terminal event can be delivered.

@@ -22,12 +22,14 @@ pub enum EmitError {
 /// a test collector, or an embedder's own sink. `emit` may wait (backpressure from a slow client
 /// travels back to the provider stream instead of piling up in memory).
 pub trait DeltaSink: Send {
+    /// Delivers one delta; an error ends the run.
     fn emit(&mut self, delta: AgentDelta) -> impl Future<Output = Result<(), EmitError>> + Send;
 }
 
 /// A sink that keeps every delta; for tests and embedders that post-process a whole run.
 #[derive(Debug, Default)]
 pub struct CollectingSink {
+    /// Every delta emitted, in order.
     pub deltas: Vec<AgentDelta>,
 }
 

@@ -63,9 +63,13 @@ pub struct SkillScriptConfig {
     pub python: String,
     /// Interpreter of `.sh` files.
     pub bash: String,
+    /// Used when a call gives no valid `timeoutMs` (absent, not a number, below 1 ms).
     pub default_timeout: Duration,
+    /// A larger `timeoutMs` is lowered to this.
     pub max_timeout: Duration,
+    /// Characters kept of stdout and of stderr each; the rest is cut.
     pub output_cap_chars: usize,
+    /// Longest `pythonCode` accepted, in characters.
     pub inline_max_chars: usize,
     /// How scripts are confined.
     pub sandbox: SandboxConfig,
@@ -124,6 +128,7 @@ struct Plan {
 }
 
 impl SkillRunScript {
+    /// The tool over `config`, its description stating the configured limits.
     pub fn new(mut config: SkillScriptConfig) -> SkillRunScript {
         config.skills_root = paths::absolute(&config.skills_root);
         let description = format!(
@@ -142,6 +147,7 @@ impl SkillRunScript {
         SkillRunScript { inner: Arc::new(Inner { config, description }) }
     }
 
+    /// The settings in effect, `skills_root` absolute.
     pub fn config(&self) -> &SkillScriptConfig {
         &self.inner.config
     }

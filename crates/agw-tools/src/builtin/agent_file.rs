@@ -60,6 +60,7 @@ pub const DEFAULT_GRANTABLE_TOOLS: [&str; 14] = [
 pub struct AgentLookup(Arc<dyn Fn(&str) -> bool + Send + Sync>);
 
 impl AgentLookup {
+    /// Wraps `exists`, which gets the key as the model wrote it and must ignore ASCII case.
     pub fn new(exists: impl Fn(&str) -> bool + Send + Sync + 'static) -> AgentLookup {
         AgentLookup(Arc::new(exists))
     }
@@ -117,6 +118,7 @@ pub struct AgentFileCreate {
 }
 
 impl AgentFileCreate {
+    /// The tool, writing and granting as `config` says.
     pub fn new(config: AgentFileCreateConfig) -> AgentFileCreate {
         AgentFileCreate { config }
     }

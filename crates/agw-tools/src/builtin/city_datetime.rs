@@ -51,6 +51,7 @@ impl Default for CityDatetime {
 }
 
 impl CityDatetime {
+    /// A `city_datetime` on the system clock.
     pub fn new() -> CityDatetime {
         CityDatetime::default()
     }

@@ -28,7 +28,9 @@ use meta::PureTool;
 /// Settings of the configurable built-ins.
 #[derive(Debug, Clone, Default)]
 pub struct BuiltinsConfig {
+    /// Settings of `_bash_`.
     pub bash: BashConfig,
+    /// Settings of `agent_file_create`.
     pub agent_file_create: AgentFileCreateConfig,
 }
 

@@ -24,14 +24,17 @@ pub struct PlanTool {
 }
 
 impl PlanTool {
+    /// `_plan_add_tasks_`.
     pub fn add_tasks() -> PlanTool {
         PlanTool { name: ADD_TASKS }
     }
 
+    /// `_plan_update_task_`.
     pub fn update_task() -> PlanTool {
         PlanTool { name: UPDATE_TASK }
     }
 
+    /// `_plan_get_tasks_`.
     pub fn get_tasks() -> PlanTool {
         PlanTool { name: GET_TASKS }
     }

@@ -33,6 +33,7 @@ impl Default for Limits {
 /// How model-started processes are confined.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxConfig {
+    /// Resource limits applied to every process.
     pub limits: Limits,
     /// Run code even when the kernel cannot confine it (`AGW_SANDBOX_ALLOW_UNCONFINED`); whatever
     /// is available is still applied. Off by default: without Landlock and seccomp, code runs are

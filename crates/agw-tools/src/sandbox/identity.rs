@@ -4,13 +4,13 @@
 //! with no supplementary groups. One per call, not one shared `nobody`, because:
 //! * `RLIMIT_NPROC` counts per uid: a shared uid would let one call's fork bomb starve every other
 //!   call (and root's count is never enforced at all);
-//! * when the call ends, every process of that uid can be killed at once ([`Slot`]'s drop), which
-//!   also reaches processes that left the process group (`setsid`);
+//! * when the call ends, every process of that uid can be killed at once (dropping its slot does
+//!   it), which also reaches processes that left the process group (`setsid`);
 //! * calls cannot signal or trace one another through a shared uid.
 //!
 //! As an unprivileged uid, a child also only reads what file permissions give "others": the
-//! directories a tool hands it must be world-readable ([`others_can_read`] checks that first, so
-//! the model gets a clear message instead of a bare `Permission denied`).
+//! directories a tool hands it must be world-readable (the sandbox checks that first, so the
+//! model gets a clear message instead of a bare `Permission denied`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -20,7 +20,9 @@ use super::config::SLOTS;
 /// A uid/gid pair a child runs as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Identity {
+    /// User id; unique to the call while it runs.
     pub uid: u32,
+    /// Group id that goes with `uid`.
     pub gid: u32,
 }
 

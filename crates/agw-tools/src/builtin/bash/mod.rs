@@ -35,10 +35,12 @@ pub struct BashTool {
 }
 
 impl BashTool {
+    /// The tool, confined and limited as `config` says.
     pub fn new(config: BashConfig) -> BashTool {
         BashTool { config: Arc::new(config) }
     }
 
+    /// The settings the tool was built with.
     pub fn config(&self) -> &BashConfig {
         &self.config
     }
