@@ -48,20 +48,54 @@ use source::Source;
 /// A configuration problem, always naming the setting.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The config file could not be read.
     #[error("cannot read config file {path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        /// The file, as given.
+        path: String,
+        /// Why reading failed.
+        source: std::io::Error,
+    },
+    /// The config file is not TOML.
     #[error("config file {path} is not valid TOML: {message}")]
-    Toml { path: String, message: String },
+    Toml {
+        /// The file, as given.
+        path: String,
+        /// The parser's description, with the position.
+        message: String,
+    },
+    /// One setting has a value it cannot take.
     #[error("setting {property} ({env}): {message}")]
-    Invalid { property: &'static str, env: &'static str, message: String },
+    Invalid {
+        /// The setting's dotted name in the config file.
+        property: &'static str,
+        /// The environment variable that also sets it.
+        env: &'static str,
+        /// What is wrong with the value.
+        message: String,
+    },
+    /// A `providers` entry is incomplete or contradictory.
     #[error("provider {key}: {message}")]
-    Provider { key: String, message: String },
+    Provider {
+        /// The provider's key.
+        key: String,
+        /// What is wrong with the entry.
+        message: String,
+    },
     /// An `agent.auth.*` problem; the message names the settings involved (http-api.md §9).
     #[error("{message}")]
-    Auth { message: String },
+    Auth {
+        /// The whole text shown, naming the settings.
+        message: String,
+    },
     /// Keys of the config file that name no setting (one line each).
     #[error("{}", unknown_keys(path, keys))]
-    UnknownKeys { path: String, keys: Vec<UnknownName> },
+    UnknownKeys {
+        /// The config file.
+        path: String,
+        /// Every unknown key, each with its nearest setting when one is close.
+        keys: Vec<UnknownName>,
+    },
 }
 
 fn unknown_keys(path: &str, keys: &[UnknownName]) -> String {
@@ -96,16 +130,25 @@ impl std::fmt::Display for ConfigWarning {
 /// Typed settings of the server, one section per concern.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    /// `server.*`: listening address, limits, timeouts.
     pub server: ServerSettings,
     /// `agent.auth.*`: key sources, validated; [`AuthSettings::enforced`] says whether auth is on.
     pub auth: AuthSettings,
+    /// `agw.cors.*`: which browser origins may call the API.
     pub cors: CorsConfig,
+    /// Directories of agents, tools, viewports and skills (`None`: the bundled set).
     pub resources: ResourceSettings,
+    /// Settings of the built-in tools.
     pub tools: ToolSettings,
+    /// Where chat history is stored.
     pub memory: MemorySettings,
+    /// The model providers, in file order; empty when none is configured.
     pub providers: Vec<ProviderConfig>,
+    /// What is logged besides the default.
     pub logging: LoggingSettings,
+    /// The offline demo model.
     pub demo: DemoSettings,
+    /// `agent.chat-event-callback.*`: the signed POST at each run's first content delta.
     pub webhook: WebhookConfig,
     /// `agw.sandbox.*`: confinement of `_bash_` and `_skill_run_script_` processes.
     pub sandbox: SandboxConfig,
