@@ -52,7 +52,7 @@ impl Drop for RunGuard {
 }
 
 impl RunTracker {
-    /// Counts a run in flight until the guard is dropped (unaddressable: no id is registered).
+    /// Counts a run in flight until the guard is dropped; no id is registered (see [`Self::enter_run`]).
     pub fn enter(self: &Arc<Self>) -> RunGuard {
         self.active.fetch_add(1, Ordering::SeqCst);
         metrics::gauge!(RUNS_ACTIVE).increment(1.0);

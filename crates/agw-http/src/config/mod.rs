@@ -5,8 +5,8 @@
 //! `--help` text and validation all read that table, so a setting cannot exist in one place and
 //! not the others. Each concern loads into its own typed section (one small module each).
 //!
-//! Typos are caught ([`unknown`]): a file key that names no setting refuses startup, an
-//! `AGENT_*` / `AGW_*` / `MEMORY_*` variable that names none is a [`ConfigWarning`].
+//! Typos are caught (each reported as an [`UnknownName`]): a file key that names no setting
+//! refuses startup, an `AGENT_*` / `AGW_*` / `MEMORY_*` variable that names none is a [`ConfigWarning`].
 
 mod auth;
 mod cors;
@@ -134,19 +134,19 @@ pub struct Settings {
     pub server: ServerSettings,
     /// `agent.auth.*`: key sources, validated; [`AuthSettings::enforced`] says whether auth is on.
     pub auth: AuthSettings,
-    /// `agw.cors.*`: which browser origins may call the API.
+    /// `agent.cors.*`: which browser origins may call the API.
     pub cors: CorsConfig,
-    /// Directories of agents, tools, viewports and skills (`None`: the bundled set).
+    /// Catalog directories (agents, tools, viewports, skills), their rescans, and the data directory.
     pub resources: ResourceSettings,
-    /// Settings of the built-in tools.
+    /// `agent.tools.*` and `agw.tools.*`: limits and settings of the built-in tools.
     pub tools: ToolSettings,
-    /// Where chat history is stored.
+    /// `memory.chat.*`: whether and where chat history is kept.
     pub memory: MemorySettings,
-    /// The model providers, in file order; empty when none is configured.
+    /// `agent.providers.<key>.*`: the model providers, by key; empty when none is configured.
     pub providers: Vec<ProviderConfig>,
-    /// What is logged besides the default.
+    /// `agent.llm.interaction-log.*`: whether provider traffic is logged, and masked.
     pub logging: LoggingSettings,
-    /// The offline demo model.
+    /// `agw.demo.*`: the offline demo model.
     pub demo: DemoSettings,
     /// `agent.chat-event-callback.*`: the signed POST at each run's first content delta.
     pub webhook: WebhookConfig,

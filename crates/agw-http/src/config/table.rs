@@ -26,7 +26,8 @@ macro_rules! settings {
         ignored { $($iname:ident: $iproperty:literal = $idefault:expr, $ihelp:literal;)* }
     ) => {
         $(
-            #[doc = concat!("`", $property, "`: ", $help)]
+            // The help is `--help` text, not Markdown (`<chatId>`, `[::1]`): shown verbatim.
+            #[doc = concat!("`", $property, "` (`", stringify!($name), "`):\n\n```text\n", $help, "\n```")]
             pub const $name: SettingSpec = SettingSpec {
                 property: $property,
                 env: stringify!($name),
@@ -36,7 +37,7 @@ macro_rules! settings {
             };
         )*
         $(
-            #[doc = concat!("`", $iproperty, "` (no effect): ", $ihelp)]
+            #[doc = concat!("`", $iproperty, "` (`", stringify!($iname), "`), no effect:\n\n```text\n", $ihelp, "\n```")]
             pub const $iname: SettingSpec = SettingSpec {
                 property: $iproperty,
                 env: stringify!($iname),

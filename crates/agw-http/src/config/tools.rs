@@ -35,7 +35,7 @@ pub struct ToolSettings {
 /// `agent.tools.bash.*`, as configured (the tool applies its defaults to empty lists).
 #[derive(Debug, Clone)]
 pub struct BashSettings {
-    /// The first allowed root and the directory commands run in; `None`: `bash-workspace`.
+    /// The first allowed root and the directory commands run in (default `bash-workspace`).
     pub working_directory: Option<PathBuf>,
     /// Further roots `_bash_` may touch.
     pub allowed_paths: Vec<String>,
