@@ -37,6 +37,7 @@ impl BodyError {
 /// the door, so agw's routes run under hyper directly or inside another framework.
 pub type RequestBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BodyError>;
 
+/// A response body of one chunk.
 pub fn full(bytes: impl Into<Bytes>) -> BoxBody {
     Full::new(bytes.into()).boxed_unsync()
 }
@@ -53,6 +54,7 @@ pub struct SseBody {
 }
 
 impl SseBody {
+    /// A body reading `rx` until the run task drops its sender; `heartbeat_every` zero sends no heartbeats.
     pub fn new(rx: mpsc::Receiver<Bytes>, heartbeat_every: Duration) -> Self {
         let heartbeat = (!heartbeat_every.is_zero()).then(|| {
             let mut iv = tokio::time::interval_at(Instant::now() + heartbeat_every, heartbeat_every);

@@ -9,15 +9,20 @@ use crate::config::Settings;
 /// How bad a finding is: errors make `agw check` exit non-zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Severity {
+    /// Probably a mistake; the configuration still serves.
     Warning,
+    /// The server would refuse to start, or the file would be skipped.
     Error,
 }
 
 /// One finding, with the file (or setting) it is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
+    /// How bad it is.
     pub severity: Severity,
+    /// The file (or setting) the finding is about.
     pub file: String,
+    /// What is wrong, in one line.
     pub message: String,
 }
 

@@ -26,8 +26,11 @@ pub struct CorsConfig {
     pub allowed_methods: Vec<String>,
     /// Request headers a preflight may ask for (`*` = any; the requested ones are echoed).
     pub allowed_headers: Vec<String>,
+    /// Response headers a browser script may read (`Access-Control-Expose-Headers`); empty: none named.
     pub exposed_headers: Vec<String>,
+    /// Send `Access-Control-Allow-Credentials: true` (cookies and auth headers may be sent cross-origin).
     pub allow_credentials: bool,
+    /// How long a browser may cache a preflight answer, in seconds.
     pub max_age_seconds: u64,
 }
 
@@ -64,6 +67,7 @@ pub enum Cors {
 const VARY_PREFLIGHT: &str = "Origin, Access-Control-Request-Method, Access-Control-Request-Headers";
 
 impl CorsConfig {
+    /// Decides a request by its `Origin`, path and method: same-origin and origin-less requests pass untouched.
     pub fn check<B>(&self, req: &Request<B>) -> Cors {
         let Some(origin) = req.headers().get(header::ORIGIN) else { return Cors::Skip };
         if !path_matches(&self.path_pattern, req.uri().path()) {
@@ -136,6 +140,7 @@ impl CorsConfig {
         Cors::Respond(resp)
     }
 
+    /// Whether `origin` matches one of [`Self::allowed_origin_patterns`] (a trailing `/` is ignored).
     pub fn origin_allowed(&self, origin: &str) -> bool {
         let origin = origin.trim().trim_end_matches('/');
         self.allowed_origin_patterns.iter().any(|p| origin_matches(p.trim().trim_end_matches('/'), origin))

@@ -10,11 +10,14 @@ use crate::body::{BoxBody, full};
 /// A request that cannot be served: the status and the message for `msg`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
+    /// The HTTP status, also sent as the envelope's `code`.
     pub status: StatusCode,
+    /// The human-readable reason, sent as `msg`.
     pub msg: String,
 }
 
 impl ApiError {
+    /// 400: the request is malformed; `msg` names the problem (often the field).
     pub fn bad_request(msg: impl Into<String>) -> Self {
         Self { status: StatusCode::BAD_REQUEST, msg: msg.into() }
     }
@@ -22,9 +25,11 @@ impl ApiError {
     pub fn forbidden(msg: impl Into<String>) -> Self {
         Self { status: StatusCode::FORBIDDEN, msg: format!("forbidden: {}", msg.into()) }
     }
+    /// 404: `msg` says what was not found.
     pub fn not_found(msg: impl Into<String>) -> Self {
         Self { status: StatusCode::NOT_FOUND, msg: msg.into() }
     }
+    /// 413: the body exceeded `limit` bytes.
     pub fn payload_too_large(limit: usize) -> Self {
         Self { status: StatusCode::PAYLOAD_TOO_LARGE, msg: format!("request body larger than {limit} bytes") }
     }
@@ -36,13 +41,16 @@ impl ApiError {
         }
     }
 
+    /// 405 on a known path.
     pub fn method_not_allowed() -> Self {
         Self { status: StatusCode::METHOD_NOT_ALLOWED, msg: "method not allowed".into() }
     }
+    /// 500 with a fixed message: the details go to the log, never to the client.
     pub fn internal() -> Self {
         Self { status: StatusCode::INTERNAL_SERVER_ERROR, msg: "Internal server error".into() }
     }
 
+    /// The envelope `{"code":<status>,"msg":<msg>,"data":{}}` with that status.
     pub fn into_response(self) -> Response<BoxBody> {
         let body = json!({ "code": self.status.as_u16(), "msg": self.msg, "data": {} });
         json_response(self.status, &body)
@@ -60,6 +68,7 @@ pub fn success<T: Serialize>(data: &T) -> Response<BoxBody> {
     json_response(StatusCode::OK, &Envelope { code: 0, msg: "success", data })
 }
 
+/// `value` as a JSON body with `status`; 500 with the error envelope if it cannot be serialised.
 pub fn json_response<T: Serialize>(status: StatusCode, value: &T) -> Response<BoxBody> {
     let (status, bytes) = match serde_json::to_vec(value) {
         Ok(v) => (status, Bytes::from(v)),

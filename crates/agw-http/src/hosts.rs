@@ -23,6 +23,7 @@ const LOOPBACK_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
 /// Which `Host` values are served.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AllowedHosts {
+    /// Every host (`*` configured, or listening on a non-loopback address with nothing configured).
     Any,
     /// The loopback names plus these.
     Only(Vec<HostPattern>),

@@ -8,8 +8,11 @@ use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+/// Gauge: runs currently streaming.
 pub const RUNS_ACTIVE: &str = "agw_runs_active";
+/// Counter: finished runs, labelled by `outcome` (completed, failed, disconnected) and error `code`.
 pub const RUNS_TOTAL: &str = "agw_runs_total";
+/// Counter: SSE events written to clients.
 pub const EVENTS_STREAMED: &str = "agw_events_streamed_total";
 /// Recorded by agw-llm.
 pub const PROVIDER_FIRST_TOKEN: &str = "agw_provider_first_token_seconds";

@@ -29,8 +29,11 @@ use crate::state::AppState;
 /// Which registry a directory feeds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Catalog {
+    /// Agent definition files.
     Agents,
+    /// Tool definition files.
     Tools,
+    /// Viewport files.
     Viewports,
     /// `skills/<id>/SKILL.md` (+ scripts): watched recursively.
     Skills,
@@ -39,7 +42,9 @@ pub enum Catalog {
 /// One watched directory.
 #[derive(Debug, Clone)]
 pub struct WatchedDir {
+    /// The registry it feeds.
     pub catalog: Catalog,
+    /// The directory watched (not recursively, except for skills).
     pub dir: PathBuf,
     /// Period of the safety-net rescan.
     pub rescan_every: Duration,
@@ -147,6 +152,7 @@ pub struct Reloader {
 }
 
 impl Reloader {
+    /// A reloader of `dirs` into `state`; nothing is read until the first reload.
     pub fn new(state: AppState, dirs: Vec<WatchedDir>) -> Arc<Self> {
         Arc::new(Self { state, dirs, last_good: Mutex::new(BTreeMap::new()) })
     }

@@ -52,6 +52,7 @@ impl Drop for RunGuard {
 }
 
 impl RunTracker {
+    /// Counts a run in flight until the guard is dropped; no id is registered (see [`Self::enter_run`]).
     pub fn enter(self: &Arc<Self>) -> RunGuard {
         self.active.fetch_add(1, Ordering::SeqCst);
         metrics::gauge!(RUNS_ACTIVE).increment(1.0);
@@ -73,6 +74,7 @@ impl RunTracker {
         self.owners.lock().unwrap_or_else(PoisonError::into_inner).get(run_id.trim()).cloned()
     }
 
+    /// Runs in flight now.
     pub fn active(&self) -> usize {
         self.active.load(Ordering::SeqCst)
     }

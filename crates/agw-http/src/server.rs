@@ -31,6 +31,7 @@ impl Server {
         Ok(Self { listener, state })
     }
 
+    /// The bound address (the real port when port 0 was configured).
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.listener.local_addr()
     }

@@ -16,8 +16,11 @@ use agw_protocol::{AgentDelta, Assembler, ErrorCode, Event, RunErrorInfo, sse};
 
 /// Where a run's history goes.
 pub struct Persistence {
+    /// The chat store the steps are appended to.
     pub store: Arc<ChatStore>,
+    /// The chat (canonical id) the run belongs to.
     pub chat_id: String,
+    /// Turns the run's events into history lines at stage boundaries.
     pub recorder: Recorder,
 }
 
@@ -32,6 +35,7 @@ pub struct SseSink {
 }
 
 impl SseSink {
+    /// A sink with no webhook; `persistence` `None`: the run is not recorded (memory disabled).
     pub fn new(assembler: Assembler, tx: mpsc::Sender<Bytes>, persistence: Option<Persistence>) -> Self {
         Self { assembler, tx, events: Vec::with_capacity(4), persistence, webhook: None }
     }
@@ -83,6 +87,7 @@ impl SseSink {
         self.tx.clone()
     }
 
+    /// Whether the run's final event has been emitted: nothing more may follow.
     pub fn is_finished(&self) -> bool {
         self.assembler.is_finished()
     }

@@ -20,20 +20,28 @@ use crate::webhook::Webhook;
 /// What every request handler can reach. Cheap to clone.
 #[derive(Clone)]
 pub struct AppState {
+    /// The shared state; reached through `Deref`.
     pub inner: Arc<Inner>,
 }
 
+/// The state itself: settings, swappable registries, and the services runs share.
 pub struct Inner {
+    /// Settings as loaded at startup; reloads swap registries, never these.
     pub settings: Settings,
     /// Catalogs are swapped atomically on reload; a run holds the snapshots it started with. The
     /// agent catalog is shared with `agent_file_create`, which must know every loaded key.
     pub agents: Arc<ArcSwap<AgentCatalog>>,
+    /// Tool registry (built-ins plus definition files), swapped on reload.
     pub tools: ArcSwap<ToolRegistry>,
+    /// Viewport registry, swapped on reload.
     pub viewports: ArcSwap<ViewportRegistry>,
+    /// Skill catalog, swapped on reload.
     pub skills: ArcSwap<SkillRegistry>,
+    /// Model providers by key; fixed for the life of the process.
     pub providers: Arc<ProviderRegistry>,
     /// Frontend tools waiting for `POST /api/ap/submit`, across all runs.
     pub submits: Arc<FrontendSubmits>,
+    /// Chat history and the chat index on disk.
     pub chats: Arc<ChatStore>,
     /// Bearer-token verification; `None` when auth is not enforced.
     pub auth: Option<Authenticator>,
@@ -45,14 +53,20 @@ pub struct Inner {
 
 /// The registries a server starts with.
 pub struct Catalogs {
+    /// The agent catalog, in the `ArcSwap` that `agent_file_create` also reads.
     pub agents: Arc<ArcSwap<AgentCatalog>>,
+    /// Tool registry, built-ins included.
     pub tools: ToolRegistry,
+    /// Viewport registry.
     pub viewports: ViewportRegistry,
+    /// Skill catalog.
     pub skills: SkillRegistry,
+    /// Model providers by key, the demo model included when enabled.
     pub providers: ProviderRegistry,
 }
 
 impl AppState {
+    /// Wires the catalogs with the stores, auth and webhook that `settings` describe.
     pub fn new(settings: Settings, catalogs: Catalogs) -> Self {
         let chats = Arc::new(ChatStore::new(settings.memory.chat.clone()));
         Self {

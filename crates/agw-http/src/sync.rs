@@ -11,7 +11,9 @@ use std::path::Path;
 /// What a sync did in one directory.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct SyncReport {
+    /// Relative paths written because they were missing.
     pub written: Vec<String>,
+    /// Relative paths left alone because a file was already there.
     pub kept: Vec<String>,
 }
 

@@ -13,10 +13,15 @@ use sha2::Sha256;
 /// Webhook settings (`agent.chat-event-callback.*`).
 #[derive(Debug, Clone)]
 pub struct WebhookConfig {
+    /// `agent.chat-event-callback.enabled`; calls also need a URL and a secret ([`WebhookConfig::active`]).
     pub enabled: bool,
+    /// Where the event is POSTed.
     pub url: String,
+    /// HMAC-SHA256 key of the `X-AGENT-Signature` header.
     pub secret: String,
+    /// Connect timeout (at least 100 ms is used).
     pub connect_timeout: Duration,
+    /// Whole-request timeout (at least 200 ms is used).
     pub request_timeout: Duration,
 }
 
@@ -120,6 +125,7 @@ pub struct RunTrigger {
 }
 
 impl RunTrigger {
+    /// A trigger for one run that has not fired yet.
     pub fn new(webhook: Webhook, chat_id: String, run_id: String, chat_name: String) -> Self {
         Self { webhook, chat_id, run_id, chat_name, fired: false }
     }

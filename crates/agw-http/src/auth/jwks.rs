@@ -20,7 +20,9 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Where the set comes from.
 #[derive(Debug, Clone)]
 pub enum JwksSource {
+    /// An `http:` or `https:` URL, fetched and cached.
     Http(reqwest::Url),
+    /// A `file:` URL, read from disk.
     File(PathBuf),
 }
 

@@ -15,6 +15,7 @@ pub struct LocalPublicKey {
 /// Why a configured local key cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyProblem {
+    /// The configured text is empty or whitespace.
     Blank,
     /// Not a PEM SubjectPublicKeyInfo RSA key; the text says what is wrong (never the key itself).
     Invalid(&'static str),
@@ -48,10 +49,12 @@ impl LocalPublicKey {
         Ok(Self { key, bits })
     }
 
+    /// The key in the form `jsonwebtoken` verifies with.
     pub fn decoding_key(&self) -> &DecodingKey {
         &self.key
     }
 
+    /// Modulus size, in bits (at least 2048).
     pub fn bits(&self) -> usize {
         self.bits
     }

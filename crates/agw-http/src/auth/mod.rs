@@ -43,7 +43,9 @@ pub const LEEWAY_SECS: u64 = 5;
 pub struct AuthSettings {
     /// `agent.auth.enabled`: `Some(false)` only when explicitly disabled.
     pub enabled: Option<bool>,
+    /// `agent.auth.local-public-key`: a fixed RSA key tokens may be signed with.
     pub local_public_key: Option<LocalPublicKey>,
+    /// `agent.auth.jwks-uri` and its companions: a key set tokens may be signed with.
     pub jwks: Option<JwksSettings>,
     /// Least time between two JWKS fetches (`agw.auth.jwks-refetch-interval`).
     pub jwks_refetch_interval: Duration,
@@ -92,12 +94,16 @@ fn claim<'a>(claims: &'a Value, name: &str) -> Option<&'a Value> {
 /// `agent.auth.jwks-uri`, `issuer` and `jwks-cache-seconds`, which only exist together.
 #[derive(Debug, Clone)]
 pub struct JwksSettings {
+    /// Where the key set is fetched or read from.
     pub source: JwksSource,
+    /// The required `iss` of every token.
     pub issuer: String,
+    /// How long a fetched set is kept, in seconds; raised to [`MIN_JWKS_CACHE`] when lower.
     pub cache_seconds: u64,
 }
 
 impl AuthSettings {
+    /// Whether any key is configured to verify tokens with (a local key, a JWKS, or both).
     pub fn has_key_source(&self) -> bool {
         self.local_public_key.is_some() || self.jwks.is_some()
     }
@@ -133,6 +139,7 @@ pub fn protects(method: &Method, path: &str) -> bool {
 /// The verified caller, attached to the request's extensions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
+    /// The token's `sub`, never blank.
     pub subject: String,
     /// From `agw.auth.tenant-claim`, when configured.
     pub tenant: Option<String>,
@@ -163,34 +170,49 @@ pub fn may_access(principal: Option<&Principal>, owner: Option<&Owner>) -> bool 
 /// Why a request was not authenticated. The `Display` text is the reason in the 401 `msg`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
+    /// No `Authorization` header, or `Bearer` with no token after it.
     #[error("missing bearer token")]
     MissingToken,
+    /// An `Authorization` header whose scheme is not `Bearer`.
     #[error("authorization scheme must be Bearer")]
     WrongScheme,
+    /// Not three base64url parts with a JSON header naming `alg`, or a header value that is not text.
     #[error("malformed token")]
     Malformed,
+    /// The `Authorization` header exceeds the limit, in bytes.
     #[error("authorization header longer than {0} bytes")]
     TooLarge(usize),
+    /// The `alg` is not one agw verifies (the name, when the header gives one).
     #[error("unsupported algorithm{}", .0.as_ref().map(|a| format!(" {a}")).unwrap_or_default())]
     UnsupportedAlgorithm(Option<String>),
+    /// The token header has `crit`: agw understands no extensions, so it may not ignore them (RFC 7515).
     #[error("unsupported critical header")]
     UnsupportedCritical,
+    /// No configured key verifies the signature.
     #[error("invalid signature")]
     InvalidSignature,
+    /// No key was tried: no local key, and the JWKS offered none (unreachable, or no key for the `kid`).
     #[error("no signing key available")]
     NoKeys,
+    /// `exp` is past, beyond [`LEEWAY_SECS`].
     #[error("token expired")]
     Expired,
+    /// `nbf` is in the future, beyond [`LEEWAY_SECS`].
     #[error("token not yet valid")]
     NotYetValid,
+    /// `iss` differs from the configured issuer.
     #[error("invalid issuer")]
     InvalidIssuer,
+    /// A required claim (named) is absent.
     #[error("missing {0} claim")]
     MissingClaim(&'static str),
+    /// A claim (named) has the wrong type or format.
     #[error("invalid {0} claim")]
     InvalidClaim(&'static str),
+    /// `agw.auth.tenant-claim` is configured but the token lacks it.
     #[error("missing tenant claim")]
     MissingTenant,
+    /// The tenant claim is neither a non-blank string nor a number.
     #[error("invalid tenant claim")]
     InvalidTenant,
 }

@@ -6,10 +6,12 @@ use super::source::Source;
 use super::table::{AGW_DEMO_CHUNK_DELAY_MS, AGW_DEMO_ENABLED};
 use super::{ConfigError, value};
 
+/// `agw.demo.*`: the offline demo model.
 #[derive(Debug, Clone)]
 pub struct DemoSettings {
     /// Register the demo model as provider `demo` (a configured real `demo` provider wins).
     pub enabled: bool,
+    /// Pause between two chunks the demo model streams (zero: as fast as possible).
     pub chunk_delay: Duration,
 }
 

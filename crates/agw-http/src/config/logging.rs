@@ -5,6 +5,7 @@ use super::source::Source;
 use super::table::{AGENT_LLM_INTERACTION_LOG_ENABLED, AGENT_LLM_INTERACTION_LOG_MASK_SENSITIVE};
 use super::{ConfigError, value};
 
+/// `agent.llm.interaction-log.*`: the provider interaction log.
 #[derive(Debug, Clone)]
 pub struct LoggingSettings {
     /// Log every LLM request, delta and response at debug level (target `agw::llm`).

@@ -6,10 +6,12 @@ use super::source::Source;
 use super::table::{AGW_MEMORY_ENABLED, MEMORY_CHAT_ACTION_TOOLS, MEMORY_CHAT_DIR, MEMORY_CHAT_FSYNC, MEMORY_CHAT_K};
 use super::{ConfigError, value};
 
+/// `memory.chat.*` and `agw.memory.enabled`: chat history on disk.
 #[derive(Debug, Clone)]
 pub struct MemorySettings {
     /// false runs every query without chat memory (stateless gateway).
     pub enabled: bool,
+    /// Directory, history window, fsync policy and action tools of the chat store.
     pub chat: MemoryConfig,
 }
 

@@ -5,8 +5,8 @@
 //! `--help` text and validation all read that table, so a setting cannot exist in one place and
 //! not the others. Each concern loads into its own typed section (one small module each).
 //!
-//! Typos are caught ([`unknown`]): a file key that names no setting refuses startup, an
-//! `AGENT_*` / `AGW_*` / `MEMORY_*` variable that names none is a [`ConfigWarning`].
+//! Typos are caught (each reported as an [`UnknownName`]): a file key that names no setting
+//! refuses startup, an `AGENT_*` / `AGW_*` / `MEMORY_*` variable that names none is a [`ConfigWarning`].
 
 mod auth;
 mod cors;
@@ -48,20 +48,54 @@ use source::Source;
 /// A configuration problem, always naming the setting.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The config file could not be read.
     #[error("cannot read config file {path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        /// The file, as given.
+        path: String,
+        /// Why reading failed.
+        source: std::io::Error,
+    },
+    /// The config file is not TOML.
     #[error("config file {path} is not valid TOML: {message}")]
-    Toml { path: String, message: String },
+    Toml {
+        /// The file, as given.
+        path: String,
+        /// The parser's description, with the position.
+        message: String,
+    },
+    /// One setting has a value it cannot take.
     #[error("setting {property} ({env}): {message}")]
-    Invalid { property: &'static str, env: &'static str, message: String },
+    Invalid {
+        /// The setting's dotted name in the config file.
+        property: &'static str,
+        /// The environment variable that also sets it.
+        env: &'static str,
+        /// What is wrong with the value.
+        message: String,
+    },
+    /// A `providers` entry is incomplete or contradictory.
     #[error("provider {key}: {message}")]
-    Provider { key: String, message: String },
+    Provider {
+        /// The provider's key.
+        key: String,
+        /// What is wrong with the entry.
+        message: String,
+    },
     /// An `agent.auth.*` problem; the message names the settings involved (http-api.md §9).
     #[error("{message}")]
-    Auth { message: String },
+    Auth {
+        /// The whole text shown, naming the settings.
+        message: String,
+    },
     /// Keys of the config file that name no setting (one line each).
     #[error("{}", unknown_keys(path, keys))]
-    UnknownKeys { path: String, keys: Vec<UnknownName> },
+    UnknownKeys {
+        /// The config file.
+        path: String,
+        /// Every unknown key, each with its nearest setting when one is close.
+        keys: Vec<UnknownName>,
+    },
 }
 
 fn unknown_keys(path: &str, keys: &[UnknownName]) -> String {
@@ -96,18 +130,27 @@ impl std::fmt::Display for ConfigWarning {
 /// Typed settings of the server, one section per concern.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    /// `server.*`: listening address, limits, timeouts.
     pub server: ServerSettings,
     /// `agent.auth.*`: key sources, validated; [`AuthSettings::enforced`] says whether auth is on.
     pub auth: AuthSettings,
+    /// `agent.cors.*`: which browser origins may call the API.
     pub cors: CorsConfig,
+    /// Catalog directories (agents, tools, viewports, skills), their rescans, and the data directory.
     pub resources: ResourceSettings,
+    /// `agent.tools.*` and `agw.tools.*`: limits and settings of the built-in tools.
     pub tools: ToolSettings,
+    /// `memory.chat.*`: whether and where chat history is kept.
     pub memory: MemorySettings,
+    /// `agent.providers.<key>.*`: the model providers, by key; empty when none is configured.
     pub providers: Vec<ProviderConfig>,
     /// `agw.provider.*`: caps on what one provider response may make agw hold.
     pub provider_limits: agw_llm::ResponseLimits,
+    /// `agent.llm.interaction-log.*`: whether provider traffic is logged, and masked.
     pub logging: LoggingSettings,
+    /// `agw.demo.*`: the offline demo model.
     pub demo: DemoSettings,
+    /// `agent.chat-event-callback.*`: the signed POST at each run's first content delta.
     pub webhook: WebhookConfig,
     /// `agw.sandbox.*`: confinement of `_bash_` and `_skill_run_script_` processes.
     pub sandbox: SandboxConfig,

@@ -11,10 +11,14 @@ use super::table::{
 };
 use super::{ConfigError, value};
 
+/// Where the catalogs are loaded from, how often they are rescanned, and the data directory.
 #[derive(Debug, Clone)]
 pub struct ResourceSettings {
+    /// `agent.catalog.*`: agent definition files.
     pub agents: CatalogDir,
+    /// `agent.capability.*`: tool definition files.
     pub tools: CatalogDir,
+    /// `agent.viewport.*`: viewport files.
     pub viewports: CatalogDir,
     /// Also the root `_skill_run_script_` runs scripts from.
     pub skills: CatalogDir,

@@ -13,12 +13,16 @@ use super::{ConfigError, value};
 use crate::auth::AuthSettings;
 use crate::hosts::AllowedHosts;
 
+/// `server.*` and `agw.sse.*`: where the server listens and how it treats clients.
 #[derive(Debug, Clone)]
 pub struct ServerSettings {
+    /// TCP port listened on (`server.port`).
     pub port: u16,
+    /// `server.address`; defaults to 0.0.0.0 when auth is enforced, else loopback.
     pub address: IpAddr,
     /// `Host` / `:authority` values served; others get 403 (DNS rebinding).
     pub allowed_hosts: AllowedHosts,
+    /// Largest request body accepted, in bytes; larger ones get 413 before being read.
     pub max_request_bytes: usize,
     /// On SIGTERM/SIGINT, how long in-flight runs may finish.
     pub shutdown_grace: Duration,

@@ -10,8 +10,11 @@
 pub struct SettingSpec {
     /// Dotted property path; in TOML the last segment is the key of the table named by the rest.
     pub property: &'static str,
+    /// The environment variable that also sets it (and wins over the file).
     pub env: &'static str,
+    /// The value when unset, as written in the file; `None`: no default (unset means off or derived).
     pub default: Option<&'static str>,
+    /// One line for `agw serve --help`.
     pub help: &'static str,
     /// Accepted because the contract (`config.md`) names it, but agw does nothing with it.
     pub ignored: bool,
@@ -23,7 +26,8 @@ macro_rules! settings {
         ignored { $($iname:ident: $iproperty:literal = $idefault:expr, $ihelp:literal;)* }
     ) => {
         $(
-            #[doc = concat!("`", $property, "`: ", $help)]
+            // The help is `--help` text, not Markdown (`<chatId>`, `[::1]`): shown verbatim.
+            #[doc = concat!("`", $property, "` (`", stringify!($name), "`):\n\n```text\n", $help, "\n```")]
             pub const $name: SettingSpec = SettingSpec {
                 property: $property,
                 env: stringify!($name),
@@ -33,7 +37,7 @@ macro_rules! settings {
             };
         )*
         $(
-            #[doc = concat!("`", $iproperty, "` (no effect): ", $ihelp)]
+            #[doc = concat!("`", $iproperty, "` (`", stringify!($iname), "`), no effect:\n\n```text\n", $ihelp, "\n```")]
             pub const $iname: SettingSpec = SettingSpec {
                 property: $iproperty,
                 env: stringify!($iname),
@@ -208,7 +212,9 @@ settings! {
 /// One field of a provider: `[agent.providers.<key>] <key>` or `AGENT_PROVIDERS_<KEY><env_suffix>`.
 #[derive(Debug, Clone, Copy)]
 pub struct ProviderField {
+    /// The key in the provider's table.
     pub key: &'static str,
+    /// Appended to `AGENT_PROVIDERS_<KEY>` to form the variable.
     pub env_suffix: &'static str,
 }
 
@@ -217,6 +223,7 @@ pub const PROVIDERS_TABLE: &str = "agent.providers";
 /// Environment prefix of provider settings; the key (upper-cased) follows.
 pub const PROVIDERS_ENV: &str = "AGENT_PROVIDERS_";
 
+/// Every field a provider entry may set.
 pub const PROVIDER_FIELDS: &[ProviderField] = &[
     ProviderField { key: "base-url", env_suffix: "_BASE_URL" },
     ProviderField { key: "api-key", env_suffix: "_API_KEY" },

@@ -13,12 +13,14 @@ use super::table::{
 };
 use super::{ConfigError, value};
 
+/// `agent.tools.*` and `agw.tools.*`: settings of the built-in tools.
 #[derive(Debug, Clone)]
 pub struct ToolSettings {
     /// How long a frontend tool waits for its submit (at least 1 ms, config.md §4).
     pub frontend_submit_timeout: Duration,
     /// Tool results longer than this are cut on a UTF-8 boundary.
     pub max_output_bytes: usize,
+    /// `agent.tools.bash.*`: what `_bash_` may run and touch.
     pub bash: BashSettings,
     /// The system prompt `agent_file_create` writes when none is given; `None`: its default.
     pub agent_file_default_prompt: Option<String>,
@@ -33,9 +35,13 @@ pub struct ToolSettings {
 /// `agent.tools.bash.*`, as configured (the tool applies its defaults to empty lists).
 #[derive(Debug, Clone)]
 pub struct BashSettings {
+    /// The first allowed root and the directory commands run in (default `bash-workspace`).
     pub working_directory: Option<PathBuf>,
+    /// Further roots `_bash_` may touch.
     pub allowed_paths: Vec<String>,
+    /// Commands `_bash_` may run; empty: the tool's default list.
     pub allowed_commands: Vec<String>,
+    /// Commands whose path arguments must stay inside the roots; empty: the tool's default list.
     pub path_checked_commands: Vec<String>,
 }
 

@@ -12,6 +12,7 @@ use super::table::{
 pub struct UnknownName {
     /// The full dotted path of a file key, or the variable's name.
     pub name: String,
+    /// The closest known name, when one is near enough to be a likely typo.
     pub suggestion: Option<String>,
 }
 

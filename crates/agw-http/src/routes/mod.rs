@@ -21,6 +21,7 @@ use crate::cors::{self, Cors};
 use crate::envelope::ApiError;
 use crate::state::AppState;
 
+/// What a route handler produces: a response, or an error rendered as the envelope.
 pub type HandlerResult = Result<Response<BoxBody>, ApiError>;
 
 const ROUTES: [&str; 10] = [
