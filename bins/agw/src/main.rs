@@ -31,8 +31,13 @@ enum Command {
         /// Port to listen on (overrides SERVER_PORT and the config file).
         #[arg(long)]
         port: Option<u16>,
-        /// TOML config file; tables mirror the property names below, e.g. [server] port = 8080.
-        #[arg(long, env = "AGW_CONFIG")]
+        /// The TOML config file (see `--help` for its layout).
+        // The help text is given explicitly: as a doc comment, `[server]` would be a broken link.
+        #[arg(
+            long,
+            env = "AGW_CONFIG",
+            help = "TOML config file; tables mirror the property names below, e.g. [server] port = 8080."
+        )]
         config: Option<PathBuf>,
     },
     /// Validate a configuration and the agent, tool, skill and viewport directories; print every

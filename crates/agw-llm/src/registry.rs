@@ -14,7 +14,7 @@ pub enum ProviderProtocol {
     /// OpenAI-style streaming chat completions (`POST <base>/v1/chat/completions`); the default.
     #[default]
     OpenAiCompatible,
-    /// Anthropic Messages API ([`AnthropicProvider`]).
+    /// Anthropic Messages API ([`AnthropicProvider`](crate::AnthropicProvider)).
     Anthropic,
 }
 
