@@ -6,6 +6,35 @@
 //! system-prompt assembly, budgets), emitting semantic [`agw_protocol::AgentDelta`]s into a
 //! [`runtime::DeltaSink`].
 //!
+//! ```
+//! use agw_modes::definition::{AgentDefinition, AgentMode};
+//!
+//! // An agent file as an operator writes it: comments and `"""` prompts are allowed.
+//! let agent = AgentDefinition::from_json(
+//!     "ops.json",
+//!     r#"{
+//!       // Looks things up before answering.
+//!       "key": "ops",
+//!       "mode": "REACT",
+//!       "modelConfig": { "providerKey": "lab", "model": "deepseek-chat" },
+//!       "toolConfig": { "backends": ["city_datetime"] },
+//!       "react": { "maxSteps": 4, "systemPrompt": """
+//!           Use tools for facts.
+//!       """ }
+//!     }"#,
+//! )
+//! .expect("a valid agent");
+//! assert_eq!(agent.key, "ops");
+//! assert_eq!(agent.mode_kind(), AgentMode::React);
+//!
+//! // Legacy fields are errors that name the field (the catalog adds the file).
+//! let error = AgentDefinition::from_json("bad.json", r#"{"key":"x","mode":"REACT","tools":[]}"#).unwrap_err();
+//! assert!(error.to_string().contains("tools"), "{error}");
+//! ```
+//!
+//! Running one: [`runtime::execute`] with a [`runtime::RunContext`] and any [`runtime::DeltaSink`]
+//! (see `examples/react_tool.rs`).
+//!
 //! Must never: know about HTTP, SSE framing or event numbering (the sink's assembler owns those),
 //! or speak a provider wire format (agw-llm does). A broken agent file must never stop the others
 //! from loading, and parsing must never panic on any input.
