@@ -167,13 +167,7 @@ impl ProviderRegistry {
                 continue;
             }
             let model = config.model.trim();
-            let built: Result<Arc<dyn ChatProvider>, LlmError> = match config.protocol {
-                ProviderProtocol::OpenAiCompatible => {
-                    open_openai(&key, &config.base_url, &config.api_key, model, limits)
-                }
-                ProviderProtocol::Anthropic => open_anthropic(&key, &config.base_url, &config.api_key, model, limits),
-            };
-            let provider = match built {
+            let provider = match open_provider(&config, &key, model, limits) {
                 Ok(provider) => provider,
                 Err(error) => {
                     tracing::warn!(provider = %key, "ignoring provider: {error}");
@@ -209,38 +203,34 @@ impl ProviderRegistry {
     }
 }
 
-#[cfg(feature = "openai")]
-fn open_openai(
+/// Builds the provider `config` names, with `limits` on its responses. A protocol whose feature
+/// was compiled out is an error, never a fallback.
+fn open_provider(
+    config: &ProviderConfig,
     key: &str,
-    base_url: &str,
-    api_key: &str,
     model: &str,
     limits: ResponseLimits,
 ) -> Result<Arc<dyn ChatProvider>, LlmError> {
-    crate::openai::OpenAiCompatibleProvider::new(key, base_url, api_key, model)
-        .map(|p| Arc::new(p.with_limits(limits)) as _)
-}
-
-#[cfg(not(feature = "openai"))]
-fn open_openai(key: &str, _: &str, _: &str, _: &str, _: ResponseLimits) -> Result<Arc<dyn ChatProvider>, LlmError> {
-    Err(missing_feature(key, "OPENAI_COMPATIBLE", "openai"))
-}
-
-#[cfg(feature = "anthropic")]
-fn open_anthropic(
-    key: &str,
-    base_url: &str,
-    api_key: &str,
-    model: &str,
-    limits: ResponseLimits,
-) -> Result<Arc<dyn ChatProvider>, LlmError> {
-    crate::anthropic::AnthropicProvider::new(key, base_url, api_key, model)
-        .map(|p| Arc::new(p.with_limits(limits)) as _)
-}
-
-#[cfg(not(feature = "anthropic"))]
-fn open_anthropic(key: &str, _: &str, _: &str, _: &str, _: ResponseLimits) -> Result<Arc<dyn ChatProvider>, LlmError> {
-    Err(missing_feature(key, "ANTHROPIC", "anthropic"))
+    let (url, api_key) = (config.base_url.as_str(), config.api_key.as_str());
+    // Built without any provider feature, nothing below reads these.
+    #[cfg(not(any(feature = "openai", feature = "anthropic")))]
+    let _ = (url, api_key, model, limits);
+    match config.protocol {
+        ProviderProtocol::OpenAiCompatible => {
+            #[cfg(feature = "openai")]
+            return crate::openai::OpenAiCompatibleProvider::new(key, url, api_key, model)
+                .map(|p| Arc::new(p.with_limits(limits)) as _);
+            #[cfg(not(feature = "openai"))]
+            return Err(missing_feature(key, "OPENAI_COMPATIBLE", "openai"));
+        }
+        ProviderProtocol::Anthropic => {
+            #[cfg(feature = "anthropic")]
+            return crate::anthropic::AnthropicProvider::new(key, url, api_key, model)
+                .map(|p| Arc::new(p.with_limits(limits)) as _);
+            #[cfg(not(feature = "anthropic"))]
+            return Err(missing_feature(key, "ANTHROPIC", "anthropic"));
+        }
+    }
 }
 
 /// The registry error for a provider whose protocol was compiled out.
