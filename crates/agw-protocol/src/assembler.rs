@@ -22,9 +22,9 @@ use serde_json::Value;
 use crate::delta::{ActionStartMeta, AgentDelta, ToolStartMeta};
 use crate::event::{
     ActionArgs, ActionEnd, ActionResult, ActionStart, ChatStart, ContentDelta, ContentEnd, ContentStart, ErrorCode,
-    Event, EventPayload, PlanTask, PlanUpdate, ReasoningDelta, ReasoningEnd, ReasoningStart, RequestQuery, RunComplete,
-    RunError, RunErrorInfo, RunStart, TaskCancel, TaskComplete, TaskError, TaskFail, TaskStart, ToolArgs, ToolEnd,
-    ToolResult, ToolStart,
+    Event, EventPayload, PlanTask, PlanUpdate, ReasoningDelta, ReasoningEnd, ReasoningStart, RequestQuery, RunCancel,
+    RunComplete, RunError, RunErrorInfo, RunStart, TaskCancel, TaskComplete, TaskError, TaskFail, TaskStart, ToolArgs,
+    ToolEnd, ToolResult, ToolStart,
 };
 use crate::ids;
 use calls::{ArgsStep, Calls};
@@ -149,6 +149,9 @@ enum TaskEnd {
     Cancel,
     Fail(TaskError),
 }
+
+/// The result of a tool or action call that a cancelled run never answered.
+pub const CANCELLED_RESULT: &str = r#"{"executed":false,"reason":"cancelled"}"#;
 
 /// The per-run event assembler (see the module docs).
 ///
@@ -351,6 +354,32 @@ impl Assembler {
             self.emit(TaskFail { task_id, error: task_error }, out);
         }
         self.emit(RunError { run_id: self.run_id.clone(), error }, out);
+        self.finished = true;
+    }
+
+    /// Ends an interrupted run: closes open blocks, gives every call that has no result yet the
+    /// result [`CANCELLED_RESULT`] (so the history pairs every call with a result and the next
+    /// run's request to the provider stays valid), `task.cancel` for an active task, then
+    /// `run.cancel{runId}`. No-op after a terminal event.
+    pub fn cancel(&mut self, out: &mut Vec<Event>) {
+        if self.finished {
+            return;
+        }
+        self.call_ts = None;
+        self.close_all(out);
+        for tool_id in self.tools.unanswered() {
+            self.tools.record_result(&tool_id);
+            self.emit(ToolResult { tool_id, result: CANCELLED_RESULT.to_owned() }, out);
+        }
+        for action_id in self.actions.unanswered() {
+            self.actions.record_result(&action_id);
+            let result = serde_json::from_str(CANCELLED_RESULT).unwrap_or(Value::Null);
+            self.emit(ActionResult { action_id, result }, out);
+        }
+        if let Some(task_id) = self.active_task.take() {
+            self.emit(TaskCancel { task_id }, out);
+        }
+        self.emit(RunCancel { run_id: self.run_id.clone() }, out);
         self.finished = true;
     }
 

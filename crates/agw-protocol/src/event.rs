@@ -39,9 +39,9 @@ impl Event {
         self.payload.type_name()
     }
 
-    /// `run.complete` or `run.error`: the last event of a stream.
+    /// `run.complete`, `run.error` or `run.cancel`: the last event of a stream.
     pub fn is_terminal(&self) -> bool {
-        matches!(self.payload, EventPayload::RunComplete(_) | EventPayload::RunError(_))
+        matches!(self.payload, EventPayload::RunComplete(_) | EventPayload::RunError(_) | EventPayload::RunCancel(_))
     }
 
     /// Compact JSON of the event, exactly as it appears on a `data:` line.
@@ -104,7 +104,8 @@ event_payloads! {
     RunStart = "run.start",
     /// Terminal: the run ended normally.
     RunComplete = "run.complete",
-    /// Protocol only, never emitted.
+    /// Terminal: the run was interrupted (`POST /api/ap/interrupt`, or nobody watched it for the
+    /// detach grace period).
     RunCancel = "run.cancel",
     /// Terminal: the run failed.
     RunError = "run.error",

@@ -26,7 +26,7 @@ pub mod replay;
 pub mod request;
 pub mod sse;
 
-pub use assembler::{Assembler, CallKind, Clock, ProtocolError, SystemClock};
+pub use assembler::{Assembler, CANCELLED_RESULT, CallKind, Clock, ProtocolError, SystemClock};
 pub use delta::{ActionStartMeta, AgentDelta, FrontendMeta, LlmDelta, ToolCallFragment, ToolStartMeta};
 pub use event::{ErrorCode, Event, EventPayload, PlanTask, RunErrorInfo, TaskError, TaskStatus};
 pub use history::{

@@ -6,10 +6,13 @@ use crate::event::Event;
 /// The keep-alive frame. Carries no seq and is never counted as an event.
 pub const HEARTBEAT_FRAME: &[u8] = b"event:heartbeat\n\n";
 
-const MESSAGE_PREFIX: &[u8] = b"event:message\ndata:";
+const ID_PREFIX: &[u8] = b"id:";
+const MESSAGE_PREFIX: &[u8] = b"\nevent:message\ndata:";
 const FRAME_END: &[u8] = b"\n\n";
 
-/// Appends one `event:message\ndata:<compact json>\n\n` frame (no space after the colons).
+/// Appends one `id:<seq>\nevent:message\ndata:<compact json>\n\n` frame (no space after the
+/// colons). The `id:` line (agw extension, `sse-events.md` §1) is what a reconnecting client sends
+/// back as `Last-Event-ID` to resume after the last event it saw.
 ///
 /// If the event cannot be serialised (not expected: every payload is plain data with string
 /// keys) the frame carries a `run.error` instead, keeping the event's `seq` and `timestamp`, so
@@ -26,6 +29,7 @@ const FRAME_END: &[u8] = b"\n\n";
 /// assert_eq!(
 ///     String::from_utf8_lossy(&body),
 ///     concat!(
+///         "id:4\n",
 ///         "event:message\n",
 ///         r#"data:{"seq":4,"type":"content.delta","timestamp":1771000000900,"contentId":"run-1_c_1","delta":"Hi"}"#,
 ///         "\n\n",
@@ -39,6 +43,20 @@ const FRAME_END: &[u8] = b"\n\n";
 /// # Ok::<(), serde_json::Error>(())
 /// ```
 pub fn write_event(event: &Event, out: &mut Vec<u8>) {
+    out.extend_from_slice(ID_PREFIX);
+    // itoa-style without an allocation: seq is a plain u64.
+    let mut digits = [0u8; 20];
+    let mut n = event.seq;
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
     out.extend_from_slice(MESSAGE_PREFIX);
     let json_start = out.len();
     if serde_json::to_writer(&mut *out, event).is_err() {
@@ -76,6 +94,8 @@ pub struct SseFrame {
     pub event: String,
     /// The `data:` lines joined with `\n`; empty when the frame has none (heartbeats).
     pub data: String,
+    /// The `id:` field of this frame, if it had one (agw sends the event's `seq`).
+    pub id: Option<String>,
 }
 
 impl SseFrame {
@@ -92,7 +112,8 @@ impl SseFrame {
 
 /// Incremental SSE decoder (WHATWG rules, simplified): lines end with LF, CRLF or CR; a blank
 /// line ends a frame; `:` lines are comments; one optional space after the field colon is
-/// stripped; `id`/`retry` and unknown fields are ignored. Unlike a browser it also yields frames
+/// stripped; `id` is kept per frame (not carried over to later frames, unlike a browser's
+/// last-event-id), `retry` and unknown fields are ignored. Unlike a browser it also yields frames
 /// without data, so heartbeats are visible.
 ///
 /// ```
@@ -122,6 +143,7 @@ pub struct SseDecoder {
     scanned: usize,
     event: Option<String>,
     data: Option<String>,
+    id: Option<String>,
 }
 
 impl SseDecoder {
@@ -156,7 +178,7 @@ impl SseDecoder {
     /// True when bytes of an unfinished line or frame are buffered (a cleanly ended stream
     /// leaves nothing pending).
     pub fn has_pending(&self) -> bool {
-        !self.buf.is_empty() || self.event.is_some() || self.data.is_some()
+        !self.buf.is_empty() || self.event.is_some() || self.data.is_some() || self.id.is_some()
     }
 
     fn line(&mut self, line: &str, frames: &mut Vec<SseFrame>) {
@@ -165,8 +187,10 @@ impl SseDecoder {
                 frames.push(SseFrame {
                     event: self.event.take().unwrap_or_else(|| "message".to_owned()),
                     data: self.data.take().unwrap_or_default(),
+                    id: self.id.take(),
                 });
             }
+            self.id = None;
             return;
         }
         if line.starts_with(':') {
@@ -178,6 +202,7 @@ impl SseDecoder {
         };
         match field {
             "event" => self.event = Some(value.to_owned()),
+            "id" => self.id = Some(value.to_owned()),
             "data" => match &mut self.data {
                 Some(data) => {
                     data.push('\n');
@@ -204,9 +229,14 @@ mod tests {
         let frame = event_frame(&sample());
         assert_eq!(
             String::from_utf8(frame).expect("utf8"),
-            "event:message\ndata:{\"seq\":7,\"type\":\"content.delta\",\"timestamp\":1771000000000,\"contentId\":\"r_c_1\",\"delta\":\"a\\nb 中\"}\n\n"
+            "id:7\nevent:message\ndata:{\"seq\":7,\"type\":\"content.delta\",\"timestamp\":1771000000000,\"contentId\":\"r_c_1\",\"delta\":\"a\\nb 中\"}\n\n"
         );
         assert_eq!(HEARTBEAT_FRAME, b"event:heartbeat\n\n");
+        for seq in [0, 1, 9, 10, 12_345, u64::MAX] {
+            let frame =
+                event_frame(&Event::new(seq, 0, RunComplete { run_id: "r".into(), finish_reason: "stop".into() }));
+            assert!(String::from_utf8(frame).unwrap().starts_with(&format!("id:{seq}\nevent:message\n")));
+        }
     }
 
     #[test]
@@ -240,7 +270,9 @@ mod tests {
             assert!(!decoder.has_pending(), "split {split}");
             assert_eq!(frames.len(), 3, "split {split}");
             assert_eq!(frames[0].parse_event().expect("event"), sample());
+            assert_eq!(frames[0].id.as_deref(), Some("7"), "the id line carries the seq");
             assert!(frames[1].is_heartbeat());
+            assert_eq!(frames[1].id, None, "heartbeats carry no id");
             assert_eq!(frames[1].data, "");
             assert_eq!(frames[2].parse_event().expect("event").type_name(), "run.complete");
         }
@@ -269,10 +301,10 @@ mod tests {
         let mut decoder = SseDecoder::new();
         let mut frames = Vec::new();
         decoder.feed(b": comment\r\nid: 1\r\ndata: one\rdata:two\r\n\r\n\n\ndata", &mut frames);
-        assert_eq!(frames, vec![SseFrame { event: "message".into(), data: "one\ntwo".into() }]);
+        assert_eq!(frames, vec![SseFrame { event: "message".into(), data: "one\ntwo".into(), id: Some("1".into()) }]);
         assert!(decoder.has_pending());
         decoder.feed(b"\n\n", &mut frames);
-        assert_eq!(frames[1], SseFrame { event: "message".into(), data: String::new() });
+        assert_eq!(frames[1], SseFrame { event: "message".into(), data: String::new(), id: None });
         assert!(!decoder.has_pending());
     }
 }

@@ -27,11 +27,13 @@ pub(super) struct Calls {
     states: HashMap<String, CallState>,
     /// Open call ids in start order.
     open: Vec<String>,
+    /// Every started call id in start order (for answering the unanswered ones on cancel).
+    started: Vec<String>,
 }
 
 impl Calls {
     pub(super) fn new(kind: CallKind) -> Self {
-        Self { kind, states: HashMap::new(), open: Vec::new() }
+        Self { kind, states: HashMap::new(), open: Vec::new(), started: Vec::new() }
     }
 
     /// Validates an args fragment without changing state.
@@ -67,6 +69,7 @@ impl Calls {
     pub(super) fn start(&mut self, id: &str) {
         self.states.insert(id.to_owned(), CallState { open: true, ..CallState::default() });
         self.open.push(id.to_owned());
+        self.started.push(id.to_owned());
     }
 
     /// Returns the chunk index for the next emitted args event and advances the counter.
@@ -88,6 +91,11 @@ impl Calls {
         if let Some(state) = self.states.get_mut(id) {
             state.has_result = true;
         }
+    }
+
+    /// Started calls without a result yet, in start order.
+    pub(super) fn unanswered(&self) -> Vec<String> {
+        self.started.iter().filter(|id| self.states.get(*id).is_some_and(|s| !s.has_result)).cloned().collect()
     }
 
     /// Ends every open call; returns their ids in start order.

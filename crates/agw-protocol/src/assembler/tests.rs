@@ -695,3 +695,54 @@ fn system_clock_is_epoch_millis() {
     let now = SystemClock.now_ms();
     assert!(now > 1_700_000_000_000, "{now}");
 }
+
+// -- cancel (run lifecycle) ------------------------------------------------------------------
+
+#[test]
+fn cancel_closes_blocks_answers_every_unanswered_call_and_ends_with_run_cancel() {
+    let mut rig = Rig::new();
+    rig.push(plan());
+    rig.push(task_start("t1"));
+    rig.push(args("answered", "{}"));
+    rig.push(tool_end("answered"));
+    rig.push(tool_result("answered"));
+    rig.push(args("waiting", "{}"));
+    rig.push(tool_end("waiting"));
+    rig.push(args("streaming", "{\"a\":"));
+    rig.push(action_args("act", "{}"));
+    rig.push(content("partial"));
+    let before = rig.events.len();
+    rig.asm.cancel(&mut rig.events);
+    let sigs: Vec<String> = rig.events[before..].iter().map(sig).collect();
+    assert_eq!(
+        sigs,
+        [
+            "content.end c_1",
+            "tool.end streaming",
+            "action.end act",
+            "tool.result waiting",
+            "tool.result streaming",
+            "action.result act",
+            "task.cancel t1",
+            "run.cancel",
+        ]
+    );
+    let results: Vec<Value> = rig.events[before..]
+        .iter()
+        .filter(|e| matches!(e.type_name(), "tool.result" | "action.result"))
+        .map(|e| serde_json::from_str::<Value>(&e.to_json().unwrap()).unwrap())
+        .collect();
+    assert_eq!(results[0]["result"], CANCELLED_RESULT, "tool results are strings");
+    assert_eq!(results[2]["result"], json!({"executed": false, "reason": "cancelled"}), "action results are parsed");
+    assert!(rig.events.last().unwrap().is_terminal());
+    assert_eq!(
+        rig.json(0),
+        json!({"seq": rig.events.len(), "type": "run.cancel", "timestamp": rig.json(0)["timestamp"], "runId": "run"})
+    );
+    assert!(rig.asm.is_finished());
+    assert_eq!(rig.push_err(content("late")), ProtocolError::Finished);
+    let after = rig.events.len();
+    rig.asm.cancel(&mut rig.events);
+    rig.complete();
+    assert_eq!(rig.events.len(), after, "nothing after the terminal event");
+}
