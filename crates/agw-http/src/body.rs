@@ -5,10 +5,13 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::Stream;
+use futures::stream::BoxStream;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Full};
-use tokio::sync::mpsc;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
+
+use crate::runs::Observer;
 
 use agw_protocol::sse::HEARTBEAT_FRAME;
 
@@ -42,26 +45,36 @@ pub fn full(bytes: impl Into<Bytes>) -> BoxBody {
     Full::new(bytes.into()).boxed_unsync()
 }
 
-/// The body of `POST /api/ap/query`: frames from the run task as they are produced, and
-/// `event:heartbeat` frames while the run is quiet.
+/// The body of `POST /api/ap/query` and `GET /api/ap/attach`: one observer's frames of a run as
+/// they are published, and `event:heartbeat` frames while the run is quiet.
 ///
-/// No buffering: every frame the run task sends is handed to hyper the moment it is polled, and
-/// hyper writes it out because nothing else is ready. When hyper drops this body (the client went
-/// away) the receiver closes, which the run task observes and uses to cancel the run.
+/// No buffering: the frames a delta produced are handed to hyper the moment they are published
+/// (the observer is woken), and hyper writes them out because nothing else is ready. When hyper
+/// drops this body (the client went away) the observer is dropped, which applies the run's
+/// disconnect policy if it was the last one.
 pub struct SseBody {
-    rx: mpsc::Receiver<Bytes>,
+    frames: BoxStream<'static, Bytes>,
     heartbeat: Option<Interval>,
 }
 
 impl SseBody {
-    /// A body reading `rx` until the run task drops its sender; `heartbeat_every` zero sends no heartbeats.
-    pub fn new(rx: mpsc::Receiver<Bytes>, heartbeat_every: Duration) -> Self {
+    /// A body streaming `observer`'s frames until the run's terminal event; `heartbeat_every`
+    /// zero sends no heartbeats.
+    pub fn new(observer: Observer, heartbeat_every: Duration) -> Self {
+        let frames = futures::stream::unfold(observer, |mut observer| async move {
+            observer.next_chunk().await.map(|chunk| (chunk, observer))
+        });
+        Self::from_stream(frames, heartbeat_every)
+    }
+
+    /// A body streaming any frames (each item is written as one chunk), with heartbeats.
+    pub fn from_stream(frames: impl Stream<Item = Bytes> + Send + 'static, heartbeat_every: Duration) -> Self {
         let heartbeat = (!heartbeat_every.is_zero()).then(|| {
             let mut iv = tokio::time::interval_at(Instant::now() + heartbeat_every, heartbeat_every);
             iv.set_missed_tick_behavior(MissedTickBehavior::Delay);
             iv
         });
-        Self { rx, heartbeat }
+        Self { frames: Box::pin(frames), heartbeat }
     }
 }
 
@@ -71,7 +84,7 @@ impl Body for SseBody {
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = &mut *self;
-        match this.rx.poll_recv(cx) {
+        match this.frames.as_mut().poll_next(cx) {
             Poll::Ready(Some(bytes)) => {
                 // Activity resets the heartbeat clock: heartbeats only fill silences.
                 if let Some(hb) = this.heartbeat.as_mut() {

@@ -14,44 +14,65 @@ pub struct ApiError {
     pub status: StatusCode,
     /// The human-readable reason, sent as `msg`.
     pub msg: String,
+    /// For answers a client acts on (`seq_expired`, `chat_busy`): the body's fields, a string
+    /// `code` first, instead of the plain envelope.
+    pub body: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl ApiError {
+    /// An error with this status and message (the plain envelope).
+    pub fn new(status: StatusCode, msg: impl Into<String>) -> Self {
+        Self { status, msg: msg.into(), body: None }
+    }
+    /// 409 with a machine-readable body: `fields` (an object with a string `code`) plus `msg`.
+    pub fn conflict(msg: impl Into<String>, fields: serde_json::Value) -> Self {
+        Self::with_fields(StatusCode::CONFLICT, msg, fields)
+    }
+    /// `status` with a machine-readable body: `fields` (an object with a string `code`) plus `msg`.
+    pub fn with_fields(status: StatusCode, msg: impl Into<String>, fields: serde_json::Value) -> Self {
+        let body = match fields {
+            serde_json::Value::Object(map) => Some(map),
+            _ => None,
+        };
+        Self { status, msg: msg.into(), body }
+    }
     /// 400: the request is malformed; `msg` names the problem (often the field).
     pub fn bad_request(msg: impl Into<String>) -> Self {
-        Self { status: StatusCode::BAD_REQUEST, msg: msg.into() }
+        Self::new(StatusCode::BAD_REQUEST, msg.into())
     }
     /// `msg` is prefixed with `forbidden: `, as 401 messages are with `unauthorized: `.
     pub fn forbidden(msg: impl Into<String>) -> Self {
-        Self { status: StatusCode::FORBIDDEN, msg: format!("forbidden: {}", msg.into()) }
+        Self::new(StatusCode::FORBIDDEN, format!("forbidden: {}", msg.into()))
     }
     /// 404: `msg` says what was not found.
     pub fn not_found(msg: impl Into<String>) -> Self {
-        Self { status: StatusCode::NOT_FOUND, msg: msg.into() }
+        Self::new(StatusCode::NOT_FOUND, msg.into())
     }
     /// 413: the body exceeded `limit` bytes.
     pub fn payload_too_large(limit: usize) -> Self {
-        Self { status: StatusCode::PAYLOAD_TOO_LARGE, msg: format!("request body larger than {limit} bytes") }
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, format!("request body larger than {limit} bytes"))
     }
     /// 408: the request body did not arrive within `timeout`.
     pub fn request_timeout(timeout: std::time::Duration) -> Self {
-        Self {
-            status: StatusCode::REQUEST_TIMEOUT,
-            msg: format!("request body not received within {} ms", timeout.as_millis()),
-        }
+        Self::new(StatusCode::REQUEST_TIMEOUT, format!("request body not received within {} ms", timeout.as_millis()))
     }
 
     /// 405 on a known path.
     pub fn method_not_allowed() -> Self {
-        Self { status: StatusCode::METHOD_NOT_ALLOWED, msg: "method not allowed".into() }
+        Self::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
     }
     /// 500 with a fixed message: the details go to the log, never to the client.
     pub fn internal() -> Self {
-        Self { status: StatusCode::INTERNAL_SERVER_ERROR, msg: "Internal server error".into() }
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "Internal server error")
     }
 
-    /// The envelope `{"code":<status>,"msg":<msg>,"data":{}}` with that status.
+    /// The envelope `{"code":<status>,"msg":<msg>,"data":{}}` with that status (or the
+    /// machine-readable body, see [`Self::conflict`]).
     pub fn into_response(self) -> Response<BoxBody> {
+        if let Some(mut fields) = self.body {
+            fields.insert("msg".into(), self.msg.into());
+            return json_response(self.status, &fields);
+        }
         let body = json!({ "code": self.status.as_u16(), "msg": self.msg, "data": {} });
         json_response(self.status, &body)
     }

@@ -1,18 +1,16 @@
-//! The HTTP side of a run: assembler + chat-memory recorder + SSE framing + the channel to the
-//! response body.
+//! The HTTP side of a run: assembler + chat-memory recorder + publishing into the run's handle,
+//! which its observers (the query's response, attaches) read.
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-use tokio::sync::mpsc;
-
 use agw_memory::{ChatStore, Recorder};
 
+use crate::runs::RunHandle;
 use crate::webhook::RunTrigger;
 use agw_modes::runtime::{DeltaSink, EmitError};
 use agw_protocol::event::{ChatStart, RequestQuery};
 use agw_protocol::history::HistoryLine;
-use agw_protocol::{AgentDelta, Assembler, ErrorCode, Event, RunErrorInfo, sse};
+use agw_protocol::{AgentDelta, Assembler, ErrorCode, Event, RunErrorInfo};
 
 /// Where a run's history goes.
 pub struct Persistence {
@@ -24,11 +22,14 @@ pub struct Persistence {
     pub recorder: Recorder,
 }
 
-/// Turns a run's deltas into SSE frames and sends each batch (the events one delta produced)
-/// as one body chunk, immediately; flushed steps are appended to the chat's history.
+/// Turns a run's deltas into events and publishes each batch (the events one delta produced) to
+/// the run's observers at once; flushed steps are appended to the chat's history.
+///
+/// Publishing never waits for an observer: a slow client falls behind in the run's buffer (and
+/// is dropped once the buffer lost what it had not read), it does not slow the run.
 pub struct SseSink {
     assembler: Assembler,
-    tx: mpsc::Sender<Bytes>,
+    handle: Arc<RunHandle>,
     events: Vec<Event>,
     persistence: Option<Persistence>,
     webhook: Option<RunTrigger>,
@@ -36,8 +37,8 @@ pub struct SseSink {
 
 impl SseSink {
     /// A sink with no webhook; `persistence` `None`: the run is not recorded (memory disabled).
-    pub fn new(assembler: Assembler, tx: mpsc::Sender<Bytes>, persistence: Option<Persistence>) -> Self {
-        Self { assembler, tx, events: Vec::with_capacity(4), persistence, webhook: None }
+    pub fn new(assembler: Assembler, handle: Arc<RunHandle>, persistence: Option<Persistence>) -> Self {
+        Self { assembler, handle, events: Vec::with_capacity(4), persistence, webhook: None }
     }
 
     /// Fires the chat-event webhook at the run's first content delta.
@@ -77,14 +78,21 @@ impl SseSink {
         self.flush().await
     }
 
-    /// Persists what the client saw of a run whose client went away.
-    pub async fn abandon(&mut self) {
-        let _ = self.persist_final(&[]).await;
+    /// `run.cancel` after closing open blocks and answering every unanswered call with
+    /// `{"executed":false,"reason":"cancelled"}`; all of it goes into the history.
+    pub async fn cancel(&mut self) -> Result<(), EmitError> {
+        self.assembler.cancel(&mut self.events);
+        let events = std::mem::take(&mut self.events);
+        if let Err(message) = self.persist_final(&events).await {
+            tracing::error!(%message, "history of a cancelled run not fully written");
+        }
+        self.events = events;
+        self.flush().await
     }
 
-    /// A clone of the sender, to watch for the client going away while the run is quiet.
-    pub fn watch_closed(&self) -> mpsc::Sender<Bytes> {
-        self.tx.clone()
+    /// Persists what was streamed of a run that ends without a terminal event.
+    pub async fn abandon(&mut self) {
+        let _ = self.persist_final(&[]).await;
     }
 
     /// Whether the run's final event has been emitted: nothing more may follow.
@@ -100,11 +108,9 @@ impl SseSink {
             trigger.observe(&self.events);
         }
         metrics::counter!(crate::metrics::EVENTS_STREAMED).increment(self.events.len() as u64);
-        let mut buf = Vec::with_capacity(256 * self.events.len());
-        for event in self.events.drain(..) {
-            sse::write_event(&event, &mut buf);
-        }
-        self.tx.send(Bytes::from(buf)).await.map_err(|_| EmitError::Closed)
+        self.handle.publish(&self.events);
+        self.events.clear();
+        Ok(())
     }
 
     async fn persist_final(&mut self, events: &[Event]) -> Result<(), String> {

@@ -78,7 +78,7 @@ impl AppState {
                 providers: Arc::new(catalogs.providers),
                 submits: Arc::new(FrontendSubmits::default()),
                 chats,
-                runs: Arc::new(RunTracker::default()),
+                runs: Arc::new(RunTracker::new(settings.runs.clone())),
                 webhook: Webhook::new(settings.webhook.clone()),
                 auth: Authenticator::new(&settings.auth),
                 settings,

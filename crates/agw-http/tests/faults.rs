@@ -125,7 +125,9 @@ async fn client_disconnect_closes_the_upstream_connection() {
     let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
     gw.fixture.set_default(Transcript::openai_text(&refs).with_chunk_delay_ms(100));
 
-    let resp = gw.post_query(&json!({"agentKey": "a", "message": "long answer"})).await;
+    // The reference's behaviour, asked for explicitly: agw's default keeps a run going for the
+    // detach grace period (tests/lifecycle.rs).
+    let resp = gw.post_query(&json!({"agentKey": "a", "message": "long answer", "onDisconnect": "cancel"})).await;
     let mut body = resp.bytes_stream();
     let mut seen = String::new();
     while !seen.contains("content.delta") {
@@ -156,7 +158,7 @@ async fn client_disconnect_closes_the_upstream_connection() {
 async fn client_disconnect_while_the_provider_is_silent_still_cancels() {
     let gw = Gateway::start(&[oneshot_agent("a", false, 10_000)], &[]).await;
     gw.fixture.set_default(Transcript::new().content("x").with_end(End::Stall));
-    let resp = gw.post_query(&json!({"agentKey": "a", "message": "q"})).await;
+    let resp = gw.post_query(&json!({"agentKey": "a", "message": "q", "onDisconnect": "cancel"})).await;
     let mut body = resp.bytes_stream();
     let mut seen = String::new();
     while !seen.contains("content.delta") {

@@ -535,9 +535,12 @@ async fn legacy_plan_snapshot_is_replayed_and_restored_at_the_next_run() {
 
 // -- 6. concurrent runs of one chat --------------------------------------------------------------
 
+/// Two queries into one chat at once, with `agw.runs.chat-concurrency=queue` (the default,
+/// `reject`, answers the second with 409 — tests/lifecycle.rs): the second run waits for the
+/// first, and both are recorded whole, one after the other.
 #[tokio::test]
-async fn concurrent_runs_of_one_chat_are_both_recorded_whole() {
-    let gw = Gateway::start(&[oneshot_agent("a", true, 5000)], &[]).await;
+async fn concurrent_queries_of_one_chat_queue_and_are_both_recorded_whole() {
+    let gw = Gateway::start(&[oneshot_agent("a", true, 5000)], &[("AGW_RUNS_CHAT_CONCURRENCY", "queue")]).await;
     let pieces = |tag: &str| -> Vec<String> { (0..8).map(|i| format!("{tag}{i} ")).collect() };
     for tag in ["alpha", "beta"] {
         let reasoning = pieces(&format!("{tag}-think"));
@@ -555,12 +558,14 @@ async fn concurrent_runs_of_one_chat_are_both_recorded_whole() {
     assert_completed(&a);
     assert_completed(&b);
 
-    // They really overlapped: both upstream requests arrived before either stream ended.
-    let requests = gw.fixture.requests();
-    assert_eq!(requests.len(), 2);
-    let last_arrival = requests.iter().map(|r| r.received_at).max().unwrap();
-    let first_end = a.frames.last().unwrap().at.min(b.frames.last().unwrap().at);
-    assert!(last_arrival < first_end, "the two runs must overlap");
+    // Queued: the later run started (request.query) after the earlier one ended.
+    assert_eq!(gw.fixture.requests().len(), 2);
+    let (earlier, later) =
+        if a.events()[0]["timestamp"].as_i64() <= b.events()[0]["timestamp"].as_i64() { (&a, &b) } else { (&b, &a) };
+    assert!(
+        later.events()[0]["timestamp"].as_i64() >= earlier.last()["timestamp"].as_i64(),
+        "the runs did not overlap"
+    );
     let chat_starts = a.of_type("chat.start").len() + b.of_type("chat.start").len();
     assert_eq!(chat_starts, 1, "exactly one of two concurrent first queries starts the chat");
 
@@ -698,7 +703,8 @@ async fn abandoned_run_leaves_only_valid_lines() {
     let pieces: Vec<String> = (0..40).map(|i| format!("p{i} ")).collect();
     let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
     gw.fixture.push(Transcript::openai_text(&refs).with_chunk_delay_ms(50));
-    let mut resp = gw.post_query(&json!({"agentKey": "a", "message": "q2", "chatId": chat_id})).await;
+    let body = json!({"agentKey": "a", "message": "q2", "chatId": chat_id, "onDisconnect": "cancel"});
+    let mut resp = gw.post_query(&body).await;
     // Read until some content arrived, then hang up.
     let mut seen = String::new();
     while !seen.contains("content.delta") {

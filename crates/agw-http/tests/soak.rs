@@ -224,6 +224,11 @@ async fn one_run(base: String, client: reqwest::Client, n: u64, kind: Kind) -> O
     if let Some(chats) = std::env::var("AGW_SOAK_CHATS").ok().and_then(|v| v.parse::<u64>().ok()) {
         body["chatId"] = json!(format!("00000000-0000-4000-8000-{:012x}", n % chats.max(1)));
     }
+    if kind == Kind::Disconnect && n.is_multiple_of(2) {
+        // Half of the clients that leave ask for the reference's behaviour; the others' runs go
+        // on for the detach grace period (they finish well within it).
+        body["onDisconnect"] = json!("cancel");
+    }
     let resp = client.post(format!("{base}/api/ap/query")).json(&body).send().await.expect("query answered");
     assert_eq!(resp.status(), 200, "{kind:?}");
     let events: Vec<Value> = match kind {
@@ -412,7 +417,17 @@ fn soak_mixed_runs_with_faults() {
 async fn soak() {
     let secs = env_or("AGW_SOAK_SECS", 10);
     let concurrency = env_or("AGW_SOAK_CONCURRENCY", 100) as usize;
-    let gw = Gateway::start(&agents(), &[("AGENT_TOOLS_FRONTEND_SUBMIT_TIMEOUT_MS", "10000")]).await;
+    // AGW_SOAK_CHATS sends concurrent runs into one chat: they queue. A short retention lets the
+    // registry forget finished runs before the leak checks.
+    let gw = Gateway::start(
+        &agents(),
+        &[
+            ("AGENT_TOOLS_FRONTEND_SUBMIT_TIMEOUT_MS", "10000"),
+            ("AGW_RUNS_CHAT_CONCURRENCY", "queue"),
+            ("AGW_RUNS_RETENTION", "1s"),
+        ],
+    )
+    .await;
     let attempts = Arc::new(Mutex::new(HashMap::new()));
     let responder_attempts = attempts.clone();
     gw.fixture.set_responder(move |stage, body| respond(stage.unwrap_or(""), body, &responder_attempts));

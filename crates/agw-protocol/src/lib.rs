@@ -34,5 +34,5 @@ pub use history::{
     SystemMessage, SystemSnapshot, SystemTool,
 };
 pub use replay::{chat_references, raw_messages, replay_chat};
-pub use request::{QueryRequest, Reference, RequestError, Scene, SubmitRequest};
+pub use request::{OnDisconnect, QueryRequest, Reference, RequestError, Scene, SubmitRequest};
 pub use sse::{HEARTBEAT_FRAME, SseDecoder, SseFrame, write_event};

@@ -89,6 +89,21 @@ pub struct QueryRequest {
     /// Echoed and persisted only: the response is always an SSE stream.
     #[serde(default)]
     pub stream: Option<bool>,
+    /// agw extension: what the run does when its last observer leaves — `cancel` (at once) or
+    /// `continue` (to the end); absent: the server's detach grace period. A transport option:
+    /// never echoed or persisted.
+    #[serde(default, skip_serializing)]
+    pub on_disconnect: Option<OnDisconnect>,
+}
+
+/// The query's `onDisconnect` (see [`QueryRequest::on_disconnect`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnDisconnect {
+    /// Cancel the run when its last observer leaves (the reference's behaviour).
+    Cancel,
+    /// Let the run finish even when nobody watches; it stays attachable.
+    Continue,
 }
 
 /// One item of `references`. Serialised with all eight keys, absent ones as `null` (that is how
@@ -169,6 +184,7 @@ impl QueryRequest {
                     .map_err(|e| RequestError::field("scene", format!("is invalid: {e}")))?,
             },
             stream: take(&mut map, "stream")?,
+            on_disconnect: take(&mut map, "onDisconnect")?,
         })
     }
 
@@ -340,8 +356,21 @@ mod tests {
     }
 
     #[test]
+    fn on_disconnect_is_read_but_never_persisted() {
+        let req = QueryRequest::from_json(br#"{"message":"x","onDisconnect":"continue"}"#).unwrap();
+        assert_eq!(req.on_disconnect, Some(OnDisconnect::Continue));
+        assert!(!serde_json::to_string(&req).unwrap().contains("onDisconnect"));
+        let err = QueryRequest::from_json(br#"{"message":"x","onDisconnect":"later"}"#).unwrap_err();
+        assert_eq!(err.field_name(), Some("onDisconnect"), "{err}");
+    }
+
+    #[test]
     fn query_serialises_all_nine_keys_for_the_history_file() {
-        let req = QueryRequest { message: Some("x".into()), ..QueryRequest::default() };
+        let req = QueryRequest {
+            message: Some("x".into()),
+            on_disconnect: Some(OnDisconnect::Cancel),
+            ..QueryRequest::default()
+        };
         assert_eq!(
             serde_json::to_string(&req).expect("serialise"),
             r#"{"requestId":null,"chatId":null,"agentKey":null,"role":null,"message":"x","references":null,"params":null,"scene":null,"stream":null}"#

@@ -220,8 +220,7 @@ pub enum AuthError {
 impl AuthError {
     /// 401 with the envelope and a `WWW-Authenticate: Bearer` challenge.
     pub fn into_response(self) -> Response<BoxBody> {
-        let mut resp =
-            ApiError { status: StatusCode::UNAUTHORIZED, msg: format!("unauthorized: {self}") }.into_response();
+        let mut resp = ApiError::new(StatusCode::UNAUTHORIZED, format!("unauthorized: {self}")).into_response();
         resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         resp
     }

@@ -15,6 +15,7 @@ mod logging;
 mod memory;
 mod providers;
 mod resources;
+mod runs;
 mod sandbox;
 mod server;
 mod source;
@@ -34,6 +35,7 @@ pub use demo::DemoSettings;
 pub use logging::LoggingSettings;
 pub use memory::MemorySettings;
 pub use resources::{CatalogDir, ResourceSettings};
+pub use runs::{ChatConcurrency, RunSettings};
 pub use server::{ConnectionLimits, ServerSettings};
 pub use table::{PROVIDER_FIELDS, SETTINGS, SettingSpec};
 pub use tools::{BashSettings, ToolSettings};
@@ -142,6 +144,8 @@ pub struct Settings {
     pub tools: ToolSettings,
     /// `memory.chat.*`: whether and where chat history is kept.
     pub memory: MemorySettings,
+    /// `agw.runs.*`: run buffers, retention, observers, disconnect policy, chat concurrency.
+    pub runs: RunSettings,
     /// `agent.providers.<key>.*`: the model providers, by key; empty when none is configured.
     pub providers: Vec<ProviderConfig>,
     /// `agw.provider.*`: caps on what one provider response may make agw hold.
@@ -197,6 +201,7 @@ impl Settings {
             resources: resources::load(&src)?,
             tools: tools::load(&src)?,
             memory: memory::load(&src)?,
+            runs: runs::load(&src)?,
             providers: providers::load(&src)?,
             provider_limits: providers::limits(&src)?,
             logging: logging::load(&src)?,

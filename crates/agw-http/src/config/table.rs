@@ -196,6 +196,20 @@ settings! {
             "webhook request timeout (min 200)";
         AGW_SSE_HEARTBEAT_INTERVAL: "agw.sse.heartbeat-interval" = Some("15s"),
             "period of `event:heartbeat` frames on open streams (e.g. 15s, 500ms)";
+        AGW_RUNS_BUFFER_EVENTS: "agw.runs.buffer-events" = Some("10000"),
+            "most events one run's buffer keeps for attach / Last-Event-ID (older ones are dropped; attach before them gets 409 seq_expired)";
+        AGW_RUNS_BUFFER_BYTES: "agw.runs.buffer-bytes" = Some("8388608"),
+            "most bytes of SSE frames one run's buffer keeps";
+        AGW_RUNS_RETENTION: "agw.runs.retention" = Some("5m"),
+            "how long a finished run stays attachable";
+        AGW_RUNS_RETAINED_BYTES: "agw.runs.retained-bytes" = Some("67108864"),
+            "bytes of all finished runs' buffers kept for attach; beyond it the oldest finished runs are forgotten first";
+        AGW_RUNS_DETACH_GRACE: "agw.runs.detach-grace" = Some("30s"),
+            "how long a run keeps going after its last observer left before it is cancelled (per query: onDisconnect cancel|continue)";
+        AGW_RUNS_MAX_OBSERVERS: "agw.runs.max-observers" = Some("1000"),
+            "most open streams (query + attaches) of one run; more attaches get 429";
+        AGW_RUNS_CHAT_CONCURRENCY: "agw.runs.chat-concurrency" = Some("reject"),
+            "a query into a chat with a run in flight: reject (409 chat_busy naming the run) | queue (starts when that run ends)";
         AGW_DEMO_ENABLED: "agw.demo.enabled" = Some("true"),
             "register the embedded offline demo model as provider `demo` (a configured real `demo` provider replaces it)";
         AGW_DEMO_CHUNK_DELAY_MS: "agw.demo.chunk-delay-ms" = Some("40"),

@@ -22,7 +22,7 @@ use crate::state::AppState;
 
 fn memory_error(e: impl std::fmt::Display) -> ApiError {
     tracing::error!(error = %e, "chat memory read failed");
-    ApiError { status: StatusCode::INTERNAL_SERVER_ERROR, msg: "chat memory unavailable".into() }
+    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "chat memory unavailable")
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, ApiError> {

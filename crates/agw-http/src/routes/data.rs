@@ -130,7 +130,7 @@ pub async fn serve(dir: &Path, raw_name: &str, params: &HashMap<String, String>,
         use tokio::io::AsyncSeekExt;
         file.seek(std::io::SeekFrom::Start(start)).await.map_err(|e| {
             tracing::warn!(path = %path.display(), error = %e, "data file seek failed");
-            ApiError { status: StatusCode::INTERNAL_SERVER_ERROR, msg: "Failed to read file".into() }
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "Failed to read file")
         })?;
     }
     let mut resp = Response::new(file_body(file, count));

@@ -5,6 +5,7 @@ mod chats;
 mod data;
 mod ops;
 mod query;
+mod runs;
 mod submit;
 mod viewport;
 
@@ -24,9 +25,11 @@ use crate::state::AppState;
 /// What a route handler produces: a response, or an error rendered as the envelope.
 pub type HandlerResult = Result<Response<BoxBody>, ApiError>;
 
-const ROUTES: [&str; 10] = [
+const ROUTES: [&str; 12] = [
     "/api/ap/query",
     "/api/ap/submit",
+    "/api/ap/attach",
+    "/api/ap/interrupt",
     "/api/ap/agents",
     "/api/ap/agent",
     "/api/ap/chats",
@@ -108,6 +111,8 @@ async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> 
     let result = match (&method, path.as_str()) {
         (&Method::POST, "/api/ap/query") => query::query(state, req).await,
         (&Method::POST, "/api/ap/submit") => submit::submit(&state, req).await,
+        (&Method::GET, "/api/ap/attach") => runs::attach(&state, &params, &req, principal),
+        (&Method::POST, "/api/ap/interrupt") => runs::interrupt(&state, req).await,
         (&Method::GET, "/api/ap/agents") => agents::list(&state, &params),
         (&Method::GET, "/api/ap/agent") => agents::detail(&state, &params),
         (&Method::GET, "/api/ap/chats") => chats::list(&state, principal).await,

@@ -8,27 +8,24 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Limited};
-use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use agw_modes::definition::AgentDefinition;
 use agw_modes::runtime::{self, RunContext, RunOutcome};
 use agw_protocol::event::ChatStart;
 use agw_protocol::history::{PlanSnapshot, SystemSnapshot, SystemTool};
-use agw_protocol::request::QueryRequest;
+use agw_protocol::request::{OnDisconnect, QueryRequest};
 use agw_protocol::{Assembler, ErrorCode, RunErrorInfo, SystemClock, ids};
 
 use super::HandlerResult;
 use crate::auth::{Principal, may_access};
-use crate::body::{RequestBody, SseBody};
+use crate::body::{BoxBody, RequestBody, SseBody};
+use crate::config::ChatConcurrency;
 use crate::envelope::ApiError;
+use crate::runs::{CancelReason, ChatSlot, DisconnectPolicy, Observer, RunHandle};
 use crate::sink::{Persistence, SseSink};
 use crate::state::AppState;
 use crate::webhook::RunTrigger;
-
-/// Frames buffered between the run task and the socket. Small on purpose: when the client
-/// reads slowly the run waits (and with it the provider stream) instead of queueing output.
-const FRAME_CHANNEL_CAPACITY: usize = 16;
 
 /// Reads the whole body, refusing more than `limit` bytes (413) before reading it all, and a body
 /// that takes longer than `timeout` to arrive (408: a slow or never-ending body must not hold a
@@ -77,20 +74,61 @@ pub async fn query(state: AppState, req: Request<RequestBody>) -> HandlerResult 
     }
     let chat_id = given.unwrap_or_else(ids::new_chat_id);
     let run_id = ids::new_run_id();
+    let settings = state.runs.settings();
+    // One run per chat at a time: refused here, before anything streams, or queued in the task.
+    let slot = match settings.chat_concurrency {
+        ChatConcurrency::Reject => match state.runs.chats().try_acquire(&chat_id, &run_id) {
+            Ok(slot) => Some(slot),
+            Err(busy) => return Err(chat_busy(&chat_id, &busy.run_id)),
+        },
+        ChatConcurrency::Queue => None,
+    };
+    let policy = match request.on_disconnect {
+        Some(OnDisconnect::Cancel) => DisconnectPolicy::Cancel,
+        Some(OnDisconnect::Continue) => DisconnectPolicy::Continue,
+        None if settings.detach_grace.is_zero() => DisconnectPolicy::Cancel,
+        None => DisconnectPolicy::Grace(settings.detach_grace),
+    };
+    let handle = state.runs.register(&run_id, &chat_id, &agent.key, principal.as_ref().map(Principal::owner), policy);
+    // The query's own response is the run's first observer, attached before the run can publish.
+    let observer = handle.observe(0).map_err(|_| ApiError::internal())?;
 
-    let (tx, rx) = mpsc::channel(FRAME_CHANNEL_CAPACITY);
     let span = tracing::info_span!("run", runId = %run_id, chatId = %chat_id, agentKey = %agent.key);
     let heartbeat = state.settings.server.heartbeat_interval;
-    tokio::spawn(drive_run(state, agent, request, run_id, chat_id, principal, tx).instrument(span));
+    let run = RunStart { agent, request, principal, handle, slot };
+    tokio::spawn(drive_run(state, run).instrument(span));
+    Ok(sse_response(observer, heartbeat))
+}
 
-    let mut resp = Response::new(BodyExt::boxed_unsync(SseBody::new(rx, heartbeat)));
+/// The SSE response of one observer of a run (`/query`, `/attach`).
+pub fn sse_response(observer: Observer, heartbeat: std::time::Duration) -> Response<BoxBody> {
+    let mut resp = Response::new(BodyExt::boxed_unsync(SseBody::new(observer, heartbeat)));
     *resp.status_mut() = StatusCode::OK;
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, no-transform"));
     h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive"));
-    Ok(resp)
+    resp
+}
+
+/// 409 for a query into a chat whose run is still going, naming that run (attach to it, or
+/// interrupt it, then ask again).
+fn chat_busy(chat_id: &str, run_id: &str) -> ApiError {
+    ApiError::conflict(
+        format!("chat {chat_id} has a run in progress ({run_id}); attach to it or interrupt it first"),
+        serde_json::json!({"code": "chat_busy", "chatId": chat_id, "runId": run_id}),
+    )
+}
+
+/// What the run task starts with.
+struct RunStart {
+    agent: Arc<AgentDefinition>,
+    request: QueryRequest,
+    principal: Option<Principal>,
+    handle: Arc<RunHandle>,
+    /// The chat, when already held (`reject` policy); `None`: queue for it in the task.
+    slot: Option<ChatSlot>,
 }
 
 /// An existing chat the caller may not access is answered like a missing one would be on
@@ -104,13 +142,10 @@ async fn check_chat_access(state: &AppState, principal: Option<&Principal>, chat
     let id = chat_id.to_string();
     let owner = tokio::task::spawn_blocking(move || store.chat_owner(&id))
         .await
-        .map_err(|e| ApiError {
-            status: StatusCode::INTERNAL_SERVER_ERROR,
-            msg: format!("chat memory task failed: {e}"),
-        })?
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("chat memory task failed: {e}")))?
         .map_err(|e| {
             tracing::error!(error = %e, "chat memory read failed");
-            ApiError { status: StatusCode::INTERNAL_SERVER_ERROR, msg: "chat memory unavailable".into() }
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "chat memory unavailable")
         })?;
     match owner {
         Some(owner) if !may_access(principal, owner.as_ref()) => {
@@ -207,20 +242,38 @@ fn system_snapshot(state: &AppState, agent: &AgentDefinition, stream: Option<boo
     SystemSnapshot::new(Some(model), agent.primary_system_prompt(), system_tools, stream)
 }
 
-/// The run task: chat memory, bootstrap events, the mode, the terminal event. Ends early
-/// (dropping the provider stream) as soon as the client is gone.
-async fn drive_run(
-    state: AppState,
-    agent: Arc<AgentDefinition>,
-    request: QueryRequest,
-    run_id: String,
-    chat_id: String,
-    principal: Option<Principal>,
-    tx: mpsc::Sender<Bytes>,
-) {
-    // Registered for the run's whole life, with its owner: graceful shutdown waits for it, and
-    // submits (later attach/steer/interrupt) are checked against the owner.
-    let _guard = state.runs.enter_run(&run_id, principal.as_ref().map(Principal::owner));
+/// How the mode's part of a run ended, from the run task's point of view.
+enum Ended {
+    Mode(RunOutcome),
+    Cancelled(CancelReason),
+    Shutdown,
+}
+
+/// The run task: chat memory, bootstrap events, the mode, the terminal event. Publishes into the
+/// run's handle whether or not anyone watches; ends early (dropping the provider stream, killing
+/// tool processes) when the run is cancelled.
+async fn drive_run(state: AppState, run: RunStart) {
+    let RunStart { agent, request, principal, handle, slot } = run;
+    let (run_id, chat_id) = (handle.run_id.clone(), handle.chat_id.clone());
+    // Counted for the run's whole life: graceful shutdown waits for it; when it ends the handle
+    // stays attachable for the retention window.
+    let _guard = state.runs.enter_run(&handle);
+    let _slot = match slot {
+        Some(slot) => slot,
+        None => {
+            let queued = state.runs.chats().acquire(&chat_id, &run_id);
+            tokio::select! {
+                slot = queued => slot,
+                reason = async { tokio::select! { r = handle.cancelled() => r, () = handle.abandoned() => CancelReason::Detached } } => {
+                    tracing::info!(?reason, "cancelled while queued behind another run of the chat");
+                    let mut sink = SseSink::new(Assembler::new(&run_id, &chat_id, Box::new(SystemClock)), handle.clone(), None);
+                    let _ = sink.bootstrap(request.to_event(&run_id, &chat_id), None).await;
+                    let _ = sink.cancel().await;
+                    return;
+                }
+            }
+        }
+    };
     tracing::info!("run started");
     let message = request.message.clone().unwrap_or_default();
     let memory = state.settings.memory.enabled;
@@ -244,7 +297,7 @@ async fn drive_run(
         );
         Persistence { store: state.chats.clone(), chat_id: chat_id.clone(), recorder }
     });
-    let mut sink = SseSink::new(Assembler::new(&run_id, &chat_id, Box::new(SystemClock)), tx, persistence);
+    let mut sink = SseSink::new(Assembler::new(&run_id, &chat_id, Box::new(SystemClock)), handle.clone(), persistence);
 
     let prepared = match prepared {
         Ok(p) => p,
@@ -259,11 +312,7 @@ async fn drive_run(
     let chat_name = prepared.chat_name.clone();
     let mut sink = sink
         .with_webhook(state.webhook.clone().map(|w| RunTrigger::new(w, chat_id.clone(), run_id.clone(), chat_name)));
-    if sink.bootstrap(query_event, prepared.chat_start).await.is_err() {
-        tracing::info!("client gone before the run started");
-        sink.abandon().await;
-        return;
-    }
+    let _ = sink.bootstrap(query_event, prepared.chat_start).await;
     let ctx = RunContext {
         run_id,
         chat_id,
@@ -274,38 +323,42 @@ async fn drive_run(
         initial_plan: prepared.plan,
         services: state.run_services(),
     };
-    let watcher = sink.watch_closed();
-    let outcome = tokio::select! {
-        outcome = runtime::execute(ctx, &mut sink) => outcome,
-        // The run may be waiting on a quiet provider; do not wait for its next delta to notice.
-        () = watcher.closed() => RunOutcome::Disconnected,
-        // Shutdown grace period over: end with run.error (what was streamed stays recorded).
-        () = state.runs.stopped() => RunOutcome::Failed(RunErrorInfo::new(
-            ErrorCode::Internal,
-            "the server is shutting down; the run was stopped",
-            true,
-        )),
+    // Dropping the mode's future stops it wherever it is: the provider request is aborted, a
+    // tool's processes are killed, a frontend wait is unregistered.
+    let ended = tokio::select! {
+        outcome = runtime::execute(ctx, &mut sink) => Ended::Mode(outcome),
+        reason = handle.cancelled() => Ended::Cancelled(reason),
+        () = handle.abandoned() => Ended::Cancelled(CancelReason::Detached),
+        () = state.runs.stopped() => Ended::Shutdown,
     };
-    match &outcome {
-        RunOutcome::Completed { .. } => count_outcome("completed", ""),
-        RunOutcome::Failed(e) => count_outcome("failed", e.code.as_str()),
-        RunOutcome::Disconnected => count_outcome("disconnected", ""),
-    }
-    let delivered = match &outcome {
-        RunOutcome::Completed { finish_reason } => sink.complete(finish_reason).await,
-        RunOutcome::Failed(error) => sink.fail(error.clone()).await,
-        RunOutcome::Disconnected => {
-            tracing::info!("client disconnected; run cancelled");
+    match ended {
+        Ended::Mode(RunOutcome::Completed { finish_reason }) => {
+            count_outcome("completed", "");
+            let _ = sink.complete(&finish_reason).await;
+            tracing::info!(%finish_reason, "run completed");
+        }
+        Ended::Mode(RunOutcome::Failed(e)) => {
+            count_outcome("failed", e.code.as_str());
+            tracing::warn!(code = ?e.code, message = %e.message, "run ended with run.error");
+            let _ = sink.fail(e).await;
+        }
+        Ended::Mode(RunOutcome::Disconnected) => {
+            // The sink never reports a closed consumer (observers come and go); kept for
+            // completeness: what was streamed is persisted.
+            count_outcome("disconnected", "");
             sink.abandon().await;
-            return;
         }
-    };
-    match (outcome, delivered) {
-        (_, Err(_)) => tracing::info!("client disconnected before the terminal event"),
-        (RunOutcome::Completed { finish_reason }, Ok(())) => tracing::info!(%finish_reason, "run completed"),
-        (RunOutcome::Failed(e), Ok(())) => {
-            tracing::warn!(code = ?e.code, message = %e.message, "run ended with run.error")
+        Ended::Cancelled(reason) => {
+            count_outcome("cancelled", if reason == CancelReason::Interrupted { "interrupted" } else { "detached" });
+            tracing::info!(?reason, "run cancelled");
+            let _ = sink.cancel().await;
         }
-        (RunOutcome::Disconnected, Ok(())) => {}
+        Ended::Shutdown => {
+            count_outcome("failed", "internal");
+            // Shutdown grace period over: end with run.error (what was streamed stays recorded).
+            let error =
+                RunErrorInfo::new(ErrorCode::Internal, "the server is shutting down; the run was stopped", true);
+            let _ = sink.fail(error).await;
+        }
     }
 }

@@ -1,0 +1,115 @@
+//! The run lifecycle endpoints (`docs/run-lifecycle.md`): `GET /api/ap/attach` (resume or join a
+//! run's stream) and `POST /api/ap/interrupt` (cancel it). Names and shapes follow the
+//! reference's successor protocol (`successor-protocol.md`).
+//!
+//! With auth on, another user's run is indistinguishable from an absent one (404).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Request, StatusCode};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::HandlerResult;
+use super::query::{read_body, sse_response};
+use crate::auth::{Principal, may_access};
+use crate::body::RequestBody;
+use crate::envelope::{ApiError, success};
+use crate::runs::{AttachError, CancelReason, RunHandle, RunStatus};
+use crate::state::AppState;
+
+/// How long `interrupt` waits for the run to end before answering `cancelling`. The run stops
+/// within milliseconds wherever it is; the wait lets the answer say `cancelled` for sure.
+const INTERRUPT_WAIT: Duration = Duration::from_secs(2);
+
+/// The run, if it exists and the caller may see it; else 404 (`run not found`).
+fn visible_run(state: &AppState, run_id: &str, principal: Option<&Principal>) -> Result<Arc<RunHandle>, ApiError> {
+    let not_found = || ApiError::not_found(format!("run not found: {}", run_id.trim()));
+    if run_id.trim().is_empty() {
+        return Err(ApiError::bad_request("runId is required"));
+    }
+    let handle = state.runs.get(run_id).ok_or_else(not_found)?;
+    if !may_access(principal, handle.owner.as_ref()) {
+        return Err(not_found());
+    }
+    Ok(handle)
+}
+
+/// `GET /api/ap/attach?runId=…&lastSeq=N`: every buffered event with `seq > N`, then live, ending
+/// after the terminal event. `lastSeq` wins over a `Last-Event-ID` header; neither means 0.
+pub fn attach(
+    state: &AppState,
+    params: &HashMap<String, String>,
+    req: &Request<RequestBody>,
+    principal: Option<&Principal>,
+) -> HandlerResult {
+    let run_id = params.get("runId").map(String::as_str).unwrap_or("");
+    let handle = visible_run(state, run_id, principal)?;
+    let header = req.headers().get("last-event-id").and_then(|v| v.to_str().ok());
+    let last_seq = match (params.get("lastSeq"), header) {
+        (Some(explicit), _) => parse_seq("lastSeq", explicit)?,
+        (None, Some(header)) => parse_seq("Last-Event-ID", header)?,
+        (None, None) => 0,
+    };
+    let latest = handle.latest_seq();
+    if last_seq > latest && handle.status().is_finished() {
+        return Err(ApiError::bad_request(format!("lastSeq {last_seq} is after the run's last event ({latest})")));
+    }
+    match handle.observe(last_seq) {
+        Ok(observer) => {
+            tracing::info!(runId = %handle.run_id, last_seq, status = handle.status().as_str(), "attached");
+            Ok(sse_response(observer, state.settings.server.heartbeat_interval))
+        }
+        Err(AttachError::Expired { oldest, latest }) => Err(ApiError::conflict(
+            format!("events after {last_seq} are no longer buffered; the oldest held is {oldest}"),
+            json!({"code": "seq_expired", "runId": handle.run_id, "oldestSeq": oldest, "latestSeq": latest, "lastSeq": last_seq}),
+        )),
+        Err(AttachError::TooManyObservers(max)) => Err(ApiError::with_fields(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("the run already has {max} observers"),
+            json!({"code": "too_many_observers", "runId": handle.run_id}),
+        )),
+    }
+}
+
+fn parse_seq(name: &str, raw: &str) -> Result<u64, ApiError> {
+    raw.trim().parse().map_err(|_| ApiError::bad_request(format!("{name} must be a whole number, got {raw:?}")))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct InterruptRequest {
+    run_id: String,
+}
+
+/// `POST /api/ap/interrupt {"runId"}`: cancels a running run. A finished run is not an error:
+/// `accepted:false` and `status` says how it had ended.
+pub async fn interrupt(state: &AppState, req: Request<RequestBody>) -> HandlerResult {
+    let principal = req.extensions().get::<Principal>().cloned();
+    let server = &state.settings.server;
+    let body = read_body(req, server.max_request_bytes, server.limits.body_read_timeout).await?;
+    let request: InterruptRequest =
+        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("invalid interrupt body: {e}")))?;
+    let handle = visible_run(state, &request.run_id, principal.as_ref())?;
+    let run_id = handle.run_id.clone();
+    if !handle.cancel(CancelReason::Interrupted) {
+        let status = handle.status();
+        return Ok(success(&json!({
+            "accepted": false,
+            "status": status.as_str(),
+            "runId": run_id,
+            "detail": format!("the run had already finished ({})", status.as_str()),
+        })));
+    }
+    let status = handle.wait_finished(INTERRUPT_WAIT).await;
+    let (status, detail) = match status {
+        RunStatus::Running => ("cancelling", "cancel requested; the run is still stopping"),
+        RunStatus::Cancelled => ("cancelled", "the run was cancelled"),
+        // It ended on its own between the request and the cancellation.
+        other => (other.as_str(), "the run finished before it could be cancelled"),
+    };
+    tracing::info!(runId = %run_id, status, "interrupt");
+    Ok(success(&json!({"accepted": true, "status": status, "runId": run_id, "detail": detail})))
+}

@@ -1,0 +1,171 @@
+//! One run's event buffer: the SSE frames of its events in seq order, bounded by a number of
+//! events and of bytes, oldest dropped first. Every observer reads it by cursor (the last seq it
+//! has), so observers share the frames instead of each holding a queue of its own.
+
+use std::collections::VecDeque;
+
+use bytes::{Bytes, BytesMut};
+
+/// How much one buffer may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferLimits {
+    /// Most frames kept.
+    pub max_events: usize,
+    /// Most bytes of frames kept (the newest frame is always kept, however large).
+    pub max_bytes: usize,
+}
+
+/// What an observer at a cursor gets next.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Read {
+    /// Frames after the cursor, concatenated into one chunk; `last` is the seq of the last one.
+    Frames {
+        /// The frames, in seq order.
+        bytes: Bytes,
+        /// The new cursor.
+        last: u64,
+    },
+    /// Nothing after the cursor yet.
+    Nothing,
+    /// The next frame the observer needs was dropped: it cannot be served without a gap.
+    Expired {
+        /// The oldest seq still held.
+        oldest: u64,
+        /// The newest seq.
+        latest: u64,
+    },
+}
+
+/// The frames of one run.
+#[derive(Debug)]
+pub struct FrameBuffer {
+    frames: VecDeque<(u64, Bytes)>,
+    bytes: usize,
+    latest: u64,
+    limits: BufferLimits,
+}
+
+/// A chunk handed to an observer at once stops growing past this many bytes (more frames follow
+/// in the next chunk), so a re-attach of a long run does not copy the whole buffer in one go.
+const MAX_CHUNK_BYTES: usize = 64 * 1024;
+
+impl FrameBuffer {
+    /// An empty buffer.
+    pub fn new(limits: BufferLimits) -> Self {
+        Self { frames: VecDeque::new(), bytes: 0, latest: 0, limits }
+    }
+
+    /// Appends the frame of event `seq` (seqs only grow) and drops the oldest beyond the limits.
+    pub fn push(&mut self, seq: u64, frame: Bytes) {
+        self.bytes += frame.len();
+        self.frames.push_back((seq, frame));
+        self.latest = self.latest.max(seq);
+        while self.frames.len() > self.limits.max_events.max(1)
+            || (self.bytes > self.limits.max_bytes && self.frames.len() > 1)
+        {
+            if let Some((_, dropped)) = self.frames.pop_front() {
+                self.bytes -= dropped.len();
+            }
+        }
+    }
+
+    /// The seq of the newest frame (0 before the first).
+    pub fn latest(&self) -> u64 {
+        self.latest
+    }
+
+    /// The seq of the oldest frame held (`latest + 1` when empty: nothing is missing yet).
+    pub fn oldest(&self) -> u64 {
+        self.frames.front().map_or(self.latest + 1, |(seq, _)| *seq)
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Whether an observer that has seen everything up to `cursor` can be served without a gap.
+    pub fn can_serve(&self, cursor: u64) -> bool {
+        cursor >= self.latest || cursor + 1 >= self.oldest()
+    }
+
+    /// The frames after `cursor`, at most about [`MAX_CHUNK_BYTES`] (always at least one).
+    pub fn read_after(&self, cursor: u64) -> Read {
+        if cursor >= self.latest {
+            return Read::Nothing;
+        }
+        if !self.can_serve(cursor) {
+            return Read::Expired { oldest: self.oldest(), latest: self.latest };
+        }
+        let start = self.frames.partition_point(|(seq, _)| *seq <= cursor);
+        let mut chunk = BytesMut::new();
+        let mut last = cursor;
+        for (seq, frame) in self.frames.iter().skip(start) {
+            if !chunk.is_empty() && chunk.len() + frame.len() > MAX_CHUNK_BYTES {
+                break;
+            }
+            chunk.extend_from_slice(frame);
+            last = *seq;
+        }
+        Read::Frames { bytes: chunk.freeze(), last }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(seq: u64, len: usize) -> Bytes {
+        let mut f = format!("id:{seq}\n").into_bytes();
+        f.resize(len.max(f.len()), b'x');
+        Bytes::from(f)
+    }
+
+    fn filled(limits: BufferLimits, n: u64, len: usize) -> FrameBuffer {
+        let mut buffer = FrameBuffer::new(limits);
+        for seq in 1..=n {
+            buffer.push(seq, frame(seq, len));
+        }
+        buffer
+    }
+
+    #[test]
+    fn reads_everything_after_the_cursor_in_order() {
+        let buffer = filled(BufferLimits { max_events: 100, max_bytes: 1 << 20 }, 5, 10);
+        let Read::Frames { bytes, last } = buffer.read_after(2) else { panic!("frames expected") };
+        assert_eq!(last, 5);
+        assert_eq!(bytes, [frame(3, 10), frame(4, 10), frame(5, 10)].concat());
+        assert_eq!(buffer.read_after(5), Read::Nothing);
+        assert_eq!(buffer.read_after(7), Read::Nothing, "a cursor ahead waits");
+    }
+
+    #[test]
+    fn the_oldest_frames_go_first_beyond_either_limit() {
+        let by_events = filled(BufferLimits { max_events: 3, max_bytes: 1 << 20 }, 10, 10);
+        assert_eq!((by_events.oldest(), by_events.latest()), (8, 10));
+        assert!(by_events.can_serve(7) && !by_events.can_serve(6));
+        assert_eq!(by_events.read_after(5), Read::Expired { oldest: 8, latest: 10 });
+
+        let by_bytes = filled(BufferLimits { max_events: 100, max_bytes: 25 }, 10, 10);
+        assert_eq!(by_bytes.oldest(), 9, "two 10-byte frames fit in 25 bytes");
+        assert_eq!(by_bytes.bytes(), 20);
+
+        let huge = filled(BufferLimits { max_events: 100, max_bytes: 5 }, 3, 10);
+        assert_eq!(huge.oldest(), 3, "the newest frame is kept even when it alone is over the limit");
+    }
+
+    #[test]
+    fn a_long_backlog_comes_in_bounded_chunks() {
+        let buffer = filled(BufferLimits { max_events: 10_000, max_bytes: 1 << 30 }, 1000, 1000);
+        let mut cursor = 0;
+        let mut chunks = 0;
+        while let Read::Frames { bytes, last } = buffer.read_after(cursor) {
+            assert!(bytes.len() <= MAX_CHUNK_BYTES);
+            assert_eq!(last, cursor + bytes.len() as u64 / 1000, "whole frames only");
+            cursor = last;
+            chunks += 1;
+        }
+        assert_eq!(cursor, 1000);
+        assert_eq!(chunks, 1000 / (MAX_CHUNK_BYTES / 1000) + 1);
+    }
+}

@@ -1,0 +1,371 @@
+//! One run as a server-side object: its event buffer, its observers, its status and the
+//! controls (cancel) other requests use on it. The run task publishes into it; any number of
+//! observers (the query's own response, attaches) read from it.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::watch;
+
+use agw_memory::Owner;
+use agw_protocol::{Event, EventPayload, sse};
+
+use super::buffer::{BufferLimits, FrameBuffer, Read};
+
+/// Where a run is in its life (`docs/run-lifecycle.md` has the diagram).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    /// Queued behind another run of its chat, or streaming, or running tools.
+    Running,
+    /// Ended with `run.complete`.
+    Completed,
+    /// Ended with `run.error`.
+    Failed,
+    /// Ended with `run.cancel`.
+    Cancelled,
+}
+
+impl RunStatus {
+    /// The status as the HTTP API names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether the run has ended.
+    pub fn is_finished(self) -> bool {
+        self != Self::Running
+    }
+}
+
+/// Why a run is being cancelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelReason {
+    /// `POST /api/ap/interrupt`.
+    Interrupted,
+    /// Nobody watched the run for the detach grace period (or the query asked
+    /// `onDisconnect: cancel` and its client left).
+    Detached,
+}
+
+/// What a run does when its last observer leaves (per query `onDisconnect`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DisconnectPolicy {
+    /// Cancel at once.
+    Cancel,
+    /// Keep going to the end.
+    Continue,
+    /// Keep going for this long; cancel unless someone attached meanwhile.
+    Grace(Duration),
+}
+
+/// Why an observer cannot attach.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttachError {
+    /// The buffer no longer holds the event after `last_seq`.
+    Expired {
+        /// The oldest seq held.
+        oldest: u64,
+        /// The newest seq.
+        latest: u64,
+    },
+    /// The run already has as many observers as allowed.
+    TooManyObservers(usize),
+}
+
+struct State {
+    buffer: FrameBuffer,
+    status: RunStatus,
+    observers: usize,
+}
+
+/// A run registered with the server.
+pub struct RunHandle {
+    /// The run's id.
+    pub run_id: String,
+    /// Its chat.
+    pub chat_id: String,
+    /// Its agent.
+    pub agent_key: String,
+    /// Who started it (`None`: without auth).
+    pub owner: Option<Owner>,
+    policy: DisconnectPolicy,
+    max_observers: usize,
+    state: Mutex<State>,
+    /// Bumped on every publish and at the end; observers wait on it.
+    wake: watch::Sender<u64>,
+    cancel: watch::Sender<Option<CancelReason>>,
+    /// The number of observers, for [`Self::abandoned`].
+    watchers: watch::Sender<usize>,
+}
+
+impl std::fmt::Debug for RunHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunHandle").field("run_id", &self.run_id).field("status", &self.status()).finish()
+    }
+}
+
+/// Who a run is and how it treats its observers.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    /// The run's id.
+    pub run_id: String,
+    /// Its chat.
+    pub chat_id: String,
+    /// Its agent.
+    pub agent_key: String,
+    /// Who started it.
+    pub owner: Option<Owner>,
+    /// When its last observer leaves.
+    pub policy: DisconnectPolicy,
+    /// Buffer bounds.
+    pub limits: BufferLimits,
+    /// Observer cap.
+    pub max_observers: usize,
+}
+
+impl RunHandle {
+    /// A running run with an empty buffer and no observer.
+    pub fn new(spec: RunSpec) -> Arc<Self> {
+        Arc::new(Self {
+            run_id: spec.run_id,
+            chat_id: spec.chat_id,
+            agent_key: spec.agent_key,
+            owner: spec.owner,
+            policy: spec.policy,
+            max_observers: spec.max_observers,
+            state: Mutex::new(State {
+                buffer: FrameBuffer::new(spec.limits),
+                status: RunStatus::Running,
+                observers: 0,
+            }),
+            wake: watch::Sender::new(0),
+            cancel: watch::Sender::new(None),
+            watchers: watch::Sender::new(0),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The run's status now.
+    pub fn status(&self) -> RunStatus {
+        self.lock().status
+    }
+
+    /// The newest seq published.
+    pub fn latest_seq(&self) -> u64 {
+        self.lock().buffer.latest()
+    }
+
+    /// Bytes of frames held.
+    pub fn buffered_bytes(&self) -> usize {
+        self.lock().buffer.bytes()
+    }
+
+    /// Observers attached now.
+    pub fn observers(&self) -> usize {
+        self.lock().observers
+    }
+
+    /// Appends the frames of `events` (one delta's worth, written out as one chunk to observers
+    /// that keep up) and wakes the observers. A terminal event ends the run.
+    pub fn publish(&self, events: &[Event]) {
+        if events.is_empty() {
+            return;
+        }
+        let mut state = self.lock();
+        for event in events {
+            state.buffer.push(event.seq, Bytes::from(sse::event_frame(event)));
+            match event.payload {
+                EventPayload::RunComplete(_) => state.status = RunStatus::Completed,
+                EventPayload::RunError(_) => state.status = RunStatus::Failed,
+                EventPayload::RunCancel(_) => state.status = RunStatus::Cancelled,
+                _ => {}
+            }
+        }
+        drop(state);
+        self.wake.send_modify(|n| *n += 1);
+    }
+
+    /// Ends a run that could not publish its terminal event (its task failed); observers end.
+    pub fn finish_abruptly(&self) {
+        let mut state = self.lock();
+        if state.status == RunStatus::Running {
+            state.status = RunStatus::Failed;
+        }
+        drop(state);
+        self.wake.send_modify(|n| *n += 1);
+    }
+
+    /// Asks the run task to stop; the first reason wins. Returns false when it had finished.
+    pub fn cancel(&self, reason: CancelReason) -> bool {
+        if self.status().is_finished() {
+            return false;
+        }
+        self.cancel.send_if_modified(|current| {
+            if current.is_none() {
+                *current = Some(reason);
+                true
+            } else {
+                false
+            }
+        });
+        true
+    }
+
+    /// Resolves with the reason once [`Self::cancel`] was called.
+    pub async fn cancelled(&self) -> CancelReason {
+        let mut rx = self.cancel.subscribe();
+        let reason = match rx.wait_for(Option::is_some).await {
+            Ok(reason) => *reason,
+            // The sender lives in `self`: unreachable while `self` is borrowed.
+            Err(_) => None,
+        };
+        match reason {
+            Some(reason) => reason,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Waits up to `timeout` for the run to end; returns its status then.
+    pub async fn wait_finished(&self, timeout: Duration) -> RunStatus {
+        let mut rx = self.wake.subscribe();
+        let _ = tokio::time::timeout(timeout, async {
+            loop {
+                if self.status().is_finished() {
+                    return;
+                }
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await;
+        self.status()
+    }
+
+    /// Registers an observer that has seen every event up to `after` (0: none).
+    pub fn observe(self: &Arc<Self>, after: u64) -> Result<Observer, AttachError> {
+        let mut state = self.lock();
+        if !state.buffer.can_serve(after) {
+            return Err(AttachError::Expired { oldest: state.buffer.oldest(), latest: state.buffer.latest() });
+        }
+        if state.observers >= self.max_observers {
+            return Err(AttachError::TooManyObservers(self.max_observers));
+        }
+        state.observers += 1;
+        self.watchers.send_replace(state.observers);
+        // Subscribed under the lock: a publish after this point bumps the version it sees.
+        let rx = self.wake.subscribe();
+        Ok(Observer { handle: Arc::clone(self), cursor: after, rx, done: false })
+    }
+
+    fn observer_left(&self) {
+        let mut state = self.lock();
+        state.observers -= 1;
+        self.watchers.send_replace(state.observers);
+        if state.observers == 0 && !state.status.is_finished() {
+            tracing::info!(runId = %self.run_id, policy = ?self.policy, "last observer left");
+        }
+    }
+
+    /// Resolves when the run should be cancelled for lack of observers, per its disconnect
+    /// policy: at once when the last one leaves (`Cancel`), after the grace period unless someone
+    /// attached meanwhile (`Grace`), never (`Continue`). Awaited by the run task itself, so a
+    /// detached run costs no timer task of its own.
+    pub async fn abandoned(&self) {
+        let grace = match self.policy {
+            DisconnectPolicy::Continue => return std::future::pending().await,
+            DisconnectPolicy::Cancel => Duration::ZERO,
+            DisconnectPolicy::Grace(grace) => grace,
+        };
+        let mut rx = self.watchers.subscribe();
+        loop {
+            let gone = async { rx.wait_for(|n| *n == 0).await.is_ok() };
+            if !gone.await {
+                return std::future::pending().await;
+            }
+            if grace.is_zero() {
+                return;
+            }
+            let back = async { rx.wait_for(|n| *n > 0).await.is_ok() };
+            match tokio::time::timeout(grace, back).await {
+                // Nobody came back within the grace period.
+                Err(_) => return,
+                Ok(true) => {}
+                Ok(false) => return std::future::pending().await,
+            }
+        }
+    }
+}
+
+/// One reader of a run's events: the response of the query that started it, or an attach.
+/// Dropping it (the client went away) applies the run's disconnect policy when it was the last.
+pub struct Observer {
+    handle: Arc<RunHandle>,
+    cursor: u64,
+    rx: watch::Receiver<u64>,
+    done: bool,
+}
+
+impl Drop for Observer {
+    fn drop(&mut self) {
+        self.handle.observer_left();
+    }
+}
+
+/// The final frame of an observer that fell so far behind that the buffer dropped events it had
+/// not read yet: it may re-attach (the 409 then names the oldest seq still held) or read the
+/// chat's history.
+pub fn lagged_frame(last_seq: u64, oldest: u64, latest: u64) -> Bytes {
+    Bytes::from(format!(
+        "event:lagged\ndata:{{\"code\":\"observer_lagged\",\"message\":\"this stream fell behind the run's event buffer and was closed; re-attach or read the chat\",\"lastSeq\":{last_seq},\"oldestSeq\":{oldest},\"latestSeq\":{latest}}}\n\n"
+    ))
+}
+
+impl Observer {
+    /// The next chunk of frames; `None` after the terminal event (or after the lag frame).
+    pub async fn next_chunk(&mut self) -> Option<Bytes> {
+        if self.done {
+            return None;
+        }
+        loop {
+            self.rx.borrow_and_update();
+            let (read, finished) = {
+                let state = self.handle.lock();
+                (state.buffer.read_after(self.cursor), state.status.is_finished())
+            };
+            match read {
+                Read::Frames { bytes, last } => {
+                    self.cursor = last;
+                    return Some(bytes);
+                }
+                Read::Expired { oldest, latest } => {
+                    self.done = true;
+                    tracing::info!(runId = %self.handle.run_id, last_seq = self.cursor, oldest, "observer lagged; closing its stream");
+                    return Some(lagged_frame(self.cursor, oldest, latest));
+                }
+                Read::Nothing if finished => {
+                    self.done = true;
+                    return None;
+                }
+                Read::Nothing => {}
+            }
+            if self.rx.changed().await.is_err() {
+                return None;
+            }
+        }
+    }
+
+    /// The seq of the last event handed out.
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
+}
