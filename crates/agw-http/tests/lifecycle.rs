@@ -197,6 +197,8 @@ async fn a_last_seq_older_than_the_buffer_gets_409_seq_expired() {
 
     let held = read_stream(attach(&gw, &run_id, Some(latest - 5)).await).await;
     assert_eq!(held.events().len(), 5, "the oldest held event and everything after it");
+    let no_seq = read_stream(attach(&gw, &run_id, None).await).await;
+    assert_eq!(no_seq.events()[0]["seq"], latest - 4, "without lastSeq: from the oldest held, no 409");
 }
 
 /// Nobody watching: the run keeps going (default grace 30 s), records its history as usual and

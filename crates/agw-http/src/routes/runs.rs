@@ -38,7 +38,8 @@ fn visible_run(state: &AppState, run_id: &str, principal: Option<&Principal>) ->
 }
 
 /// `GET /api/ap/attach?runId=…&lastSeq=N`: every buffered event with `seq > N`, then live, ending
-/// after the terminal event. `lastSeq` wins over a `Last-Event-ID` header; neither means 0.
+/// after the terminal event. `lastSeq` wins over a `Last-Event-ID` header; with neither, the
+/// stream starts at the oldest event still held (a client that saw nothing wants what there is).
 pub fn attach(
     state: &AppState,
     params: &HashMap<String, String>,
@@ -51,7 +52,7 @@ pub fn attach(
     let last_seq = match (params.get("lastSeq"), header) {
         (Some(explicit), _) => parse_seq("lastSeq", explicit)?,
         (None, Some(header)) => parse_seq("Last-Event-ID", header)?,
-        (None, None) => 0,
+        (None, None) => handle.oldest_seq().saturating_sub(1),
     };
     let latest = handle.latest_seq();
     if last_seq > latest && handle.status().is_finished() {

@@ -164,6 +164,11 @@ impl RunHandle {
         self.lock().buffer.latest()
     }
 
+    /// The oldest seq still held (the newest + 1 when nothing is held yet).
+    pub fn oldest_seq(&self) -> u64 {
+        self.lock().buffer.oldest()
+    }
+
     /// Bytes of frames held.
     pub fn buffered_bytes(&self) -> usize {
         self.lock().buffer.bytes()
