@@ -13,7 +13,8 @@ pub const UNRECORDED_RESULT: &str = r#"{"executed":false,"reason":"no result rec
 
 /// History messages for the model: for each of the last `k` runs that have step lines (runs in
 /// order of first appearance), steps by `_seq`, messages in stored order, converted per §8:
-/// user/assistant/tool/system messages kept, reasoning dropped, tool calls paired with their
+/// user/assistant/tool/system messages kept (a steer a run took is a stored user message, so it
+/// comes back as a user message where the run took it), reasoning dropped, tool calls paired with their
 /// results (missing results synthesised as [`UNRECORDED_RESULT`], orphan results dropped).
 pub fn history_messages(lines: &[HistoryLine], k: usize) -> Vec<ChatMessage> {
     let mut pairing = Pairing::default();
