@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use agw_modes::definition::AgentDefinition;
-use agw_modes::runtime::{self, RunContext, RunOutcome};
+use agw_modes::runtime::{self, RunContext, RunOutcome, SteerQueue};
 use agw_protocol::event::ChatStart;
 use agw_protocol::history::{PlanSnapshot, SystemSnapshot, SystemTool};
 use agw_protocol::request::QueryRequest;
@@ -264,6 +264,8 @@ async fn drive_run(
         sink.abandon().await;
         return;
     }
+    // The run's steers: every model turn takes what is waiting; closed once the run returned.
+    let steers = Arc::new(SteerQueue::default());
     let ctx = RunContext {
         run_id,
         chat_id,
@@ -273,6 +275,7 @@ async fn drive_run(
         // The runtime shows a stored plan first (any mode) and continues it.
         initial_plan: prepared.plan,
         services: state.run_services(),
+        steers: steers.clone(),
     };
     let watcher = sink.watch_closed();
     let outcome = tokio::select! {
@@ -286,6 +289,12 @@ async fn drive_run(
             true,
         )),
     };
+    // Before the terminal event: a steer into a finished run is refused from here on.
+    let untaken = steers.close();
+    if !untaken.is_empty() {
+        let steer_ids: Vec<&str> = untaken.iter().map(|s| s.steer_id.as_str()).collect();
+        tracing::info!(?steer_ids, "the run ended before taking these steers");
+    }
     match &outcome {
         RunOutcome::Completed { .. } => count_outcome("completed", ""),
         RunOutcome::Failed(e) => count_outcome("failed", e.code.as_str()),
