@@ -197,6 +197,23 @@ mod tests {
     }
 
     #[test]
+    fn steered_user_messages_come_back_as_user_messages_in_order() {
+        let steered =
+            r#"{"role":"user","content":[{"type":"text","text":"steered"}],"ts":5,"_steerId":"s1","_requestId":"r"}"#;
+        let lines = [step(&[
+            r#"{"role":"user","content":[{"type":"text","text":"q"}],"ts":9}"#.to_owned(),
+            call("a"),
+            result("a"),
+            steered.to_owned(),
+            r#"{"role":"assistant","content":"answer"}"#.to_owned(),
+        ])];
+        let messages = history_messages(&lines, 1);
+        assert_eq!(tool_ids(&messages[..4]), ["user:q", "call:a", "result:a:r-a", "user:steered"]);
+        assert_eq!(messages[4], ChatMessage::Assistant { content: "answer".into(), tool_calls: vec![] });
+        assert_eq!(messages.len(), 5);
+    }
+
+    #[test]
     fn duplicate_results_are_dropped() {
         let lines = [step(&[call("a"), result("a"), result("a")])];
         assert_eq!(tool_ids(&history_messages(&lines, 1)), ["call:a", "result:a:r-a"]);
