@@ -442,3 +442,29 @@ async fn steers_the_sink_could_not_deliver_are_returned_by_close() {
     assert_eq!(fixture.request_count(), 0, "no model call after the consumer left");
     assert_eq!(queue.close(), [steer("a", "one"), steer("b", "two")]);
 }
+
+/// A sink that never finishes delivering a steer (a client that stopped reading).
+struct StuckAtSteer;
+
+impl DeltaSink for StuckAtSteer {
+    async fn emit(&mut self, delta: AgentDelta) -> Result<(), EmitError> {
+        if is_steer(&delta) {
+            std::future::pending::<()>().await;
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_run_cancelled_while_delivering_a_steer_leaves_it_for_close() {
+    let fixture = FixtureServer::with_default(Transcript::openai_text(&["x"])).await.unwrap();
+    let queue = Arc::new(SteerQueue::default());
+    queue.push(steer("a", "one")).unwrap();
+    let agent =
+        r#"{"key":"o","mode":"ONESHOT","modelConfig":{"providerKey":"fx","model":"m"},"plain":{"systemPrompt":"s"}}"#;
+    let mut sink = StuckAtSteer;
+    let run = execute(ctx(&fixture, agent, ToolRegistry::default(), queue.clone()), &mut sink);
+    // The driver gives up on the run (client gone, shutdown): the future is dropped mid-delivery.
+    assert!(tokio::time::timeout(Duration::from_millis(100), run).await.is_err());
+    assert_eq!(queue.close(), [steer("a", "one")]);
+}

@@ -85,9 +85,9 @@ impl SteerRefused {
 ///   ([`SteerRefused::Closed`], the endpoint's 409), and the steers no turn took (pushed during
 ///   the last turn, after a ONESHOT/summary answer, or when the run failed) come back so they
 ///   can be logged or reported. A push that succeeded is therefore either taken by the run
-///   (exactly once) or returned by `close` — a steer whose `request.steer` the sink refused
-///   (the run is ending) is put back for `close`. Only a queue closed while its run still runs
-///   (e.g. by a cancel) can leave steers a turn took but could not deliver; they are logged.
+///   (exactly once) or returned by `close`: a steer leaves the queue only once its
+///   `request.steer` was delivered, so one whose delivery was refused or cancelled (the run is
+///   ending) is still there for `close`.
 /// * **Bounded** — a queue holds at most its capacity of untaken steers
 ///   ([`DEFAULT_STEER_CAPACITY`]); more are refused ([`SteerRefused::Full`]) until the run takes
 ///   them. The message length is bounded by the request body limit of the endpoint.
@@ -129,7 +129,9 @@ impl SteerQueue {
         Ok(())
     }
 
-    /// Removes and returns every waiting steer, oldest first (what a model turn does).
+    /// Removes and returns every waiting steer, oldest first — for an embedder that runs its own
+    /// turns. agw's model turns take them one by one and remove each only once its
+    /// `request.steer` was delivered.
     pub fn take_all(&self) -> Vec<Steer> {
         self.lock().pending.drain(..).collect()
     }
@@ -152,20 +154,22 @@ impl SteerQueue {
         self.lock().closed
     }
 
-    /// Puts steers a turn took but could not deliver back in front, in order, so `close`
-    /// returns them (the capacity does not apply: they were accepted before).
-    pub(crate) fn put_back(&self, steers: Vec<Steer>) {
-        if steers.is_empty() {
-            return;
-        }
+    /// How many steers are waiting.
+    pub(crate) fn pending(&self) -> usize {
+        self.lock().pending.len()
+    }
+
+    /// The oldest waiting steer, left in the queue until [`Self::confirm`]: a turn cancelled or
+    /// refused while delivering it leaves it for [`Self::close`].
+    pub(crate) fn peek(&self) -> Option<Steer> {
+        self.lock().pending.front().cloned()
+    }
+
+    /// Removes the oldest waiting steer once it was delivered (only if it is still `steer_id`).
+    pub(crate) fn confirm(&self, steer_id: &str) {
         let mut inner = self.lock();
-        if inner.closed {
-            let ids: Vec<&str> = steers.iter().map(|s| s.steer_id.as_str()).collect();
-            tracing::warn!(?ids, "steers not delivered after the steer queue was closed");
-            return;
-        }
-        for steer in steers.into_iter().rev() {
-            inner.pending.push_front(steer);
+        if inner.pending.front().is_some_and(|s| s.steer_id == steer_id) {
+            inner.pending.pop_front();
         }
     }
 
@@ -221,13 +225,17 @@ mod tests {
     }
 
     #[test]
-    fn put_back_goes_in_front_in_order_and_close_returns_it() {
+    fn peek_leaves_the_steer_until_confirmed() {
         let queue = SteerQueue::default();
-        queue.push(steer("c")).expect("open");
-        queue.put_back(vec![steer("a"), steer("b")]);
-        assert_eq!(queue.close(), [steer("a"), steer("b"), steer("c")]);
-        queue.put_back(vec![steer("x")]);
-        assert!(queue.close().is_empty(), "nothing is queued after close");
+        assert_eq!(queue.peek(), None);
+        queue.push(steer("a")).expect("open");
+        queue.push(steer("b")).expect("open");
+        assert_eq!((queue.peek(), queue.pending()), (Some(steer("a")), 2));
+        queue.confirm("b");
+        assert_eq!(queue.pending(), 2, "only the front steer is confirmed");
+        queue.confirm("a");
+        assert_eq!(queue.close(), [steer("b")]);
+        queue.confirm("b");
     }
 
     #[test]

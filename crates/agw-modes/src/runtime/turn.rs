@@ -156,22 +156,21 @@ pub(crate) async fn model_turn<S: DeltaSink>(
     Ok(out)
 }
 
-/// Takes every waiting steer: for each, `request.steer` is emitted (ending an open text block),
-/// then its message is appended to `messages` as a user message. Returns the appended messages.
-/// When the sink refuses one, it and the rest go back to the queue (the run is ending; the
-/// caller of `execute` gets them from `close`).
+/// Takes the steers waiting when the turn starts, oldest first: for each, `request.steer` is
+/// emitted (ending an open text block), then its message is appended to `messages` as a user
+/// message. Returns the appended messages. A steer leaves the queue only once its delta was
+/// delivered, so one the sink refused (or whose delivery was cancelled) stays for `close`.
 async fn take_steers<S: DeltaSink>(
     ctx: &RunContext,
     messages: &mut Vec<ChatMessage>,
     sink: &mut S,
 ) -> Result<Vec<ChatMessage>, RunFailure> {
-    let mut waiting = ctx.steers.take_all().into_iter();
     let mut taken = Vec::new();
-    while let Some(steer) = waiting.next() {
-        if let Err(error) = sink.emit(steer.to_delta()).await {
-            ctx.steers.put_back(std::iter::once(steer).chain(waiting).collect());
-            return Err(error.into());
-        }
+    // Only those already waiting: steady pushes cannot hold the turn back.
+    for _ in 0..ctx.steers.pending() {
+        let Some(steer) = ctx.steers.peek() else { break };
+        sink.emit(steer.to_delta()).await?;
+        ctx.steers.confirm(&steer.steer_id);
         tracing::debug!(run_id = %ctx.run_id, steer_id = %steer.steer_id, "steer taken");
         let message = ChatMessage::User { content: steer.message };
         messages.push(message.clone());
