@@ -491,3 +491,49 @@ async fn a_busy_chat_rejects_a_second_query_by_default_and_queues_it_when_config
     let replay = assert_chat_replayable(&gw, &chat_id).await;
     assert_eq!(replay.iter().filter(|e| e["type"] == "run.start").count(), 2);
 }
+
+/// A steer sent while the model streams its first turn is taken at the next model turn: the
+/// stream shows `request.steer` after the tool result, the second provider request ends with it
+/// as a user message, and the chat history replays it.
+#[tokio::test]
+async fn a_steer_is_taken_at_the_next_model_turn_and_recorded() {
+    let gw = Gateway::start(&[react_agent("r", json!({"backends": ["mock_city_weather"]}), "")], &[]).await;
+    gw.fixture.on_stage(
+        "agent-react-step-1",
+        Transcript::openai_tool_call("call_w", "mock_city_weather", &["{\"city\":", "\"Paris\"}"])
+            .with_chunk_delay_ms(150),
+    );
+    gw.fixture.on_stage("agent-react-step-2", Transcript::openai_text(&["Warm, ", "and in Celsius."]));
+    let mut live = LiveStream::new(gw.post_query(&json!({"agentKey": "r", "message": "weather?"})).await);
+    live.until(|e| e["type"] == "tool.start").await;
+    let run_id = run_id_of(&live.seen);
+    let steer = json!({"runId": run_id, "message": "use Celsius", "steerId": "s1"});
+    let (status, answer) = post(&gw, "/api/ap/steer", &steer).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        (answer["data"]["accepted"].as_bool(), answer["data"]["status"].as_str(), answer["data"]["steerId"].as_str()),
+        (Some(true), Some("queued"), Some("s1"))
+    );
+    let events = live.rest().await;
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    let steered = types.iter().position(|t| *t == "request.steer").expect("request.steer in the stream");
+    let result = types.iter().position(|t| *t == "tool.result").unwrap();
+    assert!(steered > result, "taken at the model-turn boundary, never mid-tool: {types:?}");
+    let event = &events[steered];
+    assert_eq!((event["steerId"].as_str(), event["message"].as_str()), (Some("s1"), Some("use Celsius")));
+    assert_eq!((event["role"].as_str(), event["runId"].as_str()), (Some("user"), Some(run_id.as_str())));
+    assert_eq!(types.last(), Some(&"run.complete"));
+
+    let second = gw.fixture.requests().into_iter().find(|r| r.stage() == Some("agent-react-step-2")).unwrap();
+    let last = second.body["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!((last["role"].as_str(), last["content"].as_str()), (Some("user"), Some("use Celsius")));
+    let replay = assert_chat_replayable(&gw, &chat_id_of(&events)).await;
+    assert!(replay.iter().any(|e| e["type"] == "request.steer" && e["steerId"] == "s1"), "history records it");
+
+    let (status, late) = post(&gw, "/api/ap/steer", &steer).await;
+    assert_eq!((status, late["code"].as_str()), (409, Some("run_finished")), "{late}");
+    let (status, _) = post(&gw, "/api/ap/steer", &json!({"runId": "nope", "message": "x"})).await;
+    assert_eq!(status, 404);
+    let (status, _) = post(&gw, "/api/ap/steer", &json!({"runId": run_id, "message": "  "})).await;
+    assert_eq!(status, 400);
+}

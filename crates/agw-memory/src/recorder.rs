@@ -9,7 +9,10 @@
 //! `_actionId` are the ids streamed live (the reference derived `r_`/`c_`/`a_` + MD5 ids), so
 //! the replay of a chat repeats the live ids; tool arguments and results are stored verbatim
 //! (not trimmed, blank results not rewritten to `null`); a call streamed with empty arguments
-//! is still persisted (agw streams its `tool.start`).
+//! is still persisted (agw streams its `tool.start`); a steer the run took (`request.steer`) is
+//! a user message at its position in the step, `ts` = its event time, with `_steerId` (and
+//! `_requestId` when the steer had one), so the next run's model window and the replay see it
+//! where the live run did.
 //!
 //! No I/O: the caller appends what [`Recorder::observe`] and [`Recorder::finish`] return.
 
@@ -314,8 +317,26 @@ impl Recorder {
             EventPayload::PlanUpdate(e) => {
                 self.step.plan = Some(PlanSnapshot::new(e.plan_id.clone(), e.plan.clone()));
             }
+            EventPayload::RequestSteer(e) => {
+                self.steer(StoredMessage::steer(e.message.clone(), ts, e.steer_id.clone(), e.request_id.clone()));
+            }
             _ => {}
         }
+    }
+
+    /// A steer the run took: it follows everything streamed before it, so pending text blocks and
+    /// calls still waiting for a result (a PLAN_EXECUTE round's unexecuted extra calls) are
+    /// written first, then the user message; the next model response gets a new `_msgId`.
+    fn steer(&mut self, message: StoredMessage) {
+        let ts = message.ts.unwrap_or(self.last_ts);
+        self.write_text(ts);
+        for call in std::mem::take(&mut self.step.calls) {
+            if let Some(written) = self.call_message(&call, ts) {
+                self.step.messages.push(written);
+            }
+        }
+        self.step.messages.push(message);
+        self.renew_msg_id = true;
     }
 
     /// Appends to the block `id`, opening it on its first event.

@@ -13,7 +13,8 @@ pub const UNRECORDED_RESULT: &str = r#"{"executed":false,"reason":"no result rec
 
 /// History messages for the model: for each of the last `k` runs that have step lines (runs in
 /// order of first appearance), steps by `_seq`, messages in stored order, converted per §8:
-/// user/assistant/tool/system messages kept, reasoning dropped, tool calls paired with their
+/// user/assistant/tool/system messages kept (a steer a run took is a stored user message, so it
+/// comes back as a user message where the run took it), reasoning dropped, tool calls paired with their
 /// results (missing results synthesised as [`UNRECORDED_RESULT`], orphan results dropped).
 pub fn history_messages(lines: &[HistoryLine], k: usize) -> Vec<ChatMessage> {
     let mut pairing = Pairing::default();
@@ -193,6 +194,23 @@ mod tests {
         );
         let ChatMessage::Assistant { tool_calls, content } = &messages[0] else { panic!("assistant") };
         assert_eq!((tool_calls[0].arguments.as_str(), content.as_str()), ("{}", ""));
+    }
+
+    #[test]
+    fn steered_user_messages_come_back_as_user_messages_in_order() {
+        let steered =
+            r#"{"role":"user","content":[{"type":"text","text":"steered"}],"ts":5,"_steerId":"s1","_requestId":"r"}"#;
+        let lines = [step(&[
+            r#"{"role":"user","content":[{"type":"text","text":"q"}],"ts":9}"#.to_owned(),
+            call("a"),
+            result("a"),
+            steered.to_owned(),
+            r#"{"role":"assistant","content":"answer"}"#.to_owned(),
+        ])];
+        let messages = history_messages(&lines, 1);
+        assert_eq!(tool_ids(&messages[..4]), ["user:q", "call:a", "result:a:r-a", "user:steered"]);
+        assert_eq!(messages[4], ChatMessage::Assistant { content: "answer".into(), tool_calls: vec![] });
+        assert_eq!(messages.len(), 5);
     }
 
     #[test]

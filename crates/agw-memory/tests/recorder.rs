@@ -487,3 +487,151 @@ fn the_first_written_step_carries_the_user_message_even_after_an_empty_step() {
     assert_eq!(step.messages[0].text(), "hello");
     assert_eq!(step.messages[0].ts, Some(4), "user ts = flush time");
 }
+
+fn steer(id: &str, message: &str, request_id: Option<&str>) -> AgentDelta {
+    AgentDelta::Steer { steer_id: id.into(), message: message.into(), request_id: request_id.map(str::to_owned) }
+}
+
+#[test]
+fn a_steer_is_a_user_message_at_its_position_in_the_step() {
+    let mut run = Run::new(CHAT, RUN, query("weather?"), None, &[]);
+    run.push(100, marker("react-step-1"));
+    run.push(200, content("Looking it up."));
+    run.push(300, tool_args("call_1", "w", "{}"));
+    run.push(400, tool_result("call_1", "20C"));
+    run.flush_times(&[500, 500]);
+    run.push(500, marker("react-step-2"));
+    run.push(600, steer("steer_1", "in Fahrenheit, please", Some("req_7")));
+    run.push(700, content("68F"));
+    run.complete(900);
+
+    let lines = run.jsonl();
+    let msg_id = |i: usize| steps(&run)[i].messages.iter().rev().find_map(|m| m.msg_id.clone()).expect("msg id");
+    let (m1, m2) = (msg_id(0), msg_id(1));
+    assert_ne!(m1, m2, "the response after a steer is a new model response");
+    assert_eq!(
+        lines[2],
+        format!(
+            r#"{{"_type":"step","chatId":"{CHAT}","runId":"{RUN}","_stage":"react","_seq":2,"updatedAt":900,"messages":[{{"role":"user","content":[{{"type":"text","text":"in Fahrenheit, please"}}],"ts":600,"_steerId":"steer_1","_requestId":"req_7"}},{{"role":"assistant","content":[{{"type":"text","text":"68F"}}],"ts":700,"_contentId":"{RUN}_c_2","_msgId":"{m2}","_timing":200}}]}}"#
+        )
+    );
+
+    // The next run's model window: the steer is a user message, in order.
+    let window = history_messages(&run.lines, 5);
+    assert_eq!(
+        window,
+        [
+            ChatMessage::User { content: "weather?".into() },
+            ChatMessage::Assistant { content: "Looking it up.".into(), tool_calls: vec![] },
+            window[2].clone(),
+            ChatMessage::Tool { tool_call_id: "call_1".into(), name: "w".into(), content: "20C".into() },
+            ChatMessage::User { content: "in Fahrenheit, please".into() },
+            ChatMessage::Assistant { content: "68F".into(), tool_calls: vec![] },
+        ]
+    );
+
+    // The replay shows the live request.steer (same ids, fields and time) at its position.
+    let live: Vec<Value> = run
+        .events
+        .iter()
+        .filter(|e| matches!(e.payload, EventPayload::RequestSteer(_)))
+        .map(|e| serde_json::to_value(e).expect("json"))
+        .collect();
+    let replay = replay_chat(CHAT, Some("chat"), &run.lines, 0);
+    let replayed: Vec<Value> = replay
+        .iter()
+        .filter(|e| matches!(e.payload, EventPayload::RequestSteer(_)))
+        .map(|e| {
+            let mut v = serde_json::to_value(e).expect("json");
+            v["seq"] = live[0]["seq"].clone();
+            v
+        })
+        .collect();
+    assert_eq!(replayed, live);
+    let order: Vec<&str> = replay.iter().map(Event::type_name).collect();
+    assert_eq!(
+        order,
+        [
+            "request.query",
+            "chat.start",
+            "run.start",
+            "content.snapshot",
+            "tool.snapshot",
+            "tool.result",
+            "request.steer",
+            "content.snapshot",
+            "run.complete"
+        ]
+    );
+}
+
+#[test]
+fn a_steer_in_a_task_writes_unanswered_calls_before_it_and_is_recorded_from_events_alone() {
+    let mut run = Run::new(CHAT, "run", query("q"), None, &[]);
+    run.push(1, marker("execute-task-1"));
+    run.push(2, content("working"));
+    run.push(3, tool_args("c1", "t", r#"{"a":1}"#));
+    run.push(4, tool_args("c2", "t", r#"{"b":2}"#));
+    run.push(5, tool_result("c1", "done"));
+    // The HTTP sink feeds the recorder only the events of a steer (the delta is not needed).
+    let mut events = Vec::new();
+    let steer_event = agw_protocol::event::RequestSteer {
+        request_id: None,
+        chat_id: CHAT.into(),
+        run_id: "run".into(),
+        steer_id: "s1".into(),
+        message: "skip b".into(),
+        role: "user".into(),
+        task_id: Some("t1".into()),
+    };
+    events.push(Event::new(99, 6, steer_event));
+    run.recorder.observe_events(&events);
+    run.push(7, content("ok"));
+    run.complete(10);
+    let summary: Vec<String> = steps(&run)[0]
+        .messages
+        .iter()
+        .map(|m| {
+            let what = m.calls().first().map_or_else(|| m.text().to_owned(), |c| format!("call {}", c.id));
+            format!("{} {what} {}", m.role, m.ts.unwrap_or_default())
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            "user q 10",
+            "assistant working 2",
+            "assistant call c1 5",
+            "tool done 5",
+            "assistant call c2 6",
+            "user skip b 6",
+            "assistant ok 7"
+        ]
+    );
+    assert_eq!(steps(&run)[0].messages[5].steer_id(), Some("s1"));
+    let history = history_messages(&run.lines, 5);
+    let kinds: Vec<String> = history
+        .iter()
+        .map(|m| match m {
+            ChatMessage::User { content } => format!("user:{content}"),
+            ChatMessage::Assistant { tool_calls, content } => {
+                tool_calls.first().map_or_else(|| format!("assistant:{content}"), |c| format!("call:{}", c.id))
+            }
+            ChatMessage::Tool { tool_call_id, content, .. } => format!("result:{tool_call_id}:{content}"),
+            ChatMessage::System { content } => format!("system:{content}"),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "user:q".to_owned(),
+            "assistant:working".to_owned(),
+            "call:c1".to_owned(),
+            "result:c1:done".to_owned(),
+            "call:c2".to_owned(),
+            format!("result:c2:{UNRECORDED_RESULT}"),
+            "user:skip b".to_owned(),
+            "assistant:ok".to_owned(),
+        ]
+    );
+}

@@ -2,11 +2,12 @@
 //!
 //! Any run a mode can produce — steps of reasoning and content chunks (empty, whitespace and
 //! multi-byte ones included), tool and action calls with their arguments in pieces and their
-//! results (actions whitelisted, so they replay as actions), usage, an optional plan with tasks
-//! — is pushed through the assembler and the
+//! results (actions whitelisted, so they replay as actions), usage, steers taken between model
+//! turns, an optional plan with tasks — is pushed through the assembler and the
 //! recorder; the history lines go through their JSON form and `replay_chat`. For every block the
 //! replayed snapshot text equals the concatenation of its live deltas, blocks replay in live
-//! order, and replay `seq` is 1..N. Completed, failed and abandoned (client gone) runs alike.
+//! order, every `request.steer` replays with its live fields (all but the live-only `taskId`) at
+//! its live position, and replay `seq` is 1..N. Completed, failed and abandoned (client gone) runs alike.
 //!
 //! `PROPTEST_CASES` raises the number of cases (default here: 256).
 
@@ -53,6 +54,8 @@ struct Step {
     usage: bool,
     /// Run this step as a task of the plan.
     task: bool,
+    /// A steer taken at the start of the step (before its model turn): `(message, requestId)`.
+    steer: Option<(String, Option<String>)>,
 }
 
 #[derive(Debug, Clone)]
@@ -67,8 +70,15 @@ fn step() -> impl Strategy<Value = Step> {
     let text = prop_oneof![piece().prop_map(Text::Reasoning), piece().prop_map(Text::Content)];
     let call = (prop::bool::weighted(0.2), prop::collection::vec(piece(), 0..4), piece())
         .prop_map(|(action, args, result)| Call { action, args, result });
-    (prop::collection::vec(text, 0..6), prop::collection::vec(call, 0..3), any::<bool>(), prop::bool::weighted(0.3))
-        .prop_map(|(texts, calls, usage, task)| Step { texts, calls, usage, task })
+    let steer = prop::option::weighted(0.3, (piece(), prop::option::of("[a-z0-9-]{1,8}")));
+    (
+        prop::collection::vec(text, 0..6),
+        prop::collection::vec(call, 0..3),
+        any::<bool>(),
+        prop::bool::weighted(0.3),
+        steer,
+    )
+        .prop_map(|(texts, calls, usage, task, steer)| Step { texts, calls, usage, task, steer })
 }
 
 fn end() -> impl Strategy<Value = End> {
@@ -89,6 +99,13 @@ fn deltas_of(steps: &[Step]) -> Vec<AgentDelta> {
         out.push(AgentDelta::StageMarker(format!("react-step-{}", n + 1)));
         if step.task {
             out.push(AgentDelta::TaskStart { task_id: task_id.clone(), description: Some("work".into()) });
+        }
+        if let Some((message, request_id)) = &step.steer {
+            out.push(AgentDelta::Steer {
+                steer_id: format!("steer_{n}"),
+                message: message.clone(),
+                request_id: request_id.clone(),
+            });
         }
         for text in &step.texts {
             out.push(match text {
@@ -264,6 +281,41 @@ fn replay_order(events: &[Event]) -> Vec<String> {
         .collect()
 }
 
+/// Every `request.steer` as JSON without `seq`, `timestamp` and the live-only `taskId`.
+fn steers(events: &[Event]) -> Vec<serde_json::Value> {
+    events
+        .iter()
+        .filter(|e| matches!(e.payload, EventPayload::RequestSteer(_)))
+        .map(|e| {
+            let mut value = serde_json::to_value(e).expect("json");
+            let map = value.as_object_mut().expect("object");
+            for key in ["seq", "timestamp", "taskId"] {
+                map.remove(key);
+            }
+            value
+        })
+        .collect()
+}
+
+/// Block ids and steer ids in stream order (live) / replay order.
+fn positions(events: &[Event], replay: bool) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::RequestSteer(s) => Some(s.steer_id.clone()),
+            EventPayload::ReasoningStart(s) if !replay => Some(s.reasoning_id.clone()),
+            EventPayload::ContentStart(s) if !replay => Some(s.content_id.clone()),
+            EventPayload::ToolStart(s) if !replay => Some(s.tool_id.clone()),
+            EventPayload::ActionStart(s) if !replay => Some(s.action_id.clone()),
+            EventPayload::ReasoningSnapshot(s) if replay => Some(s.reasoning_id.clone()),
+            EventPayload::ContentSnapshot(s) if replay => Some(s.content_id.clone()),
+            EventPayload::ToolSnapshot(s) if replay => Some(s.tool_id.clone()),
+            EventPayload::ActionSnapshot(s) if replay => Some(s.action_id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 fn config() -> ProptestConfig {
     ProptestConfig {
         cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256),
@@ -284,5 +336,7 @@ proptest! {
         }
         prop_assert_eq!(replay_texts(&replay), live_texts(&live), "snapshot texts = concatenated live deltas");
         prop_assert_eq!(replay_order(&replay), live_order(&live), "blocks replay in live order");
+        prop_assert_eq!(steers(&replay), steers(&live), "request.steer replays with its live fields");
+        prop_assert_eq!(positions(&replay, true), positions(&live, false), "steers replay at their live position");
     }
 }

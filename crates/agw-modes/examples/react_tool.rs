@@ -15,7 +15,8 @@ use std::time::Duration;
 use agw_llm::ProviderRegistry;
 use agw_modes::definition::AgentDefinition;
 use agw_modes::runtime::{
-    DEFAULT_TOOL_OUTPUT_LIMIT, DeltaSink, EmitError, FrontendSubmits, RunContext, RunOutcome, RunServices, execute,
+    DEFAULT_TOOL_OUTPUT_LIMIT, DeltaSink, EmitError, FrontendSubmits, RunContext, RunOutcome, RunServices, SteerQueue,
+    execute,
 };
 use agw_protocol::event::{ChatStart, RequestQuery};
 use agw_protocol::{AgentDelta, Assembler, Event, SystemClock, sse};
@@ -104,6 +105,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         history: vec![],
         initial_plan: None,
         services: Arc::new(services),
+        // Whoever accepts steers for this run pushes into this queue.
+        steers: Arc::new(SteerQueue::default()),
     };
 
     let mut sink = PrintingSink { assembler: Assembler::new(run_id, chat_id, Box::new(SystemClock)), events: vec![] };

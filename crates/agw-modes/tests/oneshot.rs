@@ -5,7 +5,8 @@ use std::sync::Arc;
 use agw_llm::{ChatMessage, ProviderRegistry};
 use agw_modes::definition::AgentDefinition;
 use agw_modes::runtime::{
-    CollectingSink, DEFAULT_TOOL_OUTPUT_LIMIT, FrontendSubmits, RunContext, RunOutcome, RunServices, execute,
+    CollectingSink, DEFAULT_TOOL_OUTPUT_LIMIT, FrontendSubmits, RunContext, RunOutcome, RunServices, SteerQueue,
+    execute,
 };
 use agw_protocol::{AgentDelta, ErrorCode, PlanSnapshot, PlanTask, TaskStatus};
 use agw_testkit::{End, FixtureServer, Transcript};
@@ -40,6 +41,7 @@ fn ctx(fixture: &FixtureServer, agent: Arc<AgentDefinition>, history: Vec<ChatMe
             skills: Arc::new(agw_skills::SkillRegistry::default()),
             skill_max_prompt_chars: 8000,
         }),
+        steers: Arc::new(SteerQueue::default()),
     }
 }
 

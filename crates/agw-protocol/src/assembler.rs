@@ -22,9 +22,9 @@ use serde_json::Value;
 use crate::delta::{ActionStartMeta, AgentDelta, ToolStartMeta};
 use crate::event::{
     ActionArgs, ActionEnd, ActionResult, ActionStart, ChatStart, ContentDelta, ContentEnd, ContentStart, ErrorCode,
-    Event, EventPayload, PlanTask, PlanUpdate, ReasoningDelta, ReasoningEnd, ReasoningStart, RequestQuery, RunCancel,
-    RunComplete, RunError, RunErrorInfo, RunStart, TaskCancel, TaskComplete, TaskError, TaskFail, TaskStart, ToolArgs,
-    ToolEnd, ToolResult, ToolStart,
+    Event, EventPayload, PlanTask, PlanUpdate, ReasoningDelta, ReasoningEnd, ReasoningStart, RequestQuery,
+    RequestSteer, RunCancel, RunComplete, RunError, RunErrorInfo, RunStart, TaskCancel, TaskComplete, TaskError,
+    TaskFail, TaskStart, ToolArgs, ToolEnd, ToolResult, ToolStart,
 };
 use crate::ids;
 use calls::{ArgsStep, Calls};
@@ -320,6 +320,7 @@ impl Assembler {
             AgentDelta::TaskCancel { task_id } => self.task_end(task_id, TaskEnd::Cancel, out)?,
             AgentDelta::TaskFail { task_id, error } => self.task_end(task_id, TaskEnd::Fail(error), out)?,
             AgentDelta::Usage(_) => {}
+            AgentDelta::Steer { steer_id, message, request_id } => self.steer(steer_id, message, request_id, out),
         }
         Ok(())
     }
@@ -538,6 +539,25 @@ impl Assembler {
         self.actions.record_result(&action_id);
         self.emit(ActionResult { action_id, result }, out);
         Ok(())
+    }
+
+    // -- steers ------------------------------------------------------------------------------
+
+    /// `request.steer` (successor protocol): an open text block is ended first, and the next
+    /// text opens a new one; open tools and actions are left alone (a mode only steers between
+    /// model turns, when every executed call has its result).
+    fn steer(&mut self, steer_id: String, message: String, request_id: Option<String>, out: &mut Vec<Event>) {
+        self.close_text(out);
+        let steer = RequestSteer {
+            request_id,
+            chat_id: self.chat_id.clone(),
+            run_id: self.run_id.clone(),
+            steer_id,
+            message,
+            role: "user".to_owned(),
+            task_id: self.active_task.clone(),
+        };
+        self.emit(steer, out);
     }
 
     // -- plan and tasks ---------------------------------------------------------------------

@@ -186,4 +186,15 @@ pub enum AgentDelta {
     },
     /// Provider usage for the current model turn: no event, but recorders (chat memory) see it.
     Usage(Value),
+    /// A steered user message the run takes now, at a model-turn boundary (never mid-tool):
+    /// ends an open text block, then `request.steer` (chat, run and active task from the
+    /// assembler); the next text opens a new block. Tools and actions stay as they are.
+    Steer {
+        /// The steer's id; becomes `steerId` (and `_steerId` in history).
+        steer_id: String,
+        /// The user message, verbatim.
+        message: String,
+        /// The steer request's `requestId`, if it had one.
+        request_id: Option<String>,
+    },
 }

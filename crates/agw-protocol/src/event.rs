@@ -96,6 +96,8 @@ event_payloads! {
     RequestUpload = "request.upload",
     /// Protocol only, never emitted.
     RequestSubmit = "request.submit",
+    /// A steered user message taken by the run (successor protocol).
+    RequestSteer = "request.steer",
     /// A new chat was created by this query (first run of a chat only).
     ChatStart = "chat.start",
     /// Protocol only, never emitted.

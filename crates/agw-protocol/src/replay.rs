@@ -4,7 +4,9 @@
 //!
 //! agw decisions applied here: the block and call ids are the stored `_reasoningId` /
 //! `_contentId` / `_toolId` / `_actionId`, which agw writes equal to the ids streamed live, so a
-//! replay names every block exactly as the live stream did; `seq` runs 1..N without gaps and
+//! replay names every block exactly as the live stream did; a user message with a `_steerId` (a
+//! steer the run took) replays as `request.steer` at its position, equal to the live event but
+//! for `taskId`, which no replayed event carries (other user messages produce nothing); `seq` runs 1..N without gaps and
 //! `plan.update` carries one (no `rawEvent`). The §9 fallback ids (`{runId}_r_{i}`, …) only
 //! appear for files written by other implementations without stored ids.
 
@@ -14,9 +16,9 @@ use serde_json::Value;
 
 use crate::event::{
     ActionResult, ActionSnapshot, ChatStart, ContentSnapshot, Event, EventPayload, PlanUpdate, ReasoningSnapshot,
-    RequestQuery, RunComplete, RunStart, ToolResult, ToolSnapshot,
+    RequestQuery, RequestSteer, RunComplete, RunStart, ToolResult, ToolSnapshot,
 };
-use crate::history::{HistoryLine, PlanSnapshot, QueryLine, StepLine, StoredMessage, StoredToolCall};
+use crate::history::{HistoryLine, PlanSnapshot, QueryLine, ROLE_USER, StepLine, StoredMessage, StoredToolCall};
 use crate::request::Reference;
 
 /// Finish reason of every replayed run.
@@ -223,6 +225,20 @@ fn replay_run(run: &Run<'_>, chat_id: &str, chat_start: Option<&str>, now_ms: i6
                 }
                 out.next(ts, call_snapshot(call, &binding, &mut counters));
             }
+        } else if let Some(steer_id) = message.steer_id() {
+            // A steer the run took: the live `request.steer` at its position (no `taskId`, like
+            // every replayed leaf event).
+            let request_id = message.request_id.as_deref().filter(|id| !id.trim().is_empty()).map(str::to_owned);
+            let steer = RequestSteer {
+                request_id,
+                chat_id: chat_id.to_owned(),
+                run_id: run_id.to_owned(),
+                steer_id: steer_id.to_owned(),
+                message: message.text().to_owned(),
+                role: ROLE_USER.to_owned(),
+                task_id: None,
+            };
+            out.next(ts, steer);
         } else if message.is_tool() {
             let call_id = message.tool_call_id.as_deref().filter(|id| !id.trim().is_empty());
             let binding = if let Some(id) = &message.action_id {
@@ -253,9 +269,11 @@ fn replay_run(run: &Run<'_>, chat_id: &str, chat_start: Option<&str>, now_ms: i6
 fn request_query(run: &Run<'_>, chat_id: &str) -> RequestQuery {
     let query = run.query.map(|line| &line.query);
     let non_blank = |v: Option<&String>| v.filter(|s| !s.trim().is_empty()).cloned();
-    let message = query
-        .and_then(|q| q.message.clone())
-        .unwrap_or_else(|| run.messages().find(|m| m.is_user()).map(|m| m.text().to_owned()).unwrap_or_default());
+    let message = query.and_then(|q| q.message.clone()).unwrap_or_else(|| {
+        // The run's own message, not a steer it took later.
+        let mut users = run.messages().filter(|m| m.is_user());
+        users.find(|m| m.steer_id().is_none()).map(|m| m.text().to_owned()).unwrap_or_default()
+    });
     RequestQuery {
         request_id: non_blank(query.and_then(|q| q.request_id.as_ref())).unwrap_or_else(|| run.run_id.to_owned()),
         chat_id: non_blank(query.and_then(|q| q.chat_id.as_ref())).unwrap_or_else(|| chat_id.to_owned()),

@@ -73,6 +73,11 @@ fn delta() -> impl Strategy<Value = AgentDelta> {
         1 => task_id().prop_map(|task_id| AgentDelta::TaskCancel { task_id }),
         1 => task_id().prop_map(|task_id| AgentDelta::TaskFail { task_id, error: TaskError::new("x", "y") }),
         1 => Just(AgentDelta::Usage(json!({"prompt_tokens": 1}))),
+        1 => (text(), prop::option::of("[a-z]{1,4}")).prop_map(|(message, request_id)| AgentDelta::Steer {
+            steer_id: "steer_1".into(),
+            message,
+            request_id,
+        }),
     ]
 }
 
@@ -231,6 +236,10 @@ proptest! {
         let mut open: HashMap<(&'static str, String), usize> = HashMap::new();
         let mut closed: HashMap<(&'static str, String), usize> = HashMap::new();
         for event in &driven.events {
+            if event.type_name() == "request.steer" {
+                let texts_open = open.keys().filter(|(kind, _)| *kind == "reasoning" || *kind == "content").count();
+                prop_assert_eq!(texts_open, 0, "a steer ends the open text block first");
+            }
             let Some(block) = block_of(event) else { continue };
             let ty = event.type_name();
             if ty.ends_with(".start") {

@@ -13,7 +13,8 @@ use std::time::Duration;
 use agw_llm::ProviderRegistry;
 use agw_modes::definition::AgentDefinition;
 use agw_modes::runtime::{
-    CollectingSink, DEFAULT_TOOL_OUTPUT_LIMIT, FrontendSubmits, RunContext, RunOutcome, RunServices, execute,
+    CollectingSink, DEFAULT_TOOL_OUTPUT_LIMIT, FrontendSubmits, RunContext, RunOutcome, RunServices, SteerQueue,
+    execute,
 };
 use agw_protocol::AgentDelta;
 use agw_testkit::{FixtureServer, Transcript};
@@ -57,6 +58,7 @@ async fn run(model: &FixtureServer, message: &str) -> (RunOutcome, Vec<AgentDelt
         history: vec![],
         initial_plan: None,
         services: Arc::new(services),
+        steers: Arc::new(SteerQueue::default()),
     };
     let mut sink = CollectingSink::default();
     let outcome = execute(ctx, &mut sink).await;

@@ -25,11 +25,12 @@ use crate::state::AppState;
 /// What a route handler produces: a response, or an error rendered as the envelope.
 pub type HandlerResult = Result<Response<BoxBody>, ApiError>;
 
-const ROUTES: [&str; 12] = [
+const ROUTES: [&str; 13] = [
     "/api/ap/query",
     "/api/ap/submit",
     "/api/ap/attach",
     "/api/ap/interrupt",
+    "/api/ap/steer",
     "/api/ap/agents",
     "/api/ap/agent",
     "/api/ap/chats",
@@ -113,6 +114,7 @@ async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> 
         (&Method::POST, "/api/ap/submit") => submit::submit(&state, req).await,
         (&Method::GET, "/api/ap/attach") => runs::attach(&state, &params, &req, principal),
         (&Method::POST, "/api/ap/interrupt") => runs::interrupt(&state, req).await,
+        (&Method::POST, "/api/ap/steer") => runs::steer(&state, req).await,
         (&Method::GET, "/api/ap/agents") => agents::list(&state, &params),
         (&Method::GET, "/api/ap/agent") => agents::detail(&state, &params),
         (&Method::GET, "/api/ap/chats") => chats::list(&state, principal).await,

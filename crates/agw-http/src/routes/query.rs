@@ -313,6 +313,9 @@ async fn drive_run(state: AppState, run: RunStart) {
     let mut sink = sink
         .with_webhook(state.webhook.clone().map(|w| RunTrigger::new(w, chat_id.clone(), run_id.clone(), chat_name)));
     let _ = sink.bootstrap(query_event, prepared.chat_start).await;
+    // The run's steers (POST /api/ap/steer pushes into the handle's queue): every model turn
+    // takes what is waiting; closed once the run returned.
+    let steers = handle.steers.clone();
     let ctx = RunContext {
         run_id,
         chat_id,
@@ -322,6 +325,7 @@ async fn drive_run(state: AppState, run: RunStart) {
         // The runtime shows a stored plan first (any mode) and continues it.
         initial_plan: prepared.plan,
         services: state.run_services(),
+        steers: steers.clone(),
     };
     // Dropping the mode's future stops it wherever it is: the provider request is aborted, a
     // tool's processes are killed, a frontend wait is unregistered.
@@ -331,6 +335,12 @@ async fn drive_run(state: AppState, run: RunStart) {
         () = handle.abandoned() => Ended::Cancelled(CancelReason::Detached),
         () = state.runs.stopped() => Ended::Shutdown,
     };
+    // Before the terminal event: a steer into a finished run is refused from here on.
+    let untaken = steers.close();
+    if !untaken.is_empty() {
+        let steer_ids: Vec<&str> = untaken.iter().map(|s| s.steer_id.as_str()).collect();
+        tracing::info!(?steer_ids, "the run ended before taking these steers");
+    }
     match ended {
         Ended::Mode(RunOutcome::Completed { finish_reason }) => {
             count_outcome("completed", "");

@@ -1,5 +1,6 @@
 //! The run lifecycle endpoints (`docs/run-lifecycle.md`): `GET /api/ap/attach` (resume or join a
-//! run's stream) and `POST /api/ap/interrupt` (cancel it). Names and shapes follow the
+//! run's stream), `POST /api/ap/interrupt` (cancel it) and `POST /api/ap/steer` (queue a user
+//! message for its next model turn). Names and shapes follow the
 //! reference's successor protocol (`successor-protocol.md`).
 //!
 //! With auth on, another user's run is indistinguishable from an absent one (404).
@@ -19,6 +20,7 @@ use crate::body::RequestBody;
 use crate::envelope::{ApiError, success};
 use crate::runs::{AttachError, CancelReason, RunHandle, RunStatus};
 use crate::state::AppState;
+use agw_modes::runtime::{Steer, SteerRefused};
 
 /// How long `interrupt` waits for the run to end before answering `cancelling`. The run stops
 /// within milliseconds wherever it is; the wait lets the answer say `cancelled` for sure.
@@ -113,4 +115,73 @@ pub async fn interrupt(state: &AppState, req: Request<RequestBody>) -> HandlerRe
     };
     tracing::info!(runId = %run_id, status, "interrupt");
     Ok(success(&json!({"accepted": true, "status": status, "runId": run_id, "detail": detail})))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SteerRequest {
+    run_id: String,
+    message: String,
+    #[serde(default)]
+    steer_id: Option<String>,
+    #[serde(default)]
+    request_id: Option<String>,
+}
+
+/// `POST /api/ap/steer {"runId","message"}`: queues a user message the run takes at its next
+/// model-turn boundary (never mid-tool). 409 `run_finished` for a run that ended (or is ending:
+/// its queue closes before its terminal event); 429 `steer_queue_full` past the queue's bound.
+pub async fn steer(state: &AppState, req: Request<RequestBody>) -> HandlerResult {
+    let principal = req.extensions().get::<Principal>().cloned();
+    let server = &state.settings.server;
+    let body = read_body(req, server.max_request_bytes, server.limits.body_read_timeout).await?;
+    let request: SteerRequest =
+        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("invalid steer body: {e}")))?;
+    if request.message.trim().is_empty() {
+        return Err(ApiError::bad_request("message must not be blank"));
+    }
+    let handle = visible_run(state, &request.run_id, principal.as_ref())?;
+    let run_id = handle.run_id.clone();
+    let finished = || {
+        ApiError::conflict(
+            format!("run {run_id} has finished ({}); it takes no more messages", handle.status().as_str()),
+            json!({"code": "run_finished", "runId": run_id, "status": handle.status().as_str()}),
+        )
+    };
+    if handle.status().is_finished() {
+        return Err(finished());
+    }
+    let steer_id = request
+        .steer_id
+        .map(|id| id.trim().to_string())
+        .filter(|id| !id.is_empty())
+        .unwrap_or_else(|| format!("steer_{}", uuid_simple()));
+    let steer = Steer {
+        steer_id: steer_id.clone(),
+        message: request.message,
+        request_id: request.request_id.filter(|r| !r.trim().is_empty()),
+    };
+    match handle.steers.push(steer) {
+        Ok(()) => {
+            tracing::info!(runId = %run_id, %steer_id, "steer queued");
+            Ok(success(&json!({
+                "accepted": true,
+                "status": "queued",
+                "runId": run_id,
+                "steerId": steer_id,
+                "detail": "queued for the run's next model turn",
+            })))
+        }
+        Err(SteerRefused::Closed(_)) => Err(finished()),
+        Err(SteerRefused::Full { capacity, .. }) => Err(ApiError::with_fields(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("run {run_id} already holds {capacity} steers it has not taken yet"),
+            json!({"code": "steer_queue_full", "runId": run_id}),
+        )),
+    }
+}
+
+/// A random id for a steer that came without one.
+fn uuid_simple() -> String {
+    agw_protocol::ids::new_run_id().replace('-', "")[..16].to_string()
 }

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use tokio::sync::watch;
 
 use agw_memory::Owner;
+use agw_modes::runtime::SteerQueue;
 use agw_protocol::{Event, EventPayload, sse};
 
 use super::buffer::{BufferLimits, FrameBuffer, Read};
@@ -94,6 +95,8 @@ pub struct RunHandle {
     pub agent_key: String,
     /// Who started it (`None`: without auth).
     pub owner: Option<Owner>,
+    /// User messages queued by `POST /api/ap/steer`; the run takes them at its next model turn.
+    pub steers: Arc<SteerQueue>,
     policy: DisconnectPolicy,
     max_observers: usize,
     state: Mutex<State>,
@@ -137,6 +140,7 @@ impl RunHandle {
             chat_id: spec.chat_id,
             agent_key: spec.agent_key,
             owner: spec.owner,
+            steers: Arc::new(SteerQueue::default()),
             policy: spec.policy,
             max_observers: spec.max_observers,
             state: Mutex::new(State {

@@ -64,8 +64,10 @@ pub struct RunGuard {
 impl Drop for RunGuard {
     fn drop(&mut self) {
         if let Some(handle) = self.handle.take() {
-            // A task that ended without its terminal event (a panic) still ends its observers.
+            // A task that ended without its terminal event (a panic) still ends its observers,
+            // and a run that never reached its own close (cancelled while queued) refuses steers.
             handle.finish_abruptly();
+            handle.steers.close();
             RunTracker::retain(&self.tracker, &handle);
         }
         self.tracker.active.fetch_sub(1, Ordering::SeqCst);

@@ -3,7 +3,9 @@
 //! A run is `execute(ctx, sink)`: it dispatches on the agent's [`ModeDef`] (a sealed enum, so a
 //! new mode is a compile error everywhere it matters), enforces the run budget, and reports a
 //! [`RunOutcome`]. Modes talk to providers only through [`agw_llm::ChatProvider`], to tools only
-//! through the run's tool registry, and to the outside world only through a [`DeltaSink`].
+//! through the run's tool registry, and to the outside world only through a [`DeltaSink`] — and
+//! take steered user messages from the run's [`SteerQueue`] at every model-turn boundary (see
+//! the [`SteerQueue`] docs for the semantics).
 
 mod budget;
 mod calls;
@@ -16,6 +18,7 @@ mod prompt;
 mod react;
 mod sink;
 mod skills;
+mod steer;
 mod submit;
 mod tools;
 mod turn;
@@ -36,6 +39,7 @@ use crate::definition::{AgentDefinition, ModeDef};
 pub use budget::BudgetTracker;
 pub use failure::RunFailure;
 pub use sink::{CollectingSink, DeltaSink, EmitError};
+pub use steer::{DEFAULT_STEER_CAPACITY, Steer, SteerQueue, SteerRefused};
 pub use submit::{FrontendSubmits, PendingSubmit, SubmitStatus};
 
 /// Default cap on one tool result handed to the model (50 KiB).
@@ -80,6 +84,10 @@ pub struct RunContext {
     pub initial_plan: Option<PlanSnapshot>,
     /// Registries and limits, as of the run's start.
     pub services: Arc<RunServices>,
+    /// Steered user messages for this run, shared with whoever accepts `POST /api/ap/steer`.
+    /// Every model turn takes what is waiting; the run never closes it — the caller of
+    /// [`execute`] calls [`SteerQueue::close`] once it returned (semantics: [`SteerQueue`]).
+    pub steers: Arc<SteerQueue>,
 }
 
 /// How a run ended.

@@ -1,11 +1,15 @@
 //! ONESHOT (contract `modes.md` §3): one answer turn, or one tool round then the answer.
+//!
+//! Steers: each turn takes the waiting ones (`turn::model_turn`); the run ends with its answer
+//! even if more arrived meanwhile (they come back from `SteerQueue::close`).
 
 use agw_llm::{ChatMessage, ToolChoice};
 use agw_protocol::AgentDelta;
 
-use crate::definition::{Stage, StageKind};
+use crate::definition::{ResolvedModel, Stage, StageKind};
 
 use super::execute::execute_batch;
+use super::prompt::StagePrompt;
 use super::tools::StageToolSet;
 use super::turn::{TurnSpec, model_turn};
 use super::{DeltaSink, RunContext, RunFailure, RunState, stage_prompt};
@@ -24,24 +28,15 @@ pub(super) async fn run<S: DeltaSink>(
     let mut conversation = ctx.history.clone();
     conversation.push(ChatMessage::User { content: ctx.user_message.clone() });
     let choice = ctx.agent.tool_choice.to_llm();
-    let turn = |name: &'static str, choice: Option<ToolChoice>| TurnSpec {
-        stage_name: name,
-        model: &model,
-        system_prompt: &system,
-        messages: &[],
-        tools: &tools,
-        tool_choice: choice,
-        emit_reasoning: model.reasoning.enabled,
-    };
+    let turns = Turns { model: &model, system: &system, tools: &tools };
 
     if tools.is_empty() || choice.is_none() {
-        model_turn(ctx, TurnSpec { messages: &conversation, ..turn("agent-oneshot", None) }, state, sink).await?;
+        model_turn(ctx, turns.spec("agent-oneshot", None, &mut conversation), state, sink).await?;
         return Ok("stop".into());
     }
 
     let mut first =
-        model_turn(ctx, TurnSpec { messages: &conversation, ..turn("agent-oneshot-tool-first", choice) }, state, sink)
-            .await?;
+        model_turn(ctx, turns.spec("agent-oneshot-tool-first", choice, &mut conversation), state, sink).await?;
     if !first.has_calls() && choice == Some(ToolChoice::Required) {
         let repairs = match state.budget.budget().model.retry_count {
             0 => 2,
@@ -53,7 +48,7 @@ pub(super) async fn run<S: DeltaSink>(
             } else {
                 format!("agent-oneshot-tool-first-repair-{attempt}")
             };
-            let spec = TurnSpec { stage_name: &name, messages: &conversation, ..turn("", Some(ToolChoice::Required)) };
+            let spec = turns.spec(&name, Some(ToolChoice::Required), &mut conversation);
             first = model_turn(ctx, spec, state, sink).await?;
             if first.has_calls() {
                 break;
@@ -68,7 +63,32 @@ pub(super) async fn run<S: DeltaSink>(
         return Ok("stop".into());
     }
     execute_batch(ctx, &tools, &first.calls, first.frontend_waiters, &mut conversation, state, sink).await?;
-    model_turn(ctx, TurnSpec { messages: &conversation, ..turn("agent-oneshot-tool-final", None) }, state, sink)
-        .await?;
+    model_turn(ctx, turns.spec("agent-oneshot-tool-final", None, &mut conversation), state, sink).await?;
     Ok("stop".into())
+}
+
+/// What every turn of the plain stage shares.
+struct Turns<'a> {
+    model: &'a ResolvedModel,
+    system: &'a StagePrompt,
+    tools: &'a StageToolSet,
+}
+
+impl Turns<'_> {
+    fn spec<'b>(
+        &'b self,
+        stage_name: &'b str,
+        tool_choice: Option<ToolChoice>,
+        messages: &'b mut Vec<ChatMessage>,
+    ) -> TurnSpec<'b> {
+        TurnSpec {
+            stage_name,
+            model: self.model,
+            system_prompt: self.system,
+            messages,
+            tools: self.tools,
+            tool_choice,
+            emit_reasoning: self.model.reasoning.enabled,
+        }
+    }
 }

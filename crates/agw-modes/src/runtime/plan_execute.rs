@@ -12,6 +12,12 @@
 //! * a blank summary → `plan_stalled`;
 //! * provider errors, budgets, frontend timeouts inside a task → the assembler's `fail` emits
 //!   `task.fail` (the run error's code and message) for the active task, then `run.error`.
+//!
+//! Steers: every turn (plan draft, plan generate, each task round, the summary) takes the
+//! waiting ones (`turn::model_turn`), so a steer reaches the model at its next turn — inside a
+//! task its `request.steer` carries the `taskId`. A steer taken by a plan turn is also added to
+//! the execute list, so the tasks and the summary keep it. The run ends with its summary even if
+//! more steers arrived meanwhile (they come back from `SteerQueue::close`).
 
 use agw_llm::{ChatMessage, ReasoningSetting, ToolCallMessage, ToolChoice};
 use agw_protocol::{AgentDelta, TaskError, TaskStatus};
@@ -74,7 +80,7 @@ pub(super) async fn run<S: DeltaSink>(
 
     plan_stage(ctx, &stages, &plan_tools, &execute_tools, &mut execute, state, sink).await?;
     task_loop(ctx, stages.execute, &execute_tools, choice, max_steps, &mut execute, state, sink).await?;
-    summary_stage(ctx, stages.summary, &execute, state, sink).await
+    summary_stage(ctx, stages.summary, &mut execute, state, sink).await
 }
 
 /// The plan stage prompt (§5.2): the stage prompt, the execute tools for reference, the callable
@@ -138,12 +144,13 @@ async fn plan_stage<S: DeltaSink>(
             stage_name: "agent-plan-draft",
             model: &draft_model,
             system_prompt: &system,
-            messages: &plan,
+            messages: &mut plan,
             tools: &callable,
             tool_choice: None,
             emit_reasoning: true,
         };
         let draft = model_turn(ctx, spec, state, sink).await?;
+        execute.extend(draft.steers.iter().cloned());
         push_text(&mut plan, &draft);
     }
 
@@ -153,12 +160,14 @@ async fn plan_stage<S: DeltaSink>(
         stage_name: "agent-plan-generate",
         model: &generate_model,
         system_prompt: &system,
-        messages: &plan,
+        messages: &mut plan,
         tools: &callable,
         tool_choice: Some(ToolChoice::Required),
         emit_reasoning: false,
     };
     let generated = model_turn(ctx, spec, state, sink).await?;
+    // A steer the plan saw stays in the conversation of the tasks and the summary.
+    execute.extend(generated.steers.iter().cloned());
     if !generated.calls.iter().any(|c| c.normalized_name() == PLAN_ADD_TASKS) {
         return Err(RunFailure::PlanStalled(format!("the planning turn did not call {PLAN_ADD_TASKS}")));
     }
@@ -306,7 +315,7 @@ impl TaskRounds<'_> {
             stage_name: name,
             model: self.model,
             system_prompt: self.system,
-            messages: execute,
+            messages: &mut *execute,
             tools: self.tools,
             tool_choice: Some(choice),
             emit_reasoning: self.model.reasoning.enabled,
@@ -351,7 +360,7 @@ fn answer_unexecuted(messages: &mut Vec<ChatMessage>, call: &StreamedCall) {
 async fn summary_stage<S: DeltaSink>(
     ctx: &RunContext,
     stage: &Stage,
-    execute: &[ChatMessage],
+    execute: &mut Vec<ChatMessage>,
     state: &mut RunState,
     sink: &mut S,
 ) -> Result<String, RunFailure> {

@@ -1,5 +1,10 @@
 //! REACT (contract `modes.md` §4): think → call tools → observe, up to `maxSteps` steps, then one
 //! forced answer turn without tools.
+//!
+//! Steers: every turn takes the waiting ones (`turn::model_turn`). A final answer while steers
+//! wait does not end the run: the answer joins the conversation and the next step takes them;
+//! an answer in step `maxSteps` with steers waiting goes to the forced final turn instead, whose
+//! answer ends the run (an empty one there keeps the earlier answer).
 
 use agw_llm::{ChatMessage, ToolChoice};
 use agw_protocol::AgentDelta;
@@ -29,6 +34,8 @@ pub(super) async fn run<S: DeltaSink>(
         n => n,
     };
 
+    // The last step ended with a final answer, but steers were waiting, so the run went on.
+    let mut answered = false;
     for step in 1..=max_steps {
         sink.emit(AgentDelta::StageMarker(format!("react-step-{step}"))).await?;
         let mut attempt = 0;
@@ -42,7 +49,7 @@ pub(super) async fn run<S: DeltaSink>(
                 stage_name: &name,
                 model: &model,
                 system_prompt: &system,
-                messages: &conversation,
+                messages: &mut conversation,
                 tools: &tools,
                 tool_choice: choice,
                 emit_reasoning: model.reasoning.enabled,
@@ -54,6 +61,7 @@ pub(super) async fn run<S: DeltaSink>(
             }
             attempt += 1;
         };
+        answered = false;
         if turn.has_calls() {
             execute_batch(ctx, &tools, &turn.calls, turn.frontend_waiters, &mut conversation, state, sink).await?;
             continue;
@@ -62,7 +70,12 @@ pub(super) async fn run<S: DeltaSink>(
             continue;
         }
         conversation.push(ChatMessage::Assistant { content: turn.text, tool_calls: Vec::new() });
-        return Ok("stop".into());
+        if !ctx.steers.has_pending() {
+            return Ok("stop".into());
+        }
+        // Steers arrived while the model answered: the model must see them (next step, or the
+        // forced final turn after the last step).
+        answered = true;
     }
 
     sink.emit(AgentDelta::StageMarker(format!("react-step-{}", max_steps + 1))).await?;
@@ -70,13 +83,13 @@ pub(super) async fn run<S: DeltaSink>(
         stage_name: "agent-react-final",
         model: &model,
         system_prompt: &system,
-        messages: &conversation,
+        messages: &mut conversation,
         tools: &tools,
         tool_choice: None,
         emit_reasoning: model.reasoning.enabled,
     };
     let last = model_turn(ctx, spec, state, sink).await?;
-    if last.text.trim().is_empty() {
+    if last.text.trim().is_empty() && !answered {
         return Err(RunFailure::MaxSteps(format!("no usable final answer after maxSteps={max_steps} steps")));
     }
     Ok("stop".into())

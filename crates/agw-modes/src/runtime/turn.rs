@@ -23,8 +23,9 @@ pub(crate) struct TurnSpec<'a> {
     pub model: &'a ResolvedModel,
     /// The stage's prompt; the run's skill sections are added when the turn is sent.
     pub system_prompt: &'a StagePrompt,
-    /// Conversation without the system message.
-    pub messages: &'a [ChatMessage],
+    /// Conversation without the system message. The turn appends the steers it takes, so the
+    /// mode's list keeps them for its later turns.
+    pub messages: &'a mut Vec<ChatMessage>,
     /// Tools offered to the model; `tool_choice` `None` offers none.
     pub tools: &'a StageToolSet,
     pub tool_choice: Option<ToolChoice>,
@@ -44,6 +45,9 @@ pub(crate) struct TurnOutput {
     /// Waiters registered for frontend calls when their `tool.start` was streamed.
     pub frontend_waiters: HashMap<String, PendingSubmit>,
     pub finish_reason: Option<String>,
+    /// The user messages of the steers this turn took (already appended to its messages), for
+    /// modes that keep more than one conversation.
+    pub steers: Vec<ChatMessage>,
 }
 
 impl TurnOutput {
@@ -63,6 +67,8 @@ pub(crate) async fn model_turn<S: DeltaSink>(
 ) -> Result<TurnOutput, RunFailure> {
     state.budget.begin_model_call()?;
     let provider = ctx.services.providers.get(&spec.model.provider_key)?;
+    // The model-turn boundary: steers pushed so far join the conversation now (never mid-tool).
+    let steers = take_steers(ctx, spec.messages, sink).await?;
 
     // A disclosure that is due goes into this turn only (modes.md §6.3).
     let disclosure = state.skills.take_disclosure(ctx);
@@ -71,7 +77,7 @@ pub(crate) async fn model_turn<S: DeltaSink>(
     if !system_prompt.is_empty() {
         messages.push(ChatMessage::System { content: system_prompt });
     }
-    messages.extend_from_slice(spec.messages);
+    messages.extend_from_slice(spec.messages.as_slice());
     let offer_tools = spec.tool_choice.is_some() && !spec.tools.is_empty();
     let request = ChatRequest {
         provider_key: spec.model.provider_key.clone(),
@@ -93,7 +99,7 @@ pub(crate) async fn model_turn<S: DeltaSink>(
     tracing::debug!(stage = spec.stage_name, model = %request.model, provider = %request.provider_key, tools = request.tools.len(), "model turn");
 
     let mut stream = provider.stream(request, options).await?;
-    let mut out = TurnOutput::default();
+    let mut out = TurnOutput { steers, ..TurnOutput::default() };
     let mut calls = CallAccumulator::default();
     while let Some(item) = stream.next().await {
         match item? {
@@ -148,4 +154,27 @@ pub(crate) async fn model_turn<S: DeltaSink>(
     }
     out.calls = calls.into_calls().into_iter().filter(|c| !c.name.trim().is_empty()).collect();
     Ok(out)
+}
+
+/// Takes the steers waiting when the turn starts, oldest first: for each, `request.steer` is
+/// emitted (ending an open text block), then its message is appended to `messages` as a user
+/// message. Returns the appended messages. A steer leaves the queue only once its delta was
+/// delivered, so one the sink refused (or whose delivery was cancelled) stays for `close`.
+async fn take_steers<S: DeltaSink>(
+    ctx: &RunContext,
+    messages: &mut Vec<ChatMessage>,
+    sink: &mut S,
+) -> Result<Vec<ChatMessage>, RunFailure> {
+    let mut taken = Vec::new();
+    // Only those already waiting: steady pushes cannot hold the turn back.
+    for _ in 0..ctx.steers.pending() {
+        let Some(steer) = ctx.steers.peek() else { break };
+        sink.emit(steer.to_delta()).await?;
+        ctx.steers.confirm(&steer.steer_id);
+        tracing::debug!(run_id = %ctx.run_id, steer_id = %steer.steer_id, "steer taken");
+        let message = ChatMessage::User { content: steer.message };
+        messages.push(message.clone());
+        taken.push(message);
+    }
+    Ok(taken)
 }

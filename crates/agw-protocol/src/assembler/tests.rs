@@ -602,6 +602,68 @@ fn nothing_after_the_terminal_event() {
     assert_eq!(failed.json(0)["error"]["code"], "internal");
 }
 
+// -- steers (successor protocol) -----------------------------------------------------------
+
+fn steer(id: &str, request_id: Option<&str>) -> AgentDelta {
+    AgentDelta::Steer { steer_id: id.into(), message: "use Celsius".into(), request_id: request_id.map(str::to_owned) }
+}
+
+#[test]
+fn steer_ends_the_open_block_then_request_steer_then_text_opens_a_new_block() {
+    let mut rig = Rig::new();
+    rig.push(content("a"));
+    assert_eq!(rig.push(steer("s1", Some("req-9"))), ["content.end c_1", "request.steer"]);
+    assert_eq!(
+        rig.json(0),
+        json!({"seq": 4, "type": "request.steer", "timestamp": 1010, "requestId": "req-9", "chatId": "chat",
+               "runId": "run", "steerId": "s1", "message": "use Celsius", "role": "user"})
+    );
+    assert_eq!(
+        rig.events[3].to_json().expect("ser"),
+        r#"{"seq":4,"type":"request.steer","timestamp":1010,"requestId":"req-9","chatId":"chat","runId":"run","steerId":"s1","message":"use Celsius","role":"user"}"#,
+        "key order: the successor's fields, optional ones omitted"
+    );
+    // Even without a stage marker, the next text is a new block.
+    assert_eq!(rig.push(content("b")), ["content.start c_2", "content.delta c_2"]);
+    rig.push(reasoning("r"));
+    assert_eq!(rig.push(steer("s2", None)), ["reasoning.end r_1", "request.steer"]);
+    assert_eq!(rig.json(0).get("requestId"), None, "requestId is omitted when the steer had none");
+    assert_eq!(rig.push(reasoning("r2")), ["reasoning.start r_2", "reasoning.delta r_2"]);
+}
+
+#[test]
+fn steer_without_open_text_emits_only_request_steer_and_leaves_calls_open() {
+    let mut rig = Rig::new();
+    assert_eq!(rig.push(steer("s0", None)), ["request.steer"]);
+    rig.push(args("call_1", "{"));
+    assert_eq!(rig.push(steer("s1", None)), ["request.steer"]);
+    assert_eq!(rig.push(args("call_1", "}")), ["tool.args call_1"], "the call is still open");
+    assert_eq!(rig.complete(), ["tool.end call_1", "run.complete"]);
+}
+
+#[test]
+fn steer_inside_a_task_carries_its_task_id_last() {
+    let mut rig = Rig::new();
+    rig.push(plan());
+    rig.push(task_start("t1"));
+    rig.push(content("c"));
+    assert_eq!(rig.push(steer("s1", None)), ["content.end c_1", "request.steer t1"]);
+    assert_eq!(
+        rig.events.last().expect("steer").to_json().expect("ser"),
+        r#"{"seq":6,"type":"request.steer","timestamp":1030,"chatId":"chat","runId":"run","steerId":"s1","message":"use Celsius","role":"user","taskId":"t1"}"#
+    );
+    rig.push(AgentDelta::TaskComplete { task_id: "t1".into() });
+    rig.push(steer("s2", None));
+    assert_eq!(rig.json(0).get("taskId"), None);
+}
+
+#[test]
+fn steer_after_the_terminal_event_is_refused() {
+    let mut rig = Rig::new();
+    rig.complete();
+    assert_eq!(rig.push_err(steer("s1", None)), ProtocolError::Finished);
+}
+
 // -- seq and timestamps ---------------------------------------------------------------------
 
 fn query() -> RequestQuery {

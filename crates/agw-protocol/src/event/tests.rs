@@ -78,6 +78,32 @@ fn catalogue() -> Vec<(Event, &'static str)> {
             r#"{"seq":3,"type":"request.submit","timestamp":1771000000000,"requestId":"r","chatId":"c","runId":"run","toolId":"t","payload":{"ok":true},"viewId":"v"}"#,
         ),
         (
+            ev(RequestSteer {
+                request_id: some("r"),
+                chat_id: s("c"),
+                run_id: s("run"),
+                steer_id: s("steer_1"),
+                message: s("改用摄氏度\n"),
+                role: s("user"),
+                task_id: some("t1"),
+            }
+            .into()),
+            r#"{"seq":3,"type":"request.steer","timestamp":1771000000000,"requestId":"r","chatId":"c","runId":"run","steerId":"steer_1","message":"改用摄氏度\n","role":"user","taskId":"t1"}"#,
+        ),
+        (
+            ev(RequestSteer {
+                request_id: None,
+                chat_id: s("c"),
+                run_id: s("run"),
+                steer_id: s("steer_1"),
+                message: s("m"),
+                role: s("user"),
+                task_id: None,
+            }
+            .into()),
+            r#"{"seq":3,"type":"request.steer","timestamp":1771000000000,"chatId":"c","runId":"run","steerId":"steer_1","message":"m","role":"user"}"#,
+        ),
+        (
             ev(ChatStart { chat_id: s("c"), chat_name: s("新对话") }.into()),
             r#"{"seq":3,"type":"chat.start","timestamp":1771000000000,"chatId":"c","chatName":"新对话"}"#,
         ),
@@ -267,9 +293,9 @@ fn every_type_serialises_to_its_exact_line_and_round_trips() {
 fn catalogue_covers_every_type_once() {
     let mut names: Vec<&str> = catalogue().iter().map(|(e, _)| e.type_name()).collect();
     names.dedup();
-    assert_eq!(names.len(), 35, "{names:?}");
+    assert_eq!(names.len(), 36, "{names:?}");
     let unique: std::collections::BTreeSet<&str> = names.iter().copied().collect();
-    assert_eq!(unique.len(), 35);
+    assert_eq!(unique.len(), 36);
 }
 
 #[test]
@@ -345,6 +371,15 @@ fn reference_stream_lines_parse() {
     let event: Event = serde_json::from_str(query).expect("request.query");
     let EventPayload::RequestQuery(q) = event.payload else { panic!("not request.query") };
     assert_eq!(q.scene, Some(Scene { url: some("https://x"), title: some("t") }));
+}
+
+#[test]
+fn successor_request_steer_parses_without_role() {
+    // A role-less line (other implementations) reads as a user steer.
+    let line = r#"{"seq":7,"type":"request.steer","timestamp":1,"chatId":"c","runId":"r","steerId":"s","message":"m"}"#;
+    let event: Event = serde_json::from_str(line).expect("request.steer");
+    let EventPayload::RequestSteer(steer) = event.payload else { panic!("not request.steer") };
+    assert_eq!((steer.role.as_str(), steer.request_id, steer.task_id), ("user", None, None));
 }
 
 #[test]

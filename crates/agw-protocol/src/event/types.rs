@@ -99,6 +99,38 @@ pub struct RequestSubmit {
     pub view_id: Option<String>,
 }
 
+/// `request.steer` — the stream's record of a steer (`POST /api/ap/steer`, successor protocol):
+/// a user message the run took at a model-turn boundary. An open text block is ended first; the
+/// next text opens a new block.
+///
+/// Key order: the successor's `requestId?, chatId, runId, steerId, message, role`, then agw's
+/// `taskId?` (the active task, like leaf `*.start` events; live only — a replay never sets it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestSteer {
+    /// The steer request's `requestId`; omitted when it had none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// Canonical id of the chat of the steered run.
+    pub chat_id: String,
+    /// The run that took the steer.
+    pub run_id: String,
+    /// The steer's id (the client's `steerId`, or one agw generated).
+    pub steer_id: String,
+    /// The steered user message, verbatim.
+    pub message: String,
+    /// Always `user`.
+    #[serde(default = "user_role")]
+    pub role: String,
+    /// agw: the active task when the steer was taken; omitted outside a task and in a replay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+}
+
+fn user_role() -> String {
+    "user".to_owned()
+}
+
 /// `chat.start` — only on the first run of a chat.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

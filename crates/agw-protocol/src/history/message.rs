@@ -18,7 +18,8 @@ pub const ROLE_SYSTEM: &str = "system";
 /// single tool call (parallel calls are several messages sharing a `_msgId`).
 ///
 /// Key order on disk: `role, content, reasoning_content, tool_calls, ts, name, tool_call_id,
-/// _reasoningId, _contentId, _msgId, _toolId, _actionId, _timing, _usage`; `None`s are omitted.
+/// _reasoningId, _contentId, _msgId, _toolId, _actionId, _timing, _usage, _steerId, _requestId`;
+/// `None`s are omitted. The last two are agw's, on steered user messages only.
 /// `content` / `reasoning_content` are written as one content part
 /// `[{"type":"text","text":…}]`; reading concatenates the `text` of every part (a plain string
 /// is accepted too).
@@ -77,12 +78,32 @@ pub struct StoredMessage {
     /// placeholder reads as `None`.
     #[serde(default, rename = "_usage", skip_serializing_if = "Option::is_none", deserialize_with = "read_usage")]
     pub usage: Option<Value>,
+    /// agw: on a user message a run took as a steer (`request.steer`), the live `steerId`.
+    /// Absent on every other message (and in files written before steers existed).
+    #[serde(default, rename = "_steerId", skip_serializing_if = "Option::is_none")]
+    pub steer_id: Option<String>,
+    /// agw: the `requestId` of the steer request, when it had one (so a replayed
+    /// `request.steer` equals the live one).
+    #[serde(default, rename = "_requestId", skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
 }
 
 impl StoredMessage {
     /// `{"role":"user","content":[part],"ts":…}`.
     pub fn user(text: impl Into<String>, ts: i64) -> Self {
         Self { role: ROLE_USER.to_owned(), content: Some(text.into()), ts: Some(ts), ..Self::default() }
+    }
+
+    /// A steered user message: `{"role":"user","content":[part],"ts":…,"_steerId":…}` plus
+    /// `_requestId` when the steer request had one. `ts` is the time of its `request.steer`.
+    pub fn steer(text: impl Into<String>, ts: i64, steer_id: impl Into<String>, request_id: Option<String>) -> Self {
+        Self { steer_id: Some(steer_id.into()), request_id, ..Self::user(text, ts) }
+    }
+
+    /// The live `steerId` of a user message the run took as a steer; `None` for the run's own
+    /// query message and every non-user message.
+    pub fn steer_id(&self) -> Option<&str> {
+        if self.is_user() { self.steer_id.as_deref().filter(|id| !id.trim().is_empty()) } else { None }
     }
 
     /// Whether `role` is [`ROLE_USER`].

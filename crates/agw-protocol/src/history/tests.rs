@@ -85,6 +85,33 @@ fn built_lines_use_the_contract_key_order_and_omit_nulls() {
 }
 
 #[test]
+fn steered_user_messages_write_their_ids_last_and_read_back() {
+    let steer = StoredMessage::steer("改用华氏度", 7, "steer_1", Some("req_2".into()));
+    let text = serde_json::to_string(&steer).expect("serialise");
+    assert_eq!(
+        text,
+        r#"{"role":"user","content":[{"type":"text","text":"改用华氏度"}],"ts":7,"_steerId":"steer_1","_requestId":"req_2"}"#
+    );
+    assert_eq!(serde_json::from_str::<StoredMessage>(&text).expect("parse"), steer);
+    assert_eq!(steer.steer_id(), Some("steer_1"));
+    let plain = StoredMessage::steer("m", 7, "steer_1", None);
+    assert_eq!(
+        serde_json::to_string(&plain).expect("serialise"),
+        r#"{"role":"user","content":[{"type":"text","text":"m"}],"ts":7,"_steerId":"steer_1"}"#
+    );
+    // A user message without the key (every file written before steers) is not a steer; the key
+    // means nothing on other roles or when blank.
+    let old: StoredMessage =
+        serde_json::from_str(r#"{"role":"user","content":[{"type":"text","text":"m"}],"ts":7}"#).expect("parse");
+    assert_eq!((old.steer_id(), old.steer_id.as_deref(), old.request_id.as_deref()), (None, None, None));
+    let odd: StoredMessage =
+        serde_json::from_str(r#"{"role":"assistant","content":"x","_steerId":"s"}"#).expect("parse");
+    assert_eq!(odd.steer_id(), None);
+    let blank: StoredMessage = serde_json::from_str(r#"{"role":"user","content":"x","_steerId":" "}"#).expect("parse");
+    assert_eq!(blank.steer_id(), None);
+}
+
+#[test]
 fn ignored_and_invalid_lines() {
     for ignored in ["", "   ", "5", "[1,2]", "\"text\"", r#"{"_type":"other","runId":"r"}"#, r#"{"runId":"r"}"#] {
         assert_eq!(HistoryLine::parse(ignored).expect("not an error"), None, "{ignored:?}");

@@ -182,6 +182,60 @@ fn steps_are_ordered_by_seq() {
 }
 
 #[test]
+fn a_steered_user_message_replays_as_request_steer_at_its_position() {
+    let events = replay_chat(
+        CHAT,
+        Some("n"),
+        &lines(&[
+            r#"{"_type":"query","chatId":"c","runId":"r1","updatedAt":40,"query":{"requestId":"q1","message":"weather?"}}"#,
+            r#"{"_type":"step","chatId":"c","runId":"r1","_stage":"react","_seq":1,"updatedAt":30,"messages":[{"role":"user","content":[{"type":"text","text":"weather?"}],"ts":30},{"role":"assistant","content":[{"type":"text","text":"Looking"}],"ts":10,"_contentId":"r1_c_1"},{"role":"assistant","tool_calls":[{"id":"call_1","type":"function","function":{"name":"w","arguments":"{}"}}],"ts":15,"_toolId":"call_1"},{"role":"tool","content":[{"type":"text","text":"20C"}],"ts":15,"name":"w","tool_call_id":"call_1","_toolId":"call_1"}]}"#,
+            r#"{"_type":"step","chatId":"c","runId":"r1","_stage":"react","_seq":2,"updatedAt":40,"messages":[{"role":"user","content":[{"type":"text","text":"in Fahrenheit"}],"ts":20,"_steerId":"steer_a","_requestId":"sq1"},{"role":"assistant","content":[{"type":"text","text":"68F"}],"ts":25,"_contentId":"r1_c_2"},{"role":"user","content":[{"type":"text","text":"thanks"}],"ts":26,"_steerId":"steer_b"}]}"#,
+        ]),
+        1,
+    );
+    assert_eq!(
+        types(&events),
+        [
+            "request.query",
+            "chat.start",
+            "run.start",
+            "content.snapshot",
+            "tool.snapshot",
+            "tool.result",
+            "request.steer",
+            "content.snapshot",
+            "request.steer",
+            "run.complete"
+        ]
+    );
+    let json = json_of(&events);
+    assert_eq!(
+        json[6],
+        json!({"seq":7,"type":"request.steer","timestamp":20,"requestId":"sq1","chatId":CHAT,"runId":"r1","steerId":"steer_a","message":"in Fahrenheit","role":"user"})
+    );
+    assert_eq!(
+        json[8],
+        json!({"seq":9,"type":"request.steer","timestamp":26,"chatId":CHAT,"runId":"r1","steerId":"steer_b","message":"thanks","role":"user"}),
+        "no stored requestId: omitted"
+    );
+    assert_eq!(json[0]["message"], "weather?");
+}
+
+#[test]
+fn request_query_fallback_message_skips_steers() {
+    let events = replay_chat(
+        CHAT,
+        None,
+        &lines(&[
+            r#"{"_type":"step","runId":"r","_seq":1,"updatedAt":9,"messages":[{"role":"user","content":[{"type":"text","text":"later"}],"ts":4,"_steerId":"s"},{"role":"user","content":[{"type":"text","text":"own"}],"ts":5}]}"#,
+        ]),
+        1,
+    );
+    assert_eq!(json_of(&events)[0]["message"], "own");
+    assert_eq!(types(&events), ["request.query", "chat.start", "run.start", "request.steer", "run.complete"]);
+}
+
+#[test]
 fn raw_messages_and_references() {
     let lines = lines(&[
         r#"{"_type":"query","chatId":"c","runId":"run_001","updatedAt":1,"query":{"message":"你好","references":[{"id":"ref_001","type":"url"},{"name":"no id"},{"id":"ref_001","name":"dup"}]}}"#,
