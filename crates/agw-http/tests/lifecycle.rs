@@ -353,6 +353,8 @@ async fn interrupt_while_a_script_runs_kills_it() {
         "agent-react-step-1",
         Transcript::openai_tool_call("call_sleep", "_skill_run_script_", &[&args.to_string()]),
     );
+    // The chat's next run (below) gets this one: a stage's transcripts are used in order.
+    gw.fixture.on_stage("agent-react-step-1", Transcript::openai_text(&["ok"]));
     gw.fixture.on_stage("agent-react-step-2", Transcript::openai_text(&["never"]));
     let running = |marker: &str| {
         std::fs::read_dir("/proc").unwrap().filter_map(Result::ok).any(|p| {
@@ -380,7 +382,6 @@ async fn interrupt_while_a_script_runs_kills_it() {
     assert!(!running(&marker), "the script's process was killed");
 
     // The next run of the chat sends the call with its cancelled result back to the model.
-    gw.fixture.on_stage("agent-react-step-1", Transcript::openai_text(&["ok"]));
     let chat_id = chat_id_of(&events);
     let next = gw.run(&json!({"agentKey": "s", "message": "again", "chatId": chat_id})).await;
     assert_eq!(next.last()["type"], "run.complete");
