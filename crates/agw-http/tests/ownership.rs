@@ -182,13 +182,35 @@ async fn bob_cannot_submit_to_alices_running_run() {
     assert_eq!(bobs["data"]["detail"], format!("No pending frontend tool found for runId={run_id}, toolId=call_fe"));
     let nobody = submit(users.bob.clone(), NEVER_CREATED.to_string()).await;
     assert_eq!(nobody["data"]["status"], "unmatched");
-    // Alice's run is still waiting: bob's submit neither answered nor consumed it.
+    // Attach, steer and interrupt: bob gets what a run that does not exist gets (404), and
+    // nothing happens to alice's run.
+    let client = &users.gw.client;
+    let base = &users.gw.base;
+    let token = users.bob.clone();
+    let attach = client.get(format!("{base}/api/ap/attach?runId={run_id}")).bearer_auth(&token).send().await.unwrap();
+    assert_eq!(attach.status(), 404);
+    for (path, body) in
+        [("interrupt", json!({"runId": run_id})), ("steer", json!({"runId": run_id, "message": "bob was here"}))]
+    {
+        let resp = client.post(format!("{base}/api/ap/{path}")).bearer_auth(&token).json(&body).send().await.unwrap();
+        assert_eq!(resp.status(), 404, "{path}");
+        let never = json!({"runId": NEVER_CREATED, "message": "x"});
+        let resp = client.post(format!("{base}/api/ap/{path}")).bearer_auth(&token).json(&never).send().await.unwrap();
+        assert_eq!(resp.status(), 404, "{path} of a run that never existed");
+    }
+    let own =
+        client.get(format!("{base}/api/ap/attach?runId={run_id}")).bearer_auth(&users.alice).send().await.unwrap();
+    assert_eq!(own.status(), 200, "alice attaches to her own run");
+    drop(own);
+    // Alice's run is still waiting: bob's requests neither answered, steered nor cancelled it.
     assert!(tokio::time::timeout(Duration::from_millis(200), live.next_event()).await.is_err());
     let alices = submit(users.alice.clone(), run_id.clone()).await;
     assert_eq!(alices["data"]["status"], "accepted", "{alices}");
     let result = live.until(|e| e["type"] == "tool.result").await;
     assert_eq!(result["result"], "{\"selectedOption\":\"B\"}");
-    assert_eq!(live.rest().await.last().unwrap()["type"], "run.complete");
+    let rest = live.rest().await;
+    assert_eq!(rest.last().unwrap()["type"], "run.complete");
+    assert!(rest.iter().all(|e| e["type"] != "request.steer"), "bob's steer was not taken");
 }
 
 #[tokio::test]
