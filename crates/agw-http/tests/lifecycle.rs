@@ -538,3 +538,67 @@ async fn a_steer_is_taken_at_the_next_model_turn_and_recorded() {
     let (status, _) = post(&gw, "/api/ap/steer", &json!({"runId": run_id, "message": "  "})).await;
     assert_eq!(status, 400);
 }
+
+/// An attach storm: 1,000 streams of one run (the query's own plus 999 attaches, the default
+/// cap) each get every event exactly once, the next attach gets 429, and the gateway's memory
+/// grows by connections, not by copies of the run's events.
+#[tokio::test]
+async fn an_attach_storm_is_capped_and_shares_one_buffer() {
+    const ATTACHES: usize = 999;
+    let gw = Gateway::start(&[oneshot_agent("a", false, 20_000)], &[]).await;
+    gw.fixture.set_default(long_text(20, 100));
+    let mut live = LiveStream::new(gw.post_query(&json!({"agentKey": "a", "message": "q"})).await);
+    live.until(|e| e["type"] == "run.start").await;
+    let run_id = run_id_of(&live.seen);
+    let addr: std::net::SocketAddr = gw.base.trim_start_matches("http://").parse().unwrap();
+    let rss_before = common::rss_bytes();
+
+    let mut observers = Vec::with_capacity(ATTACHES);
+    for _ in 0..ATTACHES {
+        let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request = format!(
+            "GET /api/ap/attach?runId={run_id}&lastSeq=0 HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        );
+        conn.write_all(request.as_bytes()).await.unwrap();
+        observers.push(conn);
+    }
+    // Wait until every attach is registered, then one more is refused.
+    let handle = gw.state.runs.get(&run_id).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while handle.observers() < ATTACHES + 1 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(handle.observers(), ATTACHES + 1);
+    let rss_attached = common::rss_bytes();
+    let refused = attach(&gw, &run_id, Some(0)).await;
+    assert_eq!(refused.status(), 429);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["code"], "too_many_observers");
+
+    let reads = observers.into_iter().map(|mut conn| {
+        tokio::spawn(async move {
+            let mut received = Vec::new();
+            conn.read_to_end(&mut received).await.unwrap();
+            received
+        })
+    });
+    let reference = live.rest().await;
+    let expected: Vec<u64> = seqs(&reference);
+    for read in futures::future::join_all(reads).await {
+        let received = read.unwrap();
+        let text = String::from_utf8_lossy(&received);
+        let body = &text[text.find("\r\n\r\n").unwrap() + 4..];
+        // Chunked transfer encoding: the SSE decoder skips the chunk-size lines as junk fields.
+        let mut frames = Vec::new();
+        agw_protocol::SseDecoder::new().feed(body.as_bytes(), &mut frames);
+        let got: Vec<u64> = frames
+            .iter()
+            .filter(|f| f.event == "message")
+            .map(|f| serde_json::from_str::<Value>(&f.data).unwrap()["seq"].as_u64().unwrap())
+            .collect();
+        assert_eq!(got, expected, "every observer gets every event once, in order");
+    }
+    let growth = rss_attached.saturating_sub(rss_before);
+    eprintln!("attach storm: {} observers, RSS +{} KiB while attached", ATTACHES + 1, growth / 1024);
+    assert!(growth < 96 * 1024 * 1024, "bounded: +{} KiB for {ATTACHES} attaches", growth / 1024);
+}
