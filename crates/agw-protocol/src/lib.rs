@@ -16,6 +16,7 @@
 //! numbered 1..N without gaps; the terminal event (`run.complete` / `run.error`) is last and unique.
 
 #![forbid(unsafe_code)]
+pub mod adapters;
 pub mod assembler;
 pub mod chat;
 pub mod delta;

@@ -1,0 +1,320 @@
+//! agw events → the Vercel AI SDK's UI message stream, v1 (AI SDK 5 and 6: `useChat`,
+//! `DefaultChatTransport`, `readUIMessageStream`). Issue 16; the table is in
+//! `docs/protocols.md`.
+//!
+//! The stream is SSE with data-only frames (`data: <chunk json>\n\n`), answered with the header
+//! [`HEADER_NAME`]`: `[`HEADER_VALUE`], and ends with [`DONE_FRAME`]. One agw event becomes zero,
+//! one or two chunks; text and argument deltas map one to one, so the adapter never merges,
+//! splits or holds a delta.
+//!
+//! Backend tools (and actions) run on the server: their parts are `dynamic` (the client does not
+//! declare them) and `providerExecuted`. Frontend tools are client-side tools: their call ends
+//! with `tool-input-available` and no output; the client answers with `addToolResult` in its next
+//! request.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::event::{Event, EventPayload};
+
+/// The response header naming the protocol.
+pub const HEADER_NAME: &str = "x-vercel-ai-ui-message-stream";
+/// Its value for the UI message stream v1.
+pub const HEADER_VALUE: &str = "v1";
+/// The last frame of every stream.
+pub const DONE_FRAME: &[u8] = b"data: [DONE]\n\n";
+
+/// One call as far as the client knows it.
+#[derive(Debug, Default)]
+struct Call {
+    name: String,
+    arguments: String,
+    frontend: bool,
+}
+
+/// Maps one run's events to UI message chunks, in order. One mapper per stream.
+#[derive(Debug, Default)]
+pub struct UiMessageMapper {
+    calls: HashMap<String, Call>,
+    started: bool,
+    finished: bool,
+}
+
+/// `data: <chunk>\n\n`.
+pub fn frame(chunk: &Value) -> Vec<u8> {
+    let mut out = b"data: ".to_vec();
+    // A `Value` always serialises.
+    out.extend_from_slice(chunk.to_string().as_bytes());
+    out.extend_from_slice(b"\n\n");
+    out
+}
+
+/// The text the model sees as a tool's output, as the client should see it: JSON when it is JSON.
+fn output(result: &str) -> Value {
+    serde_json::from_str(result).unwrap_or_else(|_| Value::String(result.to_owned()))
+}
+
+fn input(arguments: &str) -> Value {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(value @ Value::Object(_)) => value,
+        _ => Value::Object(Map::new()),
+    }
+}
+
+/// AI SDK finish reasons: `stop`, `length`, `content-filter`, `tool-calls`, `error`, `other`.
+fn finish_reason(agw: &str) -> &'static str {
+    match agw {
+        "stop" | "end_turn" => "stop",
+        "length" | "max_tokens" => "length",
+        "content_filter" => "content-filter",
+        "tool_calls" => "tool-calls",
+        _ => "other",
+    }
+}
+
+impl UiMessageMapper {
+    /// A mapper at the start of a stream.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether the terminal chunk (`finish`, `abort`) was produced.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// The call ids that ended as client-side (frontend) tool calls without an output: the run
+    /// waits for the client's `addToolResult`.
+    pub fn pending_client_calls(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.calls.iter().filter(|(_, c)| c.frontend).map(|(id, _)| id.clone()).collect();
+        ids.sort();
+        ids
+    }
+
+    fn call_start(&mut self, id: &str, name: &str, frontend: bool, out: &mut Vec<Value>) {
+        self.calls.insert(id.to_owned(), Call { name: name.to_owned(), arguments: String::new(), frontend });
+        let mut chunk = json!({"type": "tool-input-start", "toolCallId": id, "toolName": name});
+        if !frontend {
+            chunk["providerExecuted"] = json!(true);
+            chunk["dynamic"] = json!(true);
+        }
+        out.push(chunk);
+    }
+
+    fn call_args(&mut self, id: &str, delta: &str, out: &mut Vec<Value>) {
+        if let Some(call) = self.calls.get_mut(id) {
+            call.arguments.push_str(delta);
+        }
+        out.push(json!({"type": "tool-input-delta", "toolCallId": id, "inputTextDelta": delta}));
+    }
+
+    fn call_end(&mut self, id: &str, out: &mut Vec<Value>) {
+        let Some(call) = self.calls.get(id) else { return };
+        let mut chunk = json!({"type": "tool-input-available", "toolCallId": id, "toolName": call.name, "input": input(&call.arguments)});
+        if !call.frontend {
+            chunk["providerExecuted"] = json!(true);
+            chunk["dynamic"] = json!(true);
+        }
+        out.push(chunk);
+    }
+
+    fn call_result(&mut self, id: &str, result: Value, out: &mut Vec<Value>) {
+        let frontend = self.calls.get(id).is_some_and(|c| c.frontend);
+        let mut chunk = json!({"type": "tool-output-available", "toolCallId": id, "output": result});
+        if !frontend {
+            chunk["providerExecuted"] = json!(true);
+            chunk["dynamic"] = json!(true);
+        }
+        if let Some(call) = self.calls.get_mut(id) {
+            // Answered: no longer waiting for the client.
+            call.frontend = false;
+        }
+        out.push(chunk);
+    }
+
+    fn ensure_started(&mut self, run_id: &str, chat_id: &str, out: &mut Vec<Value>) {
+        if !self.started {
+            self.started = true;
+            out.push(
+                json!({"type": "start", "messageId": run_id, "messageMetadata": {"chatId": chat_id, "runId": run_id}}),
+            );
+            out.push(json!({"type": "start-step"}));
+        }
+    }
+
+    /// Appends the chunks `event` becomes (none for events the protocol has no place for).
+    pub fn map(&mut self, event: &Event, out: &mut Vec<Value>) {
+        if self.finished {
+            return;
+        }
+        match &event.payload {
+            EventPayload::RunStart(e) => self.ensure_started(&e.run_id, &e.chat_id, out),
+            EventPayload::ReasoningStart(e) => out.push(json!({"type": "reasoning-start", "id": e.reasoning_id})),
+            EventPayload::ReasoningDelta(e) => {
+                out.push(json!({"type": "reasoning-delta", "id": e.reasoning_id, "delta": e.delta}))
+            }
+            EventPayload::ReasoningEnd(e) => out.push(json!({"type": "reasoning-end", "id": e.reasoning_id})),
+            EventPayload::ContentStart(e) => out.push(json!({"type": "text-start", "id": e.content_id})),
+            EventPayload::ContentDelta(e) => {
+                out.push(json!({"type": "text-delta", "id": e.content_id, "delta": e.delta}))
+            }
+            EventPayload::ContentEnd(e) => out.push(json!({"type": "text-end", "id": e.content_id})),
+            EventPayload::ToolStart(e) => {
+                let name = e.tool_name.clone().unwrap_or_default();
+                // A frontend tool carries its viewport key; the client renders and answers it.
+                self.call_start(&e.tool_id, &name, e.tool_key.is_some(), out)
+            }
+            EventPayload::ToolArgs(e) => self.call_args(&e.tool_id, &e.delta, out),
+            EventPayload::ToolEnd(e) => self.call_end(&e.tool_id, out),
+            EventPayload::ToolResult(e) => self.call_result(&e.tool_id, output(&e.result), out),
+            EventPayload::ActionStart(e) => {
+                let name = e.action_name.clone().unwrap_or_default();
+                self.call_start(&e.action_id, &name, false, out)
+            }
+            EventPayload::ActionArgs(e) => self.call_args(&e.action_id, &e.delta, out),
+            EventPayload::ActionEnd(e) => self.call_end(&e.action_id, out),
+            EventPayload::ActionResult(e) => self.call_result(&e.action_id, e.result.clone(), out),
+            EventPayload::PlanUpdate(e) => {
+                out.push(json!({"type": "data-plan", "id": e.plan_id, "data": {"planId": e.plan_id, "plan": e.plan}}))
+            }
+            EventPayload::TaskStart(e) => out.push(json!({"type": "data-task", "id": e.task_id,
+                "data": {"taskId": e.task_id, "status": "running", "description": e.description}})),
+            EventPayload::TaskComplete(e) => out.push(
+                json!({"type": "data-task", "id": e.task_id, "data": {"taskId": e.task_id, "status": "completed"}}),
+            ),
+            EventPayload::TaskCancel(e) => out.push(
+                json!({"type": "data-task", "id": e.task_id, "data": {"taskId": e.task_id, "status": "cancelled"}}),
+            ),
+            EventPayload::TaskFail(e) => out.push(json!({"type": "data-task", "id": e.task_id,
+                "data": {"taskId": e.task_id, "status": "failed", "error": {"code": e.error.code, "message": e.error.message}}})),
+            EventPayload::RequestSteer(e) => out.push(
+                json!({"type": "data-steer", "id": e.steer_id, "data": {"steerId": e.steer_id, "message": e.message}}),
+            ),
+            EventPayload::RunComplete(e) => {
+                out.push(json!({"type": "finish-step"}));
+                out.push(json!({"type": "finish", "finishReason": finish_reason(&e.finish_reason)}));
+                self.finished = true;
+            }
+            EventPayload::RunError(e) => {
+                out.push(json!({"type": "error", "errorText": e.error.message}));
+                out.push(json!({"type": "finish", "finishReason": "error"}));
+                self.finished = true;
+            }
+            EventPayload::RunCancel(_) => {
+                out.push(json!({"type": "abort", "reason": "cancelled"}));
+                self.finished = true;
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{
+        ContentDelta, ContentEnd, ContentStart, PlanTask, PlanUpdate, RunComplete, RunStart, TaskStatus, ToolArgs,
+        ToolEnd, ToolResult, ToolStart,
+    };
+
+    fn map_all(events: Vec<Event>) -> (UiMessageMapper, Vec<Value>) {
+        let mut mapper = UiMessageMapper::new();
+        let mut out = Vec::new();
+        for event in &events {
+            mapper.map(event, &mut out);
+        }
+        (mapper, out)
+    }
+
+    fn ev(seq: u64, payload: impl Into<EventPayload>) -> Event {
+        Event::new(seq, 0, payload)
+    }
+
+    fn tool_start(id: &str, name: &str, frontend: bool) -> ToolStart {
+        ToolStart {
+            tool_id: id.into(),
+            run_id: "r".into(),
+            task_id: None,
+            tool_name: Some(name.into()),
+            tool_type: Some(if frontend { "html" } else { "function" }.into()),
+            tool_api: None,
+            tool_params: None,
+            description: None,
+            tool_key: frontend.then(|| name.to_owned()),
+            tool_timeout: frontend.then_some(1000),
+        }
+    }
+
+    #[test]
+    fn text_run_maps_one_delta_to_one_chunk() {
+        let (mapper, out) = map_all(vec![
+            ev(2, RunStart { run_id: "r".into(), chat_id: "c".into() }),
+            ev(3, ContentStart { content_id: "r_c_1".into(), run_id: "r".into(), task_id: None }),
+            ev(4, ContentDelta { content_id: "r_c_1".into(), delta: "Hel".into() }),
+            ev(5, ContentDelta { content_id: "r_c_1".into(), delta: "lo".into() }),
+            ev(6, ContentEnd { content_id: "r_c_1".into() }),
+            ev(7, RunComplete { run_id: "r".into(), finish_reason: "stop".into() }),
+        ]);
+        let types: Vec<&str> = out.iter().map(|c| c["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            types,
+            ["start", "start-step", "text-start", "text-delta", "text-delta", "text-end", "finish-step", "finish"]
+        );
+        assert_eq!(out[0]["messageId"], "r");
+        assert_eq!(out[3], json!({"type": "text-delta", "id": "r_c_1", "delta": "Hel"}));
+        assert_eq!(out[7]["finishReason"], "stop");
+        assert!(mapper.is_finished());
+        assert_eq!(frame(&out[3]), b"data: {\"type\":\"text-delta\",\"id\":\"r_c_1\",\"delta\":\"Hel\"}\n\n".to_vec());
+    }
+
+    #[test]
+    fn backend_calls_are_provider_executed_and_frontend_calls_wait_for_the_client() {
+        let (mapper, out) = map_all(vec![
+            ev(1, tool_start("b1", "weather", false)),
+            ev(2, ToolArgs { tool_id: "b1".into(), delta: "{\"city\":".into(), chunk_index: 0 }),
+            ev(3, ToolArgs { tool_id: "b1".into(), delta: "\"Paris\"}".into(), chunk_index: 1 }),
+            ev(4, ToolEnd { tool_id: "b1".into() }),
+            ev(5, ToolResult { tool_id: "b1".into(), result: "{\"temp\":21}".into() }),
+            ev(6, tool_start("f1", "confirm_dialog", true)),
+            ev(7, ToolEnd { tool_id: "f1".into() }),
+        ]);
+        assert_eq!(out[0]["providerExecuted"], true);
+        assert_eq!(out[1]["inputTextDelta"], "{\"city\":");
+        assert_eq!(out[3]["input"], json!({"city": "Paris"}));
+        assert_eq!(
+            out[4],
+            json!({"type": "tool-output-available", "toolCallId": "b1", "output": {"temp": 21},
+            "providerExecuted": true, "dynamic": true})
+        );
+        assert_eq!(out[5], json!({"type": "tool-input-start", "toolCallId": "f1", "toolName": "confirm_dialog"}));
+        assert_eq!(out[6]["input"], json!({}), "no arguments: an empty object, never invalid JSON");
+        assert_eq!(mapper.pending_client_calls(), ["f1"]);
+    }
+
+    #[test]
+    fn the_plan_is_one_data_part_updated_in_place() {
+        let plan = vec![PlanTask { task_id: "t1".into(), description: "d".into(), status: TaskStatus::Init }];
+        let (_, out) = map_all(vec![ev(1, PlanUpdate { plan_id: "plan_1".into(), chat_id: "c".into(), plan })]);
+        assert_eq!(out[0]["type"], "data-plan");
+        assert_eq!(out[0]["id"], "plan_1", "the same id replaces the part");
+        assert_eq!(out[0]["data"]["plan"][0]["taskId"], "t1");
+    }
+
+    #[test]
+    fn errors_and_cancels_end_the_stream() {
+        let error = crate::event::RunError {
+            run_id: "r".into(),
+            error: crate::RunErrorInfo::new(crate::ErrorCode::ProviderError, "boom", true),
+        };
+        let (mapper, out) =
+            map_all(vec![ev(1, error), ev(2, RunComplete { run_id: "r".into(), finish_reason: "stop".into() })]);
+        assert_eq!(
+            out,
+            [json!({"type": "error", "errorText": "boom"}), json!({"type": "finish", "finishReason": "error"})]
+        );
+        assert!(mapper.is_finished(), "nothing after the terminal chunk");
+        let (_, out) = map_all(vec![ev(1, crate::event::RunCancel { run_id: "r".into() })]);
+        assert_eq!(out, [json!({"type": "abort", "reason": "cancelled"})]);
+    }
+}
