@@ -4,4 +4,5 @@
 //!
 //! [`Event`]: crate::Event
 
+pub mod ag_ui;
 pub mod ai_sdk;
