@@ -6,3 +6,4 @@
 
 pub mod ag_ui;
 pub mod ai_sdk;
+pub mod openai_chat;

@@ -1,0 +1,259 @@
+//! agw events → the OpenAI Chat Completions API (`chat.completion.chunk` stream and the
+//! non-streaming `chat.completion`), for clients using the OpenAI SDKs against agw's agents.
+//! Issue 16; the table is in `docs/protocols.md`.
+//!
+//! The agent's tools run inside agw: only reasoning (`reasoning_content`) and answer text reach
+//! the client; `finish_reason` is `stop` or `length`. Each content or reasoning delta is one
+//! chunk.
+
+use serde_json::{Value, json};
+
+use crate::event::{Event, EventPayload};
+
+/// The last frame of a stream.
+pub const DONE_FRAME: &[u8] = b"data: [DONE]\n\n";
+
+/// `data: <chunk>\n\n`.
+pub fn frame(chunk: &Value) -> Vec<u8> {
+    let mut out = b"data: ".to_vec();
+    out.extend_from_slice(chunk.to_string().as_bytes());
+    out.extend_from_slice(b"\n\n");
+    out
+}
+
+/// OpenAI's finish reasons for agw's.
+fn finish_reason(agw: &str) -> &'static str {
+    match agw {
+        "length" | "max_tokens" => "length",
+        _ => "stop",
+    }
+}
+
+/// An OpenAI-shaped error body: `{"error":{"message","type","code"}}`.
+pub fn error_body(message: &str, kind: &str, code: &str) -> Value {
+    json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
+}
+
+/// How a run ended, for the client.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ending {
+    /// `finish_reason` of the last chunk / the choice.
+    Finished(&'static str),
+    /// The run failed (`run.error`) or was cancelled: an error body.
+    Error(Value),
+}
+
+/// Maps one run's events to `chat.completion.chunk`s.
+#[derive(Debug)]
+pub struct ChunkMapper {
+    id: String,
+    model: String,
+    created: i64,
+    role_sent: bool,
+    ending: Option<Ending>,
+}
+
+impl ChunkMapper {
+    /// A mapper for a completion `chatcmpl-<run_id>` of `model` (the agent key), created at
+    /// `created` (epoch seconds).
+    pub fn new(run_id: &str, model: &str, created: i64) -> Self {
+        Self { id: format!("chatcmpl-{run_id}"), model: model.to_owned(), created, role_sent: false, ending: None }
+    }
+
+    /// The completion id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// How the run ended, once it did.
+    pub fn ending(&self) -> Option<&Ending> {
+        self.ending.as_ref()
+    }
+
+    fn chunk(&self, delta: Value, finish: Option<&str>) -> Value {
+        json!({"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    }
+
+    /// The first chunk (the assistant role), once.
+    fn role(&mut self, out: &mut Vec<Value>) {
+        if !self.role_sent {
+            self.role_sent = true;
+            out.push(self.chunk(json!({"role": "assistant", "content": ""}), None));
+        }
+    }
+
+    /// The usage chunk of `stream_options.include_usage` (empty `choices`).
+    pub fn usage_chunk(&self, prompt_tokens: u64, completion_tokens: u64) -> Value {
+        json!({"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+            "choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}})
+    }
+
+    /// Appends the chunks `event` becomes.
+    pub fn map(&mut self, event: &Event, out: &mut Vec<Value>) {
+        if self.ending.is_some() {
+            return;
+        }
+        match &event.payload {
+            EventPayload::RunStart(_) => self.role(out),
+            EventPayload::ReasoningDelta(e) => {
+                self.role(out);
+                out.push(self.chunk(json!({"reasoning_content": e.delta}), None));
+            }
+            EventPayload::ContentDelta(e) => {
+                self.role(out);
+                out.push(self.chunk(json!({"content": e.delta}), None));
+            }
+            EventPayload::RunComplete(e) => {
+                self.role(out);
+                let reason = finish_reason(&e.finish_reason);
+                out.push(self.chunk(json!({}), Some(reason)));
+                self.ending = Some(Ending::Finished(reason));
+            }
+            EventPayload::RunError(e) => {
+                let body = error_body(&e.error.message, "server_error", e.error.code.as_str());
+                out.push(body.clone());
+                self.ending = Some(Ending::Error(body));
+            }
+            EventPayload::RunCancel(_) => {
+                let body = error_body("the run was cancelled", "server_error", "cancelled");
+                out.push(body.clone());
+                self.ending = Some(Ending::Error(body));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Collects a run into one non-streaming `chat.completion`.
+#[derive(Debug)]
+pub struct CompletionAggregate {
+    mapper: ChunkMapper,
+    content: String,
+    reasoning: String,
+}
+
+impl CompletionAggregate {
+    /// See [`ChunkMapper::new`].
+    pub fn new(run_id: &str, model: &str, created: i64) -> Self {
+        Self { mapper: ChunkMapper::new(run_id, model, created), content: String::new(), reasoning: String::new() }
+    }
+
+    /// Takes one event.
+    pub fn push(&mut self, event: &Event) {
+        match &event.payload {
+            EventPayload::ContentDelta(e) => self.content.push_str(&e.delta),
+            EventPayload::ReasoningDelta(e) => self.reasoning.push_str(&e.delta),
+            _ => {}
+        }
+        let mut ignored = Vec::new();
+        self.mapper.map(event, &mut ignored);
+    }
+
+    /// The `chat.completion` body, or the error body when the run failed; `None` before the run
+    /// ended.
+    pub fn finish(&self, prompt_tokens: u64, completion_tokens: u64) -> Option<Result<Value, Value>> {
+        match self.mapper.ending()? {
+            Ending::Error(body) => Some(Err(body.clone())),
+            Ending::Finished(reason) => {
+                let mut message = json!({"role": "assistant", "content": self.content});
+                if !self.reasoning.is_empty() {
+                    message["reasoning_content"] = json!(self.reasoning);
+                }
+                Some(Ok(json!({"id": self.mapper.id, "object": "chat.completion", "created": self.mapper.created,
+                    "model": self.mapper.model,
+                    "choices": [{"index": 0, "message": message, "finish_reason": reason, "logprobs": null}],
+                    "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                        "total_tokens": prompt_tokens + completion_tokens}})))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{ContentDelta, ReasoningDelta, RunComplete, RunStart, ToolStart};
+
+    fn ev(payload: impl Into<EventPayload>) -> Event {
+        Event::new(1, 0, payload)
+    }
+
+    fn run() -> Vec<Event> {
+        vec![
+            ev(RunStart { run_id: "r".into(), chat_id: "c".into() }),
+            ev(ReasoningDelta { reasoning_id: "r_r_1".into(), delta: "think".into() }),
+            ev(ToolStart {
+                tool_id: "t".into(),
+                run_id: "r".into(),
+                task_id: None,
+                tool_name: Some("weather".into()),
+                tool_type: Some("function".into()),
+                tool_api: None,
+                tool_params: None,
+                description: None,
+                tool_key: None,
+                tool_timeout: None,
+            }),
+            ev(ContentDelta { content_id: "r_c_1".into(), delta: "Sun".into() }),
+            ev(ContentDelta { content_id: "r_c_1".into(), delta: "ny".into() }),
+            ev(RunComplete { run_id: "r".into(), finish_reason: "stop".into() }),
+        ]
+    }
+
+    #[test]
+    fn streaming_chunks_carry_only_reasoning_and_text_one_delta_each() {
+        let mut mapper = ChunkMapper::new("r", "weatherBot", 1_700_000_000);
+        let mut out = Vec::new();
+        for event in run() {
+            mapper.map(&event, &mut out);
+        }
+        let deltas: Vec<&Value> = out.iter().map(|c| &c["choices"][0]["delta"]).collect();
+        assert_eq!(
+            deltas,
+            [
+                &json!({"role": "assistant", "content": ""}),
+                &json!({"reasoning_content": "think"}),
+                &json!({"content": "Sun"}),
+                &json!({"content": "ny"}),
+                &json!({}),
+            ]
+        );
+        assert_eq!(out[4]["choices"][0]["finish_reason"], "stop");
+        assert_eq!(out[0]["id"], "chatcmpl-r");
+        assert_eq!(out[0]["object"], "chat.completion.chunk");
+        assert_eq!(out[0]["model"], "weatherBot");
+        assert_eq!(mapper.usage_chunk(3, 4)["usage"]["total_tokens"], 7);
+    }
+
+    #[test]
+    fn the_non_streaming_completion_collects_the_answer() {
+        let mut aggregate = CompletionAggregate::new("r", "weatherBot", 1);
+        let events = run();
+        assert!(aggregate.finish(0, 0).is_none());
+        for event in &events {
+            aggregate.push(event);
+        }
+        let body = aggregate.finish(10, 2).unwrap().unwrap();
+        assert_eq!(
+            body["choices"][0]["message"],
+            json!({"role": "assistant", "content": "Sunny", "reasoning_content": "think"})
+        );
+        assert_eq!(body["choices"][0]["finish_reason"], "stop");
+        assert_eq!(body["usage"]["total_tokens"], 12);
+    }
+
+    #[test]
+    fn a_failed_run_becomes_an_openai_error_body() {
+        let mut aggregate = CompletionAggregate::new("r", "m", 1);
+        let error = crate::event::RunError {
+            run_id: "r".into(),
+            error: crate::RunErrorInfo::new(crate::ErrorCode::ProviderError, "upstream 503", true),
+        };
+        aggregate.push(&ev(error));
+        let body = aggregate.finish(0, 0).unwrap().unwrap_err();
+        assert_eq!(body["error"]["message"], "upstream 503");
+        assert_eq!(body["error"]["code"], "provider_error");
+    }
+}
