@@ -55,6 +55,7 @@ pub fn full(bytes: impl Into<Bytes>) -> BoxBody {
 pub struct SseBody {
     frames: BoxStream<'static, Bytes>,
     heartbeat: Option<Interval>,
+    heartbeat_frame: &'static [u8],
 }
 
 impl SseBody {
@@ -74,7 +75,14 @@ impl SseBody {
             iv.set_missed_tick_behavior(MissedTickBehavior::Delay);
             iv
         });
-        Self { frames: Box::pin(frames), heartbeat }
+        Self { frames: Box::pin(frames), heartbeat, heartbeat_frame: HEARTBEAT_FRAME }
+    }
+
+    /// Sends `frame` as the heartbeat instead of agw's `event:heartbeat` (e.g. an SSE comment for
+    /// clients of other protocols).
+    pub fn with_heartbeat_frame(mut self, frame: &'static [u8]) -> Self {
+        self.heartbeat_frame = frame;
+        self
     }
 }
 
@@ -98,7 +106,7 @@ impl Body for SseBody {
         if let Some(hb) = this.heartbeat.as_mut()
             && hb.poll_tick(cx).is_ready()
         {
-            return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(HEARTBEAT_FRAME)))));
+            return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(this.heartbeat_frame)))));
         }
         Poll::Pending
     }

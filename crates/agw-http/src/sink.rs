@@ -146,6 +146,9 @@ async fn write_lines(
 
 impl DeltaSink for SseSink {
     async fn emit(&mut self, delta: AgentDelta) -> Result<(), EmitError> {
+        if let AgentDelta::Usage(usage) = &delta {
+            self.handle.add_usage(usage);
+        }
         let mut lines = Vec::new();
         // Markers and usage produce no events; the recorder reads them from the delta itself.
         if let (Some(p), AgentDelta::StageMarker(_) | AgentDelta::Usage(_)) = (self.persistence.as_mut(), &delta) {

@@ -131,9 +131,10 @@ impl AuthSettings {
     }
 }
 
-/// Whether a request is subject to auth: `/api/ap/` paths, every method but `OPTIONS`.
+/// Whether a request is subject to auth: `/api/**` (agw's own API and the AI SDK / AG-UI
+/// endpoints) and `/v1/**` (the OpenAI façade), every method but `OPTIONS`.
 pub fn protects(method: &Method, path: &str) -> bool {
-    path.starts_with("/api/ap/") && method != Method::OPTIONS
+    (path.starts_with("/api/") || path.starts_with("/v1/")) && method != Method::OPTIONS
 }
 
 /// The verified caller, attached to the request's extensions.

@@ -3,6 +3,7 @@
 mod agents;
 mod chats;
 mod data;
+mod openai;
 mod ops;
 mod query;
 mod runs;
@@ -25,7 +26,9 @@ use crate::state::AppState;
 /// What a route handler produces: a response, or an error rendered as the envelope.
 pub type HandlerResult = Result<Response<BoxBody>, ApiError>;
 
-const ROUTES: [&str; 13] = [
+const ROUTES: [&str; 15] = [
+    "/v1/models",
+    "/v1/chat/completions",
     "/api/ap/query",
     "/api/ap/submit",
     "/api/ap/attach",
@@ -115,6 +118,8 @@ async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> 
         (&Method::GET, "/api/ap/attach") => runs::attach(&state, &params, &req, principal),
         (&Method::POST, "/api/ap/interrupt") => runs::interrupt(&state, req).await,
         (&Method::POST, "/api/ap/steer") => runs::steer(&state, req).await,
+        (&Method::GET, "/v1/models") => openai::models(&state),
+        (&Method::POST, "/v1/chat/completions") => openai::completions(&state, req).await,
         (&Method::GET, "/api/ap/agents") => agents::list(&state, &params),
         (&Method::GET, "/api/ap/agent") => agents::detail(&state, &params),
         (&Method::GET, "/api/ap/chats") => chats::list(&state, principal).await,

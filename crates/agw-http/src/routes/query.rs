@@ -68,9 +68,32 @@ pub async fn query(state: AppState, req: Request<RequestBody>) -> HandlerResult 
     let request = QueryRequest::from_json(&body).map_err(|e| ApiError::bad_request(e.to_string()))?;
     request.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
     let agent = resolve_agent(&state, request.agent_key.as_deref())?;
+    let heartbeat = state.settings.server.heartbeat_interval;
+    let (_, observer) = start_run(&state, NewRun { agent, request, principal, history: None }).await?;
+    Ok(sse_response(observer, heartbeat))
+}
+
+/// A run to start, as every query endpoint (the native one and the other protocols') describes it.
+pub struct NewRun {
+    /// The agent, resolved from the catalog.
+    pub agent: Arc<AgentDefinition>,
+    /// The query as the native endpoint reads it (validated): message, chatId, onDisconnect, …
+    pub request: QueryRequest,
+    /// The verified caller; the run and a new chat belong to it.
+    pub principal: Option<Principal>,
+    /// `Some`: a stateless run whose earlier turns are these messages (chat memory is neither
+    /// read nor written), as the OpenAI façade's clients send their whole conversation.
+    pub history: Option<Vec<agw_llm::ChatMessage>>,
+}
+
+/// Starts a run: checks access to an existing chat (404 like an absent one), takes the chat's
+/// slot (409 `chat_busy`, or queued), registers the run and spawns its task. Returns the handle
+/// and the run's first observer, attached before the run can publish anything.
+pub async fn start_run(state: &AppState, new: NewRun) -> Result<(Arc<RunHandle>, Observer), ApiError> {
+    let NewRun { agent, request, principal, history } = new;
     let given = request.canonical_chat_id().map_err(|e| ApiError::bad_request(e.to_string()))?;
     if let Some(chat_id) = &given {
-        check_chat_access(&state, principal.as_ref(), chat_id).await?;
+        check_chat_access(state, principal.as_ref(), chat_id).await?;
     }
     let chat_id = given.unwrap_or_else(ids::new_chat_id);
     let run_id = ids::new_run_id();
@@ -90,14 +113,12 @@ pub async fn query(state: AppState, req: Request<RequestBody>) -> HandlerResult 
         None => DisconnectPolicy::Grace(settings.detach_grace),
     };
     let handle = state.runs.register(&run_id, &chat_id, &agent.key, principal.as_ref().map(Principal::owner), policy);
-    // The query's own response is the run's first observer, attached before the run can publish.
     let observer = handle.observe(0).map_err(|_| ApiError::internal())?;
 
     let span = tracing::info_span!("run", runId = %run_id, chatId = %chat_id, agentKey = %agent.key);
-    let heartbeat = state.settings.server.heartbeat_interval;
-    let run = RunStart { agent, request, principal, handle, slot };
-    tokio::spawn(drive_run(state, run).instrument(span));
-    Ok(sse_response(observer, heartbeat))
+    let run = RunStart { agent, request, principal, handle: handle.clone(), slot, history };
+    tokio::spawn(drive_run(state.clone(), run).instrument(span));
+    Ok((handle, observer))
 }
 
 /// The SSE response of one observer of a run (`/query`, `/attach`).
@@ -129,6 +150,8 @@ struct RunStart {
     handle: Arc<RunHandle>,
     /// The chat, when already held (`reject` policy); `None`: queue for it in the task.
     slot: Option<ChatSlot>,
+    /// See [`NewRun::history`].
+    history: Option<Vec<agw_llm::ChatMessage>>,
 }
 
 /// An existing chat the caller may not access is answered like a missing one would be on
@@ -253,7 +276,7 @@ enum Ended {
 /// run's handle whether or not anyone watches; ends early (dropping the provider stream, killing
 /// tool processes) when the run is cancelled.
 async fn drive_run(state: AppState, run: RunStart) {
-    let RunStart { agent, request, principal, handle, slot } = run;
+    let RunStart { agent, request, principal, handle, slot, history } = run;
     let (run_id, chat_id) = (handle.run_id.clone(), handle.chat_id.clone());
     // Counted for the run's whole life: graceful shutdown waits for it; when it ends the handle
     // stays attachable for the retention window.
@@ -276,11 +299,13 @@ async fn drive_run(state: AppState, run: RunStart) {
     };
     tracing::info!("run started");
     let message = request.message.clone().unwrap_or_default();
-    let memory = state.settings.memory.enabled;
+    let memory = state.settings.memory.enabled && history.is_none();
     let prepared = if memory {
         prepare(&state, &agent, &chat_id, &message, principal.as_ref()).await
     } else {
-        Ok(stateless(&request, &chat_id, &message))
+        let mut prepared = stateless(&request, &chat_id, &message);
+        prepared.history = history.unwrap_or_default();
+        Ok(prepared)
     };
     let query_event = request.to_event(&run_id, &chat_id);
     let mut stored_query = request.clone();

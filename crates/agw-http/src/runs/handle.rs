@@ -105,6 +105,8 @@ pub struct RunHandle {
     cancel: watch::Sender<Option<CancelReason>>,
     /// The number of observers, for [`Self::abandoned`].
     watchers: watch::Sender<usize>,
+    /// Input and output tokens of every model call so far, as the providers reported them.
+    usage: [std::sync::atomic::AtomicU64; 2],
 }
 
 impl std::fmt::Debug for RunHandle {
@@ -151,6 +153,7 @@ impl RunHandle {
             wake: watch::Sender::new(0),
             cancel: watch::Sender::new(None),
             watchers: watch::Sender::new(0),
+            usage: Default::default(),
         })
     }
 
@@ -181,6 +184,22 @@ impl RunHandle {
     /// Observers attached now.
     pub fn observers(&self) -> usize {
         self.lock().observers
+    }
+
+    /// Adds one model call's usage (the provider's usage object: OpenAI's `prompt_tokens` /
+    /// `completion_tokens` or Anthropic's `input_tokens` / `output_tokens`).
+    pub fn add_usage(&self, usage: &serde_json::Value) {
+        let count =
+            |keys: [&str; 2]| keys.iter().find_map(|k| usage.get(*k).and_then(serde_json::Value::as_u64)).unwrap_or(0);
+        let ordering = std::sync::atomic::Ordering::Relaxed;
+        self.usage[0].fetch_add(count(["prompt_tokens", "input_tokens"]), ordering);
+        self.usage[1].fetch_add(count(["completion_tokens", "output_tokens"]), ordering);
+    }
+
+    /// `(input, output)` tokens of the run so far.
+    pub fn usage(&self) -> (u64, u64) {
+        let ordering = std::sync::atomic::Ordering::Relaxed;
+        (self.usage[0].load(ordering), self.usage[1].load(ordering))
     }
 
     /// Appends the frames of `events` (one delta's worth, written out as one chunk to observers
