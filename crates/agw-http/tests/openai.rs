@@ -51,7 +51,7 @@ async fn a_streaming_completion_sends_one_chunk_per_delta_then_usage_and_done() 
             &json!({})
         ]
     );
-    let finish = chunks.iter().filter_map(|c| c["choices"].get(0)).last().unwrap();
+    let finish = chunks.iter().filter_map(|c| c["choices"].get(0)).next_back().unwrap();
     assert_eq!(finish["finish_reason"], "stop");
     let usage = chunks.last().unwrap();
     assert_eq!(usage["choices"], json!([]));
