@@ -1,0 +1,113 @@
+//! A scripted OpenAI-compatible provider as a process, for test suites in other languages (the
+//! AI SDK, AG-UI and OpenAI SDK clients in `scripts/protocols/`): it serves the real wire format
+//! (SSE chunks, `tool_calls` deltas, `reasoning_content`, usage, `[DONE]`) from a scenario file.
+//!
+//! ```text
+//! cargo run -p agw-testkit --example fixture_provider -- scenario.json addr-file
+//! ```
+//!
+//! It writes `http://127.0.0.1:<port>` to `addr-file` once it listens, and serves until killed.
+//! A scenario is `{"rules":[…]}`; the first rule whose `whenMessage` is contained in the request's
+//! last user message (and whose `whenStage`, if given, equals the `x-agw-stage` header, and whose
+//! `whenToolResult`, if given, says whether the request already carries a tool result) answers:
+//!
+//! ```json
+//! {"whenMessage": "weather", "whenToolResult": false,
+//!  "toolCall": {"id": "call_w", "name": "mock_city_weather", "arguments": "{\"city\":\"Paris\"}"}}
+//! {"whenMessage": "think", "reasoning": ["Let me ", "think."], "text": ["4", "2"]}
+//! {"whenMessage": "fail", "httpError": 400}
+//! ```
+//! Requests no rule matches get the text "ok".
+
+use std::time::Duration;
+
+use agw_testkit::{FixtureServer, Transcript};
+use serde::Deserialize;
+use serde_json::Value;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ToolCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Rule {
+    when_message: String,
+    #[serde(default)]
+    when_stage: Option<String>,
+    #[serde(default)]
+    when_tool_result: Option<bool>,
+    #[serde(default)]
+    reasoning: Vec<String>,
+    #[serde(default)]
+    text: Vec<String>,
+    #[serde(default)]
+    tool_call: Option<ToolCall>,
+    #[serde(default)]
+    http_error: Option<u16>,
+    #[serde(default)]
+    chunk_delay_ms: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Scenario {
+    rules: Vec<Rule>,
+}
+
+impl Rule {
+    fn matches(&self, stage: Option<&str>, body: &Value) -> bool {
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let last_user = messages.iter().rev().find(|m| m["role"] == "user");
+        let text = last_user.and_then(|m| m["content"].as_str()).unwrap_or_default();
+        let has_tool_result = messages.last().is_some_and(|m| m["role"] == "tool");
+        text.contains(&self.when_message)
+            && self.when_stage.as_deref().is_none_or(|s| Some(s) == stage)
+            && self.when_tool_result.is_none_or(|want| want == has_tool_result)
+    }
+
+    fn transcript(&self) -> Transcript {
+        if let Some(status) = self.http_error {
+            return Transcript::http_error(status, r#"{"error":{"message":"scripted provider error"}}"#);
+        }
+        let mut t = Transcript::new();
+        for piece in &self.reasoning {
+            t = t.reasoning(piece);
+        }
+        for piece in &self.text {
+            t = t.content(piece);
+        }
+        let finish = match &self.tool_call {
+            Some(call) => {
+                t = t.tool_call_start(0, &call.id, &call.name).tool_args(0, &call.arguments);
+                "tool_calls"
+            }
+            None => "stop",
+        };
+        t.finish(finish).usage(10, 5).done().with_chunk_delay_ms(self.chunk_delay_ms)
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let (Some(scenario), Some(addr_file)) = (args.next(), args.next()) else {
+        return Err("usage: fixture_provider <scenario.json> <addr-file>".into());
+    };
+    let scenario: Scenario = serde_json::from_str(&std::fs::read_to_string(&scenario)?)?;
+    let server = FixtureServer::start().await?;
+    server.set_default(Transcript::openai_text(&["ok"]));
+    server.set_request_log(false);
+    server.set_responder(move |stage, body| {
+        scenario.rules.iter().find(|rule| rule.matches(stage, body)).map(Rule::transcript)
+    });
+    std::fs::write(&addr_file, server.base_url())?;
+    eprintln!("fixture provider on {}", server.base_url());
+    loop {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+    }
+}

@@ -1,0 +1,121 @@
+"""The OpenAI Chat Completions façade, driven by the official `openai` Python SDK (issue 16).
+
+Run by run.sh against a running agw (AGW_BASE) whose provider is the scripted fixture provider.
+Each check prints one line; any failure raises.
+"""
+
+import os
+
+import openai
+
+BASE = os.environ["AGW_BASE"]
+client = openai.OpenAI(base_url=f"{BASE}/v1", api_key="not-needed", max_retries=0)
+passed = []
+
+
+def check(name):
+    def wrap(fn):
+        fn()
+        passed.append(name)
+        print(f"ok   openai-sdk: {name}")
+        return fn
+
+    return wrap
+
+
+@check("models lists the agents")
+def _():
+    ids = [m.id for m in client.models.list()]
+    assert "plain" in ids and "tools" in ids, ids
+
+
+@check("non-streaming plain answer")
+def _():
+    r = client.chat.completions.create(model="plain", messages=[{"role": "user", "content": "say hello"}])
+    assert r.choices[0].message.content == "Hello there.", r
+    assert r.choices[0].finish_reason == "stop"
+    assert r.object == "chat.completion"
+    assert r.usage.total_tokens == 15, r.usage
+
+
+@check("streaming answer with reasoning and usage")
+def _():
+    stream = client.chat.completions.create(
+        model="plain",
+        messages=[{"role": "user", "content": "think first"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    text, reasoning, finish, usage, chunks = "", "", None, None, 0
+    for chunk in stream:
+        chunks += 1
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for choice in chunk.choices:
+            text += choice.delta.content or ""
+            extra = choice.delta.model_extra or {}
+            reasoning += extra.get("reasoning_content") or ""
+            finish = choice.finish_reason or finish
+    assert text == "42", text
+    assert reasoning == "Let me think.", reasoning
+    assert finish == "stop"
+    assert usage is not None and usage.prompt_tokens == 10 and usage.completion_tokens == 5, usage
+    assert chunks == 7, chunks  # role, 2 reasoning, 2 text, finish, usage
+
+
+@check("a backend tool round runs inside agw; only the answer reaches the client")
+def _():
+    r = client.chat.completions.create(model="tools", messages=[{"role": "user", "content": "weather in Paris"}])
+    assert r.choices[0].message.content == "Sunny in Paris.", r
+    assert not r.choices[0].message.tool_calls
+
+
+@check("the client's messages are the history")
+def _():
+    stream = client.chat.completions.create(
+        model="plain",
+        messages=[
+            {"role": "user", "content": "earlier"},
+            {"role": "assistant", "content": "noted"},
+            {"role": "user", "content": "say hello"},
+        ],
+        stream=True,
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "Hello there."
+
+
+@check("unknown model is a NotFoundError")
+def _():
+    try:
+        client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "x"}])
+    except openai.NotFoundError as e:
+        assert e.body["code"] == "model_not_found", e.body
+    else:
+        raise AssertionError("no error")
+
+
+@check("a provider failure is a 502 APIStatusError")
+def _():
+    try:
+        client.chat.completions.create(model="plain", messages=[{"role": "user", "content": "break please"}])
+    except openai.APIStatusError as e:
+        assert e.status_code == 502, e.status_code
+        assert e.body["code"] == "provider_error", e.body
+    else:
+        raise AssertionError("no error")
+
+
+@check("a provider failure while streaming raises")
+def _():
+    stream = client.chat.completions.create(
+        model="plain", messages=[{"role": "user", "content": "break please"}], stream=True
+    )
+    try:
+        for _ in stream:
+            pass
+    except openai.APIError as e:
+        assert "provider" in str(e).lower() or "scripted" in str(e).lower(), str(e)
+    else:
+        raise AssertionError("no error")
+
+print(f"openai-sdk: {len(passed)} passed")

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Drives agw's other wire protocols with the real client libraries of each ecosystem (issue 16):
+# the official `openai` SDK (Python) against the OpenAI Chat Completions façade. The clients are
+# installed from the registries at the versions pinned in requirements.lock (with hashes) and
+# package-lock.json, into this directory (.venv, node_modules, .cache): nothing outside the repo.
+#
+# It builds agw and the scripted fixture provider (agw-testkit's `fixture_provider` example),
+# starts both on loopback with the agents in ./agents and the rules in ./scenario.json, runs the
+# client suites, and ends with `protocols: N passed, M failed`.
+#
+#   scripts/protocols/run.sh
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cd "$root"
+work=$(mktemp -d)
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
+    wait 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+cargo build -q --locked -p agw || exit 1
+cargo build -q --locked -p agw-testkit --example fixture_provider || exit 1
+target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+
+"$target/debug/examples/fixture_provider" "$here/scenario.json" "$work/fixture.addr" 2>"$work/fixture.log" &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$work/fixture.addr" ] && break; sleep 0.1; done
+[ -s "$work/fixture.addr" ] || { echo "fixture provider did not start"; cat "$work/fixture.log"; exit 1; }
+
+env -i PATH="$PATH" HOME="$work" \
+    SERVER_PORT=0 AGENT_EXTERNAL_DIR="$here/agents" AGW_RESOURCES_SYNC_BUNDLED=false \
+    MEMORY_CHAT_DIR="$work/chats" AGENT_DATA_EXTERNAL_DIR="$work/data" \
+    AGENT_BASH_WORKING_DIRECTORY="$work/bash" AGENT_CHAT_EVENT_CALLBACK_ENABLED=false \
+    AGENT_PROVIDERS_FIXTURE_BASE_URL="$(cat "$work/fixture.addr")" AGENT_PROVIDERS_FIXTURE_API_KEY=sk-fixture \
+    AGENT_PROVIDERS_FIXTURE_MODEL=fixture-model AGW_LOG=warn \
+    "$target/debug/agw" serve >"$work/agw.out" 2>"$work/agw.log" &
+pids+=($!)
+for _ in $(seq 100); do grep -q "listening on" "$work/agw.out" 2>/dev/null && break; sleep 0.1; done
+base=$(sed -n 's/.*listening on \(http[^ ]*\).*/\1/p' "$work/agw.out" | head -1)
+[ -n "$base" ] || { echo "agw did not start"; cat "$work/agw.log"; exit 1; }
+
+passed=0
+failed=0
+record() { # name, exit status, output file
+    local n
+    n=$(grep -c '^ok ' "$3" || true)
+    passed=$((passed + n))
+    if [ "$2" -ne 0 ]; then
+        failed=$((failed + 1))
+        echo "FAILED: $1"
+        tail -30 "$3"
+    fi
+}
+
+# Python: the openai SDK.
+export PIP_CACHE_DIR="$here/.cache/pip" PIP_DISABLE_PIP_VERSION_CHECK=1
+if [ ! -x "$here/.venv/bin/python" ]; then python3 -m venv "$here/.venv" || exit 1; fi
+"$here/.venv/bin/pip" install -q --require-hashes -r "$here/requirements.lock" || exit 1
+AGW_BASE="$base" "$here/.venv/bin/python" "$here/openai_sdk.py" >"$work/openai.out" 2>&1
+status=$?
+cat "$work/openai.out"
+record openai-sdk "$status" "$work/openai.out"
+
+if [ "$failed" -ne 0 ]; then
+    echo "--- agw log"
+    tail -40 "$work/agw.log"
+fi
+echo "protocols: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
