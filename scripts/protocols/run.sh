@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Drives agw's other wire protocols with the real client libraries of each ecosystem (issue 16):
-# the official `openai` SDK (Python) against the OpenAI Chat Completions façade. The clients are
+# the official `openai` SDK (Python) against the OpenAI Chat Completions façade, and the `ai`
+# package's chat transport (Node) against the AI SDK UI message stream. The clients are
 # installed from the registries at the versions pinned in requirements.lock (with hashes) and
 # package-lock.json, into this directory (.venv, node_modules, .cache): nothing outside the repo.
 #
@@ -64,6 +65,14 @@ AGW_BASE="$base" "$here/.venv/bin/python" "$here/openai_sdk.py" >"$work/openai.o
 status=$?
 cat "$work/openai.out"
 record openai-sdk "$status" "$work/openai.out"
+
+# Node: the `ai` package (AI SDK UI message stream) and AG-UI's client.
+export npm_config_cache="$here/.cache/npm" npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false
+(cd "$here" && npm ci --silent >"$work/npm.log" 2>&1) || { cat "$work/npm.log"; exit 1; }
+AGW_BASE="$base" node "$here/ai_sdk.mjs" >"$work/ai_sdk.out" 2>&1
+status=$?
+cat "$work/ai_sdk.out"
+record ai-sdk "$status" "$work/ai_sdk.out"
 
 if [ "$failed" -ne 0 ]; then
     echo "--- agw log"

@@ -1,8 +1,10 @@
 //! Request routing. Handlers return `Result<Response, ApiError>`; the error becomes the envelope.
 
 mod agents;
+mod ai_sdk;
 mod chats;
 mod data;
+mod events;
 mod openai;
 mod ops;
 mod query;
@@ -119,6 +121,14 @@ async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> 
         (&Method::POST, "/api/ap/interrupt") => runs::interrupt(&state, req).await,
         (&Method::POST, "/api/ap/steer") => runs::steer(&state, req).await,
         (&Method::GET, "/v1/models") => openai::models(&state),
+        (&Method::POST, p) if ai_sdk_chat(p).is_some() => {
+            let key = ai_sdk_chat(p).unwrap_or_default().to_owned();
+            ai_sdk::chat(&state, &key, req).await
+        }
+        (&Method::GET, p) if ai_sdk_resume(p).is_some() => {
+            let (_, id) = ai_sdk_resume(p).unwrap_or_default();
+            ai_sdk::resume(&state, id, principal)
+        }
         (&Method::POST, "/v1/chat/completions") => openai::completions(&state, req).await,
         (&Method::GET, "/api/ap/agents") => agents::list(&state, &params),
         (&Method::GET, "/api/ap/agent") => agents::detail(&state, &params),
@@ -143,6 +153,19 @@ async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> 
             err.into_response()
         }
     }
+}
+
+/// `/api/ai-sdk/{agentKey}/chat` → the agent key.
+fn ai_sdk_chat(path: &str) -> Option<&str> {
+    let key = path.strip_prefix("/api/ai-sdk/")?.strip_suffix("/chat")?;
+    (!key.is_empty() && !key.contains('/')).then_some(key)
+}
+
+/// `/api/ai-sdk/{agentKey}/chat/{id}/stream` → (agent key, chat id).
+fn ai_sdk_resume(path: &str) -> Option<(&str, &str)> {
+    let rest = path.strip_prefix("/api/ai-sdk/")?.strip_suffix("/stream")?;
+    let (key, id) = rest.split_once("/chat/")?;
+    (!key.is_empty() && !id.is_empty() && !key.contains('/') && !id.contains('/')).then_some((key, id))
 }
 
 /// Decoded query-string parameters (first value wins).

@@ -18,9 +18,9 @@ use serde_json::{Value, json};
 use agw_llm::ChatMessage;
 use agw_protocol::adapters::openai_chat::{self, ChunkMapper, CompletionAggregate};
 use agw_protocol::request::{OnDisconnect, QueryRequest};
-use agw_protocol::{Event, SseDecoder};
 
 use super::HandlerResult;
+use super::events::Events;
 use super::query::{NewRun, read_body, start_run};
 use crate::auth::Principal;
 use crate::body::{BoxBody, RequestBody, SseBody};
@@ -190,36 +190,6 @@ async fn completions_inner(
 
 fn now_secs() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
-}
-
-/// Reads an observer's frames as events.
-struct Events {
-    observer: Observer,
-    decoder: SseDecoder,
-    pending: std::collections::VecDeque<Event>,
-}
-
-impl Events {
-    fn new(observer: Observer) -> Self {
-        Self { observer, decoder: SseDecoder::new(), pending: Default::default() }
-    }
-
-    /// The next batch of events (one published delta's worth); `None` at the end.
-    async fn next_batch(&mut self) -> Option<Vec<Event>> {
-        loop {
-            if !self.pending.is_empty() {
-                return Some(self.pending.drain(..).collect());
-            }
-            let chunk = self.observer.next_chunk().await?;
-            let mut frames = Vec::new();
-            self.decoder.feed(&chunk, &mut frames);
-            for frame in frames.iter().filter(|f| f.event == "message") {
-                if let Ok(event) = frame.parse_event() {
-                    self.pending.push_back(event);
-                }
-            }
-        }
-    }
 }
 
 async fn complete(handle: Arc<RunHandle>, observer: Observer, model: &str, created: i64) -> Response<BoxBody> {

@@ -52,7 +52,7 @@ pub async fn read_body(
     }
 }
 
-fn resolve_agent(state: &AppState, requested: Option<&str>) -> Result<Arc<AgentDefinition>, ApiError> {
+pub(super) fn resolve_agent(state: &AppState, requested: Option<&str>) -> Result<Arc<AgentDefinition>, ApiError> {
     let catalog = state.agents.load();
     let key = requested.map(str::trim).unwrap_or("");
     if key.is_empty() || key.eq_ignore_ascii_case("auto") || key.eq_ignore_ascii_case("default") {

@@ -70,6 +70,13 @@ impl ChatSlots {
         self.held(chat_id, slot, guard, run_id)
     }
 
+    /// The run holding the chat now, if any.
+    pub fn holder(&self, chat_id: &str) -> Option<String> {
+        let slot = self.slots.get(chat_id)?.clone();
+        let holder = slot.holder.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        holder
+    }
+
     /// Chats with a run in flight or queued.
     pub fn busy(&self) -> usize {
         self.slots.len()

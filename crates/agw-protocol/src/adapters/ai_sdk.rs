@@ -92,6 +92,24 @@ impl UiMessageMapper {
         ids
     }
 
+    /// A mapper for the continuation of a run whose client-side call `id` (tool `name`) the
+    /// client just answered: its output chunk must name the part the client already has.
+    pub fn expect_client_call(&mut self, id: &str, name: &str) {
+        self.started = true;
+        self.calls.insert(id.to_owned(), Call { name: name.to_owned(), arguments: String::new(), frontend: true });
+    }
+
+    /// Ends the stream of a run that now waits for the client's tool outputs: `finish-step`,
+    /// `finish` with reason `tool-calls`.
+    pub fn suspend(&mut self, out: &mut Vec<Value>) {
+        if self.finished {
+            return;
+        }
+        out.push(json!({"type": "finish-step"}));
+        out.push(json!({"type": "finish", "finishReason": "tool-calls"}));
+        self.finished = true;
+    }
+
     fn call_start(&mut self, id: &str, name: &str, frontend: bool, out: &mut Vec<Value>) {
         self.calls.insert(id.to_owned(), Call { name: name.to_owned(), arguments: String::new(), frontend });
         let mut chunk = json!({"type": "tool-input-start", "toolCallId": id, "toolName": name});

@@ -1,0 +1,245 @@
+//! The Vercel AI SDK endpoints (issue 16, `docs/protocols.md`): `useChat` /
+//! `DefaultChatTransport` work against agw unmodified.
+//!
+//! - `POST /api/ai-sdk/{agentKey}/chat` takes what the transport sends (`id`, `messages` as
+//!   UIMessages, `trigger`, `messageId`) and answers with the UI message stream v1. agw keeps the
+//!   chat's history, so only the request's new part is taken: the last user message starts a run;
+//!   an assistant message whose client-side tool calls now have outputs (`addToolResult`) answers
+//!   the waiting run (its message id is the run id) and streams the rest of it.
+//! - A run that reaches a frontend tool ends its stream with `finish` after
+//!   `tool-input-available`, and waits for that answer (the frontend submit timeout applies).
+//! - `GET /api/ai-sdk/{agentKey}/chat/{id}/stream` resumes the chat's running run (204 when none).
+//!
+//! The AI SDK's chat ids are free-form; a non-UUID id maps to a stable UUID (a SHA-256 name
+//! hash), so the same `id` is always the same agw chat.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response, StatusCode, header};
+use http_body_util::BodyExt;
+use serde::Deserialize;
+use serde_json::Value;
+use sha2::Digest;
+
+use agw_protocol::EventPayload;
+use agw_protocol::adapters::ai_sdk::{self, UiMessageMapper};
+use agw_protocol::request::{OnDisconnect, QueryRequest};
+
+use super::HandlerResult;
+use super::events::Events;
+use super::query::{NewRun, read_body, resolve_agent, start_run};
+use crate::auth::{Principal, may_access};
+use crate::body::{BoxBody, RequestBody, SseBody, full};
+use crate::envelope::ApiError;
+use crate::runs::{Observer, RunHandle};
+use crate::state::AppState;
+
+/// The agw chat id of an AI SDK chat id: itself when it is a UUID, else a name-based UUID.
+pub fn chat_id_for(id: &str) -> String {
+    if let Some(uuid) = agw_protocol::ids::canonical_uuid(id.trim()) {
+        return uuid;
+    }
+    let digest = sha2::Sha256::digest(format!("agw:ai-sdk:{}", id.trim()).as_bytes());
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    uuid::Builder::from_custom_bytes(bytes).into_uuid().hyphenated().to_string()
+}
+
+#[derive(Deserialize)]
+struct ChatRequest {
+    id: String,
+    messages: Vec<Value>,
+    #[serde(default)]
+    trigger: Option<String>,
+}
+
+/// The text of a UIMessage (its `text` parts).
+fn text_of(message: &Value) -> String {
+    message["parts"]
+        .as_array()
+        .map(|parts| parts.iter().filter(|p| p["type"] == "text").filter_map(|p| p["text"].as_str()).collect())
+        .unwrap_or_default()
+}
+
+/// The client-side tool outputs of an assistant UIMessage: `(toolCallId, toolName, output)`.
+fn tool_outputs(message: &Value) -> Vec<(String, String, Value)> {
+    let Some(parts) = message["parts"].as_array() else { return Vec::new() };
+    parts
+        .iter()
+        .filter(|p| p["state"] == "output-available")
+        .filter_map(|p| {
+            let kind = p["type"].as_str()?;
+            let name = match kind.strip_prefix("tool-") {
+                Some(name) => name.to_owned(),
+                None if kind == "dynamic-tool" => p["toolName"].as_str()?.to_owned(),
+                None => return None,
+            };
+            Some((p["toolCallId"].as_str()?.to_owned(), name, p["output"].clone()))
+        })
+        .collect()
+}
+
+/// `POST /api/ai-sdk/{agentKey}/chat`.
+pub async fn chat(state: &AppState, agent_key: &str, req: Request<RequestBody>) -> HandlerResult {
+    let principal = req.extensions().get::<Principal>().cloned();
+    let server = &state.settings.server;
+    let body = read_body(req, server.max_request_bytes, server.limits.body_read_timeout).await?;
+    let request: ChatRequest =
+        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("invalid chat request: {e}")))?;
+    let agent = resolve_agent(state, Some(agent_key))?;
+    let chat_id = chat_id_for(&request.id);
+    let Some(last) = request.messages.last() else {
+        return Err(ApiError::bad_request("messages must not be empty"));
+    };
+    let heartbeat = state.settings.server.heartbeat_interval;
+
+    if last["role"] == "assistant" {
+        // The client answered client-side tool calls (`addToolResult`): resume the waiting run.
+        let run_id = last["id"].as_str().unwrap_or_default();
+        let handle = state.runs.get(run_id).filter(|h| may_access(principal.as_ref(), h.owner.as_ref()));
+        let Some(handle) = handle else {
+            return Err(ApiError::not_found(format!("no waiting run for message {run_id}")));
+        };
+        let outputs = tool_outputs(last);
+        if outputs.is_empty() {
+            return Err(ApiError::bad_request("the assistant message carries no tool output to submit"));
+        }
+        // Follow from here: everything after the submit is new to the client.
+        let observer = handle.observe(handle.latest_seq()).map_err(|_| ApiError::internal())?;
+        let mut mapper = UiMessageMapper::new();
+        let mut answered = 0;
+        for (call_id, name, output) in outputs {
+            mapper.expect_client_call(&call_id, &name);
+            let params = if output.is_null() { Value::Object(Default::default()) } else { output };
+            if state.submits.submit(&handle.run_id, &call_id, params) == agw_modes::runtime::SubmitStatus::Accepted {
+                answered += 1;
+            }
+        }
+        if answered == 0 {
+            return Err(ApiError::conflict(
+                "the run is not waiting for these tool calls",
+                serde_json::json!({"code": "not_waiting", "runId": handle.run_id}),
+            ));
+        }
+        return Ok(stream_response(handle, observer, mapper, heartbeat));
+    }
+
+    let message = last.get("parts").map(|_| text_of(last)).unwrap_or_default();
+    if message.trim().is_empty() {
+        return Err(ApiError::bad_request("the last user message has no text"));
+    }
+    if request.trigger.as_deref() == Some("regenerate-message") {
+        tracing::info!(%chat_id, "regenerate: the last user message runs again");
+    }
+    let query = QueryRequest {
+        agent_key: Some(agent.key.clone()),
+        chat_id: Some(chat_id),
+        message: Some(message),
+        // The stream ends at a client-side tool call while the run waits: leaving is normal.
+        on_disconnect: Some(OnDisconnect::Continue),
+        ..QueryRequest::default()
+    };
+    let (handle, observer) = start_run(state, NewRun { agent, request: query, principal, history: None }).await?;
+    Ok(stream_response(handle, observer, UiMessageMapper::new(), heartbeat))
+}
+
+/// `GET /api/ai-sdk/{agentKey}/chat/{id}/stream`: the chat's running run from its start, or 204.
+pub fn resume(state: &AppState, id: &str, principal: Option<&Principal>) -> HandlerResult {
+    let chat_id = chat_id_for(id);
+    let running = state
+        .runs
+        .chats()
+        .holder(&chat_id)
+        .and_then(|run_id| state.runs.get(&run_id))
+        .filter(|h| !h.status().is_finished() && may_access(principal, h.owner.as_ref()));
+    let Some(handle) = running else {
+        let mut resp = Response::new(full(Bytes::new()));
+        *resp.status_mut() = StatusCode::NO_CONTENT;
+        return Ok(resp);
+    };
+    let observer = handle.observe(handle.oldest_seq().saturating_sub(1)).map_err(|_| ApiError::internal())?;
+    Ok(stream_response(handle, observer, UiMessageMapper::new(), state.settings.server.heartbeat_interval))
+}
+
+fn stream_response(
+    handle: Arc<RunHandle>,
+    observer: Observer,
+    mapper: UiMessageMapper,
+    heartbeat: std::time::Duration,
+) -> Response<BoxBody> {
+    struct St {
+        events: Events,
+        mapper: UiMessageMapper,
+        done: bool,
+        _handle: Arc<RunHandle>,
+    }
+    let start = St { events: Events::new(observer), mapper, done: false, _handle: handle };
+    let frames = futures::stream::unfold(start, |mut st| async move {
+        if st.done {
+            return None;
+        }
+        let mut out = Vec::new();
+        match st.events.next_batch().await {
+            Some(batch) => {
+                let mut chunks = Vec::new();
+                for event in &batch {
+                    st.mapper.map(event, &mut chunks);
+                    // A client-side call is complete: the client takes over until it answers.
+                    if matches!(event.payload, EventPayload::ToolEnd(_)) && !st.mapper.pending_client_calls().is_empty()
+                    {
+                        st.mapper.suspend(&mut chunks);
+                    }
+                }
+                for chunk in &chunks {
+                    out.extend_from_slice(&ai_sdk::frame(chunk));
+                }
+                if st.mapper.is_finished() {
+                    st.done = true;
+                    out.extend_from_slice(ai_sdk::DONE_FRAME);
+                }
+            }
+            None => {
+                st.done = true;
+                out.extend_from_slice(ai_sdk::DONE_FRAME);
+            }
+        }
+        Some((Bytes::from(out), st))
+    });
+    let body = SseBody::from_stream(frames, heartbeat).with_heartbeat_frame(b": keep-alive\n\n");
+    let mut resp = Response::new(BodyExt::boxed_unsync(body));
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    h.insert(ai_sdk::HEADER_NAME, HeaderValue::from_static(ai_sdk::HEADER_VALUE));
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chat_ids_map_to_stable_uuids() {
+        let uuid = "0B8F6A52-7C1E-4D3A-9F2B-5E6D7C8B9A01";
+        assert_eq!(chat_id_for(uuid), uuid.to_lowercase());
+        let a = chat_id_for("hWbKqz8d1Q0Ymx3e");
+        assert_eq!(a, chat_id_for("hWbKqz8d1Q0Ymx3e"));
+        assert_ne!(a, chat_id_for("another"));
+        assert!(agw_protocol::ids::canonical_uuid(&a).is_some(), "{a}");
+    }
+
+    #[test]
+    fn tool_outputs_are_read_from_static_and_dynamic_parts() {
+        let message = serde_json::json!({"id": "run", "role": "assistant", "parts": [
+            {"type": "text", "text": "x"},
+            {"type": "tool-confirm_dialog", "toolCallId": "c1", "state": "output-available", "input": {}, "output": {"ok": 1}},
+            {"type": "dynamic-tool", "toolName": "w", "toolCallId": "c2", "state": "output-available", "input": {}, "output": "s"},
+            {"type": "tool-other", "toolCallId": "c3", "state": "input-available", "input": {}}]});
+        let outputs = tool_outputs(&message);
+        assert_eq!(outputs.len(), 2);
+        assert_eq!(outputs[0], ("c1".into(), "confirm_dialog".into(), serde_json::json!({"ok": 1})));
+        assert_eq!(outputs[1].1, "w");
+    }
+}

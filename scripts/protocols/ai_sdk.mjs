@@ -1,0 +1,108 @@
+// The AI SDK UI message stream endpoint, driven by the `ai` package itself (issue 16): its
+// DefaultChatTransport (the transport `useChat` uses) sends the requests and parses and validates
+// the stream, readUIMessageStream assembles the UIMessage exactly as `useChat` would.
+// Run by run.sh against a running agw (AGW_BASE). Each check prints one line; a failure throws.
+import assert from 'node:assert/strict';
+import { DefaultChatTransport, readUIMessageStream } from 'ai';
+
+const BASE = process.env.AGW_BASE;
+let passed = 0;
+let counter = 0;
+
+async function check(name, fn) {
+  await fn();
+  passed += 1;
+  console.log(`ok   ai-sdk: ${name}`);
+}
+
+function user(text) {
+  counter += 1;
+  return { id: `u${counter}`, role: 'user', parts: [{ type: 'text', text }] };
+}
+
+/** Sends `messages`, returns the assistant UIMessage as useChat would hold it, and any errors. */
+async function send(agent, chatId, messages, continued) {
+  const transport = new DefaultChatTransport({ api: `${BASE}/api/ai-sdk/${agent}/chat` });
+  const stream = await transport.sendMessages({
+    chatId,
+    messages,
+    trigger: 'submit-message',
+    messageId: undefined,
+    abortSignal: undefined,
+  });
+  const errors = [];
+  let message;
+  for await (const m of readUIMessageStream({
+    stream,
+    message: continued,
+    onError: (e) => errors.push(e),
+    terminateOnError: false,
+  })) {
+    message = m;
+  }
+  return { message, errors };
+}
+
+const text = (m) => m.parts.filter((p) => p.type === 'text').map((p) => p.text).join('');
+
+await check('plain answer', async () => {
+  const { message, errors } = await send('plain', 'chat-plain', [user('say hello')]);
+  assert.deepEqual(errors, []);
+  assert.equal(message.role, 'assistant');
+  assert.equal(text(message), 'Hello there.');
+  assert.ok(message.parts.some((p) => p.type === 'step-start'));
+  assert.equal(message.metadata.chatId.length, 36);
+});
+
+await check('reasoning parts', async () => {
+  const { message } = await send('plain', 'chat-think', [user('think first')]);
+  const reasoning = message.parts.filter((p) => p.type === 'reasoning');
+  assert.equal(reasoning.length, 1);
+  assert.equal(reasoning[0].text, 'Let me think.');
+  assert.equal(text(message), '42');
+});
+
+await check('a backend tool round (provider-executed dynamic tool part)', async () => {
+  const { message } = await send('tools', 'chat-weather', [user('weather in Paris')]);
+  const tool = message.parts.find((p) => p.type === 'dynamic-tool');
+  assert.ok(tool, JSON.stringify(message.parts));
+  assert.equal(tool.toolName, 'mock_city_weather');
+  assert.equal(tool.state, 'output-available');
+  assert.deepEqual(tool.input, { city: 'Paris' });
+  assert.ok(tool.output !== undefined);
+  assert.equal(text(message), 'Sunny in Paris.');
+});
+
+await check('a frontend tool round trip (addToolResult, then the run continues)', async () => {
+  const first = [user('ask me')];
+  const { message } = await send('tools', 'chat-ask', first);
+  const call = message.parts.find((p) => p.type === 'tool-confirm_dialog');
+  assert.ok(call, JSON.stringify(message.parts));
+  assert.equal(call.state, 'input-available');
+  assert.deepEqual(call.input, { question: 'Go?', options: ['Yes', 'No'] });
+  // What addToolResult does to the message, then the transport's next request.
+  const answered = structuredClone(message);
+  const part = answered.parts.find((p) => p.toolCallId === call.toolCallId);
+  part.state = 'output-available';
+  part.output = { selectedOption: 'Yes', selectedIndex: 0 };
+  const { message: after, errors } = await send('tools', 'chat-ask', [...first, answered], answered);
+  assert.deepEqual(errors, []);
+  assert.equal(after.id, message.id, 'the same assistant message continues');
+  const done = after.parts.find((p) => p.toolCallId === call.toolCallId);
+  assert.equal(done.state, 'output-available');
+  assert.equal(text(after), 'You chose.');
+});
+
+await check('an error arrives as an error chunk', async () => {
+  const { errors } = await send('plain', 'chat-break', [user('break please')]);
+  assert.equal(errors.length, 1);
+  assert.match(String(errors[0].message ?? errors[0]), /provider|scripted|400/i);
+});
+
+await check('resume with nothing running is 204 (no stream)', async () => {
+  const transport = new DefaultChatTransport({ api: `${BASE}/api/ai-sdk/plain/chat` });
+  const stream = await transport.reconnectToStream({ chatId: 'chat-plain' });
+  assert.equal(stream, null);
+});
+
+console.log(`ai-sdk: ${passed} passed`);
