@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Drives agw's other wire protocols with the real client libraries of each ecosystem (issue 16):
 # the official `openai` SDK (Python) against the OpenAI Chat Completions façade, and the `ai`
-# package's chat transport (Node) against the AI SDK UI message stream. The clients are
+# package's chat transport (Node) against the AI SDK UI message stream, and AG-UI's HttpAgent
+# (Node) against the AG-UI endpoint. The clients are
 # installed from the registries at the versions pinned in requirements.lock (with hashes) and
 # package-lock.json, into this directory (.venv, node_modules, .cache): nothing outside the repo.
 #
@@ -73,6 +74,10 @@ AGW_BASE="$base" node "$here/ai_sdk.mjs" >"$work/ai_sdk.out" 2>&1
 status=$?
 cat "$work/ai_sdk.out"
 record ai-sdk "$status" "$work/ai_sdk.out"
+AGW_BASE="$base" node "$here/ag_ui.mjs" >"$work/ag_ui.out" 2>&1
+status=$?
+cat "$work/ag_ui.out"
+record ag-ui "$status" "$work/ag_ui.out"
 
 if [ "$failed" -ne 0 ]; then
     echo "--- agw log"

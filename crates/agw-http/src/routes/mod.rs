@@ -1,5 +1,6 @@
 //! Request routing. Handlers return `Result<Response, ApiError>`; the error becomes the envelope.
 
+mod ag_ui;
 mod agents;
 mod ai_sdk;
 mod chats;
@@ -125,6 +126,10 @@ async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> 
             let key = ai_sdk_chat(p).unwrap_or_default().to_owned();
             ai_sdk::chat(&state, &key, req).await
         }
+        (&Method::POST, p) if ag_ui_agent(p).is_some() => {
+            let key = ag_ui_agent(p).unwrap_or_default().to_owned();
+            ag_ui::run(&state, &key, req).await
+        }
         (&Method::GET, p) if ai_sdk_resume(p).is_some() => {
             let (_, id) = ai_sdk_resume(p).unwrap_or_default();
             ai_sdk::resume(&state, id, principal)
@@ -158,6 +163,12 @@ async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> 
 /// `/api/ai-sdk/{agentKey}/chat` → the agent key.
 fn ai_sdk_chat(path: &str) -> Option<&str> {
     let key = path.strip_prefix("/api/ai-sdk/")?.strip_suffix("/chat")?;
+    (!key.is_empty() && !key.contains('/')).then_some(key)
+}
+
+/// `/api/ag-ui/{agentKey}` → the agent key.
+fn ag_ui_agent(path: &str) -> Option<&str> {
+    let key = path.strip_prefix("/api/ag-ui/")?;
     (!key.is_empty() && !key.contains('/')).then_some(key)
 }
 

@@ -49,6 +49,11 @@ impl AgUiMapper {
         &self.pending
     }
 
+    /// `RUN_STARTED` for a stream that continues a run (its `run.start` was in an earlier stream).
+    pub fn start(&mut self, out: &mut Vec<Value>) {
+        out.push(json!({"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id}));
+    }
+
     /// Ends the stream of a run that now waits for the client (its frontend calls): `RUN_FINISHED`
     /// with outcome `success` and the pending call ids.
     pub fn suspend(&mut self, out: &mut Vec<Value>) {

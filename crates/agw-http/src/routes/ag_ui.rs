@@ -1,0 +1,172 @@
+//! The AG-UI endpoint (issue 16, `docs/protocols.md`): `POST /api/ag-ui/{agentKey}` takes a
+//! `RunAgentInput` and answers with AG-UI events as data-only SSE frames, in the order AG-UI's
+//! client verifies.
+//!
+//! `threadId` is the chat (a non-UUID id maps to a stable UUID, as for the AI SDK). agw keeps the
+//! history: the last `user` message starts a run; trailing `tool` messages answer the frontend
+//! calls the chat's waiting run ended its previous stream with (`RUN_FINISHED` with
+//! `pendingToolCallIds`), and the stream continues that run.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response, header};
+use http_body_util::BodyExt;
+use serde::Deserialize;
+use serde_json::Value;
+
+use agw_protocol::EventPayload;
+use agw_protocol::adapters::ag_ui::{self, AgUiMapper};
+use agw_protocol::request::{OnDisconnect, QueryRequest};
+
+use super::HandlerResult;
+use super::ai_sdk::chat_id_for;
+use super::events::Events;
+use super::query::{NewRun, read_body, resolve_agent, start_run};
+use crate::auth::{Principal, may_access};
+use crate::body::{BoxBody, RequestBody, SseBody};
+use crate::envelope::ApiError;
+use crate::runs::{Observer, RunHandle};
+use crate::state::AppState;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RunAgentInput {
+    thread_id: String,
+    #[serde(default)]
+    messages: Vec<Value>,
+    #[serde(default)]
+    tools: Vec<Value>,
+}
+
+/// A message's text: a string `content`, or the text parts of an array.
+fn text_of(message: &Value) -> String {
+    match &message["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => {
+            parts.iter().filter(|p| p["type"] == "text").filter_map(|p| p["text"].as_str()).collect()
+        }
+        _ => String::new(),
+    }
+}
+
+/// `POST /api/ag-ui/{agentKey}`.
+pub async fn run(state: &AppState, agent_key: &str, req: Request<RequestBody>) -> HandlerResult {
+    let principal = req.extensions().get::<Principal>().cloned();
+    let server = &state.settings.server;
+    let body = read_body(req, server.max_request_bytes, server.limits.body_read_timeout).await?;
+    let input: RunAgentInput =
+        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("invalid RunAgentInput: {e}")))?;
+    let agent = resolve_agent(state, Some(agent_key))?;
+    if !input.tools.is_empty() {
+        tracing::info!(
+            tools = input.tools.len(),
+            "AG-UI client tools are not offered to the model yet; the agent's own tools apply"
+        );
+    }
+    let chat_id = chat_id_for(&input.thread_id);
+    let heartbeat = state.settings.server.heartbeat_interval;
+    let Some(last) = input.messages.last() else {
+        return Err(ApiError::bad_request("messages must not be empty"));
+    };
+
+    if last["role"] == "tool" {
+        // Results of the frontend calls the chat's waiting run asked for.
+        let waiting = state
+            .runs
+            .chats()
+            .holder(&chat_id)
+            .and_then(|run_id| state.runs.get(&run_id))
+            .filter(|h| !h.status().is_finished() && may_access(principal.as_ref(), h.owner.as_ref()));
+        let Some(handle) = waiting else {
+            return Err(ApiError::not_found(format!("no run of thread {} waits for tool results", input.thread_id)));
+        };
+        let observer = handle.observe(handle.latest_seq()).map_err(|_| ApiError::internal())?;
+        let results = input.messages.iter().rev().take_while(|m| m["role"] == "tool");
+        let mut answered = 0;
+        for message in results {
+            let Some(call_id) = message["toolCallId"].as_str() else { continue };
+            let text = text_of(message);
+            let params = serde_json::from_str(&text).unwrap_or(Value::String(text));
+            if state.submits.submit(&handle.run_id, call_id, params) == agw_modes::runtime::SubmitStatus::Accepted {
+                answered += 1;
+            }
+        }
+        if answered == 0 {
+            return Err(ApiError::conflict(
+                "the run is not waiting for these tool results",
+                serde_json::json!({"code": "not_waiting", "runId": handle.run_id}),
+            ));
+        }
+        let mut mapper = AgUiMapper::new(&chat_id, &handle.run_id);
+        let mut start = Vec::new();
+        mapper.start(&mut start);
+        return Ok(stream_response(handle, observer, mapper, start, heartbeat));
+    }
+
+    let message = text_of(last);
+    if last["role"] != "user" || message.trim().is_empty() {
+        return Err(ApiError::bad_request("the last message must be a user message with text, or tool results"));
+    }
+    let query = QueryRequest {
+        agent_key: Some(agent.key.clone()),
+        chat_id: Some(chat_id.clone()),
+        message: Some(message),
+        on_disconnect: Some(OnDisconnect::Continue),
+        ..QueryRequest::default()
+    };
+    let (handle, observer) = start_run(state, NewRun { agent, request: query, principal, history: None }).await?;
+    let mapper = AgUiMapper::new(&chat_id, &handle.run_id);
+    Ok(stream_response(handle, observer, mapper, Vec::new(), heartbeat))
+}
+
+fn stream_response(
+    handle: Arc<RunHandle>,
+    observer: Observer,
+    mapper: AgUiMapper,
+    first: Vec<Value>,
+    heartbeat: std::time::Duration,
+) -> Response<BoxBody> {
+    struct St {
+        events: Events,
+        mapper: AgUiMapper,
+        first: Vec<Value>,
+        done: bool,
+        _handle: Arc<RunHandle>,
+    }
+    let start = St { events: Events::new(observer), mapper, first, done: false, _handle: handle };
+    let frames = futures::stream::unfold(start, |mut st| async move {
+        if st.done {
+            return None;
+        }
+        let mut out = Vec::new();
+        for value in st.first.drain(..) {
+            out.extend_from_slice(&ag_ui::frame(&value));
+        }
+        match st.events.next_batch().await {
+            Some(batch) => {
+                let mut values = Vec::new();
+                for event in &batch {
+                    st.mapper.map(event, &mut values);
+                    // A frontend call is complete: the client answers it in its next input.
+                    if matches!(event.payload, EventPayload::ToolEnd(_)) && !st.mapper.pending_tool_calls().is_empty() {
+                        st.mapper.suspend(&mut values);
+                    }
+                }
+                for value in &values {
+                    out.extend_from_slice(&ag_ui::frame(value));
+                }
+                st.done = st.mapper.is_finished();
+            }
+            None => st.done = true,
+        }
+        Some((Bytes::from(out), st))
+    });
+    let body = SseBody::from_stream(frames, heartbeat).with_heartbeat_frame(b": keep-alive\n\n");
+    let mut resp = Response::new(BodyExt::boxed_unsync(body));
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    resp
+}

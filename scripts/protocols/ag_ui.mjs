@@ -1,0 +1,114 @@
+// The AG-UI endpoint, driven by AG-UI's own TypeScript client (issue 16): HttpAgent posts the
+// RunAgentInput, parses the SSE events, validates each against @ag-ui/core's schemas and runs
+// them through verifyEvents (RUN_STARTED first, nothing open at RUN_FINISHED, nothing after
+// RUN_ERROR) before applying them to its messages. Run by run.sh against a running agw (AGW_BASE).
+import assert from 'node:assert/strict';
+import { HttpAgent } from '@ag-ui/client';
+
+const BASE = process.env.AGW_BASE;
+let passed = 0;
+let counter = 0;
+
+async function check(name, fn) {
+  await fn();
+  passed += 1;
+  console.log(`ok   ag-ui: ${name}`);
+}
+
+function agent(key, threadId) {
+  return new HttpAgent({ url: `${BASE}/api/ag-ui/${key}`, threadId });
+}
+
+function user(text) {
+  counter += 1;
+  return { id: `user-${counter}`, role: 'user', content: text };
+}
+
+/** Runs the agent, recording every event type and how the run finished. */
+async function run(a) {
+  const types = [];
+  let finished;
+  let error;
+  const result = await a.runAgent(
+    {},
+    {
+      onEvent: ({ event }) => {
+        types.push(event.type);
+      },
+      onRunFinishedEvent: (params) => {
+        finished = params;
+      },
+      onRunErrorEvent: ({ event }) => {
+        error = event;
+      },
+    },
+  );
+  return { result, types, finished, error };
+}
+
+await check('plain answer', async () => {
+  const a = agent('plain', 'thread-plain');
+  a.addMessage(user('say hello'));
+  const { types, finished } = await run(a);
+  assert.equal(types[0], 'RUN_STARTED');
+  assert.equal(types.at(-1), 'RUN_FINISHED');
+  assert.equal(finished.outcome, 'success');
+  const reply = a.messages.find((m) => m.role === 'assistant');
+  assert.equal(reply.content, 'Hello there.');
+});
+
+await check('reasoning events', async () => {
+  const a = agent('plain', 'thread-think');
+  a.addMessage(user('think first'));
+  const { types } = await run(a);
+  for (const t of ['REASONING_START', 'REASONING_MESSAGE_START', 'REASONING_MESSAGE_CONTENT', 'REASONING_MESSAGE_END', 'REASONING_END']) {
+    assert.ok(types.includes(t), `${t} in ${types}`);
+  }
+  const reasoning = a.messages.find((m) => m.role === 'reasoning');
+  assert.equal(reasoning.content, 'Let me think.');
+  assert.equal(a.messages.filter((m) => m.role === 'assistant').at(-1).content, '42');
+});
+
+await check('a backend tool round (TOOL_CALL_* and TOOL_CALL_RESULT)', async () => {
+  const a = agent('tools', 'thread-weather');
+  a.addMessage(user('weather in Paris'));
+  const { types } = await run(a);
+  assert.ok(types.includes('TOOL_CALL_RESULT'), types.join(','));
+  const call = a.messages.flatMap((m) => m.toolCalls ?? []).find((c) => c.function.name === 'mock_city_weather');
+  assert.deepEqual(JSON.parse(call.function.arguments), { city: 'Paris' });
+  const result = a.messages.find((m) => m.role === 'tool' && m.toolCallId === call.id);
+  assert.ok(result && result.content.length > 0);
+  assert.equal(a.messages.filter((m) => m.role === 'assistant').at(-1).content, 'Sunny in Paris.');
+});
+
+await check('a frontend tool round trip (pendingToolCallIds, then a tool message)', async () => {
+  const a = agent('tools', 'thread-ask');
+  a.addMessage(user('ask me'));
+  const first = await run(a);
+  assert.equal(first.finished.outcome, 'success');
+  assert.equal(first.finished.pendingToolCallIds.length, 1);
+  const callId = first.finished.pendingToolCallIds[0];
+  const call = a.messages.flatMap((m) => m.toolCalls ?? []).find((c) => c.id === callId);
+  assert.equal(call.function.name, 'confirm_dialog');
+  a.addMessage({ id: 'tool-1', role: 'tool', toolCallId: callId, content: JSON.stringify({ selectedOption: 'Yes' }) });
+  const second = await run(a);
+  assert.equal(second.types[0], 'RUN_STARTED');
+  assert.equal(second.finished.outcome, 'success');
+  assert.equal(a.messages.filter((m) => m.role === 'assistant').at(-1).content, 'You chose.');
+});
+
+await check('a provider failure is RUN_ERROR, the last event', async () => {
+  const a = agent('plain', 'thread-break');
+  a.addMessage(user('break please'));
+  let types = [];
+  let error;
+  try {
+    ({ types, error } = await run(a));
+  } catch (e) {
+    error = error ?? e;
+  }
+  assert.ok(error, 'an error was reported');
+  assert.match(String(error.message ?? error), /provider|scripted|400/i);
+});
+
+console.log(`ag-ui: ${passed} passed`);
