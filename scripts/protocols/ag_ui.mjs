@@ -97,6 +97,21 @@ await check('a frontend tool round trip (pendingToolCallIds, then a tool message
   assert.equal(a.messages.filter((m) => m.role === 'assistant').at(-1).content, 'You chose.');
 });
 
+await check('a tool the client declares is a frontend tool of the run', async () => {
+  const a = agent('tools', 'thread-color');
+  a.addMessage(user('pick a color'));
+  const tools = [{ name: 'pick_color', description: 'Let the user pick a color',
+    parameters: { type: 'object', properties: { palette: { type: 'string' } } } }];
+  const first = await a.runAgent({ tools });
+  const call = a.messages.flatMap((m) => m.toolCalls ?? []).find((c) => c.function.name === 'pick_color');
+  assert.ok(call, JSON.stringify(a.messages));
+  assert.deepEqual(JSON.parse(call.function.arguments), { palette: 'warm' });
+  assert.ok(first.newMessages.length > 0);
+  a.addMessage({ id: 'tool-color', role: 'tool', toolCallId: call.id, content: 'blue' });
+  await a.runAgent({ tools });
+  assert.equal(a.messages.filter((m) => m.role === 'assistant').at(-1).content, 'Blue it is.');
+});
+
 await check('a provider failure is RUN_ERROR, the last event', async () => {
   const a = agent('plain', 'thread-break');
   a.addMessage(user('break please'));

@@ -86,6 +86,27 @@ impl AppState {
         }
     }
 
+    /// [`Self::run_services`] with frontend tools a client declared for one run added to the
+    /// tool registry's snapshot (names the registry already has are skipped).
+    pub fn run_services_with(&self, client_tools: Vec<agw_tools::ToolDef>) -> Arc<RunServices> {
+        let services = self.run_services();
+        if client_tools.is_empty() {
+            return services;
+        }
+        let (tools, names) = services.tools.with_client_tools(client_tools);
+        Arc::new(RunServices {
+            providers: services.providers.clone(),
+            tools: Arc::new(tools),
+            viewports: services.viewports.clone(),
+            submits: services.submits.clone(),
+            frontend_timeout: services.frontend_timeout,
+            tool_output_limit: services.tool_output_limit,
+            skills: services.skills.clone(),
+            skill_max_prompt_chars: services.skill_max_prompt_chars,
+            client_tools: names,
+        })
+    }
+
     /// The services a new run uses: today's snapshots of every registry.
     pub fn run_services(&self) -> Arc<RunServices> {
         Arc::new(RunServices {
@@ -97,6 +118,7 @@ impl AppState {
             tool_output_limit: self.settings.tools.max_output_bytes,
             skills: self.skills.load_full(),
             skill_max_prompt_chars: self.settings.resources.skill_max_prompt_chars,
+            client_tools: Vec::new(),
         })
     }
 }

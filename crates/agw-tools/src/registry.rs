@@ -217,6 +217,31 @@ impl ToolRegistry {
         }
     }
 
+    /// A copy of this registry with `tools` added as frontend tools for one run (tools a client
+    /// declares, e.g. AG-UI's `RunAgentInput.tools`): a name the registry already knows, or one
+    /// that is not a valid tool name, is skipped. Returns the copy and the names added.
+    pub fn with_client_tools(&self, tools: Vec<ToolDef>) -> (ToolRegistry, Vec<String>) {
+        let mut registry = self.clone();
+        let mut added = Vec::new();
+        for mut def in tools {
+            def.name = normalize_name(&def.name);
+            let valid = !def.name.is_empty()
+                && def.name.len() <= 64
+                && def.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if !valid || registry.definitions.contains_key(&def.name) || registry.index.contains_key(&def.name) {
+                tracing::warn!(tool = %def.name, "client tool skipped: invalid name or taken by a registered tool");
+                continue;
+            }
+            def.kind = ToolKind::Frontend;
+            def.parameters = normalize_parameters(Some(&def.parameters));
+            registry.definitions.insert(def.name.clone(), ToolKind::Frontend);
+            registry.index.insert(def.name.clone(), registry.tools.len());
+            added.push(def.name.clone());
+            registry.tools.push(def);
+        }
+        (registry, added)
+    }
+
     /// Every listed tool in listing order (§2.1).
     pub fn list(&self) -> &[ToolDef] {
         &self.tools

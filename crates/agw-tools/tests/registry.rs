@@ -303,3 +303,23 @@ async fn unknown_implementation() {
     let text = registry.execute("nope", json!({}), &ToolContext::default(), std::time::Duration::from_secs(1), 2).await;
     assert_eq!(text, r#"{"tool":"nope","ok":false,"error":"Unknown tool: nope"}"#);
 }
+
+#[test]
+fn client_tools_are_added_as_frontend_tools_without_shadowing_registered_ones() {
+    let base = ToolRegistry::from_sources(Vec::<(String, String)>::new(), builtins(BuiltinsConfig::default()));
+    let def = |name: &str| agw_tools::ToolDef {
+        name: name.into(),
+        description: "d".into(),
+        after_call_hint: String::new(),
+        parameters: serde_json::json!({"type": "object"}),
+        kind: ToolKind::Backend,
+        tool_api: None,
+        viewport_key: None,
+    };
+    let (with, added) = base.with_client_tools(vec![def(" Pick_Color "), def("_bash_"), def("bad name!")]);
+    assert_eq!(added, ["pick_color"]);
+    assert_eq!(with.kind_of("pick_color"), ToolKind::Frontend, "always frontend, whatever the client said");
+    assert_eq!(with.kind_of("_bash_"), ToolKind::Backend, "a registered tool is never replaced");
+    assert!(with.get("bad name!").is_none());
+    assert!(base.get("pick_color").is_none(), "the shared registry is untouched");
+}

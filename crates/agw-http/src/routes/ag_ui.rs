@@ -5,7 +5,8 @@
 //! `threadId` is the chat (a non-UUID id maps to a stable UUID, as for the AI SDK). agw keeps the
 //! history: the last `user` message starts a run; trailing `tool` messages answer the frontend
 //! calls the chat's waiting run ended its previous stream with (`RUN_FINISHED` with
-//! `pendingToolCallIds`), and the stream continues that run.
+//! `pendingToolCallIds`), and the stream continues that run. Tools the client declares in
+//! `tools` are offered to the model as frontend tools of that run.
 
 use std::sync::Arc;
 
@@ -58,12 +59,23 @@ pub async fn run(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
     let input: RunAgentInput =
         serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("invalid RunAgentInput: {e}")))?;
     let agent = resolve_agent(state, Some(agent_key))?;
-    if !input.tools.is_empty() {
-        tracing::info!(
-            tools = input.tools.len(),
-            "AG-UI client tools are not offered to the model yet; the agent's own tools apply"
-        );
-    }
+    // Tools the client declares are frontend tools of this run: the stream ends at their calls
+    // and the client answers with tool messages.
+    let client_tools: Vec<agw_tools::ToolDef> = input
+        .tools
+        .iter()
+        .filter_map(|t| {
+            Some(agw_tools::ToolDef {
+                name: t["name"].as_str()?.to_owned(),
+                description: t["description"].as_str().unwrap_or_default().trim().to_owned(),
+                after_call_hint: String::new(),
+                parameters: t.get("parameters").cloned().unwrap_or_else(agw_tools::default_parameters),
+                kind: agw_tools::ToolKind::Frontend,
+                tool_api: None,
+                viewport_key: None,
+            })
+        })
+        .collect();
     let chat_id = chat_id_for(&input.thread_id);
     let heartbeat = state.settings.server.heartbeat_interval;
     let Some(last) = input.messages.last() else {
@@ -115,7 +127,8 @@ pub async fn run(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
         on_disconnect: Some(OnDisconnect::Continue),
         ..QueryRequest::default()
     };
-    let (handle, observer) = start_run(state, NewRun { agent, request: query, principal, history: None }).await?;
+    let (handle, observer) =
+        start_run(state, NewRun { agent, request: query, principal, history: None, client_tools }).await?;
     let mapper = AgUiMapper::new(&chat_id, &handle.run_id);
     Ok(stream_response(handle, observer, mapper, Vec::new(), heartbeat))
 }

@@ -140,7 +140,8 @@ pub async fn chat(state: &AppState, agent_key: &str, req: Request<RequestBody>) 
         on_disconnect: Some(OnDisconnect::Continue),
         ..QueryRequest::default()
     };
-    let (handle, observer) = start_run(state, NewRun { agent, request: query, principal, history: None }).await?;
+    let (handle, observer) =
+        start_run(state, NewRun { agent, request: query, principal, history: None, client_tools: Vec::new() }).await?;
     Ok(stream_response(handle, observer, UiMessageMapper::new(), heartbeat))
 }
 

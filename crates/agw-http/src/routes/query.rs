@@ -69,7 +69,8 @@ pub async fn query(state: AppState, req: Request<RequestBody>) -> HandlerResult 
     request.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
     let agent = resolve_agent(&state, request.agent_key.as_deref())?;
     let heartbeat = state.settings.server.heartbeat_interval;
-    let (_, observer) = start_run(&state, NewRun { agent, request, principal, history: None }).await?;
+    let (_, observer) =
+        start_run(&state, NewRun { agent, request, principal, history: None, client_tools: Vec::new() }).await?;
     Ok(sse_response(observer, heartbeat))
 }
 
@@ -84,13 +85,16 @@ pub struct NewRun {
     /// `Some`: a stateless run whose earlier turns are these messages (chat memory is neither
     /// read nor written), as the OpenAI façade's clients send their whole conversation.
     pub history: Option<Vec<agw_llm::ChatMessage>>,
+    /// Frontend tools the client declares for this run (AG-UI `tools`), offered to the model
+    /// besides the agent's own.
+    pub client_tools: Vec<agw_tools::ToolDef>,
 }
 
 /// Starts a run: checks access to an existing chat (404 like an absent one), takes the chat's
 /// slot (409 `chat_busy`, or queued), registers the run and spawns its task. Returns the handle
 /// and the run's first observer, attached before the run can publish anything.
 pub async fn start_run(state: &AppState, new: NewRun) -> Result<(Arc<RunHandle>, Observer), ApiError> {
-    let NewRun { agent, request, principal, history } = new;
+    let NewRun { agent, request, principal, history, client_tools } = new;
     let given = request.canonical_chat_id().map_err(|e| ApiError::bad_request(e.to_string()))?;
     if let Some(chat_id) = &given {
         check_chat_access(state, principal.as_ref(), chat_id).await?;
@@ -116,7 +120,7 @@ pub async fn start_run(state: &AppState, new: NewRun) -> Result<(Arc<RunHandle>,
     let observer = handle.observe(0).map_err(|_| ApiError::internal())?;
 
     let span = tracing::info_span!("run", runId = %run_id, chatId = %chat_id, agentKey = %agent.key);
-    let run = RunStart { agent, request, principal, handle: handle.clone(), slot, history };
+    let run = RunStart { agent, request, principal, handle: handle.clone(), slot, history, client_tools };
     tokio::spawn(drive_run(state.clone(), run).instrument(span));
     Ok((handle, observer))
 }
@@ -152,6 +156,8 @@ struct RunStart {
     slot: Option<ChatSlot>,
     /// See [`NewRun::history`].
     history: Option<Vec<agw_llm::ChatMessage>>,
+    /// See [`NewRun::client_tools`].
+    client_tools: Vec<agw_tools::ToolDef>,
 }
 
 /// An existing chat the caller may not access is answered like a missing one would be on
@@ -276,7 +282,7 @@ enum Ended {
 /// run's handle whether or not anyone watches; ends early (dropping the provider stream, killing
 /// tool processes) when the run is cancelled.
 async fn drive_run(state: AppState, run: RunStart) {
-    let RunStart { agent, request, principal, handle, slot, history } = run;
+    let RunStart { agent, request, principal, handle, slot, history, client_tools } = run;
     let (run_id, chat_id) = (handle.run_id.clone(), handle.chat_id.clone());
     // Counted for the run's whole life: graceful shutdown waits for it; when it ends the handle
     // stays attachable for the retention window.
@@ -349,7 +355,7 @@ async fn drive_run(state: AppState, run: RunStart) {
         history: prepared.history,
         // The runtime shows a stored plan first (any mode) and continues it.
         initial_plan: prepared.plan,
-        services: state.run_services(),
+        services: state.run_services_with(client_tools),
         steers: steers.clone(),
     };
     // Dropping the mode's future stops it wherever it is: the provider request is aborted, a

@@ -64,6 +64,9 @@ pub struct RunServices {
     pub skills: Arc<SkillRegistry>,
     /// Skill instructions longer than this are truncated when disclosed (0 = unlimited).
     pub skill_max_prompt_chars: usize,
+    /// Frontend tools the client declared for this run (in `tools`, see
+    /// `ToolRegistry::with_client_tools`): offered in every stage but the planning stages.
+    pub client_tools: Vec<String>,
 }
 
 /// Everything a run needs besides its sink.

@@ -28,6 +28,13 @@ impl StageToolSet {
                 None => tracing::warn!(tool = name, agent = %ctx.agent.key, "agent names a tool that does not exist"),
             }
         }
+        if matches!(kind, StageKind::Plain | StageKind::React | StageKind::Execute) {
+            for name in &ctx.services.client_tools {
+                if let Some(def) = ctx.services.tools.get(name).filter(|d| !defs.iter().any(|x| x.name == d.name)) {
+                    defs.push(def.clone());
+                }
+            }
+        }
         defs.sort_by(|a, b| a.name.cmp(&b.name));
         Self { defs }
     }
