@@ -599,3 +599,30 @@ async fn oversized_authorization_headers_are_refused_before_decoding() {
     assert_eq!(status, 401, "a JWT with a huge header segment");
     assert_eq!(with_token(&gw, &key.token(&claims(json!({})))).await.0, 200);
 }
+
+/// The other protocols' endpoints (issue 16) follow the same JWT rules as `/api/ap/**`.
+#[tokio::test]
+async fn the_other_protocols_need_a_token_too() {
+    let key = TestKey::generate("local");
+    let gw = start(&local_key_env(&key.public_pem())).await;
+    let token = key.token(&claims(json!({})));
+    for (method, path) in [
+        ("GET", "/v1/models"),
+        ("POST", "/v1/chat/completions"),
+        ("POST", "/api/ai-sdk/a/chat"),
+        ("GET", "/api/ai-sdk/a/chat/x/stream"),
+        ("POST", "/api/ag-ui/a"),
+        ("GET", "/api/ap/attach?runId=x"),
+        ("POST", "/api/ap/interrupt"),
+        ("POST", "/api/ap/steer"),
+    ] {
+        let url = format!("{}{path}", gw.base);
+        let request = if method == "GET" { gw.client.get(&url) } else { gw.client.post(&url).body("{}") };
+        let resp = request.send().await.unwrap();
+        assert_eq!(resp.status(), 401, "{method} {path} without a token");
+    }
+    let models = gw.client.get(format!("{}/v1/models", gw.base)).bearer_auth(&token).send().await.unwrap();
+    assert_eq!(models.status(), 200);
+    let body: Value = models.json().await.unwrap();
+    assert_eq!(body["data"][0]["id"], "a");
+}
