@@ -1,0 +1,108 @@
+//! The AI SDK and AG-UI endpoints over loopback (issue 16), frame by frame. The real client
+//! libraries drive the same endpoints in `scripts/protocols/` (run by `.ci/run`).
+
+mod common;
+
+use agw_testkit::Transcript;
+use common::{Gateway, oneshot_agent};
+use serde_json::{Value, json};
+
+fn ask_agent() -> (String, String) {
+    let text = r#"{"key":"ask","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m"},
+        "toolConfig":{"frontends":["confirm_dialog"]},"react":{"systemPrompt":"You ask.","maxSteps":3}}"#;
+    ("ask.json".into(), text.into())
+}
+
+/// The `data:` payloads of an SSE body (comments and blank lines skipped).
+fn data_frames(body: &str) -> Vec<String> {
+    body.lines().filter_map(|l| l.strip_prefix("data: ")).map(str::to_owned).collect()
+}
+
+fn types(frames: &[String]) -> Vec<String> {
+    frames
+        .iter()
+        .filter(|f| *f != "[DONE]")
+        .map(|f| serde_json::from_str::<Value>(f).unwrap()["type"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn ai_sdk_streams_ui_message_chunks_and_resumes_after_add_tool_result() {
+    let gw = Gateway::start(&[oneshot_agent("a", false, 5000), ask_agent()], &[]).await;
+    gw.fixture.set_default(Transcript::openai_text(&["Hel", "lo"]));
+    let url = format!("{}/api/ai-sdk/a/chat", gw.base);
+    let body = json!({"id": "chat-1", "trigger": "submit-message",
+        "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]});
+    let resp = gw.client.post(&url).json(&body).send().await.unwrap();
+    assert_eq!(resp.headers()["x-vercel-ai-ui-message-stream"], "v1");
+    let frames = data_frames(&resp.text().await.unwrap());
+    assert_eq!(frames.last().unwrap(), "[DONE]");
+    assert_eq!(
+        types(&frames),
+        ["start", "start-step", "text-start", "text-delta", "text-delta", "text-end", "finish-step", "finish"]
+    );
+
+    gw.fixture
+        .on_stage("agent-react-step-1", Transcript::openai_tool_call("call_fe", "confirm_dialog", &["{\"q\":1}"]));
+    gw.fixture.on_stage("agent-react-step-2", Transcript::openai_text(&["Done."]));
+    let url = format!("{}/api/ai-sdk/ask/chat", gw.base);
+    let user = json!({"id": "u1", "role": "user", "parts": [{"type": "text", "text": "ask"}]});
+    let first = gw.client.post(&url).json(&json!({"id": "chat-2", "messages": [user.clone()]})).send().await.unwrap();
+    let frames = data_frames(&first.text().await.unwrap());
+    let chunks: Vec<Value> = frames[..frames.len() - 1].iter().map(|f| serde_json::from_str(f).unwrap()).collect();
+    let message_id = chunks[0]["messageId"].as_str().unwrap().to_owned();
+    let available = chunks.iter().find(|c| c["type"] == "tool-input-available").unwrap();
+    assert_eq!(available["toolName"], "confirm_dialog");
+    assert!(available.get("providerExecuted").is_none(), "a client-side tool");
+    assert_eq!(chunks.last().unwrap()["finishReason"], "tool-calls", "the stream ends while the run waits");
+
+    let assistant = json!({"id": message_id, "role": "assistant", "parts": [
+        {"type": "tool-confirm_dialog", "toolCallId": "call_fe", "state": "output-available",
+         "input": {"q": 1}, "output": {"choice": "yes"}}]});
+    let body = json!({"id": "chat-2", "messages": [user.clone(), assistant]});
+    let second = gw.client.post(&url).json(&body).send().await.unwrap();
+    let frames = data_frames(&second.text().await.unwrap());
+    let chunks: Vec<Value> = frames[..frames.len() - 1].iter().map(|f| serde_json::from_str(f).unwrap()).collect();
+    let output = chunks.iter().find(|c| c["type"] == "tool-output-available").unwrap();
+    assert_eq!((output["toolCallId"].as_str(), &output["output"]), (Some("call_fe"), &json!({"choice": "yes"})));
+    assert!(chunks.iter().any(|c| c["type"] == "text-delta" && c["delta"] == "Done."));
+    assert_eq!(chunks.last().unwrap()["finishReason"], "stop");
+    let step2 = gw.fixture.requests().into_iter().find(|r| r.stage() == Some("agent-react-step-2")).unwrap();
+    let last = step2.body["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["content"], "{\"choice\":\"yes\"}");
+
+    let resume = gw.client.get(format!("{}/api/ai-sdk/ask/chat/chat-2/stream", gw.base)).send().await.unwrap();
+    assert_eq!(resume.status(), 204, "nothing runs any more");
+    let again = json!({"id": message_id, "role": "assistant", "parts": [{"type": "tool-confirm_dialog",
+        "toolCallId": "call_fe", "state": "output-available", "output": 1}]});
+    let stale = gw.client.post(&url).json(&json!({"id": "chat-2", "messages": [user, again]})).send().await.unwrap();
+    assert_eq!(stale.status(), 409, "the run no longer waits");
+}
+
+#[tokio::test]
+async fn ag_ui_streams_events_and_continues_with_tool_messages() {
+    let gw = Gateway::start(&[ask_agent()], &[]).await;
+    gw.fixture.on_stage("agent-react-step-1", Transcript::openai_tool_call("call_fe", "confirm_dialog", &["{}"]));
+    gw.fixture.on_stage("agent-react-step-2", Transcript::openai_text(&["Thanks."]));
+    let url = format!("{}/api/ag-ui/ask", gw.base);
+    let input = json!({"threadId": "t-1", "runId": "client-run", "state": {}, "tools": [], "context": [],
+        "forwardedProps": {}, "messages": [{"id": "m1", "role": "user", "content": "ask"}]});
+    let frames = data_frames(&gw.client.post(&url).json(&input).send().await.unwrap().text().await.unwrap());
+    let events: Vec<Value> = frames.iter().map(|f| serde_json::from_str(f).unwrap()).collect();
+    assert_eq!(events[0]["type"], "RUN_STARTED");
+    let finished = events.last().unwrap();
+    assert_eq!(finished["type"], "RUN_FINISHED");
+    assert_eq!(finished["outcome"], json!({"type": "success", "pendingToolCallIds": ["call_fe"]}));
+
+    let mut next = input.clone();
+    next["messages"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "tr", "role": "tool", "toolCallId": "call_fe", "content": "{\"ok\":true}"}));
+    let frames = data_frames(&gw.client.post(&url).json(&next).send().await.unwrap().text().await.unwrap());
+    let events: Vec<Value> = frames.iter().map(|f| serde_json::from_str(f).unwrap()).collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds[0], "RUN_STARTED");
+    assert!(kinds.contains(&"TOOL_CALL_RESULT") && kinds.contains(&"TEXT_MESSAGE_CONTENT"), "{kinds:?}");
+    assert_eq!(events.last().unwrap()["outcome"], json!({"type": "success"}));
+}
