@@ -38,7 +38,7 @@ impl Default for CorsConfig {
     fn default() -> Self {
         let list = |s: &str| s.split(',').map(str::to_string).collect();
         Self {
-            path_pattern: "/api/ap/**".into(),
+            path_pattern: "/api/**".into(),
             allowed_origin_patterns: DEFAULT_ORIGIN_PATTERNS.iter().map(|p| p.to_string()).collect(),
             allowed_methods: list("GET,POST,PUT,PATCH,DELETE,OPTIONS"),
             allowed_headers: list("*"),

@@ -92,8 +92,8 @@ settings! {
             "claim holding the caller's roles (string of space-separated roles or array; top-level name or dotted path)";
         AGW_AUTH_OPERATOR_ROLE: "agw.auth.operator-role" = None,
             "role (in agw.auth.operator-claim) that may see every user's chats and runs, and ownerless ones; unset = nobody";
-        AGENT_CORS_PATH_PATTERN: "agent.cors.path-pattern" = Some("/api/ap/**"),
-            "paths CORS applies to (** any segments, * within one)";
+        AGENT_CORS_PATH_PATTERN: "agent.cors.path-pattern" = Some("/api/**"),
+            "paths CORS applies to (** any segments, * within one); the default also covers the AI SDK and AG-UI endpoints for browser clients";
         AGENT_CORS_ALLOWED_ORIGIN_PATTERNS: "agent.cors.allowed-origin-patterns"
             = Some("http://localhost:[*],http://127.0.0.1:[*],http://[::1]:[*]"),
             "allowed Origin patterns, comma-separated; * matches anything, but a * port matches digits only; :[*] = optional port, :[80,8080] = listed ports";

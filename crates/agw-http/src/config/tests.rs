@@ -135,7 +135,7 @@ fn blank_local_key_in_the_file_is_refused() {
 #[test]
 fn cors_defaults_and_overrides() {
     let s = Settings::load(None, env(&[])).unwrap();
-    assert_eq!(s.cors.path_pattern, "/api/ap/**");
+    assert_eq!(s.cors.path_pattern, "/api/**", "the native API and the AI SDK / AG-UI endpoints");
     assert_eq!(s.cors.allowed_origin_patterns, crate::cors::DEFAULT_ORIGIN_PATTERNS);
     assert_eq!(s.cors.allowed_methods, ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
     assert_eq!(s.cors.allowed_headers, ["*"]);
