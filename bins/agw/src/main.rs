@@ -179,11 +179,11 @@ async fn serve(port: Option<u16>, config: Option<PathBuf>) -> anyhow::Result<()>
     let addr = server.local_addr()?;
     let auth = &state.settings.auth;
     if auth.enforced() {
-        tracing::info!(keys = %auth.describe(), "auth: bearer JWT required on /api/ap/** (except OPTIONS)");
+        tracing::info!(keys = %auth.describe(), "auth: bearer JWT required on /api/** and /v1/** (except OPTIONS)");
     } else if auth.enabled == Some(false) {
         tracing::warn!(
             %addr,
-            "auth disabled by AGENT_AUTH_ENABLED=false: /api/ap/** answers anyone who can reach this address"
+            "auth disabled by AGENT_AUTH_ENABLED=false: /api/** and /v1/** answer anyone who can reach this address"
         );
     } else {
         tracing::info!(
