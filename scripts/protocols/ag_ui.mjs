@@ -112,6 +112,17 @@ await check('a tool the client declares is a frontend tool of the run', async ()
   assert.equal(a.messages.filter((m) => m.role === 'assistant').at(-1).content, 'Blue it is.');
 });
 
+await check('a plan is the agent state (STATE_SNAPSHOT), tasks are steps', async () => {
+  const a = agent('planner', 'thread-plan');
+  a.addMessage(user('plan a trip'));
+  const { types, finished } = await run(a);
+  assert.ok(types.includes('STATE_SNAPSHOT') && types.includes('STEP_STARTED') && types.includes('STEP_FINISHED'), types.join(','));
+  assert.equal(finished.outcome, 'success');
+  assert.equal(a.state.plan.tasks.length, 1);
+  assert.equal(a.state.plan.tasks[0].status, 'completed');
+  assert.equal(a.messages.filter((m) => m.role === 'assistant').at(-1).content, 'Trip planned.');
+});
+
 await check('a provider failure is RUN_ERROR, the last event', async () => {
   const a = agent('plain', 'thread-break');
   a.addMessage(user('break please'));

@@ -93,6 +93,18 @@ await check('a frontend tool round trip (addToolResult, then the run continues)'
   assert.equal(text(after), 'You chose.');
 });
 
+await check('a plan is a data-plan part updated in place, tasks are data-task parts', async () => {
+  const { message, errors } = await send('planner', 'chat-plan', [user('plan a trip')]);
+  assert.deepEqual(errors, []);
+  const plans = message.parts.filter((p) => p.type === 'data-plan');
+  assert.equal(plans.length, 1, 'one part, replaced by every update');
+  assert.equal(plans[0].data.plan.length, 1);
+  assert.equal(plans[0].data.plan[0].status, 'completed');
+  const task = message.parts.find((p) => p.type === 'data-task');
+  assert.equal(task.data.status, 'completed');
+  assert.equal(text(message).endsWith('Trip planned.'), true, text(message));
+});
+
 await check('an error arrives as an error chunk', async () => {
   const { errors } = await send('plain', 'chat-break', [user('break please')]);
   assert.equal(errors.length, 1);

@@ -84,6 +84,12 @@ def _():
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "Hello there."
 
 
+@check("a PLAN_EXECUTE agent answers with its summary")
+def _():
+    r = client.chat.completions.create(model="planner", messages=[{"role": "user", "content": "plan a trip"}])
+    assert r.choices[0].message.content == "Trip planned.", r
+
+
 @check("unknown model is a NotFoundError")
 def _():
     try:

@@ -7,15 +7,18 @@
 //! ```
 //!
 //! It writes `http://127.0.0.1:<port>` to `addr-file` once it listens, and serves until killed.
-//! A scenario is `{"rules":[…]}`; the first rule whose `whenMessage` is contained in the request's
-//! last user message (and whose `whenStage`, if given, equals the `x-agw-stage` header, and whose
-//! `whenToolResult`, if given, says whether the request already carries a tool result) answers:
+//! A scenario is `{"rules":[…]}`; the first rule whose `whenMessage` is contained in one of the
+//! request's user messages (and whose `whenStage`, if given, equals the `x-agw-stage` header, and
+//! whose `whenToolResult`, if given, says whether the request's last message is a tool result)
+//! answers. `updateCurrentTask` answers a PLAN_EXECUTE task round with `_plan_update_task_` for
+//! the task the request names (`Current task ID: …`):
 //!
 //! ```json
 //! {"whenMessage": "weather", "whenToolResult": false,
 //!  "toolCall": {"id": "call_w", "name": "mock_city_weather", "arguments": "{\"city\":\"Paris\"}"}}
 //! {"whenMessage": "think", "reasoning": ["Let me ", "think."], "text": ["4", "2"]}
 //! {"whenMessage": "fail", "httpError": 400}
+//! {"whenMessage": "plan", "whenStage": "agent-plan-execute-step-1", "updateCurrentTask": "completed"}
 //! ```
 //! Requests no rule matches get the text "ok".
 
@@ -51,6 +54,8 @@ struct Rule {
     http_error: Option<u16>,
     #[serde(default)]
     chunk_delay_ms: u64,
+    #[serde(default)]
+    update_current_task: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -62,15 +67,22 @@ struct Scenario {
 impl Rule {
     fn matches(&self, stage: Option<&str>, body: &Value) -> bool {
         let messages = body["messages"].as_array().cloned().unwrap_or_default();
-        let last_user = messages.iter().rev().find(|m| m["role"] == "user");
-        let text = last_user.and_then(|m| m["content"].as_str()).unwrap_or_default();
+        let mentioned = messages
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .any(|m| m["content"].as_str().is_some_and(|t| t.contains(&self.when_message)));
         let has_tool_result = messages.last().is_some_and(|m| m["role"] == "tool");
-        text.contains(&self.when_message)
+        mentioned
             && self.when_stage.as_deref().is_none_or(|s| Some(s) == stage)
             && self.when_tool_result.is_none_or(|want| want == has_tool_result)
     }
 
-    fn transcript(&self) -> Transcript {
+    fn transcript(&self, body: &Value) -> Transcript {
+        if let Some(status) = &self.update_current_task {
+            let task_id = current_task_id(body).unwrap_or_default();
+            let args = serde_json::json!({"taskId": task_id, "status": status}).to_string();
+            return Transcript::openai_tool_call("call_update", "_plan_update_task_", &[&args]);
+        }
         if let Some(status) = self.http_error {
             return Transcript::http_error(status, r#"{"error":{"message":"scripted provider error"}}"#);
         }
@@ -92,6 +104,16 @@ impl Rule {
     }
 }
 
+/// The task id a PLAN_EXECUTE task round names in its prompt (`Current task ID: <id>`).
+fn current_task_id(body: &Value) -> Option<String> {
+    const MARK: &str = "Current task ID:";
+    body["messages"].as_array()?.iter().rev().find_map(|m| {
+        let text = m["content"].as_str()?;
+        let at = text.rfind(MARK)? + MARK.len();
+        text[at..].split_whitespace().next().map(str::to_owned)
+    })
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -103,7 +125,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     server.set_default(Transcript::openai_text(&["ok"]));
     server.set_request_log(false);
     server.set_responder(move |stage, body| {
-        scenario.rules.iter().find(|rule| rule.matches(stage, body)).map(Rule::transcript)
+        scenario.rules.iter().find(|rule| rule.matches(stage, body)).map(|rule| rule.transcript(body))
     });
     std::fs::write(&addr_file, server.base_url())?;
     eprintln!("fixture provider on {}", server.base_url());
