@@ -11,8 +11,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{HeaderValue, Request, Response, header};
-use http_body_util::BodyExt;
+use http::{Request, Response};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -22,10 +21,10 @@ use agw_protocol::request::{OnDisconnect, QueryRequest};
 
 use super::HandlerResult;
 use super::ai_sdk::chat_id_for;
-use super::events::Events;
+use super::events::{self, Events};
 use super::query::{NewRun, read_body, resolve_agent, start_run};
 use crate::auth::{Principal, may_access};
-use crate::body::{BoxBody, RequestBody, SseBody};
+use crate::body::{BoxBody, RequestBody};
 use crate::envelope::ApiError;
 use crate::runs::{Observer, RunHandle};
 use crate::state::AppState;
@@ -175,11 +174,5 @@ fn stream_response(
         }
         Some((Bytes::from(out), st))
     });
-    let body = SseBody::from_stream(frames, heartbeat).with_heartbeat_frame(b": keep-alive\n\n");
-    let mut resp = Response::new(BodyExt::boxed_unsync(body));
-    let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    resp
+    events::sse_response(frames, heartbeat)
 }

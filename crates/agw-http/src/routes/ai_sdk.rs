@@ -16,8 +16,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{HeaderValue, Request, Response, StatusCode, header};
-use http_body_util::BodyExt;
+use http::{HeaderValue, Request, Response, StatusCode};
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::Digest;
@@ -27,10 +26,10 @@ use agw_protocol::adapters::ai_sdk::{self, UiMessageMapper};
 use agw_protocol::request::{OnDisconnect, QueryRequest};
 
 use super::HandlerResult;
-use super::events::Events;
+use super::events::{self, Events};
 use super::query::{NewRun, read_body, resolve_agent, start_run};
 use crate::auth::{Principal, may_access};
-use crate::body::{BoxBody, RequestBody, SseBody, full};
+use crate::body::{BoxBody, RequestBody, full};
 use crate::envelope::ApiError;
 use crate::runs::{Observer, RunHandle};
 use crate::state::AppState;
@@ -207,12 +206,8 @@ fn stream_response(
         }
         Some((Bytes::from(out), st))
     });
-    let body = SseBody::from_stream(frames, heartbeat).with_heartbeat_frame(b": keep-alive\n\n");
-    let mut resp = Response::new(BodyExt::boxed_unsync(body));
+    let mut resp = events::sse_response(frames, heartbeat);
     let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     h.insert(ai_sdk::HEADER_NAME, HeaderValue::from_static(ai_sdk::HEADER_VALUE));
     resp
 }

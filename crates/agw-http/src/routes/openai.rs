@@ -10,8 +10,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{HeaderValue, Request, Response, StatusCode, header};
-use http_body_util::BodyExt;
+use http::{Request, Response, StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -20,10 +19,10 @@ use agw_protocol::adapters::openai_chat::{self, ChunkMapper, CompletionAggregate
 use agw_protocol::request::{OnDisconnect, QueryRequest};
 
 use super::HandlerResult;
-use super::events::Events;
+use super::events::{self, Events};
 use super::query::{NewRun, read_body, start_run};
 use crate::auth::Principal;
-use crate::body::{BoxBody, RequestBody, SseBody};
+use crate::body::{BoxBody, RequestBody};
 use crate::envelope::{ApiError, json_response};
 use crate::runs::{Observer, RunHandle};
 use crate::state::AppState;
@@ -258,13 +257,5 @@ fn stream_response(
             }
         }
     });
-    // SSE comments keep the connection warm; OpenAI's SDKs skip them.
-    let body = SseBody::from_stream(frames, state.settings.server.heartbeat_interval)
-        .with_heartbeat_frame(b": keep-alive\n\n");
-    let mut resp = Response::new(BodyExt::boxed_unsync(body));
-    let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    resp
+    events::sse_response(frames, state.settings.server.heartbeat_interval)
 }
