@@ -163,10 +163,19 @@ async fn metrics_count_runs_and_events() {
         .await
         .unwrap();
     assert!(body.contains("run.complete"));
-    let resp = client.get(format!("{}/metrics", agw.base)).send().await.unwrap();
-    assert_eq!(resp.status(), 200);
-    assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
-    let text = resp.text().await.unwrap();
+    // The run task ends (and stops counting as active) a moment after its terminal event reached
+    // the client: the stream belongs to the run's observers, not to the task.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let text = loop {
+        let resp = client.get(format!("{}/metrics", agw.base)).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
+        let text = resp.text().await.unwrap();
+        if text.contains("agw_runs_active 0") || std::time::Instant::now() > deadline {
+            break text;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
     for needle in [
         "agw_runs_total{outcome=\"completed\",code=\"\"} 1",
         "agw_runs_active 0",

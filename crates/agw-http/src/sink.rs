@@ -160,6 +160,8 @@ impl DeltaSink for SseSink {
         }
         if let Some(p) = self.persistence.as_mut() {
             p.recorder.observe_events(&self.events);
+            // An approval answered `always` is remembered for the chat at once.
+            lines.extend(p.recorder.take_pending());
             if !lines.is_empty() {
                 write_lines(p.store.clone(), p.chat_id.clone(), lines, false).await.map_err(EmitError::Storage)?;
             }

@@ -20,8 +20,8 @@ use std::collections::{HashMap, HashSet};
 
 use agw_protocol::event::{Event, EventPayload};
 use agw_protocol::history::{
-    HistoryLine, PlanSnapshot, QueryLine, ROLE_ASSISTANT, ROLE_TOOL, Stage, StepLine, StoredMessage, StoredToolCall,
-    SystemSnapshot,
+    ApprovalLine, HistoryLine, PlanSnapshot, QueryLine, ROLE_ASSISTANT, ROLE_TOOL, Stage, StepLine, StoredMessage,
+    StoredToolCall, SystemSnapshot,
 };
 use agw_protocol::request::QueryRequest;
 use agw_protocol::{AgentDelta, Clock, SystemClock, ids};
@@ -64,6 +64,10 @@ pub struct Recorder {
     msg_id: String,
     /// A tool result was recorded: the next text block starts a new `_msgId`.
     renew_msg_id: bool,
+    /// Approval rule and tool of every `awaiting.ask` seen, by awaiting id.
+    asked: HashMap<String, (String, String)>,
+    /// Lines to append now that no step boundary produced (remembered approvals).
+    pending: Vec<HistoryLine>,
     finished: bool,
 }
 
@@ -160,6 +164,8 @@ impl Recorder {
             call_names: HashMap::new(),
             msg_id: ids::new_msg_id(),
             renew_msg_id: false,
+            asked: HashMap::new(),
+            pending: Vec::new(),
             finished: false,
         }
     }
@@ -203,6 +209,12 @@ impl Recorder {
         }
         self.finished = true;
         self.flush()
+    }
+
+    /// Lines to append now that no step boundary produced: an approval answered `always` is
+    /// remembered for the chat at once, not at the end of its step.
+    pub fn take_pending(&mut self) -> Vec<HistoryLine> {
+        std::mem::take(&mut self.pending)
     }
 
     /// Step lines written so far.
@@ -290,6 +302,25 @@ impl Recorder {
         let ts = event.timestamp;
         self.last_ts = self.last_ts.max(ts);
         match &event.payload {
+            EventPayload::AwaitingAsk(e) => {
+                for approval in &e.approvals {
+                    self.asked.insert(e.awaiting_id.clone(), (approval.rule.clone(), approval.tool_name.clone()));
+                }
+            }
+            EventPayload::AwaitingAnswer(e) => {
+                let always =
+                    e.answer["approvals"].as_array().is_some_and(|a| a.iter().any(|d| d["decision"] == "always"));
+                if always && let Some((rule, tool_name)) = self.asked.get(&e.awaiting_id) {
+                    self.pending.push(HistoryLine::Approval(ApprovalLine {
+                        chat_id: self.chat_id.clone(),
+                        run_id: self.run_id.clone(),
+                        updated_at: ts,
+                        rule: rule.clone(),
+                        tool_name: tool_name.clone(),
+                        decision: "always".into(),
+                    }));
+                }
+            }
             EventPayload::ReasoningStart(e) => self.text_delta(TextKind::Reasoning, &e.reasoning_id, "", ts),
             EventPayload::ReasoningDelta(e) => self.text_delta(TextKind::Reasoning, &e.reasoning_id, &e.delta, ts),
             EventPayload::ContentStart(e) => self.text_delta(TextKind::Content, &e.content_id, "", ts),

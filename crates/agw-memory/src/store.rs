@@ -29,6 +29,8 @@ pub struct RunContext {
     pub history: Vec<ChatMessage>,
     /// [`ChatStore::latest_plan`].
     pub plan: Option<PlanSnapshot>,
+    /// Tool-approval rules answered `always` in this chat (approval lines), in order.
+    pub approved_rules: Vec<String>,
 }
 
 /// Chat memory on disk: history files, the chat index, the model window.
@@ -163,6 +165,7 @@ impl ChatStore {
         Ok(RunContext {
             history: window::history_messages(&lines, self.config.k),
             plan: history::latest_plan(&lines).cloned(),
+            approved_rules: lines.iter().filter_map(HistoryLine::as_approval).map(|a| a.rule.clone()).collect(),
         })
     }
 

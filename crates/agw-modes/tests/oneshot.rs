@@ -43,6 +43,7 @@ fn ctx(fixture: &FixtureServer, agent: Arc<AgentDefinition>, history: Vec<ChatMe
             client_tools: Vec::new(),
         }),
         steers: Arc::new(SteerQueue::default()),
+        approved_rules: Vec::new(),
     }
 }
 

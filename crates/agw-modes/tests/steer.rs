@@ -81,6 +81,7 @@ fn ctx(fixture: &FixtureServer, agent: &str, tools: ToolRegistry, steers: Arc<St
             client_tools: Vec::new(),
         }),
         steers,
+        approved_rules: Vec::new(),
     }
 }
 

@@ -123,6 +123,9 @@ pub enum ProtocolError {
         /// The task still active.
         active: String,
     },
+    /// [`AgentDelta::Awaiting`] carrying another event type.
+    #[error("{0} is not an awaiting.* event")]
+    NotAwaiting(&'static str),
     /// A task end (complete, cancel, fail) for a task that is not the active one.
     #[error("task {task_id}: not the active task")]
     TaskNotActive {
@@ -321,6 +324,13 @@ impl Assembler {
             AgentDelta::TaskFail { task_id, error } => self.task_end(task_id, TaskEnd::Fail(error), out)?,
             AgentDelta::Usage(_) => {}
             AgentDelta::Steer { steer_id, message, request_id } => self.steer(steer_id, message, request_id, out),
+            AgentDelta::Awaiting(payload) => match payload {
+                EventPayload::AwaitingAsk(_) | EventPayload::AwaitingAnswer(_) | EventPayload::AwaitingExpired(_) => {
+                    self.close_text(out);
+                    self.emit(payload, out);
+                }
+                other => return Err(ProtocolError::NotAwaiting(other.type_name())),
+            },
         }
         Ok(())
     }

@@ -197,4 +197,7 @@ pub enum AgentDelta {
         /// The steer request's `requestId`, if it had one.
         request_id: Option<String>,
     },
+    /// `awaiting.ask`, `awaiting.answer` or `awaiting.expired` (tool approvals): emitted as is,
+    /// after closing an open text block.
+    Awaiting(crate::event::EventPayload),
 }

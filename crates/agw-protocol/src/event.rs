@@ -98,6 +98,12 @@ event_payloads! {
     RequestSubmit = "request.submit",
     /// A steered user message taken by the run (successor protocol).
     RequestSteer = "request.steer",
+    /// The run waits for a person: a tool call needs approval (successor protocol).
+    AwaitingAsk = "awaiting.ask",
+    /// What the person decided, before the call's `tool.result`.
+    AwaitingAnswer = "awaiting.answer",
+    /// Nobody decided within the submit timeout.
+    AwaitingExpired = "awaiting.expired",
     /// A new chat was created by this query (first run of a chat only).
     ChatStart = "chat.start",
     /// Protocol only, never emitted.

@@ -34,13 +34,41 @@ pub enum HistoryLine {
     /// `"_type":"step"`: the messages of one executed stage step.
     #[serde(rename = "step")]
     Step(StepLine),
+    /// `"_type":"approval"` (agw): a tool-approval rule the user answered `always` in this chat;
+    /// the chat's later runs do not ask again. Readers of the reference's format skip it.
+    #[serde(rename = "approval")]
+    Approval(ApprovalLine),
+}
+
+/// `{"_type":"approval","chatId","runId","updatedAt","rule","toolName","decision":"always"}`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalLine {
+    /// The chat the rule is remembered for.
+    #[serde(default)]
+    pub chat_id: String,
+    /// The run in which it was answered.
+    #[serde(default)]
+    pub run_id: String,
+    /// Epoch ms of the answer.
+    #[serde(default)]
+    pub updated_at: i64,
+    /// The `toolConfig.approvals` pattern that asked.
+    #[serde(default)]
+    pub rule: String,
+    /// The tool of the call that was approved.
+    #[serde(default)]
+    pub tool_name: String,
+    /// `always`.
+    #[serde(default)]
+    pub decision: String,
 }
 
 impl HistoryLine {
     /// Parses one line of a history file.
     ///
     /// `Ok(None)`: a line the contract says to ignore — blank, valid JSON that is not an object,
-    /// or an object whose `_type` is neither `query` nor `step`. `Err`: not JSON at all (e.g. a
+    /// or an object whose `_type` is neither `query`, `step` nor `approval`. `Err`: not JSON at all (e.g. a
     /// line torn by a crash mid-write) or a known line whose fields have impossible types.
     pub fn parse(text: &str) -> Result<Option<Self>, serde_json::Error> {
         let text = text.trim();
@@ -55,6 +83,7 @@ impl HistoryLine {
         match kind.as_deref() {
             Some("query") => QueryLine::deserialize(value).map(|line| Some(Self::Query(line))),
             Some("step") => StepLine::deserialize(value).map(|line| Some(Self::Step(line))),
+            Some("approval") => ApprovalLine::deserialize(value).map(|line| Some(Self::Approval(line))),
             _ => Ok(None),
         }
     }
@@ -69,6 +98,7 @@ impl HistoryLine {
         match self {
             Self::Query(line) => &line.run_id,
             Self::Step(line) => &line.run_id,
+            Self::Approval(line) => &line.run_id,
         }
     }
 
@@ -77,6 +107,7 @@ impl HistoryLine {
         match self {
             Self::Query(line) => &line.chat_id,
             Self::Step(line) => &line.chat_id,
+            Self::Approval(line) => &line.chat_id,
         }
     }
 
@@ -84,7 +115,15 @@ impl HistoryLine {
     pub fn as_step(&self) -> Option<&StepLine> {
         match self {
             Self::Step(step) => Some(step),
-            Self::Query(_) => None,
+            _ => None,
+        }
+    }
+
+    /// `Some` for an approval line.
+    pub fn as_approval(&self) -> Option<&ApprovalLine> {
+        match self {
+            Self::Approval(line) => Some(line),
+            _ => None,
         }
     }
 
@@ -92,7 +131,7 @@ impl HistoryLine {
     pub fn as_query(&self) -> Option<&QueryLine> {
         match self {
             Self::Query(query) => Some(query),
-            Self::Step(_) => None,
+            _ => None,
         }
     }
 }

@@ -31,7 +31,7 @@ pub use assembler::{Assembler, CANCELLED_RESULT, CallKind, Clock, ProtocolError,
 pub use delta::{ActionStartMeta, AgentDelta, FrontendMeta, LlmDelta, ToolCallFragment, ToolStartMeta};
 pub use event::{ErrorCode, Event, EventPayload, PlanTask, RunErrorInfo, TaskError, TaskStatus};
 pub use history::{
-    HistoryLine, PlanSnapshot, QueryLine, Stage, StepLine, StoredFunction, StoredMessage, StoredToolCall,
+    ApprovalLine, HistoryLine, PlanSnapshot, QueryLine, Stage, StepLine, StoredFunction, StoredMessage, StoredToolCall,
     SystemMessage, SystemSnapshot, SystemTool,
 };
 pub use replay::{chat_references, raw_messages, replay_chat};

@@ -119,6 +119,10 @@ fn ordered_runs(lines: &[HistoryLine]) -> Vec<Run<'_>> {
     let mut runs: Vec<Run<'_>> = Vec::new();
     let mut by_id: HashMap<&str, usize> = HashMap::new();
     for (index, line) in lines.iter().enumerate() {
+        // Remembered approvals are settings of the chat, not part of what was said.
+        if line.as_approval().is_some() {
+            continue;
+        }
         let slot = *by_id.entry(line.run_id()).or_insert_with(|| {
             runs.push(Run { run_id: line.run_id(), first_line: index, query: None, steps: Vec::new() });
             runs.len() - 1
@@ -129,6 +133,7 @@ fn ordered_runs(lines: &[HistoryLine]) -> Vec<Run<'_>> {
                 run.query.get_or_insert(query);
             }
             HistoryLine::Step(step) => run.steps.push(step),
+            HistoryLine::Approval(_) => {}
         }
     }
     runs.retain(|run| !run.steps.is_empty());

@@ -257,16 +257,26 @@ pub struct SubmitRequest {
     /// Any JSON value; `null`/absent is rejected by [`Self::validate`].
     #[serde(default)]
     pub params: Value,
+    /// The successor protocol's name for the wait (`awaiting.ask`'s `awaitingId`, which is the
+    /// call id); when given without `toolId` it is the call answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub awaiting_id: Option<String>,
 }
 
 impl SubmitRequest {
     /// Parses a request body, naming the field on type errors.
     pub fn from_json(body: &[u8]) -> Result<Self, RequestError> {
         let mut map = parse_object(body)?;
+        let awaiting_id: Option<String> = take(&mut map, "awaitingId")?;
+        let tool_id: Option<String> = take(&mut map, "toolId")?;
         Ok(Self {
             run_id: take(&mut map, "runId")?.unwrap_or_default(),
-            tool_id: take(&mut map, "toolId")?.unwrap_or_default(),
+            tool_id: match tool_id {
+                Some(tool) if !tool.trim().is_empty() || awaiting_id.is_none() => tool,
+                _ => awaiting_id.clone().unwrap_or_default(),
+            },
             params: map.remove("params").unwrap_or(Value::Null),
+            awaiting_id,
         })
     }
 
@@ -441,6 +451,13 @@ mod tests {
             let derived: SubmitRequest = serde_json::from_str(body).expect("derive");
             assert_eq!(derived, req);
         }
+        let aliased = SubmitRequest::from_json(br#"{"runId":"r","awaitingId":"a","params":"once"}"#).unwrap();
+        assert_eq!(
+            (aliased.tool_id.as_str(), aliased.awaiting_id.as_deref()),
+            ("a", Some("a")),
+            "awaitingId names the call"
+        );
+        aliased.validate().expect("valid");
         let err = SubmitRequest::from_json(br#"{"runId":1}"#).expect_err("type");
         assert_eq!(err.field_name(), Some("runId"));
     }

@@ -60,6 +60,7 @@ async fn run(model: &FixtureServer, message: &str) -> (RunOutcome, Vec<AgentDelt
         initial_plan: None,
         services: Arc::new(services),
         steers: Arc::new(SteerQueue::default()),
+        approved_rules: Vec::new(),
     };
     let mut sink = CollectingSink::default();
     let outcome = execute(ctx, &mut sink).await;

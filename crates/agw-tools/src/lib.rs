@@ -44,6 +44,13 @@ pub use builtin::{
     PLAN_CONTEXT_UNAVAILABLE, PlanTool, builtins,
 };
 pub use definition::{ToolDef, ToolKind, default_parameters};
+
+/// Shell-style wildcard match of a whole string (`*`, `?`, `[abc]`, `[a-z]`, `[!x]`; an unclosed
+/// `[` is literal) — the matcher `_bash_` uses for file names, shared with the modes' tool-approval
+/// rules so both read patterns the same way.
+pub fn glob_matches(pattern: &str, text: &str) -> bool {
+    builtin::bash::glob::matches(pattern, text)
+}
 pub use exec::{DEFAULT_RESULT_LIMIT_BYTES, error_result, execute_backend, truncate_output};
 pub use registry::{LoadProblem, ToolRegistry};
 pub use templates::{RecordedCall, resolve};

@@ -194,6 +194,8 @@ struct Prepared {
     chat_start: Option<ChatStart>,
     history: Vec<agw_llm::ChatMessage>,
     plan: Option<PlanSnapshot>,
+    /// Approval rules answered `always` earlier in the chat.
+    approved_rules: Vec<String>,
 }
 
 async fn prepare(
@@ -228,6 +230,7 @@ async fn prepare(
             chat_start: upsert.created.then_some(ChatStart { chat_id, chat_name: upsert.chat_name }),
             history: context.history,
             plan: context.plan,
+            approved_rules: context.approved_rules,
         }),
         Err(e) => {
             tracing::error!(error = %e, "chat memory unavailable");
@@ -246,6 +249,7 @@ fn stateless(request: &QueryRequest, chat_id: &str, message: &str) -> Prepared {
         chat_name,
         history: Vec::new(),
         plan: None,
+        approved_rules: Vec::new(),
     }
 }
 
@@ -271,6 +275,16 @@ fn system_snapshot(state: &AppState, agent: &AgentDefinition, stream: Option<boo
     SystemSnapshot::new(Some(model), agent.primary_system_prompt(), system_tools, stream)
 }
 
+/// Forgets the run's answered submits when its task ends, however it ends: a second answer is
+/// told `already_answered` while the run lasts, and nothing is kept after it.
+struct ForgetAnswers(Arc<agw_modes::runtime::FrontendSubmits>, String);
+
+impl Drop for ForgetAnswers {
+    fn drop(&mut self) {
+        self.0.forget_run(&self.1);
+    }
+}
+
 /// How the mode's part of a run ended, from the run task's point of view.
 enum Ended {
     Mode(RunOutcome),
@@ -287,6 +301,7 @@ async fn drive_run(state: AppState, run: RunStart) {
     // Counted for the run's whole life: graceful shutdown waits for it; when it ends the handle
     // stays attachable for the retention window.
     let _guard = state.runs.enter_run(&handle);
+    let _answers = ForgetAnswers(state.submits.clone(), run_id.clone());
     let _slot = match slot {
         Some(slot) => slot,
         None => {
@@ -357,6 +372,7 @@ async fn drive_run(state: AppState, run: RunStart) {
         initial_plan: prepared.plan,
         services: state.run_services_with(client_tools),
         steers: steers.clone(),
+        approved_rules: prepared.approved_rules,
     };
     // Dropping the mode's future stops it wherever it is: the provider request is aborted, a
     // tool's processes are killed, a frontend wait is unregistered.

@@ -42,6 +42,13 @@ pub async fn submit(state: &AppState, req: Request<RequestBody>) -> HandlerResul
             "toolId": tool_id,
             "detail": format!("Frontend submit accepted for runId={run_id}, toolId={tool_id}"),
         }),
+        SubmitStatus::AlreadyAnswered => json!({
+            "accepted": false,
+            "status": "already_answered",
+            "runId": run_id,
+            "toolId": tool_id,
+            "detail": format!("runId={run_id}, toolId={tool_id} was already answered"),
+        }),
         SubmitStatus::Unmatched => json!({
             "accepted": false,
             "status": "unmatched",
@@ -50,6 +57,10 @@ pub async fn submit(state: &AppState, req: Request<RequestBody>) -> HandlerResul
             "detail": format!("No pending frontend tool found for runId={run_id}, toolId={tool_id}"),
         }),
     };
+    let mut data = data;
+    if let Some(awaiting_id) = &submit.awaiting_id {
+        data["awaitingId"] = json!(awaiting_id);
+    }
     tracing::info!(runId = %run_id, toolId = %tool_id, accepted = status == SubmitStatus::Accepted, "frontend submit");
     Ok(success(&data))
 }

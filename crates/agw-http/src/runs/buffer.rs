@@ -89,7 +89,7 @@ impl FrameBuffer {
         cursor >= self.latest || cursor + 1 >= self.oldest()
     }
 
-    /// The frames after `cursor`, at most about [`MAX_CHUNK_BYTES`] (always at least one).
+    /// The frames after `cursor`, at most about 64 KiB of them (always at least one).
     pub fn read_after(&self, cursor: u64) -> Read {
         if cursor >= self.latest {
             return Read::Nothing;

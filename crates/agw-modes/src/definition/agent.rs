@@ -33,6 +33,8 @@ pub struct AgentDefinition {
     pub model_config: Option<ModelConfig>,
     /// Top-level `toolConfig`; `None` when absent or `null`.
     pub tool_config: Option<ToolConfig>,
+    /// Top-level `toolConfig.approvals`: backend calls that need a person's approval.
+    pub approvals: super::Approvals,
     /// `skills[]` then `skillConfig.skills[]`: trimmed, lower-cased, distinct.
     pub skills: Vec<String>,
     /// `skillConfig.allowInlineCode` (agw extension, default false): `_skill_run_script_` may run

@@ -11,6 +11,7 @@
 //! empty stage tool list is never widened to "all agent tools" (README decision table).
 
 mod agent;
+mod approvals;
 mod blocks;
 mod budget;
 mod catalog;
@@ -23,6 +24,7 @@ mod raw;
 mod rejected;
 
 pub use agent::{AgentDefinition, DEFAULT_MODEL, DEFAULT_PROVIDER_KEY};
+pub use approvals::{ApprovalDecision, ApprovalRule, Approvals};
 pub use budget::{Budget, BudgetScope};
 pub use catalog::{AgentCatalog, LoadProblem};
 pub use error::DefinitionError;

@@ -29,6 +29,10 @@ fn build(root: &Obj<'_>, file_name: &str) -> Result<AgentDefinition, DefinitionE
     let mode = agent_mode(root)?;
     let model_config = root.obj("modelConfig")?.map(|m| model_config(&m)).transpose()?;
     let tool_config = root.obj("toolConfig")?.map(|t| tool_config(&t)).transpose()?;
+    let approvals = match root.obj("toolConfig")? {
+        Some(tools) => super::Approvals::parse(tools.obj("approvals")?)?,
+        None => super::Approvals::default(),
+    };
     let blocks = StageBlocks::parse(root)?;
     if model_config.is_none() && blocks.all().all(|stage| stage.model_config.is_none()) {
         return Err(DefinitionError::NoModelConfig);
@@ -66,6 +70,7 @@ fn build(root: &Obj<'_>, file_name: &str) -> Result<AgentDefinition, DefinitionE
         mode: blocks.into_mode(mode)?,
         model_config,
         tool_config,
+        approvals,
         skills,
         allow_inline_code,
         sandbox_network,

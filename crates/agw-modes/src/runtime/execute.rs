@@ -17,6 +17,7 @@ use agw_tools::templates::{self, RecordedCall};
 use agw_tools::{ToolContext, ToolKind, exec};
 use serde_json::{Value, json};
 
+use super::approval;
 use super::calls::StreamedCall;
 use super::plan::is_plan_tool;
 use super::submit::PendingSubmit;
@@ -93,6 +94,13 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
                     ),
                 },
                 ToolKind::Backend => match ctx.services.tools.implementation(&name) {
+                    Some(_)
+                        if !ctx.agent.approvals.is_empty()
+                            && let approval::Verdict::Refused(text) =
+                                approval::check(ctx, &call.id, &name, &args, state, sink).await? =>
+                    {
+                        text
+                    }
                     Some(tool) => {
                         let scope = state.budget.budget().tool;
                         let tool_ctx = ToolContext::new(ctx.run_id.clone(), ctx.chat_id.clone())

@@ -7,6 +7,7 @@
 //! take steered user messages from the run's [`SteerQueue`] at every model-turn boundary (see
 //! the [`SteerQueue`] docs for the semantics).
 
+mod approval;
 mod budget;
 mod calls;
 mod execute;
@@ -87,6 +88,8 @@ pub struct RunContext {
     pub initial_plan: Option<PlanSnapshot>,
     /// Registries and limits, as of the run's start.
     pub services: Arc<RunServices>,
+    /// Tool-approval rules answered `always` earlier in this chat: not asked again.
+    pub approved_rules: Vec<String>,
     /// Steered user messages for this run, shared with whoever accepts `POST /api/ap/steer`.
     /// Every model turn takes what is waiting; the run never closes it — the caller of
     /// [`execute`] calls [`SteerQueue::close`] once it returned (semantics: [`SteerQueue`]).
@@ -118,6 +121,8 @@ pub(crate) struct RunState {
     pub plan: plan::PlanState,
     /// The skill catalog and which skills are due for (or already had) their disclosure.
     pub skills: skills::SkillPrompts,
+    /// Approval rules answered `always` (in this chat, or earlier in this run).
+    pub approved: std::collections::HashSet<String>,
 }
 
 /// The fixed parts of a stage's system prompt: the stage prompt and the tool appendix (after-call
@@ -147,6 +152,7 @@ pub async fn execute<S: DeltaSink>(ctx: RunContext, sink: &mut S) -> RunOutcome 
             None => plan::PlanState::for_chat(&ctx.chat_id),
         },
         skills: skills::SkillPrompts::for_run(&ctx),
+        approved: ctx.approved_rules.iter().cloned().collect(),
     };
     let fut = async {
         // A chat with a plan starts every run by showing it (any mode).

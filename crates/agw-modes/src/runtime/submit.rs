@@ -12,8 +12,10 @@ use tokio::sync::oneshot;
 pub enum SubmitStatus {
     /// A waiting frontend tool took the params.
     Accepted,
-    /// Nothing is waiting under that key (never was, already answered, or timed out).
+    /// Nothing is waiting under that key (never was, or timed out).
     Unmatched,
+    /// The call was already answered by an earlier submit (a second answer is not taken).
+    AlreadyAnswered,
 }
 
 /// The waiters of every run in this process, keyed `trim(runId)#trim(toolId)`.
@@ -24,6 +26,8 @@ pub enum SubmitStatus {
 #[derive(Debug, Default)]
 pub struct FrontendSubmits {
     waiters: DashMap<String, oneshot::Sender<Value>>,
+    /// Keys answered so far, by run, until the run ends ([`Self::forget_run`]).
+    answered: DashMap<String, std::collections::HashSet<String>>,
 }
 
 fn key(run_id: &str, tool_id: &str) -> String {
@@ -51,15 +55,26 @@ impl FrontendSubmits {
         }
     }
 
-    /// Delivers `params` to the waiter under this key, if any. A key is matched at most once.
+    /// Delivers `params` to the waiter under this key, if any. A key is matched at most once;
+    /// a second answer while the run lasts is told [`SubmitStatus::AlreadyAnswered`].
     pub fn submit(&self, run_id: &str, tool_id: &str, params: Value) -> SubmitStatus {
-        match self.waiters.remove(&key(run_id, tool_id)) {
+        let (run, tool) = (run_id.trim(), tool_id.trim());
+        match self.waiters.remove(&key(run, tool)) {
             Some((_, tx)) => match tx.send(params) {
-                Ok(()) => SubmitStatus::Accepted,
+                Ok(()) => {
+                    self.answered.entry(run.to_owned()).or_default().insert(tool.to_owned());
+                    SubmitStatus::Accepted
+                }
                 Err(_) => SubmitStatus::Unmatched,
             },
+            None if self.answered.get(run).is_some_and(|tools| tools.contains(tool)) => SubmitStatus::AlreadyAnswered,
             None => SubmitStatus::Unmatched,
         }
+    }
+
+    /// Forgets what a finished run answered (bounded memory: called when the run ends).
+    pub fn forget_run(&self, run_id: &str) {
+        self.answered.remove(run_id.trim());
     }
 
     /// Number of registered waiters (for metrics and leak tests).
@@ -94,9 +109,11 @@ mod tests {
         let pending = submits.register(" run ", "tool").unwrap();
         assert!(submits.register("run", "tool").is_none(), "one waiter per key");
         assert_eq!(submits.submit("run", " tool ", json!({"ok": true})), SubmitStatus::Accepted);
-        assert_eq!(submits.submit("run", "tool", json!(1)), SubmitStatus::Unmatched);
+        assert_eq!(submits.submit("run", "tool", json!(1)), SubmitStatus::AlreadyAnswered);
         assert_eq!(pending.wait(Duration::from_millis(10)).await, Some(json!({"ok": true})));
         assert_eq!(submits.pending(), 0);
+        submits.forget_run("run");
+        assert_eq!(submits.submit("run", "tool", json!(1)), SubmitStatus::Unmatched, "forgotten with its run");
     }
 
     #[tokio::test]

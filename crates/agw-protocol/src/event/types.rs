@@ -131,6 +131,77 @@ fn user_role() -> String {
     "user".to_owned()
 }
 
+/// `awaiting.ask` with `mode: "approval"` (successor protocol): a backend call needs a person's
+/// approval before it runs. Emitted after the call's `tool.end`; `awaitingId` is the call id, so
+/// `POST /api/ap/submit {runId, awaitingId|toolId, params:{decision}}` answers it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AwaitingAsk {
+    /// Names the wait; the call id.
+    pub awaiting_id: String,
+    /// The run that waits.
+    pub run_id: String,
+    /// `approval`.
+    pub mode: String,
+    /// How long the run waits, in ms.
+    pub timeout: u64,
+    /// The calls to decide on (one per ask in agw).
+    pub approvals: Vec<ApprovalRequest>,
+}
+
+/// One call awaiting a decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRequest {
+    /// The call id.
+    pub id: String,
+    /// What would run: the `_bash_` command, else the tool name.
+    pub command: String,
+    /// The tool's description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The choices; each option's `decision` is what the client submits.
+    pub options: Vec<ApprovalOption>,
+    /// Always false: a decision is one of the options.
+    pub allow_free_text: bool,
+    /// agw: the tool.
+    pub tool_name: String,
+    /// agw: the exact arguments that will run if approved.
+    pub arguments: Value,
+    /// agw: the `toolConfig.approvals` pattern that asked; `always` remembers it for the chat.
+    pub rule: String,
+}
+
+/// One choice of an approval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalOption {
+    /// Text for a button.
+    pub label: String,
+    /// `once`, `always` or `reject`.
+    pub decision: String,
+    /// What choosing it does.
+    pub description: String,
+}
+
+/// `awaiting.answer`: echoes the decision before the call's `tool.result`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AwaitingAnswer {
+    /// The wait answered.
+    pub awaiting_id: String,
+    /// `{mode, status:"answered", approvals:[{id, decision}]}`.
+    pub answer: Value,
+}
+
+/// `awaiting.expired`: nobody decided in time; the call is not executed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AwaitingExpired {
+    /// The wait that expired.
+    pub awaiting_id: String,
+}
+
 /// `chat.start` — only on the first run of a chat.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -17,7 +17,7 @@ pub(crate) fn parse(text: &str) -> HistoryLine {
 fn step(text: &str) -> StepLine {
     match parse(text) {
         HistoryLine::Step(step) => step,
-        HistoryLine::Query(_) => panic!("expected a step line"),
+        _ => panic!("expected a step line"),
     }
 }
 
@@ -261,4 +261,15 @@ fn stage_markers() {
     for (marker, stage) in cases {
         assert_eq!(Stage::from_marker(marker), stage, "{marker}");
     }
+}
+
+#[test]
+fn approval_lines_parse_and_round_trip_and_replay_skips_them() {
+    let text = r#"{"_type":"approval","chatId":"c","runId":"r","updatedAt":5,"rule":"_bash_:git push*","toolName":"_bash_","decision":"always"}"#;
+    let line = HistoryLine::parse(text).unwrap().unwrap();
+    let approval = line.as_approval().expect("an approval line");
+    assert_eq!((approval.rule.as_str(), line.chat_id(), line.run_id()), ("_bash_:git push*", "c", "r"));
+    assert_eq!(line.to_json().unwrap(), text, "written exactly as read");
+    assert!(line.as_step().is_none() && line.as_query().is_none());
+    assert!(crate::replay_chat("c", None, &[line], 1).is_empty(), "not part of what was said");
 }

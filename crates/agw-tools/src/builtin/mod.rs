@@ -3,7 +3,7 @@
 
 mod agent_file;
 mod args;
-mod bash;
+pub(crate) mod bash;
 mod city_datetime;
 mod java_random;
 mod lunar;

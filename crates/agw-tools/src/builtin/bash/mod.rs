@@ -11,7 +11,7 @@
 
 mod config;
 mod deny;
-mod glob;
+pub(crate) mod glob;
 mod paths;
 mod policy;
 mod process;

@@ -1,0 +1,140 @@
+//! Tool approvals at run time (`toolConfig.approvals`, `docs/approvals.md`): before a backend
+//! call runs, its rule decides — allow, deny, or ask a person. Asking pauses the run like a
+//! frontend tool: `awaiting.ask` names the call, its exact arguments and the choices; the answer
+//! comes through `POST /api/ap/submit` (key `runId#callId`, the same waiters as frontend tools);
+//! `awaiting.answer` echoes it before the call's result. The approval is bound to that call id
+//! and the arguments shown: they are exactly what runs.
+
+use serde_json::{Value, json};
+
+use agw_protocol::AgentDelta;
+use agw_protocol::event::{
+    ApprovalOption, ApprovalRequest, AwaitingAnswer, AwaitingAsk, AwaitingExpired, EventPayload,
+};
+
+use crate::definition::ApprovalDecision;
+
+use super::{DeltaSink, RunContext, RunFailure, RunState};
+
+/// What happens to a backend call after its approval check.
+pub(super) enum Verdict {
+    /// Run it.
+    Run,
+    /// Do not run it; this is the call's result for the model.
+    Refused(String),
+}
+
+fn refused(reason: &str, detail: String) -> Verdict {
+    Verdict::Refused(json!({"executed": false, "reason": reason, "detail": detail}).to_string())
+}
+
+/// The decision a submit's `params` carries: `"once"`, `{"decision":"once"}`, or the successor's
+/// `{"approvals":[{"id","decision"}]}` (the entry for this call, else the first).
+fn decision_of(params: &Value, call_id: &str) -> Option<String> {
+    let raw = match params {
+        Value::String(s) => Some(s.as_str()),
+        Value::Object(map) => match map.get("approvals").and_then(Value::as_array) {
+            Some(list) => {
+                list.iter().find(|a| a["id"] == call_id).or_else(|| list.first()).and_then(|a| a["decision"].as_str())
+            }
+            None => map.get("decision").and_then(Value::as_str),
+        },
+        _ => None,
+    }?;
+    let decision = raw.trim().to_ascii_lowercase();
+    matches!(decision.as_str(), "once" | "always" | "reject").then_some(decision)
+}
+
+fn options() -> Vec<ApprovalOption> {
+    let option = |label: &str, decision: &str, description: &str| ApprovalOption {
+        label: label.into(),
+        decision: decision.into(),
+        description: description.into(),
+    };
+    vec![
+        option("Allow once", "once", "run this call"),
+        option("Always allow", "always", "run this call and, in this chat, every call this rule would ask about"),
+        option("Reject", "reject", "do not run it; the model is told you rejected it"),
+    ]
+}
+
+/// Checks a backend call `name(args)` with id `call_id` against the agent's approval rules,
+/// asking a person when a rule says so.
+pub(super) async fn check<S: DeltaSink>(
+    ctx: &RunContext,
+    call_id: &str,
+    name: &str,
+    args: &Value,
+    state: &mut RunState,
+    sink: &mut S,
+) -> Result<Verdict, RunFailure> {
+    let Some(rule) = ctx.agent.approvals.decide(name, args) else { return Ok(Verdict::Run) };
+    match rule.decision {
+        ApprovalDecision::Allow => return Ok(Verdict::Run),
+        ApprovalDecision::Deny => return Ok(refused("denied", format!("denied by policy {}", rule.pattern))),
+        ApprovalDecision::Ask if state.approved.contains(&rule.pattern) => return Ok(Verdict::Run),
+        ApprovalDecision::Ask => {}
+    }
+    let Some(waiter) = ctx.services.submits.register(&ctx.run_id, call_id) else {
+        return Ok(refused("rejected", "an approval for this call is already pending".into()));
+    };
+    let command = match args.get("command").and_then(Value::as_str) {
+        Some(command) if name == "_bash_" => command.to_owned(),
+        _ => name.to_owned(),
+    };
+    let description = ctx.services.tools.get(name).map(|d| d.description.clone()).filter(|d| !d.is_empty());
+    let timeout = ctx.services.frontend_timeout;
+    let ask = AwaitingAsk {
+        awaiting_id: call_id.to_owned(),
+        run_id: ctx.run_id.clone(),
+        mode: "approval".into(),
+        timeout: (timeout.as_millis() as u64).max(1),
+        approvals: vec![ApprovalRequest {
+            id: call_id.to_owned(),
+            command,
+            description,
+            options: options(),
+            allow_free_text: false,
+            tool_name: name.to_owned(),
+            arguments: args.clone(),
+            rule: rule.pattern.clone(),
+        }],
+    };
+    sink.emit(AgentDelta::Awaiting(EventPayload::AwaitingAsk(ask))).await?;
+    let Some(params) = waiter.wait(timeout).await else {
+        let expired = AwaitingExpired { awaiting_id: call_id.to_owned() };
+        sink.emit(AgentDelta::Awaiting(EventPayload::AwaitingExpired(expired))).await?;
+        return Ok(refused("approval_expired", format!("nobody approved within {} ms", timeout.as_millis())));
+    };
+    let decision = decision_of(&params, call_id);
+    let echoed = decision.clone().unwrap_or_else(|| "reject".into());
+    let answer = AwaitingAnswer {
+        awaiting_id: call_id.to_owned(),
+        answer: json!({"mode": "approval", "status": "answered", "approvals": [{"id": call_id, "decision": echoed}]}),
+    };
+    sink.emit(AgentDelta::Awaiting(EventPayload::AwaitingAnswer(answer))).await?;
+    Ok(match decision.as_deref() {
+        Some("once") => Verdict::Run,
+        Some("always") => {
+            state.approved.insert(rule.pattern.clone());
+            Verdict::Run
+        }
+        Some(_) => refused("rejected", "the user rejected this call".into()),
+        None => refused("invalid_decision", format!("the answer {params} is not once, always or reject")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decisions_are_read_in_every_accepted_shape() {
+        assert_eq!(decision_of(&json!("once"), "c"), Some("once".into()));
+        assert_eq!(decision_of(&json!({"decision": " Always "}), "c"), Some("always".into()));
+        let successor = json!({"approvals": [{"id": "x", "decision": "once"}, {"id": "c", "decision": "reject"}]});
+        assert_eq!(decision_of(&successor, "c"), Some("reject".into()));
+        assert_eq!(decision_of(&json!({"decision": "sure"}), "c"), None);
+        assert_eq!(decision_of(&json!(true), "c"), None);
+    }
+}
