@@ -105,6 +105,26 @@ await check('a plan is a data-plan part updated in place, tasks are data-task pa
   assert.equal(text(message).endsWith('Trip planned.'), true, text(message));
 });
 
+await check('a tool approval (tool-approval-request, then addToolApprovalResponse)', async () => {
+  const first = [user('guarded forecast')];
+  const { message } = await send('guarded', 'chat-guarded', first);
+  const call = message.parts.find((p) => p.type === 'dynamic-tool' && p.toolName === 'mock_city_weather');
+  assert.ok(call, JSON.stringify(message.parts));
+  assert.equal(call.state, 'approval-requested');
+  assert.deepEqual(call.input, { city: 'Rome' });
+  // What addToolApprovalResponse({id, approved: true}) does to the message.
+  const answered = structuredClone(message);
+  const part = answered.parts.find((p) => p.toolCallId === call.toolCallId);
+  part.state = 'approval-responded';
+  part.approval = { ...part.approval, approved: true };
+  const { message: after, errors } = await send('guarded', 'chat-guarded', [...first, answered], answered);
+  assert.deepEqual(errors, []);
+  const done = after.parts.find((p) => p.toolCallId === call.toolCallId);
+  assert.equal(done.state, 'output-available');
+  assert.ok(done.output.temperatureC !== undefined, JSON.stringify(done.output));
+  assert.equal(text(after), 'Checked with your approval.');
+});
+
 await check('an error arrives as an error chunk', async () => {
   const { errors } = await send('plain', 'chat-break', [user('break please')]);
   assert.equal(errors.length, 1);

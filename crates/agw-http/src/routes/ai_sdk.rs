@@ -7,7 +7,9 @@
 //!   an assistant message whose client-side tool calls now have outputs (`addToolResult`) answers
 //!   the waiting run (its message id is the run id) and streams the rest of it.
 //! - A run that reaches a frontend tool ends its stream with `finish` after
-//!   `tool-input-available`, and waits for that answer (the frontend submit timeout applies).
+//!   `tool-input-available`, and waits for that answer (the frontend submit timeout applies); a
+//!   tool approval (`toolConfig.approvals`) ends it after `tool-approval-request`, and the
+//!   client's `addToolApprovalResponse` (a part in state `approval-responded`) answers it.
 //! - `GET /api/ai-sdk/{agentKey}/chat/{id}/stream` resumes the chat's running run (204 when none).
 //!
 //! The AI SDK's chat ids are free-form; a non-UUID id maps to a stable UUID (a SHA-256 name
@@ -79,6 +81,23 @@ fn tool_outputs(message: &Value) -> Vec<(String, String, Value)> {
         .collect()
 }
 
+/// The approval answers of an assistant UIMessage (`addToolApprovalResponse`):
+/// `(toolCallId, toolName, approved)`.
+fn approval_responses(message: &Value) -> Vec<(String, String, bool)> {
+    let Some(parts) = message["parts"].as_array() else { return Vec::new() };
+    parts
+        .iter()
+        .filter(|p| p["state"] == "approval-responded")
+        .filter_map(|p| {
+            let name = match p["type"].as_str()? {
+                "dynamic-tool" => p["toolName"].as_str()?.to_owned(),
+                kind => kind.strip_prefix("tool-")?.to_owned(),
+            };
+            Some((p["toolCallId"].as_str()?.to_owned(), name, p["approval"]["approved"].as_bool()?))
+        })
+        .collect()
+}
+
 /// `POST /api/ai-sdk/{agentKey}/chat`.
 pub async fn chat(state: &AppState, agent_key: &str, req: Request<RequestBody>) -> HandlerResult {
     let principal = req.extensions().get::<Principal>().cloned();
@@ -101,13 +120,22 @@ pub async fn chat(state: &AppState, agent_key: &str, req: Request<RequestBody>) 
             return Err(ApiError::not_found(format!("no waiting run for message {run_id}")));
         };
         let outputs = tool_outputs(last);
-        if outputs.is_empty() {
-            return Err(ApiError::bad_request("the assistant message carries no tool output to submit"));
+        let approvals = approval_responses(last);
+        if outputs.is_empty() && approvals.is_empty() {
+            return Err(ApiError::bad_request("the assistant message carries no tool output or approval to submit"));
         }
         // Follow from here: everything after the submit is new to the client.
         let observer = handle.observe(handle.latest_seq()).map_err(|_| ApiError::internal())?;
         let mut mapper = UiMessageMapper::new();
         let mut answered = 0;
+        for (call_id, name, approved) in approvals {
+            mapper.expect_server_call(&call_id, &name);
+            let decision = if approved { "once" } else { "reject" };
+            let params = serde_json::json!({ "decision": decision });
+            if state.submits.submit(&handle.run_id, &call_id, params) == agw_modes::runtime::SubmitStatus::Accepted {
+                answered += 1;
+            }
+        }
         for (call_id, name, output) in outputs {
             mapper.expect_client_call(&call_id, &name);
             let params = if output.is_null() { Value::Object(Default::default()) } else { output };
@@ -185,9 +213,14 @@ fn stream_response(
                 let mut chunks = Vec::new();
                 for event in &batch {
                     st.mapper.map(event, &mut chunks);
-                    // A client-side call is complete: the client takes over until it answers.
-                    if matches!(event.payload, EventPayload::ToolEnd(_)) && !st.mapper.pending_client_calls().is_empty()
-                    {
+                    // A client-side call is complete, or an approval is asked: the client takes over
+                    // until it answers.
+                    let client_turn = match event.payload {
+                        EventPayload::ToolEnd(_) => !st.mapper.pending_client_calls().is_empty(),
+                        EventPayload::AwaitingAsk(_) => !st.mapper.pending_approvals().is_empty(),
+                        _ => false,
+                    };
+                    if client_turn {
                         st.mapper.suspend(&mut chunks);
                     }
                 }

@@ -39,6 +39,8 @@ pub struct UiMessageMapper {
     calls: HashMap<String, Call>,
     started: bool,
     finished: bool,
+    /// Approvals requested and not answered yet (awaiting ids).
+    approvals: Vec<String>,
 }
 
 /// `data: <chunk>\n\n`.
@@ -90,6 +92,19 @@ impl UiMessageMapper {
         let mut ids: Vec<String> = self.calls.iter().filter(|(_, c)| c.frontend).map(|(id, _)| id.clone()).collect();
         ids.sort();
         ids
+    }
+
+    /// Approvals the run waits for (their `approvalId`s): the stream should end here, the client
+    /// answers with `addToolApprovalResponse`.
+    pub fn pending_approvals(&self) -> &[String] {
+        &self.approvals
+    }
+
+    /// A mapper for the continuation of a run whose server-side call `id` (tool `name`) the
+    /// client just approved or rejected: its output chunk must name the part the client has.
+    pub fn expect_server_call(&mut self, id: &str, name: &str) {
+        self.started = true;
+        self.calls.insert(id.to_owned(), Call { name: name.to_owned(), arguments: String::new(), frontend: false });
     }
 
     /// A mapper for the continuation of a run whose client-side call `id` (tool `name`) the
@@ -206,6 +221,13 @@ impl UiMessageMapper {
             ),
             EventPayload::TaskFail(e) => out.push(json!({"type": "data-task", "id": e.task_id,
                 "data": {"taskId": e.task_id, "status": "failed", "error": {"code": e.error.code, "message": e.error.message}}})),
+            EventPayload::AwaitingAsk(e) => {
+                for approval in &e.approvals {
+                    self.approvals.push(e.awaiting_id.clone());
+                    out.push(json!({"type": "tool-approval-request", "approvalId": e.awaiting_id, "toolCallId": approval.id}));
+                }
+            }
+            EventPayload::AwaitingAnswer(e) => self.approvals.retain(|id| *id != e.awaiting_id),
             EventPayload::RequestSteer(e) => out.push(
                 json!({"type": "data-steer", "id": e.steer_id, "data": {"steerId": e.steer_id, "message": e.message}}),
             ),
