@@ -106,3 +106,23 @@ async fn ag_ui_streams_events_and_continues_with_tool_messages() {
     assert!(kinds.contains(&"TOOL_CALL_RESULT") && kinds.contains(&"TEXT_MESSAGE_CONTENT"), "{kinds:?}");
     assert_eq!(events.last().unwrap()["outcome"], json!({"type": "success"}));
 }
+
+/// `trigger: regenerate-message` answers the last user message again without the answer it
+/// replaces in the model's context (the file keeps both runs).
+#[tokio::test]
+async fn ai_sdk_regenerate_leaves_the_replaced_answer_out_of_the_model_context() {
+    let gw = Gateway::start(&[oneshot_agent("a", false, 5000)], &[]).await;
+    gw.fixture.push(Transcript::openai_text(&["first answer"]));
+    gw.fixture.push(Transcript::openai_text(&["second answer"]));
+    let url = format!("{}/api/ai-sdk/a/chat", gw.base);
+    let user = json!({"id": "u1", "role": "user", "parts": [{"type": "text", "text": "question"}]});
+    let first = gw.client.post(&url).json(&json!({"id": "regen", "messages": [user.clone()]})).send().await.unwrap();
+    assert!(first.text().await.unwrap().contains("first answer"));
+    let body = json!({"id": "regen", "trigger": "regenerate-message", "messages": [user]});
+    let second = gw.client.post(&url).json(&body).send().await.unwrap().text().await.unwrap();
+    assert!(second.contains("second answer"));
+    let request = gw.fixture.request(1).unwrap();
+    let contents: Vec<&str> =
+        request.body["messages"].as_array().unwrap().iter().filter_map(|m| m["content"].as_str()).collect();
+    assert_eq!(contents[1..], ["question"], "neither the replaced answer nor the question twice: {contents:?}");
+}

@@ -161,7 +161,21 @@ impl ChatStore {
 
     /// History and plan from one read of the file.
     pub fn run_context(&self, chat_id: &str) -> Result<RunContext, MemoryError> {
-        let lines = self.read_lines(chat_id)?;
+        self.run_context_of(self.read_lines(chat_id)?)
+    }
+
+    /// [`Self::run_context`] for regenerating the chat's last answer: the chat's last run is left
+    /// out of the history the model sees (it stays in the file and in the replay).
+    pub fn run_context_regenerating(&self, chat_id: &str) -> Result<RunContext, MemoryError> {
+        let mut lines = self.read_lines(chat_id)?;
+        let last_run = lines.iter().rev().find(|l| l.as_approval().is_none()).map(|l| l.run_id().to_owned());
+        if let Some(last_run) = last_run {
+            lines.retain(|l| l.as_approval().is_some() || l.run_id() != last_run);
+        }
+        self.run_context_of(lines)
+    }
+
+    fn run_context_of(&self, lines: Vec<HistoryLine>) -> Result<RunContext, MemoryError> {
         Ok(RunContext {
             history: window::history_messages(&lines, self.config.k),
             plan: history::latest_plan(&lines).cloned(),

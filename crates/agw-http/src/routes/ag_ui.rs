@@ -127,7 +127,8 @@ pub async fn run(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
         ..QueryRequest::default()
     };
     let (handle, observer) =
-        start_run(state, NewRun { agent, request: query, principal, history: None, client_tools }).await?;
+        start_run(state, NewRun { agent, request: query, principal, history: None, client_tools, regenerate: false })
+            .await?;
     let mapper = AgUiMapper::new(&chat_id, &handle.run_id);
     Ok(stream_response(handle, observer, mapper, Vec::new(), heartbeat))
 }

@@ -156,9 +156,7 @@ pub async fn chat(state: &AppState, agent_key: &str, req: Request<RequestBody>) 
     if message.trim().is_empty() {
         return Err(ApiError::bad_request("the last user message has no text"));
     }
-    if request.trigger.as_deref() == Some("regenerate-message") {
-        tracing::info!(%chat_id, "regenerate: the last user message runs again");
-    }
+    let regenerate = request.trigger.as_deref() == Some("regenerate-message");
     let query = QueryRequest {
         agent_key: Some(agent.key.clone()),
         chat_id: Some(chat_id),
@@ -167,8 +165,11 @@ pub async fn chat(state: &AppState, agent_key: &str, req: Request<RequestBody>) 
         on_disconnect: Some(OnDisconnect::Continue),
         ..QueryRequest::default()
     };
-    let (handle, observer) =
-        start_run(state, NewRun { agent, request: query, principal, history: None, client_tools: Vec::new() }).await?;
+    let (handle, observer) = start_run(
+        state,
+        NewRun { agent, request: query, principal, history: None, client_tools: Vec::new(), regenerate },
+    )
+    .await?;
     Ok(stream_response(handle, observer, UiMessageMapper::new(), heartbeat))
 }
 

@@ -177,10 +177,12 @@ async fn completions_inner(
     };
     query.validate().map_err(|e| invalid(e.to_string()))?;
     let model = agent.key.clone();
-    let (handle, observer) =
-        start_run(state, NewRun { agent, request: query, principal, history, client_tools: Vec::new() })
-            .await
-            .map_err(from_api)?;
+    let (handle, observer) = start_run(
+        state,
+        NewRun { agent, request: query, principal, history, client_tools: Vec::new(), regenerate: false },
+    )
+    .await
+    .map_err(from_api)?;
     let created = now_secs();
     if request.stream {
         let include_usage = request.stream_options.is_some_and(|o| o.include_usage);

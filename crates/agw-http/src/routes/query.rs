@@ -69,8 +69,11 @@ pub async fn query(state: AppState, req: Request<RequestBody>) -> HandlerResult 
     request.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
     let agent = resolve_agent(&state, request.agent_key.as_deref())?;
     let heartbeat = state.settings.server.heartbeat_interval;
-    let (_, observer) =
-        start_run(&state, NewRun { agent, request, principal, history: None, client_tools: Vec::new() }).await?;
+    let (_, observer) = start_run(
+        &state,
+        NewRun { agent, request, principal, history: None, client_tools: Vec::new(), regenerate: false },
+    )
+    .await?;
     Ok(sse_response(observer, heartbeat))
 }
 
@@ -88,13 +91,16 @@ pub struct NewRun {
     /// Frontend tools the client declares for this run (AG-UI `tools`), offered to the model
     /// besides the agent's own.
     pub client_tools: Vec<agw_tools::ToolDef>,
+    /// The run answers the chat's last message again (AI SDK `regenerate-message`): the chat's
+    /// last run is left out of what the model sees.
+    pub regenerate: bool,
 }
 
 /// Starts a run: checks access to an existing chat (404 like an absent one), takes the chat's
 /// slot (409 `chat_busy`, or queued), registers the run and spawns its task. Returns the handle
 /// and the run's first observer, attached before the run can publish anything.
 pub async fn start_run(state: &AppState, new: NewRun) -> Result<(Arc<RunHandle>, Observer), ApiError> {
-    let NewRun { agent, request, principal, history, client_tools } = new;
+    let NewRun { agent, request, principal, history, client_tools, regenerate } = new;
     let given = request.canonical_chat_id().map_err(|e| ApiError::bad_request(e.to_string()))?;
     if let Some(chat_id) = &given {
         check_chat_access(state, principal.as_ref(), chat_id).await?;
@@ -120,7 +126,7 @@ pub async fn start_run(state: &AppState, new: NewRun) -> Result<(Arc<RunHandle>,
     let observer = handle.observe(0).map_err(|_| ApiError::internal())?;
 
     let span = tracing::info_span!("run", runId = %run_id, chatId = %chat_id, agentKey = %agent.key);
-    let run = RunStart { agent, request, principal, handle: handle.clone(), slot, history, client_tools };
+    let run = RunStart { agent, request, principal, handle: handle.clone(), slot, history, client_tools, regenerate };
     tokio::spawn(drive_run(state.clone(), run).instrument(span));
     Ok((handle, observer))
 }
@@ -158,6 +164,8 @@ struct RunStart {
     history: Option<Vec<agw_llm::ChatMessage>>,
     /// See [`NewRun::client_tools`].
     client_tools: Vec<agw_tools::ToolDef>,
+    /// See [`NewRun::regenerate`].
+    regenerate: bool,
 }
 
 /// An existing chat the caller may not access is answered like a missing one would be on
@@ -204,6 +212,7 @@ async fn prepare(
     chat_id: &str,
     message: &str,
     principal: Option<&Principal>,
+    regenerate: bool,
 ) -> Result<Prepared, String> {
     let store = state.chats.clone();
     let (chat, message, key, name) = (chat_id.to_string(), message.to_string(), agent.key.clone(), agent.name.clone());
@@ -217,7 +226,7 @@ async fn prepare(
         else {
             return Ok(None);
         };
-        let context = store.run_context(&chat)?;
+        let context = if regenerate { store.run_context_regenerating(&chat)? } else { store.run_context(&chat)? };
         Ok::<_, agw_memory::MemoryError>(Some((upsert, context, chat)))
     })
     .await
@@ -296,7 +305,7 @@ enum Ended {
 /// run's handle whether or not anyone watches; ends early (dropping the provider stream, killing
 /// tool processes) when the run is cancelled.
 async fn drive_run(state: AppState, run: RunStart) {
-    let RunStart { agent, request, principal, handle, slot, history, client_tools } = run;
+    let RunStart { agent, request, principal, handle, slot, history, client_tools, regenerate } = run;
     let (run_id, chat_id) = (handle.run_id.clone(), handle.chat_id.clone());
     // Counted for the run's whole life: graceful shutdown waits for it; when it ends the handle
     // stays attachable for the retention window.
@@ -322,7 +331,7 @@ async fn drive_run(state: AppState, run: RunStart) {
     let message = request.message.clone().unwrap_or_default();
     let memory = state.settings.memory.enabled && history.is_none();
     let prepared = if memory {
-        prepare(&state, &agent, &chat_id, &message, principal.as_ref()).await
+        prepare(&state, &agent, &chat_id, &message, principal.as_ref(), regenerate).await
     } else {
         let mut prepared = stateless(&request, &chat_id, &message);
         prepared.history = history.unwrap_or_default();
