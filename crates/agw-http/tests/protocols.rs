@@ -105,6 +105,36 @@ async fn ag_ui_streams_events_and_continues_with_tool_messages() {
     assert_eq!(kinds[0], "RUN_STARTED");
     assert!(kinds.contains(&"TOOL_CALL_RESULT") && kinds.contains(&"TEXT_MESSAGE_CONTENT"), "{kinds:?}");
     assert_eq!(events.last().unwrap()["outcome"], json!({"type": "success"}));
+    let usage = &events.last().unwrap()["usage"][0];
+    assert!(usage["inputTokens"].as_u64().unwrap() > 0 && usage["totalTokens"].as_u64().is_some(), "{usage}");
+}
+
+/// `GET …/chat/{id}/stream` of a chat whose run is still streaming: the run from its start.
+#[tokio::test]
+async fn ai_sdk_resume_follows_a_running_run() {
+    let gw = Gateway::start(&[oneshot_agent("a", false, 5000)], &[]).await;
+    gw.fixture.set_default(Transcript::openai_text(&["one ", "two ", "three"]).with_chunk_delay_ms(150));
+    let url = format!("{}/api/ai-sdk/a/chat", gw.base);
+    let body =
+        json!({"id": "resumable", "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "q"}]}]});
+    let first = gw.client.post(&url).json(&body).send().await.unwrap();
+    let mut stream = first.bytes_stream();
+    use futures::StreamExt;
+    let _ = stream.next().await; // the run has started; the client "reloads the page"
+    drop(stream);
+    let resumed = gw.client.get(format!("{url}/resumable/stream")).send().await.unwrap();
+    assert_eq!(resumed.status(), 200);
+    assert_eq!(resumed.headers()["x-vercel-ai-ui-message-stream"], "v1");
+    let frames = data_frames(&resumed.text().await.unwrap());
+    assert_eq!(types(&frames)[0], "start", "from the run's start");
+    let text: String = frames
+        .iter()
+        .filter(|f| *f != "[DONE]")
+        .map(|f| serde_json::from_str::<Value>(f).unwrap())
+        .filter(|c| c["type"] == "text-delta")
+        .map(|c| c["delta"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(text, "one two three");
 }
 
 /// `trigger: regenerate-message` answers the last user message again without the answer it

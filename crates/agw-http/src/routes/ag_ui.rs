@@ -145,9 +145,9 @@ fn stream_response(
         mapper: AgUiMapper,
         first: Vec<Value>,
         done: bool,
-        _handle: Arc<RunHandle>,
+        handle: Arc<RunHandle>,
     }
-    let start = St { events: Events::new(observer), mapper, first, done: false, _handle: handle };
+    let start = St { events: Events::new(observer), mapper, first, done: false, handle };
     let frames = futures::stream::unfold(start, |mut st| async move {
         if st.done {
             return None;
@@ -166,7 +166,15 @@ fn stream_response(
                         st.mapper.suspend(&mut values);
                     }
                 }
-                for value in &values {
+                for value in &mut values {
+                    // RUN_FINISHED carries the run's usage when the provider reported any.
+                    if value["type"] == "RUN_FINISHED" {
+                        let (input, output) = st.handle.usage();
+                        if input + output > 0 {
+                            value["usage"] = serde_json::json!([{"inputTokens": input, "outputTokens": output,
+                                "totalTokens": input + output}]);
+                        }
+                    }
                     out.extend_from_slice(&ag_ui::frame(value));
                 }
                 st.done = st.mapper.is_finished();

@@ -57,6 +57,12 @@ fn output(result: &str) -> Value {
     serde_json::from_str(result).unwrap_or_else(|_| Value::String(result.to_owned()))
 }
 
+/// The error text of an agw tool error result (`{"ok":false,"error":"…"}`), if it is one.
+fn tool_error(result: &str) -> Option<String> {
+    let value: Value = serde_json::from_str(result).ok()?;
+    (value.get("ok") == Some(&Value::Bool(false))).then(|| value.get("error")?.as_str().map(str::to_owned))?
+}
+
 fn input(arguments: &str) -> Value {
     match serde_json::from_str::<Value>(arguments) {
         Ok(value @ Value::Object(_)) => value,
@@ -166,6 +172,19 @@ impl UiMessageMapper {
         out.push(chunk);
     }
 
+    fn call_error(&mut self, id: &str, error_text: String, out: &mut Vec<Value>) {
+        let frontend = self.calls.get(id).is_some_and(|c| c.frontend);
+        let mut chunk = json!({"type": "tool-output-error", "toolCallId": id, "errorText": error_text});
+        if !frontend {
+            chunk["providerExecuted"] = json!(true);
+            chunk["dynamic"] = json!(true);
+        }
+        if let Some(call) = self.calls.get_mut(id) {
+            call.frontend = false;
+        }
+        out.push(chunk);
+    }
+
     fn ensure_started(&mut self, run_id: &str, chat_id: &str, out: &mut Vec<Value>) {
         if !self.started {
             self.started = true;
@@ -200,7 +219,11 @@ impl UiMessageMapper {
             }
             EventPayload::ToolArgs(e) => self.call_args(&e.tool_id, &e.delta, out),
             EventPayload::ToolEnd(e) => self.call_end(&e.tool_id, out),
-            EventPayload::ToolResult(e) => self.call_result(&e.tool_id, output(&e.result), out),
+            EventPayload::ToolResult(e) => match tool_error(&e.result) {
+                // agw's tool errors (`{"ok":false,"error":…}`: unknown tool, failure, timeout).
+                Some(error_text) => self.call_error(&e.tool_id, error_text, out),
+                None => self.call_result(&e.tool_id, output(&e.result), out),
+            },
             EventPayload::ActionStart(e) => {
                 let name = e.action_name.clone().unwrap_or_default();
                 self.call_start(&e.action_id, &name, false, out)
@@ -330,6 +353,27 @@ mod tests {
         assert_eq!(out[5], json!({"type": "tool-input-start", "toolCallId": "f1", "toolName": "confirm_dialog"}));
         assert_eq!(out[6]["input"], json!({}), "no arguments: an empty object, never invalid JSON");
         assert_eq!(mapper.pending_client_calls(), ["f1"]);
+    }
+
+    #[test]
+    fn a_tool_error_is_tool_output_error() {
+        let (_, out) = map_all(vec![
+            ev(1, tool_start("b1", "weather", false)),
+            ev(
+                2,
+                ToolResult {
+                    tool_id: "b1".into(),
+                    result: r#"{"tool":"weather","ok":false,"error":"timed out"}"#.into(),
+                },
+            ),
+        ]);
+        assert_eq!(out[1]["type"], "tool-output-error");
+        assert_eq!(out[1]["errorText"], "timed out");
+        let (_, out) = map_all(vec![
+            ev(1, tool_start("b2", "w", false)),
+            ev(2, ToolResult { tool_id: "b2".into(), result: r#"{"ok":true}"#.into() }),
+        ]);
+        assert_eq!(out[1]["type"], "tool-output-available");
     }
 
     #[test]
