@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 struct Scratch(PathBuf);
 
 impl Scratch {
-    fn new() -> Self {
-        let dir = std::env::temp_dir().join(format!("agw-crash-test-{}", std::process::id()));
+    fn new(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("agw-crash-test-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         Self(dir)
@@ -162,7 +162,7 @@ fn history_lines(path: &Path, torn: Option<&str>) -> (Vec<Value>, Option<String>
 
 #[tokio::test]
 async fn sigkill_mid_run_loses_nothing_that_completed() {
-    let scratch = Scratch::new();
+    let scratch = Scratch::new("mid-run");
     let client = reqwest::Client::new();
 
     // First life: one complete run, then a run killed after its first content.delta.
@@ -256,4 +256,94 @@ async fn sigkill_mid_run_loses_nothing_that_completed() {
     assert_eq!(torn_now, None, "the file ends with a complete line after the new run");
     assert!(lines.iter().any(|l| l["runId"] == run_id(&third).as_str() && l["_type"] == "step"));
     drop(agw);
+}
+
+/// Durable waiting: a run that waits for a frontend submit survives SIGKILL. After the restart
+/// attach shows the wait again, the submit continues the run in the new process, and the chat
+/// holds the whole run as if nothing had happened.
+#[tokio::test]
+async fn a_run_waiting_for_a_submit_survives_sigkill_and_completes_after_restart() {
+    let scratch = Scratch::new("waiting");
+    let client = reqwest::Client::new();
+    let agw = Agw::start(&scratch, 0);
+    let mut live =
+        query(&client, &agw, json!({"agentKey": "demoConfirmDialog", "message": "Should we go hiking?"})).await;
+    while let Some(event) = live.next().await {
+        if event["type"] == "tool.end" {
+            break;
+        }
+    }
+    let seen = live.seen.clone();
+    let run = run_id(&seen);
+    let chat_id = seen[0]["chatId"].as_str().unwrap().to_owned();
+    let tool_id = of_type(&seen, "tool.start")[0]["toolId"].as_str().unwrap().to_owned();
+    let last_seq = seen.last().unwrap()["seq"].as_u64().unwrap();
+    // The wait is recorded right after its tool.end is published.
+    let mark = scratch.chats().join("_waiting").join(format!("{run}.wait"));
+    for _ in 0..200 {
+        if mark.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(mark.exists(), "the waiting run is marked");
+    agw.kill();
+
+    let agw = Agw::start(&scratch, 0);
+    let resp =
+        client.get(format!("{}/api/ap/attach?runId={run}&lastSeq={last_seq}", agw.base)).send().await.expect("attach");
+    assert_eq!(resp.status(), 200, "the run is attachable after the restart");
+    let mut attached = Events::new(resp);
+    let ask = attached.next().await.expect("the wait is shown again");
+    assert_eq!(ask["type"], "awaiting.ask", "{ask}");
+    assert_eq!(ask["mode"], "form");
+    assert_eq!(ask["awaitingId"], tool_id.as_str());
+    assert_eq!(ask["runId"], run.as_str());
+    assert_eq!(ask["toolName"], "confirm_dialog");
+    assert_eq!(ask["viewportKey"], "confirm_dialog");
+    assert_eq!(ask["seq"], last_seq + 1, "numbered after the last event of the first life");
+    assert!(ask["timeout"].as_u64().unwrap() > 0);
+
+    let params = json!({"selectedOption": "Yes", "selectedIndex": 1});
+    let submit: Value = client
+        .post(format!("{}/api/ap/submit", agw.base))
+        .json(&json!({"runId": run, "toolId": tool_id, "params": params}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(submit["data"]["accepted"], true, "{submit}");
+    let rest = attached.all().await;
+    let types: Vec<&str> = rest.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types.last(), Some(&"run.complete"), "{types:?}");
+    let result = of_type(&rest, "tool.result")[0];
+    assert_eq!(result["toolId"], tool_id.as_str());
+    assert_eq!(result["result"], params.to_string());
+    assert!(!content_text(&rest).is_empty(), "the next model turn ran in the new process");
+    let seqs: Vec<u64> = rest.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (last_seq + 1..last_seq + 1 + rest.len() as u64).collect::<Vec<_>>(), "gapless");
+    assert!(!types.contains(&"run.start"), "the same run goes on: {types:?}");
+
+    // The chat: every line parses, the mark is gone, the replay holds the whole run once.
+    let history = scratch.chats().join(format!("{chat_id}.json"));
+    let (lines, torn) = history_lines(&history, None);
+    assert_eq!(torn, None);
+    assert_eq!(lines.iter().filter(|l| l["_type"] == "query").count(), 1, "one query line for the run");
+    assert!(lines.iter().any(|l| l["_type"] == "awaiting"), "the wait is in the history");
+    assert!(!mark.exists(), "the mark goes with the wait");
+    let data = get(&client, &agw, &format!("/api/ap/chat?chatId={chat_id}")).await;
+    let events = data["events"].as_array().unwrap().clone();
+    let replay_types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(of_type(&events, "run.start").len(), 1, "{replay_types:?}");
+    assert_eq!(of_type(&events, "tool.result")[0]["result"], params.to_string());
+    assert_eq!(replay_types.last(), Some(&"run.complete"), "{replay_types:?}");
+
+    // The chat goes on.
+    let next = query(&client, &agw, json!({"agentKey": "demoModePlain", "message": "and now?", "chatId": chat_id}))
+        .await
+        .all()
+        .await;
+    assert_eq!(next.last().unwrap()["type"], "run.complete");
 }

@@ -15,6 +15,7 @@ pub mod body;
 pub mod check;
 pub mod config;
 pub mod cors;
+pub mod durable;
 pub mod envelope;
 pub mod hosts;
 pub mod limits;

@@ -40,6 +40,9 @@ impl Server {
     /// in their own tasks.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let Server { listener, state } = self;
+        // Before the first request: a submit or attach for a run that waited across the
+        // restart finds it registered.
+        crate::durable::restore_waiting_runs(&state).await;
         let limits = state.settings.server.limits;
         let clients = ClientLimits::new(limits);
         let mut builder = auto::Builder::new(TokioExecutor::new());

@@ -7,9 +7,9 @@ use agw_memory::{ChatStore, Recorder};
 
 use crate::runs::RunHandle;
 use crate::webhook::RunTrigger;
-use agw_modes::runtime::{DeltaSink, EmitError};
+use agw_modes::runtime::{DeltaSink, EmitError, WaitPoint};
 use agw_protocol::event::{ChatStart, RequestQuery};
-use agw_protocol::history::HistoryLine;
+use agw_protocol::history::{AwaitingLine, HistoryLine};
 use agw_protocol::{AgentDelta, Assembler, ErrorCode, Event, RunErrorInfo};
 
 /// Where a run's history goes.
@@ -33,12 +33,25 @@ pub struct SseSink {
     events: Vec<Event>,
     persistence: Option<Persistence>,
     webhook: Option<RunTrigger>,
+    /// The run's wait is recorded (an `awaiting` line and the chat store's mark): the mark goes
+    /// when the run ends.
+    marked: bool,
+    /// The run waits for a person right now (nothing was emitted since [`DeltaSink::waiting`]).
+    waiting: bool,
 }
 
 impl SseSink {
     /// A sink with no webhook; `persistence` `None`: the run is not recorded (memory disabled).
     pub fn new(assembler: Assembler, handle: Arc<RunHandle>, persistence: Option<Persistence>) -> Self {
-        Self { assembler, handle, events: Vec::with_capacity(4), persistence, webhook: None }
+        Self {
+            assembler,
+            handle,
+            events: Vec::with_capacity(4),
+            persistence,
+            webhook: None,
+            marked: false,
+            waiting: false,
+        }
     }
 
     /// Fires the chat-event webhook at the run's first content delta.
@@ -95,6 +108,17 @@ impl SseSink {
         let _ = self.persist_final(&[]).await;
     }
 
+    /// The run waits for a person and its wait is recorded: stopping the server now leaves it
+    /// to be continued after a restart (durable waiting), nothing more is written.
+    pub fn waits_durably(&self) -> bool {
+        self.waiting && self.marked
+    }
+
+    /// Continues a run whose wait was recorded by another process: the mark is its already.
+    pub fn adopt_mark(&mut self) {
+        self.marked = true;
+    }
+
     /// Whether the run's final event has been emitted: nothing more may follow.
     pub fn is_finished(&self) -> bool {
         self.assembler.is_finished()
@@ -116,7 +140,54 @@ impl SseSink {
     async fn persist_final(&mut self, events: &[Event]) -> Result<(), String> {
         let Some(p) = self.persistence.as_mut() else { return Ok(()) };
         let lines = p.recorder.finish(events);
-        write_lines(p.store.clone(), p.chat_id.clone(), lines, true).await
+        let written = write_lines(p.store.clone(), p.chat_id.clone(), lines, true).await;
+        if std::mem::take(&mut self.marked) {
+            // After the final lines: a crash in between leaves a mark whose run no longer
+            // waits (its last line is not `awaiting`), which a restart clears.
+            let (store, run_id) = (p.store.clone(), self.assembler.run_id().to_owned());
+            let cleared = tokio::task::spawn_blocking(move || store.clear_waiting(&run_id)).await;
+            if let Ok(Err(e)) = cleared {
+                tracing::warn!(error = %e, "could not clear the mark of a run that no longer waits");
+            }
+        }
+        written
+    }
+
+    /// Records the wait: the step so far and where the run stands as an `awaiting` line, and
+    /// the store's mark of the run. A failure is logged, not fatal: the wait still works in
+    /// this process, it just would not survive a restart.
+    async fn record_wait(&mut self, wait: &WaitPoint) {
+        let Some(p) = self.persistence.as_mut() else { return };
+        let step = p.recorder.checkpoint();
+        let (query, system) = p.recorder.query_and_system();
+        let now = now_ms();
+        let line = AwaitingLine {
+            chat_id: p.chat_id.clone(),
+            run_id: self.assembler.run_id().to_owned(),
+            updated_at: now,
+            awaiting_id: wait.ask.awaiting_id.clone(),
+            last_seq: self.assembler.next_seq().saturating_sub(1),
+            timeout_at: now.saturating_add(i64::try_from(wait.timeout.as_millis()).unwrap_or(i64::MAX)),
+            resume_at: wait.resume_at.clone(),
+            calls: wait.calls.clone(),
+            results: wait.results.clone(),
+            ask: wait.ask.clone(),
+            query: query.clone(),
+            system: system.cloned(),
+            steps_written: p.recorder.steps_written(),
+            step,
+        };
+        let (store, chat_id, run_id) = (p.store.clone(), p.chat_id.clone(), line.run_id.clone());
+        let written = tokio::task::spawn_blocking(move || {
+            store.append(&chat_id, &[HistoryLine::Awaiting(line)])?;
+            store.mark_waiting(&run_id, &chat_id)
+        })
+        .await;
+        match written {
+            Ok(Ok(())) => self.marked = true,
+            Ok(Err(e)) => tracing::warn!(error = %e, "the wait is not recorded; it will not survive a restart"),
+            Err(e) => tracing::warn!(error = %e, "the wait is not recorded; it will not survive a restart"),
+        }
     }
 }
 
@@ -144,8 +215,19 @@ async fn write_lines(
     }
 }
 
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
 impl DeltaSink for SseSink {
+    async fn waiting(&mut self, wait: &WaitPoint) -> Result<(), EmitError> {
+        self.record_wait(wait).await;
+        self.waiting = true;
+        Ok(())
+    }
+
     async fn emit(&mut self, delta: AgentDelta) -> Result<(), EmitError> {
+        self.waiting = false;
         if let AgentDelta::Usage(usage) = &delta {
             self.handle.add_usage(usage);
         }

@@ -33,7 +33,7 @@ pub use config::{DEFAULT_K, FsyncPolicy, MemoryConfig};
 pub use error::MemoryError;
 pub use index::{ChatSummary, ChatUpsert, Owner};
 pub use recorder::{Recorder, RecorderInit};
-pub use store::{ChatStore, RunContext};
+pub use store::{ChatStore, RunContext, WaitingRun};
 pub use window::{UNRECORDED_RESULT, history_messages};
 
 // The HTTP layer shares one store between tasks and moves a recorder into each run task.

@@ -20,8 +20,8 @@ use std::collections::{HashMap, HashSet};
 
 use agw_protocol::event::{Event, EventPayload};
 use agw_protocol::history::{
-    ApprovalLine, HistoryLine, PlanSnapshot, QueryLine, ROLE_ASSISTANT, ROLE_TOOL, Stage, StepLine, StoredMessage,
-    StoredToolCall, SystemSnapshot,
+    ApprovalLine, HistoryLine, PendingCall, PendingStep, PlanSnapshot, QueryLine, ROLE_ASSISTANT, ROLE_TOOL, Stage,
+    StepLine, StoredMessage, StoredToolCall, SystemSnapshot,
 };
 use agw_protocol::request::QueryRequest;
 use agw_protocol::{AgentDelta, Clock, SystemClock, ids};
@@ -168,6 +168,70 @@ impl Recorder {
             pending: Vec::new(),
             finished: false,
         }
+    }
+
+    /// Continues recording a run that began in another process and waited (durable waiting):
+    /// `steps_written` step lines (and the query line, when > 0) are on disk; `step` is the step
+    /// the wait interrupted, as [`Self::checkpoint`] captured it.
+    pub fn resumed(init: RecorderInit, clock: Box<dyn Clock>, steps_written: i64, step: PendingStep) -> Self {
+        let mut recorder = Self::with_clock(init, clock);
+        recorder.seq = steps_written.max(0);
+        let PendingStep { stage, messages, calls, plan, usage } = step;
+        let mut resumed = Step::new(&stage);
+        resumed.messages = messages;
+        resumed.plan = plan;
+        resumed.usage = usage;
+        for call in calls {
+            if let Some(name) = &call.name {
+                recorder.call_names.insert(call.id.clone(), name.clone());
+            }
+            let call_type = if call.call_type == "action" { "action" } else { "function" };
+            let msg_id = if call.msg_id.is_empty() { ids::new_msg_id() } else { call.msg_id };
+            resumed.calls.push(Call {
+                id: call.id,
+                name: call.name,
+                call_type,
+                arguments: call.arguments,
+                first_ts: call.ts,
+                msg_id,
+            });
+        }
+        recorder.last_ts = resumed.calls.iter().map(|c| c.first_ts).max().unwrap_or(i64::MIN);
+        recorder.step = resumed;
+        recorder
+    }
+
+    /// The step being recorded, as far as it got, for a run that begins to wait: what
+    /// [`Self::resumed`] continues from in a new process. Nothing is written: the step's calls
+    /// are still to be answered, and a step line is only written whole.
+    pub fn checkpoint(&mut self) -> PendingStep {
+        let now = self.now();
+        self.write_text(now);
+        let step = &self.step;
+        PendingStep {
+            stage: step.stage.clone(),
+            messages: step.messages.clone(),
+            calls: step
+                .calls
+                .iter()
+                .map(|c| PendingCall {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                    call_type: c.call_type.to_owned(),
+                    arguments: c.arguments.clone(),
+                    ts: c.first_ts,
+                    msg_id: c.msg_id.clone(),
+                })
+                .collect(),
+            plan: step.plan.clone(),
+            usage: step.usage.clone(),
+        }
+    }
+
+    /// The run's normalised request and, while the first step line is not written, its system
+    /// snapshot: what a run that waits keeps beside [`Self::checkpoint`].
+    pub fn query_and_system(&self) -> (&QueryRequest, Option<&SystemSnapshot>) {
+        (&self.query, if self.seq == 0 { self.system.as_ref() } else { None })
     }
 
     /// Feeds one delta and the events it produced. Returns the lines to append now: the query

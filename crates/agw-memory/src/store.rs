@@ -22,6 +22,21 @@ use crate::window;
 /// exist, and two chats sharing a lock only wait for one short write.
 const LOCK_STRIPES: usize = 64;
 
+/// Under the chat directory: one mark per run that waits for a person.
+const WAITING_DIR: &str = "_waiting";
+
+/// A run that waits for a person, as its chat's history describes it ([`ChatStore::waiting_run`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WaitingRun {
+    /// The run's last line.
+    pub awaiting: history::AwaitingLine,
+    /// The run's messages up to the turn that waits (the user's message first; the waiting
+    /// turn's calls are not in it).
+    pub conversation: Vec<ChatMessage>,
+    /// The chat without this run: the model's window, the plan, remembered approvals.
+    pub context: RunContext,
+}
+
 /// What a run needs from memory before it starts (one read of the history file).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunContext {
@@ -104,6 +119,19 @@ impl ChatStore {
         })
     }
 
+    /// A recorder that continues a run which waited in another process (durable waiting),
+    /// from its `awaiting` line.
+    pub fn resumed_recorder(&self, awaiting: &history::AwaitingLine) -> Recorder {
+        let init = RecorderInit {
+            chat_id: awaiting.chat_id.clone(),
+            run_id: awaiting.run_id.clone(),
+            query: awaiting.query.clone(),
+            system: awaiting.system.clone(),
+            action_tools: self.action_tools.clone(),
+        };
+        Recorder::resumed(init, Box::new(agw_protocol::SystemClock), awaiting.steps_written, awaiting.step.clone())
+    }
+
     // -- history ----------------------------------------------------------------------------
 
     /// Appends lines in one write (so a run's query line and first step land together), under
@@ -173,6 +201,75 @@ impl ChatStore {
             lines.retain(|l| l.as_approval().is_some() || l.run_id() != last_run);
         }
         self.run_context_of(lines)
+    }
+
+    // -- runs waiting for a person ----------------------------------------------------------
+
+    /// Marks `run_id` of `chat_id` as waiting (`<dir>/_waiting/<runId>.wait`, holding the chat
+    /// id), so a restarted server finds its waiting runs without reading every chat. The truth
+    /// stays in the chat's history: see [`Self::waiting_run`].
+    pub fn mark_waiting(&self, run_id: &str, chat_id: &str) -> Result<(), MemoryError> {
+        let (Some(path), Some(_)) = (self.waiting_path(run_id), self.history_path(chat_id)) else { return Ok(()) };
+        file::rewrite(&path, chat_id.as_bytes(), self.config.fsync != FsyncPolicy::Never)
+    }
+
+    /// Removes the mark of a run that no longer waits (ended, or gone on).
+    pub fn clear_waiting(&self, run_id: &str) -> Result<(), MemoryError> {
+        let Some(path) = self.waiting_path(run_id) else { return Ok(()) };
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(MemoryError::io("remove", &path)(e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Every marked run as `(runId, chatId)`; unreadable or malformed marks are skipped.
+    pub fn waiting_runs(&self) -> Result<Vec<(String, String)>, MemoryError> {
+        let dir = self.config.dir.join(WAITING_DIR);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(MemoryError::io("list", &dir)(e)),
+        };
+        let mut runs = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(run_id) = name.strip_suffix(".wait").filter(|id| is_canonical(id)) else { continue };
+            match std::fs::read_to_string(entry.path()) {
+                Ok(chat_id) if is_canonical(chat_id.trim()) => {
+                    runs.push((run_id.to_owned(), chat_id.trim().to_owned()))
+                }
+                _ => tracing::warn!(path = %entry.path().display(), "skipping an unreadable waiting-run mark"),
+            }
+        }
+        runs.sort();
+        Ok(runs)
+    }
+
+    /// The state of `run_id` if it still waits: its last line in the chat is an `awaiting`
+    /// line. With it, what the run's next model turn needs: the chat's window without this run,
+    /// the chat's plan and remembered approvals, and this run's conversation so far (up to the
+    /// turn that waits, whose calls the caller answers).
+    pub fn waiting_run(&self, chat_id: &str, run_id: &str) -> Result<Option<WaitingRun>, MemoryError> {
+        let lines = self.read_lines(chat_id)?;
+        let Some(HistoryLine::Awaiting(awaiting)) = lines.iter().rev().find(|l| l.run_id() == run_id) else {
+            return Ok(None);
+        };
+        let awaiting = awaiting.clone();
+        let mut steps: Vec<&history::StepLine> =
+            lines.iter().filter(|l| l.run_id() == run_id).filter_map(HistoryLine::as_step).collect();
+        steps.sort_by_key(|s| s.seq);
+        let user = (awaiting.steps_written == 0)
+            .then(|| history::StoredMessage::user(awaiting.query.message.clone().unwrap_or_default(), 0));
+        let stored =
+            steps.iter().flat_map(|s| s.messages.iter()).chain(user.iter()).chain(awaiting.step.messages.iter());
+        let conversation = window::conversation(stored);
+        let others: Vec<HistoryLine> =
+            lines.into_iter().filter(|l| l.as_approval().is_some() || l.run_id() != run_id).collect();
+        Ok(Some(WaitingRun { awaiting, conversation, context: self.run_context_of(others)? }))
+    }
+
+    fn waiting_path(&self, run_id: &str) -> Option<PathBuf> {
+        is_canonical(run_id).then(|| self.config.dir.join(WAITING_DIR).join(format!("{run_id}.wait")))
     }
 
     fn run_context_of(&self, lines: Vec<HistoryLine>) -> Result<RunContext, MemoryError> {

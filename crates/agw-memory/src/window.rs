@@ -17,13 +17,15 @@ pub const UNRECORDED_RESULT: &str = r#"{"executed":false,"reason":"no result rec
 /// comes back as a user message where the run took it), reasoning dropped, tool calls paired with their
 /// results (missing results synthesised as [`UNRECORDED_RESULT`], orphan results dropped).
 pub fn history_messages(lines: &[HistoryLine], k: usize) -> Vec<ChatMessage> {
+    let runs = last_runs_with_steps(lines, k.max(1));
+    conversation(runs.iter().flat_map(|run| run.iter().flat_map(|step| step.messages.iter())))
+}
+
+/// Stored messages (in order) → chat messages, converted and paired as in [`history_messages`].
+pub fn conversation<'a>(messages: impl IntoIterator<Item = &'a StoredMessage>) -> Vec<ChatMessage> {
     let mut pairing = Pairing::default();
-    for run in last_runs_with_steps(lines, k.max(1)) {
-        for message in run.iter().flat_map(|step| step.messages.iter()) {
-            if let Some(converted) = convert(message) {
-                pairing.push(converted);
-            }
-        }
+    for converted in messages.into_iter().filter_map(convert) {
+        pairing.push(converted);
     }
     pairing.finish()
 }

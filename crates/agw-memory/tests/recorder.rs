@@ -9,7 +9,7 @@ use agw_memory::{UNRECORDED_RESULT, history_messages};
 use agw_protocol::chat::ChatMessage;
 use agw_protocol::delta::{ActionStartMeta, FrontendMeta, ToolStartMeta};
 use agw_protocol::event::{ErrorCode, EventPayload, PlanTask, TaskStatus};
-use agw_protocol::history::{HistoryLine, SystemSnapshot, SystemTool};
+use agw_protocol::history::{HistoryLine, PendingStep, SystemSnapshot, SystemTool};
 use agw_protocol::request::QueryRequest;
 use agw_protocol::{AgentDelta, Event, RunErrorInfo, replay_chat};
 use common::{Run, TempDir, query, store_in};
@@ -634,4 +634,71 @@ fn a_steer_in_a_task_writes_unanswered_calls_before_it_and_is_recorded_from_even
             "assistant:ok".to_owned(),
         ]
     );
+}
+
+/// A batch of a backend call and a frontend call; the run waits for the frontend submit.
+fn waiting_batch(run: &mut Run) {
+    run.push(1, marker("react-step-1"));
+    run.push(2, content("checking"));
+    run.push(3, tool_args("b1", "lookup", r#"{"q":1}"#));
+    let meta = ToolStartMeta {
+        tool_name: "confirm_dialog".into(),
+        tool_type: "html".into(),
+        frontend: Some(FrontendMeta { tool_key: "confirm_dialog".into(), tool_timeout: 1000 }),
+        ..ToolStartMeta::default()
+    };
+    run.push(4, AgentDelta::ToolArgs { tool_id: "f1".into(), meta, delta: "{}".into() });
+    run.push(5, AgentDelta::ToolEnd { tool_id: "b1".into() });
+    run.push(6, AgentDelta::ToolEnd { tool_id: "f1".into() });
+}
+
+fn after_the_wait(run: &mut Run) {
+    run.push(20, tool_result("b1", "found"));
+    run.push(21, tool_result("f1", r#"{"confirmed":true}"#));
+    run.push(22, marker("react-step-2"));
+    run.push(23, content("done"));
+    run.complete(24);
+}
+
+#[test]
+fn a_run_continued_from_a_checkpoint_writes_what_an_uninterrupted_run_writes() {
+    let mut whole = Run::new(CHAT, RUN, query("q"), Some(weather_system()), &[]);
+    waiting_batch(&mut whole);
+    after_the_wait(&mut whole);
+
+    let mut split = Run::new(CHAT, RUN, query("q"), Some(weather_system()), &[]);
+    waiting_batch(&mut split);
+    let step = split.recorder.checkpoint();
+    assert!(split.lines.is_empty(), "nothing is written at the wait: {:?}", split.jsonl());
+    let (_, system) = split.recorder.query_and_system();
+    assert!(system.is_some(), "the first step line is not written yet, so the snapshot is kept");
+    // Through JSON, as the awaiting line stores it.
+    let step: PendingStep = serde_json::from_value(serde_json::to_value(&step).expect("json")).expect("back");
+    assert_eq!(step.calls.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["b1", "f1"]);
+    split.resume_recorder(split.recorder.steps_written(), step);
+    after_the_wait(&mut split);
+
+    // `_msgId`s are random per recorder; the first one of the step is kept across the wait.
+    let msg_ids = |run: &Run| -> Vec<String> {
+        let mut ids: Vec<String> = Vec::new();
+        run.jsonl()
+            .iter()
+            .map(|line| {
+                let mut value: Value = serde_json::from_str(line).expect("json");
+                for message in value["messages"].as_array_mut().into_iter().flatten() {
+                    if let Some(id) = message.get("_msgId").and_then(Value::as_str).map(str::to_owned) {
+                        let n = ids.iter().position(|seen| *seen == id).unwrap_or_else(|| {
+                            ids.push(id);
+                            ids.len() - 1
+                        });
+                        message["_msgId"] = json!(format!("m{n}"));
+                    }
+                }
+                value.to_string()
+            })
+            .collect()
+    };
+    assert_eq!(msg_ids(&split), msg_ids(&whole));
+    let history = history_messages(&split.lines, 5);
+    assert!(history.iter().all(|m| !matches!(m, ChatMessage::Tool { content, .. } if content == UNRECORDED_RESULT)));
 }

@@ -240,6 +240,30 @@ impl Assembler {
         }
     }
 
+    /// An assembler that continues a run another process started (durable waiting): its first
+    /// event gets `next_seq`; `ended_tools` are the run's tool calls that were ended but not
+    /// answered when it stopped, `open_actions` its actions still open — a later result (or
+    /// [`Self::cancel`]) answers them. No `request.query`/`run.start` again: the run has begun.
+    pub fn resumed(
+        run_id: impl Into<String>,
+        chat_id: impl Into<String>,
+        clock: Box<dyn Clock>,
+        next_seq: u64,
+        ended_tools: &[String],
+        open_actions: &[String],
+    ) -> Self {
+        let mut assembler = Self::new(run_id, chat_id, clock);
+        assembler.next_seq = next_seq.max(1);
+        for id in ended_tools {
+            assembler.tools.start(id);
+            assembler.tools.end(id);
+        }
+        for id in open_actions {
+            assembler.actions.start(id);
+        }
+        assembler
+    }
+
     /// The run whose events this assembler numbers.
     pub fn run_id(&self) -> &str {
         &self.run_id

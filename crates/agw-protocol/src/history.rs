@@ -38,6 +38,128 @@ pub enum HistoryLine {
     /// the chat's later runs do not ask again. Readers of the reference's format skip it.
     #[serde(rename = "approval")]
     Approval(ApprovalLine),
+    /// `"_type":"awaiting"` (agw): the run waits for a person (a frontend submit or an
+    /// approval) — what a restarted server needs to show the wait again and continue the run
+    /// when it is answered. Readers of the reference's format skip it.
+    #[serde(rename = "awaiting")]
+    Awaiting(AwaitingLine),
+}
+
+/// `{"_type":"awaiting","chatId","runId","updatedAt","awaitingId","lastSeq","timeoutAt","resumeAt","calls","results","ask"}`.
+///
+/// Written when a wait begins, after the step so far is flushed. The run is still waiting while
+/// this is the run's last line (see `docs/run-lifecycle.md`, durable waiting).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AwaitingLine {
+    /// The chat of the run.
+    #[serde(default)]
+    pub chat_id: String,
+    /// The run that waits.
+    #[serde(default)]
+    pub run_id: String,
+    /// Epoch ms when the wait began.
+    #[serde(default)]
+    pub updated_at: i64,
+    /// The call the wait is for (`awaitingId` = `toolId` of the submit).
+    pub awaiting_id: String,
+    /// Seq of the last event the run streamed before it waited; a continued stream goes on
+    /// from there.
+    #[serde(default)]
+    pub last_seq: u64,
+    /// Epoch ms when the wait times out (the submit timeout holds across a restart).
+    #[serde(default)]
+    pub timeout_at: i64,
+    /// Where the run continues: the stage marker of the step that waits (`react-step-2`,
+    /// `oneshot`); empty when the mode cannot continue a run in a new process.
+    #[serde(default)]
+    pub resume_at: String,
+    /// The tool calls of the model turn that waits, in call order.
+    #[serde(default)]
+    pub calls: Vec<AwaitingCall>,
+    /// Results of the calls of that turn that had already run, in call order.
+    #[serde(default)]
+    pub results: Vec<AwaitingResult>,
+    /// The wait as `awaiting.ask` shows it.
+    pub ask: crate::event::AwaitingAsk,
+    /// The run's normalised request (its query line may not be written yet).
+    pub query: QueryRequest,
+    /// The system snapshot for the run's first step line, while that is not written yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<SystemSnapshot>,
+    /// Step lines of the run written before the wait.
+    #[serde(default)]
+    pub steps_written: i64,
+    /// The step the wait interrupted, as far as it got: written as a step line once the run
+    /// goes on (or ends), never before — its calls are answered after the wait.
+    pub step: PendingStep,
+}
+
+/// A step being recorded when its run began to wait (see [`AwaitingLine::step`]).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingStep {
+    /// The step's stage (`react`, `oneshot`, …).
+    #[serde(default)]
+    pub stage: String,
+    /// Messages of the step so far.
+    #[serde(default)]
+    pub messages: Vec<StoredMessage>,
+    /// Calls of the step still waiting for their result, in start order.
+    #[serde(default)]
+    pub calls: Vec<PendingCall>,
+    /// The step's plan, when it changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanSnapshot>,
+    /// The step's usage, as the provider reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Value>,
+}
+
+/// A call of a [`PendingStep`] without its result yet.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingCall {
+    /// The call id.
+    pub id: String,
+    /// The tool name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `function` or `action`.
+    #[serde(default)]
+    pub call_type: String,
+    /// Arguments as streamed.
+    #[serde(default)]
+    pub arguments: String,
+    /// When its arguments began to stream (epoch ms).
+    #[serde(default)]
+    pub ts: i64,
+    /// The `_msgId` of the model response it belongs to.
+    #[serde(default)]
+    pub msg_id: String,
+}
+
+/// One tool call of the turn that waits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AwaitingCall {
+    /// The call id.
+    pub id: String,
+    /// The tool, as the model named it.
+    pub name: String,
+    /// The arguments as streamed (JSON text).
+    #[serde(default)]
+    pub arguments: String,
+}
+
+/// The result of a call that ran before the wait.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AwaitingResult {
+    /// The call id.
+    pub id: String,
+    /// The result text, as the model will see it.
+    pub result: String,
 }
 
 /// `{"_type":"approval","chatId","runId","updatedAt","rule","toolName","decision":"always"}`.
@@ -68,7 +190,7 @@ impl HistoryLine {
     /// Parses one line of a history file.
     ///
     /// `Ok(None)`: a line the contract says to ignore — blank, valid JSON that is not an object,
-    /// or an object whose `_type` is neither `query`, `step` nor `approval`. `Err`: not JSON at all (e.g. a
+    /// or an object whose `_type` is none of `query`, `step`, `approval`, `awaiting`. `Err`: not JSON at all (e.g. a
     /// line torn by a crash mid-write) or a known line whose fields have impossible types.
     pub fn parse(text: &str) -> Result<Option<Self>, serde_json::Error> {
         let text = text.trim();
@@ -84,6 +206,7 @@ impl HistoryLine {
             Some("query") => QueryLine::deserialize(value).map(|line| Some(Self::Query(line))),
             Some("step") => StepLine::deserialize(value).map(|line| Some(Self::Step(line))),
             Some("approval") => ApprovalLine::deserialize(value).map(|line| Some(Self::Approval(line))),
+            Some("awaiting") => AwaitingLine::deserialize(value).map(|line| Some(Self::Awaiting(line))),
             _ => Ok(None),
         }
     }
@@ -99,6 +222,7 @@ impl HistoryLine {
             Self::Query(line) => &line.run_id,
             Self::Step(line) => &line.run_id,
             Self::Approval(line) => &line.run_id,
+            Self::Awaiting(line) => &line.run_id,
         }
     }
 
@@ -108,6 +232,7 @@ impl HistoryLine {
             Self::Query(line) => &line.chat_id,
             Self::Step(line) => &line.chat_id,
             Self::Approval(line) => &line.chat_id,
+            Self::Awaiting(line) => &line.chat_id,
         }
     }
 
@@ -123,6 +248,14 @@ impl HistoryLine {
     pub fn as_approval(&self) -> Option<&ApprovalLine> {
         match self {
             Self::Approval(line) => Some(line),
+            _ => None,
+        }
+    }
+
+    /// `Some` for an awaiting line.
+    pub fn as_awaiting(&self) -> Option<&AwaitingLine> {
+        match self {
+            Self::Awaiting(line) => Some(line),
             _ => None,
         }
     }

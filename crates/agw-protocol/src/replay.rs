@@ -119,8 +119,9 @@ fn ordered_runs(lines: &[HistoryLine]) -> Vec<Run<'_>> {
     let mut runs: Vec<Run<'_>> = Vec::new();
     let mut by_id: HashMap<&str, usize> = HashMap::new();
     for (index, line) in lines.iter().enumerate() {
-        // Remembered approvals are settings of the chat, not part of what was said.
-        if line.as_approval().is_some() {
+        // Remembered approvals are settings of the chat, waits are run state: neither is part
+        // of what was said.
+        if line.as_approval().is_some() || line.as_awaiting().is_some() {
             continue;
         }
         let slot = *by_id.entry(line.run_id()).or_insert_with(|| {
@@ -133,7 +134,7 @@ fn ordered_runs(lines: &[HistoryLine]) -> Vec<Run<'_>> {
                 run.query.get_or_insert(query);
             }
             HistoryLine::Step(step) => run.steps.push(step),
-            HistoryLine::Approval(_) => {}
+            HistoryLine::Approval(_) | HistoryLine::Awaiting(_) => {}
         }
     }
     runs.retain(|run| !run.steps.is_empty());

@@ -8,7 +8,7 @@ mod data;
 mod events;
 mod openai;
 mod ops;
-mod query;
+pub(crate) mod query;
 mod runs;
 mod submit;
 mod viewport;

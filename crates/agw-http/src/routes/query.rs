@@ -52,7 +52,7 @@ pub async fn read_body(
     }
 }
 
-pub(super) fn resolve_agent(state: &AppState, requested: Option<&str>) -> Result<Arc<AgentDefinition>, ApiError> {
+pub(crate) fn resolve_agent(state: &AppState, requested: Option<&str>) -> Result<Arc<AgentDefinition>, ApiError> {
     let catalog = state.agents.load();
     let key = requested.map(str::trim).unwrap_or("");
     if key.is_empty() || key.eq_ignore_ascii_case("auto") || key.eq_ignore_ascii_case("default") {
@@ -192,7 +192,7 @@ async fn check_chat_access(state: &AppState, principal: Option<&Principal>, chat
     }
 }
 
-fn count_outcome(outcome: &'static str, code: &str) {
+pub(crate) fn count_outcome(outcome: &'static str, code: &str) {
     metrics::counter!(crate::metrics::RUNS_TOTAL, "outcome" => outcome, "code" => code.to_string()).increment(1);
 }
 
@@ -286,7 +286,7 @@ fn system_snapshot(state: &AppState, agent: &AgentDefinition, stream: Option<boo
 
 /// Forgets the run's answered submits when its task ends, however it ends: a second answer is
 /// told `already_answered` while the run lasts, and nothing is kept after it.
-struct ForgetAnswers(Arc<agw_modes::runtime::FrontendSubmits>, String);
+pub(crate) struct ForgetAnswers(pub Arc<agw_modes::runtime::FrontendSubmits>, pub String);
 
 impl Drop for ForgetAnswers {
     fn drop(&mut self) {
@@ -295,7 +295,7 @@ impl Drop for ForgetAnswers {
 }
 
 /// How the mode's part of a run ended, from the run task's point of view.
-enum Ended {
+pub(crate) enum Ended {
     Mode(RunOutcome),
     Cancelled(CancelReason),
     Shutdown,
@@ -391,6 +391,18 @@ async fn drive_run(state: AppState, run: RunStart) {
         () = handle.abandoned() => Ended::Cancelled(CancelReason::Detached),
         () = state.runs.stopped() => Ended::Shutdown,
     };
+    end_run(&mut sink, ended, &steers).await;
+}
+
+/// Ends a run whose mode returned (or was stopped): closes its steers, then the terminal
+/// event the way it ended says — unless the server stops while the run waits durably for a
+/// person: then nothing is written, and a restart continues it (`crate::durable`).
+pub(crate) async fn end_run(sink: &mut SseSink, ended: Ended, steers: &agw_modes::runtime::SteerQueue) {
+    if matches!(ended, Ended::Shutdown) && sink.waits_durably() {
+        steers.close();
+        tracing::info!("the server stops while the run waits; it continues after a restart");
+        return;
+    }
     // Before the terminal event: a steer into a finished run is refused from here on.
     let untaken = steers.close();
     if !untaken.is_empty() {

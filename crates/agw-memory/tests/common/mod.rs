@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use agw_memory::{ChatStore, FsyncPolicy, MemoryConfig, Recorder, RecorderInit};
 use agw_protocol::event::ChatStart;
-use agw_protocol::history::{HistoryLine, SystemSnapshot};
+use agw_protocol::history::{HistoryLine, PendingStep, SystemSnapshot};
 use agw_protocol::request::QueryRequest;
 use agw_protocol::{AgentDelta, Assembler, Event, RunErrorInfo};
 
@@ -57,6 +57,7 @@ pub struct Run {
     queued: Arc<Mutex<VecDeque<i64>>>,
     asm: Assembler,
     pub recorder: Recorder,
+    resume: Box<dyn Fn(i64, PendingStep) -> Recorder>,
     /// Every live event, bootstrap included.
     pub events: Vec<Event>,
     /// Every line the recorder returned, in order.
@@ -87,8 +88,17 @@ impl Run {
             system,
             action_tools: action_tools.iter().map(|s| (*s).to_owned()).collect(),
         };
-        let recorder = Recorder::with_clock(init, Box::new(clock));
-        Self { now, queued, asm, recorder, events: Vec::new(), lines: Vec::new() }
+        let recorder = Recorder::with_clock(init.clone(), Box::new(clock.clone()));
+        let resume = Box::new(move |steps: i64, step: PendingStep| {
+            Recorder::resumed(init.clone(), Box::new(clock.clone()), steps, step)
+        });
+        Self { now, queued, asm, recorder, resume, events: Vec::new(), lines: Vec::new() }
+    }
+
+    /// Replaces the recorder by one that continues from a checkpoint (a new process), on the
+    /// same clock.
+    pub fn resume_recorder(&mut self, steps_written: i64, step: PendingStep) {
+        self.recorder = (self.resume)(steps_written, step);
     }
 
     pub fn bootstrap(&mut self, ts: i64, request: &QueryRequest, new_chat: bool) {

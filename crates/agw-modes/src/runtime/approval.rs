@@ -14,6 +14,7 @@ use agw_protocol::event::{
 
 use crate::definition::ApprovalDecision;
 
+use super::execute::BatchSoFar;
 use super::{DeltaSink, RunContext, RunFailure, RunState};
 
 /// What happens to a backend call after its approval check.
@@ -58,16 +59,25 @@ fn options() -> Vec<ApprovalOption> {
     ]
 }
 
+/// The call an approval is about.
+pub(super) struct Asked<'a> {
+    pub call_id: &'a str,
+    pub name: &'a str,
+    pub args: &'a Value,
+}
+
 /// Checks a backend call `name(args)` with id `call_id` against the agent's approval rules,
-/// asking a person when a rule says so.
+/// asking a person when a rule says so — unless `given` already holds the answer (a run that
+/// waited for it in another process; `Some(None)`: that wait timed out).
 pub(super) async fn check<S: DeltaSink>(
     ctx: &RunContext,
-    call_id: &str,
-    name: &str,
-    args: &Value,
+    asked: Asked<'_>,
+    given: Option<Option<Value>>,
+    batch: BatchSoFar<'_>,
     state: &mut RunState,
     sink: &mut S,
 ) -> Result<Verdict, RunFailure> {
+    let Asked { call_id, name, args } = asked;
     let Some(rule) = ctx.agent.approvals.decide(name, args) else { return Ok(Verdict::Run) };
     match rule.decision {
         ApprovalDecision::Allow => return Ok(Verdict::Run),
@@ -75,33 +85,20 @@ pub(super) async fn check<S: DeltaSink>(
         ApprovalDecision::Ask if state.approved.contains(&rule.pattern) => return Ok(Verdict::Run),
         ApprovalDecision::Ask => {}
     }
-    let Some(waiter) = ctx.services.submits.register(&ctx.run_id, call_id) else {
-        return Ok(refused("rejected", "an approval for this call is already pending".into()));
-    };
-    let command = match args.get("command").and_then(Value::as_str) {
-        Some(command) if name == "_bash_" => command.to_owned(),
-        _ => name.to_owned(),
-    };
-    let description = ctx.services.tools.get(name).map(|d| d.description.clone()).filter(|d| !d.is_empty());
     let timeout = ctx.services.frontend_timeout;
-    let ask = AwaitingAsk {
-        awaiting_id: call_id.to_owned(),
-        run_id: ctx.run_id.clone(),
-        mode: "approval".into(),
-        timeout: (timeout.as_millis() as u64).max(1),
-        approvals: vec![ApprovalRequest {
-            id: call_id.to_owned(),
-            command,
-            description,
-            options: options(),
-            allow_free_text: false,
-            tool_name: name.to_owned(),
-            arguments: args.clone(),
-            rule: rule.pattern.clone(),
-        }],
+    let answer = match given {
+        Some(answer) => answer,
+        None => {
+            let Some(waiter) = ctx.services.submits.register(&ctx.run_id, call_id) else {
+                return Ok(refused("rejected", "an approval for this call is already pending".into()));
+            };
+            let ask = ask(ctx, call_id, name, args, &rule.pattern);
+            sink.emit(AgentDelta::Awaiting(EventPayload::AwaitingAsk(ask.clone()))).await?;
+            sink.waiting(&batch.wait_point(ctx, state, ask)).await?;
+            waiter.wait(timeout).await
+        }
     };
-    sink.emit(AgentDelta::Awaiting(EventPayload::AwaitingAsk(ask))).await?;
-    let Some(params) = waiter.wait(timeout).await else {
+    let Some(params) = answer else {
         let expired = AwaitingExpired { awaiting_id: call_id.to_owned() };
         sink.emit(AgentDelta::Awaiting(EventPayload::AwaitingExpired(expired))).await?;
         return Ok(refused("approval_expired", format!("nobody approved within {} ms", timeout.as_millis())));
@@ -122,6 +119,35 @@ pub(super) async fn check<S: DeltaSink>(
         Some(_) => refused("rejected", "the user rejected this call".into()),
         None => refused("invalid_decision", format!("the answer {params} is not once, always or reject")),
     })
+}
+
+/// The `awaiting.ask` `approval` for a call; also what a restarted server shows again.
+pub(super) fn ask(ctx: &RunContext, call_id: &str, name: &str, args: &Value, rule: &str) -> AwaitingAsk {
+    let command = match args.get("command").and_then(Value::as_str) {
+        Some(command) if name == "_bash_" => command.to_owned(),
+        _ => name.to_owned(),
+    };
+    let description = ctx.services.tools.get(name).map(|d| d.description.clone()).filter(|d| !d.is_empty());
+    AwaitingAsk {
+        awaiting_id: call_id.to_owned(),
+        run_id: ctx.run_id.clone(),
+        mode: "approval".into(),
+        timeout: (ctx.services.frontend_timeout.as_millis() as u64).max(1),
+        approvals: vec![ApprovalRequest {
+            id: call_id.to_owned(),
+            command,
+            description,
+            options: options(),
+            allow_free_text: false,
+            tool_name: name.to_owned(),
+            arguments: args.clone(),
+            rule: rule.to_owned(),
+        }],
+        tool_name: None,
+        arguments: None,
+        viewport_type: None,
+        viewport_key: None,
+    }
 }
 
 #[cfg(test)]

@@ -30,6 +30,17 @@ pub struct StreamedCall {
 }
 
 impl StreamedCall {
+    /// A call streamed before the run waited in another process (durable waiting).
+    pub fn restored(id: &str, name: &str, arguments: &str) -> Self {
+        Self {
+            id: id.to_owned(),
+            wire_id: id.to_owned(),
+            name: name.to_owned(),
+            arguments: arguments.to_owned(),
+            started: true,
+        }
+    }
+
     /// Trimmed, lower-cased name: how the registry knows the tool.
     pub fn normalized_name(&self) -> String {
         self.name.trim().to_lowercase()

@@ -12,6 +12,8 @@
 use std::collections::HashMap;
 
 use agw_llm::{ChatMessage, ToolCallMessage};
+use agw_protocol::event::{AwaitingAsk, EventPayload};
+use agw_protocol::history::{AwaitingCall, AwaitingResult};
 use agw_protocol::{AgentDelta, PlanTask};
 use agw_tools::templates::{self, RecordedCall};
 use agw_tools::{ToolContext, ToolKind, exec};
@@ -21,8 +23,8 @@ use super::approval;
 use super::calls::StreamedCall;
 use super::plan::is_plan_tool;
 use super::submit::PendingSubmit;
-use super::tools::StageToolSet;
-use super::{DeltaSink, RunContext, RunFailure, RunState};
+use super::tools::{Decoration, StageToolSet, decorate};
+use super::{DeltaSink, RunContext, RunFailure, RunState, WaitPoint};
 
 /// Backend tool execution time (seconds), labelled by tool name.
 pub const TOOL_DURATION_METRIC: &str = "agw_tool_duration_seconds";
@@ -36,30 +38,121 @@ pub(crate) struct Executed {
     pub plan_after: Option<(String, Vec<PlanTask>)>,
 }
 
+/// Where the answers of a batch's waits come from.
+pub(crate) enum Answers {
+    /// A live turn: frontend calls wait for their submits through the waiters registered when
+    /// their `tool.start` streamed (by call id).
+    Live(HashMap<String, PendingSubmit>),
+    /// A batch continued in a new process after it waited there (durable waiting): its ends
+    /// were streamed, some of its calls ran, one waited and has its answer now.
+    Resumed(Resumed),
+}
+
+/// See [`Answers::Resumed`].
+pub(crate) struct Resumed {
+    /// Results of the calls that ran before the wait, by call id: not run again.
+    pub done: HashMap<String, String>,
+    /// The call that waited.
+    pub awaiting_id: String,
+    /// Its answer (submit `params` or approval decision); `None`: the wait timed out.
+    pub answer: Option<Value>,
+}
+
+impl Answers {
+    fn done(&mut self, id: &str) -> Option<String> {
+        match self {
+            Self::Resumed(resumed) => resumed.done.remove(id),
+            Self::Live(_) => None,
+        }
+    }
+
+    /// The answer of the call that waited, once: `Some(None)` = it timed out.
+    fn answered(&mut self, id: &str) -> Option<Option<Value>> {
+        match self {
+            Self::Resumed(resumed) if resumed.awaiting_id == id => {
+                resumed.awaiting_id.clear();
+                Some(resumed.answer.take())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The batch as far as it got, for a [`WaitPoint`].
+pub(super) struct BatchSoFar<'a> {
+    pub calls: &'a [StreamedCall],
+    pub executed: &'a [Executed],
+}
+
+impl BatchSoFar<'_> {
+    /// The run waits for `ask` now.
+    pub(super) fn wait_point(&self, ctx: &RunContext, state: &RunState, ask: AwaitingAsk) -> WaitPoint {
+        WaitPoint {
+            ask,
+            timeout: ctx.services.frontend_timeout,
+            resume_at: state.resume_at.clone(),
+            calls: self
+                .calls
+                .iter()
+                .map(|c| AwaitingCall { id: c.id.clone(), name: c.name.clone(), arguments: c.arguments.clone() })
+                .collect(),
+            results: self
+                .executed
+                .iter()
+                .map(|e| AwaitingResult { id: e.id.clone(), result: e.result.clone() })
+                .collect(),
+        }
+    }
+}
+
+/// `awaiting.ask` `form` for a frontend call (what a client needs to render it and submit).
+pub(super) fn form_ask(ctx: &RunContext, call: &StreamedCall, args: &Value) -> AwaitingAsk {
+    let (viewport_type, viewport_key) = match decorate(ctx, &call.name) {
+        Decoration::Tool(meta) => (Some(meta.tool_type), meta.frontend.map(|f| f.tool_key)),
+        Decoration::Action(_) => (None, None),
+    };
+    AwaitingAsk {
+        awaiting_id: call.id.clone(),
+        run_id: ctx.run_id.clone(),
+        mode: "form".into(),
+        timeout: (ctx.services.frontend_timeout.as_millis() as u64).max(1),
+        approvals: Vec::new(),
+        tool_name: Some(call.name.trim().to_owned()),
+        arguments: Some(args.clone()),
+        viewport_type,
+        viewport_key,
+    }
+}
+
 /// Runs `calls` (all of them) and streams their ends and results.
 pub(crate) async fn execute_batch<S: DeltaSink>(
     ctx: &RunContext,
     tools: &StageToolSet,
     calls: &[StreamedCall],
-    mut waiters: HashMap<String, PendingSubmit>,
+    mut answers: Answers,
     conversation: &mut Vec<ChatMessage>,
     state: &mut RunState,
     sink: &mut S,
 ) -> Result<Vec<Executed>, RunFailure> {
     let kinds: Vec<ToolKind> = calls.iter().map(|c| ctx.services.tools.kind_of(&c.normalized_name())).collect();
-    for (call, kind) in calls.iter().zip(&kinds) {
-        if *kind != ToolKind::Action {
-            sink.emit(AgentDelta::ToolEnd { tool_id: call.id.clone() }).await?;
+    // A resumed batch streamed its ends before it waited.
+    if matches!(answers, Answers::Live(_)) {
+        for (call, kind) in calls.iter().zip(&kinds) {
+            if *kind != ToolKind::Action {
+                sink.emit(AgentDelta::ToolEnd { tool_id: call.id.clone() }).await?;
+            }
         }
     }
 
-    let mut executed = Vec::with_capacity(calls.len());
+    let mut executed: Vec<Executed> = Vec::with_capacity(calls.len());
     let mut frontend_timeout = None;
     for (call, kind) in calls.iter().zip(kinds) {
         let name = call.normalized_name();
         let args = templates::resolve(&call.arguments_object(), &state.recorded);
         let mut plan_after = None;
-        let result = if !tools.contains(&name) {
+        let result = if let Some(done) = answers.done(&call.id) {
+            done
+        } else if !tools.contains(&name) {
             exec::error_result(&name, &format!("Tool is not enabled for this agent: {name}"))
         } else if is_plan_tool(&name)
             && let Some(answer) = state.plan.call(&name, &args)
@@ -71,33 +164,41 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
         } else {
             match kind {
                 ToolKind::Action => "OK".to_string(),
-                ToolKind::Frontend => match waiters.remove(&call.id) {
-                    Some(waiter) => match waiter.wait(ctx.services.frontend_timeout).await {
-                        Some(params) => {
+                ToolKind::Frontend => {
+                    let batch = BatchSoFar { calls, executed: &executed };
+                    match frontend_answer(ctx, call, &args, &mut answers, batch, state, sink).await? {
+                        Ok(Some(params)) => {
                             if params.is_null() {
                                 "{}".into()
                             } else {
                                 params.to_string()
                             }
                         }
-                        None => {
+                        Ok(None) => {
                             let message =
                                 format!("Frontend tool submit timeout runId={}, toolId={}", ctx.run_id, call.id);
                             frontend_timeout = Some(message.clone());
                             json!({"tool": name, "ok": false, "code": "frontend_submit_timeout", "error": message})
                                 .to_string()
                         }
-                    },
-                    None => exec::error_result(
-                        &name,
-                        &format!("Pending frontend submit already exists: {}#{}", ctx.run_id, call.id),
-                    ),
-                },
+                        Err(()) => exec::error_result(
+                            &name,
+                            &format!("Pending frontend submit already exists: {}#{}", ctx.run_id, call.id),
+                        ),
+                    }
+                }
                 ToolKind::Backend => match ctx.services.tools.implementation(&name) {
                     Some(_)
                         if !ctx.agent.approvals.is_empty()
-                            && let approval::Verdict::Refused(text) =
-                                approval::check(ctx, &call.id, &name, &args, state, sink).await? =>
+                            && let approval::Verdict::Refused(text) = approval::check(
+                                ctx,
+                                approval::Asked { call_id: &call.id, name: &name, args: &args },
+                                answers.answered(&call.id),
+                                BatchSoFar { calls, executed: &executed },
+                                state,
+                                sink,
+                            )
+                            .await? =>
                     {
                         text
                     }
@@ -167,4 +268,36 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
     }
     state.budget.add_tool_calls(executed.len() as u32)?;
     Ok(executed)
+}
+
+/// The submit of a frontend call: the answer a resumed batch brought, else (after making the
+/// wait durable) the live waiter's. `Ok(None)`: timed out; `Err(())`: no waiter could be had.
+async fn frontend_answer<S: DeltaSink>(
+    ctx: &RunContext,
+    call: &StreamedCall,
+    args: &Value,
+    answers: &mut Answers,
+    batch: BatchSoFar<'_>,
+    state: &RunState,
+    sink: &mut S,
+) -> Result<Result<Option<Value>, ()>, RunFailure> {
+    if let Some(answer) = answers.answered(&call.id) {
+        return Ok(Ok(answer));
+    }
+    let waiter = match answers {
+        Answers::Live(waiters) => waiters.remove(&call.id),
+        // A later frontend call of a resumed batch: its tool.start streamed in the process
+        // that stopped, so the wait is announced here.
+        Answers::Resumed(_) => match ctx.services.submits.register(&ctx.run_id, &call.id) {
+            Some(waiter) => {
+                let ask = form_ask(ctx, call, args);
+                sink.emit(AgentDelta::Awaiting(EventPayload::AwaitingAsk(ask))).await?;
+                Some(waiter)
+            }
+            None => None,
+        },
+    };
+    let Some(waiter) = waiter else { return Ok(Err(())) };
+    sink.waiting(&batch.wait_point(ctx, state, form_ask(ctx, call, args))).await?;
+    Ok(Ok(waiter.wait(ctx.services.frontend_timeout).await))
 }

@@ -39,7 +39,7 @@ use crate::definition::{AgentDefinition, ModeDef};
 
 pub use budget::BudgetTracker;
 pub use failure::RunFailure;
-pub use sink::{CollectingSink, DeltaSink, EmitError};
+pub use sink::{CollectingSink, DeltaSink, EmitError, WaitPoint};
 pub use steer::{DEFAULT_STEER_CAPACITY, Steer, SteerQueue, SteerRefused};
 pub use submit::{FrontendSubmits, PendingSubmit, SubmitStatus};
 
@@ -123,6 +123,9 @@ pub(crate) struct RunState {
     pub skills: skills::SkillPrompts,
     /// Approval rules answered `always` (in this chat, or earlier in this run).
     pub approved: std::collections::HashSet<String>,
+    /// Where a wait that begins now would continue in another process: the stage marker of
+    /// the current step (`react-step-2`, `oneshot`); empty where that is not possible.
+    pub resume_at: String,
 }
 
 /// The fixed parts of a stage's system prompt: the stage prompt and the tool appendix (after-call
@@ -138,13 +141,10 @@ pub(crate) fn stage_prompt(
     prompt::StagePrompt { stage: stage_prompt.to_owned(), tool_descriptions, after_call_hints }
 }
 
-/// Runs the agent to completion, streaming into `sink`.
-pub async fn execute<S: DeltaSink>(ctx: RunContext, sink: &mut S) -> RunOutcome {
-    let budget = ctx.agent.budget;
-    let run_timeout = Duration::from_millis(budget.run_timeout_ms);
+fn new_state(ctx: &RunContext) -> RunState {
     let restored = ctx.initial_plan.as_ref().filter(|p| !p.is_empty());
-    let mut state = RunState {
-        budget: BudgetTracker::new(budget),
+    RunState {
+        budget: BudgetTracker::new(ctx.agent.budget),
         call_ids: Default::default(),
         recorded: Vec::new(),
         plan: match restored {
@@ -153,21 +153,13 @@ pub async fn execute<S: DeltaSink>(ctx: RunContext, sink: &mut S) -> RunOutcome 
         },
         skills: skills::SkillPrompts::for_run(&ctx),
         approved: ctx.approved_rules.iter().cloned().collect(),
-    };
-    let fut = async {
-        // A chat with a plan starts every run by showing it (any mode).
-        if restored.is_some() {
-            sink.emit(state.plan.update_delta()).await?;
-        }
-        match &ctx.agent.mode {
-            ModeDef::Oneshot { plain } => oneshot::run(&ctx, plain, &mut state, sink).await,
-            ModeDef::React { react, max_steps } => react::run(&ctx, react, *max_steps, &mut state, sink).await,
-            ModeDef::PlanExecute { plan, deep_thinking, execute, summary, max_steps } => {
-                let stages = plan_execute::Stages { plan, deep_thinking: *deep_thinking, execute, summary };
-                plan_execute::run(&ctx, stages, *max_steps, &mut state, sink).await
-            }
-        }
-    };
+        resume_at: String::new(),
+    }
+}
+
+/// Runs `fut` (the mode) under the run timeout and turns its result into the outcome.
+async fn finish(ctx: &RunContext, fut: impl std::future::Future<Output = Result<String, RunFailure>>) -> RunOutcome {
+    let run_timeout = Duration::from_millis(ctx.agent.budget.run_timeout_ms);
     let result = match tokio::time::timeout(run_timeout, fut).await {
         Ok(r) => r,
         Err(_) => Err(RunFailure::Budget(format!("runTimeoutMs={}", run_timeout.as_millis()))),
@@ -180,4 +172,92 @@ pub async fn execute<S: DeltaSink>(ctx: RunContext, sink: &mut S) -> RunOutcome 
             RunOutcome::Failed(failure.to_error_info())
         }
     }
+}
+
+/// Runs the agent to completion, streaming into `sink`.
+pub async fn execute<S: DeltaSink>(ctx: RunContext, sink: &mut S) -> RunOutcome {
+    let mut state = new_state(&ctx);
+    let restored = ctx.initial_plan.as_ref().is_some_and(|p| !p.is_empty());
+    let fut = async {
+        // A chat with a plan starts every run by showing it (any mode).
+        if restored {
+            sink.emit(state.plan.update_delta()).await?;
+        }
+        match &ctx.agent.mode {
+            ModeDef::Oneshot { plain } => oneshot::run(&ctx, plain, &mut state, sink).await,
+            ModeDef::React { react, max_steps } => react::run(&ctx, react, *max_steps, &mut state, sink).await,
+            ModeDef::PlanExecute { plan, deep_thinking, execute, summary, max_steps } => {
+                let stages = plan_execute::Stages { plan, deep_thinking: *deep_thinking, execute, summary };
+                plan_execute::run(&ctx, stages, *max_steps, &mut state, sink).await
+            }
+        }
+    };
+    finish(&ctx, fut).await
+}
+
+/// A run that waited for a person in a process that stopped, as its history left it
+/// (durable waiting, `docs/run-lifecycle.md`): continued by [`resume`] once the answer came
+/// (or the wait timed out).
+#[derive(Debug, Clone)]
+pub struct Resume {
+    /// This run's messages up to the model turn that waited (its user message first); the
+    /// chat's earlier turns are the context's `history`.
+    pub conversation: Vec<ChatMessage>,
+    /// [`WaitPoint::resume_at`] of the wait.
+    pub resume_at: String,
+    /// The tool calls of the turn that waited, in call order.
+    pub calls: Vec<agw_protocol::history::AwaitingCall>,
+    /// Results of the calls of that turn that ran before the wait.
+    pub results: Vec<agw_protocol::history::AwaitingResult>,
+    /// The call that waited.
+    pub awaiting_id: String,
+    /// Its answer (the submit's `params`); `None`: the wait timed out.
+    pub answer: Option<serde_json::Value>,
+}
+
+/// Continues a run from where it waited (see [`Resume`]): the waiting turn's calls are
+/// finished — those that ran keep their results, the one that waited takes the answer, the
+/// rest run now — and the mode goes on from the next turn, streaming into `sink` (whose
+/// numbering continues the run's). REACT and ONESHOT runs continue; a PLAN_EXECUTE run (or a
+/// wait recorded without a position) ends with `run.error` saying it cannot.
+pub async fn resume<S: DeltaSink>(ctx: RunContext, resume: Resume, sink: &mut S) -> RunOutcome {
+    let mut state = new_state(&ctx);
+    let Resume { conversation: so_far, resume_at, calls, results, awaiting_id, answer } = resume;
+    let calls: Vec<calls::StreamedCall> =
+        calls.iter().map(|c| calls::StreamedCall::restored(&c.id, &c.name, &c.arguments)).collect();
+    // Call ids stay unique across the whole run.
+    for call in &calls {
+        state.call_ids.claim(&call.id);
+    }
+    for message in &so_far {
+        if let ChatMessage::Assistant { tool_calls, .. } = message {
+            for call in tool_calls {
+                state.call_ids.claim(&call.id);
+            }
+        }
+    }
+    let answers = execute::Answers::Resumed(execute::Resumed {
+        done: results.into_iter().map(|r| (r.id, r.result)).collect(),
+        awaiting_id,
+        answer,
+    });
+    let mut conversation = ctx.history.clone();
+    conversation.extend(so_far);
+    let step = resume_at.strip_prefix("react-step-").and_then(|n| n.parse::<u32>().ok());
+    let fut = async {
+        match (&ctx.agent.mode, step) {
+            (ModeDef::React { react, max_steps }, Some(step)) => {
+                let batch = (calls.as_slice(), answers);
+                react::resume(&ctx, react, *max_steps, step, conversation, batch, &mut state, sink).await
+            }
+            (ModeDef::Oneshot { plain }, None) if resume_at == "oneshot" => {
+                oneshot::resume(&ctx, plain, conversation, (calls.as_slice(), answers), &mut state, sink).await
+            }
+            _ => Err(RunFailure::Internal(format!(
+                "this run of agent {} waited at {resume_at:?} and cannot continue after a restart",
+                ctx.agent.key
+            ))),
+        }
+    };
+    finish(&ctx, fut).await
 }

@@ -8,7 +8,8 @@ use agw_protocol::AgentDelta;
 
 use crate::definition::{ResolvedModel, Stage, StageKind};
 
-use super::execute::execute_batch;
+use super::calls::StreamedCall;
+use super::execute::{Answers, execute_batch};
 use super::prompt::StagePrompt;
 use super::tools::StageToolSet;
 use super::turn::{TurnSpec, model_turn};
@@ -62,7 +63,30 @@ pub(super) async fn run<S: DeltaSink>(
         // AUTO and no tool: the streamed text was the answer.
         return Ok("stop".into());
     }
-    execute_batch(ctx, &tools, &first.calls, first.frontend_waiters, &mut conversation, state, sink).await?;
+    state.resume_at = "oneshot".into();
+    execute_batch(ctx, &tools, &first.calls, Answers::Live(first.frontend_waiters), &mut conversation, state, sink)
+        .await?;
+    model_turn(ctx, turns.spec("agent-oneshot-tool-final", None, &mut conversation), state, sink).await?;
+    Ok("stop".into())
+}
+
+/// Continues a run that waited in its tool round in another process (durable waiting): the
+/// round is finished with its answer, then the final answer turn runs. `conversation` is the
+/// chat's window, then this run up to the tool round.
+pub(super) async fn resume<S: DeltaSink>(
+    ctx: &RunContext,
+    plain: &Stage,
+    mut conversation: Vec<ChatMessage>,
+    batch: (&[StreamedCall], Answers),
+    state: &mut RunState,
+    sink: &mut S,
+) -> Result<String, RunFailure> {
+    let model = ctx.agent.resolve_model(StageKind::Plain, |key| ctx.services.providers.default_model(key));
+    let tools = StageToolSet::for_stage(ctx, StageKind::Plain);
+    let system = stage_prompt(ctx, &plain.system_prompt, &tools, true);
+    let turns = Turns { model: &model, system: &system, tools: &tools };
+    state.resume_at = "oneshot".into();
+    execute_batch(ctx, &tools, batch.0, batch.1, &mut conversation, state, sink).await?;
     model_turn(ctx, turns.spec("agent-oneshot-tool-final", None, &mut conversation), state, sink).await?;
     Ok("stop".into())
 }

@@ -26,7 +26,7 @@ use serde_json::json;
 use crate::definition::{ResolvedModel, Stage, StageKind};
 
 use super::calls::StreamedCall;
-use super::execute::execute_batch;
+use super::execute::{Answers, execute_batch};
 use super::plan::{PLAN_ADD_TASKS, PLAN_UPDATE_TASK, render_template};
 use super::tools::StageToolSet;
 use super::turn::{TurnOutput, TurnSpec, model_turn};
@@ -172,7 +172,8 @@ async fn plan_stage<S: DeltaSink>(
         return Err(RunFailure::PlanStalled(format!("the planning turn did not call {PLAN_ADD_TASKS}")));
     }
     // Every call of the turn runs, against the plan tool alone; call and result go to `execute`.
-    execute_batch(ctx, &callable, &generated.calls, generated.frontend_waiters, execute, state, sink).await?;
+    execute_batch(ctx, &callable, &generated.calls, Answers::Live(generated.frontend_waiters), execute, state, sink)
+        .await?;
     if state.plan.tasks.is_empty() {
         return Err(RunFailure::PlanStalled(format!("{PLAN_ADD_TASKS} created no valid task")));
     }
@@ -326,7 +327,16 @@ impl TaskRounds<'_> {
             return Ok(false);
         };
         let before = state.plan.status_of(task_id);
-        execute_batch(ctx, self.tools, std::slice::from_ref(first), out.frontend_waiters, execute, state, sink).await?;
+        execute_batch(
+            ctx,
+            self.tools,
+            std::slice::from_ref(first),
+            Answers::Live(out.frontend_waiters),
+            execute,
+            state,
+            sink,
+        )
+        .await?;
         // The other calls were streamed and stay open until the task ends; they never run, but
         // the provider history still answers each of them.
         for call in rest {

@@ -11,7 +11,8 @@ use agw_protocol::AgentDelta;
 
 use crate::definition::{Stage, StageKind};
 
-use super::execute::execute_batch;
+use super::calls::StreamedCall;
+use super::execute::{Answers, execute_batch};
 use super::tools::StageToolSet;
 use super::turn::{TurnSpec, model_turn};
 use super::{DeltaSink, RunContext, RunFailure, RunState, stage_prompt};
@@ -23,11 +24,44 @@ pub(super) async fn run<S: DeltaSink>(
     state: &mut RunState,
     sink: &mut S,
 ) -> Result<String, RunFailure> {
+    let mut conversation = ctx.history.clone();
+    conversation.push(ChatMessage::User { content: ctx.user_message.clone() });
+    steps_from(ctx, react, max_steps, 1, conversation, state, sink).await
+}
+
+/// Continues a run that waited in step `step` in another process (durable waiting): the
+/// waiting turn's batch is finished with its answer, then the loop goes on with step `step + 1`.
+/// `conversation` is the chat's window, then this run up to that turn.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn resume<S: DeltaSink>(
+    ctx: &RunContext,
+    react: &Stage,
+    max_steps: u32,
+    step: u32,
+    mut conversation: Vec<ChatMessage>,
+    batch: (&[StreamedCall], Answers),
+    state: &mut RunState,
+    sink: &mut S,
+) -> Result<String, RunFailure> {
+    let tools = StageToolSet::for_stage(ctx, StageKind::React);
+    state.resume_at = format!("react-step-{step}");
+    execute_batch(ctx, &tools, batch.0, batch.1, &mut conversation, state, sink).await?;
+    steps_from(ctx, react, max_steps, step + 1, conversation, state, sink).await
+}
+
+/// The REACT loop from step `first` on.
+async fn steps_from<S: DeltaSink>(
+    ctx: &RunContext,
+    react: &Stage,
+    max_steps: u32,
+    first: u32,
+    mut conversation: Vec<ChatMessage>,
+    state: &mut RunState,
+    sink: &mut S,
+) -> Result<String, RunFailure> {
     let model = ctx.agent.resolve_model(StageKind::React, |key| ctx.services.providers.default_model(key));
     let tools = StageToolSet::for_stage(ctx, StageKind::React);
     let system = stage_prompt(ctx, &react.system_prompt, &tools, true);
-    let mut conversation = ctx.history.clone();
-    conversation.push(ChatMessage::User { content: ctx.user_message.clone() });
     let choice = ctx.agent.tool_choice.to_llm();
     let retries = match state.budget.budget().model.retry_count {
         0 => 1,
@@ -36,8 +70,9 @@ pub(super) async fn run<S: DeltaSink>(
 
     // The last step ended with a final answer, but steers were waiting, so the run went on.
     let mut answered = false;
-    for step in 1..=max_steps {
-        sink.emit(AgentDelta::StageMarker(format!("react-step-{step}"))).await?;
+    for step in first..=max_steps {
+        state.resume_at = format!("react-step-{step}");
+        sink.emit(AgentDelta::StageMarker(state.resume_at.clone())).await?;
         let mut attempt = 0;
         let turn = loop {
             let name = if attempt == 0 {
@@ -63,7 +98,16 @@ pub(super) async fn run<S: DeltaSink>(
         };
         answered = false;
         if turn.has_calls() {
-            execute_batch(ctx, &tools, &turn.calls, turn.frontend_waiters, &mut conversation, state, sink).await?;
+            execute_batch(
+                ctx,
+                &tools,
+                &turn.calls,
+                Answers::Live(turn.frontend_waiters),
+                &mut conversation,
+                state,
+                sink,
+            )
+            .await?;
             continue;
         }
         if choice == Some(ToolChoice::Required) || turn.text.trim().is_empty() {
@@ -78,6 +122,8 @@ pub(super) async fn run<S: DeltaSink>(
         answered = true;
     }
 
+    // The forced answer has no tools: nothing waits in it.
+    state.resume_at.clear();
     sink.emit(AgentDelta::StageMarker(format!("react-step-{}", max_steps + 1))).await?;
     let spec = TurnSpec {
         stage_name: "agent-react-final",

@@ -2,7 +2,11 @@
 
 use std::future::Future;
 
+use std::time::Duration;
+
 use agw_protocol::AgentDelta;
+use agw_protocol::event::AwaitingAsk;
+use agw_protocol::history::{AwaitingCall, AwaitingResult};
 
 /// Why a sink refused a delta. Either way the run must stop.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -18,12 +22,38 @@ pub enum EmitError {
     Storage(String),
 }
 
+/// A run begins to wait for a person: a frontend tool's submit or a tool approval. What a sink
+/// that persists the run keeps so that the run can go on in another process
+/// ([`super::resume`]): the wait, and where the run stands.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WaitPoint {
+    /// The wait as `awaiting.ask` shows it (`mode` `form` for a frontend tool, `approval`).
+    pub ask: AwaitingAsk,
+    /// How long the run waits from now.
+    pub timeout: Duration,
+    /// The stage marker of the step that waits (`react-step-2`, `oneshot`); empty when the
+    /// mode cannot go on from here in another process (PLAN_EXECUTE).
+    pub resume_at: String,
+    /// The tool calls of the model turn that waits, in call order.
+    pub calls: Vec<AwaitingCall>,
+    /// Results of the calls of that turn that already ran.
+    pub results: Vec<AwaitingResult>,
+}
+
 /// The consumer of a run's [`AgentDelta`]s: the HTTP layer's SSE sink (assembler + framing),
 /// a test collector, or an embedder's own sink. `emit` may wait (backpressure from a slow client
 /// travels back to the provider stream instead of piling up in memory).
 pub trait DeltaSink: Send {
     /// Delivers one delta; an error ends the run.
     fn emit(&mut self, delta: AgentDelta) -> impl Future<Output = Result<(), EmitError>> + Send;
+
+    /// Called when the run begins to wait for a person, after everything it streamed so far
+    /// was emitted. A sink that records the run makes the wait durable here; the default keeps
+    /// nothing (the wait then lasts only as long as this process).
+    fn waiting(&mut self, wait: &WaitPoint) -> impl Future<Output = Result<(), EmitError>> + Send {
+        let _ = wait;
+        std::future::ready(Ok(()))
+    }
 }
 
 /// A sink that keeps every delta; for tests and embedders that post-process a whole run.

@@ -808,3 +808,18 @@ fn cancel_closes_blocks_answers_every_unanswered_call_and_ends_with_run_cancel()
     rig.complete();
     assert_eq!(rig.events.len(), after, "nothing after the terminal event");
 }
+
+#[test]
+fn a_resumed_assembler_continues_the_seq_and_answers_the_calls_it_adopted() {
+    let mut asm = Assembler::resumed("run", "chat", Box::new(|| 5), 42, &["waiting".into()], &["act".into()]);
+    let mut events = Vec::new();
+    asm.push(tool_result("waiting"), &mut events).expect("an adopted call takes its result");
+    let err = asm.push(tool_result("waiting"), &mut events).expect_err("and only one");
+    assert!(matches!(err, ProtocolError::DuplicateResult { .. }), "{err:?}");
+    assert!(asm.push(tool_end("waiting"), &mut events).is_err(), "the adopted call was ended already");
+    asm.cancel(&mut events);
+    let sigs: Vec<String> = events.iter().map(sig).collect();
+    assert_eq!(sigs, ["tool.result waiting", "action.end act", "action.result act", "run.cancel"]);
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, [42, 43, 44, 45], "no request.query / run.start again; numbering goes on");
+}

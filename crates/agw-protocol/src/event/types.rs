@@ -131,9 +131,16 @@ fn user_role() -> String {
     "user".to_owned()
 }
 
-/// `awaiting.ask` with `mode: "approval"` (successor protocol): a backend call needs a person's
-/// approval before it runs. Emitted after the call's `tool.end`; `awaitingId` is the call id, so
+/// `awaiting.ask` (successor protocol): the run waits for a person.
+///
+/// `mode: "approval"`: a backend call needs a person's approval before it runs. Emitted after the
+/// call's `tool.end`; `awaitingId` is the call id, so
 /// `POST /api/ap/submit {runId, awaitingId|toolId, params:{decision}}` answers it.
+///
+/// `mode: "form"` (agw): a frontend tool call waits for its submit. A live run announces that
+/// wait with the call's `tool.start`/`tool.args`/`tool.end` alone; this event is what a run that
+/// waits across a restart shows when it is attached again (the tool, its arguments and its
+/// viewport: what a client needs to render the form and submit `{runId, toolId, params}`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AwaitingAsk {
@@ -141,12 +148,25 @@ pub struct AwaitingAsk {
     pub awaiting_id: String,
     /// The run that waits.
     pub run_id: String,
-    /// `approval`.
+    /// `approval` or `form`.
     pub mode: String,
-    /// How long the run waits, in ms.
+    /// How long the run waits, in ms (from when the event was emitted).
     pub timeout: u64,
-    /// The calls to decide on (one per ask in agw).
+    /// `approval`: the calls to decide on (one per ask in agw).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approvals: Vec<ApprovalRequest>,
+    /// `form`: the frontend tool that waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+    /// `form`: the call's arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    /// `form`: the viewport type (`html`, `qlc`), as in the call's `tool.start` `toolType`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub viewport_type: Option<String>,
+    /// `form`: the viewport that renders the form, as in the call's `tool.start` `viewportKey`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub viewport_key: Option<String>,
 }
 
 /// One call awaiting a decision.

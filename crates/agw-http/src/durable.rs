@@ -1,0 +1,204 @@
+//! Durable waiting: runs that wait for a person survive a restart of agw.
+//!
+//! While a run waits for a frontend tool's submit or a tool approval, its chat's history ends
+//! with an `awaiting` line for it and the chat store marks the run (`SseSink` writes both when
+//! the wait begins). At start, [`restore_waiting_runs`] finds the marked runs whose last line is
+//! still `awaiting` and registers each again under its id: `GET /api/ap/attach` shows the wait
+//! (`awaiting.ask`, numbered after the last event the run streamed), `POST /api/ap/submit`
+//! answers it through the same waiters as a live run, `POST /api/ap/interrupt` cancels it, and
+//! the submit timeout counts from when the wait began. Once answered (or timed out) the run
+//! continues in this process from its history ([`agw_modes::runtime::resume`]): its next model
+//! turn runs here, its events go on from the same seq, its history is written as if it had
+//! never stopped. `docs/run-lifecycle.md` (durable waiting) says what the client sees.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agw_memory::WaitingRun;
+use agw_modes::runtime::{self, DeltaSink, Resume, RunContext, WaitPoint};
+use agw_protocol::event::EventPayload;
+use agw_protocol::history::AwaitingLine;
+use agw_protocol::{AgentDelta, Assembler, ErrorCode, RunErrorInfo, SystemClock};
+use agw_tools::ToolKind;
+use tracing::Instrument;
+
+use crate::routes::query::{Ended, ForgetAnswers, end_run, resolve_agent};
+use crate::runs::{ChatSlot, DisconnectPolicy, RunHandle};
+use crate::sink::{Persistence, SseSink};
+use crate::state::AppState;
+
+/// Registers every run that was waiting for a person when the server last stopped, and starts
+/// waiting for its answer again. Returns how many were restored. Marks of runs that no longer
+/// wait are removed; a chat that cannot be read is logged and skipped.
+pub async fn restore_waiting_runs(state: &AppState) -> usize {
+    if !state.settings.memory.enabled {
+        return 0;
+    }
+    let store = state.chats.clone();
+    let found = tokio::task::spawn_blocking(move || {
+        let marked = store.waiting_runs()?;
+        let mut waiting = Vec::new();
+        for (run_id, chat_id) in marked {
+            match store.waiting_run(&chat_id, &run_id) {
+                Ok(Some(run)) => {
+                    let owner = store.chat_owner(&chat_id).ok().flatten().flatten();
+                    waiting.push((run, owner));
+                }
+                Ok(None) => {
+                    tracing::info!(runId = %run_id, chatId = %chat_id, "a marked run no longer waits; mark removed");
+                    let _ = store.clear_waiting(&run_id);
+                }
+                Err(e) => tracing::warn!(runId = %run_id, chatId = %chat_id, error = %e, "waiting run not restored"),
+            }
+        }
+        Ok::<_, agw_memory::MemoryError>(waiting)
+    })
+    .await;
+    let waiting = match found {
+        Ok(Ok(waiting)) => waiting,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "waiting runs could not be listed");
+            return 0;
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "waiting runs could not be listed");
+            return 0;
+        }
+    };
+    let mut restored = 0;
+    for (run, owner) in waiting {
+        let line = &run.awaiting;
+        let (run_id, chat_id) = (line.run_id.clone(), line.chat_id.clone());
+        if state.runs.get(&run_id).is_some() {
+            continue;
+        }
+        let Ok(slot) = state.runs.chats().try_acquire(&chat_id, &run_id) else {
+            tracing::warn!(runId = %run_id, chatId = %chat_id, "the chat is busy; waiting run not restored");
+            continue;
+        };
+        let agent_key = line.query.agent_key.clone().unwrap_or_default();
+        // Nobody watches a restored run when it comes back; it waits for its answer however
+        // long the submit timeout allows.
+        let handle = state.runs.register(&run_id, &chat_id, &agent_key, owner, DisconnectPolicy::Continue);
+        let span = tracing::info_span!("run", runId = %run_id, chatId = %chat_id, agentKey = %agent_key);
+        tokio::spawn(wait_again(state.clone(), handle, slot, run).instrument(span));
+        restored += 1;
+    }
+    if restored > 0 {
+        tracing::info!(restored, "runs waiting for a person were restored");
+    }
+    restored
+}
+
+/// The restored run's task: show the wait, wait for the answer (or the timeout, or a cancel),
+/// then continue the run.
+async fn wait_again(state: AppState, handle: Arc<RunHandle>, slot: ChatSlot, run: WaitingRun) {
+    let _slot = slot;
+    let WaitingRun { awaiting, conversation, context } = run;
+    let (run_id, chat_id) = (handle.run_id.clone(), handle.chat_id.clone());
+    let tools = state.tools.load();
+    let is_action = |name: &str| tools.kind_of(&name.trim().to_lowercase()) == ToolKind::Action;
+    let ended_tools: Vec<String> =
+        awaiting.calls.iter().filter(|c| !is_action(&c.name)).map(|c| c.id.clone()).collect();
+    let open_actions: Vec<String> =
+        awaiting.calls.iter().filter(|c| is_action(&c.name)).map(|c| c.id.clone()).collect();
+    let assembler = Assembler::resumed(
+        &run_id,
+        &chat_id,
+        Box::new(SystemClock),
+        awaiting.last_seq + 1,
+        &ended_tools,
+        &open_actions,
+    );
+    let recorder = state.chats.resumed_recorder(&awaiting);
+    let persistence = Persistence { store: state.chats.clone(), chat_id: chat_id.clone(), recorder };
+    let mut sink = SseSink::new(assembler, handle.clone(), Some(persistence));
+    sink.adopt_mark();
+
+    // Registered before the wait is shown, so an early submit is matched.
+    let Some(waiter) = state.submits.register(&run_id, &awaiting.awaiting_id) else {
+        tracing::warn!(awaitingId = %awaiting.awaiting_id, "a waiter for this call exists already");
+        return;
+    };
+    let remaining = Duration::from_millis(u64::try_from(awaiting.timeout_at - now_ms()).unwrap_or(0));
+    let mut ask = awaiting.ask.clone();
+    ask.timeout = u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX).max(1);
+    // Shown again, and recorded again: a second restart numbers its events after this one.
+    if sink.emit(AgentDelta::Awaiting(EventPayload::AwaitingAsk(ask.clone()))).await.is_err() {
+        return;
+    }
+    let wait = WaitPoint {
+        ask,
+        timeout: remaining,
+        resume_at: awaiting.resume_at.clone(),
+        calls: awaiting.calls.clone(),
+        results: awaiting.results.clone(),
+    };
+    let _ = sink.waiting(&wait).await;
+    tracing::info!(awaitingId = %awaiting.awaiting_id, remaining_ms = remaining.as_millis() as u64, "waiting again");
+
+    let answer = tokio::select! {
+        answer = waiter.wait(remaining) => answer,
+        reason = handle.cancelled() => {
+            let _guard = state.runs.enter_run(&handle);
+            end_run(&mut sink, Ended::Cancelled(reason), &handle.steers).await;
+            return;
+        }
+        // Still waiting when this server stops: the next start restores it again.
+        () = state.runs.stopped() => return,
+    };
+    // From here the run is in flight again: counted, and finished (then retained) on return.
+    let _guard = state.runs.enter_run(&handle);
+    let _answers = ForgetAnswers(state.submits.clone(), run_id.clone());
+    if answer.is_none() {
+        tracing::info!(awaitingId = %awaiting.awaiting_id, "the wait timed out");
+    }
+    let Some(agent) = agent_of(&state, &awaiting) else {
+        let message = format!(
+            "agent {} is no longer loaded; the run cannot continue",
+            awaiting.query.agent_key.as_deref().unwrap_or("(default)")
+        );
+        end_run(&mut sink, Ended::Mode(runtime::RunOutcome::Failed(fail(message))), &handle.steers).await;
+        return;
+    };
+    let steers = handle.steers.clone();
+    let ctx = RunContext {
+        run_id,
+        chat_id,
+        agent,
+        user_message: awaiting.query.message.clone().unwrap_or_default(),
+        history: context.history,
+        initial_plan: context.plan,
+        services: state.run_services(),
+        steers: steers.clone(),
+        approved_rules: context.approved_rules,
+    };
+    let resume = Resume {
+        conversation,
+        resume_at: awaiting.resume_at,
+        calls: awaiting.calls,
+        results: awaiting.results,
+        awaiting_id: awaiting.awaiting_id,
+        answer,
+    };
+    tracing::info!("run continues after the wait");
+    let ended = tokio::select! {
+        outcome = runtime::resume(ctx, resume, &mut sink) => Ended::Mode(outcome),
+        reason = handle.cancelled() => Ended::Cancelled(reason),
+        () = state.runs.stopped() => Ended::Shutdown,
+    };
+    end_run(&mut sink, ended, &steers).await;
+}
+
+/// The agent the run started with, by key, as loaded now.
+fn agent_of(state: &AppState, awaiting: &AwaitingLine) -> Option<Arc<agw_modes::definition::AgentDefinition>> {
+    resolve_agent(state, awaiting.query.agent_key.as_deref()).ok()
+}
+
+fn fail(message: String) -> RunErrorInfo {
+    RunErrorInfo::new(ErrorCode::Internal, message, false)
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
