@@ -179,7 +179,7 @@ impl SseSink {
         };
         let (store, chat_id, run_id) = (p.store.clone(), p.chat_id.clone(), line.run_id.clone());
         let written = tokio::task::spawn_blocking(move || {
-            store.append(&chat_id, &[HistoryLine::Awaiting(line)])?;
+            store.append(&chat_id, &[HistoryLine::Awaiting(Box::new(line))])?;
             store.mark_waiting(&run_id, &chat_id)
         })
         .await;

@@ -149,3 +149,124 @@ async fn deny_never_asks_and_an_unanswered_ask_expires() {
     assert_eq!(stream.last()["type"], "run.complete", "the run goes on without the call");
     assert_eq!(gw.state.submits.pending(), 0);
 }
+
+// -- durable waiting: the server stops while a run waits for an approval ----------------------
+
+/// Waits until the run's wait is recorded (its mark exists).
+async fn wait_for_mark(gw: &Gateway, run_id: &str) -> std::path::PathBuf {
+    let mark = gw.state.chats.config().dir.join("_waiting").join(format!("{run_id}.wait"));
+    for _ in 0..200 {
+        if mark.exists() {
+            return mark;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the wait of {run_id} was never recorded");
+}
+
+/// A second server on the first one's chat directory, as after a restart; the first one is
+/// stopped the way a graceful shutdown ends its grace period.
+async fn restart(first: &Gateway, approvals: Value, env: &[(&str, &str)]) -> Gateway {
+    first.state.runs.stop_all();
+    let dir = first.state.chats.config().dir.display().to_string();
+    let mut vars = vec![("MEMORY_CHAT_DIR", dir.as_str())];
+    vars.extend_from_slice(env);
+    Gateway::start(&[agent(approvals)], &vars).await
+}
+
+async fn attach(gw: &Gateway, run_id: &str, last_seq: u64) -> LiveStream {
+    let url = format!("{}/api/ap/attach?runId={run_id}&lastSeq={last_seq}", gw.base);
+    let resp = gw.client.get(url).send().await.unwrap();
+    assert_eq!(resp.status(), 200, "a restored run is attachable");
+    LiveStream::new(resp)
+}
+
+/// Asks for an approval on the first server and returns (run id, chat id, last seq seen).
+async fn ask_then_stop_watching(gw: &Gateway) -> (String, String, u64) {
+    gw.fixture.on_stage("agent-react-step-1", weather_call("call_w"));
+    let mut live = LiveStream::new(gw.post_query(&json!({"agentKey": "w", "message": "weather?"})).await);
+    let ask = live.until(|e| e["type"] == "awaiting.ask").await;
+    let run_id = run_id_of(&live.seen);
+    let chat_id = live.seen[0]["chatId"].as_str().unwrap().to_owned();
+    wait_for_mark(gw, &run_id).await;
+    (run_id, chat_id, ask["seq"].as_u64().unwrap())
+}
+
+#[tokio::test]
+async fn an_approval_survives_a_restart_and_the_run_continues_in_the_new_server() {
+    let first = Gateway::start(&[agent(json!({"mock_city_weather": "ask"}))], &[]).await;
+    let (run_id, chat_id, last_seq) = ask_then_stop_watching(&first).await;
+    let second = restart(&first, json!({"mock_city_weather": "ask"}), &[]).await;
+    second.fixture.on_stage("agent-react-step-2", Transcript::openai_text(&["Sunny in Paris."]));
+
+    let mut attached = attach(&second, &run_id, last_seq).await;
+    let ask = attached.next_event().await.expect("the wait is shown again");
+    assert_eq!((ask["type"].as_str(), ask["mode"].as_str()), (Some("awaiting.ask"), Some("approval")), "{ask}");
+    assert_eq!(ask["seq"], last_seq + 1);
+    assert_eq!(ask["approvals"][0]["arguments"], json!({"city": "Paris"}));
+    assert_eq!(second.fixture.request_count(), 0, "nothing runs before the answer");
+
+    let answer =
+        submit(&second, json!({"runId": run_id, "awaitingId": "call_w", "params": {"decision": "once"}})).await;
+    assert_eq!(answer["data"]["status"], "accepted", "{answer}");
+    let rest: Vec<Value> =
+        attached.rest().await.into_iter().filter(|e| e["seq"].as_u64() > ask["seq"].as_u64()).collect();
+    let types: Vec<&str> = rest.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types.first(), Some(&"awaiting.answer"), "{types:?}");
+    assert_eq!(types.last(), Some(&"run.complete"), "{types:?}");
+    assert!(rest.iter().any(|e| e["type"] == "tool.result" && e["result"].as_str().unwrap().contains("temperatureC")));
+    // The model's next turn, in the new server, saw the whole run: the question, the call, its result.
+    assert!(tool_result_sent(&second, "call_w")["temperatureC"].is_number());
+    let sent = &second.fixture.requests()[0].body["messages"];
+    let users: Vec<&Value> = sent.as_array().unwrap().iter().filter(|m| m["role"] == "user").collect();
+    assert_eq!(users.len(), 1, "the question once: {sent}");
+    assert_eq!(users[0]["content"], "weather?");
+
+    assert_chat_files_valid(&second);
+    let replay = assert_chat_replayable(&second, &chat_id).await;
+    assert_eq!(replay.iter().filter(|e| e["type"] == "run.start").count(), 1);
+    assert!(!second.state.chats.config().dir.join("_waiting").join(format!("{run_id}.wait")).exists());
+}
+
+#[tokio::test]
+async fn a_restored_wait_can_be_interrupted_and_one_that_expired_while_down_goes_on_without_the_call() {
+    // Interrupted after the restart: run.cancel, the call answered `cancelled` in the history.
+    let first = Gateway::start(&[agent(json!({"mock_city_weather": "ask"}))], &[]).await;
+    let (run_id, chat_id, last_seq) = ask_then_stop_watching(&first).await;
+    let second = restart(&first, json!({"mock_city_weather": "ask"}), &[]).await;
+    let mut attached = attach(&second, &run_id, last_seq).await;
+    attached.until(|e| e["type"] == "awaiting.ask").await;
+    let resp = second
+        .client
+        .post(format!("{}/api/ap/interrupt", second.base))
+        .json(&json!({"runId": run_id}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let rest = attached.rest().await;
+    let cancelled = rest.iter().find(|e| e["type"] == "tool.result").expect("the call is answered");
+    assert_eq!(cancelled["result"], r#"{"executed":false,"reason":"cancelled"}"#);
+    assert_eq!(rest.last().unwrap()["type"], "run.cancel");
+    assert_chat_files_valid(&second);
+    let replay = assert_chat_replayable(&second, &chat_id).await;
+    assert!(replay.iter().any(|e| e["type"] == "tool.result" && e["toolId"] == "call_w"));
+
+    // Expired while no server ran: the new one goes on at once, the call is not run.
+    let first = Gateway::start(
+        &[agent(json!({"mock_city_weather": "ask"}))],
+        &[("AGENT_TOOLS_FRONTEND_SUBMIT_TIMEOUT_MS", "300")],
+    )
+    .await;
+    let (run_id, _, last_seq) = ask_then_stop_watching(&first).await;
+    first.state.runs.stop_all();
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    let second = restart(&first, json!({"mock_city_weather": "ask"}), &[]).await;
+    second.fixture.on_stage("agent-react-step-2", Transcript::openai_text(&["Nobody approved."]));
+    let events = attach(&second, &run_id, last_seq).await.rest().await;
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert!(types.contains(&"awaiting.expired"), "{types:?}");
+    assert_eq!(types.last(), Some(&"run.complete"), "{types:?}");
+    assert_eq!(tool_result_sent(&second, "call_w")["reason"], "approval_expired");
+    assert_chat_files_valid(&second);
+}

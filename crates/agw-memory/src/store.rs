@@ -254,7 +254,7 @@ impl ChatStore {
         let Some(HistoryLine::Awaiting(awaiting)) = lines.iter().rev().find(|l| l.run_id() == run_id) else {
             return Ok(None);
         };
-        let awaiting = awaiting.clone();
+        let awaiting = awaiting.as_ref().clone();
         let mut steps: Vec<&history::StepLine> =
             lines.iter().filter(|l| l.run_id() == run_id).filter_map(HistoryLine::as_step).collect();
         steps.sort_by_key(|s| s.seq);

@@ -42,7 +42,7 @@ pub enum HistoryLine {
     /// approval) — what a restarted server needs to show the wait again and continue the run
     /// when it is answered. Readers of the reference's format skip it.
     #[serde(rename = "awaiting")]
-    Awaiting(AwaitingLine),
+    Awaiting(Box<AwaitingLine>),
 }
 
 /// `{"_type":"awaiting","chatId","runId","updatedAt","awaitingId","lastSeq","timeoutAt","resumeAt","calls","results","ask"}`.
@@ -206,7 +206,7 @@ impl HistoryLine {
             Some("query") => QueryLine::deserialize(value).map(|line| Some(Self::Query(line))),
             Some("step") => StepLine::deserialize(value).map(|line| Some(Self::Step(line))),
             Some("approval") => ApprovalLine::deserialize(value).map(|line| Some(Self::Approval(line))),
-            Some("awaiting") => AwaitingLine::deserialize(value).map(|line| Some(Self::Awaiting(line))),
+            Some("awaiting") => AwaitingLine::deserialize(value).map(|line| Some(Self::Awaiting(Box::new(line)))),
             _ => Ok(None),
         }
     }

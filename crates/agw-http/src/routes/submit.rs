@@ -33,6 +33,19 @@ pub async fn submit(state: &AppState, req: Request<RequestBody>) -> HandlerResul
     } else {
         SubmitStatus::Unmatched
     };
+    // The run's handle remembers what was answered for as long as the run is attachable, so a
+    // late second answer is told so after the run ended too.
+    let handle = if permitted { state.runs.get(&submit.run_id) } else { None };
+    let status = match (status, handle) {
+        (SubmitStatus::Accepted, Some(handle)) => {
+            handle.note_answered(&submit.tool_id);
+            SubmitStatus::Accepted
+        }
+        (SubmitStatus::Unmatched, Some(handle)) if handle.was_answered(&submit.tool_id) => {
+            SubmitStatus::AlreadyAnswered
+        }
+        (status, _) => status,
+    };
     let (run_id, tool_id) = (&submit.run_id, &submit.tool_id);
     let data = match status {
         SubmitStatus::Accepted => json!({

@@ -83,6 +83,9 @@ struct State {
     buffer: FrameBuffer,
     status: RunStatus,
     observers: usize,
+    /// Calls (awaiting ids) whose submit was taken, kept as long as the handle: a second
+    /// answer is told so even after the run ended.
+    answered: Vec<String>,
 }
 
 /// A run registered with the server.
@@ -149,6 +152,7 @@ impl RunHandle {
                 buffer: FrameBuffer::new(spec.limits),
                 status: RunStatus::Running,
                 observers: 0,
+                answered: Vec::new(),
             }),
             wake: watch::Sender::new(0),
             cancel: watch::Sender::new(None),
@@ -159,6 +163,16 @@ impl RunHandle {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Notes that the wait of call `awaiting_id` took its answer.
+    pub fn note_answered(&self, awaiting_id: &str) {
+        self.lock().answered.push(awaiting_id.trim().to_owned());
+    }
+
+    /// Whether the wait of call `awaiting_id` took an answer already.
+    pub fn was_answered(&self, awaiting_id: &str) -> bool {
+        self.lock().answered.iter().any(|id| id == awaiting_id.trim())
     }
 
     /// The run's status now.

@@ -264,7 +264,8 @@ pub fn assert_chat_files_valid(gw: &Gateway) -> ChatFiles {
     let dir = gw.state.chats.config().dir.clone();
     let mut out = ChatFiles::default();
     let Ok(entries) = std::fs::read_dir(&dir) else { return out };
-    let mut paths: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
+    // Files only: `_waiting/` holds the marks of runs that wait for a person.
+    let mut paths: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_file()).collect();
     paths.sort();
     for path in paths {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();

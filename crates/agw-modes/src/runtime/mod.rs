@@ -151,7 +151,7 @@ fn new_state(ctx: &RunContext) -> RunState {
             Some(snapshot) => plan::PlanState::restored(snapshot, &ctx.chat_id),
             None => plan::PlanState::for_chat(&ctx.chat_id),
         },
-        skills: skills::SkillPrompts::for_run(&ctx),
+        skills: skills::SkillPrompts::for_run(ctx),
         approved: ctx.approved_rules.iter().cloned().collect(),
         resume_at: String::new(),
     }
