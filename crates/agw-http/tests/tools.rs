@@ -194,7 +194,11 @@ async fn frontend_tool_pauses_the_run_until_submit() {
     assert_eq!(rest.iter().filter(|e| e["type"] == "tool.end").count(), 1, "no second tool.end after the wait");
 
     let again: Value = submit("call_fe").await.unwrap().json().await.unwrap();
-    assert_eq!(again["data"]["status"], "unmatched", "a key matches once");
+    assert_eq!(
+        (again["data"]["accepted"].as_bool(), again["data"]["status"].as_str()),
+        (Some(false), Some("already_answered")),
+        "a key matches once; after the run ended too (while it is attachable)"
+    );
     let step2 = gw.fixture.request(1).unwrap();
     let last = step2.body["messages"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["content"], "{\"selectedOption\":\"A\",\"selectedIndex\":1}");

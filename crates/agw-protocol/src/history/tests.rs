@@ -273,3 +273,14 @@ fn approval_lines_parse_and_round_trip_and_replay_skips_them() {
     assert!(line.as_step().is_none() && line.as_query().is_none());
     assert!(crate::replay_chat("c", None, &[line], 1).is_empty(), "not part of what was said");
 }
+
+#[test]
+fn awaiting_lines_parse_and_round_trip_and_replay_skips_them() {
+    let text = r#"{"_type":"awaiting","chatId":"c","runId":"r","updatedAt":5,"awaitingId":"call_1","lastSeq":9,"timeoutAt":300005,"resumeAt":"react-step-1","calls":[{"id":"call_1","name":"confirm_dialog","arguments":"{}"}],"results":[],"ask":{"awaitingId":"call_1","runId":"r","mode":"form","timeout":300000,"toolName":"confirm_dialog","arguments":{},"viewportType":"html","viewportKey":"confirm_dialog"},"query":{"requestId":"r","chatId":"c","agentKey":null,"role":"user","message":"q","references":null,"params":null,"scene":null,"stream":null},"stepsWritten":0,"step":{"stage":"react","messages":[],"calls":[{"id":"call_1","name":"confirm_dialog","callType":"function","arguments":"{}","ts":4,"msgId":"m_1"}]}}"#;
+    let line = HistoryLine::parse(text).unwrap().unwrap();
+    let awaiting = line.as_awaiting().expect("an awaiting line");
+    assert_eq!((awaiting.awaiting_id.as_str(), awaiting.last_seq, line.run_id()), ("call_1", 9, "r"));
+    assert_eq!(awaiting.step.calls[0].name.as_deref(), Some("confirm_dialog"));
+    assert_eq!(line.to_json().unwrap(), text, "written exactly as read");
+    assert!(crate::replay_chat("c", None, &[line], 1).is_empty(), "run state, not part of what was said");
+}
