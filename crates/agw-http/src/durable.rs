@@ -24,7 +24,7 @@ use tracing::Instrument;
 
 use crate::routes::query::{Ended, ForgetAnswers, end_run, resolve_agent};
 use crate::runs::{ChatSlot, DisconnectPolicy, RunHandle};
-use crate::sink::{Persistence, SseSink};
+use crate::sink::{Persistence, SseSink, now_ms};
 use crate::state::AppState;
 
 /// Registers every run that was waiting for a person when the server last stopped, and starts
@@ -197,8 +197,4 @@ fn agent_of(state: &AppState, awaiting: &AwaitingLine) -> Option<Arc<agw_modes::
 
 fn fail(message: String) -> RunErrorInfo {
     RunErrorInfo::new(ErrorCode::Internal, message, false)
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }

@@ -215,7 +215,8 @@ async fn write_lines(
     }
 }
 
-fn now_ms() -> i64 {
+/// Wall-clock epoch ms (history timestamps, wait deadlines).
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 

@@ -23,7 +23,7 @@ use crate::body::{BoxBody, RequestBody, SseBody};
 use crate::config::ChatConcurrency;
 use crate::envelope::ApiError;
 use crate::runs::{CancelReason, ChatSlot, DisconnectPolicy, Observer, RunHandle};
-use crate::sink::{Persistence, SseSink};
+use crate::sink::{Persistence, SseSink, now_ms};
 use crate::state::AppState;
 use crate::webhook::RunTrigger;
 
@@ -260,10 +260,6 @@ fn stateless(request: &QueryRequest, chat_id: &str, message: &str) -> Prepared {
         plan: None,
         approved_rules: Vec::new(),
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
 /// The system snapshot persisted with the first step of every run.
