@@ -116,17 +116,19 @@ async fn wait_again(state: AppState, handle: Arc<RunHandle>, slot: ChatSlot, run
     sink.adopt_mark();
 
     // Registered before the wait is shown, so an early submit is matched.
-    let Some(waiter) = state.submits.register(&run_id, &awaiting.awaiting_id) else {
-        tracing::warn!(awaitingId = %awaiting.awaiting_id, "a waiter for this call exists already");
-        return;
-    };
     let remaining = Duration::from_millis(u64::try_from(awaiting.timeout_at - now_ms()).unwrap_or(0));
     let mut ask = awaiting.ask.clone();
     ask.timeout = u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX).max(1);
+    let waiter = state.submits.register(&run_id, &awaiting.awaiting_id);
     // Shown again, and recorded again: a second restart numbers its events after this one.
-    if sink.emit(AgentDelta::Awaiting(EventPayload::AwaitingAsk(ask.clone()))).await.is_err() {
+    let shown = sink.emit(AgentDelta::Awaiting(EventPayload::AwaitingAsk(ask.clone()))).await;
+    let (Some(waiter), Ok(())) = (waiter, shown) else {
+        // Neither should happen (one task per restored run); end it rather than leave it hanging.
+        let _guard = state.runs.enter_run(&handle);
+        let failed = fail(format!("the wait for {} could not be restored", awaiting.awaiting_id));
+        end_run(&mut sink, Ended::Mode(runtime::RunOutcome::Failed(failed)), &handle.steers).await;
         return;
-    }
+    };
     let wait = WaitPoint {
         ask,
         timeout: remaining,
@@ -147,6 +149,7 @@ async fn wait_again(state: AppState, handle: Arc<RunHandle>, slot: ChatSlot, run
         // Still waiting when this server stops: the next start restores it again.
         () = state.runs.stopped() => return,
     };
+    sink.wait_over();
     // From here the run is in flight again: counted, and finished (then retained) on return.
     let _guard = state.runs.enter_run(&handle);
     let _answers = ForgetAnswers(state.submits.clone(), run_id.clone());

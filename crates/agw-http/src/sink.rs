@@ -36,7 +36,8 @@ pub struct SseSink {
     /// The run's wait is recorded (an `awaiting` line and the chat store's mark): the mark goes
     /// when the run ends.
     marked: bool,
-    /// The run waits for a person right now (nothing was emitted since [`DeltaSink::waiting`]).
+    /// The run waits for a person right now (between [`DeltaSink::waiting`] and
+    /// [`DeltaSink::wait_over`]).
     waiting: bool,
 }
 
@@ -225,6 +226,10 @@ impl DeltaSink for SseSink {
         self.record_wait(wait).await;
         self.waiting = true;
         Ok(())
+    }
+
+    fn wait_over(&mut self) {
+        self.waiting = false;
     }
 
     async fn emit(&mut self, delta: AgentDelta) -> Result<(), EmitError> {

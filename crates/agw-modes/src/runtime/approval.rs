@@ -95,7 +95,9 @@ pub(super) async fn check<S: DeltaSink>(
             let ask = ask(ctx, call_id, name, args, &rule.pattern);
             sink.emit(AgentDelta::Awaiting(EventPayload::AwaitingAsk(ask.clone()))).await?;
             sink.waiting(&batch.wait_point(ctx, state, ask)).await?;
-            waiter.wait(timeout).await
+            let answer = waiter.wait(timeout).await;
+            sink.wait_over();
+            answer
         }
     };
     let Some(params) = answer else {

@@ -299,5 +299,7 @@ async fn frontend_answer<S: DeltaSink>(
     };
     let Some(waiter) = waiter else { return Ok(Err(())) };
     sink.waiting(&batch.wait_point(ctx, state, form_ask(ctx, call, args))).await?;
-    Ok(Ok(waiter.wait(ctx.services.frontend_timeout).await))
+    let answer = waiter.wait(ctx.services.frontend_timeout).await;
+    sink.wait_over();
+    Ok(Ok(answer))
 }

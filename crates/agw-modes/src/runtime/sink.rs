@@ -54,6 +54,10 @@ pub trait DeltaSink: Send {
         let _ = wait;
         std::future::ready(Ok(()))
     }
+
+    /// The wait announced by [`Self::waiting`] is over (answered, or timed out): the run goes on
+    /// in this process.
+    fn wait_over(&mut self) {}
 }
 
 /// A sink that keeps every delta; for tests and embedders that post-process a whole run.
