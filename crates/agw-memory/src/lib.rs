@@ -34,7 +34,7 @@ pub use error::MemoryError;
 pub use index::{ChatSummary, ChatUpsert, Owner};
 pub use recorder::{Recorder, RecorderInit};
 pub use store::{ChatStore, RunContext, WaitingRun};
-pub use window::{UNRECORDED_RESULT, history_messages};
+pub use window::{UNRECORDED_RESULT, Window, history_messages, window};
 
 // The HTTP layer shares one store between tasks and moves a recorder into each run task.
 const _: () = {

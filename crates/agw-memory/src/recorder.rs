@@ -18,10 +18,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use agw_protocol::event::{Event, EventPayload};
+use agw_protocol::event::{ContextCompact, Event, EventPayload};
 use agw_protocol::history::{
-    ApprovalLine, HistoryLine, PendingCall, PendingStep, PlanSnapshot, QueryLine, ROLE_ASSISTANT, ROLE_TOOL, Stage,
-    StepLine, StoredMessage, StoredToolCall, SystemSnapshot,
+    ApprovalLine, CheckpointLine, HistoryLine, PendingCall, PendingStep, PlanSnapshot, QueryLine, ROLE_ASSISTANT,
+    ROLE_TOOL, Stage, StepCompaction, StepLine, StoredMessage, StoredToolCall, SystemSnapshot,
 };
 use agw_protocol::request::QueryRequest;
 use agw_protocol::{AgentDelta, Clock, SystemClock, ids};
@@ -97,6 +97,7 @@ struct Step {
     calls: Vec<Call>,
     plan: Option<PlanSnapshot>,
     usage: Option<Value>,
+    compactions: Vec<StepCompaction>,
 }
 
 impl Step {
@@ -108,6 +109,7 @@ impl Step {
             calls: Vec::new(),
             plan: None,
             usage: None,
+            compactions: Vec::new(),
         }
     }
 }
@@ -325,9 +327,13 @@ impl Recorder {
         }
         self.seq += 1;
         let first = self.seq == 1;
+        let mut compactions = step.compactions;
         if first {
             let text = self.query.message.clone().unwrap_or_default();
             messages.insert(0, StoredMessage::user(text, flushed_at));
+            for compaction in &mut compactions {
+                compaction.at += 1;
+            }
         }
         let updated_at = self.now();
         let step_line = StepLine {
@@ -340,6 +346,7 @@ impl Recorder {
             system: if first { self.system.clone() } else { None },
             plan: step.plan.filter(|p| !p.is_empty()),
             messages,
+            compactions,
         };
         let mut lines = Vec::with_capacity(2);
         if first {
@@ -412,6 +419,7 @@ impl Recorder {
             EventPayload::PlanUpdate(e) => {
                 self.step.plan = Some(PlanSnapshot::new(e.plan_id.clone(), e.plan.clone()));
             }
+            EventPayload::ContextCompact(e) => self.compaction(e, ts),
             EventPayload::RequestSteer(e) => {
                 self.steer(StoredMessage::steer(e.message.clone(), ts, e.steer_id.clone(), e.request_id.clone()));
             }
@@ -424,14 +432,38 @@ impl Recorder {
     /// written first, then the user message; the next model response gets a new `_msgId`.
     fn steer(&mut self, message: StoredMessage) {
         let ts = message.ts.unwrap_or(self.last_ts);
+        self.settle(ts);
+        self.step.messages.push(message);
+        self.renew_msg_id = true;
+    }
+
+    /// Writes what the step streamed so far (text blocks, calls) as messages: something that
+    /// happens between model turns is recorded after them.
+    fn settle(&mut self, ts: i64) {
         self.write_text(ts);
         for call in std::mem::take(&mut self.step.calls) {
             if let Some(written) = self.call_message(&call, ts) {
                 self.step.messages.push(written);
             }
         }
-        self.step.messages.push(message);
-        self.renew_msg_id = true;
+    }
+
+    /// A `context.compact`: kept with the step at its position; a summary that covers stored
+    /// runs also becomes the chat's checkpoint at once (what its next run starts from).
+    fn compaction(&mut self, event: &ContextCompact, ts: i64) {
+        self.settle(ts);
+        self.step.compactions.push(StepCompaction { at: self.step.messages.len(), ts, event: event.clone() });
+        if let (Some(summary), Some(through)) = (&event.summary, &event.through_run_id) {
+            self.pending.push(HistoryLine::Checkpoint(CheckpointLine {
+                chat_id: self.chat_id.clone(),
+                run_id: self.run_id.clone(),
+                updated_at: ts,
+                through_run_id: through.clone(),
+                summary: summary.clone(),
+                tokens_before: event.tokens_before,
+                tokens_after: event.tokens_after,
+            }));
+        }
     }
 
     /// Appends to the block `id`, opening it on its first event.

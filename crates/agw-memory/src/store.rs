@@ -42,6 +42,8 @@ pub struct WaitingRun {
 pub struct RunContext {
     /// [`ChatStore::history_for_model`].
     pub history: Vec<ChatMessage>,
+    /// Where each run begins in `history` (a checkpoint's summary counts as one run).
+    pub history_runs: Vec<agw_protocol::chat::HistoryRun>,
     /// [`ChatStore::latest_plan`].
     pub plan: Option<PlanSnapshot>,
     /// Tool-approval rules answered `always` in this chat (approval lines), in order.
@@ -273,8 +275,10 @@ impl ChatStore {
     }
 
     fn run_context_of(&self, lines: Vec<HistoryLine>) -> Result<RunContext, MemoryError> {
+        let window = window::window(&lines, self.config.k);
         Ok(RunContext {
-            history: window::history_messages(&lines, self.config.k),
+            history: window.messages,
+            history_runs: window.runs,
             plan: history::latest_plan(&lines).cloned(),
             approved_rules: lines.iter().filter_map(HistoryLine::as_approval).map(|a| a.rule.clone()).collect(),
         })

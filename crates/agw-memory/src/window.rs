@@ -3,8 +3,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use agw_protocol::chat::{ChatMessage, ToolCallMessage};
-use agw_protocol::history::{HistoryLine, ROLE_SYSTEM, StepLine, StoredMessage};
+use agw_protocol::chat::{ChatMessage, HistoryRun, ToolCallMessage, summary_turn};
+use agw_protocol::history::{self, CheckpointLine, HistoryLine, ROLE_SYSTEM, StepLine, StoredMessage};
 
 /// The tool message added for a call whose result was never recorded (a crash mid-batch, a
 /// PLAN_EXECUTE call that was streamed but not executed in an older file): providers reject a
@@ -17,8 +17,57 @@ pub const UNRECORDED_RESULT: &str = r#"{"executed":false,"reason":"no result rec
 /// comes back as a user message where the run took it), reasoning dropped, tool calls paired with their
 /// results (missing results synthesised as [`UNRECORDED_RESULT`], orphan results dropped).
 pub fn history_messages(lines: &[HistoryLine], k: usize) -> Vec<ChatMessage> {
-    let runs = last_runs_with_steps(lines, k.max(1));
-    conversation(runs.iter().flat_map(|run| run.iter().flat_map(|step| step.messages.iter())))
+    window(lines, k).messages
+}
+
+/// [`history_messages`] with where each run begins in it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Window {
+    /// The messages, as [`history_messages`] returns them.
+    pub messages: Vec<ChatMessage>,
+    /// Where each run begins in `messages`, in order. A checkpoint's summary counts as one run
+    /// named after the last run it covers.
+    pub runs: Vec<HistoryRun>,
+}
+
+/// The model window of the chat: when the chat has a checkpoint (context compaction,
+/// `docs/context.md`), its summary stands for the runs it covers, followed by the last `k` of
+/// the runs after them; otherwise the last `k` runs. Messages as in [`history_messages`].
+pub fn window(lines: &[HistoryLine], k: usize) -> Window {
+    let (checkpoint, lines) = match after_checkpoint(lines) {
+        Some((checkpoint, rest)) => (Some(checkpoint), rest),
+        None => (None, lines.iter().collect()),
+    };
+    let mut out = Window::default();
+    if let Some(checkpoint) = checkpoint {
+        out.runs.push(HistoryRun { run_id: checkpoint.through_run_id.clone(), start: 0 });
+        out.messages.extend(summary_turn(&checkpoint.summary));
+    }
+    for (run_id, steps) in last_runs_with_steps(&lines, k.max(1)) {
+        let messages = conversation(steps.iter().flat_map(|step| step.messages.iter()));
+        if messages.is_empty() {
+            continue;
+        }
+        out.runs.push(HistoryRun { run_id: run_id.to_owned(), start: out.messages.len() });
+        out.messages.extend(messages);
+    }
+    out
+}
+
+/// The latest checkpoint and the lines of the runs after the one it goes through (in the
+/// order runs first appear); `None` when there is no checkpoint or its run is not in the file.
+fn after_checkpoint(lines: &[HistoryLine]) -> Option<(&CheckpointLine, Vec<&HistoryLine>)> {
+    let checkpoint = history::latest_checkpoint(lines)?;
+    let mut order: Vec<&str> = Vec::new();
+    let mut seen: HashSet<&str> = HashSet::new();
+    for line in lines.iter().filter(|l| l.as_checkpoint().is_none()) {
+        if seen.insert(line.run_id()) {
+            order.push(line.run_id());
+        }
+    }
+    let through = order.iter().position(|id| *id == checkpoint.through_run_id)?;
+    let covered: HashSet<&str> = order[..=through].iter().copied().collect();
+    Some((checkpoint, lines.iter().filter(|l| !covered.contains(l.run_id())).collect()))
 }
 
 /// Stored messages (in order) → chat messages, converted and paired as in [`history_messages`].
@@ -31,11 +80,11 @@ pub fn conversation<'a>(messages: impl IntoIterator<Item = &'a StoredMessage>) -
 }
 
 /// Step lines of the last `k` runs that have any, each run's steps sorted by `_seq` (stable).
-fn last_runs_with_steps(lines: &[HistoryLine], k: usize) -> Vec<Vec<&StepLine>> {
+fn last_runs_with_steps<'a>(lines: &[&'a HistoryLine], k: usize) -> Vec<(&'a str, Vec<&'a StepLine>)> {
     let mut order: Vec<&str> = Vec::new();
     let mut seen: HashSet<&str> = HashSet::new();
     let mut runs: HashMap<&str, Vec<&StepLine>> = HashMap::new();
-    for line in lines {
+    for &line in lines {
         let run_id = line.run_id();
         if seen.insert(run_id) {
             order.push(run_id);
@@ -48,10 +97,10 @@ fn last_runs_with_steps(lines: &[HistoryLine], k: usize) -> Vec<Vec<&StepLine>> 
     let skip = with_steps.len().saturating_sub(k);
     with_steps[skip..]
         .iter()
-        .filter_map(|id| runs.remove(id))
-        .map(|mut steps| {
+        .filter_map(|id| runs.remove(id).map(|steps| (*id, steps)))
+        .map(|(id, mut steps)| {
             steps.sort_by_key(|s| s.seq);
-            steps
+            (id, steps)
         })
         .collect()
 }

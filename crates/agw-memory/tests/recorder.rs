@@ -702,3 +702,81 @@ fn a_run_continued_from_a_checkpoint_writes_what_an_uninterrupted_run_writes() {
     let history = history_messages(&split.lines, 5);
     assert!(history.iter().all(|m| !matches!(m, ChatMessage::Tool { content, .. } if content == UNRECORDED_RESULT)));
 }
+
+fn compaction(level: agw_protocol::event::CompactLevel, summary: Option<&str>) -> AgentDelta {
+    AgentDelta::Compact(agw_protocol::event::ContextCompact {
+        run_id: String::new(),
+        level,
+        tokens_before: 900,
+        tokens_after: 300,
+        budget: 1000,
+        duration_ms: 4,
+        pruned_results: 0,
+        replaced_messages: 2,
+        summary: summary.map(str::to_owned),
+        through_run_id: summary.map(|_| "run_a".to_owned()),
+        reason: None,
+    })
+}
+
+/// One finished ONESHOT run answering `answer`.
+fn plain_run(run_id: &str, message: &str, answer: &str) -> Vec<HistoryLine> {
+    let mut run = Run::new(CHAT, run_id, query(message), None, &[]);
+    run.push(100, marker("oneshot"));
+    run.push(200, content(answer));
+    run.complete(300);
+    run.lines
+}
+
+#[test]
+fn a_summary_is_kept_with_its_step_becomes_the_checkpoint_and_the_next_window_starts_from_it() {
+    use agw_protocol::event::CompactLevel;
+    let mut lines = plain_run("run_a", "first", "one");
+    lines.extend(plain_run("run_b", "second", "two"));
+
+    let mut run = Run::new(CHAT, "run_c", query("third"), None, &[]);
+    run.push(400, marker("react-step-1"));
+    run.push(410, compaction(CompactLevel::Prune, None));
+    assert!(run.recorder.take_pending().is_empty(), "a prune is no checkpoint");
+    run.push(420, compaction(CompactLevel::Summary, Some("They said one.")));
+    let pending = run.recorder.take_pending();
+    let [HistoryLine::Checkpoint(checkpoint)] = pending.as_slice() else { panic!("one checkpoint: {pending:?}") };
+    assert_eq!((checkpoint.through_run_id.as_str(), checkpoint.summary.as_str()), ("run_a", "They said one."));
+    assert_eq!((checkpoint.run_id.as_str(), checkpoint.updated_at), ("run_c", 420));
+    run.push(500, content("three"));
+    run.complete(600);
+    let step = steps(&run)[0].clone();
+    // After the run's user message, before its answer.
+    assert_eq!(step.compactions.iter().map(|c| c.at).collect::<Vec<_>>(), [1, 1]);
+    lines.extend(pending);
+    lines.extend(run.lines.iter().cloned());
+
+    let window = agw_memory::window(&lines, 5);
+    assert_eq!(
+        window.messages,
+        [
+            ChatMessage::User { content: agw_protocol::chat::SUMMARY_REQUEST.into() },
+            ChatMessage::Assistant { content: "They said one.".into(), tool_calls: vec![] },
+            ChatMessage::User { content: "second".into() },
+            ChatMessage::Assistant { content: "two".into(), tool_calls: vec![] },
+            ChatMessage::User { content: "third".into() },
+            ChatMessage::Assistant { content: "three".into(), tool_calls: vec![] },
+        ]
+    );
+    let runs: Vec<(&str, usize)> = window.runs.iter().map(|r| (r.run_id.as_str(), r.start)).collect();
+    assert_eq!(runs, [("run_a", 0), ("run_b", 2), ("run_c", 4)]);
+    // k counts the runs after the checkpoint; the summary always comes first.
+    assert_eq!(agw_memory::window(&lines, 1).messages.len(), 4);
+
+    // The replay shows both compactions where they happened, and the full history.
+    let replay = replay_chat(CHAT, Some("chat"), &lines, 0);
+    let order: Vec<&str> = replay.iter().map(Event::type_name).skip_while(|t| *t != "run.start").collect();
+    assert_eq!(order[..3], ["run.start", "content.snapshot", "run.complete"], "run_a is still there");
+    let compacts: Vec<&Event> = replay.iter().filter(|e| e.type_name() == "context.compact").collect();
+    assert_eq!(compacts.len(), 2);
+    let live: Vec<&Event> = run.events.iter().filter(|e| e.type_name() == "context.compact").collect();
+    assert_eq!(
+        compacts.iter().map(|e| &e.payload).collect::<Vec<_>>(),
+        live.iter().map(|e| &e.payload).collect::<Vec<_>>()
+    );
+}

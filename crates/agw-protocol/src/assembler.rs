@@ -355,6 +355,11 @@ impl Assembler {
                 }
                 other => return Err(ProtocolError::NotAwaiting(other.type_name())),
             },
+            AgentDelta::Compact(mut compact) => {
+                self.close_text(out);
+                compact.run_id.clone_from(&self.run_id);
+                self.emit(compact, out);
+            }
         }
         Ok(())
     }

@@ -38,6 +38,30 @@ pub enum ChatMessage {
     },
 }
 
+/// Where one stored run begins in a run's history (the chat's earlier turns, as sent to the
+/// model): context compaction summarises whole runs, so it needs their boundaries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryRun {
+    /// The stored run; for the summary of a checkpoint, the last run it covers.
+    pub run_id: String,
+    /// Index of the run's first message in the history.
+    pub start: usize,
+}
+
+/// The user turn that precedes a summary of older turns (context compaction): the summary
+/// itself is the assistant's answer to it, so user and assistant turns keep alternating.
+pub const SUMMARY_REQUEST: &str = "[Context compaction] The earlier part of this conversation was summarised to fit the context window. \
+     Summarise it.";
+
+/// The two messages that stand for older turns once they were summarised (or dropped):
+/// [`SUMMARY_REQUEST`] and the summary.
+pub fn summary_turn(summary: &str) -> [ChatMessage; 2] {
+    [
+        ChatMessage::User { content: SUMMARY_REQUEST.to_owned() },
+        ChatMessage::Assistant { content: summary.to_owned(), tool_calls: Vec::new() },
+    ]
+}
+
 /// `{"id","type","function":{"name","arguments"}}` inside an assistant message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallMessage {

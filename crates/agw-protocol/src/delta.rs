@@ -200,4 +200,7 @@ pub enum AgentDelta {
     /// `awaiting.ask`, `awaiting.answer` or `awaiting.expired` (tool approvals): emitted as is,
     /// after closing an open text block.
     Awaiting(crate::event::EventPayload),
+    /// `context.compact`: the run shrank its conversation before a model call; emitted as is
+    /// (with the assembler's run id) after closing an open text block.
+    Compact(crate::event::ContextCompact),
 }

@@ -104,6 +104,8 @@ event_payloads! {
     AwaitingAnswer = "awaiting.answer",
     /// Nobody decided within the submit timeout.
     AwaitingExpired = "awaiting.expired",
+    /// agw: the run shrank what it sends the model before a model call (`docs/context.md`).
+    ContextCompact = "context.compact",
     /// A new chat was created by this query (first run of a chat only).
     ChatStart = "chat.start",
     /// Protocol only, never emitted.

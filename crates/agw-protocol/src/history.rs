@@ -43,6 +43,49 @@ pub enum HistoryLine {
     /// when it is answered. Readers of the reference's format skip it.
     #[serde(rename = "awaiting")]
     Awaiting(Box<AwaitingLine>),
+    /// `"_type":"checkpoint"` (agw): a summary of the chat's older runs made by context
+    /// compaction; the chat's next runs send it instead of the runs it covers
+    /// (`docs/context.md`). Readers of the reference's format skip it.
+    #[serde(rename = "checkpoint")]
+    Checkpoint(CheckpointLine),
+}
+
+/// `{"_type":"checkpoint","chatId","runId","updatedAt","throughRunId","summary","tokensBefore","tokensAfter"}`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointLine {
+    /// The chat.
+    #[serde(default)]
+    pub chat_id: String,
+    /// The run that made the summary.
+    #[serde(default)]
+    pub run_id: String,
+    /// Epoch ms when the summary was made.
+    #[serde(default)]
+    pub updated_at: i64,
+    /// The last run (in the chat's run order) the summary covers: it and every run before it.
+    pub through_run_id: String,
+    /// The summary.
+    pub summary: String,
+    /// Estimated tokens of the request before the summary.
+    #[serde(default)]
+    pub tokens_before: u64,
+    /// Estimated tokens after it.
+    #[serde(default)]
+    pub tokens_after: u64,
+}
+
+/// A `context.compact` recorded with the step it happened in (`_compactions` of a step line).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepCompaction {
+    /// How many of the step's messages came before it: a replay emits it there.
+    pub at: usize,
+    /// Epoch ms of the live event.
+    #[serde(default)]
+    pub ts: i64,
+    /// The event as streamed.
+    #[serde(flatten)]
+    pub event: crate::event::ContextCompact,
 }
 
 /// `{"_type":"awaiting","chatId","runId","updatedAt","awaitingId","lastSeq","timeoutAt","resumeAt","calls","results","ask"}`.
@@ -190,7 +233,7 @@ impl HistoryLine {
     /// Parses one line of a history file.
     ///
     /// `Ok(None)`: a line the contract says to ignore — blank, valid JSON that is not an object,
-    /// or an object whose `_type` is none of `query`, `step`, `approval`, `awaiting`. `Err`: not JSON at all (e.g. a
+    /// or an object whose `_type` is none of `query`, `step`, `approval`, `awaiting`, `checkpoint`. `Err`: not JSON at all (e.g. a
     /// line torn by a crash mid-write) or a known line whose fields have impossible types.
     pub fn parse(text: &str) -> Result<Option<Self>, serde_json::Error> {
         let text = text.trim();
@@ -207,6 +250,7 @@ impl HistoryLine {
             Some("step") => StepLine::deserialize(value).map(|line| Some(Self::Step(line))),
             Some("approval") => ApprovalLine::deserialize(value).map(|line| Some(Self::Approval(line))),
             Some("awaiting") => AwaitingLine::deserialize(value).map(|line| Some(Self::Awaiting(Box::new(line)))),
+            Some("checkpoint") => CheckpointLine::deserialize(value).map(|line| Some(Self::Checkpoint(line))),
             _ => Ok(None),
         }
     }
@@ -223,6 +267,7 @@ impl HistoryLine {
             Self::Step(line) => &line.run_id,
             Self::Approval(line) => &line.run_id,
             Self::Awaiting(line) => &line.run_id,
+            Self::Checkpoint(line) => &line.run_id,
         }
     }
 
@@ -233,6 +278,7 @@ impl HistoryLine {
             Self::Step(line) => &line.chat_id,
             Self::Approval(line) => &line.chat_id,
             Self::Awaiting(line) => &line.chat_id,
+            Self::Checkpoint(line) => &line.chat_id,
         }
     }
 
@@ -256,6 +302,14 @@ impl HistoryLine {
     pub fn as_awaiting(&self) -> Option<&AwaitingLine> {
         match self {
             Self::Awaiting(line) => Some(line),
+            _ => None,
+        }
+    }
+
+    /// `Some` for a checkpoint line.
+    pub fn as_checkpoint(&self) -> Option<&CheckpointLine> {
+        match self {
+            Self::Checkpoint(line) => Some(line),
             _ => None,
         }
     }
@@ -319,6 +373,9 @@ pub struct StepLine {
     pub plan: Option<PlanSnapshot>,
     /// The step's messages in order; a message that does not parse is dropped on read.
     pub messages: Vec<StoredMessage>,
+    /// agw (`_compactions`): the context compactions of this step, in order; omitted when none.
+    #[serde(rename = "_compactions", skip_serializing_if = "Vec::is_empty")]
+    pub compactions: Vec<StepCompaction>,
 }
 
 impl<'de> Deserialize<'de> for StepLine {
@@ -347,6 +404,8 @@ impl<'de> Deserialize<'de> for StepLine {
             plan_snapshot: Option<Value>,
             #[serde(default, deserialize_with = "nullable")]
             messages: Vec<Value>,
+            #[serde(default, rename = "_compactions", deserialize_with = "nullable")]
+            compactions: Vec<Value>,
         }
 
         let wire = Wire::deserialize(d)?;
@@ -365,6 +424,7 @@ impl<'de> Deserialize<'de> for StepLine {
             system: wire.system.and_then(|v| SystemSnapshot::deserialize(v).ok()),
             plan,
             messages: wire.messages.into_iter().filter_map(|v| StoredMessage::deserialize(v).ok()).collect(),
+            compactions: wire.compactions.into_iter().filter_map(|v| StepCompaction::deserialize(v).ok()).collect(),
         })
     }
 }
@@ -419,6 +479,11 @@ impl std::fmt::Display for Stage {
 /// restores (`memory-jsonl.md` §8.2). Statuses are already normalised by parsing.
 pub fn latest_plan(lines: &[HistoryLine]) -> Option<&PlanSnapshot> {
     lines.iter().rev().filter_map(HistoryLine::as_step).find_map(|step| step.plan.as_ref().filter(|p| !p.is_empty()))
+}
+
+/// The last checkpoint line in the file: what the chat's next run starts from.
+pub fn latest_checkpoint(lines: &[HistoryLine]) -> Option<&CheckpointLine> {
+    lines.iter().rev().find_map(HistoryLine::as_checkpoint)
 }
 
 /// The last system snapshot written in the file (read, but it changes nothing a run sends).

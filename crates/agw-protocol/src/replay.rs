@@ -18,7 +18,9 @@ use crate::event::{
     ActionResult, ActionSnapshot, ChatStart, ContentSnapshot, Event, EventPayload, PlanUpdate, ReasoningSnapshot,
     RequestQuery, RequestSteer, RunComplete, RunStart, ToolResult, ToolSnapshot,
 };
-use crate::history::{HistoryLine, PlanSnapshot, QueryLine, ROLE_USER, StepLine, StoredMessage, StoredToolCall};
+use crate::history::{
+    HistoryLine, PlanSnapshot, QueryLine, ROLE_USER, StepCompaction, StepLine, StoredMessage, StoredToolCall,
+};
 use crate::request::Reference;
 
 /// Finish reason of every replayed run.
@@ -102,6 +104,22 @@ impl<'a> Run<'a> {
         self.steps.iter().flat_map(|step| step.messages.iter())
     }
 
+    /// Messages and recorded compactions in stream order: a compaction before the message it
+    /// preceded live (those recorded after a step's last message, at its end).
+    fn items(&self) -> impl Iterator<Item = Item<'a>> + '_ {
+        self.steps.iter().flat_map(|step| {
+            let mut compactions = step.compactions.iter().peekable();
+            let mut messages = step.messages.iter().enumerate().peekable();
+            std::iter::from_fn(move || {
+                let next_at = messages.peek().map_or(usize::MAX, |(i, _)| *i);
+                if compactions.peek().is_some_and(|c| c.at <= next_at) {
+                    return compactions.next().map(Item::Compact);
+                }
+                messages.next().map(|(_, m)| Item::Message(m))
+            })
+        })
+    }
+
     /// Max step `updatedAt`.
     fn updated_at(&self) -> i64 {
         self.steps.iter().map(|s| s.updated_at).max().unwrap_or(0)
@@ -113,6 +131,12 @@ impl<'a> Run<'a> {
     }
 }
 
+/// What a replayed run is made of.
+enum Item<'a> {
+    Message(&'a StoredMessage),
+    Compact(&'a StepCompaction),
+}
+
 /// Groups lines by `runId`, drops runs without step lines, sorts steps by `_seq` and runs by
 /// `updatedAt` ascending (≤ 0 counts as +∞), ties by first line.
 fn ordered_runs(lines: &[HistoryLine]) -> Vec<Run<'_>> {
@@ -121,7 +145,8 @@ fn ordered_runs(lines: &[HistoryLine]) -> Vec<Run<'_>> {
     for (index, line) in lines.iter().enumerate() {
         // Remembered approvals are settings of the chat, waits are run state: neither is part
         // of what was said.
-        if line.as_approval().is_some() || line.as_awaiting().is_some() {
+        // Checkpoints are memory: the compaction that made one is replayed from its step.
+        if line.as_approval().is_some() || line.as_awaiting().is_some() || line.as_checkpoint().is_some() {
             continue;
         }
         let slot = *by_id.entry(line.run_id()).or_insert_with(|| {
@@ -134,7 +159,7 @@ fn ordered_runs(lines: &[HistoryLine]) -> Vec<Run<'_>> {
                 run.query.get_or_insert(query);
             }
             HistoryLine::Step(step) => run.steps.push(step),
-            HistoryLine::Approval(_) | HistoryLine::Awaiting(_) => {}
+            HistoryLine::Approval(_) | HistoryLine::Awaiting(_) | HistoryLine::Checkpoint(_) => {}
         }
     }
     runs.retain(|run| !run.steps.is_empty());
@@ -211,7 +236,16 @@ fn replay_run(run: &Run<'_>, chat_id: &str, chat_start: Option<&str>, now_ms: i6
 
     let mut counters = Counters::default();
     let mut bindings: HashMap<&str, Binding> = HashMap::new();
-    for message in run.messages() {
+    for item in run.items() {
+        let message = match item {
+            Item::Message(message) => message,
+            Item::Compact(compaction) => {
+                let mut event = compaction.event.clone();
+                run_id.clone_into(&mut event.run_id);
+                out.next(compaction.ts, event);
+                continue;
+            }
+        };
         let ts = message.ts.unwrap_or(0);
         if message.is_assistant() {
             if let Some(text) = message.reasoning() {

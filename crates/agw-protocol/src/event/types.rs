@@ -222,6 +222,72 @@ pub struct AwaitingExpired {
     pub awaiting_id: String,
 }
 
+/// `context.compact` (agw): before a model call, the run shrank the conversation it sends so
+/// that it fits the model's context window (`docs/context.md`). Emitted once per level applied,
+/// cheapest first; an open text block is ended first. Recorded with the step it happened in,
+/// so a replay shows it at the same place.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextCompact {
+    /// The run that compacted.
+    pub run_id: String,
+    /// `prune` (old tool outputs replaced by a marker), `summary` (older turns summarised by a
+    /// model), or `truncate` (older turns dropped with a marker, when a summary was not possible).
+    pub level: CompactLevel,
+    /// Estimated tokens of the request before this level.
+    pub tokens_before: u64,
+    /// Estimated tokens after it.
+    pub tokens_after: u64,
+    /// The usable context (`contextWindow - min(maxOutputTokens, 8192)`), in tokens.
+    pub budget: u64,
+    /// How long this level took (a summary includes its model call).
+    pub duration_ms: u64,
+    /// `prune`: how many tool results were replaced.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pruned_results: u64,
+    /// `summary` / `truncate`: how many messages were replaced.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub replaced_messages: u64,
+    /// `summary`: the summary the model now sees instead of the older turns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// `summary`: the last stored run the summary covers; the chat's next runs start from the
+    /// summary and the runs after this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub through_run_id: Option<String>,
+    /// `truncate`: why no summary was used (the summary call failed, or nothing could be
+    /// summarised).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// How a [`ContextCompact`] shrank the conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactLevel {
+    /// Old tool outputs replaced by `[tool output pruned: N tokens]`; no model call.
+    Prune,
+    /// Older turns summarised by a model.
+    Summary,
+    /// Older turns dropped with a marker (the fallback when no summary could be made).
+    Truncate,
+}
+
+impl CompactLevel {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Prune => "prune",
+            Self::Summary => "summary",
+            Self::Truncate => "truncate",
+        }
+    }
+}
+
 /// `chat.start` — only on the first run of a chat.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -330,6 +396,9 @@ pub enum ErrorCode {
     FrontendSubmitTimeout,
     /// `provider_not_configured`: the agent names a provider that is not configured.
     ProviderNotConfigured,
+    /// `doom_loop` (agw): the model kept calling the same tool with the same arguments after it
+    /// was told it repeats itself (`docs/context.md`).
+    DoomLoop,
     /// Also what an absent or unknown code parses as.
     #[default]
     Internal,
@@ -337,7 +406,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in declaration order.
-    pub const ALL: [ErrorCode; 9] = [
+    pub const ALL: [ErrorCode; 10] = [
         Self::ProviderError,
         Self::ProviderTimeout,
         Self::BudgetExceeded,
@@ -346,6 +415,7 @@ impl ErrorCode {
         Self::ToolRequired,
         Self::FrontendSubmitTimeout,
         Self::ProviderNotConfigured,
+        Self::DoomLoop,
         Self::Internal,
     ];
 
@@ -360,6 +430,7 @@ impl ErrorCode {
             Self::ToolRequired => "tool_required",
             Self::FrontendSubmitTimeout => "frontend_submit_timeout",
             Self::ProviderNotConfigured => "provider_not_configured",
+            Self::DoomLoop => "doom_loop",
             Self::Internal => "internal",
         }
     }

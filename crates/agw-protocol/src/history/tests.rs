@@ -77,6 +77,7 @@ fn built_lines_use_the_contract_key_order_and_omit_nulls() {
                 ..StoredMessage::default()
             },
         ],
+        compactions: Vec::new(),
     });
     assert_eq!(
         line.to_json().expect("serialise"),
@@ -283,4 +284,29 @@ fn awaiting_lines_parse_and_round_trip_and_replay_skips_them() {
     assert_eq!(awaiting.step.calls[0].name.as_deref(), Some("confirm_dialog"));
     assert_eq!(line.to_json().unwrap(), text, "written exactly as read");
     assert!(crate::replay_chat("c", None, &[line], 1).is_empty(), "run state, not part of what was said");
+}
+
+#[test]
+fn checkpoint_lines_parse_and_round_trip_and_replay_skips_them() {
+    let text = r#"{"_type":"checkpoint","chatId":"c","runId":"r3","updatedAt":5,"throughRunId":"r1","summary":"Goals: …","tokensBefore":90000,"tokensAfter":12000}"#;
+    let line = HistoryLine::parse(text).unwrap().unwrap();
+    let checkpoint = line.as_checkpoint().expect("a checkpoint line");
+    assert_eq!((checkpoint.through_run_id.as_str(), checkpoint.tokens_after, line.run_id()), ("r1", 12000, "r3"));
+    assert_eq!(line.to_json().unwrap(), text, "written exactly as read");
+    assert_eq!(crate::history::latest_checkpoint(std::slice::from_ref(&line)), Some(checkpoint));
+    assert!(crate::replay_chat("c", None, &[line], 1).is_empty(), "memory, not part of what was said");
+}
+
+#[test]
+fn step_compactions_round_trip_and_a_bad_one_is_dropped_alone() {
+    let text = r#"{"_type":"step","chatId":"c","runId":"r","_stage":"react","_seq":1,"updatedAt":5,"messages":[{"role":"user","content":[{"type":"text","text":"hi"}],"ts":4}],"_compactions":[{"at":1,"ts":4,"runId":"r","level":"prune","tokensBefore":100,"tokensAfter":60,"budget":120,"durationMs":0,"prunedResults":2}]}"#;
+    let line = HistoryLine::parse(text).unwrap().unwrap();
+    let step = line.as_step().expect("a step");
+    assert_eq!(step.compactions.len(), 1);
+    assert_eq!(step.compactions[0].event.level, crate::event::CompactLevel::Prune);
+    assert_eq!(line.to_json().unwrap(), text, "written exactly as read");
+    let broken = text.replace(r#""level":"prune""#, r#""level":"shrink""#);
+    let line = HistoryLine::parse(&broken).unwrap().unwrap();
+    let step = line.as_step().expect("still a step");
+    assert!(step.compactions.is_empty() && step.messages.len() == 1, "the bad record goes, the step stays");
 }

@@ -259,3 +259,19 @@ fn raw_messages_and_references() {
 fn empty_history_replays_nothing() {
     assert!(replay_chat(CHAT, None, &[], 1).is_empty());
 }
+
+#[test]
+fn a_recorded_compaction_replays_as_context_compact_where_it_happened() {
+    let query = r#"{"_type":"query","chatId":"c","runId":"r","updatedAt":10,"query":{"message":"q"}}"#;
+    let step = r#"{"_type":"step","chatId":"c","runId":"r","_stage":"react","_seq":1,"updatedAt":10,"messages":[{"role":"user","content":[{"type":"text","text":"q"}],"ts":5},{"role":"assistant","content":[{"type":"text","text":"a"}],"ts":8,"_contentId":"c1"}],"_compactions":[{"at":1,"ts":6,"runId":"r","level":"summary","tokensBefore":100,"tokensAfter":20,"budget":90,"durationMs":3,"replacedMessages":4,"summary":"s","throughRunId":"r0"}]}"#;
+    let events = replay_chat("c", None, &lines(&[query, step]), 1);
+    assert_eq!(
+        types(&events),
+        ["request.query", "chat.start", "run.start", "context.compact", "content.snapshot", "run.complete"]
+    );
+    let compact = &json_of(&events)[3];
+    assert_eq!(compact["runId"], "r");
+    assert_eq!((compact["level"].as_str(), compact["summary"].as_str()), (Some("summary"), Some("s")));
+    // Its recorded time, kept monotonic like every replayed event.
+    assert_eq!(compact["timestamp"], 8);
+}
