@@ -171,6 +171,7 @@ async fn wait_again(state: AppState, handle: Arc<RunHandle>, slot: ChatSlot, run
         agent,
         user_message: awaiting.query.message.clone().unwrap_or_default(),
         history: context.history,
+        history_runs: context.history_runs,
         initial_plan: context.plan,
         services: state.run_services(),
         steers: steers.clone(),

@@ -70,6 +70,7 @@ pub mod interaction;
 pub mod openai;
 pub mod provider;
 pub mod registry;
+pub mod tokens;
 mod transport;
 
 /// The provider-neutral request types, defined in `agw-protocol` so that crates that only store or
@@ -85,5 +86,5 @@ pub use error::{LlmError, TimeoutPhase};
 #[cfg(feature = "openai")]
 pub use openai::OpenAiCompatibleProvider;
 pub use provider::{CallOptions, ChatProvider, DeltaStream};
-pub use registry::{ProviderConfig, ProviderProtocol, ProviderRegistry};
+pub use registry::{ModelLimits, ProviderConfig, ProviderProtocol, ProviderRegistry};
 pub use transport::{FIRST_TOKEN_METRIC, RUN_ID_HEADER, ResponseLimits, ResponseMeter, STAGE_HEADER};

@@ -41,8 +41,18 @@ impl FromStr for ProviderProtocol {
     }
 }
 
+/// What a provider's models can read and write, as configured (`context-window`,
+/// `max-output-tokens`); `None`: unknown, the reader's default applies (`docs/context.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ModelLimits {
+    /// Tokens a request (input and output together) may hold.
+    pub context_window: Option<u32>,
+    /// Most tokens one answer may have.
+    pub max_output_tokens: Option<u32>,
+}
+
 /// One configured provider.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, Default)]
 pub struct ProviderConfig {
     /// The `providerKey` agents use (matched case-insensitively).
     pub key: String,
@@ -55,6 +65,8 @@ pub struct ProviderConfig {
     pub api_key: String,
     /// Default model of the provider (used when an agent names none).
     pub model: String,
+    /// Context window and output cap of the provider's models.
+    pub limits: ModelLimits,
 }
 
 impl std::fmt::Debug for ProviderConfig {
@@ -65,6 +77,7 @@ impl std::fmt::Debug for ProviderConfig {
             .field("base_url", &self.base_url)
             .field("api_key", &if self.api_key.is_empty() { "" } else { "***" })
             .field("model", &self.model)
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -96,6 +109,7 @@ impl ProviderConfig {
                     base_url: String::new(),
                     api_key: String::new(),
                     model: String::new(),
+                    limits: ModelLimits::default(),
                 };
                 (config, None)
             });
@@ -132,6 +146,7 @@ impl ProviderConfig {
 struct Entry {
     provider: Arc<dyn ChatProvider>,
     model: String,
+    limits: ModelLimits,
 }
 
 /// The providers a server can call, by lower-cased key.
@@ -174,7 +189,7 @@ impl ProviderRegistry {
                     continue;
                 }
             };
-            entries.insert(key, Entry { provider, model: config.model.trim().to_owned() });
+            entries.insert(key, Entry { provider, model: config.model.trim().to_owned(), limits: config.limits });
         }
         Self { entries }
     }
@@ -192,6 +207,11 @@ impl ProviderRegistry {
         self.entries.get(&key.trim().to_ascii_lowercase()).map(|entry| entry.model.clone())
     }
 
+    /// The configured limits of `key`'s models (all unknown for an unknown key).
+    pub fn limits(&self, key: &str) -> ModelLimits {
+        self.entries.get(&key.trim().to_ascii_lowercase()).map(|entry| entry.limits).unwrap_or_default()
+    }
+
     /// Registered keys, sorted (lower-cased).
     pub fn keys(&self) -> Vec<String> {
         self.entries.keys().cloned().collect()
@@ -199,7 +219,15 @@ impl ProviderRegistry {
 
     /// Registers (or replaces) a provider directly — for embedders and tests.
     pub fn insert(&mut self, key: &str, model: &str, provider: Arc<dyn ChatProvider>) {
-        self.entries.insert(key.trim().to_ascii_lowercase(), Entry { provider, model: model.to_owned() });
+        let entry = Entry { provider, model: model.to_owned(), limits: ModelLimits::default() };
+        self.entries.insert(key.trim().to_ascii_lowercase(), entry);
+    }
+
+    /// Sets the limits of a registered provider's models (no-op for an unknown key).
+    pub fn set_limits(&mut self, key: &str, limits: ModelLimits) {
+        if let Some(entry) = self.entries.get_mut(&key.trim().to_ascii_lowercase()) {
+            entry.limits = limits;
+        }
     }
 }
 
@@ -287,6 +315,7 @@ mod tests {
             base_url: "http://x".into(),
             api_key: "sk-secret".into(),
             model: "m".into(),
+            limits: ModelLimits::default(),
         };
         let text = format!("{config:?}");
         assert!(!text.contains("sk-secret") && text.contains("***"));

@@ -57,6 +57,7 @@ async fn anthropic_providers_speak_the_messages_api() {
         base_url: format!("{}/v1/", server.base_url()),
         api_key: "sk-ant-secret".into(),
         model: "claude-sonnet".into(),
+        limits: Default::default(),
     };
     let registry = ProviderRegistry::new([config]);
     let provider: Arc<dyn ChatProvider> = registry.get("claude").expect("registered");
@@ -75,6 +76,7 @@ async fn anthropic_providers_speak_the_messages_api() {
         base_url: "not a url".into(),
         api_key: "k".into(),
         model: "m".into(),
+        limits: Default::default(),
     };
     assert!(ProviderRegistry::new([bad]).get("broken").is_err(), "invalid configs are skipped");
 }

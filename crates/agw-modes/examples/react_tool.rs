@@ -109,6 +109,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Whoever accepts steers for this run pushes into this queue.
         steers: Arc::new(SteerQueue::default()),
         approved_rules: Vec::new(),
+        history_runs: Vec::new(),
     };
 
     let mut sink = PrintingSink { assembler: Assembler::new(run_id, chat_id, Box::new(SystemClock)), events: vec![] };

@@ -639,6 +639,37 @@ fn from_sources_sorts_by_file_name_and_ignores_non_json_names() {
 }
 
 #[test]
+fn context_config_and_model_limits_default_and_override() {
+    let plain = r#"{"mode":"REACT","modelConfig":{"providerKey":"p","model":"m"},"react":{"systemPrompt":"s"}}"#;
+    let def = agent(plain);
+    assert_eq!(def.context, agw_modes::definition::ContextPolicy::default());
+    assert_eq!((def.context.compact_at, def.context.doom_loop_threshold), (0.8, 3));
+    assert_eq!(def.context.protected_tools, names(&["_skill_run_script_"]));
+    let model = resolve(&def, StageKind::React, &[]);
+    assert_eq!((model.context_window, model.max_output_tokens), (None, None));
+
+    let tuned = agent(
+        r#"{"mode":"REACT","modelConfig":{"providerKey":"p","model":"m","contextWindow":32000,"maxOutputTokens":2000},
+            "react":{"systemPrompt":"s"},
+            "contextConfig":{"compactAt":0.5,"keepUserTurns":1,"pruneProtectTokens":100,"pruneMinimumTokens":0,
+              "protectedTools":["Lookup"],"summaryModel":{"providerKey":"cheap","model":"mini"},"summaryMaxTokens":300,
+              "doomLoopThreshold":0,"enabled":true}}"#,
+    );
+    let model = resolve(&tuned, StageKind::React, &[]);
+    assert_eq!((model.context_window, model.max_output_tokens), (Some(32_000), Some(2_000)));
+    let context = &tuned.context;
+    assert_eq!((context.compact_at, context.keep_user_turns, context.prune_protect_tokens), (0.5, 1, 100));
+    assert_eq!((context.summary_max_tokens, context.doom_loop_threshold), (300, 0));
+    assert_eq!(context.protected_tools, names(&["lookup"]));
+    assert_eq!(context.summary_model.as_ref().and_then(|m| m.model.as_deref()), Some("mini"));
+
+    let typo = parse_err(&plain.replace(r#""react""#, r#""contextConfig":{"compactAT":0.5},"react""#));
+    assert!(typo.contains("contextConfig.compactAT") && typo.contains("compactAt"), "{typo}");
+    let wrong = parse_err(&plain.replace(r#""react""#, r#""contextConfig":{"compactAt":1.5},"react""#));
+    assert!(wrong.contains("contextConfig.compactAt"), "{wrong}");
+}
+
+#[test]
 fn arbitrary_input_never_panics() {
     let pieces = [
         "{",

@@ -82,6 +82,7 @@ fn ctx(fixture: &FixtureServer, agent: &str, tools: ToolRegistry, steers: Arc<St
         }),
         steers,
         approved_rules: Vec::new(),
+        history_runs: Vec::new(),
     }
 }
 

@@ -61,6 +61,7 @@ async fn run(model: &FixtureServer, message: &str) -> (RunOutcome, Vec<AgentDelt
         services: Arc::new(services),
         steers: Arc::new(SteerQueue::default()),
         approved_rules: Vec::new(),
+        history_runs: Vec::new(),
     };
     let mut sink = CollectingSink::default();
     let outcome = execute(ctx, &mut sink).await;

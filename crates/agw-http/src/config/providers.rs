@@ -37,6 +37,9 @@ pub(super) fn load(src: &Source) -> Result<Vec<ProviderConfig>, ConfigError> {
                     Some(toml::Value::String(v)) => {
                         entry.insert(field.key, v.clone());
                     }
+                    Some(toml::Value::Integer(n)) if matches!(field.key, "context-window" | "max-output-tokens") => {
+                        entry.insert(field.key, n.to_string());
+                    }
                     // Silently ignoring `model = 3` would leave the provider half-configured.
                     Some(_) => {
                         return Err(ConfigError::Provider {
@@ -62,12 +65,27 @@ pub(super) fn load(src: &Source) -> Result<Vec<ProviderConfig>, ConfigError> {
             None => ProviderProtocol::OpenAiCompatible,
         };
         let get = |f: &str| fields.get(f).cloned().unwrap_or_default();
+        let tokens = |f: &str| -> Result<Option<u32>, ConfigError> {
+            let Some(text) = fields.get(f).map(|v| v.trim()).filter(|v| !v.is_empty()) else { return Ok(None) };
+            match text.parse::<u32>() {
+                Ok(n) if n > 0 => Ok(Some(n)),
+                _ => Err(ConfigError::Provider {
+                    key: key.clone(),
+                    message: format!("{f} must be a positive whole number of tokens, not {text:?}"),
+                }),
+            }
+        };
+        let limits = agw_llm::ModelLimits {
+            context_window: tokens("context-window")?,
+            max_output_tokens: tokens("max-output-tokens")?,
+        };
         out.push(ProviderConfig {
             key,
             protocol,
             base_url: get("base-url"),
             api_key: get("api-key"),
             model: get("model"),
+            limits,
         });
     }
     Ok(out)

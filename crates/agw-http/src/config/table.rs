@@ -243,6 +243,8 @@ pub const PROVIDER_FIELDS: &[ProviderField] = &[
     ProviderField { key: "api-key", env_suffix: "_API_KEY" },
     ProviderField { key: "model", env_suffix: "_MODEL" },
     ProviderField { key: "protocol", env_suffix: "_PROTOCOL" },
+    ProviderField { key: "context-window", env_suffix: "_CONTEXT_WINDOW" },
+    ProviderField { key: "max-output-tokens", env_suffix: "_MAX_OUTPUT_TOKENS" },
 ];
 
 /// Variables with a setting prefix that agw reads but that are not settings (listed by

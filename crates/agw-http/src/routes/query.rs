@@ -201,6 +201,8 @@ struct Prepared {
     chat_name: String,
     chat_start: Option<ChatStart>,
     history: Vec<agw_llm::ChatMessage>,
+    /// Where each stored run begins in `history`.
+    history_runs: Vec<agw_protocol::chat::HistoryRun>,
     plan: Option<PlanSnapshot>,
     /// Approval rules answered `always` earlier in the chat.
     approved_rules: Vec<String>,
@@ -238,6 +240,7 @@ async fn prepare(
             chat_name: upsert.chat_name.clone(),
             chat_start: upsert.created.then_some(ChatStart { chat_id, chat_name: upsert.chat_name }),
             history: context.history,
+            history_runs: context.history_runs,
             plan: context.plan,
             approved_rules: context.approved_rules,
         }),
@@ -257,6 +260,7 @@ fn stateless(request: &QueryRequest, chat_id: &str, message: &str) -> Prepared {
         chat_start: new_chat.then(|| ChatStart { chat_id: chat_id.to_string(), chat_name: chat_name.clone() }),
         chat_name,
         history: Vec::new(),
+        history_runs: Vec::new(),
         plan: None,
         approved_rules: Vec::new(),
     }
@@ -373,6 +377,7 @@ async fn drive_run(state: AppState, run: RunStart) {
         agent,
         user_message: message,
         history: prepared.history,
+        history_runs: prepared.history_runs,
         // The runtime shows a stored plan first (any mode) and continues it.
         initial_plan: prepared.plan,
         services: state.run_services_with(client_tools),

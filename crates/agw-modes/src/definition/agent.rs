@@ -47,6 +47,8 @@ pub struct AgentDefinition {
     pub tool_choice: ToolChoicePolicy,
     /// `budget`, or the mode's preset.
     pub budget: Budget,
+    /// `contextConfig` (agw extension), defaults filled in.
+    pub context: super::ContextPolicy,
     /// `runtimePrompts` with agw's defaults filled in.
     pub runtime_prompts: RuntimePrompts,
     /// Where the definition came from (path for directory loads, name for embedded sources).
@@ -154,6 +156,8 @@ impl AgentDefinition {
             temperature: effective.and_then(|c| c.temperature),
             top_p: effective.and_then(|c| c.top_p),
             max_tokens: effective.and_then(|c| c.max_tokens),
+            context_window: effective.and_then(|c| c.context_window),
+            max_output_tokens: effective.and_then(|c| c.max_output_tokens),
         }
     }
 

@@ -12,7 +12,18 @@ const DEFAULT_REACT_MAX_STEPS: u32 = 6;
 const DEFAULT_PLAN_EXECUTE_MAX_STEPS: u32 = 15;
 
 pub fn model_config(obj: &Obj<'_>) -> Result<ModelConfig, DefinitionError> {
+    let tokens = |key: &str| -> Result<Option<u32>, DefinitionError> {
+        match obj.i64(key)? {
+            Some(n) if n > 0 => Ok(Some(
+                u32::try_from(n)
+                    .map_err(|_| DefinitionError::OutOfRange { field: obj.field(key), value: n.to_string() })?,
+            )),
+            _ => Ok(None),
+        }
+    };
     Ok(ModelConfig {
+        context_window: tokens("contextWindow")?,
+        max_output_tokens: tokens("maxOutputTokens")?,
         provider_key: non_blank(obj.str("providerKey")?).map(|p| p.trim().to_owned()),
         // Kept as written: a model id is opaque to the gateway.
         model: non_blank(obj.str("model")?).map(str::to_owned),
@@ -20,15 +31,7 @@ pub fn model_config(obj: &Obj<'_>) -> Result<ModelConfig, DefinitionError> {
         temperature: obj.f64("temperature")?,
         top_p: obj.f64("top_p")?,
         // A non-positive limit cannot be sent to a provider; it reads as "not set".
-        max_tokens: match obj.i64("max_tokens")? {
-            Some(n) if n > 0 => {
-                Some(u32::try_from(n).map_err(|_| DefinitionError::OutOfRange {
-                    field: obj.field("max_tokens"),
-                    value: n.to_string(),
-                })?)
-            }
-            _ => None,
-        },
+        max_tokens: tokens("max_tokens")?,
     })
 }
 

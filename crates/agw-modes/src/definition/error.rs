@@ -57,6 +57,14 @@ pub enum DefinitionError {
     /// `budget` has other unknown keys; carries their sorted names.
     #[error("budget contains unsupported fields: {}", .0.join(", "))]
     BudgetUnsupported(Vec<String>),
+    /// A block that lists its keys (agw's `contextConfig`) has one it does not know.
+    #[error("field \"{field}\" is not supported (expected one of {expected})")]
+    UnknownField {
+        /// Dotted path of the field.
+        field: String,
+        /// The keys the block accepts.
+        expected: String,
+    },
     /// `mode` is missing or blank.
     #[error("agent has no mode (field \"mode\" is required)")]
     MissingMode,

@@ -15,6 +15,7 @@ mod approvals;
 mod blocks;
 mod budget;
 mod catalog;
+mod context;
 mod error;
 mod model;
 mod parse;
@@ -27,6 +28,7 @@ pub use agent::{AgentDefinition, DEFAULT_MODEL, DEFAULT_PROVIDER_KEY};
 pub use approvals::{ApprovalDecision, ApprovalRule, Approvals};
 pub use budget::{Budget, BudgetScope};
 pub use catalog::{AgentCatalog, LoadProblem};
+pub use context::{ContextPolicy, DEFAULT_PROTECTED_TOOLS};
 pub use error::DefinitionError;
 pub use model::{
     AgentMode, ModeDef, ModelConfig, PLAN_ADD_TASKS_TOOL, PLAN_GET_TASKS_TOOL, PLAN_TOOL_PREFIX, PLAN_UPDATE_TASK_TOOL,

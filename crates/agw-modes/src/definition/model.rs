@@ -97,6 +97,11 @@ pub struct ModelConfig {
     pub top_p: Option<f64>,
     /// Cap on generated tokens; sent when set.
     pub max_tokens: Option<u32>,
+    /// agw: `contextWindow`, the model's context in tokens (else the provider's configured
+    /// one, else 128,000).
+    pub context_window: Option<u32>,
+    /// agw: `maxOutputTokens`, the model's longest answer (else the provider's, else 4,096).
+    pub max_output_tokens: Option<u32>,
 }
 
 /// `modelConfig.reasoning`; `effort` defaults to MEDIUM.
@@ -251,4 +256,8 @@ pub struct ResolvedModel {
     pub top_p: Option<f64>,
     /// From the effective `modelConfig`; `None`: the provider's default.
     pub max_tokens: Option<u32>,
+    /// From the effective `modelConfig`; `None`: the provider's configured limit or the default.
+    pub context_window: Option<u32>,
+    /// From the effective `modelConfig`; `None`: the provider's configured limit or the default.
+    pub max_output_tokens: Option<u32>,
 }

@@ -76,6 +76,7 @@ fn build(root: &Obj<'_>, file_name: &str) -> Result<AgentDefinition, DefinitionE
         sandbox_network,
         tool_choice: ToolChoicePolicy::Auto,
         budget: custom_budget.unwrap_or(Budget::preset_for(mode)),
+        context: root.obj("contextConfig")?.map(|c| super::context::parse(&c)).transpose()?.unwrap_or_default(),
         runtime_prompts: prompts::parse(root.obj("runtimePrompts")?.as_ref())?,
         source_file: file_name.to_owned(),
         declared_tools,

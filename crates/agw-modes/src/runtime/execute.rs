@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 
 use super::approval;
 use super::calls::StreamedCall;
+use super::doom::Doom;
 use super::plan::is_plan_tool;
 use super::submit::PendingSubmit;
 use super::tools::{Decoration, StageToolSet, decorate};
@@ -146,12 +147,25 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
 
     let mut executed: Vec<Executed> = Vec::with_capacity(calls.len());
     let mut frontend_timeout = None;
+    let mut doom_loop: Option<String> = None;
     for (call, kind) in calls.iter().zip(kinds) {
         let name = call.normalized_name();
         let args = templates::resolve(&call.arguments_object(), &state.recorded);
         let mut plan_after = None;
-        let result = if let Some(done) = answers.done(&call.id) {
+        let done = answers.done(&call.id);
+        // A call that ran before a restart was counted in the process that ran it.
+        let doom = match &done {
+            Some(_) => Doom::Fine,
+            None => state.doom.observe(ctx.agent.context.doom_loop_threshold, &name, &call.arguments_object()),
+        };
+        let result = if let Some(done) = done {
             done
+        } else if let Doom::Refused(text) | Doom::Stop(text) = &doom {
+            tracing::warn!(run_id = %ctx.run_id, tool = %name, "doom loop: the same call again, not executed");
+            if matches!(doom, Doom::Stop(_)) {
+                doom_loop.get_or_insert_with(|| name.clone());
+            }
+            text.clone()
         } else if !tools.contains(&name) {
             exec::error_result(&name, &format!("Tool is not enabled for this agent: {name}"))
         } else if is_plan_tool(&name)
@@ -265,6 +279,9 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
     if let Some(message) = frontend_timeout {
         // The batch that timed out is not charged to the tool budget.
         return Err(RunFailure::FrontendTimeout(message));
+    }
+    if let Some(tool) = doom_loop {
+        return Err(RunFailure::DoomLoop(tool));
     }
     state.budget.add_tool_calls(executed.len() as u32)?;
     Ok(executed)

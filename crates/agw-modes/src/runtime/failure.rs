@@ -28,6 +28,10 @@ pub enum RunFailure {
     /// A frontend tool waited past `agent.tools.frontend.submit-timeout-ms`.
     #[error("{0}")]
     FrontendTimeout(String),
+    /// The model kept calling this tool with the same arguments after it was told it repeats
+    /// itself (`contextConfig.doomLoopThreshold`).
+    #[error("doom loop: the model kept calling {0} with the same arguments after it was told it repeats itself")]
+    DoomLoop(String),
     /// A bug, a storage failure, or an agent its mode cannot run (e.g. PLAN_EXECUTE with
     /// `toolChoice: NONE`); `run.error` code `internal`.
     #[error("{0}")]
@@ -64,6 +68,7 @@ impl RunFailure {
             RunFailure::MaxSteps(_) => (ErrorCode::MaxSteps, false),
             RunFailure::PlanStalled(_) => (ErrorCode::PlanStalled, false),
             RunFailure::FrontendTimeout(_) => (ErrorCode::FrontendSubmitTimeout, true),
+            RunFailure::DoomLoop(_) => (ErrorCode::DoomLoop, false),
             RunFailure::Internal(_) | RunFailure::Disconnected => (ErrorCode::Internal, false),
         };
         RunErrorInfo { code, message: self.to_string(), retriable }

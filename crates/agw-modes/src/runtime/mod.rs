@@ -10,6 +10,8 @@
 mod approval;
 mod budget;
 mod calls;
+mod context;
+mod doom;
 mod execute;
 mod failure;
 mod oneshot;
@@ -38,6 +40,9 @@ use agw_tools::viewport::ViewportRegistry;
 use crate::definition::{AgentDefinition, ModeDef};
 
 pub use budget::BudgetTracker;
+pub use context::{
+    DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_OUTPUT_TOKENS, OUTPUT_RESERVE_CAP, SUMMARY_STAGE, pruned_marker, usable_tokens,
+};
 pub use failure::RunFailure;
 pub use sink::{CollectingSink, DeltaSink, EmitError, WaitPoint};
 pub use steer::{DEFAULT_STEER_CAPACITY, Steer, SteerQueue, SteerRefused};
@@ -83,6 +88,9 @@ pub struct RunContext {
     pub user_message: String,
     /// Earlier turns of this chat (already windowed), inserted between system prompt and message.
     pub history: Vec<ChatMessage>,
+    /// Where each stored run begins in `history` (context compaction summarises whole runs);
+    /// empty: unknown, no summary of stored runs (the fallback applies).
+    pub history_runs: Vec<agw_protocol::chat::HistoryRun>,
     /// The chat's latest stored plan. A non-empty one is shown first (`plan.update`, any mode)
     /// and seeds the run's plan, keeping its `planId`.
     pub initial_plan: Option<PlanSnapshot>,
@@ -126,6 +134,10 @@ pub(crate) struct RunState {
     /// Where a wait that begins now would continue in another process: the stage marker of
     /// the current step (`react-step-2`, `oneshot`); empty where that is not possible.
     pub resume_at: String,
+    /// Token estimates corrected by what the provider reported (context compaction).
+    pub context: context::ContextState,
+    /// The run's latest repeated tool calls (doom-loop detection).
+    pub doom: doom::DoomWatch,
 }
 
 /// The fixed parts of a stage's system prompt: the stage prompt and the tool appendix (after-call
@@ -154,6 +166,8 @@ fn new_state(ctx: &RunContext) -> RunState {
         skills: skills::SkillPrompts::for_run(ctx),
         approved: ctx.approved_rules.iter().cloned().collect(),
         resume_at: String::new(),
+        context: Default::default(),
+        doom: Default::default(),
     }
 }
 

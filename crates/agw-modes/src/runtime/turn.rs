@@ -11,6 +11,7 @@ use futures::StreamExt;
 use crate::definition::ResolvedModel;
 
 use super::calls::{CallAccumulator, FragmentEffect, StreamedCall};
+use super::context;
 use super::prompt::StagePrompt;
 use super::submit::PendingSubmit;
 use super::tools::{Decoration, StageToolSet, decorate};
@@ -73,17 +74,21 @@ pub(crate) async fn model_turn<S: DeltaSink>(
     // A disclosure that is due goes into this turn only (modes.md §6.3).
     let disclosure = state.skills.take_disclosure(ctx);
     let system_prompt = spec.system_prompt.effective(state.skills.catalog(), &disclosure);
+    let offer_tools = spec.tool_choice.is_some() && !spec.tools.is_empty();
+    let tools = if offer_tools { spec.tools.specs() } else { Vec::new() };
+    // The mode keeps the compacted conversation for its later turns.
+    let fixed = context::Fixed { system: &system_prompt, tools: &tools };
+    let estimate = context::fit(ctx, spec.model, fixed, spec.messages, state, sink).await?;
     let mut messages = Vec::with_capacity(spec.messages.len() + 1);
     if !system_prompt.is_empty() {
         messages.push(ChatMessage::System { content: system_prompt });
     }
     messages.extend_from_slice(spec.messages.as_slice());
-    let offer_tools = spec.tool_choice.is_some() && !spec.tools.is_empty();
     let request = ChatRequest {
         provider_key: spec.model.provider_key.clone(),
         model: spec.model.model.clone(),
         messages,
-        tools: if offer_tools { spec.tools.specs() } else { Vec::new() },
+        tools,
         tool_choice: if offer_tools { spec.tool_choice } else { None },
         reasoning: spec.model.reasoning,
         temperature: spec.model.temperature,
@@ -149,7 +154,10 @@ pub(crate) async fn model_turn<S: DeltaSink>(
                 }
             },
             LlmDelta::Finish { reason } => out.finish_reason = Some(reason),
-            LlmDelta::Usage { usage } => sink.emit(AgentDelta::Usage(usage)).await?,
+            LlmDelta::Usage { usage } => {
+                state.context.calibrate(estimate, &usage);
+                sink.emit(AgentDelta::Usage(usage)).await?;
+            }
         }
     }
     out.calls = calls.into_calls().into_iter().filter(|c| !c.name.trim().is_empty()).collect();

@@ -1,0 +1,397 @@
+//! Context compaction: before every model call the run checks the request against the model's
+//! usable context and, from 80 % of it on, shrinks the conversation, cheapest level first
+//! (`docs/context.md`, seed 001 after opencode):
+//!
+//! 1. **prune** — walking back from the newest message, past the newest `keepUserTurns` user
+//!    turns, the newest `pruneProtectTokens` of tool output stay and older tool results become
+//!    `[tool output pruned: N tokens]`, only when that frees at least `pruneMinimumTokens`;
+//!    protected tools are never pruned. No model call.
+//! 2. **summary** — still over: the chat's stored runs but the newest `keepUserTurns` (this run
+//!    counts as one) are summarised by a model, no tools, and replaced by the summary; the
+//!    summary is recorded as the chat's checkpoint. If that is not possible or the call fails,
+//!    **truncate**: the turns before the newest `keepUserTurns` user turns are dropped with a
+//!    marker. Compaction never fails a run.
+//!
+//! If the request is still over the whole usable context after that, tool outputs inside the
+//! kept turns are pruned too (the newest `pruneProtectTokens` still stay): a single run whose
+//! tools returned more than the model can read keeps working.
+//!
+//! Every cut is at a user message and pruning only replaces a result's text, so a tool call is
+//! never separated from its result and the newest user message is never dropped. Each level
+//! applied is shown as a `context.compact` event before the model call.
+
+use std::time::{Duration, Instant};
+
+use agw_llm::tokens::{estimate_messages, estimate_text, estimate_tools, reported_input_tokens};
+use agw_llm::{CallOptions, ChatMessage, ChatRequest, LlmDelta, ToolSpec};
+use agw_protocol::AgentDelta;
+use agw_protocol::chat::{SUMMARY_REQUEST, summary_turn};
+use agw_protocol::event::{CompactLevel, ContextCompact};
+use futures::StreamExt;
+use serde_json::Value;
+
+use crate::definition::{ContextPolicy, ResolvedModel};
+
+use super::{DeltaSink, RunContext, RunFailure, RunState};
+
+/// Context window assumed for a model nobody declared one for.
+pub const DEFAULT_CONTEXT_WINDOW: u32 = 128_000;
+/// Longest answer assumed for a model nobody declared one for.
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 4_096;
+/// At most this much of the window is reserved for the answer.
+pub const OUTPUT_RESERVE_CAP: u32 = 8_192;
+/// `x-agw-stage` of a summary call.
+pub const SUMMARY_STAGE: &str = "context-summary";
+
+/// What a summary is asked to keep (seed 001).
+const SUMMARY_PROMPT: &str = "You compact conversations for an AI agent that must continue the work. Summarise \
+the conversation you are given so that the agent can carry on without it. Keep: the user's goals and requests; \
+decisions made and why; constraints and preferences; open items and next steps; names that matter (people, \
+files, ids, URLs, numbers); errors met and how they were handled. Write plain text, concise, without addressing \
+the user.";
+
+/// The run's token accounting across its model calls.
+#[derive(Debug)]
+pub(crate) struct ContextState {
+    /// Reported input tokens / agw's estimate, from the last call whose usage said: later
+    /// estimates of this run are scaled by it.
+    ratio: f64,
+}
+
+impl Default for ContextState {
+    fn default() -> Self {
+        Self { ratio: 1.0 }
+    }
+}
+
+impl ContextState {
+    fn scaled(&self, raw: u64) -> u64 {
+        (raw as f64 * self.ratio).ceil() as u64
+    }
+
+    /// A call estimated at `raw` tokens was answered with `usage`: what the provider counted
+    /// corrects the run's later estimates.
+    pub(crate) fn calibrate(&mut self, raw: u64, usage: &Value) {
+        if let Some(real) = reported_input_tokens(usage).filter(|n| *n > 0)
+            && raw > 0
+        {
+            self.ratio = (real as f64 / raw as f64).clamp(0.25, 4.0);
+        }
+    }
+}
+
+/// Tokens a request may hold: the context window minus what is reserved for the answer.
+pub fn usable_tokens(context_window: u32, max_output_tokens: u32) -> u64 {
+    u64::from(context_window.saturating_sub(max_output_tokens.min(OUTPUT_RESERVE_CAP)))
+}
+
+/// The parts of a request compaction does not change.
+pub(crate) struct Fixed<'a> {
+    pub system: &'a str,
+    pub tools: &'a [ToolSpec],
+}
+
+/// Makes `messages` fit (see the module docs); returns the raw estimate of the request as it
+/// will be sent, for [`ContextState::calibrate`].
+pub(crate) async fn fit<S: DeltaSink>(
+    ctx: &RunContext,
+    model: &ResolvedModel,
+    fixed: Fixed<'_>,
+    messages: &mut Vec<ChatMessage>,
+    state: &mut RunState,
+    sink: &mut S,
+) -> Result<u64, RunFailure> {
+    let fixed_tokens = estimate_text(fixed.system) + estimate_tools(fixed.tools);
+    let raw = |messages: &[ChatMessage]| fixed_tokens + estimate_messages(messages);
+    let policy = &ctx.agent.context;
+    let budget = usable(ctx, model);
+    let trigger = (budget as f64 * policy.compact_at) as u64;
+    let before = state.context.scaled(raw(messages));
+    if !policy.enabled || before < trigger {
+        return Ok(raw(messages));
+    }
+    tracing::info!(run_id = %ctx.run_id, tokens = before, budget, "compacting the conversation");
+    let event = |level, tokens_before, tokens_after, started: Instant| ContextCompact {
+        run_id: ctx.run_id.clone(),
+        level,
+        tokens_before,
+        tokens_after,
+        budget,
+        duration_ms: started.elapsed().as_millis() as u64,
+        pruned_results: 0,
+        replaced_messages: 0,
+        summary: None,
+        through_run_id: None,
+        reason: None,
+    };
+
+    // 1. Prune old tool outputs.
+    let mut current = before;
+    let started = Instant::now();
+    if let Some(pruned) = prune(messages, policy, policy.keep_user_turns, policy.prune_minimum_tokens) {
+        let after = state.context.scaled(raw(messages));
+        let compact = ContextCompact { pruned_results: pruned, ..event(CompactLevel::Prune, current, after, started) };
+        sink.emit(AgentDelta::Compact(compact)).await?;
+        current = after;
+    }
+    if current < trigger {
+        return Ok(raw(messages));
+    }
+
+    // 2. Summarise the older runs (or drop the older turns).
+    let started = Instant::now();
+    let reason = match summary_cut(ctx, messages, policy.keep_user_turns) {
+        None => "nothing older than the kept turns could be summarised".to_owned(),
+        Some((cut, through)) => match summarise(ctx, model, &messages[..cut], budget, state, sink).await {
+            Ok(summary) => {
+                messages.splice(..cut, summary_turn(&summary));
+                let after = state.context.scaled(raw(messages));
+                let compact = ContextCompact {
+                    replaced_messages: cut as u64,
+                    summary: Some(summary),
+                    through_run_id: Some(through),
+                    ..event(CompactLevel::Summary, current, after, started)
+                };
+                sink.emit(AgentDelta::Compact(compact)).await?;
+                current = after;
+                String::new()
+            }
+            Err(reason) => {
+                tracing::warn!(run_id = %ctx.run_id, %reason, "summary failed; dropping older turns instead");
+                reason
+            }
+        },
+    };
+    if !reason.is_empty()
+        && let Some(dropped) = truncate(messages, policy.keep_user_turns)
+    {
+        let after = state.context.scaled(raw(messages));
+        let compact = ContextCompact {
+            replaced_messages: dropped as u64,
+            reason: Some(reason),
+            ..event(CompactLevel::Truncate, current, after, started)
+        };
+        sink.emit(AgentDelta::Compact(compact)).await?;
+        current = after;
+    }
+
+    // Still more than the model can read: prune inside the kept turns too.
+    if current > budget {
+        let started = Instant::now();
+        if let Some(pruned) = prune(messages, policy, 0, 0) {
+            let after = state.context.scaled(raw(messages));
+            let compact = ContextCompact {
+                pruned_results: pruned,
+                reason: Some("still over the usable context: tool outputs of the kept turns pruned too".into()),
+                ..event(CompactLevel::Prune, current, after, started)
+            };
+            sink.emit(AgentDelta::Compact(compact)).await?;
+        }
+    }
+    Ok(raw(messages))
+}
+
+/// The usable tokens of `model`'s calls: its `modelConfig`, else its provider's configuration,
+/// else the defaults.
+fn usable(ctx: &RunContext, model: &ResolvedModel) -> u64 {
+    let configured = ctx.services.providers.limits(&model.provider_key);
+    let window = model.context_window.or(configured.context_window).unwrap_or(DEFAULT_CONTEXT_WINDOW);
+    let output = model.max_output_tokens.or(configured.max_output_tokens).unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
+    usable_tokens(window, output)
+}
+
+/// The text that replaces a pruned tool result.
+pub fn pruned_marker(tokens: u64) -> String {
+    format!("[tool output pruned: {tokens} tokens]")
+}
+
+fn is_pruned(content: &str) -> bool {
+    content.starts_with("[tool output pruned: ")
+}
+
+/// Level 1: past the newest `keep_turns` user turns and the newest
+/// `policy.prune_protect_tokens` of tool output, tool results become markers — if that frees at
+/// least `minimum` tokens. Returns how many results were replaced.
+pub(crate) fn prune(
+    messages: &mut [ChatMessage],
+    policy: &ContextPolicy,
+    keep_turns: usize,
+    minimum: u64,
+) -> Option<u64> {
+    let mut user_turns = 0;
+    let mut seen = 0u64;
+    let mut freed = 0u64;
+    let mut chosen: Vec<(usize, u64)> = Vec::new();
+    for (index, message) in messages.iter().enumerate().rev() {
+        match message {
+            ChatMessage::User { .. } => user_turns += 1,
+            ChatMessage::Tool { name, content, .. } if user_turns >= keep_turns => {
+                if is_pruned(content) || policy.protected_tools.iter().any(|t| t.eq_ignore_ascii_case(name)) {
+                    continue;
+                }
+                let tokens = estimate_text(content);
+                seen += tokens;
+                let marker = estimate_text(&pruned_marker(tokens));
+                if seen > policy.prune_protect_tokens && tokens > marker {
+                    freed += tokens - marker;
+                    chosen.push((index, tokens));
+                }
+            }
+            _ => {}
+        }
+    }
+    if chosen.is_empty() || freed < minimum {
+        return None;
+    }
+    for (index, tokens) in &chosen {
+        if let ChatMessage::Tool { content, .. } = &mut messages[*index] {
+            *content = pruned_marker(*tokens);
+        }
+    }
+    Some(chosen.len() as u64)
+}
+
+/// Where a summary may cut: the conversation must begin with the chat's history (pruning aside)
+/// and hold more stored runs than it keeps. Returns the index of the first kept message and the
+/// last run the summary covers.
+fn summary_cut(ctx: &RunContext, messages: &[ChatMessage], keep_turns: usize) -> Option<(usize, String)> {
+    let history = &ctx.history;
+    if history.is_empty() || messages.len() < history.len() {
+        return None;
+    }
+    if !messages.iter().zip(history).all(|(a, b)| same_message(a, b)) {
+        return None;
+    }
+    // This run is one of the kept.
+    let keep_stored = keep_turns.saturating_sub(1);
+    let runs = &ctx.history_runs;
+    let first_kept = runs.len().checked_sub(keep_stored).filter(|i| *i > 0)?;
+    let cut = runs.get(first_kept).map_or(history.len(), |run| run.start);
+    // Only an earlier summary before the cut: nothing new to summarise.
+    if cut == 0 || (cut <= 2 && is_summary_request(&messages[0])) {
+        return None;
+    }
+    Some((cut, runs[first_kept - 1].run_id.clone()))
+}
+
+/// Equal, except that a tool result may have been pruned since.
+fn same_message(a: &ChatMessage, b: &ChatMessage) -> bool {
+    match (a, b) {
+        (ChatMessage::Tool { tool_call_id: x, .. }, ChatMessage::Tool { tool_call_id: y, .. }) => x == y,
+        _ => a == b,
+    }
+}
+
+fn is_summary_request(message: &ChatMessage) -> bool {
+    matches!(message, ChatMessage::User { content } if content == SUMMARY_REQUEST)
+}
+
+/// The fallback: everything before the newest `keep_turns` user turns becomes a marker. Returns
+/// how many messages were dropped; `None` when nothing (but an earlier summary) is before them.
+pub(crate) fn truncate(messages: &mut Vec<ChatMessage>, keep_turns: usize) -> Option<usize> {
+    let mut turns = 0;
+    let cut = messages.iter().enumerate().rev().find_map(|(index, message)| {
+        if matches!(message, ChatMessage::User { .. }) {
+            turns += 1;
+        }
+        (turns >= keep_turns.max(1)).then_some(index)
+    })?;
+    if cut == 0 || (cut <= 2 && is_summary_request(&messages[0])) {
+        return None;
+    }
+    let marker = format!("[{cut} earlier messages of this conversation were dropped to fit the context window]");
+    messages.splice(..cut, summary_turn(&marker));
+    Some(cut)
+}
+
+/// One summary call: the older turns as a transcript, no tools, output capped. `Err` carries
+/// why no summary came back.
+async fn summarise<S: DeltaSink>(
+    ctx: &RunContext,
+    model: &ResolvedModel,
+    older: &[ChatMessage],
+    budget: u64,
+    state: &mut RunState,
+    sink: &mut S,
+) -> Result<String, String> {
+    let policy = &ctx.agent.context;
+    let chosen = policy.summary_model.as_ref();
+    let provider_key = chosen.and_then(|c| c.provider_key.clone()).unwrap_or_else(|| model.provider_key.clone());
+    let model_name = chosen.and_then(|c| c.model.clone()).unwrap_or_else(|| model.model.clone());
+    let provider = ctx.services.providers.get(&provider_key).map_err(|e| e.to_string())?;
+    // The transcript must fit the summary call itself: its oldest part goes first.
+    let room = budget.saturating_sub(u64::from(policy.summary_max_tokens) + estimate_text(SUMMARY_PROMPT) + 64);
+    let request = ChatRequest {
+        provider_key,
+        model: model_name,
+        messages: vec![
+            ChatMessage::System { content: SUMMARY_PROMPT.to_owned() },
+            ChatMessage::User { content: format!("The conversation to summarise:\n\n{}", transcript(older, room)) },
+        ],
+        tools: Vec::new(),
+        tool_choice: None,
+        reasoning: Default::default(),
+        temperature: None,
+        top_p: None,
+        max_tokens: Some(policy.summary_max_tokens),
+    };
+    let options = CallOptions {
+        inactivity_timeout: Duration::from_millis(state.budget.budget().model.timeout_ms),
+        stage: SUMMARY_STAGE.to_owned(),
+        run_id: ctx.run_id.clone(),
+        ..CallOptions::default()
+    };
+    let mut stream = provider.stream(request, options).await.map_err(|e| e.to_string())?;
+    let mut summary = String::new();
+    while let Some(item) = stream.next().await {
+        match item.map_err(|e| e.to_string())? {
+            LlmDelta::Content { text } => summary.push_str(&text),
+            // What the summary cost counts like any model call's usage.
+            LlmDelta::Usage { usage } => {
+                sink.emit(AgentDelta::Usage(usage)).await.map_err(|_| "the run's stream closed".to_owned())?;
+            }
+            _ => {}
+        }
+    }
+    let summary = summary.trim();
+    if summary.is_empty() {
+        return Err("the summary came back empty".into());
+    }
+    Ok(summary.to_owned())
+}
+
+/// The older turns as plain text (calls and results included), at most `room` tokens: the
+/// newest part is kept when it must be cut.
+fn transcript(messages: &[ChatMessage], room: u64) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut used = 0u64;
+    for message in messages.iter().rev() {
+        let part = match message {
+            ChatMessage::System { content } => format!("System: {content}"),
+            ChatMessage::User { content } => format!("User: {content}"),
+            ChatMessage::Assistant { content, tool_calls } => {
+                let mut text = if content.is_empty() { String::new() } else { format!("Assistant: {content}") };
+                for call in tool_calls {
+                    if !text.is_empty() {
+                        text.push('\n');
+                    }
+                    text.push_str(&format!("Assistant called {}({})", call.name, call.arguments));
+                }
+                text
+            }
+            ChatMessage::Tool { name, content, .. } => format!("Result of {name}: {content}"),
+        };
+        let tokens = estimate_text(&part);
+        if used + tokens > room {
+            parts.push("[older turns omitted]".to_owned());
+            break;
+        }
+        used += tokens;
+        parts.push(part);
+    }
+    parts.reverse();
+    parts.join("\n\n")
+}
+
+#[cfg(test)]
+mod tests;
