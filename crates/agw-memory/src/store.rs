@@ -198,7 +198,12 @@ impl ChatStore {
     /// out of the history the model sees (it stays in the file and in the replay).
     pub fn run_context_regenerating(&self, chat_id: &str) -> Result<RunContext, MemoryError> {
         let mut lines = self.read_lines(chat_id)?;
-        let last_run = lines.iter().rev().find(|l| l.as_approval().is_none()).map(|l| l.run_id().to_owned());
+        // Approvals and checkpoints are the chat's, not a run's lines.
+        let last_run = lines
+            .iter()
+            .rev()
+            .find(|l| l.as_approval().is_none() && l.as_checkpoint().is_none())
+            .map(|l| l.run_id().to_owned());
         if let Some(last_run) = last_run {
             lines.retain(|l| l.as_approval().is_some() || l.run_id() != last_run);
         }
@@ -266,7 +271,11 @@ impl ChatStore {
             steps.iter().flat_map(|s| s.messages.iter()).chain(user.iter()).chain(awaiting.step.messages.iter());
         let conversation = window::conversation(stored);
         let others: Vec<HistoryLine> =
-            lines.into_iter().filter(|l| l.as_approval().is_some() || l.run_id() != run_id).collect();
+            // A checkpoint this run made before it waited still stands for the runs it covers.
+            lines
+                .into_iter()
+                .filter(|l| l.as_approval().is_some() || l.as_checkpoint().is_some() || l.run_id() != run_id)
+                .collect();
         Ok(Some(WaitingRun { awaiting, conversation, context: self.run_context_of(others)? }))
     }
 

@@ -4,6 +4,7 @@ mod ag_ui;
 mod agents;
 mod ai_sdk;
 mod chats;
+mod compact;
 mod data;
 mod events;
 mod openai;
@@ -29,7 +30,7 @@ use crate::state::AppState;
 /// What a route handler produces: a response, or an error rendered as the envelope.
 pub type HandlerResult = Result<Response<BoxBody>, ApiError>;
 
-const ROUTES: [&str; 15] = [
+const ROUTES: [&str; 16] = [
     "/v1/models",
     "/v1/chat/completions",
     "/api/ap/query",
@@ -37,6 +38,7 @@ const ROUTES: [&str; 15] = [
     "/api/ap/attach",
     "/api/ap/interrupt",
     "/api/ap/steer",
+    "/api/ap/compact",
     "/api/ap/agents",
     "/api/ap/agent",
     "/api/ap/chats",
@@ -121,6 +123,7 @@ async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> 
         (&Method::GET, "/api/ap/attach") => runs::attach(&state, &params, &req, principal),
         (&Method::POST, "/api/ap/interrupt") => runs::interrupt(&state, req).await,
         (&Method::POST, "/api/ap/steer") => runs::steer(&state, req).await,
+        (&Method::POST, "/api/ap/compact") => compact::compact(&state, req).await,
         (&Method::GET, "/v1/models") => openai::models(&state),
         (&Method::POST, p) if ai_sdk_chat(p).is_some() => {
             let key = ai_sdk_chat(p).unwrap_or_default().to_owned();

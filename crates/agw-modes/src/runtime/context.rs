@@ -23,16 +23,16 @@
 use std::time::{Duration, Instant};
 
 use agw_llm::tokens::{estimate_messages, estimate_text, estimate_tools, reported_input_tokens};
-use agw_llm::{CallOptions, ChatMessage, ChatRequest, LlmDelta, ToolSpec};
+use agw_llm::{CallOptions, ChatMessage, ChatRequest, LlmDelta, ProviderRegistry, ToolSpec};
 use agw_protocol::AgentDelta;
-use agw_protocol::chat::{SUMMARY_REQUEST, summary_turn};
+use agw_protocol::chat::{HistoryRun, SUMMARY_REQUEST, summary_turn};
 use agw_protocol::event::{CompactLevel, ContextCompact};
 use futures::StreamExt;
 use serde_json::Value;
 
-use crate::definition::{ContextPolicy, ResolvedModel};
+use crate::definition::{AgentDefinition, AgentMode, ContextPolicy, ResolvedModel, StageKind};
 
-use super::{DeltaSink, RunContext, RunFailure, RunState};
+use super::{DeltaSink, RunContext, RunFailure, RunServices, RunState};
 
 /// Context window assumed for a model nobody declared one for.
 pub const DEFAULT_CONTEXT_WINDOW: u32 = 128_000;
@@ -140,27 +140,43 @@ pub(crate) async fn fit<S: DeltaSink>(
 
     // 2. Summarise the older runs (or drop the older turns).
     let started = Instant::now();
-    let reason = match summary_cut(ctx, messages, policy.keep_user_turns) {
+    let reason = match summary_cut(&ctx.history, &ctx.history_runs, messages, policy.keep_user_turns) {
         None => "nothing older than the kept turns could be summarised".to_owned(),
-        Some((cut, through)) => match summarise(ctx, model, &messages[..cut], budget, state, sink).await {
-            Ok(summary) => {
-                messages.splice(..cut, summary_turn(&summary));
-                let after = state.context.scaled(raw(messages));
-                let compact = ContextCompact {
-                    replaced_messages: cut as u64,
-                    summary: Some(summary),
-                    through_run_id: Some(through),
-                    ..event(CompactLevel::Summary, current, after, started)
-                };
-                sink.emit(AgentDelta::Compact(compact)).await?;
-                current = after;
-                String::new()
+        Some((cut, through)) => {
+            let call = SummaryCall {
+                providers: &ctx.services.providers,
+                policy,
+                model,
+                budget,
+                timeout: Duration::from_millis(state.budget.budget().model.timeout_ms),
+                run_id: &ctx.run_id,
+            };
+            let summarised = summarise(call, &messages[..cut]).await;
+            // What the summary cost counts like any model call's usage.
+            let (Ok((_, usages)) | Err((_, usages))) = &summarised;
+            for usage in usages {
+                sink.emit(AgentDelta::Usage(usage.clone())).await?;
             }
-            Err(reason) => {
-                tracing::warn!(run_id = %ctx.run_id, %reason, "summary failed; dropping older turns instead");
-                reason
+            match summarised {
+                Ok((summary, _)) => {
+                    messages.splice(..cut, summary_turn(&summary));
+                    let after = state.context.scaled(raw(messages));
+                    let compact = ContextCompact {
+                        replaced_messages: cut as u64,
+                        summary: Some(summary),
+                        through_run_id: Some(through),
+                        ..event(CompactLevel::Summary, current, after, started)
+                    };
+                    sink.emit(AgentDelta::Compact(compact)).await?;
+                    current = after;
+                    String::new()
+                }
+                Err((reason, _)) => {
+                    tracing::warn!(run_id = %ctx.run_id, %reason, "summary failed; dropping older turns instead");
+                    reason
+                }
             }
-        },
+        }
     };
     if !reason.is_empty()
         && let Some(dropped) = truncate(messages, policy.keep_user_turns)
@@ -194,7 +210,11 @@ pub(crate) async fn fit<S: DeltaSink>(
 /// The usable tokens of `model`'s calls: its `modelConfig`, else its provider's configuration,
 /// else the defaults.
 fn usable(ctx: &RunContext, model: &ResolvedModel) -> u64 {
-    let configured = ctx.services.providers.limits(&model.provider_key);
+    usable_of(&ctx.services.providers, model)
+}
+
+fn usable_of(providers: &ProviderRegistry, model: &ResolvedModel) -> u64 {
+    let configured = providers.limits(&model.provider_key);
     let window = model.context_window.or(configured.context_window).unwrap_or(DEFAULT_CONTEXT_WINDOW);
     let output = model.max_output_tokens.or(configured.max_output_tokens).unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
     usable_tokens(window, output)
@@ -251,20 +271,22 @@ pub(crate) fn prune(
     Some(chosen.len() as u64)
 }
 
-/// Where a summary may cut: the conversation must begin with the chat's history (pruning aside)
-/// and hold more stored runs than it keeps. Returns the index of the first kept message and the
-/// last run the summary covers.
-fn summary_cut(ctx: &RunContext, messages: &[ChatMessage], keep_turns: usize) -> Option<(usize, String)> {
-    let history = &ctx.history;
+/// Where a summary may cut: `messages` must begin with `history` (pruning aside) and hold more
+/// stored runs than it keeps (`keep_turns`, the run that sends them counting as one). Returns
+/// the index of the first kept message and the last run the summary covers.
+fn summary_cut(
+    history: &[ChatMessage],
+    runs: &[HistoryRun],
+    messages: &[ChatMessage],
+    keep_turns: usize,
+) -> Option<(usize, String)> {
     if history.is_empty() || messages.len() < history.len() {
         return None;
     }
     if !messages.iter().zip(history).all(|(a, b)| same_message(a, b)) {
         return None;
     }
-    // This run is one of the kept.
     let keep_stored = keep_turns.saturating_sub(1);
-    let runs = &ctx.history_runs;
     let first_kept = runs.len().checked_sub(keep_stored).filter(|i| *i > 0)?;
     let cut = runs.get(first_kept).map_or(history.len(), |run| run.start);
     // Only an earlier summary before the cut: nothing new to summarise.
@@ -304,23 +326,33 @@ pub(crate) fn truncate(messages: &mut Vec<ChatMessage>, keep_turns: usize) -> Op
     Some(cut)
 }
 
-/// One summary call: the older turns as a transcript, no tools, output capped. `Err` carries
-/// why no summary came back.
-async fn summarise<S: DeltaSink>(
-    ctx: &RunContext,
-    model: &ResolvedModel,
-    older: &[ChatMessage],
+/// What a summary call needs.
+struct SummaryCall<'a> {
+    providers: &'a ProviderRegistry,
+    policy: &'a ContextPolicy,
+    /// The model of the stage that compacts (used unless `summaryModel` names another).
+    model: &'a ResolvedModel,
+    /// Usable tokens: the transcript is cut to fit the summary call too.
     budget: u64,
-    state: &mut RunState,
-    sink: &mut S,
-) -> Result<String, String> {
-    let policy = &ctx.agent.context;
+    /// Longest gap in the summary's stream.
+    timeout: Duration,
+    run_id: &'a str,
+}
+
+/// One summary call: the older turns as a transcript, no tools, output capped. Returns the
+/// summary, or why there is none, with the usage the provider reported either way.
+async fn summarise(call: SummaryCall<'_>, older: &[ChatMessage]) -> Result<(String, Vec<Value>), (String, Vec<Value>)> {
+    let policy = call.policy;
     let chosen = policy.summary_model.as_ref();
-    let provider_key = chosen.and_then(|c| c.provider_key.clone()).unwrap_or_else(|| model.provider_key.clone());
-    let model_name = chosen.and_then(|c| c.model.clone()).unwrap_or_else(|| model.model.clone());
-    let provider = ctx.services.providers.get(&provider_key).map_err(|e| e.to_string())?;
+    let provider_key = chosen.and_then(|c| c.provider_key.clone()).unwrap_or_else(|| call.model.provider_key.clone());
+    let model_name = chosen.and_then(|c| c.model.clone()).unwrap_or_else(|| call.model.model.clone());
+    let mut usages = Vec::new();
+    let provider = match call.providers.get(&provider_key) {
+        Ok(provider) => provider,
+        Err(e) => return Err((e.to_string(), usages)),
+    };
     // The transcript must fit the summary call itself: its oldest part goes first.
-    let room = budget.saturating_sub(u64::from(policy.summary_max_tokens) + estimate_text(SUMMARY_PROMPT) + 64);
+    let room = call.budget.saturating_sub(u64::from(policy.summary_max_tokens) + estimate_text(SUMMARY_PROMPT) + 64);
     let request = ChatRequest {
         provider_key,
         model: model_name,
@@ -336,28 +368,87 @@ async fn summarise<S: DeltaSink>(
         max_tokens: Some(policy.summary_max_tokens),
     };
     let options = CallOptions {
-        inactivity_timeout: Duration::from_millis(state.budget.budget().model.timeout_ms),
+        inactivity_timeout: call.timeout,
         stage: SUMMARY_STAGE.to_owned(),
-        run_id: ctx.run_id.clone(),
+        run_id: call.run_id.to_owned(),
         ..CallOptions::default()
     };
-    let mut stream = provider.stream(request, options).await.map_err(|e| e.to_string())?;
+    let mut stream = match provider.stream(request, options).await {
+        Ok(stream) => stream,
+        Err(e) => return Err((e.to_string(), usages)),
+    };
     let mut summary = String::new();
     while let Some(item) = stream.next().await {
-        match item.map_err(|e| e.to_string())? {
-            LlmDelta::Content { text } => summary.push_str(&text),
-            // What the summary cost counts like any model call's usage.
-            LlmDelta::Usage { usage } => {
-                sink.emit(AgentDelta::Usage(usage)).await.map_err(|_| "the run's stream closed".to_owned())?;
-            }
-            _ => {}
+        match item {
+            Ok(LlmDelta::Content { text }) => summary.push_str(&text),
+            Ok(LlmDelta::Usage { usage }) => usages.push(usage),
+            Ok(_) => {}
+            Err(e) => return Err((e.to_string(), usages)),
         }
     }
     let summary = summary.trim();
     if summary.is_empty() {
-        return Err("the summary came back empty".into());
+        return Err(("the summary came back empty".into(), usages));
     }
-    Ok(summary.to_owned())
+    Ok((summary.to_owned(), usages))
+}
+
+/// What [`compact_history`] made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryCompaction {
+    /// The summary that now stands for the covered runs.
+    pub summary: String,
+    /// The last run it covers.
+    pub through_run_id: String,
+    /// How many history messages it replaces.
+    pub replaced_messages: u64,
+    /// Estimated tokens of the history before and after.
+    pub tokens_before: u64,
+    /// See `tokens_before`.
+    pub tokens_after: u64,
+    /// Usage the provider reported for the summary call.
+    pub usage: Vec<Value>,
+}
+
+/// Compacts a chat's history on demand (`POST /api/ap/compact`), with `agent`'s policy and
+/// model: every stored run but the newest `keepUserTurns - 1` is summarised (the chat's next
+/// run counts as a kept one). `Ok(None)`: nothing to summarise. `Err`: the summary call failed.
+pub async fn compact_history(
+    services: &RunServices,
+    agent: &AgentDefinition,
+    history: &[ChatMessage],
+    runs: &[HistoryRun],
+    run_id: &str,
+) -> Result<Option<HistoryCompaction>, String> {
+    let kind = match agent.mode_kind() {
+        AgentMode::Oneshot => StageKind::Plain,
+        AgentMode::React => StageKind::React,
+        AgentMode::PlanExecute => StageKind::Execute,
+    };
+    let model = agent.resolve_model(kind, |key| services.providers.default_model(key));
+    let Some((cut, through)) = summary_cut(history, runs, history, agent.context.keep_user_turns) else {
+        return Ok(None);
+    };
+    let budget = usable_of(&services.providers, &model);
+    let call = SummaryCall {
+        providers: &services.providers,
+        policy: &agent.context,
+        model: &model,
+        budget,
+        timeout: Duration::from_millis(agent.budget.model.timeout_ms),
+        run_id,
+    };
+    let (summary, usage) = summarise(call, &history[..cut]).await.map_err(|(reason, _)| reason)?;
+    let tokens_before = estimate_messages(history);
+    let tokens_after = estimate_messages(&summary_turn(&summary)) + estimate_messages(&history[cut..]);
+    Ok(Some(HistoryCompaction {
+        summary,
+        through_run_id: through,
+        replaced_messages: cut as u64,
+        tokens_before,
+        tokens_after,
+        usage,
+    }))
 }
 
 /// The older turns as plain text (calls and results included), at most `room` tokens: the

@@ -41,7 +41,8 @@ use crate::definition::{AgentDefinition, ModeDef};
 
 pub use budget::BudgetTracker;
 pub use context::{
-    DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_OUTPUT_TOKENS, OUTPUT_RESERVE_CAP, SUMMARY_STAGE, pruned_marker, usable_tokens,
+    DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_OUTPUT_TOKENS, HistoryCompaction, OUTPUT_RESERVE_CAP, SUMMARY_STAGE,
+    compact_history, pruned_marker, usable_tokens,
 };
 pub use failure::RunFailure;
 pub use sink::{CollectingSink, DeltaSink, EmitError, WaitPoint};

@@ -145,6 +145,8 @@ impl AgUiMapper {
             EventPayload::TaskFail(e) => push(json!({"type": "STEP_FINISHED", "stepName": e.task_id})),
             EventPayload::RequestSteer(e) => push(json!({"type": "CUSTOM", "name": "agw.steer",
                 "value": {"steerId": e.steer_id, "message": e.message}})),
+            EventPayload::ContextCompact(e) => push(json!({"type": "CUSTOM", "name": "agw.context_compact",
+                "value": super::compact_summary(e)})),
             EventPayload::RunComplete(e) => {
                 self.finished = true;
                 let mut outcome = json!({"type": "success"});

@@ -254,6 +254,9 @@ impl UiMessageMapper {
             EventPayload::RequestSteer(e) => out.push(
                 json!({"type": "data-steer", "id": e.steer_id, "data": {"steerId": e.steer_id, "message": e.message}}),
             ),
+            EventPayload::ContextCompact(e) => {
+                out.push(json!({"type": "data-context-compact", "data": super::compact_summary(e)}));
+            }
             EventPayload::RunComplete(e) => {
                 out.push(json!({"type": "finish-step"}));
                 out.push(json!({"type": "finish", "finishReason": finish_reason(&e.finish_reason)}));

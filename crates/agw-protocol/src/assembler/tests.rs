@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::delta::FrontendMeta;
-use crate::event::TaskStatus;
+use crate::event::{ContextCompact, TaskStatus};
 
 /// Assembler with a clock that advances by 10 ms on every read and counts reads.
 struct Rig {
@@ -822,4 +822,27 @@ fn a_resumed_assembler_continues_the_seq_and_answers_the_calls_it_adopted() {
     assert_eq!(sigs, ["tool.result waiting", "action.end act", "action.result act", "run.cancel"]);
     let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, [42, 43, 44, 45], "no request.query / run.start again; numbering goes on");
+}
+
+#[test]
+fn a_compaction_closes_the_open_text_block_and_carries_the_run_id() {
+    let mut rig = Rig::new();
+    rig.push(content("a"));
+    let compact = ContextCompact {
+        run_id: "whatever the mode said".into(),
+        level: crate::event::CompactLevel::Prune,
+        tokens_before: 10,
+        tokens_after: 5,
+        budget: 8,
+        duration_ms: 0,
+        pruned_results: 1,
+        replaced_messages: 0,
+        summary: None,
+        through_run_id: None,
+        reason: None,
+    };
+    assert_eq!(rig.push(AgentDelta::Compact(compact)), ["content.end c_1", "context.compact"]);
+    let EventPayload::ContextCompact(event) = &rig.events.last().unwrap().payload else { panic!("context.compact") };
+    assert_eq!(event.run_id, "run");
+    assert_eq!(rig.push(content("b")), ["content.start c_2", "content.delta c_2"]);
 }
