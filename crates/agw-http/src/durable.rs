@@ -109,7 +109,9 @@ async fn wait_again(state: AppState, handle: Arc<RunHandle>, slot: ChatSlot, run
         awaiting.last_seq + 1,
         &ended_tools,
         &open_actions,
-    );
+    )
+    // Usage from before the restart is not carried over (docs/observability.md).
+    .with_prices(state.settings.prices.clone());
     let recorder = state.chats.resumed_recorder(&awaiting);
     let persistence = Persistence { store: state.chats.clone(), chat_id: chat_id.clone(), recorder };
     let mut sink = SseSink::new(assembler, handle.clone(), Some(persistence));

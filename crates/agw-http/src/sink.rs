@@ -73,6 +73,9 @@ impl SseSink {
     /// `run.complete` — after the last step is persisted, so a client that saw `run.complete` can
     /// replay the whole run. If that write fails the run ends with `run.error` `internal` instead.
     pub async fn complete(&mut self, finish_reason: &str) -> Result<(), EmitError> {
+        if let Some(p) = self.persistence.as_mut() {
+            p.recorder.set_totals(self.assembler.totals());
+        }
         match self.persist_final(&[]).await {
             Ok(()) => self.assembler.complete(finish_reason, &mut self.events),
             Err(message) => {
@@ -234,8 +237,8 @@ impl DeltaSink for SseSink {
 
     async fn emit(&mut self, delta: AgentDelta) -> Result<(), EmitError> {
         self.waiting = false;
-        if let AgentDelta::Usage(usage) = &delta {
-            self.handle.add_usage(usage);
+        if let AgentDelta::Usage(call) = &delta {
+            self.handle.add_usage(&call.usage);
         }
         let mut lines = Vec::new();
         // Markers and usage produce no events; the recorder reads them from the delta itself.

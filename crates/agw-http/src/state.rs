@@ -103,6 +103,7 @@ impl AppState {
             tool_output_limit: services.tool_output_limit,
             skills: services.skills.clone(),
             skill_max_prompt_chars: services.skill_max_prompt_chars,
+            prices: services.prices.clone(),
             client_tools: names,
         })
     }
@@ -118,6 +119,7 @@ impl AppState {
             tool_output_limit: self.settings.tools.max_output_bytes,
             skills: self.skills.load_full(),
             skill_max_prompt_chars: self.settings.resources.skill_max_prompt_chars,
+            prices: self.settings.prices.clone(),
             client_tools: Vec::new(),
         })
     }

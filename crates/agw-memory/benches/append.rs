@@ -61,7 +61,7 @@ fn react_run() -> Vec<AgentDelta> {
         AgentDelta::StageMarker("react-step-1".into()),
         AgentDelta::ToolArgs { tool_id: tool_id.clone(), meta, delta: String::new() },
         AgentDelta::ToolArgs { tool_id: tool_id.clone(), meta: ToolStartMeta::default(), delta: "{\"city\":\"Tokyo\",\"date\":\"2026-02-13\"}".into() },
-        AgentDelta::Usage(json!({"prompt_tokens": 120, "completion_tokens": 12, "total_tokens": 132})),
+        AgentDelta::Usage(json!({"prompt_tokens": 120, "completion_tokens": 12, "total_tokens": 132}).into()),
         AgentDelta::ToolEnd { tool_id: tool_id.clone() },
         AgentDelta::ToolResult {
             tool_id,
@@ -70,7 +70,7 @@ fn react_run() -> Vec<AgentDelta> {
         AgentDelta::StageMarker("react-step-2".into()),
     ];
     deltas.extend((0..TOKENS).map(|i| AgentDelta::Content(format!(" token{i}"))));
-    deltas.push(AgentDelta::Usage(json!({"prompt_tokens": 180, "completion_tokens": 50, "total_tokens": 230})));
+    deltas.push(AgentDelta::Usage(json!({"prompt_tokens": 180, "completion_tokens": 50, "total_tokens": 230}).into()));
     deltas
 }
 

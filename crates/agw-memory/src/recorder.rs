@@ -18,7 +18,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use agw_protocol::event::{ContextCompact, Event, EventPayload};
+use agw_protocol::event::{ContextCompact, Event, EventPayload, RunTotals};
 use agw_protocol::history::{
     ApprovalLine, CheckpointLine, HistoryLine, PendingCall, PendingStep, PlanSnapshot, QueryLine, ROLE_ASSISTANT,
     ROLE_TOOL, Stage, StepCompaction, StepLine, StoredMessage, StoredToolCall, SystemSnapshot,
@@ -68,6 +68,8 @@ pub struct Recorder {
     asked: HashMap<String, (String, String)>,
     /// Lines to append now that no step boundary produced (remembered approvals).
     pending: Vec<HistoryLine>,
+    /// Usage and cost from the run's terminal event, for its last step line.
+    totals: RunTotals,
     finished: bool,
 }
 
@@ -168,6 +170,7 @@ impl Recorder {
             renew_msg_id: false,
             asked: HashMap::new(),
             pending: Vec::new(),
+            totals: RunTotals::default(),
             finished: false,
         }
     }
@@ -245,7 +248,7 @@ impl Recorder {
         let mut lines = Vec::new();
         match delta {
             AgentDelta::StageMarker(marker) => lines = self.stage_marker(marker),
-            AgentDelta::Usage(usage) if !usage.is_null() => self.step.usage = Some(usage.clone()),
+            AgentDelta::Usage(call) if !call.usage.is_null() => self.step.usage = Some(call.usage.clone()),
             _ => {}
         }
         for event in events {
@@ -263,6 +266,12 @@ impl Recorder {
         for event in events {
             self.apply(event);
         }
+    }
+
+    /// The run's usage and cost, for its last step line, when they are known before its
+    /// terminal event (which is sent only once the last step is written).
+    pub fn set_totals(&mut self, totals: RunTotals) {
+        self.totals = totals;
     }
 
     /// Feeds the events of the run's terminal call and flushes the last step.
@@ -347,6 +356,9 @@ impl Recorder {
             plan: step.plan.filter(|p| !p.is_empty()),
             messages,
             compactions,
+            // The run's last line carries what the whole run used.
+            run_usage: if self.finished { self.totals.usage.take() } else { None },
+            run_cost: if self.finished { self.totals.cost.take() } else { None },
         };
         let mut lines = Vec::with_capacity(2);
         if first {
@@ -420,6 +432,9 @@ impl Recorder {
                 self.step.plan = Some(PlanSnapshot::new(e.plan_id.clone(), e.plan.clone()));
             }
             EventPayload::ContextCompact(e) => self.compaction(e, ts),
+            EventPayload::RunComplete(e) => self.totals = e.totals.clone(),
+            EventPayload::RunError(e) => self.totals = e.totals.clone(),
+            EventPayload::RunCancel(e) => self.totals = e.totals.clone(),
             EventPayload::RequestSteer(e) => {
                 self.steer(StoredMessage::steer(e.message.clone(), ts, e.steer_id.clone(), e.request_id.clone()));
             }

@@ -77,7 +77,10 @@ fn weather_run() -> Run {
         AgentDelta::ToolArgs { tool_id: "call_1".into(), meta: meta.clone(), delta: "{\"city\":".into() },
     );
     run.push(1771000101150, AgentDelta::ToolArgs { tool_id: "call_1".into(), meta, delta: "\"Shanghai\"}".into() });
-    run.push(1771000101160, AgentDelta::Usage(json!({"prompt_tokens":812,"completion_tokens":46,"total_tokens":858})));
+    run.push(
+        1771000101160,
+        AgentDelta::Usage(json!({"prompt_tokens":812,"completion_tokens":46,"total_tokens":858}).into()),
+    );
     run.push(1771000101200, AgentDelta::ToolEnd { tool_id: "call_1".into() });
     run.push(
         1771000101210,
@@ -94,7 +97,7 @@ fn weather_run() -> Run {
     run.push(1771000102160, content(" 10:15:30。"));
     run.push(
         1771000102200,
-        AgentDelta::Usage(json!({"prompt_tokens":1020,"completion_tokens":38,"total_tokens":1058})),
+        AgentDelta::Usage(json!({"prompt_tokens":1020,"completion_tokens":38,"total_tokens":1058}).into()),
     );
     run.flush_times(&[1771000102305, 1771000102306]);
     assert_eq!(run.complete(1771000102300).len(), 1);
@@ -241,7 +244,7 @@ fn replay_of_a_recorded_run_equals_the_live_stream() {
     run.push(10_300, tool_args("call_ls", "_bash_", ""));
     run.push(10_310, tool_args("call_ls", "_bash_", "{\"command\":"));
     run.push(10_320, tool_args("call_ls", "_bash_", " \"ls\"}"));
-    run.push(10_330, AgentDelta::Usage(json!({"prompt_tokens":10,"completion_tokens":5,"total_tokens":15,"completion_tokens_details":{"reasoning_tokens":3}})));
+    run.push(10_330, AgentDelta::Usage(json!({"prompt_tokens":10,"completion_tokens":5,"total_tokens":15,"completion_tokens_details":{"reasoning_tokens":3}}).into()));
     run.push(10_400, AgentDelta::ToolEnd { tool_id: "call_ls".into() });
     run.push(10_500, tool_result("call_ls", "file.txt\n"));
     let first = run.push(10_600, marker("react-step-2"));
@@ -250,7 +253,7 @@ fn replay_of_a_recorded_run_equals_the_live_stream() {
     run.push(10_800, content("found "));
     run.push(10_810, content("file.txt"));
     run.push(10_820, content("\n"));
-    run.push(10_900, AgentDelta::Usage(json!({"prompt_tokens":30,"completion_tokens":6,"total_tokens":36})));
+    run.push(10_900, AgentDelta::Usage(json!({"prompt_tokens":30,"completion_tokens":6,"total_tokens":36}).into()));
     let last = run.complete(11_000);
     store.append_final(CHAT, &last).expect("append");
 
@@ -469,7 +472,7 @@ fn error_texts_before_run_error_are_recorded() {
 fn a_run_without_output_writes_nothing() {
     let mut run = Run::new(CHAT, "run", query("q"), None, &[]);
     run.push(1, marker("oneshot"));
-    run.push(2, AgentDelta::Usage(json!({"total_tokens":1})));
+    run.push(2, AgentDelta::Usage(json!({"total_tokens":1}).into()));
     assert!(run.complete(3).is_empty());
     assert_eq!(run.recorder.steps_written(), 0);
 }
@@ -779,4 +782,30 @@ fn a_summary_is_kept_with_its_step_becomes_the_checkpoint_and_the_next_window_st
         compacts.iter().map(|e| &e.payload).collect::<Vec<_>>(),
         live.iter().map(|e| &e.payload).collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn the_runs_usage_is_kept_on_its_last_step_and_replayed_on_run_complete() {
+    let mut run = Run::new(CHAT, RUN, query("q"), None, &[]);
+    let call = |model: &str, usage: Value| {
+        AgentDelta::Usage(agw_protocol::CallUsage { provider: "p".into(), model: model.into(), usage })
+    };
+    run.push(100, marker("react-step-1"));
+    run.push(110, tool_args("call_1", "w", "{}"));
+    run.push(120, call("big", json!({"prompt_tokens": 100, "completion_tokens": 10})));
+    run.push(130, tool_result("call_1", "20C"));
+    run.push(200, marker("react-step-2"));
+    run.push(210, content("done"));
+    run.push(220, call("big", json!({"prompt_tokens": 150, "completion_tokens": 5})));
+    run.complete(300);
+    let live = serde_json::to_value(run.events.last().unwrap()).unwrap();
+    assert_eq!((live["usage"]["inputTokens"].as_u64(), live["usage"]["calls"].as_u64()), (Some(250), Some(2)));
+    let steps = steps(&run);
+    assert!(steps[0].run_usage.is_none(), "only the run's last line carries its totals");
+    assert_eq!(steps[1].run_usage.as_ref().map(|u| u.total_tokens), Some(265));
+    assert!(run.jsonl()[2].contains(r#""_runUsage":{"inputTokens":250,"outputTokens":15,"totalTokens":265,"calls":2"#));
+    let replay = replay_chat(CHAT, None, &run.lines, 0);
+    let done = serde_json::to_value(replay.last().unwrap()).unwrap();
+    assert_eq!(done["type"], "run.complete");
+    assert_eq!(done["usage"], live["usage"]);
 }

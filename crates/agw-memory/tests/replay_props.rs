@@ -141,7 +141,7 @@ fn deltas_of(steps: &[Step]) -> Vec<AgentDelta> {
             }
         }
         if step.usage {
-            out.push(AgentDelta::Usage(json!({"prompt_tokens": 10, "completion_tokens": n})));
+            out.push(AgentDelta::Usage(json!({"prompt_tokens": 10, "completion_tokens": n}).into()));
         }
         for (call, id) in step.calls.iter().zip(&ids) {
             out.push(if call.action {

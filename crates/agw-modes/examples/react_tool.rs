@@ -94,6 +94,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         tool_output_limit: DEFAULT_TOOL_OUTPUT_LIMIT,
         skills: Arc::new(agw_skills::SkillRegistry::default()),
         skill_max_prompt_chars: 8000,
+        prices: Default::default(),
         client_tools: Vec::new(),
     };
     let (run_id, chat_id) = ("run-1", "00000000-0000-4000-8000-000000000001");

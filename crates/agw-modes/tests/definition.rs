@@ -259,6 +259,8 @@ fn loader_19_budget_v2_values_are_taken_as_written() {
             run_timeout_ms: 180_000,
             model: BudgetScope { max_calls: 18, timeout_ms: 45_000, retry_count: 2 },
             tool: BudgetScope { max_calls: 36, timeout_ms: 90_000, retry_count: 3 },
+            max_tokens: None,
+            max_cost: None,
         }
     );
 }
@@ -526,6 +528,8 @@ fn budget_presets_and_replacement_rules() {
             run_timeout_ms: 120_000,
             model: BudgetScope { max_calls: 15, timeout_ms: 5, retry_count: 0 },
             tool: BudgetScope { max_calls: 20, timeout_ms: 120_000, retry_count: 4 },
+            max_tokens: None,
+            max_cost: None,
         }
     );
     let err = parse_err(&oneshot(r#""budget":{"model":{"maxCalls":99999999999}}"#));

@@ -40,6 +40,7 @@ fn ctx(fixture: &FixtureServer, agent: Arc<AgentDefinition>, history: Vec<ChatMe
             tool_output_limit: DEFAULT_TOOL_OUTPUT_LIMIT,
             skills: Arc::new(agw_skills::SkillRegistry::default()),
             skill_max_prompt_chars: 8000,
+            prices: Default::default(),
             client_tools: Vec::new(),
         }),
         steers: Arc::new(SteerQueue::default()),
@@ -64,9 +65,11 @@ async fn streams_reasoning_and_content_and_captures_usage() {
         AgentDelta::Usage(u) => Some(u.clone()),
         _ => None,
     });
-    let usage = usage.expect("usage is forwarded for recorders");
-    assert_eq!(usage["prompt_tokens"], 10);
-    assert!(usage["total_tokens"].is_number());
+    let call = usage.expect("usage is forwarded for recorders");
+    assert_eq!(call.usage["prompt_tokens"], 10);
+    assert!(call.usage["total_tokens"].is_number());
+    // Attributed to the call's provider and model, for the run's totals.
+    assert_eq!((call.provider.as_str(), call.model.as_str()), ("fx", "m1"));
     let texts: Vec<&AgentDelta> = sink.deltas.iter().filter(|d| !matches!(d, AgentDelta::Usage(_))).collect();
     assert_eq!(
         texts,

@@ -78,6 +78,7 @@ fn ctx(fixture: &FixtureServer, agent: &str, tools: ToolRegistry, steers: Arc<St
             tool_output_limit: DEFAULT_TOOL_OUTPUT_LIMIT,
             skills: Arc::new(agw_skills::SkillRegistry::default()),
             skill_max_prompt_chars: 8000,
+            prices: Default::default(),
             client_tools: Vec::new(),
         }),
         steers,

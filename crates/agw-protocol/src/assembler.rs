@@ -15,11 +15,13 @@
 
 mod calls;
 
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
 use crate::delta::{ActionStartMeta, AgentDelta, ToolStartMeta};
+use crate::event::RunTotals;
 use crate::event::{
     ActionArgs, ActionEnd, ActionResult, ActionStart, ChatStart, ContentDelta, ContentEnd, ContentStart, ErrorCode,
     Event, EventPayload, PlanTask, PlanUpdate, ReasoningDelta, ReasoningEnd, ReasoningStart, RequestQuery,
@@ -27,6 +29,7 @@ use crate::event::{
     TaskFail, TaskStart, ToolArgs, ToolEnd, ToolResult, ToolStart,
 };
 use crate::ids;
+use crate::usage::{PriceTable, RunUsage};
 use calls::{ArgsStep, Calls};
 
 /// Source of event timestamps (epoch ms). Injected so tests can script time.
@@ -203,6 +206,10 @@ pub struct Assembler {
     plan_seen: bool,
     active_task: Option<String>,
     finished: bool,
+    /// Every model call's usage so far; on the terminal event.
+    usage: RunUsage,
+    /// Prices the terminal event's `cost` is computed with.
+    prices: Arc<PriceTable>,
 }
 
 impl std::fmt::Debug for Assembler {
@@ -237,7 +244,29 @@ impl Assembler {
             plan_seen: false,
             active_task: None,
             finished: false,
+            usage: RunUsage::default(),
+            prices: Arc::default(),
         }
+    }
+
+    /// Prices the terminal event's `cost` is computed with (none by default: no `cost`).
+    pub fn with_prices(mut self, prices: Arc<PriceTable>) -> Self {
+        self.prices = prices;
+        self
+    }
+
+    /// The run's usage so far: every [`AgentDelta::Usage`] pushed, summed per model.
+    pub fn usage(&self) -> &RunUsage {
+        &self.usage
+    }
+
+    /// `usage` and `cost` as the terminal event will carry them (default while no call reported
+    /// usage).
+    pub fn totals(&self) -> RunTotals {
+        if self.usage.is_empty() {
+            return RunTotals::default();
+        }
+        RunTotals { usage: Some(self.usage.clone()), cost: self.usage.cost(&self.prices) }
     }
 
     /// An assembler that continues a run another process started (durable waiting): its first
@@ -346,7 +375,7 @@ impl Assembler {
             AgentDelta::TaskComplete { task_id } => self.task_end(task_id, TaskEnd::Complete, out)?,
             AgentDelta::TaskCancel { task_id } => self.task_end(task_id, TaskEnd::Cancel, out)?,
             AgentDelta::TaskFail { task_id, error } => self.task_end(task_id, TaskEnd::Fail(error), out)?,
-            AgentDelta::Usage(_) => {}
+            AgentDelta::Usage(call) => self.usage.add(&call.provider, &call.model, &call.usage),
             AgentDelta::Steer { steer_id, message, request_id } => self.steer(steer_id, message, request_id, out),
             AgentDelta::Awaiting(payload) => match payload {
                 EventPayload::AwaitingAsk(_) | EventPayload::AwaitingAnswer(_) | EventPayload::AwaitingExpired(_) => {
@@ -377,7 +406,7 @@ impl Assembler {
             self.emit(TaskComplete { task_id }, out);
         }
         let run_id = self.run_id.clone();
-        self.emit(RunComplete { run_id, finish_reason: finish_reason.to_owned() }, out);
+        self.emit(RunComplete { run_id, finish_reason: finish_reason.to_owned(), totals: self.totals() }, out);
         self.finished = true;
     }
 
@@ -393,7 +422,7 @@ impl Assembler {
             let task_error = TaskError::new(error.code.as_str(), error.message.clone());
             self.emit(TaskFail { task_id, error: task_error }, out);
         }
-        self.emit(RunError { run_id: self.run_id.clone(), error }, out);
+        self.emit(RunError { run_id: self.run_id.clone(), error, totals: self.totals() }, out);
         self.finished = true;
     }
 
@@ -419,7 +448,7 @@ impl Assembler {
         if let Some(task_id) = self.active_task.take() {
             self.emit(TaskCancel { task_id }, out);
         }
-        self.emit(RunCancel { run_id: self.run_id.clone() }, out);
+        self.emit(RunCancel { run_id: self.run_id.clone(), totals: self.totals() }, out);
         self.finished = true;
     }
 

@@ -184,8 +184,9 @@ pub enum AgentDelta {
         /// Why the task failed.
         error: TaskError,
     },
-    /// Provider usage for the current model turn: no event, but recorders (chat memory) see it.
-    Usage(Value),
+    /// Provider usage of one model call: no event of its own, but the assembler adds it to the
+    /// run's usage (on the terminal event) and recorders (chat memory) keep it.
+    Usage(CallUsage),
     /// A steered user message the run takes now, at a model-turn boundary (never mid-tool):
     /// ends an open text block, then `request.steer` (chat, run and active task from the
     /// assembler); the next text opens a new block. Tools and actions stay as they are.
@@ -203,4 +204,22 @@ pub enum AgentDelta {
     /// `context.compact`: the run shrank its conversation before a model call; emitted as is
     /// (with the assembler's run id) after closing an open text block.
     Compact(crate::event::ContextCompact),
+}
+
+/// The usage object of one model call, and where the call went.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallUsage {
+    /// Provider key; `""` when unknown.
+    pub provider: String,
+    /// Model name; `""` when unknown.
+    pub model: String,
+    /// The provider's usage object, verbatim.
+    pub usage: Value,
+}
+
+impl From<Value> for CallUsage {
+    /// A usage object of a call whose provider and model are not known.
+    fn from(usage: Value) -> Self {
+        Self { provider: String::new(), model: String::new(), usage }
+    }
 }

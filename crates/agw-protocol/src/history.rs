@@ -376,6 +376,13 @@ pub struct StepLine {
     /// agw (`_compactions`): the context compactions of this step, in order; omitted when none.
     #[serde(rename = "_compactions", skip_serializing_if = "Vec::is_empty")]
     pub compactions: Vec<StepCompaction>,
+    /// agw (`_runUsage`, on a run's last step line): the run's usage, as its terminal event
+    /// carried it.
+    #[serde(rename = "_runUsage", skip_serializing_if = "Option::is_none")]
+    pub run_usage: Option<crate::usage::RunUsage>,
+    /// agw (`_runCost`, next to `_runUsage`): what the run cost, when prices were configured.
+    #[serde(rename = "_runCost", skip_serializing_if = "Option::is_none")]
+    pub run_cost: Option<crate::usage::Cost>,
 }
 
 impl<'de> Deserialize<'de> for StepLine {
@@ -406,6 +413,10 @@ impl<'de> Deserialize<'de> for StepLine {
             messages: Vec<Value>,
             #[serde(default, rename = "_compactions", deserialize_with = "nullable")]
             compactions: Vec<Value>,
+            #[serde(default, rename = "_runUsage")]
+            run_usage: Option<Value>,
+            #[serde(default, rename = "_runCost")]
+            run_cost: Option<Value>,
         }
 
         let wire = Wire::deserialize(d)?;
@@ -425,6 +436,8 @@ impl<'de> Deserialize<'de> for StepLine {
             plan,
             messages: wire.messages.into_iter().filter_map(|v| StoredMessage::deserialize(v).ok()).collect(),
             compactions: wire.compactions.into_iter().filter_map(|v| StepCompaction::deserialize(v).ok()).collect(),
+            run_usage: wire.run_usage.and_then(|v| crate::usage::RunUsage::deserialize(v).ok()),
+            run_cost: wire.run_cost.and_then(|v| crate::usage::Cost::deserialize(v).ok()),
         })
     }
 }

@@ -6,7 +6,8 @@
 //! state machine (`assembler`), id formats and the chat-name rule (`ids`), SSE framing: the
 //! frame encoder plus an incremental decoder for clients and tests (`sse`), the chat history line
 //! format "V3.1" with its lenient readers (`history`), and the snapshot replay of a chat built
-//! from history lines (`replay`).
+//! from history lines (`replay`), the other protocols' pure mappings (`adapters`), and usage
+//! normalising, summing and pricing (`usage`).
 //!
 //! Must never: do I/O, spawn tasks, read clocks except through the [`assembler::Clock`] it is
 //! given ([`assembler::SystemClock`] is the wall-clock one), or depend on tokio/hyper. Other
@@ -26,9 +27,10 @@ pub mod ids;
 pub mod replay;
 pub mod request;
 pub mod sse;
+pub mod usage;
 
 pub use assembler::{Assembler, CANCELLED_RESULT, CallKind, Clock, ProtocolError, SystemClock};
-pub use delta::{ActionStartMeta, AgentDelta, FrontendMeta, LlmDelta, ToolCallFragment, ToolStartMeta};
+pub use delta::{ActionStartMeta, AgentDelta, CallUsage, FrontendMeta, LlmDelta, ToolCallFragment, ToolStartMeta};
 pub use event::{ErrorCode, Event, EventPayload, PlanTask, RunErrorInfo, TaskError, TaskStatus};
 pub use history::{
     ApprovalLine, HistoryLine, PlanSnapshot, QueryLine, Stage, StepLine, StoredFunction, StoredMessage, StoredToolCall,

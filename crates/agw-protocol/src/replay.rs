@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::event::{
     ActionResult, ActionSnapshot, ChatStart, ContentSnapshot, Event, EventPayload, PlanUpdate, ReasoningSnapshot,
-    RequestQuery, RequestSteer, RunComplete, RunStart, ToolResult, ToolSnapshot,
+    RequestQuery, RequestSteer, RunComplete, RunStart, RunTotals, ToolResult, ToolSnapshot,
 };
 use crate::history::{
     HistoryLine, PlanSnapshot, QueryLine, ROLE_USER, StepCompaction, StepLine, StoredMessage, StoredToolCall,
@@ -118,6 +118,16 @@ impl<'a> Run<'a> {
                 messages.next().map(|(_, m)| Item::Message(m))
             })
         })
+    }
+
+    /// The run's usage and cost, as its last step line recorded them.
+    fn totals(&self) -> RunTotals {
+        self.steps
+            .iter()
+            .rev()
+            .find(|s| s.run_usage.is_some())
+            .map(|s| RunTotals { usage: s.run_usage.clone(), cost: s.run_cost.clone() })
+            .unwrap_or_default()
     }
 
     /// Max step `updatedAt`.
@@ -303,7 +313,15 @@ fn replay_run(run: &Run<'_>, chat_id: &str, chat_start: Option<&str>, now_ms: i6
     }
 
     let complete_ts = end.map_or(0, |end| end.saturating_add(1));
-    out.next(complete_ts, RunComplete { run_id: run_id.to_owned(), finish_reason: REPLAY_FINISH_REASON.to_owned() });
+    out.next(
+        complete_ts,
+        RunComplete {
+            run_id: run_id.to_owned(),
+            finish_reason: REPLAY_FINISH_REASON.to_owned(),
+            // What the live terminal event carried.
+            totals: run.totals(),
+        },
+    );
 }
 
 fn request_query(run: &Run<'_>, chat_id: &str) -> RequestQuery {

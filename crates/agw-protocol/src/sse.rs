@@ -233,8 +233,11 @@ mod tests {
         );
         assert_eq!(HEARTBEAT_FRAME, b"event:heartbeat\n\n");
         for seq in [0, 1, 9, 10, 12_345, u64::MAX] {
-            let frame =
-                event_frame(&Event::new(seq, 0, RunComplete { run_id: "r".into(), finish_reason: "stop".into() }));
+            let frame = event_frame(&Event::new(
+                seq,
+                0,
+                RunComplete { run_id: "r".into(), finish_reason: "stop".into(), totals: Default::default() },
+            ));
             assert!(String::from_utf8(frame).unwrap().starts_with(&format!("id:{seq}\nevent:message\n")));
         }
     }
@@ -259,7 +262,7 @@ mod tests {
         stream.extend_from_slice(&event_frame(&Event::new(
             8,
             1,
-            RunComplete { run_id: "r".into(), finish_reason: "stop".into() },
+            RunComplete { run_id: "r".into(), finish_reason: "stop".into(), totals: Default::default() },
         )));
         for split in 1..stream.len() {
             let mut decoder = SseDecoder::new();

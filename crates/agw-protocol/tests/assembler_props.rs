@@ -72,7 +72,7 @@ fn delta() -> impl Strategy<Value = AgentDelta> {
         1 => task_id().prop_map(|task_id| AgentDelta::TaskComplete { task_id }),
         1 => task_id().prop_map(|task_id| AgentDelta::TaskCancel { task_id }),
         1 => task_id().prop_map(|task_id| AgentDelta::TaskFail { task_id, error: TaskError::new("x", "y") }),
-        1 => Just(AgentDelta::Usage(json!({"prompt_tokens": 1}))),
+        1 => Just(AgentDelta::Usage(json!({"prompt_tokens": 1}).into())),
         1 => (text(), prop::option::of("[a-z]{1,4}")).prop_map(|(message, request_id)| AgentDelta::Steer {
             steer_id: "steer_1".into(),
             message,

@@ -49,6 +49,7 @@ async fn run(model: &FixtureServer, message: &str) -> (RunOutcome, Vec<AgentDelt
         tool_output_limit: DEFAULT_TOOL_OUTPUT_LIMIT,
         skills: Arc::new(agw_skills::SkillRegistry::default()),
         skill_max_prompt_chars: 8000,
+        prices: Default::default(),
         client_tools: Vec::new(),
     };
     let ctx = RunContext {

@@ -148,6 +148,9 @@ pub struct Settings {
     pub runs: RunSettings,
     /// `agent.providers.<key>.*`: the model providers, by key; empty when none is configured.
     pub providers: Vec<ProviderConfig>,
+    /// `agent.providers.<key>.prices`: what each model costs; a run's `cost` is computed with
+    /// them (none configured: no cost is ever shown).
+    pub prices: std::sync::Arc<agw_protocol::usage::PriceTable>,
     /// `agw.provider.*`: caps on what one provider response may make agw hold.
     pub provider_limits: agw_llm::ResponseLimits,
     /// `agent.llm.interaction-log.*`: whether provider traffic is logged, and masked.
@@ -194,6 +197,7 @@ impl Settings {
         let src = Source { table, env };
 
         let auth = auth::load(&src)?;
+        let (providers, prices) = providers::load(&src)?;
         Ok(Settings {
             server: server::load(&src, &auth)?,
             auth,
@@ -202,7 +206,8 @@ impl Settings {
             tools: tools::load(&src)?,
             memory: memory::load(&src)?,
             runs: runs::load(&src)?,
-            providers: providers::load(&src)?,
+            providers,
+            prices: std::sync::Arc::new(prices),
             provider_limits: providers::limits(&src)?,
             logging: logging::load(&src)?,
             demo: demo::load(&src)?,

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use agw_llm::{ProviderConfig, ProviderProtocol};
+use agw_protocol::usage::{Price, PriceTable};
 
 use super::source::Source;
 use super::table::{
@@ -23,7 +24,8 @@ pub(super) fn limits(src: &Source) -> Result<agw_llm::ResponseLimits, ConfigErro
     })
 }
 
-pub(super) fn load(src: &Source) -> Result<Vec<ProviderConfig>, ConfigError> {
+/// The providers, and the prices their `prices` fields declare.
+pub(super) fn load(src: &Source) -> Result<(Vec<ProviderConfig>, PriceTable), ConfigError> {
     let mut merged: BTreeMap<String, HashMap<&str, String>> = BTreeMap::new();
     if let Some(tables) = src.table.get("agent").and_then(|a| a.get("providers")).and_then(|p| p.as_table()) {
         for (key, value) in tables {
@@ -39,6 +41,12 @@ pub(super) fn load(src: &Source) -> Result<Vec<ProviderConfig>, ConfigError> {
                     }
                     Some(toml::Value::Integer(n)) if matches!(field.key, "context-window" | "max-output-tokens") => {
                         entry.insert(field.key, n.to_string());
+                    }
+                    // Prices are a table of models; kept as JSON, the form the variable takes.
+                    Some(prices @ toml::Value::Table(_)) if field.key == "prices" => {
+                        let json = serde_json::to_string(prices)
+                            .map_err(|e| ConfigError::Provider { key: key.clone(), message: format!("prices: {e}") })?;
+                        entry.insert(field.key, json);
                     }
                     // Silently ignoring `model = 3` would leave the provider half-configured.
                     Some(_) => {
@@ -57,7 +65,11 @@ pub(super) fn load(src: &Source) -> Result<Vec<ProviderConfig>, ConfigError> {
         }
     }
     let mut out = Vec::new();
+    let mut prices = Vec::new();
     for (key, fields) in merged {
+        if let Some(json) = fields.get("prices") {
+            prices.extend(parse_prices(&key, json)?);
+        }
         let protocol = match fields.get("protocol") {
             Some(p) => p
                 .parse::<ProviderProtocol>()
@@ -87,6 +99,52 @@ pub(super) fn load(src: &Source) -> Result<Vec<ProviderConfig>, ConfigError> {
             model: get("model"),
             limits,
         });
+    }
+    Ok((out, PriceTable::new(prices)))
+}
+
+/// `{"<model>|*": {"input": …, "output": …, "cached-input"?: …, "currency"?: "USD"}}`, per
+/// million tokens.
+fn parse_prices(key: &str, json: &str) -> Result<Vec<Price>, ConfigError> {
+    let invalid =
+        |message: String| ConfigError::Provider { key: key.to_owned(), message: format!("prices: {message}") };
+    let table: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(json).map_err(|e| invalid(format!("must be a table of models: {e}")))?;
+    let mut out = Vec::new();
+    for (model, entry) in table {
+        let Some(fields) = entry.as_object() else {
+            return Err(invalid(format!("{model} must be a table with input and output")));
+        };
+        if let Some(unknown) =
+            fields.keys().find(|k| !["input", "output", "cached-input", "currency"].contains(&k.as_str()))
+        {
+            return Err(invalid(format!(
+                "{model}.{unknown} is not a price field (input, output, cached-input, currency)"
+            )));
+        }
+        let amount = |name: &str| -> Result<Option<f64>, ConfigError> {
+            match fields.get(name) {
+                None => Ok(None),
+                Some(v) => match v.as_f64() {
+                    Some(n) if n >= 0.0 && n.is_finite() => Ok(Some(n)),
+                    _ => Err(invalid(format!("{model}.{name} must be a non-negative number (per million tokens)"))),
+                },
+            }
+        };
+        let (Some(input), Some(output)) = (amount("input")?, amount("output")?) else {
+            return Err(invalid(format!("{model} needs both input and output")));
+        };
+        let currency = match fields.get("currency") {
+            None => "USD".to_owned(),
+            Some(serde_json::Value::String(c)) if c.len() == 3 && c.chars().all(|ch| ch.is_ascii_uppercase()) => {
+                c.clone()
+            }
+            Some(other) => {
+                return Err(invalid(format!("{model}.currency must be an ISO 4217 code like \"USD\", not {other}")));
+            }
+        };
+        let cached_input = amount("cached-input")?;
+        out.push(Price { provider: key.to_owned(), model: model.clone(), input, output, cached_input, currency });
     }
     Ok(out)
 }

@@ -14,6 +14,7 @@ use agw_protocol::Event;
 use agw_protocol::ids;
 use agw_protocol::replay::{chat_references, raw_messages, replay_chat};
 use agw_protocol::request::Reference;
+use agw_protocol::usage::{Cost, RunUsage};
 
 use super::HandlerResult;
 use crate::auth::{Principal, may_access};
@@ -46,6 +47,33 @@ struct ChatDetail {
     events: Vec<Event>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     references: Vec<Reference>,
+    /// agw: the chat's usage, summed over its runs (as their last step lines recorded it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<RunUsage>,
+    /// agw: what the chat cost, when every run that used tokens was priced in one currency.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cost: Option<Cost>,
+}
+
+/// The chat's totals: every run's `_runUsage` merged, and their `_runCost` summed when each run
+/// with usage has one (in one currency).
+fn chat_totals(lines: &[agw_protocol::HistoryLine]) -> (Option<RunUsage>, Option<Cost>) {
+    let mut usage = RunUsage::default();
+    let mut cost: Option<Cost> = None;
+    let mut priced = true;
+    for step in lines.iter().filter_map(agw_protocol::HistoryLine::as_step) {
+        let Some(run) = &step.run_usage else { continue };
+        usage.merge(run);
+        match (&step.run_cost, &mut cost) {
+            (Some(run_cost), None) => cost = Some(run_cost.clone()),
+            (Some(run_cost), Some(total)) => priced &= total.add(run_cost),
+            (None, _) => priced = false,
+        }
+    }
+    if usage.is_empty() {
+        return (None, None);
+    }
+    (Some(usage), cost.filter(|_| priced))
 }
 
 fn parse_bool(name: &str, value: &str) -> Result<bool, ApiError> {
@@ -93,7 +121,10 @@ pub async fn detail(
     let chat_name = summary.map_or_else(|| chat_id.clone(), |s| s.chat_name);
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
     let events = replay_chat(&chat_id, Some(&chat_name), &lines, now);
+    let (usage, cost) = chat_totals(&lines);
     Ok(success(&ChatDetail {
+        usage,
+        cost,
         raw_messages: include_raw.then(|| raw_messages(&lines)),
         references: chat_references(&lines),
         events,

@@ -352,7 +352,8 @@ async fn drive_run(state: AppState, run: RunStart) {
         );
         Persistence { store: state.chats.clone(), chat_id: chat_id.clone(), recorder }
     });
-    let mut sink = SseSink::new(Assembler::new(&run_id, &chat_id, Box::new(SystemClock)), handle.clone(), persistence);
+    let assembler = Assembler::new(&run_id, &chat_id, Box::new(SystemClock)).with_prices(state.settings.prices.clone());
+    let mut sink = SseSink::new(assembler, handle.clone(), persistence);
 
     let prepared = match prepared {
         Ok(p) => p,

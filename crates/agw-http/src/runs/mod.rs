@@ -307,7 +307,11 @@ mod tests {
         let tracker = Arc::new(RunTracker::new(settings));
         for id in ["a", "b"] {
             let (handle, guard) = register(&tracker, id, None);
-            let event = agw_protocol::Event::new(1, 0, agw_protocol::event::RunCancel { run_id: id.into() });
+            let event = agw_protocol::Event::new(
+                1,
+                0,
+                agw_protocol::event::RunCancel { run_id: id.into(), totals: Default::default() },
+            );
             handle.publish(&[event]);
             drop(guard);
         }

@@ -18,7 +18,7 @@ pub struct BudgetScope {
 }
 
 /// Limits of one run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Budget {
     /// Wall-clock limit of the whole run, ms; checked at each model turn and after each tool batch.
     pub run_timeout_ms: u64,
@@ -26,6 +26,13 @@ pub struct Budget {
     pub model: BudgetScope,
     /// Limits of tool calls.
     pub tool: BudgetScope,
+    /// agw `maxTokens`: input plus output tokens of all the run's model calls; checked before
+    /// every model call. `None`: no limit.
+    pub max_tokens: Option<u64>,
+    /// agw `maxCost`: what the run's model calls may cost, in the configured prices' currency;
+    /// checked before every model call, only while every model used has a price. `None`: no
+    /// limit.
+    pub max_cost: Option<f64>,
 }
 
 const fn scope(max_calls: u32, timeout_ms: u64) -> BudgetScope {
@@ -34,11 +41,29 @@ const fn scope(max_calls: u32, timeout_ms: u64) -> BudgetScope {
 
 impl Budget {
     /// REACT's preset; also fills what a configured `budget` leaves out.
-    pub const DEFAULT: Budget = Budget { run_timeout_ms: 120_000, model: scope(15, 60_000), tool: scope(20, 120_000) };
+    pub const DEFAULT: Budget = Budget {
+        run_timeout_ms: 120_000,
+        model: scope(15, 60_000),
+        tool: scope(20, 120_000),
+        max_tokens: None,
+        max_cost: None,
+    };
     /// ONESHOT's preset.
-    pub const LIGHT: Budget = Budget { run_timeout_ms: 30_000, model: scope(3, 30_000), tool: scope(5, 30_000) };
+    pub const LIGHT: Budget = Budget {
+        run_timeout_ms: 30_000,
+        model: scope(3, 30_000),
+        tool: scope(5, 30_000),
+        max_tokens: None,
+        max_cost: None,
+    };
     /// PLAN_EXECUTE's preset.
-    pub const HEAVY: Budget = Budget { run_timeout_ms: 300_000, model: scope(30, 120_000), tool: scope(50, 300_000) };
+    pub const HEAVY: Budget = Budget {
+        run_timeout_ms: 300_000,
+        model: scope(30, 120_000),
+        tool: scope(50, 300_000),
+        max_tokens: None,
+        max_cost: None,
+    };
 
     /// The preset used when the file has no `budget`.
     pub const fn preset_for(mode: AgentMode) -> Budget {
@@ -50,7 +75,7 @@ impl Budget {
     }
 }
 
-const KNOWN_KEYS: &[&str] = &["runTimeoutMs", "model", "tool"];
+const KNOWN_KEYS: &[&str] = &["runTimeoutMs", "model", "tool", "maxTokens", "maxCost"];
 const LEGACY_KEYS: &[&str] = &["maxModelCalls", "maxToolCalls", "timeoutMs", "retryCount"];
 
 /// Reads a configured `budget`. It replaces the mode preset entirely: anything missing or ≤ 0
@@ -78,6 +103,14 @@ pub fn parse(budget: &Obj<'_>) -> Result<Budget, DefinitionError> {
         run_timeout_ms: positive(budget, "runTimeoutMs")?.unwrap_or(defaults.run_timeout_ms),
         model: parse_scope(budget, "model", defaults.model)?,
         tool: parse_scope(budget, "tool", defaults.tool)?,
+        max_tokens: positive(budget, "maxTokens")?,
+        max_cost: match budget.f64("maxCost")? {
+            None => None,
+            Some(cost) if cost > 0.0 && cost.is_finite() => Some(cost),
+            Some(cost) => {
+                return Err(DefinitionError::OutOfRange { field: budget.field("maxCost"), value: cost.to_string() });
+            }
+        },
     })
 }
 

@@ -2,6 +2,8 @@
 
 use std::time::Instant;
 
+use agw_protocol::usage::{PriceTable, RunUsage};
+
 use crate::definition::Budget;
 
 use super::RunFailure;
@@ -49,6 +51,23 @@ impl BudgetTracker {
     pub fn check_run_time(&self) -> Result<(), RunFailure> {
         if self.started.elapsed().as_millis() >= u128::from(self.budget.run_timeout_ms) {
             return Err(RunFailure::Budget(format!("runTimeoutMs={}", self.budget.run_timeout_ms)));
+        }
+        Ok(())
+    }
+
+    /// Fails once the run's `usage` reached `maxTokens`, or its cost with `prices` reached
+    /// `maxCost` (only while every model used has a price: an unknown cost is never guessed).
+    pub fn check_spend(&self, usage: &RunUsage, prices: &PriceTable) -> Result<(), RunFailure> {
+        if let Some(max) = self.budget.max_tokens
+            && usage.total_tokens >= max
+        {
+            return Err(RunFailure::Budget(format!("maxTokens={max} (used {})", usage.total_tokens)));
+        }
+        if let Some(max) = self.budget.max_cost
+            && let Some(cost) = usage.cost(prices)
+            && cost.amount >= max
+        {
+            return Err(RunFailure::Budget(format!("maxCost={max} {} (spent {})", cost.currency, cost.amount)));
         }
         Ok(())
     }

@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 
 use agw_llm::tokens::{estimate_messages, estimate_text, estimate_tools, reported_input_tokens};
 use agw_llm::{CallOptions, ChatMessage, ChatRequest, LlmDelta, ProviderRegistry, ToolSpec};
-use agw_protocol::AgentDelta;
 use agw_protocol::chat::{HistoryRun, SUMMARY_REQUEST, summary_turn};
 use agw_protocol::event::{CompactLevel, ContextCompact};
+use agw_protocol::{AgentDelta, CallUsage};
 use futures::StreamExt;
 use serde_json::Value;
 
@@ -154,8 +154,9 @@ pub(crate) async fn fit<S: DeltaSink>(
             let summarised = summarise(call, &messages[..cut]).await;
             // What the summary cost counts like any model call's usage.
             let (Ok((_, usages)) | Err((_, usages))) = &summarised;
-            for usage in usages {
-                sink.emit(AgentDelta::Usage(usage.clone())).await?;
+            for call in usages {
+                state.usage.add(&call.provider, &call.model, &call.usage);
+                sink.emit(AgentDelta::Usage(call.clone())).await?;
             }
             match summarised {
                 Ok((summary, _)) => {
@@ -341,7 +342,10 @@ struct SummaryCall<'a> {
 
 /// One summary call: the older turns as a transcript, no tools, output capped. Returns the
 /// summary, or why there is none, with the usage the provider reported either way.
-async fn summarise(call: SummaryCall<'_>, older: &[ChatMessage]) -> Result<(String, Vec<Value>), (String, Vec<Value>)> {
+async fn summarise(
+    call: SummaryCall<'_>,
+    older: &[ChatMessage],
+) -> Result<(String, Vec<CallUsage>), (String, Vec<CallUsage>)> {
     let policy = call.policy;
     let chosen = policy.summary_model.as_ref();
     let provider_key = chosen.and_then(|c| c.provider_key.clone()).unwrap_or_else(|| call.model.provider_key.clone());
@@ -354,8 +358,8 @@ async fn summarise(call: SummaryCall<'_>, older: &[ChatMessage]) -> Result<(Stri
     // The transcript must fit the summary call itself: its oldest part goes first.
     let room = call.budget.saturating_sub(u64::from(policy.summary_max_tokens) + estimate_text(SUMMARY_PROMPT) + 64);
     let request = ChatRequest {
-        provider_key,
-        model: model_name,
+        provider_key: provider_key.clone(),
+        model: model_name.clone(),
         messages: vec![
             ChatMessage::System { content: SUMMARY_PROMPT.to_owned() },
             ChatMessage::User { content: format!("The conversation to summarise:\n\n{}", transcript(older, room)) },
@@ -381,7 +385,9 @@ async fn summarise(call: SummaryCall<'_>, older: &[ChatMessage]) -> Result<(Stri
     while let Some(item) = stream.next().await {
         match item {
             Ok(LlmDelta::Content { text }) => summary.push_str(&text),
-            Ok(LlmDelta::Usage { usage }) => usages.push(usage),
+            Ok(LlmDelta::Usage { usage }) => {
+                usages.push(CallUsage { provider: provider_key.clone(), model: model_name.clone(), usage });
+            }
             Ok(_) => {}
             Err(e) => return Err((e.to_string(), usages)),
         }
@@ -407,7 +413,7 @@ pub struct HistoryCompaction {
     /// See `tokens_before`.
     pub tokens_after: u64,
     /// Usage the provider reported for the summary call.
-    pub usage: Vec<Value>,
+    pub usage: Vec<CallUsage>,
 }
 
 /// Compacts a chat's history on demand (`POST /api/ap/compact`), with `agent`'s policy and

@@ -71,6 +71,8 @@ pub struct RunServices {
     pub skills: Arc<SkillRegistry>,
     /// Skill instructions longer than this are truncated when disclosed (0 = unlimited).
     pub skill_max_prompt_chars: usize,
+    /// Prices of the providers' models: `budget.maxCost` is checked with them.
+    pub prices: Arc<agw_protocol::usage::PriceTable>,
     /// Frontend tools the client declared for this run (in `tools`, see
     /// `ToolRegistry::with_client_tools`): offered in every stage but the planning stages.
     pub client_tools: Vec<String>,
@@ -139,6 +141,8 @@ pub(crate) struct RunState {
     pub context: context::ContextState,
     /// The run's latest repeated tool calls (doom-loop detection).
     pub doom: doom::DoomWatch,
+    /// Every model call's usage so far (`budget.maxTokens` / `maxCost`).
+    pub usage: agw_protocol::usage::RunUsage,
 }
 
 /// The fixed parts of a stage's system prompt: the stage prompt and the tool appendix (after-call
@@ -169,6 +173,7 @@ fn new_state(ctx: &RunContext) -> RunState {
         resume_at: String::new(),
         context: Default::default(),
         doom: Default::default(),
+        usage: Default::default(),
     }
 }
 

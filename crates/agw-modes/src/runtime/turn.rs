@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use agw_llm::{CallOptions, ChatMessage, ChatRequest, LlmDelta, ToolChoice};
-use agw_protocol::AgentDelta;
+use agw_protocol::{AgentDelta, CallUsage};
 use futures::StreamExt;
 
 use crate::definition::ResolvedModel;
@@ -67,6 +67,7 @@ pub(crate) async fn model_turn<S: DeltaSink>(
     sink: &mut S,
 ) -> Result<TurnOutput, RunFailure> {
     state.budget.begin_model_call()?;
+    state.budget.check_spend(&state.usage, &ctx.services.prices)?;
     let provider = ctx.services.providers.get(&spec.model.provider_key)?;
     // The model-turn boundary: steers pushed so far join the conversation now (never mid-tool).
     let steers = take_steers(ctx, spec.messages, sink).await?;
@@ -156,7 +157,9 @@ pub(crate) async fn model_turn<S: DeltaSink>(
             LlmDelta::Finish { reason } => out.finish_reason = Some(reason),
             LlmDelta::Usage { usage } => {
                 state.context.calibrate(estimate, &usage);
-                sink.emit(AgentDelta::Usage(usage)).await?;
+                let (provider, model) = (spec.model.provider_key.clone(), spec.model.model.clone());
+                state.usage.add(&provider, &model, &usage);
+                sink.emit(AgentDelta::Usage(CallUsage { provider, model, usage })).await?;
             }
         }
     }

@@ -193,7 +193,7 @@ mod tests {
             ev(ContentStart { content_id: "r_c_1".into(), run_id: "r".into(), task_id: None }),
             ev(ContentDelta { content_id: "r_c_1".into(), delta: "Hi".into() }),
             ev(ContentEnd { content_id: "r_c_1".into() }),
-            ev(RunComplete { run_id: "r".into(), finish_reason: "stop".into() }),
+            ev(RunComplete { run_id: "r".into(), finish_reason: "stop".into(), totals: Default::default() }),
             ev(ContentDelta { content_id: "r_c_1".into(), delta: "late".into() }),
         ] {
             mapper.map(&event, &mut out);
@@ -249,6 +249,7 @@ mod tests {
         let error = crate::event::RunError {
             run_id: "r".into(),
             error: crate::RunErrorInfo::new(crate::ErrorCode::ProviderTimeout, "slow", true),
+            totals: Default::default(),
         };
         mapper.map(&ev(error), &mut out);
         mapper.suspend(&mut out);

@@ -320,7 +320,7 @@ mod tests {
             ev(4, ContentDelta { content_id: "r_c_1".into(), delta: "Hel".into() }),
             ev(5, ContentDelta { content_id: "r_c_1".into(), delta: "lo".into() }),
             ev(6, ContentEnd { content_id: "r_c_1".into() }),
-            ev(7, RunComplete { run_id: "r".into(), finish_reason: "stop".into() }),
+            ev(7, RunComplete { run_id: "r".into(), finish_reason: "stop".into(), totals: Default::default() }),
         ]);
         let types: Vec<&str> = out.iter().map(|c| c["type"].as_str().unwrap()).collect();
         assert_eq!(
@@ -393,15 +393,18 @@ mod tests {
         let error = crate::event::RunError {
             run_id: "r".into(),
             error: crate::RunErrorInfo::new(crate::ErrorCode::ProviderError, "boom", true),
+            totals: Default::default(),
         };
-        let (mapper, out) =
-            map_all(vec![ev(1, error), ev(2, RunComplete { run_id: "r".into(), finish_reason: "stop".into() })]);
+        let (mapper, out) = map_all(vec![
+            ev(1, error),
+            ev(2, RunComplete { run_id: "r".into(), finish_reason: "stop".into(), totals: Default::default() }),
+        ]);
         assert_eq!(
             out,
             [json!({"type": "error", "errorText": "boom"}), json!({"type": "finish", "finishReason": "error"})]
         );
         assert!(mapper.is_finished(), "nothing after the terminal chunk");
-        let (_, out) = map_all(vec![ev(1, crate::event::RunCancel { run_id: "r".into() })]);
+        let (_, out) = map_all(vec![ev(1, crate::event::RunCancel { run_id: "r".into(), totals: Default::default() })]);
         assert_eq!(out, [json!({"type": "abort", "reason": "cancelled"})]);
     }
 }

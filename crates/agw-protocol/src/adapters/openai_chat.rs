@@ -198,7 +198,7 @@ mod tests {
             }),
             ev(ContentDelta { content_id: "r_c_1".into(), delta: "Sun".into() }),
             ev(ContentDelta { content_id: "r_c_1".into(), delta: "ny".into() }),
-            ev(RunComplete { run_id: "r".into(), finish_reason: "stop".into() }),
+            ev(RunComplete { run_id: "r".into(), finish_reason: "stop".into(), totals: Default::default() }),
         ]
     }
 
@@ -250,6 +250,7 @@ mod tests {
         let error = crate::event::RunError {
             run_id: "r".into(),
             error: crate::RunErrorInfo::new(crate::ErrorCode::ProviderError, "upstream 503", true),
+            totals: Default::default(),
         };
         aggregate.push(&ev(error));
         let body = aggregate.finish(0, 0).unwrap().unwrap_err();

@@ -141,7 +141,7 @@ fn text_blocks_are_closed_lazily() {
     rig.push(content("a"));
     // A stage marker and usage produce nothing; the end appears with the next different event.
     assert!(rig.push(stage("summary")).is_empty());
-    assert!(rig.push(AgentDelta::Usage(json!({"total_tokens": 3}))).is_empty());
+    assert!(rig.push(AgentDelta::Usage(json!({"total_tokens": 3}).into())).is_empty());
     assert_eq!(rig.complete(), ["content.end c_1", "run.complete"]);
 }
 
@@ -160,7 +160,7 @@ fn stage_boundary_rotates_an_open_block() {
 fn text_without_boundary_continues_the_block_across_model_turns() {
     let mut rig = Rig::new();
     rig.push(content("turn 1"));
-    rig.push(AgentDelta::Usage(json!({}))); // end of a model turn, e.g. a repair retry
+    rig.push(AgentDelta::Usage(json!({}).into())); // end of a model turn, e.g. a repair retry
     assert_eq!(rig.push(content("turn 2")), ["content.delta c_1"]);
     assert_eq!(rig.push(content("orchestrator error text")), ["content.delta c_1"]);
 }
@@ -728,7 +728,7 @@ fn clock_is_read_once_per_emitting_call_and_never_for_silent_ones() {
     rig.push(reasoning("a")); // 2 events
     assert_eq!(rig.reads(), 1);
     rig.push(stage("x"));
-    rig.push(AgentDelta::Usage(json!({})));
+    rig.push(AgentDelta::Usage(json!({}).into()));
     rig.push(content(""));
     assert_eq!(rig.reads(), 1);
     rig.push(args("call_1", "{}")); // reasoning.end, tool.start, tool.args

@@ -116,16 +116,20 @@ fn catalogue() -> Vec<(Event, &'static str)> {
             r#"{"seq":3,"type":"run.start","timestamp":1771000000000,"runId":"run","chatId":"c"}"#,
         ),
         (
-            ev(RunComplete { run_id: s("run"), finish_reason: s("stop") }.into()),
+            ev(RunComplete { run_id: s("run"), finish_reason: s("stop"), totals: Default::default() }.into()),
             r#"{"seq":3,"type":"run.complete","timestamp":1771000000000,"runId":"run","finishReason":"stop"}"#,
         ),
         (
-            ev(RunCancel { run_id: s("run") }.into()),
+            ev(RunCancel { run_id: s("run"), totals: Default::default() }.into()),
             r#"{"seq":3,"type":"run.cancel","timestamp":1771000000000,"runId":"run"}"#,
         ),
         (
-            ev(RunError { run_id: s("run"), error: RunErrorInfo::new(ErrorCode::ProviderTimeout, "no chunk", true) }
-                .into()),
+            ev(RunError {
+                run_id: s("run"),
+                error: RunErrorInfo::new(ErrorCode::ProviderTimeout, "no chunk", true),
+                totals: Default::default(),
+            }
+            .into()),
             r#"{"seq":3,"type":"run.error","timestamp":1771000000000,"runId":"run","error":{"code":"provider_timeout","message":"no chunk","retriable":true}}"#,
         ),
         (
@@ -300,7 +304,7 @@ fn catalogue_covers_every_type_once() {
 
 #[test]
 fn standalone_payload_is_internally_tagged() {
-    let payload = EventPayload::from(RunCancel { run_id: s("r") });
+    let payload = EventPayload::from(RunCancel { run_id: s("r"), totals: Default::default() });
     let text = serde_json::to_string(&payload).expect("serialise");
     assert_eq!(text, r#"{"type":"run.cancel","runId":"r"}"#);
     assert_eq!(serde_json::from_str::<EventPayload>(&text).expect("parse"), payload);
@@ -308,8 +312,16 @@ fn standalone_payload_is_internally_tagged() {
 
 #[test]
 fn terminal_events() {
-    let done = Event::new(1, 0, RunComplete { run_id: s("r"), finish_reason: s("stop") });
-    let err = Event::new(1, 0, RunError { run_id: s("r"), error: RunErrorInfo::new(ErrorCode::Internal, "x", false) });
+    let done = Event::new(1, 0, RunComplete { run_id: s("r"), finish_reason: s("stop"), totals: Default::default() });
+    let err = Event::new(
+        1,
+        0,
+        RunError {
+            run_id: s("r"),
+            error: RunErrorInfo::new(ErrorCode::Internal, "x", false),
+            totals: Default::default(),
+        },
+    );
     let other = Event::new(1, 0, RunStart { run_id: s("r"), chat_id: s("c") });
     assert!(done.is_terminal() && err.is_terminal() && !other.is_terminal());
 }

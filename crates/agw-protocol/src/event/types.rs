@@ -330,6 +330,21 @@ pub struct RunComplete {
     /// from other implementations (the reference's `timeout`). Parsed as `""` when absent.
     #[serde(default)]
     pub finish_reason: String,
+    /// agw: what the run's model calls used and cost.
+    #[serde(flatten)]
+    pub totals: RunTotals,
+}
+
+/// agw: `usage` and `cost` of a terminal event (`run.complete`, `run.error`, `run.cancel`), each
+/// omitted when unknown: no call reported usage, or some model used has no price.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunTotals {
+    /// Summed over every model call of the run, and per provider and model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::usage::RunUsage>,
+    /// What that cost with the configured prices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::usage::Cost>,
 }
 
 /// `run.cancel` — protocol only, never emitted.
@@ -338,6 +353,9 @@ pub struct RunComplete {
 pub struct RunCancel {
     /// The run that was cancelled.
     pub run_id: String,
+    /// agw: what the run's model calls used and cost until then.
+    #[serde(flatten)]
+    pub totals: RunTotals,
 }
 
 /// `run.error` — `{"runId":…,"error":{"code":…,"message":…,"retriable":…}}`.
@@ -349,6 +367,9 @@ pub struct RunError {
     pub run_id: String,
     /// What went wrong.
     pub error: RunErrorInfo,
+    /// agw: what the run's model calls used and cost until then.
+    #[serde(flatten)]
+    pub totals: RunTotals,
 }
 
 /// The `error` object of `run.error`.

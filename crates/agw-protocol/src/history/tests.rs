@@ -78,6 +78,8 @@ fn built_lines_use_the_contract_key_order_and_omit_nulls() {
             },
         ],
         compactions: Vec::new(),
+        run_usage: None,
+        run_cost: None,
     });
     assert_eq!(
         line.to_json().expect("serialise"),

@@ -1,0 +1,136 @@
+//! What runs cost (issue 18, first part) over loopback HTTP with the fixture provider: usage
+//! summed over every model call of a run on its terminal event, priced with configured prices,
+//! kept in history, replayed, totalled per chat; `budget.maxTokens` / `maxCost`.
+
+mod common;
+
+use agw_testkit::Transcript;
+use common::{Gateway, assert_chat_files_valid, assert_chat_replayable};
+use serde_json::{Value, json};
+
+/// input $2, cached input $0.5, output $8 per million tokens for every fixture model.
+const PRICES: (&str, &str) = ("AGENT_PROVIDERS_FIXTURE_PRICES", r#"{"*":{"input":2,"output":8,"cached-input":0.5}}"#);
+
+fn react_agent(key: &str, budget: &str) -> (String, String) {
+    let text = format!(
+        r#"{{"key":"{key}","mode":"REACT","modelConfig":{{"providerKey":"fixture","model":"m"}},{budget}
+            "toolConfig":{{"backends":["mock_city_weather"]}},
+            "react":{{"systemPrompt":"You are a test agent.","maxSteps":4}}}}"#
+    );
+    (format!("{key}.json"), text)
+}
+
+/// A weather call, then an answer, with these usages.
+fn script(gw: &Gateway, first: (u64, u64), second: (u64, u64)) {
+    weather_call(gw, first);
+    gw.fixture.push(Transcript::new().content("Foggy.").finish("stop").usage(second.0, second.1).done());
+}
+
+/// A weather call with this usage.
+fn weather_call(gw: &Gateway, (input, output): (u64, u64)) {
+    gw.fixture.push(
+        Transcript::new()
+            .tool_call_start(0, "call_w", "mock_city_weather")
+            .tool_args(0, r#"{"city":"Shanghai","date":"2026-02-13"}"#)
+            .finish("tool_calls")
+            .usage(input, output)
+            .done(),
+    );
+}
+
+async fn ask(gw: &Gateway, agent: &str, chat: Option<&str>) -> Vec<Value> {
+    let mut body = json!({"agentKey": agent, "message": "weather?"});
+    if let Some(chat) = chat {
+        body["chatId"] = json!(chat);
+    }
+    gw.run(&body).await.events().into_iter().cloned().collect()
+}
+
+#[tokio::test]
+async fn a_runs_usage_and_cost_are_on_run_complete_in_history_and_summed_per_chat() {
+    let gw = Gateway::start(&[react_agent("w", "")], &[PRICES]).await;
+    script(&gw, (1_000, 100), (1_200, 50));
+    let first = ask(&gw, "w", None).await;
+    let done = first.last().unwrap();
+    assert_eq!(done["type"], "run.complete");
+    assert_eq!(
+        done["usage"],
+        json!({"inputTokens": 2200, "outputTokens": 150, "totalTokens": 2350, "calls": 2,
+               "byModel": [{"provider": "fixture", "model": "m", "calls": 2, "inputTokens": 2200, "outputTokens": 150}]})
+    );
+    // (2,200 × 2 + 150 × 8) / 1e6
+    assert_eq!(done["cost"], json!({"currency": "USD", "amount": 0.0056}));
+
+    let chat = first.iter().find(|e| e["type"] == "run.start").unwrap()["chatId"].as_str().unwrap().to_owned();
+    script(&gw, (3_000, 10), (3_100, 20));
+    let second = ask(&gw, "w", Some(&chat)).await;
+    assert_eq!(second.last().unwrap()["usage"]["totalTokens"], 6_130);
+
+    // The replay repeats each run's totals; the chat shows the sum.
+    let replay = assert_chat_replayable(&gw, &chat).await;
+    let completes: Vec<&Value> = replay.iter().filter(|e| e["type"] == "run.complete").collect();
+    assert_eq!(completes[0]["usage"], done["usage"]);
+    assert_eq!(completes[0]["cost"], done["cost"]);
+    assert_eq!(completes[1]["usage"]["totalTokens"], 6_130);
+    let (status, detail) = gw.get_json(&format!("/api/ap/chat?chatId={chat}")).await;
+    assert_eq!(status, 200);
+    let data = &detail["data"];
+    assert_eq!((data["usage"]["totalTokens"].as_u64(), data["usage"]["calls"].as_u64()), (Some(8_480), Some(4)));
+    // 0.0056 + (6,100 × 2 + 30 × 8) / 1e6
+    assert_eq!(data["cost"], json!({"currency": "USD", "amount": 0.01804}));
+    assert_chat_files_valid(&gw);
+}
+
+#[tokio::test]
+async fn without_prices_there_is_usage_but_never_a_cost() {
+    let gw = Gateway::start(&[react_agent("w", "")], &[]).await;
+    script(&gw, (1_000, 100), (1_200, 50));
+    let events = ask(&gw, "w", None).await;
+    let done = events.last().unwrap();
+    assert_eq!(done["usage"]["totalTokens"], 2_350);
+    assert!(done.get("cost").is_none(), "{done}");
+}
+
+#[tokio::test]
+async fn max_tokens_and_max_cost_end_the_run_before_the_next_model_call() {
+    let gw = Gateway::start(
+        &[
+            react_agent("tokens", r#""budget":{"maxTokens":1000},"#),
+            react_agent("money", r#""budget":{"maxCost":0.002},"#),
+        ],
+        &[PRICES],
+    )
+    .await;
+    // Only the first call happens: the budget stops the run before the second.
+    weather_call(&gw, (1_000, 100));
+    let events = ask(&gw, "tokens", None).await;
+    let error = events.last().unwrap();
+    assert_eq!(error["type"], "run.error");
+    assert_eq!(error["error"]["code"], "budget_exceeded");
+    assert!(error["error"]["message"].as_str().unwrap().contains("maxTokens=1000 (used 1100)"), "{error}");
+    assert_eq!(error["usage"]["totalTokens"], 1_100, "run.error carries what was used");
+    assert_eq!(events.iter().filter(|e| e["type"] == "tool.result").count(), 1, "the tool round finished first");
+    assert_eq!(gw.fixture.request_count(), 1, "no model call past the limit");
+
+    gw.fixture.forget_requests();
+    weather_call(&gw, (1_000, 100));
+    let events = ask(&gw, "money", None).await;
+    let error = events.last().unwrap();
+    assert_eq!(error["error"]["code"], "budget_exceeded");
+    // (1,000 × 2 + 100 × 8) / 1e6 = 0.0028
+    assert!(error["error"]["message"].as_str().unwrap().contains("maxCost=0.002 USD (spent 0.0028)"), "{error}");
+    assert_eq!(error["cost"], json!({"currency": "USD", "amount": 0.0028}));
+    assert_eq!(gw.fixture.request_count(), 1);
+}
+
+#[tokio::test]
+async fn bad_prices_and_budgets_are_clear_errors() {
+    let bad = agw_http::Settings::load(None, [(PRICES.0.to_owned(), r#"{"m":{"input":-1,"output":2}}"#.to_owned())]);
+    let message = bad.expect_err("negative price").to_string();
+    assert!(message.contains("fixture") && message.contains("m.input must be a non-negative number"), "{message}");
+    let missing = agw_http::Settings::load(None, [(PRICES.0.to_owned(), r#"{"m":{"input":1}}"#.to_owned())]);
+    assert!(missing.expect_err("no output price").to_string().contains("needs both input and output"));
+    let text = react_agent("x", r#""budget":{"maxCost":-1},"#).1;
+    let err = agw_modes::definition::AgentDefinition::from_json("x.json", &text).expect_err("negative maxCost");
+    assert!(err.to_string().contains("budget.maxCost"), "{err}");
+}
