@@ -151,7 +151,8 @@ async fn after_the_grace_period_remaining_runs_end_with_run_error() {
 
 #[tokio::test]
 async fn metrics_count_runs_and_events() {
-    let agw = start("metrics", &[("AGW_DEMO_CHUNK_DELAY_MS", "0")]);
+    let prices = ("AGENT_PROVIDERS_DEMO_PRICES", r#"{"*":{"input":1,"output":2}}"#);
+    let agw = start("metrics", &[("AGW_DEMO_CHUNK_DELAY_MS", "0"), prices]);
     let client = reqwest::Client::new();
     let body = client
         .post(format!("{}/api/ap/query", agw.base))
@@ -181,6 +182,10 @@ async fn metrics_count_runs_and_events() {
         "agw_runs_active 0",
         "agw_events_streamed_total",
         "agw_tool_duration_seconds_count{tool=\"mock_city_weather\"} 1",
+        "agw_model_call_duration_seconds_count{provider=\"demo\",model=\"agw-demo\",outcome=\"ok\"} 2",
+        "agw_tokens_total{agent=\"demoModeReact\",provider=\"demo\",model=\"agw-demo\",kind=\"input\"}",
+        "agw_tokens_total{agent=\"demoModeReact\",provider=\"demo\",model=\"agw-demo\",kind=\"output\"}",
+        "agw_cost_micros_total{agent=\"demoModeReact\",provider=\"demo\",model=\"agw-demo\",currency=\"USD\"}",
     ] {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }

@@ -17,12 +17,14 @@ pub struct ApiError {
     /// For answers a client acts on (`seq_expired`, `chat_busy`): the body's fields, a string
     /// `code` first, instead of the plain envelope.
     pub body: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Sent as `Retry-After` (whole seconds, at least 1) when set (429 quota answers).
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl ApiError {
     /// An error with this status and message (the plain envelope).
     pub fn new(status: StatusCode, msg: impl Into<String>) -> Self {
-        Self { status, msg: msg.into(), body: None }
+        Self { status, msg: msg.into(), body: None, retry_after: None }
     }
     /// 409 with a machine-readable body: `fields` (an object with a string `code`) plus `msg`.
     pub fn conflict(msg: impl Into<String>, fields: serde_json::Value) -> Self {
@@ -34,7 +36,7 @@ impl ApiError {
             serde_json::Value::Object(map) => Some(map),
             _ => None,
         };
-        Self { status, msg: msg.into(), body }
+        Self { status, msg: msg.into(), body, retry_after: None }
     }
     /// 400: the request is malformed; `msg` names the problem (often the field).
     pub fn bad_request(msg: impl Into<String>) -> Self {
@@ -69,12 +71,23 @@ impl ApiError {
     /// The envelope `{"code":<status>,"msg":<msg>,"data":{}}` with that status (or the
     /// machine-readable body, see [`Self::conflict`]).
     pub fn into_response(self) -> Response<BoxBody> {
-        if let Some(mut fields) = self.body {
+        let mut response = if let Some(mut fields) = self.body {
             fields.insert("msg".into(), self.msg.into());
-            return json_response(self.status, &fields);
+            json_response(self.status, &fields)
+        } else {
+            let body = json!({ "code": self.status.as_u16(), "msg": self.msg, "data": {} });
+            json_response(self.status, &body)
+        };
+        if let Some(after) = self.retry_after {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(after.as_secs().max(1)));
         }
-        let body = json!({ "code": self.status.as_u16(), "msg": self.msg, "data": {} });
-        json_response(self.status, &body)
+        response
+    }
+
+    /// Adds `Retry-After`.
+    pub fn with_retry_after(mut self, after: std::time::Duration) -> Self {
+        self.retry_after = Some(after);
+        self
     }
 }
 

@@ -20,6 +20,7 @@ pub mod envelope;
 pub mod hosts;
 pub mod limits;
 pub mod metrics;
+pub mod quotas;
 pub mod reload;
 pub mod routes;
 pub mod runs;

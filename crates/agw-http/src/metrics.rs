@@ -18,6 +18,12 @@ pub const EVENTS_STREAMED: &str = "agw_events_streamed_total";
 pub const PROVIDER_FIRST_TOKEN: &str = "agw_provider_first_token_seconds";
 /// Recorded by agw-modes.
 pub const TOOL_DURATION: &str = "agw_tool_duration_seconds";
+/// Recorded by agw-modes.
+pub const MODEL_CALL_DURATION: &str = agw_modes::runtime::MODEL_CALL_DURATION_METRIC;
+/// Recorded by agw-modes.
+pub const TOKENS: &str = agw_modes::runtime::TOKENS_METRIC;
+/// Recorded by agw-modes.
+pub const COST: &str = agw_modes::runtime::COST_METRIC;
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
@@ -55,6 +61,19 @@ fn describe() {
         "provider latency from request to first chunk"
     );
     metrics::describe_histogram!(TOOL_DURATION, metrics::Unit::Seconds, "backend tool execution time");
+    metrics::describe_histogram!(
+        MODEL_CALL_DURATION,
+        metrics::Unit::Seconds,
+        "model call duration, request to last chunk, by provider, model and outcome"
+    );
+    metrics::describe_counter!(
+        TOKENS,
+        "tokens by agent, provider, model and kind (input, output, cached_input, reasoning)"
+    );
+    metrics::describe_counter!(
+        COST,
+        "cost in millionths of the currency by agent, provider, model and currency (priced models only)"
+    );
 }
 
 /// The Prometheus text exposition of every metric.

@@ -61,6 +61,11 @@ impl SseSink {
         self
     }
 
+    /// The run's usage and cost so far (on its terminal event once it ended).
+    pub fn totals(&self) -> agw_protocol::event::RunTotals {
+        self.assembler.totals()
+    }
+
     /// `request.query`, optional `chat.start`, `run.start`.
     pub async fn bootstrap(&mut self, query: RequestQuery, chat_start: Option<ChatStart>) -> Result<(), EmitError> {
         self.assembler.bootstrap(query, chat_start, &mut self.events);

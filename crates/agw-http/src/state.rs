@@ -49,6 +49,8 @@ pub struct Inner {
     pub runs: Arc<RunTracker>,
     /// The chat-event webhook, when configured.
     pub webhook: Option<Webhook>,
+    /// Quota counters per subject and agent (`agw.quotas.*`).
+    pub quotas: Arc<crate::quotas::Quotas>,
 }
 
 /// The registries a server starts with.
@@ -80,6 +82,7 @@ impl AppState {
                 chats,
                 runs: Arc::new(RunTracker::new(settings.runs.clone())),
                 webhook: Webhook::new(settings.webhook.clone()),
+                quotas: Arc::new(crate::quotas::Quotas::new(settings.quotas)),
                 auth: Authenticator::new(&settings.auth),
                 settings,
             }),

@@ -55,7 +55,9 @@ async fn oneshot_with_reasoning_streams_the_exact_event_sequence() {
     assert_eq!(events[9]["delta"], "is element 6.");
     assert_eq!(
         *events[11],
-        json!({"seq":12,"type":"run.complete","timestamp":events[11]["timestamp"],"runId":run_id,"finishReason":"stop"})
+        json!({"seq":12,"type":"run.complete","timestamp":events[11]["timestamp"],"runId":run_id,"finishReason":"stop",
+               "usage":{"inputTokens":10,"outputTokens":4,"totalTokens":14,"calls":1,
+                        "byModel":[{"provider":"fixture","model":"fixture-model","calls":1,"inputTokens":10,"outputTokens":4}]}})
     );
 
     // What the provider was asked: the stage, usage reporting, reasoning switched on.

@@ -134,3 +134,67 @@ async fn bad_prices_and_budgets_are_clear_errors() {
     let err = agw_modes::definition::AgentDefinition::from_json("x.json", &text).expect_err("negative maxCost");
     assert!(err.to_string().contains("budget.maxCost"), "{err}");
 }
+
+async fn post_query(gw: &Gateway, agent: &str) -> reqwest::Response {
+    gw.post_query(&json!({"agentKey": agent, "message": "weather?"})).await
+}
+
+async fn refused(resp: reqwest::Response, quota: &str) -> u64 {
+    assert_eq!(resp.status(), 429);
+    let retry_after: u64 = resp.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!((body["code"].as_str(), body["quota"].as_str()), (Some("quota_exceeded"), Some(quota)), "{body}");
+    assert_eq!(body["retryAfter"], retry_after);
+    retry_after
+}
+
+#[tokio::test]
+async fn concurrent_requests_never_start_more_runs_than_the_quota_allows() {
+    let gw = Gateway::start(&[react_agent("w", "")], &[("AGW_QUOTAS_SUBJECT_CONCURRENT_RUNS", "2")]).await;
+    gw.fixture.set_default(Transcript::openai_text(&["slow ", "answer"]).with_chunk_delay_ms(300));
+    let responses = futures::future::join_all((0..6).map(|_| post_query(&gw, "w"))).await;
+    let (accepted, rejected): (Vec<_>, Vec<_>) = responses.into_iter().partition(|r| r.status() == 200);
+    assert_eq!((accepted.len(), rejected.len()), (2, 4));
+    for resp in rejected {
+        assert!(refused(resp, "subject.concurrent-runs").await >= 1);
+    }
+    for resp in accepted {
+        let stream = common::read_stream(resp).await;
+        assert_eq!(stream.last()["type"], "run.complete");
+    }
+    // Finished runs free their places (the run task ends right after its terminal event).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let resp = post_query(&gw, "w").await;
+        if resp.status() == 200 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "a place should free up");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn runs_per_minute_count_per_agent_and_a_spent_daily_token_quota_refuses_before_any_model_call() {
+    let gw = Gateway::start(
+        &[react_agent("a", ""), react_agent("b", "")],
+        &[("AGW_QUOTAS_AGENT_RUNS_PER_MINUTE", "2"), ("AGW_QUOTAS_SUBJECT_TOKENS_PER_DAY", "0")],
+    )
+    .await;
+    gw.fixture.set_default(Transcript::openai_text(&["ok"]));
+    for _ in 0..2 {
+        assert_eq!(common::read_stream(post_query(&gw, "a").await).await.last()["type"], "run.complete");
+    }
+    let wait = refused(post_query(&gw, "a").await, "agent.runs-per-minute").await;
+    assert!((1..=60).contains(&wait), "{wait}");
+    assert_eq!(post_query(&gw, "b").await.status(), 200, "another agent has its own count");
+
+    let gw = Gateway::start(&[react_agent("w", "")], &[("AGW_QUOTAS_SUBJECT_TOKENS_PER_DAY", "1000")]).await;
+    script(&gw, (1_000, 100), (1_200, 50));
+    let first = ask(&gw, "w", None).await;
+    assert_eq!(first.last().unwrap()["usage"]["totalTokens"], 2_350);
+    let calls = gw.fixture.request_count();
+    let wait = refused(post_query(&gw, "w").await, "subject.tokens-per-day").await;
+    assert!(wait <= 86_400);
+    assert_eq!(gw.fixture.request_count(), calls, "refused before any provider call");
+}

@@ -104,7 +104,8 @@ fn weather_run() -> Run {
     run
 }
 
-/// The three lines of the worked example, with agw's ids (`_reasoningId` etc. = live ids).
+/// The three lines of the worked example, with agw's ids (`_reasoningId` etc. = live ids) and
+/// the run's totals on its last line (`_runUsage`, agw).
 fn expected_weather_lines(msg_ids: [&str; 2]) -> Vec<String> {
     let r = |n: u32| format!("{RUN}_r_{n}");
     let c = |n: u32| format!("{RUN}_c_{n}");
@@ -119,7 +120,7 @@ fn expected_weather_lines(msg_ids: [&str; 2]) -> Vec<String> {
             m1 = msg_ids[0]
         ),
         format!(
-            r#"{{"_type":"step","chatId":"{CHAT}","runId":"{RUN}","_stage":"react","_seq":2,"updatedAt":1771000102306,"messages":[{{"role":"assistant","reasoning_content":[{{"type":"text","text":"已拿到时间，直接回答。"}}],"ts":1771000101900,"_reasoningId":"{r2}","_msgId":"{m2}","_timing":405}},{{"role":"assistant","content":[{{"type":"text","text":"上海现在是 2026-02-13（星期五） 10:15:30。"}}],"ts":1771000102100,"_contentId":"{c2}","_msgId":"{m2}","_timing":205,"_usage":{{"prompt_tokens":1020,"completion_tokens":38,"total_tokens":1058}}}}]}}"#,
+            r#"{{"_type":"step","chatId":"{CHAT}","runId":"{RUN}","_stage":"react","_seq":2,"updatedAt":1771000102306,"messages":[{{"role":"assistant","reasoning_content":[{{"type":"text","text":"已拿到时间，直接回答。"}}],"ts":1771000101900,"_reasoningId":"{r2}","_msgId":"{m2}","_timing":405}},{{"role":"assistant","content":[{{"type":"text","text":"上海现在是 2026-02-13（星期五） 10:15:30。"}}],"ts":1771000102100,"_contentId":"{c2}","_msgId":"{m2}","_timing":205,"_usage":{{"prompt_tokens":1020,"completion_tokens":38,"total_tokens":1058}}}}],"_runUsage":{{"inputTokens":1832,"outputTokens":84,"totalTokens":1916,"calls":2,"byModel":[{{"provider":"","model":"","calls":2,"inputTokens":1832,"outputTokens":84}}]}}}}"#,
             r2 = r(2),
             c2 = c(2),
             m2 = msg_ids[1]

@@ -14,6 +14,7 @@ mod demo;
 mod logging;
 mod memory;
 mod providers;
+mod quotas;
 mod resources;
 mod runs;
 mod sandbox;
@@ -34,6 +35,7 @@ use agw_tools::sandbox::SandboxConfig;
 pub use demo::DemoSettings;
 pub use logging::LoggingSettings;
 pub use memory::MemorySettings;
+pub use quotas::{QuotaLimits, QuotaSettings};
 pub use resources::{CatalogDir, ResourceSettings};
 pub use runs::{ChatConcurrency, RunSettings};
 pub use server::{ConnectionLimits, ServerSettings};
@@ -146,6 +148,8 @@ pub struct Settings {
     pub memory: MemorySettings,
     /// `agw.runs.*`: run buffers, retention, observers, disconnect policy, chat concurrency.
     pub runs: RunSettings,
+    /// `agw.quotas.*`: runs, tokens and cost per subject and per agent.
+    pub quotas: QuotaSettings,
     /// `agent.providers.<key>.*`: the model providers, by key; empty when none is configured.
     pub providers: Vec<ProviderConfig>,
     /// `agent.providers.<key>.prices`: what each model costs; a run's `cost` is computed with
@@ -206,6 +210,7 @@ impl Settings {
             tools: tools::load(&src)?,
             memory: memory::load(&src)?,
             runs: runs::load(&src)?,
+            quotas: quotas::load(&src)?,
             providers,
             prices: std::sync::Arc::new(prices),
             provider_limits: providers::limits(&src)?,

@@ -70,6 +70,10 @@ pub(super) fn load(src: &Source) -> Result<(Vec<ProviderConfig>, PriceTable), Co
         if let Some(json) = fields.get("prices") {
             prices.extend(parse_prices(&key, json)?);
         }
+        // Only prices (or limits) for a provider configured elsewhere, e.g. the demo model.
+        if ["base-url", "api-key", "model", "protocol"].iter().all(|f| !fields.contains_key(f)) {
+            continue;
+        }
         let protocol = match fields.get("protocol") {
             Some(p) => p
                 .parse::<ProviderProtocol>()

@@ -210,6 +210,22 @@ settings! {
             "most open streams (query + attaches) of one run; more attaches get 429";
         AGW_RUNS_CHAT_CONCURRENCY: "agw.runs.chat-concurrency" = Some("reject"),
             "a query into a chat with a run in flight: reject (409 chat_busy naming the run) | queue (starts when that run ends)";
+        AGW_QUOTAS_SUBJECT_CONCURRENT_RUNS: "agw.quotas.subject-concurrent-runs" = Some("0"),
+            "runs one subject (JWT sub; all unauthenticated callers are one subject) may have in flight; more get 429 quota_exceeded (0 = no limit)";
+        AGW_QUOTAS_SUBJECT_RUNS_PER_MINUTE: "agw.quotas.subject-runs-per-minute" = Some("0"),
+            "runs one subject may start in any 60 s (0 = no limit)";
+        AGW_QUOTAS_SUBJECT_TOKENS_PER_DAY: "agw.quotas.subject-tokens-per-day" = Some("0"),
+            "tokens one subject's runs may use per UTC day; a run is refused once it is reached (0 = no limit)";
+        AGW_QUOTAS_SUBJECT_COST_PER_DAY: "agw.quotas.subject-cost-per-day" = Some("0"),
+            "cost (in the prices' currency) one subject's runs may reach per UTC day; priced models only (0 = no limit)";
+        AGW_QUOTAS_AGENT_CONCURRENT_RUNS: "agw.quotas.agent-concurrent-runs" = Some("0"),
+            "runs of one agent in flight, all subjects together (0 = no limit)";
+        AGW_QUOTAS_AGENT_RUNS_PER_MINUTE: "agw.quotas.agent-runs-per-minute" = Some("0"),
+            "runs of one agent started in any 60 s (0 = no limit)";
+        AGW_QUOTAS_AGENT_TOKENS_PER_DAY: "agw.quotas.agent-tokens-per-day" = Some("0"),
+            "tokens one agent's runs may use per UTC day (0 = no limit)";
+        AGW_QUOTAS_AGENT_COST_PER_DAY: "agw.quotas.agent-cost-per-day" = Some("0"),
+            "cost one agent's runs may reach per UTC day; priced models only (0 = no limit)";
         AGW_DEMO_ENABLED: "agw.demo.enabled" = Some("true"),
             "register the embedded offline demo model as provider `demo` (a configured real `demo` provider replaces it)";
         AGW_DEMO_CHUNK_DELAY_MS: "agw.demo.chunk-delay-ms" = Some("40"),

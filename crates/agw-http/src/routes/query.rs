@@ -116,6 +116,10 @@ pub async fn start_run(state: &AppState, new: NewRun) -> Result<(Arc<RunHandle>,
         },
         ChatConcurrency::Queue => None,
     };
+    // Quotas before anything streams or any provider is called; the chat's slot (taken above)
+    // is released when this returns early.
+    let subject = principal.as_ref().map_or(ANONYMOUS_SUBJECT, |p| p.subject.as_str());
+    let quota = state.quotas.admit(subject, &agent.key).map_err(quota_exceeded)?;
     let policy = match request.on_disconnect {
         Some(OnDisconnect::Cancel) => DisconnectPolicy::Cancel,
         Some(OnDisconnect::Continue) => DisconnectPolicy::Continue,
@@ -126,7 +130,8 @@ pub async fn start_run(state: &AppState, new: NewRun) -> Result<(Arc<RunHandle>,
     let observer = handle.observe(0).map_err(|_| ApiError::internal())?;
 
     let span = tracing::info_span!("run", runId = %run_id, chatId = %chat_id, agentKey = %agent.key);
-    let run = RunStart { agent, request, principal, handle: handle.clone(), slot, history, client_tools, regenerate };
+    let run =
+        RunStart { agent, request, principal, handle: handle.clone(), slot, history, client_tools, regenerate, quota };
     tokio::spawn(drive_run(state.clone(), run).instrument(span));
     Ok((handle, observer))
 }
@@ -152,6 +157,21 @@ fn chat_busy(chat_id: &str, run_id: &str) -> ApiError {
     )
 }
 
+/// The subject of every unauthenticated caller, for quotas.
+pub const ANONYMOUS_SUBJECT: &str = "anonymous";
+
+/// 429 `quota_exceeded` naming the quota, with `Retry-After`.
+fn quota_exceeded(e: crate::quotas::QuotaExceeded) -> ApiError {
+    tracing::info!(quota = %e.quota, key = %e.key, limit = %e.limit, "run refused by a quota");
+    let retry_after = e.retry_after.as_secs().max(1);
+    ApiError::with_fields(
+        StatusCode::TOO_MANY_REQUESTS,
+        format!("quota {} of {} reached (limit {}); retry in {retry_after} s", e.quota, e.key, e.limit),
+        serde_json::json!({"code": "quota_exceeded", "quota": e.quota, "limit": e.limit, "retryAfter": retry_after}),
+    )
+    .with_retry_after(e.retry_after)
+}
+
 /// What the run task starts with.
 struct RunStart {
     agent: Arc<AgentDefinition>,
@@ -166,6 +186,8 @@ struct RunStart {
     client_tools: Vec<agw_tools::ToolDef>,
     /// See [`NewRun::regenerate`].
     regenerate: bool,
+    /// The run's place in its subject's and agent's quotas; what it used is added at its end.
+    quota: crate::quotas::QuotaPermit,
 }
 
 /// An existing chat the caller may not access is answered like a missing one would be on
@@ -305,7 +327,7 @@ pub(crate) enum Ended {
 /// run's handle whether or not anyone watches; ends early (dropping the provider stream, killing
 /// tool processes) when the run is cancelled.
 async fn drive_run(state: AppState, run: RunStart) {
-    let RunStart { agent, request, principal, handle, slot, history, client_tools, regenerate } = run;
+    let RunStart { agent, request, principal, handle, slot, history, client_tools, regenerate, quota } = run;
     let (run_id, chat_id) = (handle.run_id.clone(), handle.chat_id.clone());
     // Counted for the run's whole life: graceful shutdown waits for it; when it ends the handle
     // stays attachable for the retention window.
@@ -394,6 +416,8 @@ async fn drive_run(state: AppState, run: RunStart) {
         () = state.runs.stopped() => Ended::Shutdown,
     };
     end_run(&mut sink, ended, &steers).await;
+    let totals = sink.totals();
+    quota.spend(totals.usage.as_ref().map_or(0, |u| u.total_tokens), totals.cost.as_ref());
 }
 
 /// Ends a run whose mode returned (or was stopped): closes its steers, then the terminal

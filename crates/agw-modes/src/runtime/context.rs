@@ -155,7 +155,7 @@ pub(crate) async fn fit<S: DeltaSink>(
             // What the summary cost counts like any model call's usage.
             let (Ok((_, usages)) | Err((_, usages))) = &summarised;
             for call in usages {
-                state.usage.add(&call.provider, &call.model, &call.usage);
+                super::meter::usage(ctx, state, call);
                 sink.emit(AgentDelta::Usage(call.clone())).await?;
             }
             match summarised {

@@ -14,6 +14,7 @@ mod context;
 mod doom;
 mod execute;
 mod failure;
+mod meter;
 mod oneshot;
 mod plan;
 mod plan_execute;
@@ -45,6 +46,7 @@ pub use context::{
     compact_history, pruned_marker, usable_tokens,
 };
 pub use failure::RunFailure;
+pub use meter::{COST_METRIC, MODEL_CALL_DURATION_METRIC, TOKENS_METRIC};
 pub use sink::{CollectingSink, DeltaSink, EmitError, WaitPoint};
 pub use steer::{DEFAULT_STEER_CAPACITY, Steer, SteerQueue, SteerRefused};
 pub use submit::{FrontendSubmits, PendingSubmit, SubmitStatus};

@@ -11,11 +11,11 @@ use futures::StreamExt;
 use crate::definition::ResolvedModel;
 
 use super::calls::{CallAccumulator, FragmentEffect, StreamedCall};
-use super::context;
 use super::prompt::StagePrompt;
 use super::submit::PendingSubmit;
 use super::tools::{Decoration, StageToolSet, decorate};
 use super::{DeltaSink, RunContext, RunFailure, RunState};
+use super::{context, meter};
 
 /// What a turn needs beyond the run context.
 pub(crate) struct TurnSpec<'a> {
@@ -104,11 +104,26 @@ pub(crate) async fn model_turn<S: DeltaSink>(
     };
     tracing::debug!(stage = spec.stage_name, model = %request.model, provider = %request.provider_key, tools = request.tools.len(), "model turn");
 
-    let mut stream = provider.stream(request, options).await?;
+    let started = std::time::Instant::now();
+    let (provider_key, model_name) = (spec.model.provider_key.as_str(), spec.model.model.as_str());
+    let mut stream = match provider.stream(request, options).await {
+        Ok(stream) => stream,
+        Err(e) => {
+            meter::call_duration(provider_key, model_name, false, started.elapsed());
+            return Err(e.into());
+        }
+    };
     let mut out = TurnOutput { steers, ..TurnOutput::default() };
     let mut calls = CallAccumulator::default();
     while let Some(item) = stream.next().await {
-        match item? {
+        let item = match item {
+            Ok(item) => item,
+            Err(e) => {
+                meter::call_duration(provider_key, model_name, false, started.elapsed());
+                return Err(e.into());
+            }
+        };
+        match item {
             LlmDelta::Reasoning { text } => {
                 // After a tool-call chunk, the turn's text is kept but no longer streamed.
                 if spec.emit_reasoning && calls.is_empty() {
@@ -158,11 +173,13 @@ pub(crate) async fn model_turn<S: DeltaSink>(
             LlmDelta::Usage { usage } => {
                 state.context.calibrate(estimate, &usage);
                 let (provider, model) = (spec.model.provider_key.clone(), spec.model.model.clone());
-                state.usage.add(&provider, &model, &usage);
-                sink.emit(AgentDelta::Usage(CallUsage { provider, model, usage })).await?;
+                let call = CallUsage { provider, model, usage };
+                meter::usage(ctx, state, &call);
+                sink.emit(AgentDelta::Usage(call)).await?;
             }
         }
     }
+    meter::call_duration(provider_key, model_name, true, started.elapsed());
     out.calls = calls.into_calls().into_iter().filter(|c| !c.name.trim().is_empty()).collect();
     Ok(out)
 }

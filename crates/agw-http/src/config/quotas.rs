@@ -1,0 +1,79 @@
+//! `agw.quotas.*`: how much one subject (JWT `sub`) and one agent may use — runs in flight, runs
+//! per minute, tokens and cost per UTC day (`docs/observability.md#quotas`). Counted in memory on
+//! one node.
+
+use super::source::Source;
+use super::table::{
+    AGW_QUOTAS_AGENT_CONCURRENT_RUNS, AGW_QUOTAS_AGENT_COST_PER_DAY, AGW_QUOTAS_AGENT_RUNS_PER_MINUTE,
+    AGW_QUOTAS_AGENT_TOKENS_PER_DAY, AGW_QUOTAS_SUBJECT_CONCURRENT_RUNS, AGW_QUOTAS_SUBJECT_COST_PER_DAY,
+    AGW_QUOTAS_SUBJECT_RUNS_PER_MINUTE, AGW_QUOTAS_SUBJECT_TOKENS_PER_DAY, SettingSpec,
+};
+use super::{ConfigError, value};
+
+/// The limits of one kind of key (a subject, or an agent); 0 = no limit.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct QuotaLimits {
+    /// Runs in flight at once.
+    pub concurrent_runs: u32,
+    /// Runs started in any 60 s.
+    pub runs_per_minute: u32,
+    /// Tokens (input + output) per UTC day.
+    pub tokens_per_day: u64,
+    /// Cost per UTC day, in the prices' currency.
+    pub cost_per_day: f64,
+}
+
+impl QuotaLimits {
+    /// Any limit set.
+    pub fn any(&self) -> bool {
+        self.concurrent_runs > 0 || self.runs_per_minute > 0 || self.tokens_per_day > 0 || self.cost_per_day > 0.0
+    }
+}
+
+/// `agw.quotas.*`.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct QuotaSettings {
+    /// Per subject: the JWT `sub` (all unauthenticated callers share one subject).
+    pub subject: QuotaLimits,
+    /// Per agent, all subjects together.
+    pub agent: QuotaLimits,
+}
+
+fn cost(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(n) if n >= 0.0 && n.is_finite() => Ok(n),
+        _ => Err("expected a non-negative amount, e.g. 2.50".into()),
+    }
+}
+
+fn limits(src: &Source, specs: [&SettingSpec; 4]) -> Result<QuotaLimits, ConfigError> {
+    Ok(QuotaLimits {
+        concurrent_runs: src.parse(specs[0], value::whole)?,
+        runs_per_minute: src.parse(specs[1], value::whole)?,
+        tokens_per_day: src.parse(specs[2], value::whole)?,
+        cost_per_day: src.parse(specs[3], cost)?,
+    })
+}
+
+pub(super) fn load(src: &Source) -> Result<QuotaSettings, ConfigError> {
+    Ok(QuotaSettings {
+        subject: limits(
+            src,
+            [
+                &AGW_QUOTAS_SUBJECT_CONCURRENT_RUNS,
+                &AGW_QUOTAS_SUBJECT_RUNS_PER_MINUTE,
+                &AGW_QUOTAS_SUBJECT_TOKENS_PER_DAY,
+                &AGW_QUOTAS_SUBJECT_COST_PER_DAY,
+            ],
+        )?,
+        agent: limits(
+            src,
+            [
+                &AGW_QUOTAS_AGENT_CONCURRENT_RUNS,
+                &AGW_QUOTAS_AGENT_RUNS_PER_MINUTE,
+                &AGW_QUOTAS_AGENT_TOKENS_PER_DAY,
+                &AGW_QUOTAS_AGENT_COST_PER_DAY,
+            ],
+        )?,
+    })
+}
