@@ -145,6 +145,9 @@ impl ProviderConfig {
 
 struct Entry {
     provider: Arc<dyn ChatProvider>,
+    /// `gen_ai.provider.name` of its calls: the protocol's (`openai`, `anthropic`) for configured
+    /// providers, the key for providers registered in code.
+    name: String,
     model: String,
     limits: ModelLimits,
 }
@@ -189,7 +192,13 @@ impl ProviderRegistry {
                     continue;
                 }
             };
-            entries.insert(key, Entry { provider, model: config.model.trim().to_owned(), limits: config.limits });
+            let name = match config.protocol {
+                ProviderProtocol::OpenAiCompatible => "openai",
+                ProviderProtocol::Anthropic => "anthropic",
+            };
+            let entry =
+                Entry { provider, name: name.to_owned(), model: config.model.trim().to_owned(), limits: config.limits };
+            entries.insert(key, entry);
         }
         Self { entries }
     }
@@ -207,6 +216,13 @@ impl ProviderRegistry {
         self.entries.get(&key.trim().to_ascii_lowercase()).map(|entry| entry.model.clone())
     }
 
+    /// What tracing calls `key`'s provider (`gen_ai.provider.name`): `openai` or `anthropic` by
+    /// protocol for configured providers, the key itself for those registered in code.
+    pub fn provider_name(&self, key: &str) -> String {
+        let key = key.trim().to_ascii_lowercase();
+        self.entries.get(&key).map_or(key, |entry| entry.name.clone())
+    }
+
     /// The configured limits of `key`'s models (all unknown for an unknown key).
     pub fn limits(&self, key: &str) -> ModelLimits {
         self.entries.get(&key.trim().to_ascii_lowercase()).map(|entry| entry.limits).unwrap_or_default()
@@ -219,8 +235,9 @@ impl ProviderRegistry {
 
     /// Registers (or replaces) a provider directly — for embedders and tests.
     pub fn insert(&mut self, key: &str, model: &str, provider: Arc<dyn ChatProvider>) {
-        let entry = Entry { provider, model: model.to_owned(), limits: ModelLimits::default() };
-        self.entries.insert(key.trim().to_ascii_lowercase(), entry);
+        let key = key.trim().to_ascii_lowercase();
+        let entry = Entry { provider, name: key.clone(), model: model.to_owned(), limits: ModelLimits::default() };
+        self.entries.insert(key, entry);
     }
 
     /// Sets the limits of a registered provider's models (no-op for an unknown key).
@@ -321,6 +338,28 @@ mod tests {
         assert!(!text.contains("sk-secret") && text.contains("***"));
         let registry = ProviderRegistry::new([config]);
         assert!(!format!("{registry:?}").contains("sk-secret"));
+    }
+
+    #[test]
+    fn provider_names_follow_the_protocol_or_the_key() {
+        let config = |key: &str, protocol| ProviderConfig {
+            key: key.into(),
+            protocol,
+            base_url: "http://x".into(),
+            api_key: "sk".into(),
+            model: "m".into(),
+            limits: ModelLimits::default(),
+        };
+        let mut registry = ProviderRegistry::new([
+            config("bailian", ProviderProtocol::OpenAiCompatible),
+            config("lab", ProviderProtocol::Anthropic),
+        ]);
+        let in_code = registry.get("bailian").unwrap();
+        registry.insert(" Demo ", "d", in_code);
+        assert_eq!(registry.provider_name("BAILIAN"), "openai");
+        assert_eq!(registry.provider_name("lab"), "anthropic");
+        assert_eq!(registry.provider_name("demo"), "demo");
+        assert_eq!(registry.provider_name("unknown"), "unknown");
     }
 
     // Always compiled: the dev-dependency on agw-testkit turns both features on in test builds,

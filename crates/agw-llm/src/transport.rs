@@ -62,8 +62,9 @@ pub(crate) fn http_client() -> Result<reqwest::Client, LlmError> {
         .map_err(|e| LlmError::InvalidRequest { message: error_chain(&e) })
 }
 
-/// `Accept: text/event-stream` plus the stage and run-id headers of one call. Values that are
-/// not valid header text are left out rather than failing the call.
+/// `Accept: text/event-stream` plus the stage and run-id headers and the caller's extra headers
+/// of one call. Names and values that are not valid header text are left out rather than failing
+/// the call.
 pub(crate) fn call_headers(options: &CallOptions) -> HeaderMap {
     let mut headers = HeaderMap::new();
     headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
@@ -73,6 +74,11 @@ pub(crate) fn call_headers(options: &CallOptions) -> HeaderMap {
         }
         if let Ok(value) = HeaderValue::from_str(value) {
             headers.insert(HeaderName::from_static(name), value);
+        }
+    }
+    for (name, value) in &options.headers {
+        if let (Ok(name), Ok(value)) = (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value)) {
+            headers.insert(name, value);
         }
     }
     headers
@@ -435,8 +441,18 @@ mod tests {
 
     #[test]
     fn headers_skip_blank_and_invalid_values() {
-        let options = CallOptions { stage: "react-step-1".into(), run_id: "bad\nid".into(), ..Default::default() };
+        let options = CallOptions {
+            stage: "react-step-1".into(),
+            run_id: "bad\nid".into(),
+            headers: vec![
+                ("traceparent".into(), "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
+                ("bad name".into(), "x".into()),
+            ],
+            ..Default::default()
+        };
         let headers = call_headers(&options);
+        assert_eq!(headers.get("traceparent").unwrap(), "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+        assert_eq!(headers.len(), 3);
         assert_eq!(headers.get(STAGE_HEADER).unwrap(), "react-step-1");
         assert!(headers.get(RUN_ID_HEADER).is_none());
         assert_eq!(headers.get(ACCEPT).unwrap(), "text/event-stream");
