@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::{FilterExt, filter_fn};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
 use agw_http::config::table::{OTHER_ENV, PROVIDER_FIELDS, SETTINGS};
 
@@ -97,20 +100,34 @@ async fn main() -> anyhow::Result<()> {
     let filter = EnvFilter::try_from_env("AGW_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| EnvFilter::new("info"));
-    // Logs go to stderr; stdout carries only the "listening" line scripts wait for.
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    // Logs go to stderr; stdout carries only the "listening" line scripts wait for. The run
+    // spans (target `gen_ai`) are for trace export only, never part of a log line.
+    let logs = tracing_subscriber::fmt::layer()
         .with_target(false)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
-        .init();
-
+        .with_filter(filter.and(filter_fn(|meta| meta.target() != agw_http::telemetry::TRACE_TARGET)));
     let cli = Cli::parse();
-    match cli.command {
+    // Traces only for the server, and only when OTEL_EXPORTER_OTLP_* asks for them.
+    let telemetry = match &cli.command {
+        Command::Serve { .. } => agw_http::telemetry::Telemetry::from_env().context("OpenTelemetry")?,
+        _ => None,
+    };
+    tracing_subscriber::registry().with(logs).with(telemetry.as_ref().map(|t| t.layer())).init();
+    if let Some(t) = &telemetry {
+        tracing::info!(protocol = ?t.protocol(), "OpenTelemetry: exporting traces over OTLP");
+    }
+
+    let result = match cli.command {
         Command::Serve { port, config } => serve(port, config).await,
         Command::Check { config } => check(config),
         Command::Health { url, timeout } => health(url, timeout).await,
+    };
+    if let Some(telemetry) = telemetry {
+        // Flushing blocks on the exporter thread.
+        let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
     }
+    result
 }
 
 async fn health(url: Option<String>, timeout: Duration) -> anyhow::Result<()> {

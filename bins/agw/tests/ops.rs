@@ -29,6 +29,10 @@ fn scratch(tag: &str) -> std::path::PathBuf {
 }
 
 fn start(tag: &str, env: &[(&str, &str)]) -> Agw {
+    start_logging(tag, env, Stdio::null())
+}
+
+fn start_logging(tag: &str, env: &[(&str, &str)], stderr: Stdio) -> Agw {
     let dir = scratch(tag);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_agw"));
     cmd.args(["serve", "--port", "0"])
@@ -37,7 +41,7 @@ fn start(tag: &str, env: &[(&str, &str)]) -> Agw {
         .env_remove("AGENT_EXTERNAL_DIR")
         .env_remove("SERVER_ADDRESS")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+        .stderr(stderr);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -88,6 +92,20 @@ fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
         assert!(Instant::now() < deadline, "agw did not exit within {within:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// One REACT run of the demo agent (a tool call, then the answer), read to its end.
+async fn weather_run(client: &reqwest::Client, agw: &Agw) {
+    let body = client
+        .post(format!("{}/api/ap/query", agw.base))
+        .json(&serde_json::json!({"agentKey": "demoModeReact", "message": "weather in Tokyo?"}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(body.contains("run.complete"));
 }
 
 #[tokio::test]
@@ -154,16 +172,7 @@ async fn metrics_count_runs_and_events() {
     let prices = ("AGENT_PROVIDERS_DEMO_PRICES", r#"{"*":{"input":1,"output":2}}"#);
     let agw = start("metrics", &[("AGW_DEMO_CHUNK_DELAY_MS", "0"), prices]);
     let client = reqwest::Client::new();
-    let body = client
-        .post(format!("{}/api/ap/query", agw.base))
-        .json(&serde_json::json!({"agentKey": "demoModeReact", "message": "weather in Tokyo?"}))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(body.contains("run.complete"));
+    weather_run(&client, &agw).await;
     // The run task ends (and stops counting as active) a moment after its terminal event reached
     // the client: the stream belongs to the run's observers, not to the task.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
@@ -189,6 +198,89 @@ async fn metrics_count_runs_and_events() {
     ] {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }
+}
+
+// Multi-threaded: the receiver must answer while this thread waits for agw to exit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traces_go_to_the_otlp_grpc_endpoint_and_stay_out_of_the_logs() {
+    let receiver = agw_testkit::otlp::OtlpReceiver::start().await.unwrap();
+    let endpoint = receiver.endpoint();
+    let log_path = std::env::temp_dir().join(format!("agw-ops-otel-{}.log", std::process::id()));
+    let log = std::fs::File::create(&log_path).unwrap();
+    let env = [
+        ("AGW_DEMO_CHUNK_DELAY_MS", "0"),
+        ("AGW_LOG", "debug,hyper=info,h2=info,tonic=info,tower=info,reqwest=info"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        // Nothing leaves on a timer: the spans arrive only through the flush at shutdown.
+        ("OTEL_BSP_SCHEDULE_DELAY", "600000"),
+    ];
+    let mut agw = start_logging("otel", &env, Stdio::from(log));
+    weather_run(&reqwest::Client::new(), &agw).await;
+    sigterm(&agw.child);
+    assert!(wait_exit(&mut agw.child, Duration::from_secs(10)).success());
+
+    let spans = receiver.spans();
+    let root = spans.iter().find(|s| s.name == "invoke_agent demoModeReact").unwrap_or_else(|| {
+        panic!(
+            "the run's span was flushed at exit: {:?}\n{}",
+            spans.iter().map(|s| &s.name).collect::<Vec<_>>(),
+            std::fs::read_to_string(&log_path).unwrap()
+        )
+    });
+    let steps: Vec<&str> = spans.iter().filter(|s| s.parent_span_id == root.span_id).map(|s| s.name.as_str()).collect();
+    assert!(steps.contains(&"chat agw-demo") && steps.contains(&"execute_tool mock_city_weather"), "{steps:?}");
+    assert_eq!(root.service_name, "agw");
+    assert!(receiver.transports().iter().all(|t| *t == "grpc"), "{:?}", receiver.transports());
+
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let _ = std::fs::remove_file(&log_path);
+    assert!(log.contains("OpenTelemetry: exporting traces over OTLP"), "{log}");
+    assert!(!log.contains("gen_ai."), "run spans are not log context:\n{log}");
+}
+
+/// A collector that accepts connections and never answers: runs are not slowed, the failed
+/// exports are log lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_collector_never_blocks_a_run() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let held = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let holder = held.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            holder.lock().unwrap().push(stream);
+        }
+    });
+    let log_path = std::env::temp_dir().join(format!("agw-ops-stalled-{}.log", std::process::id()));
+    let env = [
+        ("AGW_DEMO_CHUNK_DELAY_MS", "0"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "300"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "10"),
+        ("OTEL_BSP_MAX_QUEUE_SIZE", "16"),
+    ];
+    let mut agw = start_logging("stalled", &env, Stdio::from(std::fs::File::create(&log_path).unwrap()));
+    let client = reqwest::Client::new();
+    let started = Instant::now();
+    for _ in 0..10 {
+        weather_run(&client, &agw).await;
+    }
+    // Each run takes milliseconds; an export waits 300 ms for an answer that never comes.
+    assert!(started.elapsed() < Duration::from_secs(3), "10 runs took {:?}", started.elapsed());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let log = loop {
+        let log = std::fs::read_to_string(&log_path).unwrap();
+        if log.contains("Export") || Instant::now() > deadline {
+            break log;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(log.contains("WARN") && log.contains("Export"), "the failed export is logged:\n{log}");
+    assert!(!held.lock().unwrap().is_empty(), "agw did try the collector");
+    sigterm(&agw.child);
+    assert!(wait_exit(&mut agw.child, Duration::from_secs(15)).success());
+    let _ = std::fs::remove_file(&log_path);
 }
 
 #[test]

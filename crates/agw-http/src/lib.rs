@@ -28,6 +28,7 @@ pub mod server;
 pub mod sink;
 pub mod state;
 pub mod sync;
+pub mod telemetry;
 pub mod webhook;
 
 use std::sync::Arc;

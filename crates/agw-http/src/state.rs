@@ -108,6 +108,7 @@ impl AppState {
             skill_max_prompt_chars: services.skill_max_prompt_chars,
             prices: services.prices.clone(),
             client_tools: names,
+            tracing: services.tracing.clone(),
         })
     }
 
@@ -124,6 +125,7 @@ impl AppState {
             skill_max_prompt_chars: self.settings.resources.skill_max_prompt_chars,
             prices: self.settings.prices.clone(),
             client_tools: Vec::new(),
+            tracing: crate::telemetry::run_tracing(),
         })
     }
 }

@@ -86,13 +86,17 @@ impl Webhook {
         .to_string();
         let timestamp = now.as_secs() as i64;
         let sig = signature(&self.config.secret, timestamp, &body);
-        let request = self
+        let mut request = self
             .client
             .post(&self.config.url)
             .header("Content-Type", "application/json")
             .header("X-AGENT-Timestamp", timestamp.to_string())
             .header("X-AGENT-Signature", sig)
             .body(body);
+        // The receiver's trace continues the run's (W3C trace context; only while tracing is on).
+        for (name, value) in crate::telemetry::current_headers() {
+            request = request.header(name, value);
+        }
         let run_id = run_id.to_string();
         let warned = self.warned.clone();
         tokio::spawn(async move {

@@ -2,68 +2,11 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agw_testkit::Transcript;
-use common::{Gateway, oneshot_agent};
+use common::{Gateway, header, oneshot_agent, webhook_receiver as receiver};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-type Received = Arc<Mutex<Vec<(Vec<(String, String)>, String)>>>;
-
-/// A minimal HTTP receiver: records each request's headers and body, answers 200 after `delay`.
-async fn receiver(delay: Duration) -> (String, Received) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
-    let received: Received = Arc::default();
-    let log = received.clone();
-    tokio::spawn(async move {
-        while let Ok((mut sock, _)) = listener.accept().await {
-            let log = log.clone();
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                let (head, body) = loop {
-                    let n = sock.read(&mut chunk).await.unwrap_or(0);
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                    let text = String::from_utf8_lossy(&buf).to_string();
-                    if let Some((head, body)) = text.split_once("\r\n\r\n") {
-                        let len: usize = head
-                            .lines()
-                            .find_map(|l| {
-                                l.to_ascii_lowercase()
-                                    .strip_prefix("content-length:")
-                                    .map(|v| v.trim().parse().unwrap_or(0))
-                            })
-                            .unwrap_or(0);
-                        if body.len() >= len {
-                            break (head.to_string(), body.to_string());
-                        }
-                    }
-                };
-                let headers = head
-                    .lines()
-                    .skip(1)
-                    .filter_map(|l| {
-                        l.split_once(':').map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-                    })
-                    .collect();
-                log.lock().unwrap().push((headers, body));
-                tokio::time::sleep(delay).await;
-                let _ = sock.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").await;
-            });
-        }
-    });
-    (url, received)
-}
-
-fn header<'a>(headers: &'a [(String, String)], name: &str) -> &'a str {
-    headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).unwrap_or("")
-}
 
 #[tokio::test]
 async fn first_content_delta_posts_one_signed_chat_event() {

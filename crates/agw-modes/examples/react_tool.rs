@@ -96,6 +96,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         skill_max_prompt_chars: 8000,
         prices: Default::default(),
         client_tools: Vec::new(),
+        tracing: Default::default(),
     };
     let (run_id, chat_id) = ("run-1", "00000000-0000-4000-8000-000000000001");
     let message = "How many words are in 'one two three'?";

@@ -42,6 +42,7 @@ fn ctx(fixture: &FixtureServer, agent: Arc<AgentDefinition>, history: Vec<ChatMe
             skill_max_prompt_chars: 8000,
             prices: Default::default(),
             client_tools: Vec::new(),
+            tracing: Default::default(),
         }),
         steers: Arc::new(SteerQueue::default()),
         approved_rules: Vec::new(),

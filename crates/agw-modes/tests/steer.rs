@@ -80,6 +80,7 @@ fn ctx(fixture: &FixtureServer, agent: &str, tools: ToolRegistry, steers: Arc<St
             skill_max_prompt_chars: 8000,
             prices: Default::default(),
             client_tools: Vec::new(),
+            tracing: Default::default(),
         }),
         steers,
         approved_rules: Vec::new(),

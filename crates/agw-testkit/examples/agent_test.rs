@@ -51,6 +51,7 @@ async fn run(model: &FixtureServer, message: &str) -> (RunOutcome, Vec<AgentDelt
         skill_max_prompt_chars: 8000,
         prices: Default::default(),
         client_tools: Vec::new(),
+        tracing: Default::default(),
     };
     let ctx = RunContext {
         run_id: "run-1".into(),

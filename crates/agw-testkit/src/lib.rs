@@ -16,6 +16,8 @@
 //! * [`FixtureServer`] — serves transcripts chosen by a responder function, stage header,
 //!   user-message substring or a queue, records every request ([`RecordedRequest`]) with frame
 //!   write times and whether the client hung up early ([`StreamOutcome`]).
+//! * [`otlp::OtlpReceiver`] — an OTLP trace receiver (HTTP/protobuf and gRPC on one port) that
+//!   decodes the exported spans, for tests of tracing.
 
 //! ```
 //! use agw_llm::{ChatProvider, LlmDelta};
@@ -37,6 +39,7 @@
 
 #![forbid(unsafe_code)]
 pub mod drive;
+pub mod otlp;
 mod server;
 mod transcript;
 

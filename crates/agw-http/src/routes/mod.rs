@@ -60,8 +60,17 @@ where
     B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
+    // The caller's trace (W3C `traceparent`) is current while the request is handled, so a run
+    // it starts continues that trace.
+    let parent = crate::telemetry::remote_parent(req.headers());
     // Boxed here, outside the future, so the future's type does not depend on `B`.
-    handle_boxed(state, req.map(|body| body.map_err(BodyError::new).boxed_unsync()))
+    let fut = handle_boxed(state, req.map(|body| body.map_err(BodyError::new).boxed_unsync()));
+    async move {
+        match parent {
+            Some(cx) => opentelemetry::context::FutureExt::with_context(fut, cx).await,
+            None => fut.await,
+        }
+    }
 }
 
 async fn handle_boxed(state: AppState, mut req: Request<RequestBody>) -> Response<BoxBody> {

@@ -132,7 +132,14 @@ pub async fn start_run(state: &AppState, new: NewRun) -> Result<(Arc<RunHandle>,
     let span = tracing::info_span!("run", runId = %run_id, chatId = %chat_id, agentKey = %agent.key);
     let run =
         RunStart { agent, request, principal, handle: handle.clone(), slot, history, client_tools, regenerate, quota };
-    tokio::spawn(drive_run(state.clone(), run).instrument(span));
+    let drive = drive_run(state.clone(), run).instrument(span);
+    if crate::telemetry::enabled() {
+        // The run's spans continue the trace of the request that started it.
+        let cx = opentelemetry::Context::current();
+        tokio::spawn(opentelemetry::context::FutureExt::with_context(drive, cx));
+    } else {
+        tokio::spawn(drive);
+    }
     Ok((handle, observer))
 }
 

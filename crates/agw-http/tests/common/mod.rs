@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test file uses a different subset
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agw_http::{Server, Settings};
@@ -10,6 +11,7 @@ use agw_protocol::sse::SseDecoder;
 use agw_testkit::FixtureServer;
 use futures::StreamExt;
 use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
 
 /// The provider key test agents use; it points at the fixture server.
@@ -340,4 +342,59 @@ fn proc_status_bytes(field: &str) -> u64 {
 /// Open file descriptors of this process (entries of `/proc/self/fd`), 0 where not available.
 pub fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").map_or(0, |entries| entries.count())
+}
+
+pub type Webhooks = Arc<Mutex<Vec<(Vec<(String, String)>, String)>>>;
+
+/// A minimal HTTP receiver (webhook target): records each request's headers and body, answers 200 after `delay`.
+pub async fn webhook_receiver(delay: Duration) -> (String, Webhooks) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let received: Webhooks = Arc::default();
+    let log = received.clone();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let (head, body) = loop {
+                    let n = sock.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&buf).to_string();
+                    if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse().unwrap_or(0))
+                            })
+                            .unwrap_or(0);
+                        if body.len() >= len {
+                            break (head.to_string(), body.to_string());
+                        }
+                    }
+                };
+                let headers = head
+                    .lines()
+                    .skip(1)
+                    .filter_map(|l| {
+                        l.split_once(':').map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+                    })
+                    .collect();
+                log.lock().unwrap().push((headers, body));
+                tokio::time::sleep(delay).await;
+                let _ = sock.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").await;
+            });
+        }
+    });
+    (url, received)
+}
+
+pub fn header<'a>(headers: &'a [(String, String)], name: &str) -> &'a str {
+    headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).unwrap_or("")
 }

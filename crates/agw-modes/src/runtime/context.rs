@@ -144,7 +144,7 @@ pub(crate) async fn fit<S: DeltaSink>(
         None => "nothing older than the kept turns could be summarised".to_owned(),
         Some((cut, through)) => {
             let call = SummaryCall {
-                providers: &ctx.services.providers,
+                services: &ctx.services,
                 policy,
                 model,
                 budget,
@@ -329,7 +329,7 @@ pub(crate) fn truncate(messages: &mut Vec<ChatMessage>, keep_turns: usize) -> Op
 
 /// What a summary call needs.
 struct SummaryCall<'a> {
-    providers: &'a ProviderRegistry,
+    services: &'a RunServices,
     policy: &'a ContextPolicy,
     /// The model of the stage that compacts (used unless `summaryModel` names another).
     model: &'a ResolvedModel,
@@ -351,7 +351,7 @@ async fn summarise(
     let provider_key = chosen.and_then(|c| c.provider_key.clone()).unwrap_or_else(|| call.model.provider_key.clone());
     let model_name = chosen.and_then(|c| c.model.clone()).unwrap_or_else(|| call.model.model.clone());
     let mut usages = Vec::new();
-    let provider = match call.providers.get(&provider_key) {
+    let provider = match call.services.providers.get(&provider_key) {
         Ok(provider) => provider,
         Err(e) => return Err((e.to_string(), usages)),
     };
@@ -377,7 +377,7 @@ async fn summarise(
         run_id: call.run_id.to_owned(),
         ..CallOptions::default()
     };
-    let mut stream = match provider.stream(request, options).await {
+    let mut stream = match super::trace::open_chat(call.services, provider, request, options).await {
         Ok(stream) => stream,
         Err(e) => return Err((e.to_string(), usages)),
     };
@@ -437,7 +437,7 @@ pub async fn compact_history(
     };
     let budget = usable_of(&services.providers, &model);
     let call = SummaryCall {
-        providers: &services.providers,
+        services,
         policy: &agent.context,
         model: &model,
         budget,

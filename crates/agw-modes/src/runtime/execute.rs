@@ -18,6 +18,7 @@ use agw_protocol::{AgentDelta, PlanTask};
 use agw_tools::templates::{self, RecordedCall};
 use agw_tools::{ToolContext, ToolKind, exec};
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use super::approval;
 use super::calls::StreamedCall;
@@ -158,7 +159,8 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
             Some(_) => Doom::Fine,
             None => state.doom.observe(ctx.agent.context.doom_loop_threshold, &name, &call.arguments_object()),
         };
-        let result = if let Some(done) = done {
+        let span = super::trace::execute_tool(&call.id, &name, kind);
+        let result = async { Ok::<String, RunFailure>(if let Some(done) = done {
             done
         } else if let Doom::Refused(text) | Doom::Stop(text) = &doom {
             tracing::warn!(run_id = %ctx.run_id, tool = %name, "doom loop: the same call again, not executed");
@@ -237,7 +239,10 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
                     None => exec::error_result(&name, &format!("Unknown tool: {name}")),
                 },
             }
-        };
+        }) }
+        .instrument(span.clone())
+        .await?;
+        super::trace::tool_ended(&span, ctx.services.tracing.capture_content, &args, &result);
         let result = exec::truncate_output(&result, ctx.services.tool_output_limit);
         if tools.contains(&name) {
             // A skill script run discloses the skill's instructions in the next turn.

@@ -25,6 +25,7 @@ mod skills;
 mod steer;
 mod submit;
 mod tools;
+mod trace;
 mod turn;
 
 use std::sync::Arc;
@@ -50,6 +51,7 @@ pub use meter::{COST_METRIC, MODEL_CALL_DURATION_METRIC, TOKENS_METRIC};
 pub use sink::{CollectingSink, DeltaSink, EmitError, WaitPoint};
 pub use steer::{DEFAULT_STEER_CAPACITY, Steer, SteerQueue, SteerRefused};
 pub use submit::{FrontendSubmits, PendingSubmit, SubmitStatus};
+pub use trace::{Propagate, RunTracing, TRACE_TARGET};
 
 /// Default cap on one tool result handed to the model (50 KiB).
 pub const DEFAULT_TOOL_OUTPUT_LIMIT: usize = 50 * 1024;
@@ -78,6 +80,8 @@ pub struct RunServices {
     /// Frontend tools the client declared for this run (in `tools`, see
     /// `ToolRegistry::with_client_tools`): offered in every stage but the planning stages.
     pub client_tools: Vec<String>,
+    /// Trace-context propagation and content capture of the run's spans.
+    pub tracing: RunTracing,
 }
 
 /// Everything a run needs besides its sink.
@@ -179,8 +183,15 @@ fn new_state(ctx: &RunContext) -> RunState {
     }
 }
 
-/// Runs `fut` (the mode) under the run timeout and turns its result into the outcome.
-async fn finish(ctx: &RunContext, fut: impl std::future::Future<Output = Result<String, RunFailure>>) -> RunOutcome {
+/// Runs `fut` (the mode) under the run timeout, inside the run's span, and turns its result into
+/// the outcome.
+async fn finish(
+    ctx: &RunContext,
+    span: &tracing::Span,
+    fut: impl std::future::Future<Output = Result<String, RunFailure>>,
+) -> RunOutcome {
+    use tracing::Instrument;
+    let fut = fut.instrument(span.clone());
     let run_timeout = Duration::from_millis(ctx.agent.budget.run_timeout_ms);
     let result = match tokio::time::timeout(run_timeout, fut).await {
         Ok(r) => r,
@@ -198,6 +209,7 @@ async fn finish(ctx: &RunContext, fut: impl std::future::Future<Output = Result<
 
 /// Runs the agent to completion, streaming into `sink`.
 pub async fn execute<S: DeltaSink>(ctx: RunContext, sink: &mut S) -> RunOutcome {
+    let span = trace::invoke_agent(&ctx);
     let mut state = new_state(&ctx);
     let restored = ctx.initial_plan.as_ref().is_some_and(|p| !p.is_empty());
     let fut = async {
@@ -214,7 +226,9 @@ pub async fn execute<S: DeltaSink>(ctx: RunContext, sink: &mut S) -> RunOutcome 
             }
         }
     };
-    finish(&ctx, fut).await
+    let outcome = finish(&ctx, &span, fut).await;
+    trace::run_ended(&span, &outcome, &state.usage);
+    outcome
 }
 
 /// A run that waited for a person in a process that stopped, as its history left it
@@ -243,6 +257,7 @@ pub struct Resume {
 /// numbering continues the run's). REACT and ONESHOT runs continue; a PLAN_EXECUTE run (or a
 /// wait recorded without a position) ends with `run.error` saying it cannot.
 pub async fn resume<S: DeltaSink>(ctx: RunContext, resume: Resume, sink: &mut S) -> RunOutcome {
+    let span = trace::invoke_agent(&ctx);
     let mut state = new_state(&ctx);
     let Resume { conversation: so_far, resume_at, calls, results, awaiting_id, answer } = resume;
     let calls: Vec<calls::StreamedCall> =
@@ -281,5 +296,7 @@ pub async fn resume<S: DeltaSink>(ctx: RunContext, resume: Resume, sink: &mut S)
             ))),
         }
     };
-    finish(&ctx, fut).await
+    let outcome = finish(&ctx, &span, fut).await;
+    trace::run_ended(&span, &outcome, &state.usage);
+    outcome
 }

@@ -22,6 +22,7 @@
 use agw_llm::{ChatMessage, ReasoningSetting, ToolCallMessage, ToolChoice};
 use agw_protocol::{AgentDelta, TaskError, TaskStatus};
 use serde_json::json;
+use tracing::Instrument;
 
 use crate::definition::{ResolvedModel, Stage, StageKind};
 
@@ -222,7 +223,15 @@ async fn task_loop<S: DeltaSink>(
         execute.push(ChatMessage::User { content: prompt });
 
         let task_id = task.task_id;
-        let end = rounds.run(ctx, step, &task_id, execute, state, sink).await?;
+        let span = super::trace::task(&task_id, &task.description);
+        let end = match rounds.run(ctx, step, &task_id, execute, state, sink).instrument(span.clone()).await {
+            Ok(end) => end,
+            Err(failure) => {
+                let info = failure.to_error_info();
+                super::trace::task_ended(&span, "failed", Some((info.code.as_str(), &info.message)));
+                return Err(failure);
+            }
+        };
         let fail = |code: &str, message: String| AgentDelta::TaskFail {
             task_id: task_id.clone(),
             error: TaskError::new(code, message),
@@ -232,10 +241,18 @@ async fn task_loop<S: DeltaSink>(
                 "task [{task_id}] was never updated: no valid {PLAN_UPDATE_TASK} call after \
                  {MAX_WORK_ROUNDS_PER_TASK} work rounds and {attempts} update attempts"
             );
+            super::trace::task_ended(&span, "failed", Some(("task_execution_error", &message)));
             sink.emit(fail("task_execution_error", message.clone())).await?;
             return Err(RunFailure::PlanStalled(message));
         }
-        match state.plan.status_of(&task_id).unwrap_or_default() {
+        let status = state.plan.status_of(&task_id).unwrap_or_default();
+        let failure = match status {
+            TaskStatus::Failed => Some(("task_failed", "Task status updated to failed")),
+            TaskStatus::Init => Some(("task_execution_error", "the task was not updated")),
+            TaskStatus::Completed | TaskStatus::Canceled => None,
+        };
+        super::trace::task_ended(&span, status.as_str(), failure);
+        match status {
             TaskStatus::Completed => sink.emit(AgentDelta::TaskComplete { task_id }).await?,
             TaskStatus::Canceled => sink.emit(AgentDelta::TaskCancel { task_id }).await?,
             TaskStatus::Failed => {

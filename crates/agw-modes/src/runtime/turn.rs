@@ -106,7 +106,7 @@ pub(crate) async fn model_turn<S: DeltaSink>(
 
     let started = std::time::Instant::now();
     let (provider_key, model_name) = (spec.model.provider_key.as_str(), spec.model.model.as_str());
-    let mut stream = match provider.stream(request, options).await {
+    let mut stream = match super::trace::open_chat(&ctx.services, provider, request, options).await {
         Ok(stream) => stream,
         Err(e) => {
             meter::call_duration(provider_key, model_name, false, started.elapsed());
