@@ -113,7 +113,13 @@ async fn main() -> anyhow::Result<()> {
         Command::Serve { .. } => agw_http::telemetry::Telemetry::from_env().context("OpenTelemetry")?,
         _ => None,
     };
-    tracing_subscriber::registry().with(logs).with(telemetry.as_ref().map(|t| t.layer())).init();
+    // Not `.with(Option<Layer>)`: a `None` layer is interested in every callsite, which would
+    // enable the (otherwise disabled) run spans and every filtered-out log callsite.
+    let registry = tracing_subscriber::registry().with(logs);
+    match &telemetry {
+        Some(t) => registry.with(t.layer()).init(),
+        None => registry.init(),
+    }
     if let Some(t) = &telemetry {
         tracing::info!(protocol = ?t.protocol(), "OpenTelemetry: exporting traces over OTLP");
     }
