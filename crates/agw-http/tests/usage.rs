@@ -78,6 +78,12 @@ async fn a_runs_usage_and_cost_are_on_run_complete_in_history_and_summed_per_cha
     assert_eq!((data["usage"]["totalTokens"].as_u64(), data["usage"]["calls"].as_u64()), (Some(8_480), Some(4)));
     // 0.0056 + (6,100 × 2 + 30 × 8) / 1e6
     assert_eq!(data["cost"], json!({"currency": "USD", "amount": 0.01804}));
+    // The chat list carries the same totals (kept in the chat index as runs end).
+    let (status, list) = gw.get_json("/api/ap/chats").await;
+    assert_eq!(status, 200);
+    let listed = list["data"].as_array().unwrap().iter().find(|c| c["chatId"] == chat.as_str()).unwrap();
+    assert_eq!(listed["usage"], data["usage"]);
+    assert_eq!(listed["cost"], data["cost"]);
     assert_chat_files_valid(&gw);
 }
 
@@ -89,6 +95,9 @@ async fn without_prices_there_is_usage_but_never_a_cost() {
     let done = events.last().unwrap();
     assert_eq!(done["usage"]["totalTokens"], 2_350);
     assert!(done.get("cost").is_none(), "{done}");
+    let (_, list) = gw.get_json("/api/ap/chats").await;
+    assert_eq!(list["data"][0]["usage"]["totalTokens"], 2_350);
+    assert!(list["data"][0].get("cost").is_none(), "{list}");
 }
 
 #[tokio::test]

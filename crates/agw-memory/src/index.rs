@@ -27,6 +27,7 @@ use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 
 use agw_protocol::ids;
+use agw_protocol::usage::{Cost, RunUsage};
 use serde::{Deserialize, Serialize};
 
 use crate::config::FsyncPolicy;
@@ -49,7 +50,8 @@ pub struct Owner {
 /// One chat as listed by `GET /api/ap/chats` and written to the index (all six keys, `null`s
 /// written): `{"chatId","chatName","firstAgentKey","firstAgentName","createdAt","updatedAt"}`.
 /// The owner is never part of the listing; the index line carries it after the six keys.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// agw adds the chat's `usage` and `cost` (summed over its finished runs) when it has any.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ChatSummary {
     /// Canonical UUID of the chat; also the stem of its history file.
@@ -64,18 +66,27 @@ pub struct ChatSummary {
     pub created_at: i64,
     /// When a run last touched the chat, epoch ms; listings sort on it, newest first.
     pub updated_at: i64,
+    /// agw: the usage of the chat's finished runs, merged (`None`: none reported any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<RunUsage>,
+    /// agw: their cost, when every run with usage was priced, in one currency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Cost>,
     /// `None`: a chat made without auth (or before agw knew owners).
     #[serde(skip)]
     pub owner: Option<Owner>,
 }
 
-/// An index line: the listing keys, then the owner when there is one.
+/// An index line: the listing keys, then the owner when there is one, then whether a run of
+/// the chat had usage but no price (so its `cost` is not the chat's).
 #[derive(Serialize)]
 struct StoredLine<'a> {
     #[serde(flatten)]
     summary: &'a ChatSummary,
     #[serde(skip_serializing_if = "Option::is_none")]
     owner: Option<&'a Owner>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    unpriced: bool,
 }
 
 /// Result of [`crate::ChatStore::upsert_chat`].
@@ -107,6 +118,21 @@ struct Record {
     /// visible only to the operator when auth is on, never to the wrong user.
     #[serde(default, deserialize_with = "lenient_owner")]
     owner: Option<Owner>,
+    /// Totals that do not read as totals (hand-edited) are no totals: the listing leaves them
+    /// out, the chat's history still has every run's.
+    #[serde(default, deserialize_with = "lenient")]
+    usage: Option<RunUsage>,
+    #[serde(default, deserialize_with = "lenient")]
+    cost: Option<Cost>,
+    #[serde(default)]
+    unpriced: Option<bool>,
+}
+
+fn lenient<'de, D: serde::Deserializer<'de>, T: serde::de::DeserializeOwned>(
+    deserializer: D,
+) -> Result<Option<T>, D::Error> {
+    let value = serde_json::Value::deserialize(deserializer)?;
+    Ok(serde_json::from_value::<T>(value).ok())
 }
 
 fn lenient_owner<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Owner>, D::Error> {
@@ -141,6 +167,34 @@ impl Record {
         take(&mut self.created_at, later.created_at);
         take(&mut self.updated_at, later.updated_at);
         take(&mut self.owner, later.owner);
+        take(&mut self.usage, later.usage);
+        take(&mut self.cost, later.cost);
+        take(&mut self.unpriced, later.unpriced);
+    }
+
+    /// Adds one finished run's totals (a run with usage but no cost makes the chat's cost
+    /// unknown from then on, as `GET /api/ap/chat` computes it from the history).
+    fn add_run(&mut self, usage: &RunUsage, cost: Option<&Cost>) {
+        self.usage.get_or_insert_with(RunUsage::default).merge(usage);
+        if self.unpriced == Some(true) {
+            return;
+        }
+        let priced = match (cost, &mut self.cost) {
+            (Some(run), None) => {
+                self.cost = Some(run.clone());
+                true
+            }
+            (Some(run), Some(total)) => total.add(run),
+            (None, _) => false,
+        };
+        if !priced {
+            self.unpriced = Some(true);
+            self.cost = None;
+        }
+    }
+
+    fn listed_cost(&self) -> Option<Cost> {
+        self.cost.clone().filter(|_| self.unpriced != Some(true))
     }
 
     /// The rewrite rules: blank name → chatId; createdAt ≤ 0 → now; updatedAt ≤ 0 → createdAt.
@@ -153,6 +207,8 @@ impl Record {
             first_agent_name: self.first_agent_name.clone(),
             created_at,
             updated_at: self.updated_at.filter(|t| *t > 0).unwrap_or(created_at),
+            usage: self.usage.clone(),
+            cost: self.cost.clone(),
             owner: self.owner.clone(),
         }
     }
@@ -169,6 +225,8 @@ impl Record {
             first_agent_name: non_blank(&self.first_agent_name).or_else(|| self.first_agent_key.clone()),
             created_at: created.or(updated).unwrap_or(0),
             updated_at: updated.or(created).unwrap_or(0),
+            usage: self.usage.clone(),
+            cost: self.listed_cost(),
             owner: self.owner.clone(),
         }
     }
@@ -295,7 +353,7 @@ impl ChatIndex {
         permit: &dyn Fn(Option<&Owner>) -> bool,
         now_ms: i64,
     ) -> Result<Result<(bool, String), Refused>, MemoryError> {
-        let mut guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
         let agent_key = agent_key.map(str::trim).filter(|k| !k.is_empty()).map(str::to_owned);
         let agent_name = agent_name.map(str::trim).filter(|n| !n.is_empty()).map(str::to_owned).or(agent_key.clone());
         let update = |existing: Option<&mut Record>| match existing {
@@ -327,15 +385,61 @@ impl ChatIndex {
                 updated_at: Some(now_ms),
                 // A chat found without a record keeps having no owner: nobody may claim it.
                 owner: if orphan { None } else { owner.cloned() },
+                ..Record::default()
             })),
         };
-        let encode = |record: &Record| {
-            let stored = record.to_stored(now_ms);
-            serde_json::to_string(&StoredLine { summary: &stored, owner: stored.owner.as_ref() })
-                .map(|line| (line, stored.chat_name))
-                .map_err(|source| MemoryError::Encode { path: self.path.clone(), source })
-        };
+        self.apply(guard, chat_id, &update, &|record| self.encode(record, now_ms))
+    }
 
+    /// Adds a finished run's usage and cost to its chat's record (no record: nothing to do).
+    /// Not fsynced: the history holds every run's totals; the index only sums them up.
+    pub(crate) fn add_run_totals(
+        &self,
+        chat_id: &str,
+        usage: &RunUsage,
+        cost: Option<&Cost>,
+        now_ms: i64,
+    ) -> Result<(), MemoryError> {
+        let guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let update = |existing: Option<&mut Record>| match existing {
+            Some(record) => {
+                record.add_run(usage, cost);
+                Ok(None)
+            }
+            // `Refused` here means "nothing to write".
+            None => Err(Refused),
+        };
+        self.apply_with(guard, chat_id, &update, &|record| self.encode(record, now_ms), false).map(|_| ())
+    }
+
+    fn encode(&self, record: &Record, now_ms: i64) -> Result<(String, String), MemoryError> {
+        let stored = record.to_stored(now_ms);
+        let unpriced = record.unpriced == Some(true);
+        serde_json::to_string(&StoredLine { summary: &stored, owner: stored.owner.as_ref(), unpriced })
+            .map(|line| (line, stored.chat_name))
+            .map_err(|source| MemoryError::Encode { path: self.path.clone(), source })
+    }
+
+    fn apply(
+        &self,
+        guard: std::sync::MutexGuard<'_, Option<Written>>,
+        chat_id: &str,
+        update: &Update<'_>,
+        encode: &Encode<'_>,
+    ) -> Result<Result<(bool, String), Refused>, MemoryError> {
+        self.apply_with(guard, chat_id, update, encode, self.fsync != FsyncPolicy::Never)
+    }
+
+    /// Applies `update` to the chat's record and writes the change: appended to the file we
+    /// left, or the whole index rewritten when it changed under us (or is half superseded).
+    fn apply_with(
+        &self,
+        mut guard: std::sync::MutexGuard<'_, Option<Written>>,
+        chat_id: &str,
+        update: &Update<'_>,
+        encode: &Encode<'_>,
+        sync: bool,
+    ) -> Result<Result<(bool, String), Refused>, MemoryError> {
         // The index as we left it, while the file is still that file: only the changed record
         // is parsed and encoded, and only its line is written.
         let key = uuid_key(chat_id);
@@ -358,14 +462,13 @@ impl ChatIndex {
                 }
                 Ok(Some(record)) => (w, record),
                 // Unreachable (an update without a record adds one); read the file instead.
-                Ok(None) => return self.upsert_uncached(guard, chat_id, &update, &encode),
+                Ok(None) => return self.upsert_uncached(guard, chat_id, update, encode, sync),
             };
             let (line, chat_name) = encode(&record)?;
             match position {
                 Some(i) => w.replace(i, &line),
                 None => w.push(key, &line),
             }
-            let sync = self.fsync != FsyncPolicy::Never;
             let appended = w.stamp.len + line.len() as u64 + 1;
             let stamp = if appended <= 2 * w.content.len() as u64 {
                 let mut payload = line.into_bytes();
@@ -381,7 +484,7 @@ impl ChatIndex {
             *guard = stamp.map(|stamp| Written { stamp, ..w });
             return Ok(Ok((existed, chat_name)));
         }
-        self.upsert_uncached(guard, chat_id, &update, &encode)
+        self.upsert_uncached(guard, chat_id, update, encode, sync)
     }
 
     /// First upsert, or someone else changed the file: read it all and rewrite it.
@@ -391,6 +494,7 @@ impl ChatIndex {
         chat_id: &str,
         update: &Update<'_>,
         encode: &Encode<'_>,
+        sync: bool,
     ) -> Result<Result<(bool, String), Refused>, MemoryError> {
         let mut entries = self.read()?;
         let existing = entries.iter_mut().find_map(|e| match e {
@@ -422,7 +526,7 @@ impl ChatIndex {
                 Entry::Raw(raw) => w.push(None, raw),
             }
         }
-        file::rewrite(&self.path, w.content.as_bytes(), self.fsync != FsyncPolicy::Never)?;
+        file::rewrite(&self.path, w.content.as_bytes(), sync)?;
         // Kept only when the identity of what we just wrote is known.
         *guard = stamp(&self.path).map(|stamp| Written { stamp, ..w });
         Ok(Ok((existed, chat_name)))
@@ -496,5 +600,104 @@ impl ChatIndex {
             }
         }
         Ok(entries)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHAT: &str = "7f1c2a3b-4d5e-4f60-8a9b-0c1d2e3f4a5b";
+
+    /// A directory of its own, removed at the end.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new() -> Scratch {
+            static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let dir = std::env::temp_dir().join(format!("agw-index-unit-{}-{n}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            Scratch(dir)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn usage(input: u64, output: u64) -> RunUsage {
+        let mut usage = RunUsage::default();
+        usage.add("openai", "m", &serde_json::json!({"prompt_tokens": input, "completion_tokens": output}));
+        usage
+    }
+
+    fn usd(amount: f64) -> Cost {
+        Cost { currency: "USD".into(), amount }
+    }
+
+    fn index(dir: &Scratch) -> ChatIndex {
+        ChatIndex::new(dir.0.as_path().join(INDEX_FILE), FsyncPolicy::Never)
+    }
+
+    fn new_chat(index: &ChatIndex) {
+        let upsert = index.upsert(CHAT, "hello", Some("a"), None, None, false, &|_| true, 100).unwrap();
+        assert!(upsert.is_ok());
+    }
+
+    #[test]
+    fn run_totals_add_up_in_the_listing_and_survive_a_fresh_read() {
+        let dir = Scratch::new();
+        let first = index(&dir);
+        new_chat(&first);
+        first.add_run_totals(CHAT, &usage(1_000, 100), Some(&usd(0.5)), 200).unwrap();
+        first.add_run_totals(CHAT, &usage(2_000, 10), Some(&usd(0.25)), 300).unwrap();
+        let listed = first.get(CHAT).unwrap().unwrap();
+        assert_eq!(listed.usage.as_ref().map(|u| (u.totals.input_tokens, u.totals.output_tokens)), Some((3_000, 110)));
+        assert_eq!(listed.cost, Some(usd(0.75)));
+        // A reader that starts from the file (another process, a restart) sees the same.
+        let again = index(&dir).list().unwrap();
+        assert_eq!(again, vec![listed]);
+    }
+
+    #[test]
+    fn one_unpriced_run_or_another_currency_makes_the_chat_cost_unknown_for_good() {
+        let dir = Scratch::new();
+        let index = index(&dir);
+        new_chat(&index);
+        index.add_run_totals(CHAT, &usage(10, 1), Some(&usd(0.1)), 200).unwrap();
+        index.add_run_totals(CHAT, &usage(10, 1), None, 300).unwrap();
+        index.add_run_totals(CHAT, &usage(10, 1), Some(&usd(0.1)), 400).unwrap();
+        let listed = index.get(CHAT).unwrap().unwrap();
+        assert_eq!(listed.usage.unwrap().totals.input_tokens, 30);
+        assert_eq!(listed.cost, None);
+        assert!(index_text(&dir).lines().last().unwrap().contains(r#""unpriced":true"#));
+
+        let other = Scratch::new();
+        let mixed = super::tests::index(&other);
+        new_chat(&mixed);
+        mixed.add_run_totals(CHAT, &usage(10, 1), Some(&usd(0.1)), 200).unwrap();
+        mixed.add_run_totals(CHAT, &usage(10, 1), Some(&Cost { currency: "EUR".into(), amount: 0.1 }), 300).unwrap();
+        assert_eq!(mixed.get(CHAT).unwrap().unwrap().cost, None);
+    }
+
+    #[test]
+    fn totals_for_a_chat_without_a_record_write_nothing_and_bad_totals_read_as_none() {
+        let dir = Scratch::new();
+        let index = index(&dir);
+        index.add_run_totals(CHAT, &usage(10, 1), None, 200).unwrap();
+        assert!(!dir.0.as_path().join(INDEX_FILE).exists());
+        let line =
+            format!(r#"{{"chatId":"{CHAT}","chatName":"x","createdAt":1,"updatedAt":2,"usage":"lots","cost":7}}"#);
+        std::fs::write(dir.0.as_path().join(INDEX_FILE), line + "\n").unwrap();
+        let listed = index.get(CHAT).unwrap().unwrap();
+        assert_eq!((listed.usage, listed.cost), (None, None));
+    }
+
+    fn index_text(dir: &Scratch) -> String {
+        std::fs::read_to_string(dir.0.as_path().join(INDEX_FILE)).unwrap()
     }
 }

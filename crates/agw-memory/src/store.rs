@@ -155,8 +155,16 @@ impl ChatStore {
 
     /// [`Self::append`] for the last lines of a run, then the end-of-run fsync of
     /// [`FsyncPolicy::EveryRun`] (also when `lines` is empty: earlier steps may be unsynced).
+    /// The run's usage and cost (on its last step line) are added to the chat's index record
+    /// for the chat list; failing that is a log line, never the run's failure.
     pub fn append_final(&self, chat_id: &str, lines: &[HistoryLine]) -> Result<(), MemoryError> {
         self.append(chat_id, lines)?;
+        if let Some(step) = lines.iter().rev().filter_map(HistoryLine::as_step).find(|s| s.run_usage.is_some())
+            && let Some(usage) = &step.run_usage
+            && let Err(e) = self.index.add_run_totals(chat_id, usage, step.run_cost.as_ref(), wall_clock_ms())
+        {
+            tracing::warn!(chat_id, error = %e, "chat index: the run's usage was not added to the chat's totals");
+        }
         if self.config.fsync != FsyncPolicy::EveryRun {
             return Ok(());
         }
@@ -446,4 +454,9 @@ fn parse_history(bytes: &[u8], path: &Path) -> Vec<HistoryLine> {
         }
     }
     out
+}
+
+/// Only a fallback for a record without `createdAt` (hand-edited) that gets totals.
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }

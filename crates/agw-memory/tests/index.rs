@@ -45,6 +45,8 @@ fn existing_chats_keep_name_and_agent_and_get_a_new_updated_at() {
             first_agent_name: Some("示例-单次直答".into()),
             created_at: 100,
             updated_at: 200,
+            usage: None,
+            cost: None,
             owner: None,
         }
     );
