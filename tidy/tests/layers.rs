@@ -9,12 +9,16 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("agw-protocol", &[]),
     ("agw-tools", &[]),
     ("agw-skills", &["agw-tools"]),
+    ("agw-mcp", &["agw-tools"]),
     ("agw-memory", &["agw-protocol"]),
     ("agw-llm", &["agw-protocol"]),
     ("agw-modes", &["agw-protocol", "agw-llm", "agw-tools", "agw-skills"]),
     ("agw-testkit", &["agw-llm"]),
     ("agw-demo", &["agw-llm", "agw-modes", "agw-skills"]),
-    ("agw-http", &["agw-protocol", "agw-llm", "agw-modes", "agw-tools", "agw-skills", "agw-memory", "agw-demo"]),
+    (
+        "agw-http",
+        &["agw-protocol", "agw-llm", "agw-modes", "agw-tools", "agw-skills", "agw-mcp", "agw-memory", "agw-demo"],
+    ),
     ("agw", &["agw-http", "agw-llm"]),
     // Test and benchmark support, never depended on by the crates above.
     ("agw-fuzz", &["agw-protocol", "agw-llm", "agw-modes", "agw-tools", "agw-skills", "agw-memory", "agw-demo"]),

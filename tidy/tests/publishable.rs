@@ -34,6 +34,7 @@ fn the_library_crates_are_the_published_ones() {
         "agw-demo",
         "agw-http",
         "agw-llm",
+        "agw-mcp",
         "agw-memory",
         "agw-modes",
         "agw-protocol",
