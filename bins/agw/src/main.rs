@@ -223,6 +223,10 @@ async fn serve(port: Option<u16>, config: Option<PathBuf>) -> anyhow::Result<()>
     server.run(shutdown_signal()).await;
     // Stopped accepting; let in-flight runs finish within the grace period, end the rest.
     agw_http::runs::drain(&state.runs, grace).await;
+    // MCP servers' child processes end with agw.
+    if let Some(mcp) = &state.mcp {
+        mcp.hub.shutdown().await;
+    }
     // Give the last frames a moment to leave the sockets.
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     tracing::info!("agw stopped");

@@ -293,13 +293,21 @@ fn check_reports_every_problem_with_its_file_and_fails_on_errors() {
         .unwrap();
     std::fs::write(
         agents.join("lost.json"),
-        r#"{"key":"lost","mode":"ONESHOT","modelConfig":{"providerKey":"nowhere"},"toolConfig":{"backends":["no_such_tool"]},"plain":{"systemPrompt":"p"}}"#,
+        r#"{"key":"lost","mode":"ONESHOT","modelConfig":{"providerKey":"nowhere"},"toolConfig":{"backends":["no_such_tool"],"mcpServers":["ghost"]},"plain":{"systemPrompt":"p"}}"#,
+    )
+    .unwrap();
+    let mcp = dir.join("mcp");
+    std::fs::create_dir_all(&mcp).unwrap();
+    std::fs::write(
+        mcp.join("leaky.json"),
+        r#"{"transport":"http","url":"https://x.example/mcp","headers":{"Authorization":"Bearer x"}}"#,
     )
     .unwrap();
     let run = |agents_dir: &std::path::Path| {
         Command::new(env!("CARGO_BIN_EXE_agw"))
             .arg("check")
             .env("AGENT_EXTERNAL_DIR", agents_dir)
+            .env("AGENT_MCP_EXTERNAL_DIR", &mcp)
             .env("AGW_RESOURCES_SYNC_BUNDLED", "false")
             .env_remove("SERVER_ADDRESS")
             .output()
@@ -312,10 +320,13 @@ fn check_reports_every_problem_with_its_file_and_fails_on_errors() {
     assert!(text.contains("\"providerKey\""), "the rejected field is named: {text}");
     assert!(text.contains("lost.json") && text.contains("nowhere"), "{text}");
     assert!(text.contains("warning:") && text.contains("no_such_tool"), "{text}");
+    assert!(text.contains("leaky.json") && text.contains("bearerTokenEnv"), "MCP files are checked: {text}");
+    assert!(text.contains("\"ghost\""), "undeclared MCP servers are named: {text}");
     assert!(std::fs::read_dir(&agents).unwrap().count() == 3, "check writes nothing");
 
     let clean = dir.join("clean");
     std::fs::create_dir_all(&clean).unwrap();
+    std::fs::remove_file(mcp.join("leaky.json")).unwrap();
     std::fs::write(
         clean.join("ok.json"),
         r#"{"key":"ok","mode":"ONESHOT","modelConfig":{"providerKey":"demo"},"plain":{"systemPrompt":"p"}}"#,

@@ -63,7 +63,33 @@ pub fn check(settings: &Settings) -> Vec<Finding> {
     for p in state.skills.load().problems() {
         error(&p.path.display().to_string(), p.message.clone());
     }
+    let mut declared: Option<Vec<String>> = None;
+    if let Some(dir) = &state.settings.resources.mcp_dir {
+        let (configs, problems) = agw_mcp::load_dir(dir);
+        for p in problems {
+            error(&p.file, p.message);
+        }
+        declared = Some(configs.into_iter().map(|c| c.name).collect());
+    }
     out.extend(references(&agents, &state));
+    // Agents that opt into MCP servers nobody declared.
+    for agent in agents.iter() {
+        let kinds = [StageKind::Plain, StageKind::React, StageKind::Plan, StageKind::Execute, StageKind::Summary];
+        let servers: BTreeSet<String> =
+            kinds.into_iter().flat_map(|k| agent.stage_tools(k).mcp_servers).map(|s| s.server).collect();
+        for server in servers {
+            if !declared.as_ref().is_some_and(|names| names.contains(&server)) {
+                out.push(Finding {
+                    severity: Severity::Warning,
+                    file: agent.source_file.clone(),
+                    message: format!(
+                        "agent {} names MCP server {server:?}, which is not declared in AGENT_MCP_EXTERNAL_DIR",
+                        agent.key
+                    ),
+                });
+            }
+        }
+    }
     let sandbox = &state.settings.sandbox;
     if !sandbox.support.confines() {
         // Not an error: the server runs; its code tools are refused (or, accepted, unconfined).

@@ -19,6 +19,7 @@ pub mod durable;
 pub mod envelope;
 pub mod hosts;
 pub mod limits;
+pub mod mcp;
 pub mod metrics;
 pub mod quotas;
 pub mod reload;
@@ -129,7 +130,8 @@ pub fn build_state(settings: Settings) -> AppState {
             Arc::new(DemoProvider::with_chunk_delay(settings.demo.chunk_delay)),
         );
     }
-    AppState::new(settings, Catalogs { agents, tools, viewports, skills, providers })
+    let mcp = crate::mcp::Mcp::load(settings.resources.mcp_dir.as_deref());
+    AppState::new(settings, Catalogs { agents, tools, viewports, skills, providers, mcp })
 }
 
 /// The keys of the bundled demo agents: `agent_file_create` never replaces them, even when their

@@ -43,6 +43,9 @@ impl Server {
         // Before the first request: a submit or attach for a run that waited across the
         // restart finds it registered.
         crate::durable::restore_waiting_runs(&state).await;
+        if let Some(mcp) = &state.mcp {
+            mcp.start(&state);
+        }
         let limits = state.settings.server.limits;
         let clients = ClientLimits::new(limits);
         let mut builder = auto::Builder::new(TokioExecutor::new());

@@ -51,6 +51,8 @@ pub struct Inner {
     pub webhook: Option<Webhook>,
     /// Quota counters per subject and agent (`agw.quotas.*`).
     pub quotas: Arc<crate::quotas::Quotas>,
+    /// MCP servers and their tools (`None`: no `AGENT_MCP_EXTERNAL_DIR`).
+    pub mcp: Option<Arc<crate::mcp::Mcp>>,
 }
 
 /// The registries a server starts with.
@@ -65,6 +67,8 @@ pub struct Catalogs {
     pub skills: SkillRegistry,
     /// Model providers by key, the demo model included when enabled.
     pub providers: ProviderRegistry,
+    /// MCP servers declared for this process.
+    pub mcp: Option<Arc<crate::mcp::Mcp>>,
 }
 
 impl AppState {
@@ -84,6 +88,7 @@ impl AppState {
                 webhook: Webhook::new(settings.webhook.clone()),
                 quotas: Arc::new(crate::quotas::Quotas::new(settings.quotas)),
                 auth: Authenticator::new(&settings.auth),
+                mcp: catalogs.mcp,
                 settings,
             }),
         }
@@ -109,6 +114,7 @@ impl AppState {
             prices: services.prices.clone(),
             client_tools: names,
             tracing: services.tracing.clone(),
+            mcp_tools: services.mcp_tools.clone(),
         })
     }
 
@@ -126,6 +132,7 @@ impl AppState {
             prices: self.settings.prices.clone(),
             client_tools: Vec::new(),
             tracing: crate::telemetry::run_tracing(),
+            mcp_tools: self.mcp.as_ref().map(|m| m.index.load_full()).unwrap_or_default(),
         })
     }
 }

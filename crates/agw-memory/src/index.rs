@@ -120,8 +120,9 @@ struct Record {
     owner: Option<Owner>,
     /// Totals that do not read as totals (hand-edited) are no totals: the listing leaves them
     /// out, the chat's history still has every run's.
+    // Boxed: most records have none, and the index holds many records.
     #[serde(default, deserialize_with = "lenient")]
-    usage: Option<RunUsage>,
+    usage: Option<Box<RunUsage>>,
     #[serde(default, deserialize_with = "lenient")]
     cost: Option<Cost>,
     #[serde(default)]
@@ -175,7 +176,7 @@ impl Record {
     /// Adds one finished run's totals (a run with usage but no cost makes the chat's cost
     /// unknown from then on, as `GET /api/ap/chat` computes it from the history).
     fn add_run(&mut self, usage: &RunUsage, cost: Option<&Cost>) {
-        self.usage.get_or_insert_with(RunUsage::default).merge(usage);
+        self.usage.get_or_insert_with(Box::default).merge(usage);
         if self.unpriced == Some(true) {
             return;
         }
@@ -207,7 +208,7 @@ impl Record {
             first_agent_name: self.first_agent_name.clone(),
             created_at,
             updated_at: self.updated_at.filter(|t| *t > 0).unwrap_or(created_at),
-            usage: self.usage.clone(),
+            usage: self.usage.as_deref().cloned(),
             cost: self.cost.clone(),
             owner: self.owner.clone(),
         }
@@ -225,7 +226,7 @@ impl Record {
             first_agent_name: non_blank(&self.first_agent_name).or_else(|| self.first_agent_key.clone()),
             created_at: created.or(updated).unwrap_or(0),
             updated_at: updated.or(created).unwrap_or(0),
-            usage: self.usage.clone(),
+            usage: self.usage.as_deref().cloned(),
             cost: self.listed_cost(),
             owner: self.owner.clone(),
         }

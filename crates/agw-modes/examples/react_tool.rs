@@ -97,6 +97,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         prices: Default::default(),
         client_tools: Vec::new(),
         tracing: Default::default(),
+        mcp_tools: Default::default(),
     };
     let (run_id, chat_id) = ("run-1", "00000000-0000-4000-8000-000000000001");
     let message = "How many words are in 'one two three'?";

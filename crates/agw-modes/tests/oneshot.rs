@@ -43,6 +43,7 @@ fn ctx(fixture: &FixtureServer, agent: Arc<AgentDefinition>, history: Vec<ChatMe
             prices: Default::default(),
             client_tools: Vec::new(),
             tracing: Default::default(),
+            mcp_tools: Default::default(),
         }),
         steers: Arc::new(SteerQueue::default()),
         approved_rules: Vec::new(),

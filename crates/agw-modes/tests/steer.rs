@@ -81,6 +81,7 @@ fn ctx(fixture: &FixtureServer, agent: &str, tools: ToolRegistry, steers: Arc<St
             prices: Default::default(),
             client_tools: Vec::new(),
             tracing: Default::default(),
+            mcp_tools: Default::default(),
         }),
         steers,
         approved_rules: Vec::new(),

@@ -52,6 +52,7 @@ async fn run(model: &FixtureServer, message: &str) -> (RunOutcome, Vec<AgentDelt
         prices: Default::default(),
         client_tools: Vec::new(),
         tracing: Default::default(),
+        mcp_tools: Default::default(),
     };
     let ctx = RunContext {
         run_id: "run-1".into(),

@@ -242,6 +242,36 @@ impl ToolRegistry {
         (registry, added)
     }
 
+    /// A copy of this registry whose backend tools named `prefix…` are exactly `tools` (the
+    /// previous ones of that namespace removed): how tools that come and go at run time (an MCP
+    /// server's, prefix `mcp__`) join the file-defined and built-in ones. A tool outside the
+    /// namespace, or one whose name is taken, is skipped with a warning.
+    pub fn with_namespace(&self, prefix: &str, tools: Vec<Arc<dyn Tool>>) -> ToolRegistry {
+        let mut registry = self.clone();
+        registry.implementations.retain(|name, _| !name.starts_with(prefix));
+        registry.definitions.retain(|name, _| !name.starts_with(prefix));
+        registry.tools.retain(|def| !def.name.starts_with(prefix));
+        for tool in tools {
+            let name = normalize_name(tool.name());
+            if !name.starts_with(prefix) || registry.implementations.contains_key(&name) {
+                tracing::warn!(tool = %name, "namespaced tool skipped: outside {prefix} or a duplicate");
+                continue;
+            }
+            registry.tools.push(ToolDef {
+                name: name.clone(),
+                description: tool.description().trim().to_owned(),
+                after_call_hint: tool.after_call_hint().trim().to_owned(),
+                parameters: normalize_parameters(Some(&tool.parameters())),
+                kind: ToolKind::Backend,
+                tool_api: None,
+                viewport_key: None,
+            });
+            registry.implementations.insert(name, tool);
+        }
+        registry.index = registry.tools.iter().enumerate().map(|(i, def)| (def.name.clone(), i)).collect();
+        registry
+    }
+
     /// Every listed tool in listing order (§2.1).
     pub fn list(&self) -> &[ToolDef] {
         &self.tools

@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use super::source::Source;
 use super::table::{
-    AGENT_CAPABILITY_REFRESH_INTERVAL_MS, AGENT_DATA_EXTERNAL_DIR, AGENT_EXTERNAL_DIR, AGENT_REFRESH_INTERVAL_MS,
-    AGENT_SKILL_EXTERNAL_DIR, AGENT_SKILL_MAX_PROMPT_CHARS, AGENT_SKILL_REFRESH_INTERVAL_MS, AGENT_TOOLS_EXTERNAL_DIR,
-    AGENT_VIEWPORT_EXTERNAL_DIR, AGENT_VIEWPORT_REFRESH_INTERVAL_MS, AGW_RESOURCES_SYNC_BUNDLED, SettingSpec,
+    AGENT_CAPABILITY_REFRESH_INTERVAL_MS, AGENT_DATA_EXTERNAL_DIR, AGENT_EXTERNAL_DIR, AGENT_MCP_EXTERNAL_DIR,
+    AGENT_REFRESH_INTERVAL_MS, AGENT_SKILL_EXTERNAL_DIR, AGENT_SKILL_MAX_PROMPT_CHARS, AGENT_SKILL_REFRESH_INTERVAL_MS,
+    AGENT_TOOLS_EXTERNAL_DIR, AGENT_VIEWPORT_EXTERNAL_DIR, AGENT_VIEWPORT_REFRESH_INTERVAL_MS,
+    AGW_RESOURCES_SYNC_BUNDLED, SettingSpec,
 };
 use super::{ConfigError, value};
 
@@ -28,6 +29,8 @@ pub struct ResourceSettings {
     pub skill_max_prompt_chars: usize,
     /// Copy the bundled demo resources into the configured directories (never overwriting).
     pub sync_bundled: bool,
+    /// MCP server declarations (`None`: no MCP servers); read at start.
+    pub mcp_dir: Option<PathBuf>,
 }
 
 /// A watched catalog directory.
@@ -52,5 +55,6 @@ pub(super) fn load(src: &Source) -> Result<ResourceSettings, ConfigError> {
         // Negative means unlimited like 0 (config.md §2).
         skill_max_prompt_chars: src.parse(&AGENT_SKILL_MAX_PROMPT_CHARS, value::whole::<i64>)?.max(0) as usize,
         sync_bundled: src.parse(&AGW_RESOURCES_SYNC_BUNDLED, value::bool)?,
+        mcp_dir: src.parse_opt(&AGENT_MCP_EXTERNAL_DIR, value::path)?,
     })
 }

@@ -111,6 +111,8 @@ settings! {
             "directory of agent JSON files; unset = the bundled demo agents";
         AGENT_TOOLS_EXTERNAL_DIR: "agent.capability.tools-external-dir" = None,
             "directory of *.backend / *.frontend / *.action tool files; unset = the bundled tools";
+        AGENT_MCP_EXTERNAL_DIR: "agent.mcp.external-dir" = None,
+            "directory of MCP server files (one *.json per server, docs/mcp.md); unset = no MCP servers";
         AGENT_VIEWPORT_EXTERNAL_DIR: "agent.viewport.external-dir" = None,
             "directory of viewports (.html .qlc .dqlc .json_schema .custom); unset = the bundled viewports";
         AGENT_DATA_EXTERNAL_DIR: "agent.data.external-dir" = Some("data"),

@@ -41,11 +41,16 @@ struct Detail<'a> {
 
 fn meta<'a>(state: &AppState, agent: &'a AgentDefinition) -> Meta<'a> {
     let provider_default = state.providers.default_model(&agent.agent_provider_key());
+    let mut tools = agent.tool_names();
+    // agw: the tools of the MCP servers the agent opts into, as they are offered now.
+    if let Some(mcp) = &state.mcp {
+        tools.extend(mcp.tool_names_for(agent));
+    }
     Meta {
         model: agent.agent_model(provider_default.as_deref()),
         mode: agent.mode_kind().to_string(),
         icon: agent.icon.as_deref(),
-        tools: agent.tool_names(),
+        tools,
         skills: &agent.skills,
     }
 }

@@ -401,6 +401,10 @@ async fn drive_run(state: AppState, run: RunStart) {
     // The run's steers (POST /api/ap/steer pushes into the handle's queue): every model turn
     // takes what is waiting; closed once the run returned.
     let steers = handle.steers.clone();
+    // A lazy MCP server the agent uses starts now, so this run is offered its tools.
+    if let Some(mcp) = &state.mcp {
+        mcp.ensure_for(&state, &agent).await;
+    }
     let ctx = RunContext {
         run_id,
         chat_id,

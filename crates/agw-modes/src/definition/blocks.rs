@@ -4,8 +4,8 @@
 use agw_llm::ReasoningEffort;
 
 use super::error::DefinitionError;
-use super::model::{AgentMode, ModeDef, ModelConfig, ReasoningConfig, Stage, StageTools, ToolConfig};
-use super::raw::{Obj, non_blank, normalize_names};
+use super::model::{AgentMode, McpSelection, ModeDef, ModelConfig, ReasoningConfig, Stage, StageTools, ToolConfig};
+use super::raw::{Either, Obj, non_blank, normalize_names};
 
 const DEFAULT_REACT_MAX_STEPS: u32 = 6;
 /// The reference's value; CLAUDE.md's example shows 10 (agent-definitions.md §6).
@@ -57,7 +57,28 @@ pub fn tool_config(obj: &Obj<'_>) -> Result<ToolConfig, DefinitionError> {
         backends: normalize_names(obj.str_list("backends")?),
         frontends: normalize_names(obj.str_list("frontends")?),
         actions: normalize_names(obj.str_list("actions")?),
+        mcp_servers: mcp_servers(obj)?,
     })
+}
+
+fn mcp_servers(obj: &Obj<'_>) -> Result<Vec<McpSelection>, DefinitionError> {
+    let mut out: Vec<McpSelection> = Vec::new();
+    for item in obj.str_or_obj_list("mcpServers")? {
+        let selection = match item {
+            Either::Left(server) => McpSelection { server: server.trim().to_owned(), tools: None },
+            Either::Right(entry) => {
+                let server = entry.str("server")?.unwrap_or_default().trim().to_owned();
+                let tools = entry.contains("tools").then(|| entry.str_list("tools")).transpose()?;
+                let tools =
+                    tools.map(|names| names.iter().map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()).collect());
+                McpSelection { server, tools }
+            }
+        };
+        if !selection.server.is_empty() && !out.iter().any(|s| s.server == selection.server) {
+            out.push(selection);
+        }
+    }
+    Ok(out)
 }
 
 /// One stage block as written, before the mode decides whether it runs.

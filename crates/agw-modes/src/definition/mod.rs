@@ -31,8 +31,8 @@ pub use catalog::{AgentCatalog, LoadProblem};
 pub use context::{ContextPolicy, DEFAULT_PROTECTED_TOOLS};
 pub use error::DefinitionError;
 pub use model::{
-    AgentMode, ModeDef, ModelConfig, PLAN_ADD_TASKS_TOOL, PLAN_GET_TASKS_TOOL, PLAN_TOOL_PREFIX, PLAN_UPDATE_TASK_TOOL,
-    ReasoningConfig, ResolvedModel, Stage, StageKind, StageTools, ToolChoicePolicy, ToolConfig,
+    AgentMode, McpSelection, ModeDef, ModelConfig, PLAN_ADD_TASKS_TOOL, PLAN_GET_TASKS_TOOL, PLAN_TOOL_PREFIX,
+    PLAN_UPDATE_TASK_TOOL, ReasoningConfig, ResolvedModel, Stage, StageKind, StageTools, ToolChoicePolicy, ToolConfig,
 };
 pub use prompts::{
     DEFAULT_AFTER_CALL_HINT_TITLE, DEFAULT_SKILL_CATALOG_HEADER, DEFAULT_SKILL_DISCLOSURE_HEADER,

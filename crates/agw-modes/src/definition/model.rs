@@ -128,6 +128,19 @@ pub struct ToolConfig {
     pub frontends: Vec<String>,
     /// Tools the client performs; their result is always `OK`.
     pub actions: Vec<String>,
+    /// agw: `mcpServers`, the MCP servers whose tools the stage offers (backend tools named
+    /// `mcp__<server>__<tool>`, docs/mcp.md).
+    pub mcp_servers: Vec<McpSelection>,
+}
+
+/// One entry of `toolConfig.mcpServers`: `"github"` (every tool of the server) or
+/// `{"server": "github", "tools": ["create_issue"]}` (only those, by their MCP names).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpSelection {
+    /// The server's name, as in its declaration file.
+    pub server: String,
+    /// `None`: every tool of the server.
+    pub tools: Option<Vec<String>>,
 }
 
 impl ToolConfig {
@@ -136,9 +149,9 @@ impl ToolConfig {
         self.backends.iter().chain(&self.frontends).chain(&self.actions).map(String::as_str)
     }
 
-    /// All three lists are empty.
+    /// All lists are empty.
     pub fn is_empty(&self) -> bool {
-        self.backends.is_empty() && self.frontends.is_empty() && self.actions.is_empty()
+        self.backends.is_empty() && self.frontends.is_empty() && self.actions.is_empty() && self.mcp_servers.is_empty()
     }
 
     /// Some list names `name` (compared exactly; names are stored lower-case).

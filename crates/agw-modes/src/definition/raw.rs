@@ -71,6 +71,27 @@ impl<'a> Obj<'a> {
         }
     }
 
+    /// A list whose items are strings or objects (`null` items skipped); each object carries
+    /// its path (`field[i]`).
+    pub fn str_or_obj_list(&self, key: &str) -> Result<Vec<Either<&'a str, Obj<'a>>>, DefinitionError> {
+        let Some(value) = self.value(key) else {
+            return Ok(Vec::new());
+        };
+        let Value::Array(items) = value else {
+            return Err(self.wrong_type(key, "an array", value));
+        };
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            match item {
+                Value::Null => {}
+                Value::String(s) => out.push(Either::Left(s.as_str())),
+                Value::Object(map) => out.push(Either::Right(Obj { map, path: format!("{}[{i}]", self.field(key)) })),
+                other => return Err(self.wrong_type(key, "an array of strings or objects", other)),
+            }
+        }
+        Ok(out)
+    }
+
     /// A list of strings; `null` elements are skipped like blank names.
     pub fn str_list(&self, key: &str) -> Result<Vec<&'a str>, DefinitionError> {
         let Some(value) = self.value(key) else {
@@ -114,4 +135,10 @@ pub fn normalize_names<'s>(names: impl IntoIterator<Item = &'s str>) -> Vec<Stri
 /// `None` for blank strings: the schema treats blank like absent for optional texts.
 pub fn non_blank(s: Option<&str>) -> Option<&str> {
     s.filter(|s| !s.trim().is_empty())
+}
+
+/// One item of [`Obj::str_or_obj_list`].
+pub enum Either<L, R> {
+    Left(L),
+    Right(R),
 }

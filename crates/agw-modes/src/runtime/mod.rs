@@ -82,7 +82,12 @@ pub struct RunServices {
     pub client_tools: Vec<String>,
     /// Trace-context propagation and content capture of the run's spans.
     pub tracing: RunTracing,
+    /// The tools of each MCP server, for `toolConfig.mcpServers` (empty: no MCP servers).
+    pub mcp_tools: Arc<McpToolIndex>,
 }
+
+/// MCP server name → its tools as `(name on the server, name in the tool registry)`.
+pub type McpToolIndex = std::collections::BTreeMap<String, Vec<(String, String)>>;
 
 /// Everything a run needs besides its sink.
 #[derive(Clone)]

@@ -28,6 +28,19 @@ impl StageToolSet {
                 None => tracing::warn!(tool = name, agent = %ctx.agent.key, "agent names a tool that does not exist"),
             }
         }
+        for selection in &config.mcp_servers {
+            let Some(tools) = ctx.services.mcp_tools.get(&selection.server) else {
+                tracing::warn!(server = %selection.server, agent = %ctx.agent.key, "agent names an MCP server that is not declared or has no tools yet");
+                continue;
+            };
+            let wanted =
+                |mcp_name: &str| selection.tools.as_ref().is_none_or(|names| names.iter().any(|n| n == mcp_name));
+            for (_, name) in tools.iter().filter(|(mcp_name, _)| wanted(mcp_name)) {
+                if let Some(def) = ctx.services.tools.get(name).filter(|d| !defs.iter().any(|x| x.name == d.name)) {
+                    defs.push(def.clone());
+                }
+            }
+        }
         if matches!(kind, StageKind::Plain | StageKind::React | StageKind::Execute) {
             for name in &ctx.services.client_tools {
                 if let Some(def) = ctx.services.tools.get(name).filter(|d| !defs.iter().any(|x| x.name == d.name)) {

@@ -1,0 +1,123 @@
+//! MCP servers' tools in the gateway (docs/mcp.md): the server files of `AGENT_MCP_EXTERNAL_DIR`
+//! loaded at start into one [`McpHub`], their tools kept in the tool registry under `mcp__`, and
+//! the index `toolConfig.mcpServers` resolves against.
+
+use std::sync::Arc;
+
+use agw_mcp::{McpHub, ServerState};
+use agw_modes::definition::{AgentDefinition, StageKind};
+use agw_modes::runtime::McpToolIndex;
+use agw_tools::Tool;
+use arc_swap::ArcSwap;
+
+use crate::state::AppState;
+
+/// The tool-name namespace of MCP tools in the tool registry.
+pub const NAMESPACE: &str = "mcp__";
+
+/// The process's MCP servers.
+pub struct Mcp {
+    /// Connections and tool lists.
+    pub hub: Arc<McpHub>,
+    /// Server → its tools, as runs resolve `mcpServers`.
+    pub index: ArcSwap<McpToolIndex>,
+}
+
+impl std::fmt::Debug for Mcp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mcp").field("servers", &self.hub.servers()).finish()
+    }
+}
+
+impl Mcp {
+    /// The servers declared in `dir`; a broken file is logged and skipped. `None`: no directory.
+    pub fn load(dir: Option<&std::path::Path>) -> Option<Arc<Mcp>> {
+        let dir = dir?;
+        let (configs, problems) = agw_mcp::load_dir(dir);
+        for problem in &problems {
+            tracing::warn!(file = %problem.file, "MCP server file skipped: {}", problem.message);
+        }
+        tracing::info!(dir = %dir.display(), servers = configs.len(), "MCP servers declared");
+        Some(Arc::new(Mcp { hub: McpHub::new(configs), index: ArcSwap::from_pointee(McpToolIndex::new()) }))
+    }
+
+    /// The servers `agent` names in any stage's `toolConfig.mcpServers`.
+    fn servers_of(agent: &AgentDefinition) -> Vec<String> {
+        let mut servers: Vec<String> = Vec::new();
+        let kinds = [StageKind::Plain, StageKind::React, StageKind::Plan, StageKind::Execute, StageKind::Summary];
+        for kind in kinds {
+            for selection in agent.stage_tools(kind).mcp_servers {
+                if !servers.contains(&selection.server) {
+                    servers.push(selection.server);
+                }
+            }
+        }
+        servers
+    }
+
+    /// The registry names of the MCP tools `agent` is offered now (for `/api/ap/agent(s)`).
+    pub fn tool_names_for(&self, agent: &AgentDefinition) -> Vec<String> {
+        let index = self.index.load();
+        let mut names: Vec<String> = Vec::new();
+        let kinds = [StageKind::Plain, StageKind::React, StageKind::Plan, StageKind::Execute, StageKind::Summary];
+        for kind in kinds {
+            for selection in agent.stage_tools(kind).mcp_servers {
+                let wanted = |mcp_name: &str| selection.tools.as_ref().is_none_or(|t| t.iter().any(|n| n == mcp_name));
+                for (mcp_name, name) in index.get(&selection.server).into_iter().flatten() {
+                    if wanted(mcp_name) && !names.contains(name) {
+                        names.push(name.clone());
+                    }
+                }
+            }
+        }
+        names
+    }
+
+    /// Starts the servers `agent` uses that nobody started yet (lazy ones), so the run sees their
+    /// tools; a server that fails is logged by the hub and its tools stay absent.
+    pub async fn ensure_for(&self, state: &AppState, agent: &AgentDefinition) {
+        let mut started = false;
+        for server in Self::servers_of(agent) {
+            if self.hub.status(&server).is_some_and(|s| matches!(s.state, ServerState::NotStarted)) {
+                if let Err(reason) = self.hub.ensure(&server).await {
+                    tracing::warn!(server, agent = %agent.key, "MCP server could not start: {reason}");
+                }
+                started = true;
+            }
+        }
+        if started {
+            self.refresh(state);
+        }
+    }
+
+    /// Puts the hub's current tools into the tool registry and the index.
+    pub fn refresh(&self, state: &AppState) {
+        let tools = self.hub.mcp_tools();
+        let mut index = McpToolIndex::new();
+        for tool in &tools {
+            index
+                .entry(tool.server().to_owned())
+                .or_default()
+                .push((tool.mcp_name().to_owned(), tool.name().to_owned()));
+        }
+        let tools: Vec<Arc<dyn Tool>> = tools.into_iter().map(|t| t as Arc<dyn Tool>).collect();
+        let registry = state.tools.load().with_namespace(NAMESPACE, tools);
+        state.tools.store(Arc::new(registry));
+        self.index.store(Arc::new(index));
+    }
+
+    /// Starts the boot servers, loads their tools, and keeps the registry in step with every
+    /// later change (a lazy server started, `tools/list_changed`, a restart).
+    pub fn start(self: &Arc<Self>, state: &AppState) {
+        let mcp = self.clone();
+        let state = state.clone();
+        tokio::spawn(async move {
+            let mut changes = mcp.hub.subscribe();
+            mcp.hub.start().await;
+            mcp.refresh(&state);
+            while changes.changed().await.is_ok() {
+                mcp.refresh(&state);
+            }
+        });
+    }
+}
