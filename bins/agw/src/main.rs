@@ -225,7 +225,7 @@ async fn serve(port: Option<u16>, config: Option<PathBuf>) -> anyhow::Result<()>
     agw_http::runs::drain(&state.runs, grace).await;
     // MCP servers' child processes end with agw.
     if let Some(mcp) = &state.mcp {
-        mcp.hub.shutdown().await;
+        mcp.shutdown().await;
     }
     // Give the last frames a moment to leave the sockets.
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;

@@ -303,6 +303,7 @@ fn check_reports_every_problem_with_its_file_and_fails_on_errors() {
         r#"{"transport":"http","url":"https://x.example/mcp","headers":{"Authorization":"Bearer x"}}"#,
     )
     .unwrap();
+    std::fs::write(mcp.join("missing.json"), r#"{"transport":"stdio","command":"/nonexistent/mcp-server"}"#).unwrap();
     let run = |agents_dir: &std::path::Path| {
         Command::new(env!("CARGO_BIN_EXE_agw"))
             .arg("check")
@@ -322,11 +323,18 @@ fn check_reports_every_problem_with_its_file_and_fails_on_errors() {
     assert!(text.contains("warning:") && text.contains("no_such_tool"), "{text}");
     assert!(text.contains("leaky.json") && text.contains("bearerTokenEnv"), "MCP files are checked: {text}");
     assert!(text.contains("\"ghost\""), "undeclared MCP servers are named: {text}");
+    assert!(
+        text.contains("missing.json")
+            && text.contains("could not be started")
+            && text.contains("/nonexistent/mcp-server"),
+        "a server that cannot start is reported with the reason: {text}"
+    );
     assert!(std::fs::read_dir(&agents).unwrap().count() == 3, "check writes nothing");
 
     let clean = dir.join("clean");
     std::fs::create_dir_all(&clean).unwrap();
     std::fs::remove_file(mcp.join("leaky.json")).unwrap();
+    std::fs::remove_file(mcp.join("missing.json")).unwrap();
     std::fs::write(
         clean.join("ok.json"),
         r#"{"key":"ok","mode":"ONESHOT","modelConfig":{"providerKey":"demo"},"plain":{"systemPrompt":"p"}}"#,

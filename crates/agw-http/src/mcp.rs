@@ -15,17 +15,20 @@ use crate::state::AppState;
 /// The tool-name namespace of MCP tools in the tool registry.
 pub const NAMESPACE: &str = "mcp__";
 
+/// How long a replaced hub keeps serving the calls already running on it.
+pub const RECONFIGURE_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The process's MCP servers.
 pub struct Mcp {
-    /// Connections and tool lists.
-    pub hub: Arc<McpHub>,
+    /// Connections and tool lists; replaced when the server files change.
+    hub: ArcSwap<McpHub>,
     /// Server → its tools, as runs resolve `mcpServers`.
     pub index: ArcSwap<McpToolIndex>,
 }
 
 impl std::fmt::Debug for Mcp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mcp").field("servers", &self.hub.servers()).finish()
+        f.debug_struct("Mcp").field("servers", &self.hub().servers()).finish()
     }
 }
 
@@ -38,7 +41,45 @@ impl Mcp {
             tracing::warn!(file = %problem.file, "MCP server file skipped: {}", problem.message);
         }
         tracing::info!(dir = %dir.display(), servers = configs.len(), "MCP servers declared");
-        Some(Arc::new(Mcp { hub: McpHub::new(configs), index: ArcSwap::from_pointee(McpToolIndex::new()) }))
+        Some(Arc::new(Mcp {
+            hub: ArcSwap::new(McpHub::new(configs)),
+            index: ArcSwap::from_pointee(McpToolIndex::new()),
+        }))
+    }
+
+    /// The current hub.
+    pub fn hub(&self) -> Arc<McpHub> {
+        self.hub.load_full()
+    }
+
+    /// Stops every server (at shutdown).
+    pub async fn shutdown(&self) {
+        self.hub().shutdown().await;
+    }
+
+    /// The server files changed: when the declarations differ, a new hub takes over (its boot
+    /// servers start, the tool registry follows it) and the old one is stopped after
+    /// [`RECONFIGURE_GRACE`], so calls already running on it can finish. Runs started after the
+    /// swap see the new servers' tools.
+    pub fn reconfigure(self: &Arc<Self>, state: &AppState, configs: Vec<agw_mcp::McpServerConfig>) {
+        let old = self.hub();
+        let comparable = |configs: Vec<agw_mcp::McpServerConfig>| {
+            let mut configs: Vec<_> =
+                configs.into_iter().map(|c| agw_mcp::McpServerConfig { source: None, ..c }).collect();
+            configs.sort_by(|a, b| a.name.cmp(&b.name));
+            configs
+        };
+        let current = comparable(old.servers().iter().filter_map(|name| old.config(name).cloned()).collect());
+        if comparable(configs.clone()) == current {
+            return;
+        }
+        tracing::info!(servers = configs.len(), "MCP server files changed: reconnecting");
+        self.hub.store(McpHub::new(configs));
+        self.start(state);
+        tokio::spawn(async move {
+            tokio::time::sleep(RECONFIGURE_GRACE).await;
+            old.shutdown().await;
+        });
     }
 
     /// The servers `agent` names in any stage's `toolConfig.mcpServers`.
@@ -77,9 +118,10 @@ impl Mcp {
     /// tools; a server that fails is logged by the hub and its tools stay absent.
     pub async fn ensure_for(&self, state: &AppState, agent: &AgentDefinition) {
         let mut started = false;
+        let hub = self.hub();
         for server in Self::servers_of(agent) {
-            if self.hub.status(&server).is_some_and(|s| matches!(s.state, ServerState::NotStarted)) {
-                if let Err(reason) = self.hub.ensure(&server).await {
+            if hub.status(&server).is_some_and(|s| matches!(s.state, ServerState::NotStarted)) {
+                if let Err(reason) = hub.ensure(&server).await {
                     tracing::warn!(server, agent = %agent.key, "MCP server could not start: {reason}");
                 }
                 started = true;
@@ -92,7 +134,7 @@ impl Mcp {
 
     /// Puts the hub's current tools into the tool registry and the index.
     pub fn refresh(&self, state: &AppState) {
-        let tools = self.hub.mcp_tools();
+        let tools = self.hub().mcp_tools();
         let mut index = McpToolIndex::new();
         for tool in &tools {
             index
@@ -111,12 +153,16 @@ impl Mcp {
     pub fn start(self: &Arc<Self>, state: &AppState) {
         let mcp = self.clone();
         let state = state.clone();
+        let hub = self.hub();
         tokio::spawn(async move {
-            let mut changes = mcp.hub.subscribe();
-            mcp.hub.start().await;
-            mcp.refresh(&state);
-            while changes.changed().await.is_ok() {
+            let mut changes = hub.subscribe();
+            hub.start().await;
+            // Until a reconfiguration replaced this hub.
+            while Arc::ptr_eq(&mcp.hub(), &hub) {
                 mcp.refresh(&state);
+                if changes.changed().await.is_err() {
+                    break;
+                }
             }
         });
     }

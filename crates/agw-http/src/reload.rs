@@ -37,6 +37,8 @@ pub enum Catalog {
     Viewports,
     /// `skills/<id>/SKILL.md` (+ scripts): watched recursively.
     Skills,
+    /// MCP server files (`*.json`, one server each).
+    Mcp,
 }
 
 /// One watched directory.
@@ -137,6 +139,15 @@ impl LastGood {
     }
 }
 
+/// An MCP server file that no longer parses keeps its last good version (like every catalog).
+fn validate_mcp_file(name: &str, text: &str) -> Result<(), String> {
+    if !name.to_ascii_lowercase().ends_with(".json") {
+        return Ok(());
+    }
+    let stem = std::path::Path::new(name).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    agw_mcp::parse_server(&stem, text).map(|_| ()).map_err(|e| e.to_string())
+}
+
 fn validate_agent(name: &str, text: &str) -> Result<(), String> {
     if !name.ends_with(".json") {
         return Ok(());
@@ -183,6 +194,15 @@ impl Reloader {
                 let registry = ViewportRegistry::from_sources(last_good.sources(dir, ViewportRegistry::validate_file));
                 tracing::info!(dir = %dir.display(), viewports = registry.len(), "viewports reloaded");
                 self.state.viewports.store(Arc::new(registry));
+            }
+            Catalog::Mcp => {
+                let (configs, problems) = agw_mcp::load_sources(last_good.sources(dir, validate_mcp_file));
+                for problem in problems {
+                    tracing::warn!(file = %problem.file, "MCP server file skipped: {}", problem.message);
+                }
+                if let Some(mcp) = &self.state.mcp {
+                    mcp.reconfigure(&self.state, configs);
+                }
             }
             Catalog::Skills => {
                 let registry = SkillRegistry::load(dir).with_fallback(&self.state.skills.load());
@@ -298,6 +318,7 @@ pub fn watched_dirs(settings: &crate::Settings) -> Vec<WatchedDir> {
     let r = &settings.resources;
     add(Catalog::Agents, &r.agents.dir, r.agents.refresh);
     add(Catalog::Tools, &r.tools.dir, r.tools.refresh);
+    add(Catalog::Mcp, &r.mcp_dir, r.tools.refresh);
     add(Catalog::Viewports, &r.viewports.dir, r.viewports.refresh);
     add(Catalog::Skills, &r.skills.dir, r.skills.refresh);
     dirs

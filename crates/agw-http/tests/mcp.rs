@@ -137,3 +137,43 @@ async fn a_model_calls_an_mcp_tool_and_sees_its_result() {
     assert!(echoer["meta"]["tools"].as_array().unwrap().iter().any(|t| t == "mcp__tools__echo"), "{echoer}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn server_files_are_hot_reloaded_and_a_broken_edit_keeps_the_last_good_version() {
+    use agw_http::reload::{Catalog, Reloader, WatchedDir};
+    let dir = mcp_dir(&[("first", "boot")]);
+    let dir_text = dir.to_string_lossy().into_owned();
+    let gw =
+        Gateway::start(&[agent("both", json!(["first", "second"]))], &[("AGENT_MCP_EXTERNAL_DIR", &dir_text)]).await;
+    let _reload = Reloader::new(
+        gw.state.clone(),
+        vec![WatchedDir { catalog: Catalog::Mcp, dir: dir.clone(), rescan_every: Duration::from_millis(100) }],
+    )
+    .start();
+    wait_for_tool(&gw, "mcp__first__echo").await;
+
+    // A new server file: its tools join, the agent that names it is offered them.
+    let second = json!({"transport": "stdio", "command": test_server(), "startup": "boot"});
+    std::fs::write(dir.join("second.json"), second.to_string()).unwrap();
+    wait_for_tool(&gw, "mcp__second__echo").await;
+    assert!(gw.state.tools.load().get("mcp__first__echo").is_some(), "unchanged servers keep their tools");
+    gw.fixture.push(Transcript::openai_text(&["Both."]));
+    gw.run(&json!({"agentKey": "both", "message": "hi"})).await;
+    let offered = tool_names(&gw.fixture.requests()[0].body);
+    assert!(
+        offered.contains(&"mcp__first__echo".to_owned()) && offered.contains(&"mcp__second__echo".to_owned()),
+        "{offered:?}"
+    );
+
+    // A broken edit keeps the last good declaration; deleting the file removes the server's tools.
+    std::fs::write(dir.join("second.json"), "{ broken").unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(gw.state.tools.load().get("mcp__second__echo").is_some(), "the last good version keeps serving");
+    std::fs::remove_file(dir.join("second.json")).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while gw.state.tools.load().get("mcp__second__echo").is_some() {
+        assert!(std::time::Instant::now() < deadline, "the removed server's tools are still offered");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
