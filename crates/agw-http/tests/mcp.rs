@@ -177,3 +177,28 @@ async fn server_files_are_hot_reloaded_and_a_broken_edit_keeps_the_last_good_ver
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn approval_rules_match_mcp_tool_names() {
+    let dir = mcp_dir(&[("tools", "boot")]);
+    let dir_text = dir.to_string_lossy().into_owned();
+    let guarded = json!({
+        "key": "guarded", "mode": "REACT",
+        "modelConfig": {"providerKey": "fixture", "model": "m"},
+        "toolConfig": {"mcpServers": ["tools"], "approvals": {"mcp__tools__*": "deny"}},
+        "react": {"systemPrompt": "You use tools.", "maxSteps": 4}
+    });
+    let gw =
+        Gateway::start(&[("guarded.json".into(), guarded.to_string())], &[("AGENT_MCP_EXTERNAL_DIR", &dir_text)]).await;
+    wait_for_tool(&gw, "mcp__tools__echo").await;
+    gw.fixture.push(Transcript::openai_tool_call("call_d", "mcp__tools__echo", &[r#"{"text":"secret"}"#]));
+    gw.fixture.push(Transcript::openai_text(&["Refused."]));
+    let stream = gw.run(&json!({"agentKey": "guarded", "message": "echo"})).await;
+    let result = stream.of_type("tool.result")[0]["result"].as_str().unwrap().to_owned();
+    assert!(
+        !result.contains("secret") && result.contains("denied"),
+        "the denied call never reached the server: {result}"
+    );
+    assert_eq!(stream.last()["type"], "run.complete");
+    let _ = std::fs::remove_dir_all(&dir);
+}
