@@ -13,25 +13,9 @@
 #   scripts/protocols/run.sh
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-cd "$root"
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
-    wait 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-cargo build -q --locked -p agw || exit 1
-cargo build -q --locked -p agw-testkit --example fixture_provider || exit 1
-target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-
-"$target/debug/examples/fixture_provider" "$here/scenario.json" "$work/fixture.addr" 2>"$work/fixture.log" &
-pids+=($!)
-for _ in $(seq 100); do [ -s "$work/fixture.addr" ] && break; sleep 0.1; done
-[ -s "$work/fixture.addr" ] || { echo "fixture provider did not start"; cat "$work/fixture.log"; exit 1; }
+. "$here/../lib.sh"
+suite_init
+start_fixture "$here/scenario.json"
 
 env -i PATH="$PATH" HOME="$work" \
     SERVER_PORT=0 AGENT_EXTERNAL_DIR="$here/agents" AGW_RESOURCES_SYNC_BUNDLED=false \
@@ -41,27 +25,11 @@ env -i PATH="$PATH" HOME="$work" \
     AGENT_PROVIDERS_FIXTURE_MODEL=fixture-model AGW_LOG=warn \
     "$target/debug/agw" serve >"$work/agw.out" 2>"$work/agw.log" &
 pids+=($!)
-for _ in $(seq 100); do grep -q "listening on" "$work/agw.out" 2>/dev/null && break; sleep 0.1; done
-base=$(sed -n 's/.*listening on \(http[^ ]*\).*/\1/p' "$work/agw.out" | head -1)
-[ -n "$base" ] || { echo "agw did not start"; cat "$work/agw.log"; exit 1; }
+wait_for_agw
 
-passed=0
-failed=0
-record() { # name, exit status, output file
-    local n
-    n=$(grep -c '^ok ' "$3" || true)
-    passed=$((passed + n))
-    if [ "$2" -ne 0 ]; then
-        failed=$((failed + 1))
-        echo "FAILED: $1"
-        tail -30 "$3"
-    fi
-}
 
 # Python: the openai SDK.
-export PIP_CACHE_DIR="$here/.cache/pip" PIP_DISABLE_PIP_VERSION_CHECK=1
-if [ ! -x "$here/.venv/bin/python" ]; then python3 -m venv "$here/.venv" || exit 1; fi
-"$here/.venv/bin/pip" install -q --require-hashes -r "$here/requirements.lock" || exit 1
+python_venv "$here"
 AGW_BASE="$base" "$here/.venv/bin/python" "$here/openai_sdk.py" >"$work/openai.out" 2>&1
 status=$?
 cat "$work/openai.out"

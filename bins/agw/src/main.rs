@@ -51,6 +51,15 @@ enum Command {
         #[arg(long, env = "AGW_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Serve the agents as MCP tools over stdin/stdout (for Claude Desktop, Cursor and other MCP
+    /// hosts that start their servers): the configuration `serve` uses, no port. Logs go to
+    /// stderr; stdout carries only the protocol.
+    #[command(name = "mcp-stdio", after_help = settings_help())]
+    McpStdio {
+        /// TOML config file (as for `serve`).
+        #[arg(long, env = "AGW_CONFIG")]
+        config: Option<PathBuf>,
+    },
     /// Probe a running server: exit 0 when the URL answers 200 within the timeout, else 1 (a
     /// container HEALTHCHECK that needs no curl in the image).
     Health {
@@ -128,6 +137,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Serve { port, config } => serve(port, config).await,
         Command::Check { config } => check(config),
         Command::Health { url, timeout } => health(url, timeout).await,
+        Command::McpStdio { config } => mcp_stdio(config).await,
     };
     if let Some(telemetry) = telemetry {
         // Flushing blocks on the exporter thread.
@@ -229,6 +239,35 @@ async fn serve(port: Option<u16>, config: Option<PathBuf>) -> anyhow::Result<()>
     }
     // Give the last frames a moment to leave the sockets.
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    tracing::info!("agw stopped");
+    Ok(())
+}
+
+/// `agw mcp-stdio`: the state `serve` builds (agents, tools, providers, memory, MCP servers,
+/// reloads), served to one MCP host over stdio until it closes stdin or a signal arrives. Never
+/// prints to stdout: that is the protocol.
+async fn mcp_stdio(config: Option<PathBuf>) -> anyhow::Result<()> {
+    let settings = agw_http::Settings::load(config.as_deref(), std::env::vars()).context("invalid configuration")?;
+    for warning in &settings.warnings {
+        tracing::warn!("{warning}");
+    }
+    agw_llm::interaction::configure(settings.logging.interaction_log, settings.logging.mask_sensitive);
+    let grace = settings.server.shutdown_grace;
+    let state = agw_http::build_state(settings);
+    let _reload =
+        agw_http::reload::Reloader::new(state.clone(), agw_http::reload::watched_dirs(&state.settings)).start();
+    // What `Server::run` does before its first request: MCP servers with `startup: boot` connect.
+    if let Some(mcp) = &state.mcp {
+        mcp.start(&state);
+    }
+    tracing::info!("agw serving its agents as MCP tools over stdio");
+    let served = agw_http::mcp_server::serve_stdio(&state, shutdown_signal()).await;
+    // The host is gone: its calls were cancelled; let what still runs end within the grace.
+    agw_http::runs::drain(&state.runs, grace).await;
+    if let Some(mcp) = &state.mcp {
+        mcp.shutdown().await;
+    }
+    served.context("MCP over stdio")?;
     tracing::info!("agw stopped");
     Ok(())
 }

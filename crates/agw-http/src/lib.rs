@@ -20,6 +20,7 @@ pub mod envelope;
 pub mod hosts;
 pub mod limits;
 pub mod mcp;
+pub mod mcp_server;
 pub mod metrics;
 pub mod quotas;
 pub mod reload;

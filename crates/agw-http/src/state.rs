@@ -53,6 +53,8 @@ pub struct Inner {
     pub quotas: Arc<crate::quotas::Quotas>,
     /// MCP servers and their tools (`None`: no `AGENT_MCP_EXTERNAL_DIR`).
     pub mcp: Option<Arc<crate::mcp::Mcp>>,
+    /// `/mcp`: the agents as MCP tools, set up on first use.
+    pub mcp_mount: std::sync::OnceLock<Arc<crate::mcp_server::Mount>>,
 }
 
 /// The registries a server starts with.
@@ -89,6 +91,7 @@ impl AppState {
                 quotas: Arc::new(crate::quotas::Quotas::new(settings.quotas)),
                 auth: Authenticator::new(&settings.auth),
                 mcp: catalogs.mcp,
+                mcp_mount: std::sync::OnceLock::new(),
                 settings,
             }),
         }

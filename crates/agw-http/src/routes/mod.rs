@@ -84,7 +84,10 @@ async fn handle_boxed(state: AppState, mut req: Request<RequestBody>) -> Respons
         Cors::Skip => None,
     };
     let mut resp = match &state.auth {
-        Some(auth) if auth::protects(req.method(), req.uri().path()) => {
+        Some(auth)
+            if auth::protects(req.method(), req.uri().path())
+                || crate::mcp_server::protects(req.method(), req.uri().path()) =>
+        {
             match authenticate(auth, &state, req.headers()).await {
                 Ok(principal) => {
                     req.extensions_mut().insert(principal);
@@ -147,6 +150,8 @@ async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> 
             ai_sdk::resume(&state, id, principal)
         }
         (&Method::POST, "/v1/chat/completions") => openai::completions(&state, req).await,
+        // Agents as MCP tools: rmcp's streamable HTTP transport answers every method itself.
+        (_, crate::mcp_server::PATH) => Ok(crate::mcp_server::handle(&state, req).await),
         (&Method::GET, "/api/ap/agents") => agents::list(&state, &params),
         (&Method::GET, "/api/ap/agent") => agents::detail(&state, &params),
         (&Method::GET, "/api/ap/chats") => chats::list(&state, principal).await,
