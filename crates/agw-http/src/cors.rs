@@ -163,6 +163,21 @@ pub fn decorate(resp: &mut Response<BoxBody>, headers: Vec<(HeaderName, HeaderVa
     }
 }
 
+/// Adds `name` to a decorated response's `Access-Control-Expose-Headers` (a header a route's
+/// browser clients must read, whatever the configured list says).
+pub fn expose(resp: &mut Response<BoxBody>, name: &'static str) {
+    let h = resp.headers_mut();
+    let listed = h.get(header::ACCESS_CONTROL_EXPOSE_HEADERS).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let value = match listed {
+        Some(list) if list.split(',').any(|n| n.trim().eq_ignore_ascii_case(name)) => return,
+        Some(list) => format!("{list}, {name}"),
+        None => name.to_owned(),
+    };
+    if let Ok(value) = HeaderValue::from_str(&value) {
+        h.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, value);
+    }
+}
+
 fn reject() -> Cors {
     let mut resp = Response::new(full(Bytes::from_static(b"Invalid CORS request")));
     *resp.status_mut() = StatusCode::FORBIDDEN;

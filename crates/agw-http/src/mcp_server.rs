@@ -49,6 +49,8 @@ pub const MAX_TOOL_NAME: usize = 64;
 
 /// The header rmcp's sessions are named by.
 const SESSION_HEADER: &str = "mcp-session-id";
+/// The session header as the transport spells it (for `Access-Control-Expose-Headers`).
+pub const SESSION_HEADER_NAME: &str = "Mcp-Session-Id";
 
 /// How long a finished call waits for its last progress notification to leave before it answers
 /// (progress after the result is ignored by hosts; a host that reads nothing must not hold the

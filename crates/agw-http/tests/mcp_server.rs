@@ -472,3 +472,34 @@ async fn with_auth_mcp_needs_the_token_and_runs_and_sessions_belong_to_the_calle
     client.cancel().await.ok();
     bobs.cancel().await.ok();
 }
+
+#[tokio::test]
+async fn a_browser_client_may_read_the_session_id() {
+    // `/mcp` is outside the default CORS path pattern (`/api/**`): an operator who serves browser
+    // MCP clients widens it.
+    let gw = Gateway::start(&[agent("helper", "Answers questions")], &[("AGENT_CORS_PATH_PATTERN", "/**")]).await;
+    let opened = gw
+        .client
+        .post(format!("{}/mcp", gw.base))
+        .header("origin", "http://localhost:5173")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&initialize())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(opened.status(), 200);
+    assert!(opened.headers().contains_key("mcp-session-id"));
+    assert_eq!(opened.headers()["access-control-allow-origin"], "http://localhost:5173");
+    let exposed = opened.headers()["access-control-expose-headers"].to_str().unwrap().to_owned();
+    assert_eq!(exposed, "Content-Type, Mcp-Session-Id", "the configured list, plus the session id");
+    // Other routes keep the configured list only.
+    let agents = gw
+        .client
+        .get(format!("{}/api/ap/agents", gw.base))
+        .header("origin", "http://localhost:5173")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(agents.headers()["access-control-expose-headers"], "Content-Type");
+}

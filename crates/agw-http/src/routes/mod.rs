@@ -83,6 +83,7 @@ async fn handle_boxed(state: AppState, mut req: Request<RequestBody>) -> Respons
         Cors::Decorate(headers) => Some(headers),
         Cors::Skip => None,
     };
+    let mcp = req.uri().path() == crate::mcp_server::PATH;
     let mut resp = match &state.auth {
         Some(auth)
             if auth::protects(req.method(), req.uri().path())
@@ -103,6 +104,10 @@ async fn handle_boxed(state: AppState, mut req: Request<RequestBody>) -> Respons
     };
     if let Some(headers) = cors {
         cors::decorate(&mut resp, headers);
+        if mcp {
+            // A browser MCP client must read the session id to send its next message.
+            cors::expose(&mut resp, crate::mcp_server::SESSION_HEADER_NAME);
+        }
     }
     resp
 }
