@@ -389,7 +389,8 @@ impl ChatIndex {
                 ..Record::default()
             })),
         };
-        self.apply(guard, chat_id, &update, &|record| self.encode(record, now_ms))
+        let sync = self.fsync != FsyncPolicy::Never;
+        self.apply_with(guard, chat_id, &update, &|record| self.encode(record, now_ms), sync)
     }
 
     /// Adds a finished run's usage and cost to its chat's record (no record: nothing to do).
@@ -419,16 +420,6 @@ impl ChatIndex {
         serde_json::to_string(&StoredLine { summary: &stored, owner: stored.owner.as_ref(), unpriced })
             .map(|line| (line, stored.chat_name))
             .map_err(|source| MemoryError::Encode { path: self.path.clone(), source })
-    }
-
-    fn apply(
-        &self,
-        guard: std::sync::MutexGuard<'_, Option<Written>>,
-        chat_id: &str,
-        update: &Update<'_>,
-        encode: &Encode<'_>,
-    ) -> Result<Result<(bool, String), Refused>, MemoryError> {
-        self.apply_with(guard, chat_id, update, encode, self.fsync != FsyncPolicy::Never)
     }
 
     /// Applies `update` to the chat's record and writes the change: appended to the file we

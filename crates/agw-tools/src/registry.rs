@@ -150,15 +150,7 @@ impl ToolRegistry {
                 }
                 // An ACTION/FRONTEND definition named like a built-in stays out of the listing;
                 // type lookups still see it.
-                _ => ToolDef {
-                    name: name.clone(),
-                    description: tool.description().trim().to_owned(),
-                    after_call_hint: tool.after_call_hint().trim().to_owned(),
-                    parameters: normalize_parameters(Some(&tool.parameters())),
-                    kind: ToolKind::Backend,
-                    tool_api: None,
-                    viewport_key: None,
-                },
+                _ => builtin_def(name.clone(), tool.as_ref()),
             };
             self.tools.push(def);
         }
@@ -257,15 +249,7 @@ impl ToolRegistry {
                 tracing::warn!(tool = %name, "namespaced tool skipped: outside {prefix} or a duplicate");
                 continue;
             }
-            registry.tools.push(ToolDef {
-                name: name.clone(),
-                description: tool.description().trim().to_owned(),
-                after_call_hint: tool.after_call_hint().trim().to_owned(),
-                parameters: normalize_parameters(Some(&tool.parameters())),
-                kind: ToolKind::Backend,
-                tool_api: None,
-                viewport_key: None,
-            });
+            registry.tools.push(builtin_def(name.clone(), tool.as_ref()));
             registry.implementations.insert(name, tool);
         }
         registry.index = registry.tools.iter().enumerate().map(|(i, def)| (def.name.clone(), i)).collect();
@@ -280,6 +264,20 @@ impl ToolRegistry {
     /// Files, entries and names that were skipped, in the order they were met.
     pub fn problems(&self) -> &[LoadProblem] {
         &self.problems
+    }
+}
+
+/// The listing of an implementation no definition file describes: a backend tool with the
+/// implementation's own description, hint and parameters.
+fn builtin_def(name: String, tool: &dyn Tool) -> ToolDef {
+    ToolDef {
+        name,
+        description: tool.description().trim().to_owned(),
+        after_call_hint: tool.after_call_hint().trim().to_owned(),
+        parameters: normalize_parameters(Some(&tool.parameters())),
+        kind: ToolKind::Backend,
+        tool_api: None,
+        viewport_key: None,
     }
 }
 
