@@ -98,10 +98,10 @@ pub struct ChatUpsert {
     pub chat_name: String,
 }
 
-/// An index record as found on disk: every field optional.
+/// An index record as found on disk (or in the `chats` table): every field optional.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Record {
+pub(crate) struct Record {
     #[serde(default)]
     chat_id: Option<String>,
     #[serde(default)]
@@ -146,13 +146,127 @@ fn lenient_owner<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Op
 pub(crate) struct Refused;
 
 /// Applies an upsert to the chat's record (`None`: there is none; then it returns the new one).
-type Update<'a> = dyn Fn(Option<&mut Record>) -> Result<Option<Record>, Refused> + 'a;
+pub(crate) type Update<'a> = dyn Fn(Option<&mut Record>) -> Result<Option<Record>, Refused> + 'a;
 /// A record as its index line, plus the chat's name.
 type Encode<'a> = dyn Fn(&Record) -> Result<(String, String), MemoryError> + 'a;
 
+/// A record as the index writes it ([`encode`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Encoded {
+    /// The index line (without `\n`).
+    pub(crate) line: String,
+    /// The chat's name after the rewrite rules.
+    pub(crate) chat_name: String,
+    /// The stored `updatedAt` (what listings sort on).
+    pub(crate) updated_at: i64,
+}
+
+/// The index line of a record as every backend stores it: the six listing keys with the rewrite
+/// rules applied (`now_ms` fills a missing `createdAt`), then the owner, then `unpriced`.
+pub(crate) fn encode(record: &Record, now_ms: i64) -> Result<Encoded, serde_json::Error> {
+    let stored = record.to_stored(now_ms);
+    let unpriced = record.unpriced == Some(true);
+    let line = serde_json::to_string(&StoredLine { summary: &stored, owner: stored.owner.as_ref(), unpriced })?;
+    Ok(Encoded { line, chat_name: stored.chat_name, updated_at: stored.updated_at })
+}
+
+/// A stored index line as a record; `None` when it is not one (not JSON, no chat id).
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub(crate) fn parse_record(line: &str) -> Option<Record> {
+    serde_json::from_str::<Record>(line.trim()).ok().filter(|r| !r.id().trim().is_empty())
+}
+
+/// The listing of some records (`http-api.md` §3): chats with a UUID id, with the listing rules,
+/// newest first (`updatedAt` descending, ties in the given order).
+pub(crate) fn listing<'a>(records: impl IntoIterator<Item = &'a Record>) -> Vec<ChatSummary> {
+    let mut chats: Vec<ChatSummary> =
+        records.into_iter().filter(|r| ids::canonical_uuid(r.id()).is_some()).map(Record::to_listed).collect();
+    chats.sort_by_key(|c| std::cmp::Reverse(c.updated_at));
+    chats
+}
+
+/// An upsert of a chat's record for an accepted query ([`crate::ChatStore::upsert_owned_chat`]),
+/// independent of where the record is kept.
+pub(crate) struct UpsertRequest<'a> {
+    pub(crate) chat_id: &'a str,
+    pub(crate) first_message: &'a str,
+    pub(crate) agent_key: Option<&'a str>,
+    pub(crate) agent_name: Option<&'a str>,
+    pub(crate) owner: Option<&'a Owner>,
+    pub(crate) permit: &'a dyn Fn(Option<&Owner>) -> bool,
+    pub(crate) now_ms: i64,
+}
+
+impl UpsertRequest<'_> {
+    /// Applies the upsert to the chat's record (`None`: there is none; then the new record is
+    /// returned). Refused when `permit` refuses the owner of the existing chat. An `orphan` (a chat
+    /// with history but no record) counts as an existing chat without an owner: its new record
+    /// gets no owner either.
+    pub(crate) fn update(&self, existing: Option<&mut Record>, orphan: bool) -> Result<Option<Record>, Refused> {
+        let agent_key = self.agent_key.map(str::trim).filter(|k| !k.is_empty()).map(str::to_owned);
+        let agent_name =
+            self.agent_name.map(str::trim).filter(|n| !n.is_empty()).map(str::to_owned).or(agent_key.clone());
+        let permit = self.permit;
+        match existing {
+            Some(record) if !permit(record.owner.as_ref()) => Err(Refused),
+            None if orphan && !permit(None) => Err(Refused),
+            Some(record) => {
+                // Fill what is missing, never overwrite (the owner included).
+                if non_blank(&record.chat_name).is_none() {
+                    record.chat_name = Some(ids::chat_name(self.first_message));
+                }
+                if non_blank(&record.first_agent_key).is_none() {
+                    record.first_agent_key = agent_key;
+                }
+                if non_blank(&record.first_agent_name).is_none() {
+                    record.first_agent_name = agent_name;
+                }
+                if record.created_at.is_none_or(|t| t <= 0) {
+                    record.created_at = Some(self.now_ms);
+                }
+                record.updated_at = Some(self.now_ms);
+                Ok(None)
+            }
+            None => Ok(Some(Record {
+                chat_id: Some(self.chat_id.to_owned()),
+                chat_name: Some(ids::chat_name(self.first_message)),
+                first_agent_key: agent_key,
+                first_agent_name: agent_name,
+                created_at: Some(self.now_ms),
+                updated_at: Some(self.now_ms),
+                // A chat found without a record keeps having no owner: nobody may claim it.
+                owner: if orphan { None } else { self.owner.cloned() },
+                ..Record::default()
+            })),
+        }
+    }
+}
+
+/// Adds a finished run's usage and cost to the chat's record; [`Refused`] (nothing to write)
+/// when there is no record.
+pub(crate) fn add_totals(
+    existing: Option<&mut Record>,
+    usage: &RunUsage,
+    cost: Option<&Cost>,
+) -> Result<Option<Record>, Refused> {
+    match existing {
+        Some(record) => {
+            record.add_run(usage, cost);
+            Ok(None)
+        }
+        None => Err(Refused),
+    }
+}
+
 impl Record {
-    fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         self.chat_id.as_deref().unwrap_or_default()
+    }
+
+    /// The record's `updatedAt`, when it has a positive one.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn updated_at(&self) -> Option<i64> {
+        self.updated_at.filter(|t| *t > 0)
     }
 
     /// Duplicates: the later record's values win where it has them.
@@ -216,7 +330,7 @@ impl Record {
 
     /// The listing rules: blank name → chatId; no agent name → agent key; a missing timestamp
     /// borrows the other one.
-    fn to_listed(&self) -> ChatSummary {
+    pub(crate) fn to_listed(&self) -> ChatSummary {
         let created = self.created_at.filter(|t| *t > 0);
         let updated = self.updated_at.filter(|t| *t > 0);
         ChatSummary {
@@ -338,59 +452,20 @@ impl ChatIndex {
         Self { path, fsync, lock: Mutex::new(None) }
     }
 
-    /// Upserts one chat and rewrites the file. Returns whether a record existed before and the
-    /// chat's name after the upsert, or [`Refused`] (nothing written) when `permit` refuses the
-    /// owner of the existing chat. A new record gets `owner`; an `orphan` (a chat with a history
-    /// file but no record) counts as an existing chat without an owner.
-    #[allow(clippy::too_many_arguments)]
+    /// Upserts one chat and writes the change. Returns whether a record existed before and the
+    /// chat's name after the upsert, or [`Refused`] (nothing written) when the request's permit
+    /// refuses the owner of the existing chat ([`UpsertRequest::update`]; `orphan`: the chat has
+    /// a history file but no record).
     pub(crate) fn upsert(
         &self,
-        chat_id: &str,
-        first_message: &str,
-        agent_key: Option<&str>,
-        agent_name: Option<&str>,
-        owner: Option<&Owner>,
+        request: &UpsertRequest<'_>,
         orphan: bool,
-        permit: &dyn Fn(Option<&Owner>) -> bool,
-        now_ms: i64,
     ) -> Result<Result<(bool, String), Refused>, MemoryError> {
         let guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
-        let agent_key = agent_key.map(str::trim).filter(|k| !k.is_empty()).map(str::to_owned);
-        let agent_name = agent_name.map(str::trim).filter(|n| !n.is_empty()).map(str::to_owned).or(agent_key.clone());
-        let update = |existing: Option<&mut Record>| match existing {
-            Some(record) if !permit(record.owner.as_ref()) => Err(Refused),
-            None if orphan && !permit(None) => Err(Refused),
-            Some(record) => {
-                // Fill what is missing, never overwrite (the owner included).
-                if non_blank(&record.chat_name).is_none() {
-                    record.chat_name = Some(ids::chat_name(first_message));
-                }
-                if non_blank(&record.first_agent_key).is_none() {
-                    record.first_agent_key = agent_key.clone();
-                }
-                if non_blank(&record.first_agent_name).is_none() {
-                    record.first_agent_name = agent_name.clone();
-                }
-                if record.created_at.is_none_or(|t| t <= 0) {
-                    record.created_at = Some(now_ms);
-                }
-                record.updated_at = Some(now_ms);
-                Ok(None)
-            }
-            None => Ok(Some(Record {
-                chat_id: Some(chat_id.to_owned()),
-                chat_name: Some(ids::chat_name(first_message)),
-                first_agent_key: agent_key.clone(),
-                first_agent_name: agent_name.clone(),
-                created_at: Some(now_ms),
-                updated_at: Some(now_ms),
-                // A chat found without a record keeps having no owner: nobody may claim it.
-                owner: if orphan { None } else { owner.cloned() },
-                ..Record::default()
-            })),
-        };
+        let update = |existing: Option<&mut Record>| request.update(existing, orphan);
         let sync = self.fsync != FsyncPolicy::Never;
-        self.apply_with(guard, chat_id, &update, &|record| self.encode(record, now_ms), sync)
+        let now_ms = request.now_ms;
+        self.apply_with(guard, request.chat_id, &update, &|record| self.encode(record, now_ms), sync)
     }
 
     /// Adds a finished run's usage and cost to its chat's record (no record: nothing to do).
@@ -403,22 +478,14 @@ impl ChatIndex {
         now_ms: i64,
     ) -> Result<(), MemoryError> {
         let guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
-        let update = |existing: Option<&mut Record>| match existing {
-            Some(record) => {
-                record.add_run(usage, cost);
-                Ok(None)
-            }
-            // `Refused` here means "nothing to write".
-            None => Err(Refused),
-        };
+        // `Refused` here means "nothing to write".
+        let update = |existing: Option<&mut Record>| add_totals(existing, usage, cost);
         self.apply_with(guard, chat_id, &update, &|record| self.encode(record, now_ms), false).map(|_| ())
     }
 
     fn encode(&self, record: &Record, now_ms: i64) -> Result<(String, String), MemoryError> {
-        let stored = record.to_stored(now_ms);
-        let unpriced = record.unpriced == Some(true);
-        serde_json::to_string(&StoredLine { summary: &stored, owner: stored.owner.as_ref(), unpriced })
-            .map(|line| (line, stored.chat_name))
+        encode(record, now_ms)
+            .map(|encoded| (encoded.line, encoded.chat_name))
             .map_err(|source| MemoryError::Encode { path: self.path.clone(), source })
     }
 
@@ -542,19 +609,22 @@ impl ChatIndex {
 
     /// Chats with a UUID id, newest first (`updatedAt` descending, ties in file order).
     pub(crate) fn list(&self) -> Result<Vec<ChatSummary>, MemoryError> {
+        Ok(listing(&self.records()?))
+    }
+
+    /// Every readable record of the file, duplicates collapsed, in file order.
+    pub(crate) fn records(&self) -> Result<Vec<Record>, MemoryError> {
         let entries = {
             let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
             self.read()?
         };
-        let mut chats: Vec<ChatSummary> = entries
-            .iter()
+        Ok(entries
+            .into_iter()
             .filter_map(|e| match e {
-                Entry::Record(r) if ids::canonical_uuid(r.id()).is_some() => Some(r.to_listed()),
-                _ => None,
+                Entry::Record(r) => Some(r),
+                Entry::Raw(_) => None,
             })
-            .collect();
-        chats.sort_by_key(|c| std::cmp::Reverse(c.updated_at));
-        Ok(chats)
+            .collect())
     }
 
     /// Reads the file (missing → empty), collapsing duplicate records onto the first position.
@@ -636,7 +706,16 @@ mod tests {
     }
 
     fn new_chat(index: &ChatIndex) {
-        let upsert = index.upsert(CHAT, "hello", Some("a"), None, None, false, &|_| true, 100).unwrap();
+        let request = UpsertRequest {
+            chat_id: CHAT,
+            first_message: "hello",
+            agent_key: Some("a"),
+            agent_name: None,
+            owner: None,
+            permit: &|_| true,
+            now_ms: 100,
+        };
+        let upsert = index.upsert(&request, false).unwrap();
         assert!(upsert.is_ok());
     }
 

@@ -1,30 +1,58 @@
-//! agw-memory — chat memory: one JSON Lines history file per chat (`<dir>/<chatId>.json`), the
-//! chat index (`<dir>/_chats.jsonl`), the window of past runs sent back to the model, and the
-//! recorder that turns a live run into history lines (contract `memory-jsonl.md`).
+//! agw-memory — chat memory: the history of each chat, the chat index, the window of past runs
+//! sent back to the model, and the recorder that turns a live run into history lines (contract
+//! `memory-jsonl.md`). Two backends keep it behind one API:
 //!
-//! Owns: [`ChatStore`] (appends, reads, window, latest plan, index upsert/list, explicit trim),
-//! [`Recorder`] (live run → step lines, no I/O), the conversion of stored messages into
+//! - **files** (default, [`ChatStore::new`]): one JSON Lines history file per chat
+//!   (`<dir>/<chatId>.json`), the chat index (`<dir>/_chats.jsonl`), waiting marks
+//!   (`<dir>/_waiting/`); one agw process per directory.
+//! - **PostgreSQL** (cargo feature `postgres`: `ChatStore::postgres`, `PgConfig`): the same
+//!   lines and index records in tables of one schema, shared by several agw replicas;
+//!   `migrate_chats` copies a JSONL directory into it (resumable, idempotent, verified by replay).
+//!
+//! Owns: [`ChatStore`] (appends, reads, window, latest plan, index upsert/list, waiting marks,
+//! explicit trim, readiness ping), the storage seam under it (a sealed enum of backends that
+//! only move lines, records and marks; everything derived from them is shared), [`Recorder`]
+//! (live run → step lines, no I/O), the conversion of stored messages into
 //! [`agw_protocol::chat::ChatMessage`]s ([`history_messages`]). The line format itself and the
 //! snapshot replay are pure and live in `agw_protocol::history` / `agw_protocol::replay`.
 //!
-//! Invariants:
+//! Invariants (files):
 //! - An append is whole `\n`-terminated lines in one `write` on an `O_APPEND` file under the
 //!   chat's lock: concurrent runs of one chat never interleave bytes within a line, and both are
 //!   recorded completely.
 //! - A torn last line (process killed mid-write, disk full) is skipped by readers with a warning
 //!   and isolated on a line of its own before the next append; nothing before it is lost.
-//! - History on disk is never deleted or rewritten implicitly. The window `k` limits what the
+//!
+//! Invariants (PostgreSQL):
+//! - An append is one transaction — all its lines or none — that first takes the chat's
+//!   advisory lock: appends to one chat are serialised across replicas, and a chat's lines read
+//!   back in append order. A committed append is visible to every replica.
+//! - An index update reads the chat's record `FOR UPDATE` under the same lock and writes it back
+//!   in that transaction: replicas racing on a new chat create it once (one `created: true`)
+//!   and record one owner. The record is exactly the line the file index would write.
+//! - Schema migrations are embedded, numbered, recorded per schema, and applied under a session
+//!   advisory lock, so replicas may start together.
+//! - The client is synchronous and blocks: call every method from `spawn_blocking` (its own
+//!   small runtime must not be entered on a thread that drives async tasks). An unreachable
+//!   server is an error within the connect timeout, never a hang.
+//!
+//! Invariants (both):
+//! - History is never deleted or rewritten implicitly. The window `k` limits what the
 //!   model receives; [`ChatStore::trim`] (the reference's trimming) runs only when called.
-//! - Storage failures are [`MemoryError`]s carrying the path and the OS error, never panics.
+//! - Storage failures are [`MemoryError`]s carrying the path and the OS error, or the database
+//!   operation, the chat and the server's message — never panics.
 //!
 //! Must never: know about HTTP or SSE framing, or parse-and-rewrite history lines it does not
 //! understand.
 
 #![forbid(unsafe_code)]
+mod backend;
 mod config;
 mod error;
 mod file;
 mod index;
+#[cfg(feature = "postgres")]
+mod pg;
 mod recorder;
 mod store;
 mod window;
@@ -32,6 +60,8 @@ mod window;
 pub use config::{DEFAULT_K, FsyncPolicy, MemoryConfig};
 pub use error::MemoryError;
 pub use index::{ChatSummary, ChatUpsert, Owner};
+#[cfg(feature = "postgres")]
+pub use pg::{MigrateReport, PgConfig, migrate_chats};
 pub use recorder::{Recorder, RecorderInit};
 pub use store::{ChatStore, RunContext, WaitingRun};
 pub use window::{UNRECORDED_RESULT, Window, history_messages, window};

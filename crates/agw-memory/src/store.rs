@@ -1,9 +1,12 @@
-//! [`ChatStore`]: the per-chat history files `<dir>/<chatId>.json`.
+//! [`ChatStore`]: chat memory behind one API, whatever keeps it — per-chat history files
+//! `<dir>/<chatId>.json` ([`ChatStore::new`]) or PostgreSQL (`ChatStore::postgres`, feature
+//! `postgres`). Everything derived from the stored lines and records (window, run context,
+//! waiting runs, trim's selection, the index update rules of `index.rs`) is shared; a backend
+//! (`backend.rs`, `pg.rs`) only stores and returns lines, records and marks.
 
-use std::collections::{HashSet, hash_map::DefaultHasher};
-use std::hash::{Hash, Hasher};
-use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::collections::HashSet;
+use std::fmt::Display;
+use std::path::PathBuf;
 
 use agw_protocol::chat::ChatMessage;
 use agw_protocol::history::{self, HistoryLine, PlanSnapshot, SystemSnapshot};
@@ -11,19 +14,12 @@ use agw_protocol::ids;
 use agw_protocol::request::QueryRequest;
 use serde_json::Value;
 
+use crate::backend::{Backend, FileBackend};
 use crate::config::{FsyncPolicy, MemoryConfig};
 use crate::error::MemoryError;
-use crate::file;
-use crate::index::{ChatIndex, ChatSummary, ChatUpsert, Owner};
+use crate::index::{ChatSummary, ChatUpsert, Owner, UpsertRequest};
 use crate::recorder::{Recorder, RecorderInit};
 use crate::window;
-
-/// Number of append locks. Chats hash onto them: memory stays bounded however many chats
-/// exist, and two chats sharing a lock only wait for one short write.
-const LOCK_STRIPES: usize = 64;
-
-/// Under the chat directory: one mark per run that waits for a person.
-const WAITING_DIR: &str = "_waiting";
 
 /// A run that waits for a person, as its chat's history describes it ([`ChatStore::waiting_run`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -50,17 +46,25 @@ pub struct RunContext {
     pub approved_rules: Vec<String>,
 }
 
-/// Chat memory on disk: history files, the chat index, the model window.
+/// Chat memory: history, the chat index, the model window, waiting marks.
 ///
-/// Share one store per directory (`Arc<ChatStore>`): the in-process locks that keep appends
-/// and rewrites of one chat apart live here. Another process appending to the same files is
-/// safe for appends (each is one `O_APPEND` write of whole lines) but not for [`Self::trim`] or
-/// the index rewrite; agw runs one process per directory.
+/// Two backends keep it, behind the same API and behaviour:
 ///
-/// Every method is synchronous `std::fs` I/O on small amounts of data: one write per flushed
-/// step, one read per run start. On an async runtime call them from `spawn_blocking`, or accept
-/// the short blocking of an append (it never waits for a disk flush unless
-/// [`FsyncPolicy::EveryStep`] is set).
+/// - **Files** ([`Self::new`]): one JSONL history file per chat under `dir`, the index
+///   `_chats.jsonl`, waiting marks under `_waiting/`. Share one store per directory
+///   (`Arc<ChatStore>`): the in-process locks that keep appends and rewrites of one chat apart
+///   live here. Another process appending to the same files is safe for appends (each is one
+///   `O_APPEND` write of whole lines) but not for [`Self::trim`] or the index rewrite; agw runs
+///   one process per directory.
+/// - **PostgreSQL** (`ChatStore::postgres`, feature `postgres`): tables in one schema that several
+///   agw replicas share. Each append is one transaction, lines read back in append order, and
+///   the writes of one chat are serialised across replicas (see `ChatStore::postgres`).
+///
+/// Every method is synchronous I/O on small amounts of data: one write per flushed step, one
+/// read per run start. On an async runtime call them from `spawn_blocking`. For the PostgreSQL
+/// backend that is required: its client drives a runtime of its own, which must not be started
+/// from a thread that runs async tasks. With files, an append blocks only briefly (it never
+/// waits for a disk flush unless [`FsyncPolicy::EveryStep`] is set).
 ///
 /// Chat ids must be canonical lower-case UUIDs (`agw_protocol::ids::canonical_uuid`); for any
 /// other id every operation is a silent no-op (empty history, nothing written).
@@ -71,27 +75,51 @@ pub struct ChatStore {
     config: MemoryConfig,
     /// Lower-cased `action_tools`.
     action_tools: Vec<String>,
-    locks: Vec<Mutex<()>>,
-    index: ChatIndex,
+    backend: Backend,
 }
 
 impl std::fmt::Debug for ChatStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChatStore").field("config", &self.config).finish_non_exhaustive()
+        f.debug_struct("ChatStore")
+            .field("backend", &self.backend_name())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
     }
 }
 
 impl ChatStore {
-    /// Nothing touches the disk until the first write. `dir` is made absolute, `k` at least 1.
-    pub fn new(mut config: MemoryConfig) -> Self {
-        if let Ok(absolute) = std::path::absolute(&config.dir) {
-            config.dir = absolute;
-        }
-        config.k = config.k.max(1);
+    /// The file store. Nothing touches the disk until the first write. `dir` is made absolute,
+    /// `k` at least 1.
+    pub fn new(config: MemoryConfig) -> Self {
+        let config = normalise(config);
+        let backend = Backend::Files(FileBackend::new(&config));
+        Self::with_backend(config, backend)
+    }
+
+    /// A store on an opened backend; `config` is normalised ([`normalise`]).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn with_backend(config: MemoryConfig, backend: Backend) -> Self {
         let action_tools =
             config.action_tools.iter().map(|t| t.trim().to_lowercase()).filter(|t| !t.is_empty()).collect();
-        let index = ChatIndex::new(config.dir.join(crate::index::INDEX_FILE), config.fsync);
-        Self { config, action_tools, locks: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(), index }
+        Self { config, action_tools, backend }
+    }
+
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// Which backend keeps this store's chats: `"files"` or `"postgres"`.
+    pub fn backend_name(&self) -> &'static str {
+        self.backend.name()
+    }
+
+    /// Whether the store can serve requests (for a readiness probe such as `/readyz`). Files:
+    /// the chat directory exists or can be created, and is a directory. PostgreSQL: a pooled
+    /// connection answers a trivial statement, within a short timeout (at most the connect
+    /// timeout). Blocks.
+    pub fn ping(&self) -> Result<(), MemoryError> {
+        self.backend.ping()
     }
 
     /// The settings in effect: `dir` absolute, `k` at least 1.
@@ -99,9 +127,13 @@ impl ChatStore {
         &self.config
     }
 
-    /// The history file of a chat; `None` when `chat_id` is not a canonical UUID.
+    /// The history file of a chat; `None` when `chat_id` is not a canonical UUID, and always
+    /// `None` for the PostgreSQL backend, which keeps no files.
     pub fn history_path(&self, chat_id: &str) -> Option<PathBuf> {
-        is_canonical(chat_id).then(|| self.config.dir.join(format!("{chat_id}.json")))
+        match &self.backend {
+            Backend::Files(files) if is_canonical(chat_id) => Some(files.history_path(chat_id)),
+            _ => None,
+        }
     }
 
     /// A recorder for one run of this chat, with this store's action-tool list.
@@ -137,54 +169,49 @@ impl ChatStore {
     // -- history ----------------------------------------------------------------------------
 
     /// Appends lines in one write (so a run's query line and first step land together), under
-    /// the chat's lock. Empty `lines` is a no-op. See [`FsyncPolicy`] for durability.
+    /// the chat's lock. Empty `lines` is a no-op. See [`FsyncPolicy`] for durability. On
+    /// PostgreSQL the lines are one transaction: all of them are stored, or none.
     pub fn append(&self, chat_id: &str, lines: &[HistoryLine]) -> Result<(), MemoryError> {
-        let Some(path) = self.history_path(chat_id) else { return Ok(()) };
-        if lines.is_empty() {
+        if !is_canonical(chat_id) || lines.is_empty() {
             return Ok(());
         }
-        let mut payload = Vec::new();
+        let mut texts = Vec::with_capacity(lines.len());
         for line in lines {
-            let json = line.to_json().map_err(|source| MemoryError::Encode { path: path.clone(), source })?;
-            payload.extend_from_slice(json.as_bytes());
-            payload.push(b'\n');
+            texts.push(line.to_json().map_err(|source| self.backend.encode_error(chat_id, source))?);
         }
-        let _guard = self.lock(chat_id);
-        file::append(&path, &payload, self.config.fsync)
+        self.backend.append(chat_id, &texts)
     }
 
     /// [`Self::append`] for the last lines of a run, then the end-of-run fsync of
-    /// [`FsyncPolicy::EveryRun`] (also when `lines` is empty: earlier steps may be unsynced).
+    /// [`FsyncPolicy::EveryRun`] (also when `lines` is empty: earlier steps may be unsynced; a
+    /// PostgreSQL commit is durable already).
     /// The run's usage and cost (on its last step line) are added to the chat's index record
     /// for the chat list; failing that is a log line, never the run's failure.
     pub fn append_final(&self, chat_id: &str, lines: &[HistoryLine]) -> Result<(), MemoryError> {
         self.append(chat_id, lines)?;
         if let Some(step) = lines.iter().rev().filter_map(HistoryLine::as_step).find(|s| s.run_usage.is_some())
             && let Some(usage) = &step.run_usage
-            && let Err(e) = self.index.add_run_totals(chat_id, usage, step.run_cost.as_ref(), wall_clock_ms())
+            && let Err(e) = self.backend.add_run_totals(chat_id, usage, step.run_cost.as_ref(), wall_clock_ms())
         {
             tracing::warn!(chat_id, error = %e, "chat index: the run's usage was not added to the chat's totals");
         }
-        if self.config.fsync != FsyncPolicy::EveryRun {
+        if self.config.fsync != FsyncPolicy::EveryRun || !is_canonical(chat_id) {
             return Ok(());
         }
-        let Some(path) = self.history_path(chat_id) else { return Ok(()) };
-        let _guard = self.lock(chat_id);
-        file::sync(&path)
+        self.backend.sync_history(chat_id)
     }
 
-    /// Every readable line of the chat's history, in file order; empty when there is no file.
+    /// Every readable line of the chat's history, in append (file) order; empty when there is
+    /// none.
     ///
     /// Blank lines, non-objects and unknown `_type`s are skipped silently; lines that are not
     /// JSON are skipped with a warning — typically the last line torn by a crash mid-write,
     /// which never blocks later appends (they start on a fresh line).
     pub fn read_lines(&self, chat_id: &str) -> Result<Vec<HistoryLine>, MemoryError> {
-        let Some(path) = self.history_path(chat_id) else { return Ok(Vec::new()) };
-        let bytes = {
-            let _guard = self.lock(chat_id);
-            file::read(&path)?
-        };
-        Ok(bytes.map(|bytes| parse_history(&bytes, &path)).unwrap_or_default())
+        if !is_canonical(chat_id) {
+            return Ok(Vec::new());
+        }
+        self.backend.read_lines(chat_id)
     }
 
     /// The history messages sent to the model before the new user message (last k runs, §8).
@@ -220,42 +247,29 @@ impl ChatStore {
 
     // -- runs waiting for a person ----------------------------------------------------------
 
-    /// Marks `run_id` of `chat_id` as waiting (`<dir>/_waiting/<runId>.wait`, holding the chat
-    /// id), so a restarted server finds its waiting runs without reading every chat. The truth
-    /// stays in the chat's history: see [`Self::waiting_run`].
+    /// Marks `run_id` of `chat_id` as waiting (files: `<dir>/_waiting/<runId>.wait`, holding the
+    /// chat id; PostgreSQL: a row of `waiting`), so a restarted server finds its waiting runs
+    /// without reading every chat. The truth stays in the chat's history: see
+    /// [`Self::waiting_run`].
     pub fn mark_waiting(&self, run_id: &str, chat_id: &str) -> Result<(), MemoryError> {
-        let (Some(path), Some(_)) = (self.waiting_path(run_id), self.history_path(chat_id)) else { return Ok(()) };
-        file::rewrite(&path, chat_id.as_bytes(), self.config.fsync != FsyncPolicy::Never)
+        if !is_canonical(run_id) || !is_canonical(chat_id) {
+            return Ok(());
+        }
+        self.backend.mark_waiting(run_id, chat_id)
     }
 
     /// Removes the mark of a run that no longer waits (ended, or gone on).
     pub fn clear_waiting(&self, run_id: &str) -> Result<(), MemoryError> {
-        let Some(path) = self.waiting_path(run_id) else { return Ok(()) };
-        match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(MemoryError::io("remove", &path)(e)),
-            _ => Ok(()),
+        if !is_canonical(run_id) {
+            return Ok(());
         }
+        self.backend.clear_waiting(run_id)
     }
 
-    /// Every marked run as `(runId, chatId)`; unreadable or malformed marks are skipped.
+    /// Every marked run as `(runId, chatId)`, sorted; unreadable or malformed marks are skipped.
     pub fn waiting_runs(&self) -> Result<Vec<(String, String)>, MemoryError> {
-        let dir = self.config.dir.join(WAITING_DIR);
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(MemoryError::io("list", &dir)(e)),
-        };
-        let mut runs = Vec::new();
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let Some(run_id) = name.strip_suffix(".wait").filter(|id| is_canonical(id)) else { continue };
-            match std::fs::read_to_string(entry.path()) {
-                Ok(chat_id) if is_canonical(chat_id.trim()) => {
-                    runs.push((run_id.to_owned(), chat_id.trim().to_owned()))
-                }
-                _ => tracing::warn!(path = %entry.path().display(), "skipping an unreadable waiting-run mark"),
-            }
-        }
+        let mut runs = self.backend.waiting_runs()?;
+        runs.retain(|(run_id, chat_id)| is_canonical(run_id) && is_canonical(chat_id));
         runs.sort();
         Ok(runs)
     }
@@ -287,10 +301,6 @@ impl ChatStore {
         Ok(Some(WaitingRun { awaiting, conversation, context: self.run_context_of(others)? }))
     }
 
-    fn waiting_path(&self, run_id: &str) -> Option<PathBuf> {
-        is_canonical(run_id).then(|| self.config.dir.join(WAITING_DIR).join(format!("{run_id}.wait")))
-    }
-
     fn run_context_of(&self, lines: Vec<HistoryLine>) -> Result<RunContext, MemoryError> {
         let window = window::window(&lines, self.config.k);
         Ok(RunContext {
@@ -302,47 +312,15 @@ impl ChatStore {
     }
 
     /// The reference's window trimming (`memory-jsonl.md` §7), as an explicit operation that
-    /// agw never calls by itself: rewrites the file keeping only lines of the last k runs
+    /// agw never calls by itself: rewrites the history keeping only lines of the last k runs
     /// (by first appearance), lines without a `runId`, and lines it cannot parse (it never
     /// deletes what it does not understand); blank lines go. Returns how many lines were
-    /// removed.
+    /// removed. On PostgreSQL the rewrite is one transaction.
     pub fn trim(&self, chat_id: &str) -> Result<usize, MemoryError> {
-        let Some(path) = self.history_path(chat_id) else { return Ok(0) };
-        let _guard = self.lock(chat_id);
-        let Some(bytes) = file::read(&path)? else { return Ok(0) };
-        let lines: Vec<(&[u8], Option<String>)> = bytes
-            .split(|b| *b == b'\n')
-            .filter(|l| !l.trim_ascii().is_empty())
-            .map(|l| {
-                let run_id = serde_json::from_slice::<Value>(l)
-                    .ok()
-                    .and_then(|v| v.get("runId").and_then(Value::as_str).map(str::to_owned));
-                (l, run_id)
-            })
-            .collect();
-
-        let mut order: Vec<&str> = Vec::new();
-        let mut seen = HashSet::new();
-        for run_id in lines.iter().filter_map(|(_, id)| id.as_deref()) {
-            if seen.insert(run_id) {
-                order.push(run_id);
-            }
+        if !is_canonical(chat_id) {
+            return Ok(0);
         }
-        let keep: HashSet<&str> = order.iter().rev().take(self.config.k).copied().collect();
-        let mut content = Vec::with_capacity(bytes.len());
-        let mut removed = 0;
-        for (line, run_id) in &lines {
-            if run_id.as_deref().is_none_or(|id| keep.contains(id)) {
-                content.extend_from_slice(line);
-                content.push(b'\n');
-            } else {
-                removed += 1;
-            }
-        }
-        if content != bytes {
-            file::rewrite(&path, &content, self.config.fsync != FsyncPolicy::Never)?;
-        }
-        Ok(removed)
+        self.backend.trim(chat_id, self.config.k)
     }
 
     // -- chat index -------------------------------------------------------------------------
@@ -365,7 +343,8 @@ impl ChatStore {
     /// [`Self::upsert_chat`] for a caller with an identity: a new chat gets `owner`; an existing
     /// chat (an index record, or only a history file: then it has no owner) is upserted only when
     /// `permit` accepts its owner, else nothing is written and the answer is `None`. The check and
-    /// the write happen under the index lock, so two callers cannot both claim a new chat id.
+    /// the write happen under the index lock (PostgreSQL: in one transaction holding the chat's
+    /// lock), so two callers — on two replicas too — cannot both claim a new chat id.
     #[allow(clippy::too_many_arguments)]
     pub fn upsert_owned_chat(
         &self,
@@ -377,15 +356,14 @@ impl ChatStore {
         permit: &dyn Fn(Option<&Owner>) -> bool,
         now_ms: i64,
     ) -> Result<Option<ChatUpsert>, MemoryError> {
-        let Some(history) = self.history_path(chat_id) else {
+        if !is_canonical(chat_id) {
             return Ok(Some(ChatUpsert { created: false, chat_name: ids::chat_name(first_message) }));
-        };
-        let had_history = history.exists();
-        let upserted =
-            self.index.upsert(chat_id, first_message, agent_key, agent_name, owner, had_history, permit, now_ms)?;
-        Ok(upserted
-            .ok()
-            .map(|(was_indexed, chat_name)| ChatUpsert { created: !was_indexed && !had_history, chat_name }))
+        }
+        let request = UpsertRequest { chat_id, first_message, agent_key, agent_name, owner, permit, now_ms };
+        Ok(self.backend.upsert(&request)?.ok().map(|upserted| ChatUpsert {
+            created: !upserted.was_indexed && !upserted.had_history,
+            chat_name: upserted.chat_name,
+        }))
     }
 
     /// Whether the chat exists and who owns it: `None` when it has neither an index record nor a
@@ -400,7 +378,7 @@ impl ChatStore {
 
     /// Every chat of the index, newest first (`http-api.md` §3).
     pub fn list_chats(&self) -> Result<Vec<ChatSummary>, MemoryError> {
-        self.index.list()
+        self.backend.list_chats()
     }
 
     /// The index record of one chat.
@@ -408,31 +386,35 @@ impl ChatStore {
         if !is_canonical(chat_id) {
             return Ok(None);
         }
-        self.index.get(chat_id)
+        self.backend.get_chat(chat_id)
     }
 
-    /// Whether the chat has an index record or a history file (`GET /api/ap/chat` answers 404
-    /// otherwise).
+    /// Whether the chat has an index record or a history file (history lines, on PostgreSQL;
+    /// `GET /api/ap/chat` answers 404 otherwise).
     pub fn chat_exists(&self, chat_id: &str) -> Result<bool, MemoryError> {
-        let Some(path) = self.history_path(chat_id) else { return Ok(false) };
-        Ok(path.is_file() || self.get_chat(chat_id)?.is_some())
-    }
-
-    fn lock(&self, chat_id: &str) -> MutexGuard<'_, ()> {
-        let mut hasher = DefaultHasher::new();
-        chat_id.hash(&mut hasher);
-        let stripe = (hasher.finish() % LOCK_STRIPES as u64) as usize;
-        // The guarded data is `()`: a panic elsewhere cannot leave it inconsistent.
-        self.locks[stripe].lock().unwrap_or_else(PoisonError::into_inner)
+        if !is_canonical(chat_id) {
+            return Ok(false);
+        }
+        Ok(self.backend.history_exists(chat_id)? || self.get_chat(chat_id)?.is_some())
     }
 }
 
-fn is_canonical(chat_id: &str) -> bool {
+/// `dir` absolute, `k` at least 1.
+pub(crate) fn normalise(mut config: MemoryConfig) -> MemoryConfig {
+    if let Ok(absolute) = std::path::absolute(&config.dir) {
+        config.dir = absolute;
+    }
+    config.k = config.k.max(1);
+    config
+}
+
+pub(crate) fn is_canonical(chat_id: &str) -> bool {
     ids::canonical_uuid(chat_id).is_some_and(|c| c == chat_id)
 }
 
-/// Splits a history file into lines and parses each; see [`ChatStore::read_lines`].
-fn parse_history(bytes: &[u8], path: &Path) -> Vec<HistoryLine> {
+/// Splits a history — a file's bytes, or the stored lines each followed by `\n` — into lines
+/// and parses each; see [`ChatStore::read_lines`]. `source` names it in warnings.
+pub(crate) fn parse_history(bytes: &[u8], source: &dyn Display) -> Vec<HistoryLine> {
     let mut segments: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
     // `split` yields an empty tail after a final `\n`; a non-empty tail is an unterminated line.
     let unterminated = segments.pop().filter(|tail| !tail.is_empty());
@@ -446,14 +428,54 @@ fn parse_history(bytes: &[u8], path: &Path) -> Vec<HistoryLine> {
             Ok(Some(line)) => out.push(line),
             Ok(None) => {}
             Err(error) if last => {
-                tracing::warn!(path = %path.display(), line = number + 1, %error, "skipping a torn last history line");
+                tracing::warn!(path = %source, line = number + 1, %error, "skipping a torn last history line");
             }
             Err(error) => {
-                tracing::warn!(path = %path.display(), line = number + 1, %error, "skipping an unreadable history line");
+                tracing::warn!(path = %source, line = number + 1, %error, "skipping an unreadable history line");
             }
         }
     }
     out
+}
+
+/// What [`ChatStore::trim`] does with one stored line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Trim {
+    /// A line of the last k runs, a line without a `runId`, or one that does not parse.
+    Keep,
+    /// A line of an older run: removed, and counted.
+    Remove,
+    /// A blank line: removed silently.
+    Blank,
+}
+
+/// Trim's selection over a chat's stored lines, in order (every backend uses it).
+pub(crate) fn trim_selection(lines: &[&[u8]], k: usize) -> Vec<Trim> {
+    let run_ids: Vec<Option<String>> = lines
+        .iter()
+        .map(|line| {
+            serde_json::from_slice::<Value>(line)
+                .ok()
+                .and_then(|v| v.get("runId").and_then(Value::as_str).map(str::to_owned))
+        })
+        .collect();
+    let mut order: Vec<&str> = Vec::new();
+    let mut seen = HashSet::new();
+    for run_id in run_ids.iter().filter_map(Option::as_deref) {
+        if seen.insert(run_id) {
+            order.push(run_id);
+        }
+    }
+    let keep: HashSet<&str> = order.iter().rev().take(k).copied().collect();
+    lines
+        .iter()
+        .zip(&run_ids)
+        .map(|(line, run_id)| match run_id.as_deref() {
+            _ if line.trim_ascii().is_empty() => Trim::Blank,
+            Some(id) if !keep.contains(id) => Trim::Remove,
+            _ => Trim::Keep,
+        })
+        .collect()
 }
 
 /// Only a fallback for a record without `createdAt` (hand-edited) that gets totals.

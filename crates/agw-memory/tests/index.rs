@@ -1,11 +1,13 @@
-//! The chat index `_chats.jsonl`: upsert rules, listing order and fallbacks.
+//! The chat index `_chats.jsonl`: upsert rules, listing order and fallbacks. Tests that do not
+//! depend on the file's own mechanics (appends, compaction, torn or duplicate lines) run against
+//! every backend (`common::storages`): the PostgreSQL `chats` table holds the same record lines.
 
 mod common;
 
 use std::fs;
 
 use agw_memory::{ChatSummary, ChatUpsert, Owner};
-use common::{TempDir, store_in};
+use common::{Storage, TempDir, storages, store_in};
 
 const CHAT: &str = "0b8f6a52-7c1e-4d3a-9f2b-5e6d7c8b9a01";
 const OTHER: &str = "123e4567-e89b-12d3-a456-426614174000";
@@ -14,24 +16,36 @@ fn index_text(dir: &TempDir) -> String {
     fs::read_to_string(dir.path().join("_chats.jsonl")).expect("index file")
 }
 
+/// The stored index as one text, a line per record (the file as it is; the rows of `chats`).
+fn stored_index(storage: &Storage) -> String {
+    storage.index_lines().iter().map(|l| format!("{l}\n")).collect()
+}
+
 #[test]
 fn a_new_chat_is_written_with_the_contract_key_order() {
-    let dir = TempDir::new();
-    let store = store_in(dir.path(), 20, &[]);
-    let upsert = store.upsert_chat(CHAT, "上海现在几点？", Some("weatherBot"), None, 1771000099990).expect("upsert");
-    assert_eq!(upsert, ChatUpsert { created: true, chat_name: "上海现在几点？".into() });
-    assert_eq!(
-        index_text(&dir),
-        format!(
-            "{{\"chatId\":\"{CHAT}\",\"chatName\":\"上海现在几点？\",\"firstAgentKey\":\"weatherBot\",\"firstAgentName\":\"weatherBot\",\"createdAt\":1771000099990,\"updatedAt\":1771000099990}}\n"
-        )
-    );
+    for storage in storages() {
+        let store = storage.open(20, &[]);
+        let upsert =
+            store.upsert_chat(CHAT, "上海现在几点？", Some("weatherBot"), None, 1771000099990).expect("upsert");
+        assert_eq!(upsert, ChatUpsert { created: true, chat_name: "上海现在几点？".into() });
+        assert_eq!(
+            stored_index(&storage),
+            format!(
+                "{{\"chatId\":\"{CHAT}\",\"chatName\":\"上海现在几点？\",\"firstAgentKey\":\"weatherBot\",\"firstAgentName\":\"weatherBot\",\"createdAt\":1771000099990,\"updatedAt\":1771000099990}}\n"
+            )
+        );
+    }
 }
 
 #[test]
 fn existing_chats_keep_name_and_agent_and_get_a_new_updated_at() {
-    let dir = TempDir::new();
-    let store = store_in(dir.path(), 20, &[]);
+    for storage in storages() {
+        existing_chats(&storage);
+    }
+}
+
+fn existing_chats(storage: &Storage) {
+    let store = storage.open(20, &[]);
     store.upsert_chat(CHAT, "first message", Some("demoModePlain"), Some("示例-单次直答"), 100).expect("first");
     let again = store.upsert_chat(CHAT, "second message", Some("other"), Some("Other"), 200).expect("second");
     assert_eq!(again, ChatUpsert { created: false, chat_name: "first message".into() });
@@ -51,8 +65,8 @@ fn existing_chats_keep_name_and_agent_and_get_a_new_updated_at() {
         }
     );
     // The update was appended; a reader that starts from the file sees the same record.
-    assert!(index_text(&dir).lines().count() <= 2);
-    let fresh = store_in(dir.path(), 20, &[]);
+    assert!(storage.index_lines().len() <= 2);
+    let fresh = storage.open(20, &[]);
     assert_eq!(fresh.get_chat(CHAT).expect("get"), Some(chat));
 }
 
@@ -141,8 +155,12 @@ fn a_torn_last_index_line_is_dropped_and_an_unterminated_readable_one_is_kept() 
 
 #[test]
 fn chat_names_follow_the_name_rule() {
-    let dir = TempDir::new();
-    let store = store_in(dir.path(), 20, &[]);
+    for storage in storages() {
+        chat_names(&storage.open(20, &[]));
+    }
+}
+
+fn chat_names(store: &agw_memory::ChatStore) {
     let cases = [
         ("  hello \n\t  world  ", "hello world".to_owned()),
         (" \n ", "新对话".to_owned()),
@@ -238,21 +256,23 @@ fn listing_sorts_newest_first_with_fallbacks() {
 
 #[test]
 fn a_chat_with_only_a_history_file_is_not_new() {
-    let dir = TempDir::new();
-    let store = store_in(dir.path(), 20, &[]);
-    fs::write(store.history_path(CHAT).expect("uuid"), "").expect("history file");
-    let upsert = store.upsert_chat(CHAT, "hi", Some("a"), None, 1).expect("upsert");
-    assert!(!upsert.created, "the server has seen this chat: no chat.start");
-    assert!(store.get_chat(CHAT).expect("get").is_some(), "but it is indexed from now on");
+    for storage in storages() {
+        let store = storage.open(20, &[]);
+        storage.write_raw(CHAT, "");
+        let upsert = store.upsert_chat(CHAT, "hi", Some("a"), None, 1).expect("upsert");
+        assert!(!upsert.created, "the server has seen this chat: no chat.start");
+        assert!(store.get_chat(CHAT).expect("get").is_some(), "but it is indexed from now on");
+    }
 }
 
 #[test]
 fn missing_index_lists_nothing() {
-    let dir = TempDir::new();
-    let store = store_in(dir.path(), 20, &[]);
-    assert!(store.list_chats().expect("list").is_empty());
-    assert_eq!(store.get_chat(CHAT).expect("get"), None);
-    assert_eq!(store.get_chat("not-a-uuid").expect("get"), None);
+    for storage in storages() {
+        let store = storage.open(20, &[]);
+        assert!(store.list_chats().expect("list").is_empty());
+        assert_eq!(store.get_chat(CHAT).expect("get"), None);
+        assert_eq!(store.get_chat("not-a-uuid").expect("get"), None);
+    }
 }
 
 #[test]
@@ -293,13 +313,18 @@ fn only(me: &Owner) -> impl Fn(Option<&Owner>) -> bool + '_ {
 
 #[test]
 fn the_owner_is_stored_after_the_contract_keys_and_never_listed() {
-    let dir = TempDir::new();
-    let store = store_in(dir.path(), 20, &[]);
+    for storage in storages() {
+        owner_stored(&storage);
+    }
+}
+
+fn owner_stored(storage: &Storage) {
+    let store = storage.open(20, &[]);
     let alice = owner("alice", Some("acme"));
     let upsert = store.upsert_owned_chat(CHAT, "hi", Some("a"), None, Some(&alice), &only(&alice), 10).expect("upsert");
     assert_eq!(upsert, Some(ChatUpsert { created: true, chat_name: "hi".into() }));
     assert_eq!(
-        index_text(&dir),
+        stored_index(storage),
         format!(
             "{{\"chatId\":\"{CHAT}\",\"chatName\":\"hi\",\"firstAgentKey\":\"a\",\"firstAgentName\":\"a\",\"createdAt\":10,\"updatedAt\":10,\"owner\":{{\"sub\":\"alice\",\"tenant\":\"acme\"}}}}\n"
         )
@@ -311,39 +336,47 @@ fn the_owner_is_stored_after_the_contract_keys_and_never_listed() {
     assert_eq!(json.as_object().unwrap().len(), 6, "{json}");
     // Without a tenant the key is left out; without an owner nothing is added (auth off).
     store.upsert_owned_chat(OTHER, "x", None, None, Some(&owner("bob", None)), &|_| true, 20).expect("upsert");
-    assert!(index_text(&dir).contains("\"owner\":{\"sub\":\"bob\"}}"), "{}", index_text(&dir));
+    assert!(stored_index(storage).contains("\"owner\":{\"sub\":\"bob\"}}"), "{}", stored_index(storage));
 }
 
 #[test]
 fn another_users_upsert_changes_nothing_and_the_owner_is_never_replaced() {
-    let dir = TempDir::new();
-    let store = store_in(dir.path(), 20, &[]);
+    for storage in storages() {
+        owner_kept(&storage);
+    }
+}
+
+fn owner_kept(storage: &Storage) {
+    let store = storage.open(20, &[]);
     let (alice, bob) = (owner("alice", None), owner("bob", None));
     store.upsert_owned_chat(CHAT, "alice's", Some("a"), None, Some(&alice), &only(&alice), 10).expect("upsert");
-    let before = index_text(&dir);
+    let before = stored_index(storage);
     let refused = store.upsert_owned_chat(CHAT, "bob's", Some("b"), None, Some(&bob), &only(&bob), 20).expect("upsert");
     assert_eq!(refused, None);
-    assert_eq!(index_text(&dir), before, "nothing written");
+    assert_eq!(stored_index(storage), before, "nothing written");
     // An operator (who may act on every chat) continuing it does not become its owner.
     let again = store.upsert_owned_chat(CHAT, "op", None, None, Some(&bob), &|_| true, 30).expect("upsert");
     assert_eq!(again, Some(ChatUpsert { created: false, chat_name: "alice's".into() }));
-    let fresh = store_in(dir.path(), 20, &[]);
+    let fresh = storage.open(20, &[]);
     assert_eq!(fresh.chat_owner(CHAT).expect("owner"), Some(Some(alice)));
     assert_eq!(fresh.chat_owner(OTHER).expect("owner"), None);
 }
 
 #[test]
 fn records_without_an_owner_read_as_ownerless_and_bad_owners_do_not_hide_the_chat() {
-    let dir = TempDir::new();
-    fs::write(
-        dir.path().join("_chats.jsonl"),
+    for storage in storages() {
+        ownerless_records(&storage);
+    }
+}
+
+fn ownerless_records(storage: &Storage) {
+    storage.seed_index(&[
         format!(
-            "{{\"chatId\":\"{CHAT}\",\"chatName\":\"old\",\"firstAgentKey\":null,\"firstAgentName\":null,\"createdAt\":1,\"updatedAt\":1}}\n\
-             {{\"chatId\":\"{OTHER}\",\"chatName\":\"edited\",\"createdAt\":2,\"updatedAt\":2,\"owner\":\"alice\"}}\n"
+            "{{\"chatId\":\"{CHAT}\",\"chatName\":\"old\",\"firstAgentKey\":null,\"firstAgentName\":null,\"createdAt\":1,\"updatedAt\":1}}"
         ),
-    )
-    .unwrap();
-    let store = store_in(dir.path(), 20, &[]);
+        format!("{{\"chatId\":\"{OTHER}\",\"chatName\":\"edited\",\"createdAt\":2,\"updatedAt\":2,\"owner\":\"alice\"}}"),
+    ]);
+    let store = storage.open(20, &[]);
     let listed = store.list_chats().expect("list");
     assert_eq!(listed.len(), 2);
     assert!(listed.iter().all(|c| c.owner.is_none()));
@@ -355,15 +388,90 @@ fn records_without_an_owner_read_as_ownerless_and_bad_owners_do_not_hide_the_cha
 
 #[test]
 fn a_history_file_without_a_record_is_an_ownerless_chat() {
-    let dir = TempDir::new();
-    let store = store_in(dir.path(), 20, &[]);
-    fs::write(dir.path().join(format!("{CHAT}.json")), "").unwrap();
+    for storage in storages() {
+        orphan_history(&storage);
+    }
+}
+
+fn orphan_history(storage: &Storage) {
+    let store = storage.open(20, &[]);
+    storage.write_raw(CHAT, "");
     assert_eq!(store.chat_owner(CHAT).expect("owner"), Some(None));
     let alice = owner("alice", None);
     assert_eq!(store.upsert_owned_chat(CHAT, "m", None, None, Some(&alice), &only(&alice), 5).expect("upsert"), None);
-    assert!(!dir.path().join("_chats.jsonl").exists(), "nothing written");
+    match storage {
+        Storage::Files(dir) => assert!(!dir.path().join("_chats.jsonl").exists(), "nothing written"),
+        #[cfg(feature = "postgres")]
+        Storage::Postgres(_) => {}
+    }
+    assert!(storage.index_lines().is_empty(), "nothing written");
     // Whoever may act on ownerless chats continues it; the record it gets still has no owner.
     let upsert = store.upsert_owned_chat(CHAT, "m", None, None, Some(&alice), &|_| true, 5).expect("upsert");
     assert_eq!(upsert.map(|u| u.created), Some(false));
     assert_eq!(store.chat_owner(CHAT).expect("owner"), Some(None));
+}
+
+#[test]
+fn listing_rules_are_the_same_on_every_backend() {
+    // The first half of `listing_sorts_newest_first_with_fallbacks`, from records of the same
+    // shapes (the `chats` table cannot hold a line that is not a record).
+    let legacy = "11111111-1111-4111-8111-111111111111";
+    let active = "22222222-2222-4222-8222-222222222222";
+    let only_updated = "33333333-3333-4333-8333-333333333333";
+    for storage in storages() {
+        storage.seed_index(&[
+            format!("{{\"chatId\":\"{legacy}\",\"chatName\":\"legacy\",\"firstAgentKey\":\"demo\",\"createdAt\":100}}"),
+            "{\"chatId\":\"not-a-uuid\",\"chatName\":\"skipped\",\"createdAt\":999}".to_owned(),
+            format!("{{\"chatId\":\"{active}\",\"chatName\":\"active\",\"firstAgentKey\":\"demo\",\"firstAgentName\":\"Demo Agent\",\"createdAt\":50,\"updatedAt\":200}}"),
+            format!("{{\"chatId\":\"{only_updated}\",\"chatName\":\"  \",\"updatedAt\":150}}"),
+        ]);
+        let store = storage.open(20, &[]);
+        let chats = store.list_chats().expect("list");
+        let summary: Vec<_> = chats
+            .iter()
+            .map(|c| (c.chat_name.as_str(), c.first_agent_name.as_deref(), c.created_at, c.updated_at))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("active", Some("Demo Agent"), 50, 200),
+                (only_updated, None, 150, 150),
+                ("legacy", Some("demo"), 100, 100)
+            ]
+        );
+        // an upsert of a legacy record fills what is missing and keeps its createdAt
+        let upsert = store.upsert_chat(legacy, "ignored", Some("other"), None, 300).expect("upsert");
+        assert_eq!(upsert, ChatUpsert { created: false, chat_name: "legacy".into() });
+        let chat = store.get_chat(legacy).expect("get").expect("indexed");
+        assert_eq!((chat.created_at, chat.updated_at, chat.first_agent_key.as_deref()), (100, 300, Some("demo")));
+        assert_eq!(store.list_chats().expect("list")[0].chat_id, legacy);
+    }
+}
+
+#[test]
+fn run_totals_add_up_in_the_listing_on_every_backend() {
+    use agw_protocol::history::HistoryLine;
+    use agw_protocol::usage::{Cost, RunUsage};
+    for storage in storages() {
+        let store = storage.open(20, &[]);
+        store.upsert_chat(CHAT, "hi", Some("a"), None, 100).expect("upsert");
+        for (run, amount) in [("run_1", 0.5), ("run_2", 0.25)] {
+            let mut usage = RunUsage::default();
+            usage.add("openai", "m", &serde_json::json!({"prompt_tokens": 1000, "completion_tokens": 10}));
+            let step = agw_protocol::history::StepLine {
+                chat_id: CHAT.into(),
+                run_id: run.into(),
+                stage: "oneshot".into(),
+                seq: 1,
+                run_usage: Some(usage),
+                run_cost: Some(Cost { currency: "USD".into(), amount }),
+                ..Default::default()
+            };
+            store.append_final(CHAT, &[HistoryLine::Step(step)]).expect("append");
+        }
+        let chat = store.get_chat(CHAT).expect("get").expect("indexed");
+        assert_eq!(chat.usage.as_ref().map(|u| u.totals.input_tokens), Some(2000));
+        assert_eq!(chat.cost, Some(Cost { currency: "USD".into(), amount: 0.75 }));
+        assert_eq!(storage.open(20, &[]).list_chats().expect("list"), vec![chat]);
+    }
 }

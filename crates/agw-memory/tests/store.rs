@@ -1,4 +1,7 @@
-//! History files: appends, reading, the window, trimming, crash and failure behaviour.
+//! History: appends, reading, the window, trimming, crash and failure behaviour. Tests that do
+//! not look at file bytes run against every backend (`common::storages`: files, and PostgreSQL
+//! when `AGW_TEST_DATABASE_URL` is set); the PostgreSQL counterparts of the file-only crash
+//! tests are in `tests/postgres.rs`.
 
 mod common;
 
@@ -11,7 +14,7 @@ use agw_protocol::chat::ChatMessage;
 use agw_protocol::event::TaskStatus;
 use agw_protocol::history::{self, HistoryLine, StepLine, StoredMessage, SystemSnapshot};
 use agw_protocol::{AgentDelta, ids};
-use common::{Run, TempDir, capture_logs, query, store_in};
+use common::{Run, TempDir, capture_logs, query, storages, store_in};
 use serde_json::Value;
 
 const CHAT: &str = "123e4567-e89b-12d3-a456-426614174000";
@@ -41,16 +44,16 @@ fn texts(messages: &[ChatMessage]) -> Vec<String> {
         .collect()
 }
 
-fn file_lines(store: &ChatStore) -> Vec<String> {
-    let path = store.history_path(CHAT).expect("uuid");
-    fs::read_to_string(path).expect("history file").lines().map(str::to_owned).collect()
-}
-
 #[test]
 fn window_sends_the_last_k_runs_and_keeps_all_history_on_disk() {
     // ChatWindowMemoryStoreTest 2, minus the automatic trim (agw never deletes history).
-    let dir = TempDir::new();
-    let store = store_in(dir.path(), 2, &[]);
+    for storage in storages() {
+        let store = storage.open(2, &[]);
+        window_and_trim(&store, &storage);
+    }
+}
+
+fn window_and_trim(store: &ChatStore, storage: &common::Storage) {
     for (run, user, answer) in [("run_001", "u1", "a1"), ("run_002", "u2", "a2"), ("run_003", "u3", "a3")] {
         store.append_final(CHAT, &simple_run(run, user, answer)).expect("append");
     }
@@ -58,7 +61,7 @@ fn window_sends_the_last_k_runs_and_keeps_all_history_on_disk() {
         texts(&store.history_for_model(CHAT).expect("history")),
         ["user u2", "assistant a2", "user u3", "assistant a3"]
     );
-    assert_eq!(file_lines(&store).len(), 6, "all three runs stay on disk");
+    assert_eq!(storage.raw_lines(CHAT).len(), 6, "all three runs stay on disk");
 
     // the explicit trim of §7
     assert_eq!(store.trim(CHAT).expect("trim"), 2);
@@ -73,26 +76,41 @@ fn window_sends_the_last_k_runs_and_keeps_all_history_on_disk() {
 
 #[test]
 fn trim_keeps_lines_without_run_id_and_unparseable_lines_and_drops_blank_lines() {
-    let dir = TempDir::new();
-    let store = store_in(dir.path(), 1, &[]);
-    let path = store.history_path(CHAT).expect("uuid");
-    fs::write(
-        &path,
-        "{\"_type\":\"step\",\"runId\":\"old\",\"_seq\":1,\"messages\":[]}\n\n{\"note\":\"no run id\"}\nnot json\n{\"_type\":\"step\",\"runId\":\"new\",\"_seq\":1,\"messages\":[]}\n",
-    )
-    .expect("seed");
-    assert_eq!(store.trim(CHAT).expect("trim"), 1);
-    assert_eq!(
-        fs::read_to_string(&path).expect("read"),
-        "{\"note\":\"no run id\"}\nnot json\n{\"_type\":\"step\",\"runId\":\"new\",\"_seq\":1,\"messages\":[]}\n"
-    );
+    for storage in storages() {
+        let store = storage.open(1, &[]);
+        storage.write_raw(
+            CHAT,
+            "{\"_type\":\"step\",\"runId\":\"old\",\"_seq\":1,\"messages\":[]}\n\n{\"note\":\"no run id\"}\nnot json\n{\"_type\":\"step\",\"runId\":\"new\",\"_seq\":1,\"messages\":[]}\n",
+        );
+        assert_eq!(store.trim(CHAT).expect("trim"), 1);
+        assert_eq!(
+            storage.raw_lines(CHAT),
+            [
+                "{\"note\":\"no run id\"}",
+                "not json",
+                "{\"_type\":\"step\",\"runId\":\"new\",\"_seq\":1,\"messages\":[]}"
+            ]
+        );
+        if let Some(path) = store.history_path(CHAT) {
+            assert_eq!(
+                fs::read_to_string(&path).expect("read"),
+                "{\"note\":\"no run id\"}\nnot json\n{\"_type\":\"step\",\"runId\":\"new\",\"_seq\":1,\"messages\":[]}\n"
+            );
+        }
+        assert_eq!(store.trim(CHAT).expect("trim again"), 0);
+    }
 }
 
 #[test]
 fn a_multi_step_react_run_gives_four_history_messages() {
     // ChatWindowMemoryStoreTest 5.
-    let dir = TempDir::new();
-    let store = store_in(dir.path(), 20, &[]);
+    for storage in storages() {
+        let store = storage.open(20, &[]);
+        react_run(&store);
+    }
+}
+
+fn react_run(store: &ChatStore) {
     let mut run = Run::new(CHAT, "run_react", query("find files"), None, &[]);
     let meta =
         agw_protocol::ToolStartMeta { tool_name: "_bash_".into(), tool_type: "function".into(), ..Default::default() };
@@ -111,8 +129,13 @@ fn a_multi_step_react_run_gives_four_history_messages() {
 #[test]
 fn system_snapshots_are_read_back_per_line() {
     // ChatWindowMemoryStoreTest 3, with lines written directly.
-    let dir = TempDir::new();
-    let store = store_in(dir.path(), 20, &[]);
+    for storage in storages() {
+        let store = storage.open(20, &[]);
+        system_snapshots(&store, &storage);
+    }
+}
+
+fn system_snapshots(store: &ChatStore, storage: &common::Storage) {
     let system_a = SystemSnapshot::new(Some("m".into()), "prompt A", Vec::new(), None);
     let system_b = SystemSnapshot::new(Some("m".into()), "prompt B", Vec::new(), None);
     let step = |seq: i64, system: Option<SystemSnapshot>| {
@@ -131,7 +154,7 @@ fn system_snapshots_are_read_back_per_line() {
     store.append(CHAT, &[query_line, step(1, Some(system_a.clone()))]).expect("append");
     store.append(CHAT, &[step(2, None)]).expect("append");
     store.append(CHAT, &[step(3, Some(system_b.clone()))]).expect("append");
-    let raw = file_lines(&store);
+    let raw = storage.raw_lines(CHAT);
     assert!(raw[1].contains(r#""system":"#) && !raw[2].contains(r#""system":"#) && raw[3].contains("prompt B"));
     let lines = store.read_lines(CHAT).expect("read");
     assert_eq!(history::latest_system(&lines), Some(&system_b));
@@ -141,9 +164,13 @@ fn system_snapshots_are_read_back_per_line() {
 #[test]
 fn latest_plan_is_normalised() {
     // ChatWindowMemoryStoreTest 4, written as raw text so the legacy status reaches the reader.
-    let dir = TempDir::new();
-    let store = store_in(dir.path(), 20, &[]);
-    let path = store.history_path(CHAT).expect("uuid");
+    for storage in storages() {
+        let store = storage.open(20, &[]);
+        latest_plan(&store, &storage);
+    }
+}
+
+fn latest_plan(store: &ChatStore, storage: &common::Storage) {
     let plan = |status: &str| {
         format!(
             r#"{{"planId":"plan_chat_001","tasks":[{{"taskId":"task0","description":"a","status":"{status}"}},{{"taskId":"task1","description":"b","status":"in_progress"}}]}}"#
@@ -155,8 +182,8 @@ fn latest_plan_is_normalised() {
         format!(r#"{{"_type":"step","chatId":"c","runId":"run_1","_stage":"execute","_seq":2,"taskId":"task0","updatedAt":2,"plan":{},"messages":[{{"role":"assistant","content":[{{"type":"text","text":"done"}}]}}]}}"#, plan("completed")),
     ]
     .join("\n");
-    fs::write(&path, text + "\n").expect("seed");
-    let raw = file_lines(&store);
+    storage.write_raw(CHAT, &(text + "\n"));
+    let raw = storage.raw_lines(CHAT);
     assert!(raw[1].contains(r#""plan":"#) && raw[2].contains(r#""plan":"#));
     let lines = store.read_lines(CHAT).expect("read");
     let execute = lines[2].as_step().expect("step");
@@ -205,12 +232,18 @@ fn a_torn_last_line_is_skipped_with_a_warning_and_does_not_block_appends() {
 
 #[test]
 fn concurrent_appends_never_interleave_within_a_line() {
+    for storage in storages() {
+        concurrent_appends(&storage);
+    }
+}
+
+fn concurrent_appends(storage: &common::Storage) {
     const THREADS: usize = 8;
     const APPENDS: usize = 60;
-    let dir = TempDir::new();
-    // two stores on one directory: the second has none of the first's in-process locks, so
-    // this also exercises the O_APPEND single-write guarantee
-    let stores = [Arc::new(store_in(dir.path(), 20, &[])), Arc::new(store_in(dir.path(), 20, &[]))];
+    // two stores on one directory (PostgreSQL: two replicas on one schema): the second has none
+    // of the first's in-process locks, so this also exercises the O_APPEND single-write
+    // guarantee (PostgreSQL: the chat's advisory lock)
+    let stores = [Arc::new(storage.open(20, &[])), Arc::new(storage.open(20, &[]))];
     let big = "x".repeat(20_000);
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
@@ -236,8 +269,8 @@ fn concurrent_appends_never_interleave_within_a_line() {
     for handle in handles {
         handle.join().expect("thread");
     }
-    let raw = fs::read_to_string(stores[0].history_path(CHAT).expect("uuid")).expect("read");
-    let non_blank: Vec<&str> = raw.lines().filter(|l| !l.trim().is_empty()).collect();
+    let raw = storage.raw_lines(CHAT);
+    let non_blank: Vec<&str> = raw.iter().map(String::as_str).filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(non_blank.len(), THREADS * APPENDS * 2);
     assert!(non_blank.iter().all(|l| serde_json::from_str::<Value>(l).is_ok()), "every line is valid JSON");
     let lines = stores[0].read_lines(CHAT).expect("read");
@@ -297,8 +330,25 @@ fn a_full_disk_is_an_error() {
 
 #[test]
 fn history_only_chats_exist_and_non_uuid_chats_are_no_ops() {
-    let dir = TempDir::new();
-    let store = store_in(dir.path(), 20, &[]);
+    for storage in storages() {
+        let store = storage.open(20, &[]);
+        history_only_and_non_uuid(&store);
+        match &storage {
+            common::Storage::Files(dir) => {
+                let names: Vec<_> =
+                    fs::read_dir(dir.path()).expect("dir").map(|e| e.expect("entry").file_name()).collect();
+                assert_eq!(names, [std::ffi::OsString::from(format!("{CHAT}.json"))]);
+            }
+            #[cfg(feature = "postgres")]
+            common::Storage::Postgres(_) => {
+                assert!(store.history_path(CHAT).is_none(), "no files");
+                assert!(storage.index_lines().is_empty());
+            }
+        }
+    }
+}
+
+fn history_only_and_non_uuid(store: &ChatStore) {
     assert!(!store.chat_exists(CHAT).expect("exists"));
     store.append(CHAT, &simple_run("run_1", "u", "a")).expect("append");
     assert!(store.chat_exists(CHAT).expect("exists"), "a history file without index record");
@@ -312,9 +362,10 @@ fn history_only_chats_exist_and_non_uuid_chats_are_no_ops() {
         assert_eq!(store.trim(bad).expect("no-op"), 0);
         let upsert = store.upsert_chat(bad, "hi", None, None, 1).expect("no-op");
         assert!(!upsert.created);
+        store.mark_waiting(bad, CHAT).expect("no-op");
+        store.mark_waiting(CHAT, bad).expect("no-op");
     }
-    let names: Vec<_> = fs::read_dir(dir.path()).expect("dir").map(|e| e.expect("entry").file_name()).collect();
-    assert_eq!(names, [std::ffi::OsString::from(format!("{CHAT}.json"))]);
+    assert!(store.waiting_runs().expect("marks").is_empty());
 }
 
 #[test]
@@ -327,6 +378,16 @@ fn missing_files_read_as_empty_and_every_fsync_policy_works() {
             fsync,
             action_tools: Vec::new(),
         });
+        empty_then_written(&store, fsync);
+    }
+    // PostgreSQL: no fsync (a commit is durable); the rest holds as for files.
+    for storage in storages().into_iter().filter(|s| s.name() != "files") {
+        empty_then_written(&storage.open(0, &[]), FsyncPolicy::EveryRun);
+    }
+}
+
+fn empty_then_written(store: &ChatStore, fsync: FsyncPolicy) {
+    {
         assert_eq!(store.config().k, 1, "k is at least 1");
         assert!(store.read_lines(CHAT).expect("read").is_empty());
         assert!(store.history_for_model(CHAT).expect("history").is_empty());
@@ -343,8 +404,13 @@ fn missing_files_read_as_empty_and_every_fsync_policy_works() {
 
 #[test]
 fn recorder_from_the_store_uses_its_action_tools() {
-    let dir = TempDir::new();
-    let store = store_in(dir.path(), 20, &["Switch_Theme"]);
+    for storage in storages() {
+        let store = storage.open(20, &["Switch_Theme"]);
+        recorder_action_tools(&store);
+    }
+}
+
+fn recorder_action_tools(store: &ChatStore) {
     let run_id = ids::new_run_id();
     let mut recorder = store.recorder(CHAT, &run_id, query("q"), None);
     let mut asm = agw_protocol::Assembler::new(run_id.as_str(), CHAT, Box::new(|| 5));
@@ -363,4 +429,42 @@ fn recorder_from_the_store_uses_its_action_tools() {
     let lines = recorder.finish(&events[before..]);
     let step = lines[1].as_step().expect("step");
     assert_eq!(step.messages[1].action_id.as_deref(), Some("a1"));
+}
+
+#[test]
+fn waiting_marks_are_listed_sorted_and_cleared() {
+    let (run_a, run_b) = ("00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b");
+    for storage in storages() {
+        let store = storage.open(20, &[]);
+        assert!(store.waiting_runs().expect("none").is_empty());
+        store.mark_waiting(run_b, CHAT).expect("mark");
+        store.mark_waiting(run_a, CHAT).expect("mark");
+        store.mark_waiting(run_a, CHAT).expect("marking again is fine");
+        let expected = vec![(run_a.to_owned(), CHAT.to_owned()), (run_b.to_owned(), CHAT.to_owned())];
+        assert_eq!(store.waiting_runs().expect("marks"), expected);
+        assert_eq!(storage.open(20, &[]).waiting_runs().expect("marks from a fresh store"), expected);
+        store.clear_waiting(run_a).expect("clear");
+        store.clear_waiting(run_a).expect("clearing again is fine");
+        assert_eq!(store.waiting_runs().expect("marks"), expected[1..]);
+    }
+}
+
+#[test]
+fn ping_and_backend_name() {
+    for storage in storages() {
+        let store = storage.open(20, &[]);
+        assert_eq!(store.backend_name(), storage.name());
+        store.ping().expect("ready");
+    }
+    // files: a directory that does not exist yet is created; one that is a file is not ready
+    let dir = TempDir::new();
+    let store = store_in(&dir.path().join("later"), 20, &[]);
+    store.ping().expect("created");
+    assert!(dir.path().join("later").is_dir());
+    fs::write(dir.path().join("file"), "x").expect("file");
+    let err = store_in(&dir.path().join("file"), 20, &[]).ping().expect_err("not a directory");
+    assert!(matches!(err, MemoryError::Io { .. }), "{err:?}");
+    assert!(err.to_string().contains("file"), "{err}");
+    let err = store_in(&dir.path().join("file").join("chats"), 20, &[]).ping().expect_err("under a file");
+    assert!(err.io_error().is_some(), "{err:?}");
 }

@@ -1,0 +1,336 @@
+//! The storage seam of [`crate::ChatStore`]: a sealed enum of backends, each offering the same
+//! few primitives — append whole lines, read a chat's lines, whether a chat has history, trim
+//! (rewrite) a chat's history, apply an update to one chat's index record atomically, get/list
+//! index records, waiting marks, ping. Everything built on them lives in `store.rs` and
+//! `index.rs` and is shared.
+//!
+//! The caller (`ChatStore`) has already checked that chat and run ids are canonical UUIDs.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use agw_protocol::history::HistoryLine;
+use agw_protocol::usage::{Cost, RunUsage};
+
+use crate::config::{FsyncPolicy, MemoryConfig};
+use crate::error::MemoryError;
+use crate::file;
+use crate::index::{ChatIndex, ChatSummary, Refused, UpsertRequest};
+use crate::store::{Trim, is_canonical, parse_history, trim_selection};
+
+/// Number of append locks. Chats hash onto them: memory stays bounded however many chats
+/// exist, and two chats sharing a lock only wait for one short write.
+const LOCK_STRIPES: usize = 64;
+
+/// Under the chat directory: one mark per run that waits for a person.
+const WAITING_DIR: &str = "_waiting";
+
+/// Where a [`crate::ChatStore`] keeps its chats.
+// One per store, made once and never moved on a hot path: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Backend {
+    /// JSONL files under a directory.
+    Files(FileBackend),
+    /// Tables in a PostgreSQL schema shared by replicas.
+    #[cfg(feature = "postgres")]
+    Postgres(crate::pg::PgBackend),
+}
+
+/// The outcome of an index upsert that was not refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Upserted {
+    /// The chat had an index record before.
+    pub(crate) was_indexed: bool,
+    /// The chat had history before (without a record: an orphan).
+    pub(crate) had_history: bool,
+    /// The chat's name after the upsert.
+    pub(crate) chat_name: String,
+}
+
+/// Dispatches one primitive to the backend.
+macro_rules! dispatch {
+    ($self:ident, $backend:ident => $call:expr) => {
+        match $self {
+            Backend::Files($backend) => $call,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres($backend) => $call,
+        }
+    };
+}
+
+impl Backend {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Backend::Files(_) => "files",
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(_) => "postgres",
+        }
+    }
+
+    /// The error of a line that cannot be encoded (unreachable with agw's own types).
+    pub(crate) fn encode_error(&self, chat_id: &str, source: serde_json::Error) -> MemoryError {
+        dispatch!(self, b => MemoryError::Encode { path: b.history_path(chat_id), source })
+    }
+
+    /// Appends encoded lines (no `\n`) to the chat's history, all or nothing.
+    pub(crate) fn append(&self, chat_id: &str, lines: &[String]) -> Result<(), MemoryError> {
+        dispatch!(self, b => b.append(chat_id, lines))
+    }
+
+    /// Makes the chat's appended history durable (files: fsync; a database commit already is).
+    pub(crate) fn sync_history(&self, chat_id: &str) -> Result<(), MemoryError> {
+        match self {
+            Backend::Files(files) => files.sync_history(chat_id),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(_) => Ok(()),
+        }
+    }
+
+    pub(crate) fn read_lines(&self, chat_id: &str) -> Result<Vec<HistoryLine>, MemoryError> {
+        dispatch!(self, b => b.read_lines(chat_id))
+    }
+
+    pub(crate) fn history_exists(&self, chat_id: &str) -> Result<bool, MemoryError> {
+        dispatch!(self, b => b.history_exists(chat_id))
+    }
+
+    /// Rewrites the chat's history per [`trim_selection`]; returns the number of removed lines.
+    pub(crate) fn trim(&self, chat_id: &str, k: usize) -> Result<usize, MemoryError> {
+        dispatch!(self, b => b.trim(chat_id, k))
+    }
+
+    /// Applies `request` to the chat's index record atomically (see [`UpsertRequest::update`]).
+    pub(crate) fn upsert(&self, request: &UpsertRequest<'_>) -> Result<Result<Upserted, Refused>, MemoryError> {
+        dispatch!(self, b => b.upsert(request))
+    }
+
+    /// Adds a finished run's totals to the chat's index record (none: nothing happens).
+    pub(crate) fn add_run_totals(
+        &self,
+        chat_id: &str,
+        usage: &RunUsage,
+        cost: Option<&Cost>,
+        now_ms: i64,
+    ) -> Result<(), MemoryError> {
+        dispatch!(self, b => b.add_run_totals(chat_id, usage, cost, now_ms))
+    }
+
+    pub(crate) fn get_chat(&self, chat_id: &str) -> Result<Option<ChatSummary>, MemoryError> {
+        dispatch!(self, b => b.get_chat(chat_id))
+    }
+
+    pub(crate) fn list_chats(&self) -> Result<Vec<ChatSummary>, MemoryError> {
+        dispatch!(self, b => b.list_chats())
+    }
+
+    pub(crate) fn mark_waiting(&self, run_id: &str, chat_id: &str) -> Result<(), MemoryError> {
+        dispatch!(self, b => b.mark_waiting(run_id, chat_id))
+    }
+
+    pub(crate) fn clear_waiting(&self, run_id: &str) -> Result<(), MemoryError> {
+        dispatch!(self, b => b.clear_waiting(run_id))
+    }
+
+    /// Every mark as `(runId, chatId)`, in no particular order.
+    pub(crate) fn waiting_runs(&self) -> Result<Vec<(String, String)>, MemoryError> {
+        dispatch!(self, b => b.waiting_runs())
+    }
+
+    pub(crate) fn ping(&self) -> Result<(), MemoryError> {
+        dispatch!(self, b => b.ping())
+    }
+}
+
+/// The file backend: `<dir>/<chatId>.json`, `<dir>/_chats.jsonl`, `<dir>/_waiting/<runId>.wait`.
+pub(crate) struct FileBackend {
+    dir: PathBuf,
+    fsync: FsyncPolicy,
+    locks: Vec<Mutex<()>>,
+    index: ChatIndex,
+}
+
+impl FileBackend {
+    /// `config` normalised (absolute `dir`).
+    pub(crate) fn new(config: &MemoryConfig) -> Self {
+        Self {
+            dir: config.dir.clone(),
+            fsync: config.fsync,
+            locks: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
+            index: ChatIndex::new(config.dir.join(crate::index::INDEX_FILE), config.fsync),
+        }
+    }
+
+    pub(crate) fn history_path(&self, chat_id: &str) -> PathBuf {
+        self.dir.join(format!("{chat_id}.json"))
+    }
+
+    /// The chat index of this directory.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn index(&self) -> &ChatIndex {
+        &self.index
+    }
+
+    fn append(&self, chat_id: &str, lines: &[String]) -> Result<(), MemoryError> {
+        let path = self.history_path(chat_id);
+        let mut payload = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+        for line in lines {
+            payload.extend_from_slice(line.as_bytes());
+            payload.push(b'\n');
+        }
+        let _guard = self.lock(chat_id);
+        file::append(&path, &payload, self.fsync)
+    }
+
+    fn sync_history(&self, chat_id: &str) -> Result<(), MemoryError> {
+        let path = self.history_path(chat_id);
+        let _guard = self.lock(chat_id);
+        file::sync(&path)
+    }
+
+    /// The chat's history file as it is on disk (`None`: there is none).
+    pub(crate) fn read_bytes(&self, chat_id: &str) -> Result<Option<Vec<u8>>, MemoryError> {
+        let path = self.history_path(chat_id);
+        let _guard = self.lock(chat_id);
+        file::read(&path)
+    }
+
+    fn read_lines(&self, chat_id: &str) -> Result<Vec<HistoryLine>, MemoryError> {
+        let path = self.history_path(chat_id);
+        let bytes = self.read_bytes(chat_id)?;
+        Ok(bytes.map(|bytes| parse_history(&bytes, &path.display())).unwrap_or_default())
+    }
+
+    fn history_exists(&self, chat_id: &str) -> Result<bool, MemoryError> {
+        Ok(self.history_path(chat_id).is_file())
+    }
+
+    fn trim(&self, chat_id: &str, k: usize) -> Result<usize, MemoryError> {
+        let path = self.history_path(chat_id);
+        let _guard = self.lock(chat_id);
+        let Some(bytes) = file::read(&path)? else { return Ok(0) };
+        let lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
+        let mut content = Vec::with_capacity(bytes.len());
+        let mut removed = 0;
+        for (line, trim) in lines.iter().zip(trim_selection(&lines, k)) {
+            match trim {
+                Trim::Keep => {
+                    content.extend_from_slice(line);
+                    content.push(b'\n');
+                }
+                Trim::Remove => removed += 1,
+                Trim::Blank => {}
+            }
+        }
+        if content != bytes {
+            file::rewrite(&path, &content, self.fsync != FsyncPolicy::Never)?;
+        }
+        Ok(removed)
+    }
+
+    fn upsert(&self, request: &UpsertRequest<'_>) -> Result<Result<Upserted, Refused>, MemoryError> {
+        let had_history = self.history_path(request.chat_id).exists();
+        Ok(self.index.upsert(request, had_history)?.map(|(was_indexed, chat_name)| Upserted {
+            was_indexed,
+            had_history,
+            chat_name,
+        }))
+    }
+
+    fn add_run_totals(
+        &self,
+        chat_id: &str,
+        usage: &RunUsage,
+        cost: Option<&Cost>,
+        now_ms: i64,
+    ) -> Result<(), MemoryError> {
+        self.index.add_run_totals(chat_id, usage, cost, now_ms)
+    }
+
+    fn get_chat(&self, chat_id: &str) -> Result<Option<ChatSummary>, MemoryError> {
+        self.index.get(chat_id)
+    }
+
+    fn list_chats(&self) -> Result<Vec<ChatSummary>, MemoryError> {
+        self.index.list()
+    }
+
+    fn waiting_path(&self, run_id: &str) -> PathBuf {
+        self.dir.join(WAITING_DIR).join(format!("{run_id}.wait"))
+    }
+
+    fn mark_waiting(&self, run_id: &str, chat_id: &str) -> Result<(), MemoryError> {
+        file::rewrite(&self.waiting_path(run_id), chat_id.as_bytes(), self.fsync != FsyncPolicy::Never)
+    }
+
+    fn clear_waiting(&self, run_id: &str) -> Result<(), MemoryError> {
+        let path = self.waiting_path(run_id);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(MemoryError::io("remove", &path)(e)),
+            _ => Ok(()),
+        }
+    }
+
+    pub(crate) fn waiting_runs(&self) -> Result<Vec<(String, String)>, MemoryError> {
+        let dir = self.dir.join(WAITING_DIR);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(MemoryError::io("list", &dir)(e)),
+        };
+        let mut runs = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(run_id) = name.strip_suffix(".wait").filter(|id| is_canonical(id)) else { continue };
+            match std::fs::read_to_string(entry.path()) {
+                Ok(chat_id) if is_canonical(chat_id.trim()) => {
+                    runs.push((run_id.to_owned(), chat_id.trim().to_owned()))
+                }
+                _ => tracing::warn!(path = %entry.path().display(), "skipping an unreadable waiting-run mark"),
+            }
+        }
+        Ok(runs)
+    }
+
+    /// The directory exists or can be created, and is a directory.
+    /// The chats that have a history file, by id (sorted).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn history_ids(&self) -> Result<Vec<String>, MemoryError> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(MemoryError::io("list", &self.dir)(e)),
+        };
+        let mut ids: Vec<String> = entries
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                name.strip_suffix(".json").filter(|id| is_canonical(id)).map(str::to_owned)
+            })
+            .collect();
+        ids.sort();
+        Ok(ids)
+    }
+
+    fn ping(&self) -> Result<(), MemoryError> {
+        file::create_dir(&self.dir)?;
+        match std::fs::metadata(&self.dir) {
+            Ok(meta) if meta.is_dir() => Ok(()),
+            Ok(_) => Err(MemoryError::Io {
+                op: "use as the chat directory",
+                path: self.dir.clone(),
+                source: std::io::Error::from(std::io::ErrorKind::NotADirectory),
+            }),
+            Err(e) => Err(MemoryError::io("inspect", &self.dir)(e)),
+        }
+    }
+
+    fn lock(&self, chat_id: &str) -> MutexGuard<'_, ()> {
+        let mut hasher = DefaultHasher::new();
+        chat_id.hash(&mut hasher);
+        let stripe = (hasher.finish() % LOCK_STRIPES as u64) as usize;
+        // The guarded data is `()`: a panic elsewhere cannot leave it inconsistent.
+        self.locks[stripe].lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
