@@ -10,6 +10,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("agw-tools", &[]),
     ("agw-skills", &["agw-tools"]),
     ("agw-mcp", &["agw-tools"]),
+    ("agw-cluster", &[]),
     ("agw-memory", &["agw-protocol"]),
     ("agw-llm", &["agw-protocol"]),
     ("agw-modes", &["agw-protocol", "agw-llm", "agw-tools", "agw-skills"]),
@@ -17,7 +18,17 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("agw-demo", &["agw-llm", "agw-modes", "agw-skills"]),
     (
         "agw-http",
-        &["agw-protocol", "agw-llm", "agw-modes", "agw-tools", "agw-skills", "agw-mcp", "agw-memory", "agw-demo"],
+        &[
+            "agw-protocol",
+            "agw-llm",
+            "agw-modes",
+            "agw-tools",
+            "agw-skills",
+            "agw-mcp",
+            "agw-memory",
+            "agw-cluster",
+            "agw-demo",
+        ],
     ),
     ("agw", &["agw-http", "agw-llm"]),
     // Test and benchmark support, never depended on by the crates above.

@@ -1,0 +1,59 @@
+//! agw-cluster — the state several agw replicas share through Redis.
+//!
+//! Owns: everything several agw replicas share, under one key prefix (default `agw`, see
+//! [`ClusterConfig::prefix`]):
+//! - node leases: `{prefix}:node:{id}`, set with a PX expiry and refreshed by a heartbeat task
+//!   every lease/3; a node whose key is gone is dead ([`Cluster::node_alive`]);
+//! - run records: `{prefix}:run:{id}` (a hash, [`RunRecord`]), without expiry while the run is
+//!   live and kept for [`ClusterConfig::retention`] once it finished;
+//! - each run's event frames: `{prefix}:run:{id}:frames`, a Redis stream whose entry ids are
+//!   `{seq}-0` (field `f` = the frame's bytes), appended idempotently ([`Cluster::append_frames`])
+//!   and followed from a cursor by any replica ([`Cluster::follow`]);
+//! - request/reply control messages to the node that owns a run: an inbox list per node
+//!   `{prefix}:node:{id}:inbox` and one short-lived reply list per request
+//!   `{prefix}:reply:{request id}` ([`Cluster::serve_control`], [`Cluster::send_control`]);
+//! - one run per chat across replicas: `{prefix}:chat:{id}:run` = `node|run`
+//!   ([`Cluster::acquire_chat`]);
+//! - exactly-once claims `{prefix}:claim:{key}` ([`Cluster::claim`]) and shared quotas: member
+//!   sets `{prefix}:limit:{key}`, fixed windows `{prefix}:window:{key}` and counters
+//!   `{prefix}:counter:{key}`.
+//!
+//! Invariants:
+//! - Every command on the shared path goes through one auto-reconnecting multiplexed connection
+//!   and is bounded by [`ClusterConfig::op_timeout`]: a Redis outage yields [`ClusterError`]s,
+//!   never a hang. Blocking commands (`XREAD BLOCK`, `BLPOP`) run on dedicated connections, never
+//!   on the shared one, so they cannot stall other commands.
+//! - Checks that decide between replicas (chat lock, limited sets, idempotent appends, status
+//!   changes) are single Lua scripts, hence atomic. A holder or member whose node lease is gone
+//!   does not count.
+//! - A graceful [`Cluster::shutdown`] deletes the node's lease at once: leaving is not a loss.
+//!
+//! Must never: know about HTTP, SSE or agw's event types (frames are opaque bytes, owners opaque
+//! JSON), depend on another agw crate, or keep state only in one replica's memory that another
+//! replica would need. The Lua scripts touch node-lease keys they do not declare, so this crate
+//! targets a single Redis (or a primary with replicas), not Redis Cluster.
+
+#![forbid(unsafe_code)]
+
+mod cluster;
+mod config;
+mod conn;
+mod control;
+mod error;
+mod frames;
+mod keys;
+mod scripts;
+mod types;
+
+pub use cluster::Cluster;
+pub use config::ClusterConfig;
+pub use error::ClusterError;
+pub use types::{ControlReply, ControlRequest, FollowItem, Frame, RunRecord};
+
+// The HTTP layer shares one cluster handle between tasks and moves followers into body streams.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync + 'static>() {}
+    assert_send_sync::<Cluster>();
+    assert_send_sync::<ClusterError>();
+    assert_send_sync::<ClusterConfig>();
+};

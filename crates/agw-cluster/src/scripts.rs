@@ -1,0 +1,176 @@
+//! The Lua scripts behind every decision that several replicas race for. Each runs atomically
+//! in Redis. Node leases are tested with `EXISTS {node prefix}{node}`; holders and members are
+//! stored as `node|rest`, split at the first `|` (node ids never contain one).
+
+use redis::Script;
+
+/// Appends frames, skipping those at or below the stream's last id.
+/// KEYS: frames stream, run record. ARGV: maxlen (0 = none), then `id, bytes` pairs.
+/// A stream created here copies the run record's remaining expiry (a finished run).
+/// Returns how many frames were added.
+const APPEND_FRAMES: &str = r#"
+local key = KEYS[1]
+local maxlen = ARGV[1]
+local fresh = redis.call('EXISTS', key) == 0
+local added = 0
+for i = 2, #ARGV, 2 do
+  local res
+  if maxlen == '0' then
+    res = redis.pcall('XADD', key, ARGV[i], 'f', ARGV[i + 1])
+  else
+    res = redis.pcall('XADD', key, 'MAXLEN', '~', maxlen, ARGV[i], 'f', ARGV[i + 1])
+  end
+  if type(res) == 'table' and res.err then
+    if not string.find(res.err, 'equal or smaller', 1, true) then
+      return redis.error_reply(res.err)
+    end
+  else
+    added = added + 1
+  end
+end
+if fresh and added > 0 then
+  local ttl = redis.call('PTTL', KEYS[2])
+  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+end
+return added
+"#;
+
+/// Sets a run's status; finished: record and frames expire after the retention, else persist.
+/// KEYS: run record, frames stream. ARGV: status, '1' when finished, retention ms.
+/// Returns 0 when the record does not exist (nothing is created).
+const SET_RUN_STATUS: &str = r#"
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'status', ARGV[1])
+if ARGV[2] == '1' then
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+else
+  redis.call('PERSIST', KEYS[1])
+  redis.call('PERSIST', KEYS[2])
+end
+return 1
+"#;
+
+/// Sets one field of an existing hash. KEYS: hash. ARGV: field, value. Returns 0 when missing.
+const HSET_IF_EXISTS: &str = r#"
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
+"#;
+
+/// Takes a chat's run lock. KEYS: lock. ARGV: node, run, node prefix.
+/// Returns nil when taken (or already held by this run, whose node is then updated), else the
+/// run id of the live holder.
+const ACQUIRE_CHAT: &str = r#"
+local v = redis.call('GET', KEYS[1])
+if v then
+  local sep = string.find(v, '|', 1, true)
+  if sep then
+    local node = string.sub(v, 1, sep - 1)
+    local run = string.sub(v, sep + 1)
+    if run ~= ARGV[2] and redis.call('EXISTS', ARGV[3] .. node) == 1 then
+      return run
+    end
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[2])
+return false
+"#;
+
+/// Releases a chat's run lock if it is still held by the run. KEYS: lock. ARGV: run.
+const RELEASE_CHAT: &str = r#"
+local v = redis.call('GET', KEYS[1])
+if v then
+  local sep = string.find(v, '|', 1, true)
+  if sep and string.sub(v, sep + 1) == ARGV[1] then
+    redis.call('DEL', KEYS[1])
+    return 1
+  end
+end
+return 0
+"#;
+
+/// Enters a limited set. KEYS: set. ARGV: `node|member`, limit, node prefix.
+/// Drops members of dead nodes, then adds when below the limit. Returns 1 when in, 0 when full.
+const ENTER_LIMITED: &str = r#"
+local count = 0
+for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if m == ARGV[1] then return 1 end
+  local sep = string.find(m, '|', 1, true)
+  if sep == nil or redis.call('EXISTS', ARGV[3] .. string.sub(m, 1, sep - 1)) == 0 then
+    redis.call('SREM', KEYS[1], m)
+  else
+    count = count + 1
+  end
+end
+if count < tonumber(ARGV[2]) then
+  redis.call('SADD', KEYS[1], ARGV[1])
+  return 1
+end
+return 0
+"#;
+
+/// Counts a limited set's members of live nodes, dropping the others. KEYS: set.
+/// ARGV: node prefix.
+const COUNT_LIMITED: &str = r#"
+local count = 0
+for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local sep = string.find(m, '|', 1, true)
+  if sep == nil or redis.call('EXISTS', ARGV[1] .. string.sub(m, 1, sep - 1)) == 0 then
+    redis.call('SREM', KEYS[1], m)
+  else
+    count = count + 1
+  end
+end
+return count
+"#;
+
+/// One hit in a fixed window. KEYS: counter. ARGV: window ms. Returns {count, ms left}.
+const HIT_WINDOW: &str = r#"
+local c = redis.call('INCR', KEYS[1])
+local ttl = redis.call('PTTL', KEYS[1])
+if c == 1 or ttl < 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  ttl = tonumber(ARGV[1])
+end
+return {c, ttl}
+"#;
+
+/// INCRBY with an expiry set when the key is new. KEYS: counter. ARGV: amount, ttl ms (0: none).
+const ADD_COUNTER: &str = r#"
+local fresh = redis.call('EXISTS', KEYS[1]) == 0
+local v = redis.call('INCRBY', KEYS[1], ARGV[1])
+if fresh and ARGV[2] ~= '0' then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return v
+"#;
+
+/// The scripts, hashed once per [`crate::Cluster`].
+pub(crate) struct Scripts {
+    pub(crate) append_frames: Script,
+    pub(crate) set_run_status: Script,
+    pub(crate) hset_if_exists: Script,
+    pub(crate) acquire_chat: Script,
+    pub(crate) release_chat: Script,
+    pub(crate) enter_limited: Script,
+    pub(crate) count_limited: Script,
+    pub(crate) hit_window: Script,
+    pub(crate) add_counter: Script,
+}
+
+impl Scripts {
+    pub(crate) fn new() -> Self {
+        Self {
+            append_frames: Script::new(APPEND_FRAMES),
+            set_run_status: Script::new(SET_RUN_STATUS),
+            hset_if_exists: Script::new(HSET_IF_EXISTS),
+            acquire_chat: Script::new(ACQUIRE_CHAT),
+            release_chat: Script::new(RELEASE_CHAT),
+            enter_limited: Script::new(ENTER_LIMITED),
+            count_limited: Script::new(COUNT_LIMITED),
+            hit_window: Script::new(HIT_WINDOW),
+            add_counter: Script::new(ADD_COUNTER),
+        }
+    }
+}

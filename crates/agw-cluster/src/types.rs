@@ -1,0 +1,59 @@
+//! The values exchanged with the cluster.
+
+use serde::{Deserialize, Serialize};
+
+/// What every replica knows about a run: who runs it and how far it got.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The run's id.
+    pub run_id: String,
+    /// The chat the run belongs to.
+    pub chat_id: String,
+    /// The agent that runs it.
+    pub agent_key: String,
+    /// The node executing the run (changed by adoption, [`crate::Cluster::set_run_node`]).
+    pub node_id: String,
+    /// The run's owner as opaque JSON (whoever may read or control it), if any.
+    pub owner: Option<String>,
+    /// `running`, `waiting`, `completed`, `failed` or `cancelled`.
+    pub status: String,
+}
+
+/// One event frame of a run: its sequence number (from 1, strictly increasing) and opaque bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// The frame's sequence number; the stream entry id is `{seq}-0`.
+    pub seq: u64,
+    /// The frame as the producer encoded it.
+    pub bytes: bytes::Bytes,
+}
+
+/// What a follower of a run's frames yields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FollowItem {
+    /// The next frame.
+    Frame(Frame),
+    /// Nothing arrived within about a second (lets the caller check liveness or send a
+    /// heartbeat).
+    Idle,
+}
+
+/// A request to the node that owns a run (cancel, resume, answer, …).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ControlRequest {
+    /// What is asked; the handler decides what kinds exist.
+    pub kind: String,
+    /// The run the request is about.
+    pub run_id: String,
+    /// The request's payload.
+    pub body: serde_json::Value,
+}
+
+/// The answer of a control handler.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ControlReply {
+    /// An HTTP-like status code.
+    pub status: u16,
+    /// The reply's payload.
+    pub body: serde_json::Value,
+}
