@@ -60,6 +60,22 @@ enum Command {
         #[arg(long, env = "AGW_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Copy a chat directory of JSON Lines files into the PostgreSQL chat store of
+    /// `agw.database.url`: idempotent (chats copied before and unchanged are skipped), resumable
+    /// (one transaction per chat), each copied chat verified by replaying it from both stores.
+    /// Prints the report as JSON; exits non-zero when a replay differs.
+    #[command(name = "migrate-chats", after_help = settings_help())]
+    MigrateChats {
+        /// The chat directory to copy [default: memory.chat.dir].
+        #[arg(long)]
+        from: Option<PathBuf>,
+        /// Stop after copying this many chats (run again to continue).
+        #[arg(long)]
+        limit: Option<usize>,
+        /// TOML config file (as for `serve`).
+        #[arg(long, env = "AGW_CONFIG")]
+        config: Option<PathBuf>,
+    },
     /// Probe a running server: exit 0 when the URL answers 200 within the timeout, else 1 (a
     /// container HEALTHCHECK that needs no curl in the image).
     Health {
@@ -138,6 +154,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Check { config } => check(config),
         Command::Health { url, timeout } => health(url, timeout).await,
         Command::McpStdio { config } => mcp_stdio(config).await,
+        Command::MigrateChats { from, limit, config } => migrate_chats(from, limit, config).await,
     };
     if let Some(telemetry) = telemetry {
         // Flushing blocks on the exporter thread.
@@ -167,6 +184,20 @@ async fn health(url: Option<String>, timeout: Duration) -> anyhow::Result<()> {
             std::process::exit(1);
         }
     }
+}
+
+async fn migrate_chats(from: Option<PathBuf>, limit: Option<usize>, config: Option<PathBuf>) -> anyhow::Result<()> {
+    let settings = agw_http::Settings::load(config.as_deref(), std::env::vars()).context("invalid configuration")?;
+    let report = tokio::task::spawn_blocking(move || agw_http::migrate_chats(&settings, from, limit))
+        .await
+        .context("migration task")??;
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    anyhow::ensure!(
+        report.mismatches.is_empty(),
+        "{} chat(s) replay differently after the copy",
+        report.mismatches.len()
+    );
+    Ok(())
 }
 
 fn check(config: Option<PathBuf>) -> anyhow::Result<()> {
@@ -202,7 +233,9 @@ async fn serve(port: Option<u16>, config: Option<PathBuf>) -> anyhow::Result<()>
     agw_llm::interaction::configure(settings.logging.interaction_log, settings.logging.mask_sensitive);
     agw_http::metrics::install();
     let grace = settings.server.shutdown_grace;
-    let state = agw_http::build_state(settings);
+    let state = agw_http::build_state(settings)?;
+    // Several replicas: join the cluster (Redis) before the first request.
+    agw_http::cluster::join(&state).await.map_err(|e| anyhow::anyhow!(e)).context("cannot join the cluster")?;
     // Watch the configured directories; dropped (stopped) when serve returns.
     let _reload =
         agw_http::reload::Reloader::new(state.clone(), agw_http::reload::watched_dirs(&state.settings)).start();
@@ -233,6 +266,8 @@ async fn serve(port: Option<u16>, config: Option<PathBuf>) -> anyhow::Result<()>
     server.run(shutdown_signal()).await;
     // Stopped accepting; let in-flight runs finish within the grace period, end the rest.
     agw_http::runs::drain(&state.runs, grace).await;
+    // A replica that stops is not a lost one: its lease goes at once.
+    agw_http::cluster::leave(&state).await;
     // MCP servers' child processes end with agw.
     if let Some(mcp) = &state.mcp {
         mcp.shutdown().await;
@@ -253,7 +288,8 @@ async fn mcp_stdio(config: Option<PathBuf>) -> anyhow::Result<()> {
     }
     agw_llm::interaction::configure(settings.logging.interaction_log, settings.logging.mask_sensitive);
     let grace = settings.server.shutdown_grace;
-    let state = agw_http::build_state(settings);
+    let state = agw_http::build_state(settings)?;
+    agw_http::cluster::join(&state).await.map_err(|e| anyhow::anyhow!(e)).context("cannot join the cluster")?;
     let _reload =
         agw_http::reload::Reloader::new(state.clone(), agw_http::reload::watched_dirs(&state.settings)).start();
     // What `Server::run` does before its first request: MCP servers with `startup: boot` connect.

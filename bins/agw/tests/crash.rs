@@ -1,12 +1,14 @@
 //! Crash safety of chat memory with the real binary: SIGKILL in the middle of a run, restart on
 //! the same memory directory, and the chat is intact, listed, replayable and continues.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use agw_protocol::sse::SseDecoder;
+use common::Events;
 use serde_json::{Value, json};
 
 /// A scratch directory (memory + data) removed on drop.
@@ -73,43 +75,6 @@ impl Agw {
         self.child.kill().expect("kill agw");
         let status = self.child.wait().expect("reap agw");
         assert!(!status.success(), "killed, not exited: {status:?}");
-    }
-}
-
-/// Reads SSE events from a response, one at a time.
-struct Events {
-    resp: reqwest::Response,
-    decoder: SseDecoder,
-    pending: std::collections::VecDeque<Value>,
-    seen: Vec<Value>,
-}
-
-impl Events {
-    fn new(resp: reqwest::Response) -> Self {
-        Self { resp, decoder: SseDecoder::new(), pending: Default::default(), seen: Vec::new() }
-    }
-
-    async fn next(&mut self) -> Option<Value> {
-        loop {
-            if let Some(event) = self.pending.pop_front() {
-                self.seen.push(event.clone());
-                return Some(event);
-            }
-            let chunk = tokio::time::timeout(Duration::from_secs(10), self.resp.chunk())
-                .await
-                .expect("stream stalled")
-                .expect("body chunk")?;
-            let mut frames = Vec::new();
-            self.decoder.feed(&chunk, &mut frames);
-            for frame in frames.into_iter().filter(|f| !f.is_heartbeat()) {
-                self.pending.push_back(serde_json::from_str(&frame.data).expect("event JSON"));
-            }
-        }
-    }
-
-    async fn all(mut self) -> Vec<Value> {
-        while self.next().await.is_some() {}
-        self.seen
     }
 }
 

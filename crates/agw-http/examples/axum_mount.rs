@@ -25,7 +25,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let serve_forever = std::env::args().any(|a| a == "--serve");
     let settings = agw_http::Settings::load(None, std::env::vars())?;
-    let state = agw_http::build_state(settings);
+    let state = agw_http::build_state(settings)?;
 
     // agw as a tower service: every request goes through agw's CORS, auth and routing.
     let agw = tower::service_fn(move |req: Request<Body>| {

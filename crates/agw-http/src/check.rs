@@ -46,7 +46,13 @@ pub fn check(settings: &Settings) -> Vec<Finding> {
         .iter()
         .map(|w| Finding { severity: Severity::Warning, file: "environment".into(), message: w.to_string() })
         .collect();
-    let state = crate::build_state(settings);
+    let state = match crate::build_state(settings) {
+        Ok(state) => state,
+        Err(e) => {
+            out.push(Finding { severity: Severity::Error, file: "environment".into(), message: e.to_string() });
+            return out;
+        }
+    };
     let mut error = |file: &str, message: String| {
         out.push(Finding { severity: Severity::Error, file: file.to_string(), message });
     };

@@ -34,6 +34,11 @@ pub async fn restore_waiting_runs(state: &AppState) -> usize {
     if !state.settings.memory.enabled {
         return 0;
     }
+    if state.cluster.get().is_some() {
+        // Replicas share the chats: a waiting run is adopted by the replica its answer
+        // reaches (`crate::cluster::adopt`), never by every replica that starts.
+        return 0;
+    }
     let store = state.chats.clone();
     let found = tokio::task::spawn_blocking(move || {
         let marked = store.waiting_runs()?;
@@ -80,8 +85,7 @@ pub async fn restore_waiting_runs(state: &AppState) -> usize {
         // Nobody watches a restored run when it comes back; it waits for its answer however
         // long the submit timeout allows.
         let handle = state.runs.register(&run_id, &chat_id, &agent_key, owner, DisconnectPolicy::Continue);
-        let span = tracing::info_span!("run", runId = %run_id, chatId = %chat_id, agentKey = %agent_key);
-        tokio::spawn(wait_again(state.clone(), handle, slot, run).instrument(span));
+        spawn_wait_again(state, handle, slot, run, None);
         restored += 1;
     }
     if restored > 0 {
@@ -90,9 +94,29 @@ pub async fn restore_waiting_runs(state: &AppState) -> usize {
     restored
 }
 
+/// Starts the task of a registered run that waits again (restored at start, or adopted from a
+/// lost replica). `ready` is told once the run's waiter is registered.
+pub(crate) fn spawn_wait_again(
+    state: &AppState,
+    handle: Arc<RunHandle>,
+    slot: ChatSlot,
+    run: WaitingRun,
+    ready: Option<tokio::sync::oneshot::Sender<()>>,
+) {
+    let span =
+        tracing::info_span!("run", runId = %handle.run_id, chatId = %handle.chat_id, agentKey = %handle.agent_key);
+    tokio::spawn(wait_again(state.clone(), handle, slot, run, ready).instrument(span));
+}
+
 /// The restored run's task: show the wait, wait for the answer (or the timeout, or a cancel),
 /// then continue the run.
-async fn wait_again(state: AppState, handle: Arc<RunHandle>, slot: ChatSlot, run: WaitingRun) {
+async fn wait_again(
+    state: AppState,
+    handle: Arc<RunHandle>,
+    slot: ChatSlot,
+    run: WaitingRun,
+    ready: Option<tokio::sync::oneshot::Sender<()>>,
+) {
     let _slot = slot;
     let WaitingRun { awaiting, conversation, context } = run;
     let (run_id, chat_id) = (handle.run_id.clone(), handle.chat_id.clone());
@@ -122,6 +146,9 @@ async fn wait_again(state: AppState, handle: Arc<RunHandle>, slot: ChatSlot, run
     let mut ask = awaiting.ask.clone();
     ask.timeout = u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX).max(1);
     let waiter = state.submits.register(&run_id, &awaiting.awaiting_id);
+    if let Some(ready) = ready {
+        let _ = ready.send(());
+    }
     // Shown again, and recorded again: a second restart numbers its events after this one.
     let shown = sink.emit(AgentDelta::Awaiting(EventPayload::AwaitingAsk(ask.clone()))).await;
     let (Some(waiter), Ok(())) = (waiter, shown) else {

@@ -13,6 +13,7 @@
 pub mod auth;
 pub mod body;
 pub mod check;
+pub mod cluster;
 pub mod config;
 pub mod cors;
 pub mod durable;
@@ -50,10 +51,71 @@ pub use config::Settings;
 pub use server::Server;
 pub use state::{AppState, Catalogs};
 
+/// Opens the chat store the settings name: PostgreSQL with `agw.database.url` (connects and
+/// applies the schema's migrations — on a thread of its own, so this may be called from async
+/// code), else the files of `memory.chat.dir` (nothing touches the disk yet).
+pub fn open_chat_store(settings: &Settings) -> Result<Arc<agw_memory::ChatStore>, StartError> {
+    let Some(database) = &settings.cluster.database else {
+        return Ok(Arc::new(agw_memory::ChatStore::new(settings.memory.chat.clone())));
+    };
+    let pg = agw_memory::PgConfig {
+        url: database.url.clone(),
+        schema: database.schema.clone(),
+        pool_size: database.pool_size,
+        ..agw_memory::PgConfig::default()
+    };
+    let memory = settings.memory.chat.clone();
+    // The PostgreSQL client blocks: never on a runtime worker.
+    let opened = std::thread::scope(|scope| scope.spawn(move || agw_memory::ChatStore::postgres(memory, pg)).join());
+    match opened {
+        Ok(Ok(store)) => {
+            tracing::info!(url = %config::masked_url(&database.url), schema = %database.schema, "chat memory in PostgreSQL");
+            Ok(Arc::new(store))
+        }
+        Ok(Err(e)) => {
+            Err(StartError::ChatStore(format!("PostgreSQL at {} is unusable: {e}", config::masked_url(&database.url))))
+        }
+        Err(_) => Err(StartError::ChatStore("opening the PostgreSQL chat store failed".into())),
+    }
+}
+
+/// `agw migrate-chats`: copies the chat directory `from` (default `memory.chat.dir`) into the
+/// PostgreSQL store of `agw.database.url` (see [`agw_memory::migrate_chats`]). Blocks.
+pub fn migrate_chats(
+    settings: &Settings,
+    from: Option<std::path::PathBuf>,
+    limit: Option<usize>,
+) -> Result<agw_memory::MigrateReport, StartError> {
+    if settings.cluster.database.is_none() {
+        return Err(StartError::ChatStore(
+            "set agw.database.url (AGW_DATABASE_URL) to the database to copy into".into(),
+        ));
+    }
+    let store = open_chat_store(settings)?;
+    let mut source = settings.memory.chat.clone();
+    if let Some(from) = from {
+        source.dir = from;
+    }
+    if !source.dir.is_dir() {
+        return Err(StartError::ChatStore(format!("{} is not a chat directory", source.dir.display())));
+    }
+    tracing::info!(from = %source.dir.display(), ?limit, "copying chats into PostgreSQL");
+    agw_memory::migrate_chats(&source, &store, limit).map_err(|e| StartError::ChatStore(e.to_string()))
+}
+
+/// Why the server state could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The configured chat store cannot be opened.
+    #[error("chat memory: {0}")]
+    ChatStore(String),
+}
+
 /// Builds the server state from settings: loads agents, tools and viewports (a configured
 /// directory, or the bundled demo set) and the provider registry. Broken files are logged and
-/// skipped; the rest load.
-pub fn build_state(settings: Settings) -> AppState {
+/// skipped; the rest load. Fails only when the configured chat store cannot be opened.
+pub fn build_state(settings: Settings) -> Result<AppState, StartError> {
+    let chats = open_chat_store(&settings)?;
     if settings.resources.sync_bundled {
         sync_bundled(&settings);
     }
@@ -132,7 +194,7 @@ pub fn build_state(settings: Settings) -> AppState {
         );
     }
     let mcp = crate::mcp::Mcp::load(settings.resources.mcp_dir.as_deref());
-    AppState::new(settings, Catalogs { agents, tools, viewports, skills, providers, mcp })
+    Ok(AppState::new(settings, Catalogs { agents, tools, viewports, skills, providers, mcp, chats: Some(chats) }))
 }
 
 /// The keys of the bundled demo agents: `agent_file_create` never replaces them, even when their

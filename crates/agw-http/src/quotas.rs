@@ -1,11 +1,12 @@
 //! Quotas per subject and per agent (`docs/observability.md#quotas`): runs in flight, runs per
 //! minute, tokens and cost per UTC day. Checked when a run is admitted — before anything is
 //! streamed or any provider is called — and refused with 429 `quota_exceeded` and
-//! `Retry-After`. The counters live in this process (one node; a clustered store comes with
-//! scale-out).
+//! `Retry-After`. On one node the counters live in this process; in a cluster
+//! (`agw.redis.url`) they live in Redis and hold across replicas ([`admit_shared`]).
 //!
-//! Admission checks every limit and reserves the run under one lock, so concurrent requests
-//! can never start more runs than a limit allows.
+//! Admission checks every limit and reserves the run under one lock (in a cluster: one atomic
+//! Redis script per limit), so concurrent requests can never start more runs than a limit
+//! allows.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -108,7 +109,7 @@ impl Quotas {
     pub fn admit(self: &Arc<Self>, subject: &str, agent: &str) -> Result<QuotaPermit, QuotaExceeded> {
         let (subject_limits, agent_limits) = (self.settings.subject, self.settings.agent);
         if !subject_limits.any() && !agent_limits.any() {
-            return Ok(QuotaPermit { quotas: None, keys: Vec::new() });
+            return Ok(QuotaPermit { quotas: None, keys: Vec::new(), shared: None });
         }
         let keys = [(Key::Subject(subject.to_owned()), subject_limits), (Key::Agent(agent.to_owned()), agent_limits)];
         let (now, day) = (Instant::now(), today());
@@ -129,22 +130,120 @@ impl Quotas {
             entry.running += 1;
             entry.starts.push_back(now);
         }
-        Ok(QuotaPermit { quotas: Some(self.clone()), keys: keys.into_iter().map(|(k, _)| k).collect() })
+        Ok(QuotaPermit { quotas: Some(self.clone()), keys: keys.into_iter().map(|(k, _)| k).collect(), shared: None })
     }
 }
 
-/// A run admitted by [`Quotas::admit`]: it counts as in flight until dropped; what it used is
-/// added with [`Self::spend`].
+/// A run admitted by [`Quotas::admit`] or [`admit_shared`]: it counts as in flight until
+/// dropped; what it used is added with [`Self::spend`].
 #[derive(Debug)]
 pub struct QuotaPermit {
     quotas: Option<Arc<Quotas>>,
     keys: Vec<Key>,
+    shared: Option<Shared>,
+}
+
+/// The cluster side of a permit: the Redis keys it counts under.
+#[derive(Debug)]
+struct Shared {
+    cluster: agw_cluster::Cluster,
+    run_id: String,
+    /// Key prefixes (`quota:subject:<sub>`, `quota:agent:<key>`) whose spend this run adds to.
+    scopes: Vec<String>,
+    /// The concurrency sets the run entered.
+    entered: Vec<String>,
+}
+
+const DAY: Duration = Duration::from_secs(86_400);
+
+fn refused(scope: &str, who: &str, name: &str, limit: String, retry_after: Duration) -> QuotaExceeded {
+    QuotaExceeded { quota: format!("{scope}.{name}"), key: who.to_owned(), limit, retry_after }
+}
+
+/// [`Quotas::admit`] across replicas: the same limits, counted in Redis. Runs in flight are a
+/// set per subject and agent whose members on lost replicas do not count; runs per minute a
+/// counter per fixed minute window; tokens and cost (in micro-units) counters per UTC day.
+/// Redis unreachable: the run is admitted (quotas protect cost, they must not stop service) and
+/// the failure is logged.
+pub async fn admit_shared(
+    cluster: &agw_cluster::Cluster,
+    settings: &QuotaSettings,
+    subject: &str,
+    agent: &str,
+    run_id: &str,
+) -> Result<QuotaPermit, QuotaExceeded> {
+    let mut shared =
+        Shared { cluster: cluster.clone(), run_id: run_id.to_owned(), scopes: Vec::new(), entered: Vec::new() };
+    let day = today();
+    for (scope, who, limits) in [("subject", subject, settings.subject), ("agent", agent, settings.agent)] {
+        if !limits.any() {
+            continue;
+        }
+        let base = format!("quota:{scope}:{who}");
+        shared.scopes.push(base.clone());
+        let checked: Result<Option<QuotaExceeded>, agw_cluster::ClusterError> = async {
+            if limits.concurrent_runs > 0 {
+                let key = format!("{base}:running");
+                if !cluster.enter_limited(&key, run_id, u64::from(limits.concurrent_runs)).await? {
+                    let limit = limits.concurrent_runs.to_string();
+                    return Ok(Some(refused(scope, who, "concurrent-runs", limit, Duration::from_secs(1))));
+                }
+                shared.entered.push(key);
+            }
+            if limits.runs_per_minute > 0 {
+                let (count, left) = cluster.hit_window(&format!("{base}:minute"), MINUTE).await?;
+                if count > u64::from(limits.runs_per_minute) {
+                    let limit = limits.runs_per_minute.to_string();
+                    return Ok(Some(refused(scope, who, "runs-per-minute", limit, left.max(Duration::from_secs(1)))));
+                }
+            }
+            if limits.tokens_per_day > 0 {
+                let spent = cluster.get_counter(&format!("{base}:tokens:{day}")).await?;
+                if spent >= 0 && spent as u64 >= limits.tokens_per_day {
+                    let limit = limits.tokens_per_day.to_string();
+                    return Ok(Some(refused(scope, who, "tokens-per-day", limit, until_midnight())));
+                }
+            }
+            if limits.cost_per_day > 0.0 {
+                let micros = cluster.get_counter(&format!("{base}:cost:{day}")).await?;
+                if micros as f64 / 1e6 >= limits.cost_per_day {
+                    let limit = limits.cost_per_day.to_string();
+                    return Ok(Some(refused(scope, who, "cost-per-day", limit, until_midnight())));
+                }
+            }
+            Ok(None)
+        }
+        .await;
+        match checked {
+            Ok(None) => {}
+            // Dropping the permit leaves the sets entered so far.
+            Ok(Some(exceeded)) => return Err(exceeded),
+            Err(e) => tracing::warn!(error = %e, scope, who, "shared quotas unavailable; the run is admitted"),
+        }
+    }
+    Ok(QuotaPermit { quotas: None, keys: Vec::new(), shared: Some(shared) })
 }
 
 impl QuotaPermit {
     /// Adds a finished run's tokens and cost (when priced) to today's spend of its subject and
     /// agent.
     pub fn spend(&self, tokens: u64, cost: Option<&Cost>) {
+        if let Some(shared) = &self.shared {
+            let (cluster, scopes, day) = (shared.cluster.clone(), shared.scopes.clone(), today());
+            let micros = cost.map_or(0, |c| (c.amount * 1e6).round() as i64);
+            tokio::spawn(async move {
+                for base in scopes {
+                    let tokens = i64::try_from(tokens).unwrap_or(i64::MAX);
+                    let added = async {
+                        cluster.add_counter(&format!("{base}:tokens:{day}"), tokens, 2 * DAY).await?;
+                        cluster.add_counter(&format!("{base}:cost:{day}"), micros, 2 * DAY).await
+                    };
+                    if let Err(e) = added.await {
+                        tracing::warn!(error = %e, "a run's spend was not added to the shared quotas");
+                    }
+                }
+            });
+        }
         let Some(quotas) = &self.quotas else { return };
         let day = today();
         let mut counters = quotas.counters.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -159,6 +258,18 @@ impl QuotaPermit {
 
 impl Drop for QuotaPermit {
     fn drop(&mut self) {
+        if let Some(shared) = self.shared.take()
+            && !shared.entered.is_empty()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(async move {
+                for key in &shared.entered {
+                    if let Err(e) = shared.cluster.leave_limited(key, &shared.run_id).await {
+                        tracing::warn!(error = %e, "a finished run still counts in a shared quota until its replica's lease ends");
+                    }
+                }
+            });
+        }
         let Some(quotas) = &self.quotas else { return };
         let mut counters = quotas.counters.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         for key in &self.keys {

@@ -40,6 +40,11 @@ impl Server {
     /// in their own tasks.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let Server { listener, state } = self;
+        // Embedders that did not join the cluster themselves: joined here (readiness reports a
+        // replica that could not join).
+        if let Err(e) = crate::cluster::join(&state).await {
+            tracing::error!(error = %e, "not joined to the cluster: runs of other replicas are out of reach");
+        }
         // Before the first request: a submit or attach for a run that waited across the
         // restart finds it registered.
         crate::durable::restore_waiting_runs(&state).await;

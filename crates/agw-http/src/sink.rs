@@ -128,6 +128,12 @@ impl SseSink {
         self.marked = true;
     }
 
+    fn stop_waiting(&mut self) {
+        if std::mem::take(&mut self.waiting) {
+            self.handle.set_waiting(false);
+        }
+    }
+
     /// Whether the run's final event has been emitted: nothing more may follow.
     pub fn is_finished(&self) -> bool {
         self.assembler.is_finished()
@@ -233,15 +239,18 @@ impl DeltaSink for SseSink {
     async fn waiting(&mut self, wait: &WaitPoint) -> Result<(), EmitError> {
         self.record_wait(wait).await;
         self.waiting = true;
+        if self.marked {
+            self.handle.set_waiting(true);
+        }
         Ok(())
     }
 
     fn wait_over(&mut self) {
-        self.waiting = false;
+        self.stop_waiting();
     }
 
     async fn emit(&mut self, delta: AgentDelta) -> Result<(), EmitError> {
-        self.waiting = false;
+        self.stop_waiting();
         if let AgentDelta::Usage(call) = &delta {
             self.handle.add_usage(&call.usage);
         }

@@ -41,7 +41,7 @@ pub struct Inner {
     pub providers: Arc<ProviderRegistry>,
     /// Frontend tools waiting for `POST /api/ap/submit`, across all runs.
     pub submits: Arc<FrontendSubmits>,
-    /// Chat history and the chat index on disk.
+    /// Chat history and the chat index (files, or PostgreSQL with `agw.database.url`).
     pub chats: Arc<ChatStore>,
     /// Bearer-token verification; `None` when auth is not enforced.
     pub auth: Option<Authenticator>,
@@ -55,6 +55,8 @@ pub struct Inner {
     pub mcp: Option<Arc<crate::mcp::Mcp>>,
     /// `/mcp`: the agents as MCP tools, set up on first use.
     pub mcp_mount: std::sync::OnceLock<Arc<crate::mcp_server::Mount>>,
+    /// This replica's place in a cluster (`agw.redis.url`), set by [`crate::cluster::join`].
+    pub cluster: std::sync::OnceLock<Arc<crate::cluster::Node>>,
 }
 
 /// The registries a server starts with.
@@ -71,12 +73,14 @@ pub struct Catalogs {
     pub providers: ProviderRegistry,
     /// MCP servers declared for this process.
     pub mcp: Option<Arc<crate::mcp::Mcp>>,
+    /// The chat store ([`crate::open_chat_store`]); `None`: the files of `memory.chat.dir`.
+    pub chats: Option<Arc<ChatStore>>,
 }
 
 impl AppState {
     /// Wires the catalogs with the stores, auth and webhook that `settings` describe.
     pub fn new(settings: Settings, catalogs: Catalogs) -> Self {
-        let chats = Arc::new(ChatStore::new(settings.memory.chat.clone()));
+        let chats = catalogs.chats.unwrap_or_else(|| Arc::new(ChatStore::new(settings.memory.chat.clone())));
         Self {
             inner: Arc::new(Inner {
                 agents: catalogs.agents,
@@ -92,6 +96,7 @@ impl AppState {
                 auth: Authenticator::new(&settings.auth),
                 mcp: catalogs.mcp,
                 mcp_mount: std::sync::OnceLock::new(),
+                cluster: std::sync::OnceLock::new(),
                 settings,
             }),
         }

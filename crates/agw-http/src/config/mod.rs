@@ -9,6 +9,7 @@
 //! refuses startup, an `AGENT_*` / `AGW_*` / `MEMORY_*` variable that names none is a [`ConfigWarning`].
 
 mod auth;
+mod cluster;
 mod cors;
 mod demo;
 mod logging;
@@ -32,6 +33,7 @@ use std::path::Path;
 use agw_llm::ProviderConfig;
 
 use agw_tools::sandbox::SandboxConfig;
+pub use cluster::{ClusterSettings, DatabaseSettings, RedisSettings, masked_url};
 pub use demo::DemoSettings;
 pub use logging::LoggingSettings;
 pub use memory::MemorySettings;
@@ -150,6 +152,8 @@ pub struct Settings {
     pub runs: RunSettings,
     /// `agw.quotas.*`: runs, tokens and cost per subject and per agent.
     pub quotas: QuotaSettings,
+    /// `agw.database.*`, `agw.redis.*`, `agw.node.id`, `agw.cluster.lease`: several replicas.
+    pub cluster: ClusterSettings,
     /// `agent.providers.<key>.*`: the model providers, by key; empty when none is configured.
     pub providers: Vec<ProviderConfig>,
     /// `agent.providers.<key>.prices`: what each model costs; a run's `cost` is computed with
@@ -210,6 +214,7 @@ impl Settings {
             tools: tools::load(&src)?,
             memory: memory::load(&src)?,
             runs: runs::load(&src)?,
+            cluster: cluster::load(&src)?,
             quotas: quotas::load(&src)?,
             providers,
             prices: std::sync::Arc::new(prices),

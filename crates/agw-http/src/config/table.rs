@@ -212,6 +212,20 @@ settings! {
             "most open streams (query + attaches) of one run; more attaches get 429";
         AGW_RUNS_CHAT_CONCURRENCY: "agw.runs.chat-concurrency" = Some("reject"),
             "a query into a chat with a run in flight: reject (409 chat_busy naming the run) | queue (starts when that run ends)";
+        AGW_DATABASE_URL: "agw.database.url" = None,
+            "PostgreSQL URL (postgres://user:pass@host/db): chat memory shared by replicas instead of files in memory.chat.dir";
+        AGW_DATABASE_SCHEMA: "agw.database.schema" = Some("agw"),
+            "PostgreSQL schema of agw's tables (created and migrated at start)";
+        AGW_DATABASE_POOL_SIZE: "agw.database.pool-size" = Some("8"),
+            "PostgreSQL connections this replica keeps";
+        AGW_REDIS_URL: "agw.redis.url" = None,
+            "Redis URL (redis://host:6379/): live runs across replicas — attach, interrupt, steer and submit on any replica";
+        AGW_REDIS_PREFIX: "agw.redis.prefix" = Some("agw"),
+            "prefix of every Redis key agw writes (deployments sharing one Redis use different prefixes)";
+        AGW_NODE_ID: "agw.node.id" = None,
+            "this replica's id in the cluster (unset = a new random id at every start)";
+        AGW_CLUSTER_LEASE: "agw.cluster.lease" = Some("10s"),
+            "a replica that has not renewed its lease for this long is lost: its running runs end with run.error node_lost";
         AGW_QUOTAS_SUBJECT_CONCURRENT_RUNS: "agw.quotas.subject-concurrent-runs" = Some("0"),
             "runs one subject (JWT sub; all unauthenticated callers are one subject) may have in flight; more get 429 quota_exceeded (0 = no limit)";
         AGW_QUOTAS_SUBJECT_RUNS_PER_MINUTE: "agw.quotas.subject-runs-per-minute" = Some("0"),

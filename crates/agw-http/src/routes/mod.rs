@@ -10,8 +10,8 @@ mod events;
 mod openai;
 mod ops;
 pub(crate) mod query;
-mod runs;
-mod submit;
+pub(crate) mod runs;
+pub(crate) mod submit;
 mod viewport;
 
 pub use query::read_body;
@@ -137,7 +137,10 @@ async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> 
     let result = match (&method, path.as_str()) {
         (&Method::POST, "/api/ap/query") => query::query(state, req).await,
         (&Method::POST, "/api/ap/submit") => submit::submit(&state, req).await,
-        (&Method::GET, "/api/ap/attach") => runs::attach(&state, &params, &req, principal),
+        (&Method::GET, "/api/ap/attach") => match runs::attach(&state, &params, &req, principal) {
+            Ok(attach) => attach.await,
+            Err(e) => Err(e),
+        },
         (&Method::POST, "/api/ap/interrupt") => runs::interrupt(&state, req).await,
         (&Method::POST, "/api/ap/steer") => runs::steer(&state, req).await,
         (&Method::POST, "/api/ap/compact") => compact::compact(&state, req).await,
@@ -163,7 +166,7 @@ async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> 
         (&Method::GET, "/api/ap/chat") => chats::detail(&state, &params, principal).await,
         (&Method::GET, "/api/ap/viewport") => viewport::get(&state, &params),
         (&Method::GET, "/healthz") => Ok(ops::healthz()),
-        (&Method::GET, "/readyz") => Ok(ops::readyz(&state)),
+        (&Method::GET, "/readyz") => Ok(ops::readyz(&state).await),
         (&Method::GET, "/metrics") => Ok(ops::metrics()),
         (&Method::GET, p) if p.starts_with("/api/ap/data/") => {
             let range = req.headers().get(header::RANGE).and_then(|v| v.to_str().ok()).map(str::to_string);

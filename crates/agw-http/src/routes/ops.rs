@@ -12,11 +12,51 @@ pub fn healthz() -> http::Response<BoxBody> {
     json_response(StatusCode::OK, &json!({"status": "ok"}))
 }
 
-/// Readiness: catalogs are loaded (the agent catalog may legitimately be empty, but it exists).
-pub fn readyz(state: &AppState) -> http::Response<BoxBody> {
-    let agents = state.agents.load();
-    json_response(StatusCode::OK, &json!({"status": "ready", "agents": agents.len()}))
+/// Readiness: catalogs are loaded (the agent catalog may legitimately be empty, but it exists),
+/// and the shared state this replica needs answers — the chat store (its directory, or
+/// PostgreSQL) when memory is on, Redis when the replica is in a cluster. 503 names what fails.
+pub async fn readyz(state: &AppState) -> http::Response<BoxBody> {
+    let agents = state.agents.load().len();
+    let mut failing = serde_json::Map::new();
+    if state.settings.memory.enabled {
+        let store = state.chats.clone();
+        let backend = store.backend_name();
+        let ping = tokio::time::timeout(PING_TIMEOUT, tokio::task::spawn_blocking(move || store.ping())).await;
+        let problem = match ping {
+            Ok(Ok(Ok(()))) => None,
+            Ok(Ok(Err(e))) => Some(e.to_string()),
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(_) => Some(format!("no answer within {} ms", PING_TIMEOUT.as_millis())),
+        };
+        if let Some(problem) = problem {
+            failing.insert(format!("chats ({backend})"), problem.into());
+        }
+    }
+    if state.settings.cluster.redis.is_some() {
+        let problem = match state.cluster.get() {
+            None => Some("not joined".to_owned()),
+            Some(node) => match tokio::time::timeout(PING_TIMEOUT, node.cluster.ping()).await {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(_) => Some(format!("no answer within {} ms", PING_TIMEOUT.as_millis())),
+            },
+        };
+        if let Some(problem) = problem {
+            failing.insert("redis".into(), problem.into());
+        }
+    }
+    if failing.is_empty() {
+        return json_response(StatusCode::OK, &json!({"status": "ready", "agents": agents}));
+    }
+    tracing::warn!(failing = %serde_json::Value::Object(failing.clone()), "not ready");
+    json_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        &json!({"status": "unavailable", "agents": agents, "failing": failing}),
+    )
 }
+
+/// How long readiness waits for each dependency.
+const PING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Prometheus text exposition of every metric.
 pub fn metrics() -> http::Response<BoxBody> {

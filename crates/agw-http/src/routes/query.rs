@@ -119,15 +119,42 @@ pub async fn start_run(state: &AppState, new: NewRun) -> Result<(Arc<RunHandle>,
     // Quotas before anything streams or any provider is called; the chat's slot (taken above)
     // is released when this returns early.
     let subject = principal.as_ref().map_or(ANONYMOUS_SUBJECT, |p| p.subject.as_str());
-    let quota = state.quotas.admit(subject, &agent.key).map_err(quota_exceeded)?;
+    let quota = match state.cluster.get() {
+        Some(node) if state.settings.quotas.subject.any() || state.settings.quotas.agent.any() => {
+            crate::quotas::admit_shared(&node.cluster, &state.settings.quotas, subject, &agent.key, &run_id).await
+        }
+        _ => state.quotas.admit(subject, &agent.key),
+    }
+    .map_err(quota_exceeded)?;
     let policy = match request.on_disconnect {
         Some(OnDisconnect::Cancel) => DisconnectPolicy::Cancel,
         Some(OnDisconnect::Continue) => DisconnectPolicy::Continue,
         None if settings.detach_grace.is_zero() => DisconnectPolicy::Cancel,
         None => DisconnectPolicy::Grace(settings.detach_grace),
     };
+    // Across replicas too (`crate::cluster`): the chat's lock in Redis, next to the local slot.
+    if slot.is_some() {
+        match crate::cluster::lock_chat(state, &chat_id, &run_id).await {
+            Ok(()) => {}
+            Err(crate::cluster::ChatLock::Busy(holder)) => return Err(chat_busy(&chat_id, &holder)),
+            Err(crate::cluster::ChatLock::Unavailable(e)) => {
+                tracing::error!(error = %e, "chat lock unavailable");
+                return Err(ApiError::with_fields(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the cluster's shared state (Redis) is unavailable; retry shortly",
+                    serde_json::json!({"code": "cluster_unavailable"}),
+                ));
+            }
+        }
+    }
     let handle = state.runs.register(&run_id, &chat_id, &agent.key, principal.as_ref().map(Principal::owner), policy);
     let observer = handle.observe(0).map_err(|_| ApiError::internal())?;
+    if let Err(e) = crate::cluster::announce(state, &handle, "running").await {
+        // Not started: the handle is forgotten with its observer, the chat's lock released.
+        handle.finish_abruptly();
+        crate::cluster::unlock_chat(state, &chat_id, &run_id).await;
+        return Err(e);
+    }
 
     let span = tracing::info_span!("run", runId = %run_id, chatId = %chat_id, agentKey = %agent.key);
     let run =
@@ -145,7 +172,19 @@ pub async fn start_run(state: &AppState, new: NewRun) -> Result<(Arc<RunHandle>,
 
 /// The SSE response of one observer of a run (`/query`, `/attach`).
 pub fn sse_response(observer: Observer, heartbeat: std::time::Duration) -> Response<BoxBody> {
-    let mut resp = Response::new(BodyExt::boxed_unsync(SseBody::new(observer, heartbeat)));
+    sse_body_response(SseBody::new(observer, heartbeat))
+}
+
+/// The SSE response of frames read elsewhere (a run of another replica, `crate::cluster`).
+pub fn sse_stream_response(
+    frames: impl futures::Stream<Item = Bytes> + Send + 'static,
+    heartbeat: std::time::Duration,
+) -> Response<BoxBody> {
+    sse_body_response(SseBody::from_stream(frames, heartbeat))
+}
+
+fn sse_body_response(body: SseBody) -> Response<BoxBody> {
+    let mut resp = Response::new(BodyExt::boxed_unsync(body));
     *resp.status_mut() = StatusCode::OK;
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
@@ -343,7 +382,11 @@ async fn drive_run(state: AppState, run: RunStart) {
     let _slot = match slot {
         Some(slot) => slot,
         None => {
-            let queued = state.runs.chats().acquire(&chat_id, &run_id);
+            let queued = async {
+                let slot = state.runs.chats().acquire(&chat_id, &run_id).await;
+                crate::cluster::wait_chat(&state, &chat_id, &run_id).await;
+                slot
+            };
             tokio::select! {
                 slot = queued => slot,
                 reason = async { tokio::select! { r = handle.cancelled() => r, () = handle.abandoned() => CancelReason::Detached } } => {

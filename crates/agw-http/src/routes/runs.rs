@@ -17,6 +17,7 @@ use super::HandlerResult;
 use super::query::{read_body, sse_response};
 use crate::auth::{Principal, may_access};
 use crate::body::RequestBody;
+use crate::cluster;
 use crate::envelope::{ApiError, success};
 use crate::runs::{AttachError, CancelReason, RunHandle, RunStatus};
 use crate::state::AppState;
@@ -42,20 +43,37 @@ fn visible_run(state: &AppState, run_id: &str, principal: Option<&Principal>) ->
 /// `GET /api/ap/attach?runId=…&lastSeq=N`: every buffered event with `seq > N`, then live, ending
 /// after the terminal event. `lastSeq` wins over a `Last-Event-ID` header; with neither, the
 /// stream starts at the oldest event still held (a client that saw nothing wants what there is).
-pub fn attach(
-    state: &AppState,
-    params: &HashMap<String, String>,
+/// A run held by another replica is followed through the cluster (`crate::cluster`).
+pub fn attach<'a>(
+    state: &'a AppState,
+    params: &'a HashMap<String, String>,
     req: &Request<RequestBody>,
+    principal: Option<&'a Principal>,
+) -> Result<impl std::future::Future<Output = HandlerResult> + Send + 'a, ApiError> {
+    let run_id = params.get("runId").map(String::as_str).unwrap_or("");
+    let header = req.headers().get("last-event-id").and_then(|v| v.to_str().ok());
+    let requested = match (params.get("lastSeq"), header) {
+        (Some(explicit), _) => Some(parse_seq("lastSeq", explicit)?),
+        (None, Some(header)) => Some(parse_seq("Last-Event-ID", header)?),
+        (None, None) => None,
+    };
+    Ok(attach_run(state, run_id, requested, principal))
+}
+
+async fn attach_run(
+    state: &AppState,
+    run_id: &str,
+    requested: Option<u64>,
     principal: Option<&Principal>,
 ) -> HandlerResult {
-    let run_id = params.get("runId").map(String::as_str).unwrap_or("");
-    let handle = visible_run(state, run_id, principal)?;
-    let header = req.headers().get("last-event-id").and_then(|v| v.to_str().ok());
-    let last_seq = match (params.get("lastSeq"), header) {
-        (Some(explicit), _) => parse_seq("lastSeq", explicit)?,
-        (None, Some(header)) => parse_seq("Last-Event-ID", header)?,
-        (None, None) => handle.oldest_seq().saturating_sub(1),
+    let handle = match visible_run(state, run_id, principal) {
+        Ok(handle) => handle,
+        Err(not_found) => {
+            let Some(remote) = cluster::locate(state, run_id, principal).await? else { return Err(not_found) };
+            return attach_remote(state, remote, requested).await;
+        }
     };
+    let last_seq = requested.unwrap_or_else(|| handle.oldest_seq().saturating_sub(1));
     let latest = handle.latest_seq();
     if last_seq > latest && handle.status().is_finished() {
         return Err(ApiError::bad_request(format!("lastSeq {last_seq} is after the run's last event ({latest})")));
@@ -65,16 +83,36 @@ pub fn attach(
             tracing::info!(runId = %handle.run_id, last_seq, status = handle.status().as_str(), "attached");
             Ok(sse_response(observer, state.settings.server.heartbeat_interval))
         }
-        Err(AttachError::Expired { oldest, latest }) => Err(ApiError::conflict(
-            format!("events after {last_seq} are no longer buffered; the oldest held is {oldest}"),
-            json!({"code": "seq_expired", "runId": handle.run_id, "oldestSeq": oldest, "latestSeq": latest, "lastSeq": last_seq}),
-        )),
+        Err(AttachError::Expired { oldest, latest }) => Err(seq_expired(&handle.run_id, last_seq, oldest, latest)),
         Err(AttachError::TooManyObservers(max)) => Err(ApiError::with_fields(
             StatusCode::TOO_MANY_REQUESTS,
             format!("the run already has {max} observers"),
             json!({"code": "too_many_observers", "runId": handle.run_id}),
         )),
     }
+}
+
+fn seq_expired(run_id: &str, last_seq: u64, oldest: u64, latest: u64) -> ApiError {
+    ApiError::conflict(
+        format!("events after {last_seq} are no longer buffered; the oldest held is {oldest}"),
+        json!({"code": "seq_expired", "runId": run_id, "oldestSeq": oldest, "latestSeq": latest, "lastSeq": last_seq}),
+    )
+}
+
+/// Attach to a run another replica holds: its frames from the run's stream in Redis.
+async fn attach_remote(state: &AppState, remote: cluster::Remote, requested: Option<u64>) -> HandlerResult {
+    let run_id = remote.record.run_id.clone();
+    let (oldest, latest) = cluster::stream_bounds(state, &run_id).await?;
+    let last_seq = requested.unwrap_or(oldest.saturating_sub(1));
+    if last_seq > latest && cluster::is_finished(&remote) {
+        return Err(ApiError::bad_request(format!("lastSeq {last_seq} is after the run's last event ({latest})")));
+    }
+    if last_seq < latest && last_seq + 1 < oldest {
+        return Err(seq_expired(&run_id, last_seq, oldest, latest));
+    }
+    tracing::info!(runId = %run_id, last_seq, node = %remote.record.node_id, status = %remote.record.status, "attached to a run of another replica");
+    let frames = cluster::follow(state, remote, last_seq);
+    Ok(super::query::sse_stream_response(frames, state.settings.server.heartbeat_interval))
 }
 
 fn parse_seq(name: &str, raw: &str) -> Result<u64, ApiError> {
@@ -95,16 +133,33 @@ pub async fn interrupt(state: &AppState, req: Request<RequestBody>) -> HandlerRe
     let body = read_body(req, server.max_request_bytes, server.limits.body_read_timeout).await?;
     let request: InterruptRequest =
         serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("invalid interrupt body: {e}")))?;
-    let handle = visible_run(state, &request.run_id, principal.as_ref())?;
+    let handle = match visible_run(state, &request.run_id, principal.as_ref()) {
+        Ok(handle) => handle,
+        Err(not_found) => {
+            let Some(remote) = cluster::locate(state, &request.run_id, principal.as_ref()).await? else {
+                return Err(not_found);
+            };
+            if cluster::is_orphaned_wait(&remote) {
+                cluster::adopt(state, &remote).await?
+            } else {
+                return interrupt_remote(state, &remote).await.map(|data| success(&data));
+            }
+        }
+    };
+    Ok(success(&interrupt_handle(&handle).await))
+}
+
+/// Cancels a run this replica holds; the answer's `data`.
+pub(crate) async fn interrupt_handle(handle: &RunHandle) -> serde_json::Value {
     let run_id = handle.run_id.clone();
     if !handle.cancel(CancelReason::Interrupted) {
         let status = handle.status();
-        return Ok(success(&json!({
+        return json!({
             "accepted": false,
             "status": status.as_str(),
             "runId": run_id,
             "detail": format!("the run had already finished ({})", status.as_str()),
-        })));
+        });
     }
     let status = handle.wait_finished(INTERRUPT_WAIT).await;
     let (status, detail) = match status {
@@ -114,7 +169,28 @@ pub async fn interrupt(state: &AppState, req: Request<RequestBody>) -> HandlerRe
         other => (other.as_str(), "the run finished before it could be cancelled"),
     };
     tracing::info!(runId = %run_id, status, "interrupt");
-    Ok(success(&json!({"accepted": true, "status": status, "runId": run_id, "detail": detail})))
+    json!({"accepted": true, "status": status, "runId": run_id, "detail": detail})
+}
+
+/// Interrupt of a run another replica holds: forwarded while it lives; a lost one has ended.
+async fn interrupt_remote(state: &AppState, remote: &cluster::Remote) -> Result<serde_json::Value, ApiError> {
+    let run_id = remote.record.run_id.clone();
+    if cluster::is_lost(remote) {
+        cluster::declare_lost(state, &remote.record).await?;
+    }
+    if cluster::is_lost(remote) || cluster::is_finished(remote) {
+        let status = cluster::record_status(remote).to_owned();
+        return Ok(json!({
+            "accepted": false,
+            "status": status,
+            "runId": run_id,
+            "detail": format!("the run had already finished ({status})"),
+        }));
+    }
+    match cluster::forward(state, remote, "interrupt", json!({"runId": run_id})).await? {
+        cluster::Forwarded::Answer(data) => Ok(data),
+        cluster::Forwarded::Refused(error) => Err(error),
+    }
 }
 
 #[derive(Deserialize)]
@@ -135,12 +211,44 @@ pub async fn steer(state: &AppState, req: Request<RequestBody>) -> HandlerResult
     let principal = req.extensions().get::<Principal>().cloned();
     let server = &state.settings.server;
     let body = read_body(req, server.max_request_bytes, server.limits.body_read_timeout).await?;
+    steer_local(state, &body, principal.as_ref()).await.map(|data| success(&data))
+}
+
+/// Steer with the request's body; the answer's `data`. A run another replica holds gets the
+/// steer forwarded (a lost one has finished).
+pub(crate) async fn steer_local(
+    state: &AppState,
+    body: &[u8],
+    principal: Option<&Principal>,
+) -> Result<serde_json::Value, ApiError> {
     let request: SteerRequest =
-        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("invalid steer body: {e}")))?;
+        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid steer body: {e}")))?;
     if request.message.trim().is_empty() {
         return Err(ApiError::bad_request("message must not be blank"));
     }
-    let handle = visible_run(state, &request.run_id, principal.as_ref())?;
+    let handle = match visible_run(state, &request.run_id, principal) {
+        Ok(handle) => handle,
+        Err(not_found) => {
+            let Some(remote) = cluster::locate(state, &request.run_id, principal).await? else {
+                return Err(not_found);
+            };
+            if cluster::is_lost(&remote) {
+                cluster::declare_lost(state, &remote.record).await?;
+            }
+            if cluster::is_lost(&remote) || cluster::is_finished(&remote) || cluster::is_orphaned_wait(&remote) {
+                let (run_id, status) = (&remote.record.run_id, cluster::record_status(&remote));
+                return Err(ApiError::conflict(
+                    format!("run {run_id} has finished ({status}); it takes no more messages"),
+                    json!({"code": "run_finished", "runId": run_id, "status": status}),
+                ));
+            }
+            let body: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+            return match cluster::forward(state, &remote, "steer", body).await? {
+                cluster::Forwarded::Answer(data) => Ok(data),
+                cluster::Forwarded::Refused(error) => Err(error),
+            };
+        }
+    };
     let run_id = handle.run_id.clone();
     let finished = || {
         ApiError::conflict(
@@ -164,13 +272,13 @@ pub async fn steer(state: &AppState, req: Request<RequestBody>) -> HandlerResult
     match handle.steers.push(steer) {
         Ok(()) => {
             tracing::info!(runId = %run_id, %steer_id, "steer queued");
-            Ok(success(&json!({
+            Ok(json!({
                 "accepted": true,
                 "status": "queued",
                 "runId": run_id,
                 "steerId": steer_id,
                 "detail": "queued for the run's next model turn",
-            })))
+            }))
         }
         Err(SteerRefused::Closed(_)) => Err(finished()),
         Err(SteerRefused::Full { capacity, .. }) => Err(ApiError::with_fields(

@@ -14,6 +14,7 @@ use super::HandlerResult;
 use super::query::read_body;
 use crate::auth::{Principal, may_access};
 use crate::body::RequestBody;
+use crate::cluster;
 use crate::envelope::{ApiError, success};
 use crate::state::AppState;
 
@@ -21,11 +22,36 @@ pub async fn submit(state: &AppState, req: Request<RequestBody>) -> HandlerResul
     let principal = req.extensions().get::<Principal>().cloned();
     let server = &state.settings.server;
     let body = read_body(req, server.max_request_bytes, server.limits.body_read_timeout).await?;
-    let submit = SubmitRequest::from_json(&body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    submit_local(state, &body, principal.as_ref()).await.map(|data| success(&data))
+}
+
+/// Submit with the request's body; the answer's `data`. A run another replica holds gets the
+/// submit forwarded; one that waited on a replica that is gone is adopted here first.
+pub(crate) async fn submit_local(
+    state: &AppState,
+    body: &[u8],
+    principal: Option<&Principal>,
+) -> Result<serde_json::Value, ApiError> {
+    let submit = SubmitRequest::from_json(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
     submit.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let mut owner = state.runs.owner(&submit.run_id);
+    if owner.is_none()
+        && let Some(remote) = cluster::locate(state, &submit.run_id, principal).await?
+    {
+        if cluster::is_orphaned_wait(&remote) {
+            let handle = cluster::adopt(state, &remote).await?;
+            owner = Some(handle.owner.clone());
+        } else if !cluster::is_finished(&remote) && !cluster::is_lost(&remote) {
+            let body: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+            return match cluster::forward(state, &remote, "submit", body).await? {
+                cluster::Forwarded::Answer(data) => Ok(data),
+                cluster::Forwarded::Refused(error) => Err(error),
+            };
+        }
+    }
     // No such run: nothing can be waiting, but without auth the waiters alone decide (as before).
-    let permitted = match state.runs.owner(&submit.run_id) {
-        Some(owner) => may_access(principal.as_ref(), owner.as_ref()),
+    let permitted = match owner {
+        Some(owner) => may_access(principal, owner.as_ref()),
         None => principal.is_none(),
     };
     let status = if permitted {
@@ -75,5 +101,5 @@ pub async fn submit(state: &AppState, req: Request<RequestBody>) -> HandlerResul
         data["awaitingId"] = json!(awaiting_id);
     }
     tracing::info!(runId = %run_id, toolId = %tool_id, accepted = status == SubmitStatus::Accepted, "frontend submit");
-    Ok(success(&data))
+    Ok(data)
 }

@@ -89,6 +89,17 @@ impl FrameBuffer {
         cursor >= self.latest || cursor + 1 >= self.oldest()
     }
 
+    /// Up to `max` frames after `cursor`, each with its seq, and whether frames right after the
+    /// cursor were already dropped (the reader then continues from the oldest held).
+    pub fn frames_after(&self, cursor: u64, max: usize) -> (Vec<(u64, Bytes)>, bool) {
+        if cursor >= self.latest {
+            return (Vec::new(), false);
+        }
+        let skipped = !self.can_serve(cursor);
+        let start = self.frames.partition_point(|(seq, _)| *seq <= cursor);
+        (self.frames.iter().skip(start).take(max).cloned().collect(), skipped)
+    }
+
     /// The frames after `cursor`, at most about 64 KiB of them (always at least one).
     pub fn read_after(&self, cursor: u64) -> Read {
         if cursor >= self.latest {

@@ -110,6 +110,22 @@ pub struct RunHandle {
     watchers: watch::Sender<usize>,
     /// Input and output tokens of every model call so far, as the providers reported them.
     usage: [std::sync::atomic::AtomicU64; 2],
+    /// The run waits for a person and its wait is recorded (durable waiting): another replica
+    /// may adopt it if this one is lost (`crate::cluster`).
+    waits_durably: std::sync::atomic::AtomicBool,
+}
+
+/// What the cluster mirror of a run reads from its handle ([`RunHandle::frames_after`]).
+#[derive(Debug)]
+pub struct Mirrored {
+    /// Frames after the cursor, each with its seq (at most a few hundred per read).
+    pub frames: Vec<(u64, Bytes)>,
+    /// Frames between the cursor and the first of `frames` were dropped from the buffer.
+    pub skipped: bool,
+    /// The run's status at the time of the read.
+    pub status: RunStatus,
+    /// Whether the run waits durably for a person.
+    pub waiting: bool,
 }
 
 impl std::fmt::Debug for RunHandle {
@@ -158,6 +174,7 @@ impl RunHandle {
             cancel: watch::Sender::new(None),
             watchers: watch::Sender::new(0),
             usage: Default::default(),
+            waits_durably: Default::default(),
         })
     }
 
@@ -234,6 +251,32 @@ impl RunHandle {
         }
         drop(state);
         self.wake.send_modify(|n| *n += 1);
+    }
+
+    /// Marks the run as waiting durably for a person (or not any more) and wakes its readers.
+    pub fn set_waiting(&self, waiting: bool) {
+        let ordering = std::sync::atomic::Ordering::Relaxed;
+        if self.waits_durably.swap(waiting, ordering) != waiting {
+            self.wake.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Whether the run waits durably for a person now.
+    pub fn is_waiting(&self) -> bool {
+        self.waits_durably.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A receiver woken at every publish and state change (for readers that are not observers:
+    /// they neither count for the disconnect policy nor for the observer cap).
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.wake.subscribe()
+    }
+
+    /// The frames after `cursor` one by one, for the cluster mirror (see [`Mirrored`]).
+    pub fn frames_after(&self, cursor: u64) -> Mirrored {
+        let state = self.lock();
+        let (frames, skipped) = state.buffer.frames_after(cursor, 256);
+        Mirrored { frames, skipped, status: state.status, waiting: self.is_waiting() }
     }
 
     /// Ends a run that could not publish its terminal event (its task failed); observers end.

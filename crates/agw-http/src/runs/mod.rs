@@ -10,7 +10,9 @@ mod handle;
 
 pub use buffer::{BufferLimits, FrameBuffer, Read};
 pub use chats::{ChatBusy, ChatSlot, ChatSlots};
-pub use handle::{AttachError, CancelReason, DisconnectPolicy, Observer, RunHandle, RunSpec, RunStatus, lagged_frame};
+pub use handle::{
+    AttachError, CancelReason, DisconnectPolicy, Mirrored, Observer, RunHandle, RunSpec, RunStatus, lagged_frame,
+};
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -98,7 +98,7 @@ impl Gateway {
         if let Some(second) = &fixture2 {
             settings.providers.push(second.provider_config(SECOND_FIXTURE_PROVIDER));
         }
-        let state = agw_http::build_state(settings);
+        let state = agw_http::build_state(settings).expect("state");
         let server = Server::bind(state.clone()).await.expect("bind");
         let base = format!("http://{}", server.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();

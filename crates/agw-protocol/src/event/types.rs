@@ -420,6 +420,9 @@ pub enum ErrorCode {
     /// `doom_loop` (agw): the model kept calling the same tool with the same arguments after it
     /// was told it repeats itself (`docs/context.md`).
     DoomLoop,
+    /// `node_lost` (agw): the replica running the run stopped renewing its lease (it was killed
+    /// or cut off); the history holds the run up to its last flushed step (`docs/deployment.md`).
+    NodeLost,
     /// Also what an absent or unknown code parses as.
     #[default]
     Internal,
@@ -427,7 +430,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in declaration order.
-    pub const ALL: [ErrorCode; 10] = [
+    pub const ALL: [ErrorCode; 11] = [
         Self::ProviderError,
         Self::ProviderTimeout,
         Self::BudgetExceeded,
@@ -437,6 +440,7 @@ impl ErrorCode {
         Self::FrontendSubmitTimeout,
         Self::ProviderNotConfigured,
         Self::DoomLoop,
+        Self::NodeLost,
         Self::Internal,
     ];
 
@@ -452,6 +456,7 @@ impl ErrorCode {
             Self::FrontendSubmitTimeout => "frontend_submit_timeout",
             Self::ProviderNotConfigured => "provider_not_configured",
             Self::DoomLoop => "doom_loop",
+            Self::NodeLost => "node_lost",
             Self::Internal => "internal",
         }
     }

@@ -1,0 +1,68 @@
+//! Shared by the binary's tests: reading an SSE response event by event.
+
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::time::Duration;
+
+use agw_protocol::sse::SseDecoder;
+use serde_json::{Value, json};
+
+/// SSE events of one response, read one at a time (heartbeats skipped; a frame whose data is
+/// not an event, e.g. `event:error`, becomes `{"type": <event name>, "raw": <data>}`).
+pub struct Events {
+    pub resp: reqwest::Response,
+    decoder: SseDecoder,
+    pending: std::collections::VecDeque<Value>,
+    /// Every event handed out so far.
+    pub seen: Vec<Value>,
+}
+
+impl Events {
+    pub fn new(resp: reqwest::Response) -> Self {
+        Self { resp, decoder: SseDecoder::new(), pending: Default::default(), seen: Vec::new() }
+    }
+
+    /// The next event; `None` when the response ended. Panics when nothing arrives for 20 s.
+    pub async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                self.seen.push(event.clone());
+                return Some(event);
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(20), self.resp.chunk())
+                .await
+                .expect("stream stalled")
+                .expect("body chunk")?;
+            let mut frames = Vec::new();
+            self.decoder.feed(&chunk, &mut frames);
+            for frame in frames.into_iter().filter(|f| !f.is_heartbeat()) {
+                match serde_json::from_str(&frame.data) {
+                    Ok(event) => self.pending.push_back(event),
+                    Err(_) => self.pending.push_back(json!({"type": frame.event, "raw": frame.data})),
+                }
+            }
+        }
+    }
+
+    /// Reads up to and including the first event of type `ty`.
+    pub async fn until(&mut self, ty: &str) -> Value {
+        loop {
+            let event =
+                self.next().await.unwrap_or_else(|| panic!("stream ended before {ty}: {:?}", types(&self.seen)));
+            if event["type"] == ty {
+                return event;
+            }
+        }
+    }
+
+    /// Reads to the end; every event of the response.
+    pub async fn all(mut self) -> Vec<Value> {
+        while self.next().await.is_some() {}
+        self.seen
+    }
+}
+
+/// The `type` of each event.
+pub fn types(events: &[Value]) -> Vec<String> {
+    events.iter().map(|e| e["type"].as_str().unwrap_or("?").to_owned()).collect()
+}

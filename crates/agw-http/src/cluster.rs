@@ -1,0 +1,546 @@
+//! agw as one of several replicas (`docs/deployment.md`): runs that any replica can reach.
+//!
+//! With `agw.redis.url` set, every run this replica starts is *announced* (a run record naming
+//! this node) and *mirrored*: a task reads the run's event buffer like an observer that never
+//! counts as one and appends each frame, with its seq, to the run's Redis stream. The run task
+//! itself never waits for Redis: a Redis outage delays the mirror (it retries from its cursor),
+//! not the run or its own clients.
+//!
+//! A request for a run this replica does not hold ([`locate`]) finds the record and:
+//! - `attach` follows the run's stream ([`follow`]) — the retained frames, then live ones;
+//! - `interrupt`, `steer`, `submit` are forwarded to the owner ([`forward`]), which answers them
+//!   exactly as if they had arrived there (the caller's access was checked here, against the
+//!   record's owner);
+//! - when the owner's lease has expired, a running run is declared lost: one replica (a claim
+//!   decides which) appends `run.error` `node_lost` to its stream, which ends every observer's
+//!   response; a run that waited durably for a person is *adopted* by the replica its answer
+//!   reaches ([`adopt`]): that replica continues it from its history, as after a restart.
+//!
+//! One run per chat holds across replicas through a chat lock in Redis taken next to the local
+//! slot; a lock whose node lease expired is free.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use agw_cluster::{Cluster, ClusterConfig, ControlReply, ControlRequest, FollowItem, Frame, RunRecord};
+use agw_memory::Owner;
+use agw_protocol::event::RunError;
+use agw_protocol::{ErrorCode, Event, RunErrorInfo, sse};
+use bytes::Bytes;
+use futures::StreamExt;
+use http::StatusCode;
+use serde_json::{Value, json};
+
+use crate::auth::{Principal, may_access};
+use crate::envelope::ApiError;
+use crate::runs::{DisconnectPolicy, RunHandle, RunStatus};
+use crate::state::{AppState, Inner};
+
+/// How long a forwarded request waits for the owner's answer.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest pause between retries of a mirror append while Redis is unreachable.
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+/// This replica's membership: the Redis connection and its lease.
+pub struct Node {
+    /// The shared Redis state.
+    pub cluster: Cluster,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node").field("id", &self.cluster.node_id()).finish()
+    }
+}
+
+impl Node {
+    /// This replica's id.
+    pub fn id(&self) -> &str {
+        self.cluster.node_id()
+    }
+}
+
+/// Joins the cluster when `agw.redis.url` is set: connects, takes this node's lease and serves
+/// control requests for the runs it owns. Idempotent; an error says why Redis is unusable.
+pub async fn join(state: &AppState) -> Result<(), String> {
+    let Some(redis) = &state.settings.cluster.redis else { return Ok(()) };
+    if state.cluster.get().is_some() {
+        return Ok(());
+    }
+    let settings = &state.settings;
+    let config = ClusterConfig {
+        url: redis.url.clone(),
+        prefix: redis.prefix.clone(),
+        node_id: settings.cluster.node_id.clone(),
+        lease: settings.cluster.lease,
+        stream_max_events: settings.runs.buffer_events,
+        retention: settings.runs.retention.max(Duration::from_secs(1)),
+        ..ClusterConfig::default()
+    };
+    let cluster = Cluster::connect(config)
+        .await
+        .map_err(|e| format!("Redis at {} is unusable: {e}", crate::config::masked_url(&redis.url)))?;
+    let weak: Weak<Inner> = Arc::downgrade(&state.inner);
+    cluster.serve_control(move |request| {
+        let weak = weak.clone();
+        async move {
+            match weak.upgrade() {
+                Some(inner) => answer_control(&AppState { inner }, request).await,
+                None => reply_error(&ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the replica is stopping")),
+            }
+        }
+    });
+    tracing::info!(node = %cluster.node_id(), prefix = %redis.prefix, "joined the cluster");
+    if state.cluster.set(Arc::new(Node { cluster })).is_err() {
+        tracing::debug!("cluster joined twice; the second connection is dropped");
+    }
+    Ok(())
+}
+
+/// Leaves the cluster at shutdown: the lease is deleted at once (a stopped replica is not a
+/// lost one: its waiting runs can be adopted right away).
+pub async fn leave(state: &AppState) {
+    if let Some(node) = state.cluster.get() {
+        node.cluster.shutdown().await;
+        tracing::info!(node = %node.id(), "left the cluster");
+    }
+}
+
+fn owner_json(owner: Option<&Owner>) -> Option<String> {
+    owner.and_then(|o| serde_json::to_string(o).ok())
+}
+
+fn owner_of(record: &RunRecord) -> Option<Owner> {
+    record.owner.as_deref().and_then(|o| serde_json::from_str(o).ok())
+}
+
+fn unavailable(e: impl std::fmt::Display) -> ApiError {
+    tracing::error!(error = %e, "cluster state unavailable");
+    ApiError::with_fields(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the cluster's shared state (Redis) is unavailable; retry shortly",
+        json!({"code": "cluster_unavailable"}),
+    )
+}
+
+// -- the replica that runs a run ------------------------------------------------------------
+
+/// Takes the chat's cluster-wide lock for `run_id`; `Err(holder)` when another live run has it.
+/// Without a cluster there is nothing to take.
+pub async fn lock_chat(state: &AppState, chat_id: &str, run_id: &str) -> Result<(), ChatLock> {
+    let Some(node) = state.cluster.get() else { return Ok(()) };
+    match node.cluster.acquire_chat(chat_id, run_id).await {
+        Ok(None) => Ok(()),
+        Ok(Some(holder)) => Err(ChatLock::Busy(holder)),
+        Err(e) => Err(ChatLock::Unavailable(e.to_string())),
+    }
+}
+
+/// Why [`lock_chat`] did not take the lock.
+#[derive(Debug)]
+pub enum ChatLock {
+    /// This run holds it.
+    Busy(String),
+    /// Redis did not answer.
+    Unavailable(String),
+}
+
+/// Waits for the chat's cluster-wide lock (the `queue` policy): polls until it is free.
+pub async fn wait_chat(state: &AppState, chat_id: &str, run_id: &str) {
+    loop {
+        match lock_chat(state, chat_id, run_id).await {
+            Ok(()) => return,
+            Err(ChatLock::Busy(_)) => {}
+            Err(ChatLock::Unavailable(e)) => tracing::warn!(error = %e, "chat lock unavailable; retrying"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Frees the chat's lock when a run that could not start took it.
+pub async fn unlock_chat(state: &AppState, chat_id: &str, run_id: &str) {
+    if let Some(node) = state.cluster.get()
+        && let Err(e) = node.cluster.release_chat(chat_id, run_id).await
+    {
+        tracing::warn!(error = %e, chatId = chat_id, runId = run_id, "chat lock not released");
+    }
+}
+
+/// Announces a run this replica starts (its record, naming this node) and starts its mirror.
+/// Awaited before the query answers, so an attach on another replica right after finds it.
+pub async fn announce(state: &AppState, handle: &Arc<RunHandle>, status: &str) -> Result<(), ApiError> {
+    let Some(node) = state.cluster.get() else { return Ok(()) };
+    let record = RunRecord {
+        run_id: handle.run_id.clone(),
+        chat_id: handle.chat_id.clone(),
+        agent_key: handle.agent_key.clone(),
+        node_id: node.id().to_owned(),
+        owner: owner_json(handle.owner.as_ref()),
+        status: status.to_owned(),
+    };
+    node.cluster.put_run(&record).await.map_err(unavailable)?;
+    tokio::spawn(mirror(node.clone(), handle.clone()));
+    Ok(())
+}
+
+/// Copies a run's frames to its Redis stream, in order, until the run ended and its last frame
+/// is there; keeps the record's status current; releases the chat's lock at the end.
+async fn mirror(node: Arc<Node>, handle: Arc<RunHandle>) {
+    let run_id = handle.run_id.clone();
+    let mut wake = handle.subscribe();
+    let mut cursor = 0u64;
+    let mut reported_waiting = false;
+    let mut backoff = Duration::from_millis(50);
+    let mut failing = false;
+    loop {
+        wake.borrow_and_update();
+        let read = handle.frames_after(cursor);
+        if read.skipped {
+            tracing::warn!(runId = %run_id, cursor, "the run's buffer dropped frames before they reached Redis");
+        }
+        let step = if let Some((last, _)) = read.frames.last() {
+            let last = *last;
+            let frames: Vec<Frame> = read.frames.into_iter().map(|(seq, bytes)| Frame { seq, bytes }).collect();
+            node.cluster.append_frames(&run_id, &frames).await.map(|()| cursor = last)
+        } else if read.waiting != reported_waiting {
+            let status = if read.waiting { "waiting" } else { "running" };
+            node.cluster.set_run_status(&run_id, status, false).await.map(|()| reported_waiting = read.waiting)
+        } else if read.status.is_finished() {
+            // A run that stops (server shutdown) while it waits durably stays adoptable.
+            let (status, finished) = if read.waiting { ("waiting", false) } else { (read.status.as_str(), true) };
+            match node.cluster.set_run_status(&run_id, status, finished).await {
+                Ok(()) => {
+                    if let Err(e) = node.cluster.release_chat(&handle.chat_id, &run_id).await {
+                        tracing::warn!(runId = %run_id, error = %e, "chat lock not released");
+                    }
+                    return;
+                }
+                Err(e) => Err(e),
+            }
+        } else {
+            if wake.changed().await.is_err() {
+                return;
+            }
+            continue;
+        };
+        match step {
+            Ok(()) => {
+                if failing {
+                    tracing::info!(runId = %run_id, "the run's frames reach Redis again");
+                }
+                failing = false;
+                backoff = Duration::from_millis(50);
+            }
+            Err(e) => {
+                if !failing {
+                    tracing::warn!(runId = %run_id, error = %e, "the run's frames do not reach Redis; retrying");
+                }
+                failing = true;
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+    }
+}
+
+// -- a replica that does not hold the run ---------------------------------------------------
+
+/// A run held by another replica (or by none, since its node was lost).
+pub struct Remote {
+    /// Its record.
+    pub record: RunRecord,
+    /// Whether the node that holds it is alive.
+    pub alive: bool,
+}
+
+impl Remote {
+    fn finished(&self) -> bool {
+        matches!(self.record.status.as_str(), "completed" | "failed" | "cancelled")
+    }
+
+    fn waiting(&self) -> bool {
+        self.record.status == "waiting"
+    }
+}
+
+/// The record of a run this replica does not hold, when the caller may see it. `Ok(None)`:
+/// no cluster, or no such run (or not the caller's): the caller answers 404.
+pub async fn locate(state: &AppState, run_id: &str, principal: Option<&Principal>) -> Result<Option<Remote>, ApiError> {
+    let Some(node) = state.cluster.get() else { return Ok(None) };
+    let Some(record) = node.cluster.get_run(run_id.trim()).await.map_err(unavailable)? else { return Ok(None) };
+    if !may_access(principal, owner_of(&record).as_ref()) {
+        return Ok(None);
+    }
+    // A record naming this node that is not in the registry is from before a restart.
+    let alive = record.node_id != node.id() && node.cluster.node_alive(&record.node_id).await.map_err(unavailable)?;
+    Ok(Some(Remote { record, alive }))
+}
+
+/// What a forwarded request turned into.
+pub enum Forwarded {
+    /// The owner answered (2xx: the `data` of the success envelope).
+    Answer(Value),
+    /// The owner refused it.
+    Refused(ApiError),
+}
+
+/// Sends a control request (`interrupt`, `steer`, `submit` with its JSON body) to the replica
+/// that holds the run and returns its answer.
+pub async fn forward(state: &AppState, remote: &Remote, kind: &str, body: Value) -> Result<Forwarded, ApiError> {
+    let Some(node) = state.cluster.get() else { return Err(ApiError::internal()) };
+    let request = ControlRequest { kind: kind.to_owned(), run_id: remote.record.run_id.clone(), body };
+    let reply = node.cluster.send_control(&remote.record.node_id, request, FORWARD_TIMEOUT).await.map_err(|e| {
+        tracing::warn!(node = %remote.record.node_id, error = %e, kind, "forwarded request not answered");
+        ApiError::with_fields(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the replica running run {} did not answer; retry shortly", remote.record.run_id),
+            json!({"code": "owner_unreachable", "runId": remote.record.run_id}),
+        )
+    })?;
+    tracing::info!(runId = %remote.record.run_id, node = %remote.record.node_id, kind, status = reply.status, "forwarded");
+    if reply.status == 200 {
+        return Ok(Forwarded::Answer(reply.body.get("data").cloned().unwrap_or(Value::Null)));
+    }
+    let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let msg = reply.body.get("msg").and_then(Value::as_str).unwrap_or("refused by the run's replica").to_owned();
+    let error = match reply.body.get("fields") {
+        Some(fields @ Value::Object(_)) => ApiError::with_fields(status, msg, fields.clone()),
+        _ => ApiError::new(status, msg),
+    };
+    Ok(Forwarded::Refused(error))
+}
+
+fn reply_ok(data: Value) -> ControlReply {
+    ControlReply { status: 200, body: json!({ "data": data }) }
+}
+
+fn reply_error(error: &ApiError) -> ControlReply {
+    let fields = error.body.clone().map(Value::Object).unwrap_or(Value::Null);
+    ControlReply { status: error.status.as_u16(), body: json!({ "msg": error.msg, "fields": fields }) }
+}
+
+/// The owner's side of [`forward`]: the same handling as the HTTP endpoint, without the access
+/// check (the forwarding replica made it against the run's owner).
+async fn answer_control(state: &AppState, request: ControlRequest) -> ControlReply {
+    let body = serde_json::to_vec(&request.body).unwrap_or_default();
+    let answer = match request.kind.as_str() {
+        "interrupt" => match state.runs.get(&request.run_id) {
+            Some(handle) => Ok(crate::routes::runs::interrupt_handle(&handle).await),
+            None => Err(ApiError::not_found(format!("run not found: {}", request.run_id))),
+        },
+        "steer" => crate::routes::runs::steer_local(state, &body, None).await,
+        "submit" => crate::routes::submit::submit_local(state, &body, None).await,
+        other => Err(ApiError::bad_request(format!("unknown control request {other:?}"))),
+    };
+    match answer {
+        Ok(data) => reply_ok(data),
+        Err(error) => reply_error(&error),
+    }
+}
+
+/// Whether an SSE frame carries a run's terminal event (its `type` is the first one in it).
+fn is_terminal(frame: &[u8]) -> bool {
+    const KEY: &[u8] = b"\"type\":\"";
+    let Some(at) = frame.windows(KEY.len()).position(|w| w == KEY) else { return false };
+    let rest = &frame[at + KEY.len()..];
+    [&b"run.complete\""[..], b"run.error\"", b"run.cancel\""].iter().any(|t| rest.starts_with(t))
+}
+
+/// The last frame of a follow that lost Redis: the client may attach again.
+fn unavailable_frame(error: &str) -> Bytes {
+    let data = json!({
+        "code": "cluster_unavailable",
+        "message": format!("the run's stream in Redis cannot be read ({error}); attach again"),
+    });
+    Bytes::from(format!("event:error\ndata:{data}\n\n"))
+}
+
+/// Ends a run whose node was lost for every observer: appends `run.error` `node_lost` to its
+/// stream — once, whichever replica notices first — and marks the record failed.
+pub async fn declare_lost(state: &AppState, record: &RunRecord) -> Result<(), ApiError> {
+    let Some(node) = state.cluster.get() else { return Ok(()) };
+    let retention = state.settings.runs.retention.max(Duration::from_secs(60));
+    let key = format!("lost:{}:{}", record.run_id, record.node_id);
+    if !node.cluster.claim(&key, retention).await.map_err(unavailable)? {
+        return Ok(());
+    }
+    let seq = node.cluster.last_seq(&record.run_id).await.map_err(unavailable)?.unwrap_or(0) + 1;
+    let error = RunErrorInfo::new(
+        ErrorCode::NodeLost,
+        format!(
+            "the replica running this run ({}) was lost; the chat's history holds the run up to its last saved step",
+            record.node_id
+        ),
+        true,
+    );
+    let event = Event::new(
+        seq,
+        crate::sink::now_ms(),
+        RunError { run_id: record.run_id.clone(), error, totals: Default::default() },
+    );
+    let frame = Frame { seq, bytes: Bytes::from(sse::event_frame(&event)) };
+    node.cluster.append_frames(&record.run_id, &[frame]).await.map_err(unavailable)?;
+    node.cluster.set_run_status(&record.run_id, "failed", true).await.map_err(unavailable)?;
+    tracing::warn!(runId = %record.run_id, node = %record.node_id, "run ended with node_lost: its replica is gone");
+    crate::routes::query::count_outcome("failed", "node_lost");
+    Ok(())
+}
+
+/// The first seq an attach without `lastSeq` starts after, and whether `last_seq` can still be
+/// served: `Err((oldest, latest))` when the stream no longer holds the next event.
+pub async fn stream_bounds(state: &AppState, run_id: &str) -> Result<(u64, u64), ApiError> {
+    let Some(node) = state.cluster.get() else { return Ok((1, 0)) };
+    let first = node.cluster.first_seq(run_id).await.map_err(unavailable)?;
+    let last = node.cluster.last_seq(run_id).await.map_err(unavailable)?.unwrap_or(0);
+    Ok((first.unwrap_or(last + 1), last))
+}
+
+/// The frames of a remote run after `last_seq`, then live, ending after its terminal event.
+/// While the stream is quiet, the owner's lease is checked: a lost owner's running run gets
+/// `run.error` `node_lost` ([`declare_lost`]); a waiting run keeps waiting for its adopter.
+pub fn follow(state: &AppState, remote: Remote, last_seq: u64) -> futures::stream::BoxStream<'static, Bytes> {
+    let Some(node) = state.cluster.get().cloned() else { return futures::stream::empty().boxed() };
+    let frames = node.cluster.follow(&remote.record.run_id, last_seq);
+    struct Follow {
+        state: AppState,
+        node: Arc<Node>,
+        frames: futures::stream::BoxStream<'static, Result<FollowItem, agw_cluster::ClusterError>>,
+        run_id: String,
+        done: bool,
+        quiet_after_end: u8,
+    }
+    let follow = Follow {
+        state: state.clone(),
+        node,
+        frames,
+        run_id: remote.record.run_id.clone(),
+        done: false,
+        quiet_after_end: 0,
+    };
+    futures::stream::unfold(follow, |mut f| async move {
+        loop {
+            if f.done {
+                return None;
+            }
+            match f.frames.next().await {
+                Some(Ok(FollowItem::Frame(frame))) => {
+                    f.done = is_terminal(&frame.bytes);
+                    return Some((frame.bytes, f));
+                }
+                Some(Ok(FollowItem::Idle)) => match f.node.cluster.get_run(&f.run_id).await {
+                    Ok(Some(record)) => {
+                        let remote =
+                            Remote { alive: f.node.cluster.node_alive(&record.node_id).await.unwrap_or(true), record };
+                        if remote.finished() {
+                            // The terminal frame is appended before the record says finished;
+                            // two quiet reads after that mean it will not come (trimmed).
+                            f.quiet_after_end += 1;
+                            f.done = f.quiet_after_end >= 2;
+                        } else if !remote.alive
+                            && !remote.waiting()
+                            && let Err(e) = declare_lost(&f.state, &remote.record).await
+                        {
+                            tracing::warn!(runId = %f.run_id, error = %e.msg, "could not declare the run lost");
+                        }
+                    }
+                    // Expired with its retention: nothing more will come.
+                    Ok(None) => return None,
+                    Err(e) => tracing::warn!(runId = %f.run_id, error = %e, "run record unreadable while following"),
+                },
+                Some(Err(e)) => {
+                    f.done = true;
+                    tracing::warn!(runId = %f.run_id, error = %e, "following a remote run failed");
+                    return Some((unavailable_frame(&e.to_string()), f));
+                }
+                None => return None,
+            }
+        }
+    })
+    .boxed()
+}
+
+/// Continues on this replica a run that waited durably for a person on a replica that is gone:
+/// registers it here under its id (the chat's lock and the record move to this node) and waits
+/// for its answer again, as after a restart (`crate::durable`). Returns once the run's waiters
+/// are registered, so the submit that triggered the adoption is matched.
+pub async fn adopt(state: &AppState, remote: &Remote) -> Result<Arc<RunHandle>, ApiError> {
+    let Some(node) = state.cluster.get().cloned() else { return Err(ApiError::internal()) };
+    let record = &remote.record;
+    let claim = format!("adopt:{}:{}", record.run_id, record.node_id);
+    if !node.cluster.claim(&claim, Duration::from_secs(30)).await.map_err(unavailable)? {
+        return Err(ApiError::with_fields(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("run {} is being taken over by another replica; retry shortly", record.run_id),
+            json!({"code": "run_moving", "runId": record.run_id}),
+        ));
+    }
+    let store = state.chats.clone();
+    let (chat_id, run_id) = (record.chat_id.clone(), record.run_id.clone());
+    let waiting = tokio::task::spawn_blocking(move || store.waiting_run(&chat_id, &run_id))
+        .await
+        .map_err(|_| ApiError::internal())?
+        .map_err(|e| {
+            tracing::error!(error = %e, "chat memory unavailable");
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "chat memory unavailable")
+        })?;
+    let Some(waiting) = waiting else {
+        return Err(ApiError::not_found(format!("run {} no longer waits", record.run_id)));
+    };
+    if let Err(ChatLock::Unavailable(e)) = lock_chat(state, &record.chat_id, &record.run_id).await {
+        return Err(unavailable(e));
+    }
+    let slot =
+        state.runs.chats().try_acquire(&record.chat_id, &record.run_id).map_err(|busy| {
+            ApiError::conflict("the chat is busy", json!({"code": "chat_busy", "runId": busy.run_id}))
+        })?;
+    let handle = state.runs.register(
+        &record.run_id,
+        &record.chat_id,
+        &record.agent_key,
+        owner_of(record),
+        DisconnectPolicy::Continue,
+    );
+    node.cluster.set_run_node(&record.run_id, node.id()).await.map_err(unavailable)?;
+    tokio::spawn(mirror(node.clone(), handle.clone()));
+    let (ready, registered) = tokio::sync::oneshot::channel();
+    crate::durable::spawn_wait_again(state, handle.clone(), slot, waiting, Some(ready));
+    let _ = tokio::time::timeout(Duration::from_secs(5), registered).await;
+    tracing::info!(runId = %record.run_id, from = %record.node_id, "adopted a waiting run of a lost replica");
+    Ok(handle)
+}
+
+/// Status of a run as the record names it, for answers about finished remote runs.
+pub fn record_status(remote: &Remote) -> &str {
+    if remote.finished() || remote.alive || remote.waiting() {
+        &remote.record.status
+    } else {
+        RunStatus::Failed.as_str()
+    }
+}
+
+/// Whether the remote run's node is gone while it was running (not waiting): it is lost.
+pub fn is_lost(remote: &Remote) -> bool {
+    !remote.alive && !remote.finished() && !remote.waiting()
+}
+
+/// Whether the remote run waits for a person on a node that is gone (adoptable).
+pub fn is_orphaned_wait(remote: &Remote) -> bool {
+    !remote.alive && remote.waiting()
+}
+
+/// Whether the remote run has ended.
+pub fn is_finished(remote: &Remote) -> bool {
+    remote.finished()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_terminal;
+
+    #[test]
+    fn terminal_frames_are_recognised_by_their_type() {
+        assert!(is_terminal(b"id:9\nevent:message\ndata:{\"seq\":9,\"type\":\"run.complete\",\"runId\":\"r\"}\n\n"));
+        assert!(is_terminal(b"id:9\nevent:message\ndata:{\"seq\":9,\"type\":\"run.error\"}\n\n"));
+        assert!(!is_terminal(b"id:3\nevent:message\ndata:{\"seq\":3,\"type\":\"content.delta\",\"delta\":\"\\\"type\\\":\\\"run.error\\\"\"}\n\n"));
+    }
+}
