@@ -92,6 +92,11 @@ impl Cluster {
     }
 
     fn replica(&self, name: &str) -> Replica {
+        self.replica_with(name, &[])
+    }
+
+    /// A replica with extra environment (overriding the cluster's).
+    fn replica_with(&self, name: &str, extra: &[(&str, String)]) -> Replica {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_agw"));
         for var in [
             "AGW_CONFIG",
@@ -120,6 +125,7 @@ impl Cluster {
             .env("AGW_NODE_ID", format!("replica-{name}"))
             .env("AGW_CLUSTER_LEASE", format!("{LEASE_MS}ms"))
             .env("RUST_LOG", "info")
+            .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         let mut child = cmd.spawn().expect("spawn agw");
@@ -402,4 +408,182 @@ async fn readiness_names_the_shared_state() {
     let a = cluster.replica("a");
     let (status, ready) = cluster.get(&a, "/readyz").await;
     assert_eq!((status, ready["status"].as_str()), (200, Some("ready")), "{ready}");
+}
+
+/// A TCP proxy in front of Redis that can be cut (every connection dropped, new ones refused)
+/// and restored: a Redis outage as one replica sees it.
+struct Proxy {
+    addr: std::net::SocketAddr,
+    up: tokio::sync::watch::Sender<bool>,
+}
+
+impl Proxy {
+    async fn start(redis_url: &str) -> Proxy {
+        let target = redis_url.trim_start_matches("redis://").trim_end_matches('/').to_owned();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (up, _) = tokio::sync::watch::channel(true);
+        let state = up.clone();
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                if !*state.borrow() {
+                    continue;
+                }
+                let target = target.clone();
+                let mut rx = state.subscribe();
+                tokio::spawn(async move {
+                    let Ok(mut server) = tokio::net::TcpStream::connect(&target).await else { return };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = rx.wait_for(|up| !*up) => {}
+                    }
+                });
+            }
+        });
+        Proxy { addr, up }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://{}/", self.addr)
+    }
+
+    fn set(&self, up: bool) {
+        self.up.send_replace(up);
+    }
+}
+
+/// A short Redis outage on the replica running a run: the run and its own client go on
+/// untouched, the replica reports itself not ready meanwhile, and once Redis is back its mirror
+/// completes the run's stream, so an attach on another replica replays every event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_redis_outage_cuts_no_run_and_the_stream_catches_up() {
+    let Some(cluster) = Cluster::new("outage").await else { return };
+    let proxy = Proxy::start(&cluster.redis).await;
+    // A lease longer than the outage: the replica is not declared lost.
+    let a = cluster.replica_with("a", &[("AGW_REDIS_URL", proxy.url()), ("AGW_CLUSTER_LEASE", "8s".into())]);
+    let b = cluster.replica("b");
+    script(&cluster.fixture, vec![("through", "agent-react-step-1", slow_text(30, 100))]);
+    let mut on_a = cluster.query(&a, json!({"agentKey": "c", "message": "through the outage"})).await;
+    let run_id = on_a.until("run.start").await["runId"].as_str().unwrap().to_owned();
+    on_a.until("content.delta").await;
+
+    proxy.set(false);
+    let mut not_ready = Value::Null;
+    for _ in 0..40 {
+        let (status, body) = cluster.get(&a, "/readyz").await;
+        if status == 503 {
+            not_ready = body;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(not_ready["status"], "unavailable", "readiness fails while Redis is unreachable");
+    assert!(not_ready["failing"].get("redis").is_some(), "{not_ready}");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    proxy.set(true);
+
+    let events = on_a.all().await;
+    assert_eq!(events.last().unwrap()["type"], "run.complete", "the run was not cut: {:?}", types(&events));
+    let mut ready = 0;
+    for _ in 0..50 {
+        ready = cluster.get(&a, "/readyz").await.0;
+        if ready == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(ready, 200, "ready again once Redis answers");
+    let replayed = cluster.attach(&b, &run_id, 0).await.all().await;
+    let seqs = |events: &[Value]| events.iter().map(|e| e["seq"].as_u64().unwrap()).collect::<Vec<_>>();
+    assert_eq!(seqs(&replayed), seqs(&events), "the mirror caught up: every event, in order");
+    assert_eq!(text(&replayed), text(&events));
+}
+
+/// `agw migrate-chats`: a chat directory written by a single agw on files is copied into
+/// PostgreSQL; a second run copies nothing; a replica on the database lists and replays the
+/// chats exactly as the single agw did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_chats_moves_a_file_store_into_the_database() {
+    let Some(cluster) = Cluster::new("migrate").await else { return };
+    script(&cluster.fixture, vec![("chat", "agent-react-step-1", Transcript::openai_text(&["an ", "answer"]))]);
+    let chats_dir = cluster.dir.join("files");
+    let files = [("AGW_DATABASE_URL", String::new()), ("AGW_REDIS_URL", String::new())];
+    let single =
+        cluster.replica_with("single", &[&files[..], &[("MEMORY_CHAT_DIR", chats_dir.display().to_string())]].concat());
+    let mut chat_ids = Vec::new();
+    for i in 0..3 {
+        let events = cluster.query(&single, json!({"agentKey": "c", "message": format!("chat {i}")})).await.all().await;
+        chat_ids.push(of(&events, "run.start")[0]["chatId"].as_str().unwrap().to_owned());
+    }
+    let (_, listed_before) = cluster.get(&single, "/api/ap/chats").await;
+    let (_, replay_before) = cluster.get(&single, &format!("/api/ap/chat?chatId={}", chat_ids[1])).await;
+    drop(single);
+
+    let migrate = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_agw"))
+            .args(["migrate-chats", "--from"])
+            .arg(&chats_dir)
+            .env_remove("AGW_TEST_DATABASE_URL")
+            .env_remove("AGW_TEST_REDIS_URL")
+            .env("AGW_DATABASE_URL", &cluster.db)
+            .env("AGW_DATABASE_SCHEMA", &cluster.schema)
+            .output()
+            .expect("run migrate-chats");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).expect("JSON report")
+    };
+    let first = migrate();
+    assert_eq!(first["chats_copied"], 3, "{first}");
+    assert_eq!(first["mismatches"], json!([]), "{first}");
+    let second = migrate();
+    assert_eq!((second["chats_copied"].as_u64(), second["chats_skipped"].as_u64()), (Some(0), Some(3)), "{second}");
+
+    let replica = cluster.replica("a");
+    let (_, listed_after) = cluster.get(&replica, "/api/ap/chats").await;
+    assert_eq!(listed_after["data"], listed_before["data"]);
+    let (_, replay_after) = cluster.get(&replica, &format!("/api/ap/chat?chatId={}", chat_ids[1])).await;
+    assert_eq!(replay_after["data"], replay_before["data"]);
+}
+
+/// Quotas count across replicas: with one run in flight per subject allowed, a second query on
+/// another replica is refused while the first runs, and admitted after it ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quotas_hold_across_replicas() {
+    let Some(cluster) = Cluster::new("quotas").await else { return };
+    let one = [("AGW_QUOTAS_SUBJECT_CONCURRENT_RUNS", "1".to_owned())];
+    let (a, b) = (cluster.replica_with("a", &one), cluster.replica_with("b", &one));
+    script(
+        &cluster.fixture,
+        vec![
+            ("first", "agent-react-step-1", slow_text(10, 100)),
+            ("second", "agent-react-step-1", Transcript::openai_text(&["ok"])),
+        ],
+    );
+    let mut first = cluster.query(&a, json!({"agentKey": "c", "message": "first"})).await;
+    first.until("content.delta").await;
+    let (status, refused) = cluster.post(&b, "/api/ap/query", json!({"agentKey": "c", "message": "second"})).await;
+    assert_eq!(status, 429, "{refused}");
+    assert_eq!(
+        (refused["code"].as_str(), refused["quota"].as_str()),
+        (Some("quota_exceeded"), Some("subject.concurrent-runs"))
+    );
+    assert_eq!(first.all().await.last().unwrap()["type"], "run.complete");
+    // The finished run leaves the shared set right after its end.
+    let mut admitted = None;
+    for _ in 0..20 {
+        let resp = cluster
+            .client
+            .post(format!("{}/api/ap/query", b.base))
+            .json(&json!({"agentKey": "c", "message": "second"}))
+            .send()
+            .await
+            .unwrap();
+        if resp.status() == 200 {
+            admitted = Some(Events::new(resp).all().await);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let events = admitted.expect("admitted once the first run ended");
+    assert_eq!(events.last().unwrap()["type"], "run.complete");
 }
