@@ -22,7 +22,9 @@ use crate::fixture::now_ns;
 
 /// Where the load goes.
 pub struct Target {
-    pub addr: SocketAddr,
+    /// agw's replicas (or the fixture): run number `i` goes to `addrs[i % addrs.len()]`,
+    /// round-robin like a load balancer without stickiness. Never empty.
+    pub addrs: Vec<SocketAddr>,
     /// `POST /api/ap/query` on agw, or (generator-alone check) the fixture's chat completions.
     pub path: &'static str,
     pub body: Bytes,
@@ -108,9 +110,10 @@ struct Shared {
 type H1Sender = SendRequest<Full<Bytes>>;
 type H2Sender = hyper::client::conn::http2::SendRequest<Full<Bytes>>;
 
-/// This worker's HTTP/1.1 connection, or its slot in the shared HTTP/2 connections.
+/// This worker's HTTP/1.1 connections (one slot per address of [`Target::addrs`]), or its
+/// index among the HTTP/2 connections each address gets.
 enum Connection {
-    H1(Option<H1Sender>),
+    H1(Vec<Option<H1Sender>>),
     H2(usize),
 }
 
@@ -119,6 +122,7 @@ pub async fn drive(target: Arc<Target>, plan: Plan) -> Outcome {
     let workers = plan.concurrency.min(plan.runs).max(1);
     let started = Instant::now();
     let plan_h2 = plan.http2_connections;
+    let replicas = target.addrs.len().max(1);
     let shared = Arc::new(Shared {
         target,
         connect: Semaphore::new(plan.connect_parallelism.max(1)),
@@ -128,11 +132,15 @@ pub async fn drive(target: Arc<Target>, plan: Plan) -> Outcome {
         peak_open: AtomicUsize::new(0),
         last_headers: Mutex::new(started),
         outcome: Mutex::new(Outcome::default()),
-        h2: (0..plan_h2).map(|_| tokio::sync::Mutex::new(None)).collect(),
+        h2: (0..plan_h2 * replicas).map(|_| tokio::sync::Mutex::new(None)).collect(),
     });
     let mut tasks = tokio::task::JoinSet::new();
     for index in 0..workers {
-        let connection = if plan_h2 == 0 { Connection::H1(None) } else { Connection::H2(index % plan_h2) };
+        let connection = if plan_h2 == 0 {
+            Connection::H1((0..replicas).map(|_| None).collect())
+        } else {
+            Connection::H2(index % plan_h2)
+        };
         tasks.spawn(worker(shared.clone(), connection));
     }
     while tasks.join_next().await.is_some() {}
@@ -145,11 +153,12 @@ pub async fn drive(target: Arc<Target>, plan: Plan) -> Outcome {
 
 async fn worker(shared: Arc<Shared>, mut connection: Connection) {
     loop {
-        if shared.next_run.fetch_add(1, Ordering::Relaxed) >= shared.plan.runs || Instant::now() >= shared.plan.deadline
-        {
+        let run = shared.next_run.fetch_add(1, Ordering::Relaxed);
+        if run >= shared.plan.runs || Instant::now() >= shared.plan.deadline {
             return;
         }
-        let record = one_run(&shared, &mut connection).await;
+        let replica = run % shared.target.addrs.len().max(1);
+        let record = one_run(&shared, &mut connection, replica).await;
         shared.outcome.lock().unwrap_or_else(|e| e.into_inner()).add(record);
     }
 }
@@ -179,13 +188,13 @@ async fn connect_h2(addr: SocketAddr) -> Result<H2Sender, String> {
     Ok(sender)
 }
 
-/// A sender ready for one request: this worker's HTTP/1.1 connection (reused when still
-/// usable) or a clone of its shared HTTP/2 connection.
-async fn sender(shared: &Shared, connection: &mut Connection) -> Result<Sender, String> {
-    let addr = shared.target.addr;
+/// A sender to replica `replica` ready for one request: this worker's HTTP/1.1 connection to
+/// it (reused when still usable) or a clone of its shared HTTP/2 connection to it.
+async fn sender(shared: &Shared, connection: &mut Connection, replica: usize) -> Result<Sender, String> {
+    let addr = shared.target.addrs[replica];
     match connection {
-        Connection::H1(slot) => {
-            let mut reused = slot.take();
+        Connection::H1(slots) => {
+            let mut reused = slots[replica].take();
             if let Some(sender) = reused.as_mut()
                 && sender.ready().await.is_err()
             {
@@ -197,7 +206,7 @@ async fn sender(shared: &Shared, connection: &mut Connection) -> Result<Sender, 
             }
         }
         Connection::H2(index) => {
-            let mut slot = shared.h2[*index].lock().await;
+            let mut slot = shared.h2[replica * shared.plan.http2_connections + *index].lock().await;
             if slot.as_ref().is_none_or(H2Sender::is_closed) {
                 *slot = Some(connect_h2(addr).await?);
             }
@@ -223,14 +232,14 @@ impl Sender {
     }
 }
 
-async fn one_run(shared: &Shared, connection: &mut Connection) -> RunRecord {
+async fn one_run(shared: &Shared, connection: &mut Connection, replica: usize) -> RunRecord {
     let target = &shared.target;
     let mut record = RunRecord::default();
     let permit = shared.connect.acquire().await.ok();
     let deadline = Instant::now() + shared.plan.run_timeout;
     let start = now_ns();
 
-    let mut sender = match timeout_at(deadline, sender(shared, connection)).await {
+    let mut sender = match timeout_at(deadline, sender(shared, connection, replica)).await {
         Ok(Ok(sender)) => sender,
         Ok(Err(kind)) => return fail(record, kind, start),
         Err(_) => return fail(record, "timeout: connect".into(), start),
@@ -281,8 +290,8 @@ async fn one_run(shared: &Shared, connection: &mut Connection) -> RunRecord {
     record.heartbeats = scan.heartbeats;
     record.error = error.or_else(|| scan.verdict(target.expected_tokens));
     record.latencies_ns = scan.latencies;
-    if let (None, Connection::H1(slot), Sender::H1(sender)) = (&record.error, connection, sender) {
-        *slot = Some(sender);
+    if let (None, Connection::H1(slots), Sender::H1(sender)) = (&record.error, connection, sender) {
+        slots[replica] = Some(sender);
     }
     record
 }

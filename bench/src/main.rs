@@ -6,6 +6,11 @@
 //! receive), runs/s, CPU seconds per 1,000 runs of agw and of the generator itself, peak RSS of
 //! agw, errors. Prints a table and writes the same figures as JSON.
 //!
+//! With `--replicas N` it starts N agw processes with the same environment (each its own port,
+//! directory and `AGW_NODE_ID`) and spreads the runs round-robin over them; agw's figures are
+//! then sums over the replicas. With `--watch-process NAME` it also accounts the CPU of other
+//! processes agw works with on this machine (PostgreSQL, Redis).
+//!
 //! Loopback only; every loop is bounded (runs, per-run timeout, scenario deadline).
 
 // The load generator reads /proc and sets rlimits through libc.
@@ -93,6 +98,18 @@ struct Cli {
     /// The agw binary (default: `agw` next to this executable).
     #[arg(long)]
     agw_bin: Option<PathBuf>,
+    /// agw processes to start, each with the same environment plus its own port, directory
+    /// (agents, data, chats) and `AGW_NODE_ID=agw-load-<i>`; runs go to them round-robin.
+    /// Replicas share chats only through a database (`--agw-env AGW_DATABASE_URL=…`) and runs
+    /// only through Redis (`AGW_REDIS_URL`). agw's CPU, RSS, fds and threads are summed over
+    /// the replicas.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    replicas: u16,
+    /// Also measure the CPU time of every process with this name (`comm`, e.g. `postgres`,
+    /// `redis-server`; comma-separated or repeated): servers agw uses on this machine compete
+    /// with it for the cores. Reported per name and per 1,000 runs, and left out of *other*.
+    #[arg(long = "watch-process", value_name = "NAME", value_delimiter = ',')]
+    watch_process: Vec<String>,
     /// Generator-alone check: the client talks to the fake model directly, no agw.
     #[arg(long)]
     direct: bool,
@@ -216,11 +233,19 @@ fn machine(nofile: u64) -> Machine {
     }
 }
 
+fn is_one(n: &usize) -> bool {
+    *n == 1
+}
+
 #[derive(Debug, Default, Serialize)]
 struct ScenarioReport {
     name: String,
     what: String,
     target: String,
+    /// agw processes the runs were spread over (every `agw_*` figure is their sum); omitted
+    /// when 1.
+    #[serde(skip_serializing_if = "is_one")]
+    replicas: usize,
     client_http: String,
     memory: bool,
     streams: usize,
@@ -245,9 +270,15 @@ struct ScenarioReport {
     agw_cpu_s_per_1000_runs: f64,
     generator_cpu_s: f64,
     generator_cpu_s_per_1000_runs: f64,
+    /// CPU seconds of the `--watch-process` processes, by name (omitted when none).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    watched_cpu_s: BTreeMap<String, f64>,
+    /// The same per 1,000 runs (omitted when none).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    watched_cpu_s_per_1000_runs: BTreeMap<String, f64>,
     machine_busy_s: f64,
-    /// Machine busy time not accounted to agw or the generator (other processes, kernel
-    /// threads): should be near zero for a clean measurement.
+    /// Machine busy time not accounted to agw, the generator or the watched processes (other
+    /// processes, kernel threads): should be near zero for a clean measurement.
     other_cpu_s: f64,
     machine_capacity_s: f64,
     agw_rss_baseline_mib: f64,
@@ -269,7 +300,8 @@ struct Report {
     scenarios: Vec<ScenarioReport>,
 }
 
-/// Peak RSS / fds / threads of agw, sampled while a scenario runs.
+/// Peak RSS / fds / threads of agw (of all its replicas together), sampled while a scenario
+/// runs.
 #[derive(Default, Clone, Copy)]
 struct Peaks {
     rss: u64,
@@ -277,16 +309,17 @@ struct Peaks {
     threads: u64,
 }
 
-fn spawn_sampler(pid: u32, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Peaks> {
+fn spawn_sampler(pids: Vec<u32>, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Peaks> {
     tokio::spawn(async move {
         let mut peaks = Peaks::default();
         let mut tick = 0u64;
         while !stop.load(Ordering::Relaxed) {
-            peaks.rss = peaks.rss.max(sys::status_field(pid, "VmRSS").unwrap_or(0));
-            peaks.threads = peaks.threads.max(sys::status_field(pid, "Threads").unwrap_or(0));
+            let sum = |name| pids.iter().map(|&pid| sys::status_field(pid, name).unwrap_or(0)).sum::<u64>();
+            peaks.rss = peaks.rss.max(sum("VmRSS"));
+            peaks.threads = peaks.threads.max(sum("Threads"));
             // Listing 20,000 fds costs a few ms: every 500 ms only.
             if tick.is_multiple_of(5) {
-                peaks.fds = peaks.fds.max(sys::open_fds(pid).unwrap_or(0));
+                peaks.fds = peaks.fds.max(pids.iter().map(|&pid| sys::open_fds(pid).unwrap_or(0)).sum());
             }
             tick += 1;
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -321,26 +354,34 @@ async fn run_scenario(cli: &Cli, scenario: &Scenario, bin: &Path, nofile: u64) -
     std::fs::create_dir_all(&dir)?;
     let fixture = Fixture::start(Script { tokens: scenario.tokens, delay: scenario.delay }).await?;
     let memory = cli.memory == OnOff::On;
+    let replica_dirs = replica_dirs(&dir, if cli.direct { 1 } else { usize::from(cli.replicas) });
     if memory && cli.existing_chats > 0 {
-        agw::seed_chat_index(&dir, cli.existing_chats)?;
+        for replica_dir in &replica_dirs {
+            agw::seed_chat_index(replica_dir, cli.existing_chats)?;
+        }
     }
-    let agw = if cli.direct {
-        None
-    } else {
-        let options = AgwOptions {
-            bin,
-            dir: &dir,
-            provider_url: &fixture.base_url(),
-            memory,
-            fsync: &cli.fsync,
-            log: &cli.agw_log,
-            extra_env: &cli.agw_env,
-        };
-        Some(Agw::start(&options).await?)
-    };
+    let mut agws = Vec::new();
+    if !cli.direct {
+        for (i, replica_dir) in replica_dirs.iter().enumerate() {
+            let mut extra_env = cli.agw_env.clone();
+            if cli.replicas > 1 {
+                extra_env.push(format!("AGW_NODE_ID=agw-load-{i}"));
+            }
+            let options = AgwOptions {
+                bin,
+                dir: replica_dir,
+                provider_url: &fixture.base_url(),
+                memory,
+                fsync: &cli.fsync,
+                log: &cli.agw_log,
+                extra_env: &extra_env,
+            };
+            agws.push(Agw::start(&options).await?);
+        }
+    }
     let body = serde_json::json!({"agentKey": "bench", "message": "What is the weather in Tokyo?"}).to_string();
     let target = Arc::new(Target {
-        addr: agw.as_ref().map_or(fixture.addr(), Agw::addr),
+        addrs: if cli.direct { vec![fixture.addr()] } else { agws.iter().map(Agw::addr).collect() },
         path: if cli.direct { "/v1/chat/completions" } else { "/api/ap/query" },
         body: Bytes::from(body),
         direct: cli.direct,
@@ -371,17 +412,20 @@ async fn run_scenario(cli: &Cli, scenario: &Scenario, bin: &Path, nofile: u64) -
     }
     fixture.reset_peak();
     let requests_before = fixture.counters().requests.load(Ordering::Relaxed);
-    let pid = agw.as_ref().map(Agw::pid);
-    let rss_baseline = pid.and_then(|p| sys::status_field(p, "VmRSS")).unwrap_or(0);
+    let pids: Vec<u32> = agws.iter().map(Agw::pid).collect();
+    let rss_baseline = pids.iter().map(|&p| sys::status_field(p, "VmRSS").unwrap_or(0)).sum();
     let stop_sampler = Arc::new(AtomicBool::new(false));
-    let sampler = pid.map(|p| spawn_sampler(p, stop_sampler.clone()));
+    let sampler = (!pids.is_empty()).then(|| spawn_sampler(pids.clone(), stop_sampler.clone()));
 
-    let perf = match (&cli.perf_dir, pid) {
-        (Some(perf_dir), Some(pid)) => Some(start_perf(perf_dir, &scenario.name, pid).await?),
+    let perf = match &cli.perf_dir {
+        Some(perf_dir) if !pids.is_empty() => Some(start_perf(perf_dir, &scenario.name, &pids).await?),
         _ => None,
     };
-    let agw_cpu_0 = agw.as_ref().map(Agw::cpu).unwrap_or_default();
-    let agw_sys_0 = pid.and_then(sys::process_cpu_split).map(|(_, s)| s).unwrap_or_default();
+    let agw_sys_now = || pids.iter().filter_map(|&p| sys::process_cpu_split(p)).map(|(_, s)| s).sum::<Duration>();
+    let watched_now = || cli.watch_process.iter().map(|name| sys::processes_cpu_by_name(name)).collect::<Vec<_>>();
+    let agw_cpu_0 = agws.iter().map(Agw::cpu).sum::<Duration>();
+    let agw_sys_0 = agw_sys_now();
+    let watched_0 = watched_now();
     let gen_cpu_0 = sys::self_cpu();
     let machine_0 = sys::machine_cpu();
     let outcome = client::drive(
@@ -396,8 +440,14 @@ async fn run_scenario(cli: &Cli, scenario: &Scenario, bin: &Path, nofile: u64) -
         },
     )
     .await;
-    let agw_cpu = agw.as_ref().map(Agw::cpu).unwrap_or_default().saturating_sub(agw_cpu_0);
-    let agw_sys = pid.and_then(sys::process_cpu_split).map(|(_, s)| s).unwrap_or_default().saturating_sub(agw_sys_0);
+    let agw_cpu = agws.iter().map(Agw::cpu).sum::<Duration>().saturating_sub(agw_cpu_0);
+    let agw_sys = agw_sys_now().saturating_sub(agw_sys_0);
+    let watched_cpu: Vec<(String, Duration)> = cli
+        .watch_process
+        .iter()
+        .cloned()
+        .zip(watched_now().into_iter().zip(watched_0).map(|(after, before)| after.saturating_sub(before)))
+        .collect();
     let gen_cpu = sys::self_cpu().saturating_sub(gen_cpu_0);
     let machine_1 = sys::machine_cpu();
     if let Some(perf) = perf {
@@ -408,13 +458,13 @@ async fn run_scenario(cli: &Cli, scenario: &Scenario, bin: &Path, nofile: u64) -
         Some(handle) => handle.await.unwrap_or_default(),
         None => Peaks::default(),
     };
-    let vmhwm = pid.and_then(|p| sys::status_field(p, "VmHWM")).unwrap_or(0);
+    let vmhwm = pids.iter().map(|&p| sys::status_field(p, "VmHWM").unwrap_or(0)).sum();
     let fixture_requests = fixture.counters().requests.load(Ordering::Relaxed) - requests_before;
     let fixture_peak = fixture.counters().text_streams_peak.load(Ordering::Relaxed);
-    if let Some(agw) = agw {
+    for agw in agws {
         agw.stop().await;
     }
-    let chat_files = count_files(&agw::chats_dir(&dir));
+    let chat_files = replica_dirs.iter().map(|d| count_files(&agw::chats_dir(d))).sum();
     drop(fixture);
     if !cli.keep {
         let _ = std::fs::remove_dir_all(&dir);
@@ -426,6 +476,7 @@ async fn run_scenario(cli: &Cli, scenario: &Scenario, bin: &Path, nofile: u64) -
         Measured {
             agw_cpu,
             agw_sys,
+            watched_cpu,
             gen_cpu,
             machine: machine_0
                 .zip(machine_1)
@@ -442,12 +493,22 @@ async fn run_scenario(cli: &Cli, scenario: &Scenario, bin: &Path, nofile: u64) -
     Ok(report)
 }
 
-/// `perf record` attached to agw; the 300 ms pause lets it set up before the load starts.
-async fn start_perf(dir: &Path, name: &str, pid: u32) -> anyhow::Result<tokio::process::Child> {
+/// The directory of each replica: the scenario's own for one, a subdirectory each for several.
+fn replica_dirs(dir: &Path, replicas: usize) -> Vec<PathBuf> {
+    if replicas <= 1 {
+        return vec![dir.to_path_buf()];
+    }
+    (0..replicas).map(|i| dir.join(format!("replica-{i}"))).collect()
+}
+
+/// `perf record` attached to agw (every replica); the 300 ms pause lets it set up before the
+/// load starts.
+async fn start_perf(dir: &Path, name: &str, pids: &[u32]) -> anyhow::Result<tokio::process::Child> {
+    let pids = pids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
     std::fs::create_dir_all(dir)?;
     let child = tokio::process::Command::new("perf")
         .args(["record", "-q", "-e", "cpu-clock", "-F", "1999", "--call-graph", "dwarf,16384", "-p"])
-        .arg(pid.to_string())
+        .arg(pids)
         .arg("-o")
         .arg(dir.join(format!("{name}.perf.data")))
         .stdin(std::process::Stdio::null())
@@ -474,6 +535,8 @@ async fn stop_perf(mut perf: tokio::process::Child) {
 struct Measured {
     agw_cpu: Duration,
     agw_sys: Duration,
+    /// CPU of each `--watch-process` name during the phase.
+    watched_cpu: Vec<(String, Duration)>,
     gen_cpu: Duration,
     machine: Option<(Duration, Duration)>,
     rss_baseline: u64,
@@ -489,10 +552,12 @@ fn report(scenario: &Scenario, cli: &Cli, mut outcome: Outcome, m: Measured) -> 
     let wall = outcome.wall.as_secs_f64();
     let (busy, total) = m.machine.unwrap_or_default();
     let peak_rss = m.peaks.rss.max(m.vmhwm);
+    let watched_total: Duration = m.watched_cpu.iter().map(|(_, d)| *d).sum();
     ScenarioReport {
         name: scenario.name.clone(),
         what: scenario.what.clone(),
         target: if cli.direct { "fixture (generator alone)".into() } else { "agw".into() },
+        replicas: if cli.direct { 1 } else { usize::from(cli.replicas) },
         client_http: String::new(),
         memory: cli.memory == OnOff::On && !cli.direct,
         streams: scenario.streams,
@@ -516,8 +581,17 @@ fn report(scenario: &Scenario, cli: &Cli, mut outcome: Outcome, m: Measured) -> 
         agw_cpu_s_per_1000_runs: m.agw_cpu.as_secs_f64() / runs * 1000.0,
         generator_cpu_s: m.gen_cpu.as_secs_f64(),
         generator_cpu_s_per_1000_runs: m.gen_cpu.as_secs_f64() / runs * 1000.0,
+        watched_cpu_s: m.watched_cpu.iter().map(|(name, d)| (name.clone(), d.as_secs_f64())).collect(),
+        watched_cpu_s_per_1000_runs: m
+            .watched_cpu
+            .iter()
+            .map(|(name, d)| (name.clone(), d.as_secs_f64() / runs * 1000.0))
+            .collect(),
         machine_busy_s: busy.as_secs_f64(),
-        other_cpu_s: busy.as_secs_f64() - m.agw_cpu.as_secs_f64() - m.gen_cpu.as_secs_f64(),
+        other_cpu_s: busy.as_secs_f64()
+            - m.agw_cpu.as_secs_f64()
+            - m.gen_cpu.as_secs_f64()
+            - watched_total.as_secs_f64(),
         machine_capacity_s: total.as_secs_f64(),
         agw_rss_baseline_mib: mib(m.rss_baseline),
         agw_rss_peak_sampled_mib: mib(m.peaks.rss),
@@ -593,6 +667,22 @@ fn print_table(reports: &[ScenarioReport]) {
             r.chat_files,
             if r.errors.is_empty() { String::new() } else { format!("; errors {:?}", r.errors) },
         );
+        if r.replicas > 1 || !r.watched_cpu_s.is_empty() {
+            let watched: f64 = r.watched_cpu_s_per_1000_runs.values().sum();
+            let names: Vec<String> = r
+                .watched_cpu_s
+                .iter()
+                .map(|(name, s)| format!("{name} {s:.2}s ({:.3} s/1k runs)", r.watched_cpu_s_per_1000_runs[name]))
+                .collect();
+            println!(
+                "  {}: {} agw replica(s), summed: {:.3} CPU s/1k runs; watched: {}; agw + watched {:.3} CPU s/1k runs",
+                r.name,
+                r.replicas,
+                r.agw_cpu_s_per_1000_runs,
+                if names.is_empty() { "—".to_string() } else { names.join(", ") },
+                r.agw_cpu_s_per_1000_runs + watched,
+            );
+        }
     }
 }
 
@@ -604,6 +694,9 @@ fn main() -> anyhow::Result<()> {
     let nofile = sys::raise_nofile(262_144);
     fixture::epoch();
     let bin = cli.agw_bin.clone().unwrap_or_else(agw::default_bin);
+    if cli.replicas > 1 && cli.agw_env.iter().any(|pair| pair.starts_with("AGW_NODE_ID=")) {
+        anyhow::bail!("--replicas gives each replica its own AGW_NODE_ID; do not set it with --agw-env");
+    }
     if !cli.direct && !bin.is_file() {
         anyhow::bail!("agw binary not found at {} (cargo build --release -p agw, or --agw-bin)", bin.display());
     }
@@ -638,7 +731,7 @@ fn main() -> anyhow::Result<()> {
         reports.push(report);
     }
     print_table(&reports);
-    let options = BTreeMap::from([
+    let mut options = BTreeMap::from([
         ("memory", format!("{:?}", cli.memory).to_lowercase()),
         ("fsync", cli.fsync.clone()),
         ("existing_chats", cli.existing_chats.to_string()),
@@ -650,6 +743,12 @@ fn main() -> anyhow::Result<()> {
         ("agw_env", cli.agw_env.join(" ")),
         ("client_http", cli.client_http.clone()),
     ]);
+    if cli.replicas > 1 {
+        options.insert("replicas", cli.replicas.to_string());
+    }
+    if !cli.watch_process.is_empty() {
+        options.insert("watch_process", cli.watch_process.join(","));
+    }
     let report = Report {
         tool: "agw-load",
         unix_time: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),

@@ -29,6 +29,32 @@ pub fn process_cpu_split(pid: u32) -> Option<(Duration, Duration)> {
     Some((Duration::from_secs_f64(utime as f64 / hz), Duration::from_secs_f64(stime as f64 / hz)))
 }
 
+/// CPU time of every process named `name` (the `comm` of `/proc/<pid>/stat`, e.g. `postgres`,
+/// `redis-server`): user + system of each, plus the user + system of its children that have
+/// exited and been waited for (`cutime`, `cstime`). The latter keeps the sum monotonic when a
+/// process ends between two readings as long as its parent is watched too — a PostgreSQL
+/// backend whose connection closes is counted by the postmaster, a Redis `BGSAVE` child by
+/// `redis-server`. Processes of other users are included (their `stat` is world-readable).
+/// Resolution: one clock tick (10 ms) per process.
+pub fn processes_cpu_by_name(name: &str) -> Duration {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Duration::ZERO };
+    let hz = clock_ticks_per_sec();
+    let mut ticks = 0u64;
+    for entry in dir.filter_map(Result::ok) {
+        let file_name = entry.file_name();
+        let Some(pid) = file_name.to_str().filter(|s| s.bytes().all(|b| b.is_ascii_digit())) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else { continue };
+        if &stat[open + 1..close] != name {
+            continue;
+        }
+        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        // fields[0] is field 3 (state): utime, stime, cutime, cstime are fields 14–17.
+        ticks += fields.get(11..15).map_or(0, |f| f.iter().filter_map(|v| v.parse::<u64>().ok()).sum());
+    }
+    Duration::from_secs_f64(ticks as f64 / hz)
+}
+
 /// A `kB` field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`, …) in bytes; `Threads` as a count.
 pub fn status_field(pid: u32, name: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -103,5 +129,16 @@ mod tests {
         assert!(open_fds(pid).unwrap() >= 1);
         let (busy, total) = machine_cpu().unwrap();
         assert!(busy <= total);
+    }
+
+    #[test]
+    fn reads_processes_by_name() {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+        let name = &stat[stat.find('(').unwrap() + 1..stat.rfind(')').unwrap()];
+        // Burn a few clock ticks so the sum cannot be zero.
+        let until = std::time::Instant::now() + Duration::from_millis(50);
+        while std::time::Instant::now() < until {}
+        assert!(processes_cpu_by_name(name) > Duration::ZERO);
+        assert_eq!(processes_cpu_by_name("no-such-process-name"), Duration::ZERO);
     }
 }

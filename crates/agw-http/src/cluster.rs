@@ -68,10 +68,13 @@ pub async fn join(state: &AppState) -> Result<(), String> {
         return Ok(());
     }
     let settings = &state.settings;
+    // Each start is a new incarnation: a replica restarted under the same `agw.node.id` must
+    // not look like the owner of the runs (and chat locks) its previous life left behind.
+    let incarnation = &agw_protocol::ids::new_run_id().replace('-', "")[..6];
     let config = ClusterConfig {
         url: redis.url.clone(),
         prefix: redis.prefix.clone(),
-        node_id: settings.cluster.node_id.clone(),
+        node_id: format!("{}.{incarnation}", settings.cluster.node_id),
         lease: settings.cluster.lease,
         stream_max_events: settings.runs.buffer_events,
         retention: settings.runs.retention.max(Duration::from_secs(1)),

@@ -99,8 +99,8 @@ async fn always_is_remembered_for_the_chat_and_reject_tells_the_model() {
     let asks = events.iter().filter(|e| e["type"] == "awaiting.ask").count();
     assert_eq!(asks, 1, "only the first call of the rule is asked");
     assert_eq!(events.iter().filter(|e| e["type"] == "tool.result").count(), 2, "both calls ran");
-    let file = std::fs::read_to_string(gw.state.chats.config().dir.join(format!("{chat_id}.json"))).unwrap();
-    assert!(file.lines().any(|l| l.contains("\"_type\":\"approval\"") && l.contains("\"rule\":\"mock_*\"")), "{file}");
+    let history = gw.history_json(&chat_id).await;
+    assert!(history.iter().any(|l| l["_type"] == "approval" && l["rule"] == "mock_*"), "{history:?}");
 
     // A later run of the chat: not asked either; the replay is unaffected by the approval line.
     let again = gw.run(&json!({"agentKey": "w", "message": "and now?", "chatId": chat_id})).await;
@@ -152,24 +152,28 @@ async fn deny_never_asks_and_an_unanswered_ask_expires() {
 
 // -- durable waiting: the server stops while a run waits for an approval ----------------------
 
-/// Waits until the run's wait is recorded (its mark exists).
-async fn wait_for_mark(gw: &Gateway, run_id: &str) -> std::path::PathBuf {
-    let mark = gw.state.chats.config().dir.join("_waiting").join(format!("{run_id}.wait"));
+/// Whether the store holds a waiting mark for the run.
+async fn marked(gw: &Gateway, run_id: &str) -> bool {
+    gw.waiting_runs().await.iter().any(|(run, _)| run == run_id)
+}
+
+/// Waits until the run's wait is recorded (the store has its mark).
+async fn wait_for_mark(gw: &Gateway, run_id: &str) {
     for _ in 0..200 {
-        if mark.exists() {
-            return mark;
+        if marked(gw, run_id).await {
+            return;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     panic!("the wait of {run_id} was never recorded");
 }
 
-/// A second server on the first one's chat directory, as after a restart; the first one is
-/// stopped the way a graceful shutdown ends its grace period.
+/// A second server on the first one's chats (its chat directory, or its PostgreSQL schema), as
+/// after a restart; the first one is stopped the way a graceful shutdown ends its grace period.
 async fn restart(first: &Gateway, approvals: Value, env: &[(&str, &str)]) -> Gateway {
     first.state.runs.stop_all();
-    let dir = first.state.chats.config().dir.display().to_string();
-    let mut vars = vec![("MEMORY_CHAT_DIR", dir.as_str())];
+    let store = first.store_env();
+    let mut vars: Vec<(&str, &str)> = store.iter().map(|(k, v)| (*k, v.as_str())).collect();
     vars.extend_from_slice(env);
     Gateway::start(&[agent(approvals)], &vars).await
 }
@@ -225,7 +229,7 @@ async fn an_approval_survives_a_restart_and_the_run_continues_in_the_new_server(
     assert_chat_files_valid(&second);
     let replay = assert_chat_replayable(&second, &chat_id).await;
     assert_eq!(replay.iter().filter(|e| e["type"] == "run.start").count(), 1);
-    assert!(!second.state.chats.config().dir.join("_waiting").join(format!("{run_id}.wait")).exists());
+    assert!(!marked(&second, &run_id).await, "the mark of the finished run is gone");
 }
 
 #[tokio::test]

@@ -44,7 +44,7 @@ fn history_file(path: &Path) -> (Vec<String>, String) {
 }
 
 /// Every complete line of the history file, each of which must be a JSON object.
-fn history_lines(path: &Path) -> Vec<Value> {
+fn history_file_lines(path: &Path) -> Vec<Value> {
     let (lines, tail) = history_file(path);
     assert!(tail.is_empty(), "history ends with a complete line, not {tail:?}");
     lines
@@ -55,6 +55,16 @@ fn history_lines(path: &Path) -> Vec<Value> {
             v
         })
         .collect()
+}
+
+/// The chat's stored history, one JSON object per line: on files every complete line of the
+/// history file (which must end with a complete line, each line a JSON object); on PostgreSQL
+/// the lines as the store reads them back.
+async fn history_lines(gw: &Gateway, chat_id: &str) -> Vec<Value> {
+    if gw.on_postgres() {
+        return gw.history_json(chat_id).await;
+    }
+    history_file_lines(&history_path(gw, chat_id))
 }
 
 fn chat_id_of(stream: &Stream) -> String {
@@ -183,8 +193,8 @@ async fn second_turn_sends_the_first_exchange_without_reasoning() {
     assert!(!raw.contains("SECRET-") && !raw.contains("REASONING"), "reasoning is never sent back: {raw}");
     assert!(!raw.contains("reasoning_content"), "no reasoning field in the history: {raw}");
 
-    // Both runs are on disk: a query line then step line(s) each.
-    let lines = history_lines(&history_path(&gw, &chat_id));
+    // Both runs are stored: a query line then step line(s) each.
+    let lines = history_lines(&gw, &chat_id).await;
     for run in [run_id_of(&first), run_id_of(&second)] {
         let types: Vec<&str> =
             lines.iter().filter(|l| l["runId"] == run.as_str()).map(|l| l["_type"].as_str().unwrap()).collect();
@@ -239,8 +249,8 @@ async fn tool_and_action_runs_are_recorded_replayed_and_sent_back_paired() {
     let gw = Gateway::start(&[react_agent("r")], &[]).await;
     let (chat_id, first, second) = tool_and_action_runs(&gw).await;
 
-    // Recorded: the history file holds both runs, with the calls and their results.
-    let lines = history_lines(&history_path(&gw, &chat_id));
+    // Recorded: the history holds both runs, with the calls and their results.
+    let lines = history_lines(&gw, &chat_id).await;
     for (run, tool_call_id, name) in
         [(run_id_of(&first), "call_w1", "mock_city_weather"), (run_id_of(&second), "call_t1", "switch_theme")]
     {
@@ -463,7 +473,11 @@ async fn chat_list_and_detail_follow_the_reference_controller() {
 async fn legacy_plan_snapshot_is_replayed_and_restored_at_the_next_run() {
     let gw = Gateway::start(&[oneshot_agent("a", false, 5000)], &[]).await;
     let chat_id = "6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b";
-    let dir = chats_dir(&gw);
+    // The chat as an older version left it in the chat directory. PostgreSQL gets it the way
+    // such a chat reaches a database: `agw migrate-chats` (`agw_memory::migrate_chats`) from
+    // that directory, lines and index record verbatim.
+    let seed = TempDir::new("legacy-plan");
+    let dir = if gw.on_postgres() { seed.0.clone() } else { chats_dir(&gw) };
     std::fs::create_dir_all(&dir).unwrap();
     let index = json!({"chatId": chat_id, "chatName": "seeded chat", "firstAgentKey": "a", "firstAgentName": "a",
         "createdAt": 1_771_000_000_000_i64, "updatedAt": 1_771_000_000_200_i64});
@@ -480,6 +494,16 @@ async fn legacy_plan_snapshot_is_replayed_and_restored_at_the_next_run() {
             {"role": "user", "content": [{"type": "text", "text": "make a plan"}], "ts": 1_771_000_000_050_i64},
             {"role": "assistant", "content": [{"type": "text", "text": "Planned."}], "ts": 1_771_000_000_060_i64}]});
     std::fs::write(dir.join(format!("{chat_id}.json")), format!("{query}\n{step}\n")).unwrap();
+    if gw.on_postgres() {
+        let store = gw.state.chats.clone();
+        let source = agw_memory::MemoryConfig { dir: dir.clone(), ..agw_memory::MemoryConfig::default() };
+        let report = tokio::task::spawn_blocking(move || agw_memory::migrate_chats(&source, &store, None))
+            .await
+            .unwrap()
+            .expect("migrate the seeded chat");
+        assert_eq!((report.chats_copied, report.lines_copied), (1, 2), "{report:?}");
+        assert!(report.mismatches.is_empty(), "{report:?}");
+    }
 
     // 18: the replay shows the plan with agw's numbering and no rawEvent.
     let data = replay(&gw, chat_id).await;
@@ -569,7 +593,7 @@ async fn concurrent_queries_of_one_chat_queue_and_are_both_recorded_whole() {
     let chat_starts = a.of_type("chat.start").len() + b.of_type("chat.start").len();
     assert_eq!(chat_starts, 1, "exactly one of two concurrent first queries starts the chat");
 
-    let lines = history_lines(&history_path(&gw, &chat_id));
+    let lines = history_lines(&gw, &chat_id).await;
     for (stream, tag) in [(&a, "alpha"), (&b, "beta")] {
         let run = run_id_of(stream);
         let of_run: Vec<&Value> = lines.iter().filter(|l| l["runId"] == run.as_str()).collect();
@@ -604,6 +628,10 @@ async fn concurrent_queries_of_one_chat_queue_and_are_both_recorded_whole() {
 
 #[tokio::test]
 async fn unusable_memory_dir_fails_the_run_but_not_the_server() {
+    if common::postgres_requested() {
+        eprintln!("skipped on PostgreSQL: the store there keeps no chat directory to make unusable");
+        return;
+    }
     let scratch = TempDir::new("enotdir");
     let file = scratch.0.join("plain-file");
     std::fs::write(&file, "not a directory").unwrap();
@@ -652,7 +680,12 @@ async fn torn_last_line_is_skipped_and_isolated() {
     let path = history_path(&gw, &chat_id);
     let fragment =
         format!(r#"{{"_type":"step","chatId":"{chat_id}","runId":"torn-run","_stage":"oneshot","_seq":1,"mess"#);
-    {
+    if gw.on_postgres() {
+        // A row commits whole, so agw never tears one; but `agw migrate-chats` copies a file's
+        // torn last line verbatim, as a row of its own. Readers skip it the same way.
+        let literal = fragment.replace('\'', "''");
+        gw.pg_query(&format!("INSERT INTO {{schema}}.history (chat_id, line) VALUES ('{chat_id}', '{literal}')"));
+    } else {
         use std::io::Write;
         let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
         f.write_all(fragment.as_bytes()).unwrap();
@@ -681,8 +714,14 @@ async fn torn_last_line_is_skipped_and_isolated() {
     assert_eq!(runs, [run_id_of(&first), run_id_of(&second), run_id_of(&third)]);
 
     // The fragment sits alone on its own line; every other line is valid JSON.
-    let (lines, tail) = history_file(&path);
-    assert!(tail.is_empty(), "the file ends with a complete line");
+    let lines: Vec<String> = if gw.on_postgres() {
+        let rows = gw.pg_query(&format!("SELECT line FROM {{schema}}.history WHERE chat_id = '{chat_id}' ORDER BY id"));
+        rows.iter().map(|row| row.get(0)).collect()
+    } else {
+        let (lines, tail) = history_file(&path);
+        assert!(tail.is_empty(), "the file ends with a complete line");
+        lines
+    };
     let invalid: Vec<&String> = lines.iter().filter(|l| serde_json::from_str::<Value>(l).is_err()).collect();
     assert_eq!(invalid, [&fragment], "only the torn fragment is invalid, on a line of its own");
     assert_eq!(lines.len(), 7, "3 × (query + step) + the fragment");
@@ -718,7 +757,7 @@ async fn abandoned_run_leaves_only_valid_lines() {
     // The abandoned run's partial answer is persisted (what the client saw) or not at all —
     // either way every line is valid and the chat still replays its completed run.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let lines = history_lines(&history_path(&gw, &chat_id));
+    let lines = history_lines(&gw, &chat_id).await;
     assert!(lines.len() >= 2);
     let events = events_of(&replay(&gw, &chat_id).await);
     assert_gapless(&events);

@@ -223,7 +223,7 @@ settings! {
         AGW_REDIS_PREFIX: "agw.redis.prefix" = Some("agw"),
             "prefix of every Redis key agw writes (deployments sharing one Redis use different prefixes)";
         AGW_NODE_ID: "agw.node.id" = None,
-            "this replica's id in the cluster (unset = a new random id at every start)";
+            "this replica's name in the cluster; each start adds a random incarnation suffix (unset = a random name)";
         AGW_CLUSTER_LEASE: "agw.cluster.lease" = Some("10s"),
             "a replica that has not renewed its lease for this long is lost: its running runs end with run.error node_lost";
         AGW_QUOTAS_SUBJECT_CONCURRENT_RUNS: "agw.quotas.subject-concurrent-runs" = Some("0"),

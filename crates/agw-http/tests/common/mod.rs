@@ -2,8 +2,9 @@
 
 #![allow(dead_code)] // each test file uses a different subset
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use agw_http::{Server, Settings};
@@ -30,12 +31,96 @@ pub struct Gateway {
     pub fixture2: Option<FixtureServer>,
     pub client: reqwest::Client,
     pub agents_dir: PathBuf,
+    /// With `AGW_TEST_CHAT_STORE=postgres`: the schema that holds this gateway's chats (shared
+    /// with gateways started on [`Gateway::store_env`]), dropped with the last of them.
+    schema: Option<Arc<TestSchema>>,
     _stop: oneshot::Sender<()>,
 }
 
 impl Drop for Gateway {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.agents_dir);
+    }
+}
+
+// -- the chat store under test -------------------------------------------------------------------
+
+/// Whether this test process runs its gateways on PostgreSQL: `AGW_TEST_CHAT_STORE=postgres`
+/// (with `AGW_TEST_DATABASE_URL`). Unset: the JSONL files of `MEMORY_CHAT_DIR`, as always.
+pub fn postgres_requested() -> bool {
+    match std::env::var("AGW_TEST_CHAT_STORE") {
+        Ok(store) if store.trim().eq_ignore_ascii_case("postgres") => true,
+        Ok(store) if store.trim().is_empty() || store.trim().eq_ignore_ascii_case("files") => false,
+        Ok(other) => panic!("AGW_TEST_CHAT_STORE={other:?}: expected `postgres` or `files`"),
+        Err(_) => false,
+    }
+}
+
+fn test_database_url() -> String {
+    std::env::var("AGW_TEST_DATABASE_URL").ok().filter(|url| !url.trim().is_empty()).unwrap_or_else(|| {
+        panic!(
+            "AGW_TEST_CHAT_STORE=postgres needs AGW_TEST_DATABASE_URL (e.g. \
+             postgres://postgres@127.0.0.1:5432/test): the database in which each test gateway \
+             gets a schema of its own"
+        )
+    })
+}
+
+/// Runs `f` with a fresh connection to `url` on a thread of its own: the synchronous client
+/// must not run on a thread that drives async tasks (the test's runtime).
+fn with_pg_client<T: Send + 'static>(
+    url: &str,
+    f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error> + Send + 'static,
+) -> Result<T, String> {
+    let url = url.to_owned();
+    std::thread::spawn(move || {
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).map_err(|e| format!("connect: {e:?}"))?;
+        f(&mut client).map_err(|e| format!("{e:?}"))
+    })
+    .join()
+    .unwrap_or_else(|_| Err("the PostgreSQL client thread panicked".to_owned()))
+}
+
+/// One test schema: `agw_http_test_<pid>_<n>_<random>`, dropped (`CASCADE`) with the last
+/// gateway that uses it.
+struct TestSchema {
+    url: String,
+    name: String,
+}
+
+/// The schemas of live gateways by name, so that a gateway started on another's
+/// [`Gateway::store_env`] shares (and keeps alive) the same one.
+static SCHEMAS: Mutex<Option<HashMap<String, Weak<TestSchema>>>> = Mutex::new(None);
+static NEXT_SCHEMA: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl TestSchema {
+    /// A new, unique schema name (the store creates the schema when the gateway starts).
+    fn fresh() -> Arc<TestSchema> {
+        let n = NEXT_SCHEMA.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let random = uuid::Uuid::new_v4().simple().to_string();
+        let name = format!("agw_http_test_{}_{n}_{}", std::process::id(), &random[..12]);
+        let schema = Arc::new(TestSchema { url: test_database_url(), name: name.clone() });
+        SCHEMAS.lock().unwrap().get_or_insert_with(HashMap::new).insert(name, Arc::downgrade(&schema));
+        schema
+    }
+
+    /// The live test schema of that name (a gateway sharing another's chats).
+    fn existing(name: &str) -> Option<Arc<TestSchema>> {
+        SCHEMAS.lock().unwrap().as_ref().and_then(|all| all.get(name)).and_then(Weak::upgrade)
+    }
+}
+
+impl Drop for TestSchema {
+    fn drop(&mut self) {
+        if let Ok(mut all) = SCHEMAS.lock()
+            && let Some(all) = all.as_mut()
+        {
+            all.remove(&self.name);
+        }
+        let sql = format!("SET lock_timeout = '20s'; DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.name);
+        if let Err(e) = with_pg_client(&self.url, move |client| client.batch_execute(&sql)) {
+            eprintln!("could not drop the test schema {}: {e}", self.name);
+        }
     }
 }
 
@@ -92,6 +177,16 @@ impl Gateway {
             // Tests choose their own agents; no bundled demos copied next to them.
             ("AGW_RESOURCES_SYNC_BUNDLED".into(), "false".into()),
         ];
+        let schema = if postgres_requested() {
+            // A test that names the schema (a restart on another gateway's chats) shares it.
+            let named = env.iter().find(|(k, _)| *k == "AGW_DATABASE_SCHEMA").map(|(_, v)| *v);
+            let schema = named.and_then(TestSchema::existing).unwrap_or_else(TestSchema::fresh);
+            vars.push(("AGW_DATABASE_URL".into(), schema.url.clone()));
+            vars.push(("AGW_DATABASE_SCHEMA".into(), schema.name.clone()));
+            Some(schema)
+        } else {
+            None
+        };
         vars.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         let mut settings = Settings::load(None, vars).expect("settings");
         settings.providers.push(fixture.provider_config(FIXTURE_PROVIDER));
@@ -105,7 +200,53 @@ impl Gateway {
         tokio::spawn(server.run(async move {
             let _ = stopped.await;
         }));
-        Gateway { base, state, fixture, fixture2, client: reqwest::Client::new(), agents_dir, _stop: stop }
+        Gateway { base, state, fixture, fixture2, client: reqwest::Client::new(), agents_dir, schema, _stop: stop }
+    }
+
+    /// Whether this gateway keeps its chats in PostgreSQL (`AGW_TEST_CHAT_STORE=postgres`).
+    pub fn on_postgres(&self) -> bool {
+        self.state.chats.backend_name() == "postgres"
+    }
+
+    /// The settings that start another gateway on this one's chats (as after a restart): its
+    /// chat directory, and on PostgreSQL its schema.
+    pub fn store_env(&self) -> Vec<(&'static str, String)> {
+        let mut vars = vec![("MEMORY_CHAT_DIR", self.state.chats.config().dir.display().to_string())];
+        if let Some(schema) = &self.schema {
+            vars.push(("AGW_DATABASE_SCHEMA", schema.name.clone()));
+        }
+        vars
+    }
+
+    /// Runs a query on this gateway's PostgreSQL schema (`{schema}` in `sql` is replaced by the
+    /// quoted schema name) on a client of its own, off the async thread. Panics on files.
+    pub fn pg_query(&self, sql: &str) -> Vec<postgres::Row> {
+        let schema = self.schema.as_ref().expect("pg_query: the gateway is not on PostgreSQL");
+        let sql = sql.replace("{schema}", &format!("\"{}\"", schema.name));
+        with_pg_client(&schema.url, move |client| client.query(&sql, &[]))
+            .unwrap_or_else(|e| panic!("query on the test schema: {e}"))
+    }
+
+    /// [`agw_memory::ChatStore::read_lines`] of the gateway's store, on a blocking thread (the
+    /// PostgreSQL store must not be called on the async test thread).
+    pub async fn history(&self, chat_id: &str) -> Vec<agw_protocol::history::HistoryLine> {
+        let (store, id) = (self.state.chats.clone(), chat_id.to_owned());
+        tokio::task::spawn_blocking(move || store.read_lines(&id)).await.unwrap().expect("read the chat's history")
+    }
+
+    /// [`Gateway::history`], each line as the JSON object the store keeps.
+    pub async fn history_json(&self, chat_id: &str) -> Vec<Value> {
+        self.history(chat_id)
+            .await
+            .iter()
+            .map(|line| serde_json::from_str(&line.to_json().expect("encode a history line")).unwrap())
+            .collect()
+    }
+
+    /// [`agw_memory::ChatStore::waiting_runs`] of the gateway's store, on a blocking thread.
+    pub async fn waiting_runs(&self) -> Vec<(String, String)> {
+        let store = self.state.chats.clone();
+        tokio::task::spawn_blocking(move || store.waiting_runs()).await.unwrap().expect("list the waiting runs")
     }
 
     pub async fn post_query(&self, body: &Value) -> reqwest::Response {
@@ -260,9 +401,16 @@ pub struct ChatFiles {
 /// Checks the gateway's chat memory directory as a reader would: every history file ends with a
 /// complete line and every line is a valid query/step line of its own chat; every index line is
 /// a JSON object with a `chatId`. Panics naming the file and line otherwise.
+///
+/// On PostgreSQL the same checks run over the schema's rows, as stored: every `history` row is
+/// one valid query/step line of the chat it is filed under, every `chats` record a JSON object
+/// naming its own chat.
 pub fn assert_chat_files_valid(gw: &Gateway) -> ChatFiles {
     use agw_protocol::history::HistoryLine;
 
+    if gw.on_postgres() {
+        return assert_chat_rows_valid(gw);
+    }
     let dir = gw.state.chats.config().dir.clone();
     let mut out = ChatFiles::default();
     let Ok(entries) = std::fs::read_dir(&dir) else { return out };
@@ -295,6 +443,34 @@ pub fn assert_chat_files_valid(gw: &Gateway) -> ChatFiles {
             out.lines += 1;
         }
         out.chats.push(chat_id.to_string());
+    }
+    out
+}
+
+/// [`assert_chat_files_valid`] on PostgreSQL.
+fn assert_chat_rows_valid(gw: &Gateway) -> ChatFiles {
+    use agw_protocol::history::HistoryLine;
+
+    let mut out = ChatFiles::default();
+    let mut chats = std::collections::BTreeSet::new();
+    for row in gw.pg_query("SELECT chat_id, line FROM {schema}.history ORDER BY id") {
+        let (chat_id, line): (String, String) = (row.get(0), row.get(1));
+        assert!(!line.contains('\n'), "a history row of {chat_id} holds more than one line: {line}");
+        let parsed = HistoryLine::parse(&line)
+            .unwrap_or_else(|e| panic!("history row of {chat_id}: not a valid history line ({e}): {line}"))
+            .unwrap_or_else(|| panic!("history row of {chat_id}: not a query/step line: {line}"));
+        assert_eq!(parsed.chat_id(), chat_id, "a history row filed under {chat_id} belongs to another chat: {line}");
+        out.runs.insert((chat_id.clone(), parsed.run_id().to_string()));
+        out.lines += 1;
+        chats.insert(chat_id);
+    }
+    out.chats = chats.into_iter().collect();
+    for row in gw.pg_query("SELECT chat_id, record FROM {schema}.chats") {
+        let (chat_id, record): (String, String) = (row.get(0), row.get(1));
+        let parsed: Value =
+            serde_json::from_str(&record).unwrap_or_else(|e| panic!("index record {record:?} is not JSON: {e}"));
+        assert_eq!(parsed["chatId"], chat_id.as_str(), "index record filed under {chat_id}: {record}");
+        out.index_records += 1;
     }
     out
 }
