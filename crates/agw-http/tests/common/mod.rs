@@ -1,4 +1,10 @@
 //! Test harness: the real hyper service on loopback, wired to a scripted fixture provider.
+//!
+//! Chats are kept in JSONL files under each gateway's temp directory. With
+//! `AGW_TEST_CHAT_STORE=postgres` and `AGW_TEST_DATABASE_URL=postgres://…` in the test process's
+//! environment they are kept in PostgreSQL instead, each gateway in a schema of its own
+//! (`agw_http_test_<pid>_<n>_<random>`, dropped when the gateway is); tests that look at the
+//! stored chats go through the store ([`Gateway::history`]) or check [`Gateway::on_postgres`].
 
 #![allow(dead_code)] // each test file uses a different subset
 
@@ -31,10 +37,11 @@ pub struct Gateway {
     pub fixture2: Option<FixtureServer>,
     pub client: reqwest::Client,
     pub agents_dir: PathBuf,
+    /// Dropped first: stops the server before the schema goes.
+    _stop: oneshot::Sender<()>,
     /// With `AGW_TEST_CHAT_STORE=postgres`: the schema that holds this gateway's chats (shared
     /// with gateways started on [`Gateway::store_env`]), dropped with the last of them.
     schema: Option<Arc<TestSchema>>,
-    _stop: oneshot::Sender<()>,
 }
 
 impl Drop for Gateway {
