@@ -195,6 +195,10 @@ async fn mirror(node: Arc<Node>, handle: Arc<RunHandle>) {
     let mut reported_waiting = false;
     let mut backoff = Duration::from_millis(50);
     let mut failing = false;
+    // Past this long without reaching Redis the mirror gives up (the run itself is unaffected);
+    // it would otherwise keep the run's buffer alive for as long as Redis stays away.
+    let give_up_after = node.cluster.config().retention.max(Duration::from_secs(60));
+    let mut failing_since = tokio::time::Instant::now();
     loop {
         wake.borrow_and_update();
         let read = handle.frames_after(cursor);
@@ -237,6 +241,10 @@ async fn mirror(node: Arc<Node>, handle: Arc<RunHandle>) {
             Err(e) => {
                 if !failing {
                     tracing::warn!(runId = %run_id, error = %e, "the run's frames do not reach Redis; retrying");
+                    failing_since = tokio::time::Instant::now();
+                } else if failing_since.elapsed() > give_up_after {
+                    tracing::error!(runId = %run_id, error = %e, "Redis unreachable for too long; the run is no longer mirrored");
+                    return;
                 }
                 failing = true;
                 tokio::time::sleep(backoff).await;
