@@ -9,13 +9,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agw_testkit::{FixtureServer, Transcript};
-use common::{Events, types};
+use common::{Agw, Events, types};
 use serde_json::{Value, json};
 
 /// The lease of the test replicas: short, so a killed one is noticed quickly.
@@ -91,12 +90,12 @@ impl Cluster {
         })
     }
 
-    fn replica(&self, name: &str) -> Replica {
+    fn replica(&self, name: &str) -> Agw {
         self.replica_with(name, &[])
     }
 
     /// A replica with extra environment (overriding the cluster's).
-    fn replica_with(&self, name: &str, extra: &[(&str, String)]) -> Replica {
+    fn replica_with(&self, name: &str, extra: &[(&str, String)]) -> Agw {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_agw"));
         for var in [
             "AGW_CONFIG",
@@ -126,21 +125,12 @@ impl Cluster {
             .env("AGW_CLUSTER_LEASE", format!("{LEASE_MS}ms"))
             .env("RUST_LOG", "info")
             .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
-            .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        let mut child = cmd.spawn().expect("spawn agw");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("read listening line");
-        let base = line
-            .trim()
-            .strip_prefix("agw listening on ")
-            .unwrap_or_else(|| panic!("replica {name} did not start: {line:?}"))
-            .to_owned();
-        Replica { child, base }
+        Agw::spawn(&mut cmd)
     }
 
     /// Three replicas started together (they apply the schema's migrations at the same time).
-    fn replicas(&self) -> [Replica; 3] {
+    fn replicas(&self) -> [Agw; 3] {
         std::thread::scope(|s| {
             let a = s.spawn(|| self.replica("a"));
             let b = s.spawn(|| self.replica("b"));
@@ -149,50 +139,29 @@ impl Cluster {
         })
     }
 
-    async fn query(&self, on: &Replica, body: Value) -> Events {
+    async fn query(&self, on: &Agw, body: Value) -> Events {
         let resp = self.client.post(format!("{}/api/ap/query", on.base)).json(&body).send().await.expect("query");
         assert_eq!(resp.status(), 200, "query must stream");
         Events::new(resp)
     }
 
-    async fn attach(&self, on: &Replica, run_id: &str, last_seq: u64) -> Events {
+    async fn attach(&self, on: &Agw, run_id: &str, last_seq: u64) -> Events {
         let url = format!("{}/api/ap/attach?runId={run_id}&lastSeq={last_seq}", on.base);
         let resp = self.client.get(url).send().await.expect("attach");
         assert_eq!(resp.status(), 200, "attach must stream: {}", resp.text().await.unwrap_or_default());
         Events::new(resp)
     }
 
-    async fn post(&self, on: &Replica, path: &str, body: Value) -> (u16, Value) {
+    async fn post(&self, on: &Agw, path: &str, body: Value) -> (u16, Value) {
         let resp = self.client.post(format!("{}{path}", on.base)).json(&body).send().await.expect("post");
         let status = resp.status().as_u16();
         (status, resp.json().await.unwrap_or(Value::Null))
     }
 
-    async fn get(&self, on: &Replica, path: &str) -> (u16, Value) {
+    async fn get(&self, on: &Agw, path: &str) -> (u16, Value) {
         let resp = self.client.get(format!("{}{path}", on.base)).send().await.expect("get");
         let status = resp.status().as_u16();
         (status, resp.json().await.unwrap_or(Value::Null))
-    }
-}
-
-/// One `agw serve` process; killed on drop.
-struct Replica {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Replica {
-    /// SIGKILL: no shutdown code runs, the lease is left to expire.
-    fn kill(&mut self) {
-        self.child.kill().expect("kill");
-        let _ = self.child.wait();
     }
 }
 

@@ -3,12 +3,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::Events;
+use common::{Agw, Events};
 use serde_json::{Value, json};
 
 /// A scratch directory (memory + data) removed on drop.
@@ -33,19 +32,6 @@ impl Drop for Scratch {
     }
 }
 
-/// One `agw serve` process; killed on drop.
-struct Agw {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Agw {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 impl Agw {
     /// Bundled demo agents on the demo model, chat memory in `scratch`.
     fn start(scratch: &Scratch, chunk_delay_ms: u64) -> Agw {
@@ -57,24 +43,8 @@ impl Agw {
             .env("AGW_DEMO_CHUNK_DELAY_MS", chunk_delay_ms.to_string())
             .env("MEMORY_CHAT_DIR", scratch.chats())
             .env("AGENT_DATA_EXTERNAL_DIR", scratch.0.join("data"))
-            .stdout(Stdio::piped())
             .stderr(Stdio::null());
-        let mut child = cmd.spawn().expect("spawn agw");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("read listening line");
-        let base = line
-            .trim()
-            .strip_prefix("agw listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-            .to_owned();
-        Agw { child, base }
-    }
-
-    /// SIGKILL (what `Child::kill` sends on Unix): no shutdown code runs.
-    fn kill(mut self) {
-        self.child.kill().expect("kill agw");
-        let status = self.child.wait().expect("reap agw");
-        assert!(!status.success(), "killed, not exited: {status:?}");
+        Agw::spawn(&mut cmd)
     }
 }
 
@@ -131,7 +101,7 @@ async fn sigkill_mid_run_loses_nothing_that_completed() {
     let client = reqwest::Client::new();
 
     // First life: one complete run, then a run killed after its first content.delta.
-    let agw = Agw::start(&scratch, 50);
+    let mut agw = Agw::start(&scratch, 50);
     let first =
         query(&client, &agw, json!({"agentKey": "demoModePlain", "message": "first question"})).await.all().await;
     assert_eq!(first.last().unwrap()["type"], "run.complete");
@@ -230,7 +200,7 @@ async fn sigkill_mid_run_loses_nothing_that_completed() {
 async fn a_run_waiting_for_a_submit_survives_sigkill_and_completes_after_restart() {
     let scratch = Scratch::new("waiting");
     let client = reqwest::Client::new();
-    let agw = Agw::start(&scratch, 0);
+    let mut agw = Agw::start(&scratch, 0);
     let mut live =
         query(&client, &agw, json!({"agentKey": "demoConfirmDialog", "message": "Should we go hiking?"})).await;
     while let Some(event) = live.next().await {

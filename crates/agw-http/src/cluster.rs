@@ -265,12 +265,29 @@ pub struct Remote {
 }
 
 impl Remote {
-    fn finished(&self) -> bool {
+    /// The run has ended.
+    pub fn finished(&self) -> bool {
         matches!(self.record.status.as_str(), "completed" | "failed" | "cancelled")
     }
 
-    fn waiting(&self) -> bool {
+    /// The run waits durably for a person.
+    pub fn waiting(&self) -> bool {
         self.record.status == "waiting"
+    }
+
+    /// Its node is gone while it was running (not waiting): it is lost.
+    pub fn lost(&self) -> bool {
+        !self.alive && !self.finished() && !self.waiting()
+    }
+
+    /// It waits for a person on a node that is gone: the next replica its answer reaches adopts it.
+    pub fn orphaned_wait(&self) -> bool {
+        !self.alive && self.waiting()
+    }
+
+    /// Its status as answers about it name it (a lost run has failed).
+    pub fn status(&self) -> &str {
+        if self.lost() { RunStatus::Failed.as_str() } else { &self.record.status }
     }
 }
 
@@ -518,30 +535,6 @@ pub async fn adopt(state: &AppState, remote: &Remote) -> Result<Arc<RunHandle>, 
     let _ = tokio::time::timeout(Duration::from_secs(5), registered).await;
     tracing::info!(runId = %record.run_id, from = %record.node_id, "adopted a waiting run of a lost replica");
     Ok(handle)
-}
-
-/// Status of a run as the record names it, for answers about finished remote runs.
-pub fn record_status(remote: &Remote) -> &str {
-    if remote.finished() || remote.alive || remote.waiting() {
-        &remote.record.status
-    } else {
-        RunStatus::Failed.as_str()
-    }
-}
-
-/// Whether the remote run's node is gone while it was running (not waiting): it is lost.
-pub fn is_lost(remote: &Remote) -> bool {
-    !remote.alive && !remote.finished() && !remote.waiting()
-}
-
-/// Whether the remote run waits for a person on a node that is gone (adoptable).
-pub fn is_orphaned_wait(remote: &Remote) -> bool {
-    !remote.alive && remote.waiting()
-}
-
-/// Whether the remote run has ended.
-pub fn is_finished(remote: &Remote) -> bool {
-    remote.finished()
 }
 
 #[cfg(test)]

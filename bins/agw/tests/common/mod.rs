@@ -2,6 +2,8 @@
 
 #![allow(dead_code)] // each test binary uses a different subset
 
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use agw_protocol::sse::SseDecoder;
@@ -65,4 +67,41 @@ impl Events {
 /// The `type` of each event.
 pub fn types(events: &[Value]) -> Vec<String> {
     events.iter().map(|e| e["type"].as_str().unwrap_or("?").to_owned()).collect()
+}
+
+/// One `agw serve` process, started with `--port 0`; killed on drop.
+pub struct Agw {
+    pub child: Child,
+    /// `http://127.0.0.1:<port>`, from the line it prints once listening.
+    pub base: String,
+}
+
+impl Agw {
+    /// Spawns `cmd` (an `agw serve --port 0` command) with stdout piped and waits for its
+    /// "listening" line.
+    pub fn spawn(cmd: &mut Command) -> Agw {
+        let mut child = cmd.stdout(Stdio::piped()).spawn().expect("spawn agw");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("read listening line");
+        let base = line
+            .trim()
+            .strip_prefix("agw listening on ")
+            .unwrap_or_else(|| panic!("agw did not start: {line:?}"))
+            .to_owned();
+        Agw { child, base }
+    }
+
+    /// SIGKILL (what `Child::kill` sends on Unix): no shutdown code runs.
+    pub fn kill(&mut self) {
+        self.child.kill().expect("kill agw");
+        let status = self.child.wait().expect("reap agw");
+        assert!(!status.success(), "killed, not exited: {status:?}");
+    }
+}
+
+impl Drop for Agw {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -137,10 +137,7 @@ async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> 
     let result = match (&method, path.as_str()) {
         (&Method::POST, "/api/ap/query") => query::query(state, req).await,
         (&Method::POST, "/api/ap/submit") => submit::submit(&state, req).await,
-        (&Method::GET, "/api/ap/attach") => match runs::attach(&state, &params, &req, principal) {
-            Ok(attach) => attach.await,
-            Err(e) => Err(e),
-        },
+        (&Method::GET, "/api/ap/attach") => runs::attach(&state, &params, req.headers(), principal).await,
         (&Method::POST, "/api/ap/interrupt") => runs::interrupt(&state, req).await,
         (&Method::POST, "/api/ap/steer") => runs::steer(&state, req).await,
         (&Method::POST, "/api/ap/compact") => compact::compact(&state, req).await,

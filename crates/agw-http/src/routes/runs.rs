@@ -44,28 +44,19 @@ fn visible_run(state: &AppState, run_id: &str, principal: Option<&Principal>) ->
 /// after the terminal event. `lastSeq` wins over a `Last-Event-ID` header; with neither, the
 /// stream starts at the oldest event still held (a client that saw nothing wants what there is).
 /// A run held by another replica is followed through the cluster (`crate::cluster`).
-pub fn attach<'a>(
-    state: &'a AppState,
-    params: &'a HashMap<String, String>,
-    req: &Request<RequestBody>,
-    principal: Option<&'a Principal>,
-) -> Result<impl std::future::Future<Output = HandlerResult> + Send + 'a, ApiError> {
+pub async fn attach(
+    state: &AppState,
+    params: &HashMap<String, String>,
+    headers: &http::HeaderMap,
+    principal: Option<&Principal>,
+) -> HandlerResult {
     let run_id = params.get("runId").map(String::as_str).unwrap_or("");
-    let header = req.headers().get("last-event-id").and_then(|v| v.to_str().ok());
+    let header = headers.get("last-event-id").and_then(|v| v.to_str().ok());
     let requested = match (params.get("lastSeq"), header) {
         (Some(explicit), _) => Some(parse_seq("lastSeq", explicit)?),
         (None, Some(header)) => Some(parse_seq("Last-Event-ID", header)?),
         (None, None) => None,
     };
-    Ok(attach_run(state, run_id, requested, principal))
-}
-
-async fn attach_run(
-    state: &AppState,
-    run_id: &str,
-    requested: Option<u64>,
-    principal: Option<&Principal>,
-) -> HandlerResult {
     let handle = match visible_run(state, run_id, principal) {
         Ok(handle) => handle,
         Err(not_found) => {
@@ -104,7 +95,7 @@ async fn attach_remote(state: &AppState, remote: cluster::Remote, requested: Opt
     let run_id = remote.record.run_id.clone();
     let (oldest, latest) = cluster::stream_bounds(state, &run_id).await?;
     let last_seq = requested.unwrap_or(oldest.saturating_sub(1));
-    if last_seq > latest && cluster::is_finished(&remote) {
+    if last_seq > latest && remote.finished() {
         return Err(ApiError::bad_request(format!("lastSeq {last_seq} is after the run's last event ({latest})")));
     }
     if last_seq < latest && last_seq + 1 < oldest {
@@ -139,7 +130,7 @@ pub async fn interrupt(state: &AppState, req: Request<RequestBody>) -> HandlerRe
             let Some(remote) = cluster::locate(state, &request.run_id, principal.as_ref()).await? else {
                 return Err(not_found);
             };
-            if cluster::is_orphaned_wait(&remote) {
+            if remote.orphaned_wait() {
                 cluster::adopt(state, &remote).await?
             } else {
                 return interrupt_remote(state, &remote).await.map(|data| success(&data));
@@ -175,11 +166,11 @@ pub(crate) async fn interrupt_handle(handle: &RunHandle) -> serde_json::Value {
 /// Interrupt of a run another replica holds: forwarded while it lives; a lost one has ended.
 async fn interrupt_remote(state: &AppState, remote: &cluster::Remote) -> Result<serde_json::Value, ApiError> {
     let run_id = remote.record.run_id.clone();
-    if cluster::is_lost(remote) {
+    if remote.lost() {
         cluster::declare_lost(state, &remote.record).await?;
     }
-    if cluster::is_lost(remote) || cluster::is_finished(remote) {
-        let status = cluster::record_status(remote).to_owned();
+    if remote.lost() || remote.finished() {
+        let status = remote.status().to_owned();
         return Ok(json!({
             "accepted": false,
             "status": status,
@@ -232,11 +223,11 @@ pub(crate) async fn steer_local(
             let Some(remote) = cluster::locate(state, &request.run_id, principal).await? else {
                 return Err(not_found);
             };
-            if cluster::is_lost(&remote) {
+            if remote.lost() {
                 cluster::declare_lost(state, &remote.record).await?;
             }
-            if cluster::is_lost(&remote) || cluster::is_finished(&remote) || cluster::is_orphaned_wait(&remote) {
-                let (run_id, status) = (&remote.record.run_id, cluster::record_status(&remote));
+            if remote.lost() || remote.finished() || remote.orphaned_wait() {
+                let (run_id, status) = (&remote.record.run_id, remote.status());
                 return Err(ApiError::conflict(
                     format!("run {run_id} has finished ({status}); it takes no more messages"),
                     json!({"code": "run_finished", "runId": run_id, "status": status}),

@@ -38,10 +38,10 @@ pub(crate) async fn submit_local(
     if owner.is_none()
         && let Some(remote) = cluster::locate(state, &submit.run_id, principal).await?
     {
-        if cluster::is_orphaned_wait(&remote) {
+        if remote.orphaned_wait() {
             let handle = cluster::adopt(state, &remote).await?;
             owner = Some(handle.owner.clone());
-        } else if !cluster::is_finished(&remote) && !cluster::is_lost(&remote) {
+        } else if !remote.finished() && !remote.lost() {
             let body: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
             return match cluster::forward(state, &remote, "submit", body).await? {
                 cluster::Forwarded::Answer(data) => Ok(data),
