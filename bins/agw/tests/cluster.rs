@@ -556,3 +556,39 @@ async fn quotas_hold_across_replicas() {
     let events = admitted.expect("admitted once the first run ended");
     assert_eq!(events.last().unwrap()["type"], "run.complete");
 }
+
+/// `queue` policy across replicas: a second query into a busy chat on another replica opens its
+/// stream at once and its run starts only after the first run ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_query_on_another_replica_waits_for_the_chats_run() {
+    let Some(cluster) = Cluster::new("queue").await else { return };
+    let queue = [("AGW_RUNS_CHAT_CONCURRENCY", "queue".to_owned())];
+    let (a, b) = (cluster.replica_with("a", &queue), cluster.replica_with("b", &queue));
+    script(
+        &cluster.fixture,
+        vec![
+            ("first", "agent-react-step-1", slow_text(10, 100)),
+            ("second", "agent-react-step-1", Transcript::openai_text(&["after"])),
+        ],
+    );
+    let mut first = cluster.query(&a, json!({"agentKey": "c", "message": "first"})).await;
+    let chat_id = first.until("run.start").await["chatId"].as_str().unwrap().to_owned();
+    first.until("content.delta").await;
+    let second = cluster.query(&b, json!({"agentKey": "c", "message": "second", "chatId": chat_id})).await;
+    let second = tokio::spawn(async move {
+        let events = second.all().await;
+        (events, Instant::now())
+    });
+    let first_events = first.all().await;
+    let first_done = Instant::now();
+    assert_eq!(first_events.last().unwrap()["type"], "run.complete");
+    let (events, second_done) = second.await.unwrap();
+    assert_eq!(events.last().unwrap()["type"], "run.complete", "{:?}", types(&events));
+    assert!(second_done >= first_done, "the queued run ended after the chat's first run");
+    let requests = cluster.fixture.requests();
+    let first_req = requests.iter().position(|r| r.body.to_string().contains("first")).unwrap();
+    let second_req = requests.iter().position(|r| r.last_user_message() == Some("second")).unwrap();
+    assert!(second_req > first_req, "the second run called the model only after the first");
+    let body = requests[second_req].body.to_string();
+    assert!(body.contains("p9"), "the queued run saw the first run's whole answer in its history");
+}
