@@ -43,6 +43,8 @@ pub struct AgwOptions<'a> {
     pub log: &'a str,
     /// `NAME=VALUE` pairs added last (they win).
     pub extra_env: &'a [String],
+    /// CPUs agw may run on (empty: all).
+    pub cpus: &'a [usize],
 }
 
 pub struct Agw {
@@ -89,6 +91,13 @@ impl Agw {
             let (name, value) =
                 pair.split_once('=').with_context(|| format!("--agw-env {pair:?}: expected NAME=VALUE"))?;
             command.env(name, value);
+        }
+        if !options.cpus.is_empty() {
+            let cpus = options.cpus.to_vec();
+            // SAFETY: only sched_setaffinity (async-signal-safe) between fork and exec.
+            unsafe {
+                command.pre_exec(move || crate::sys::pin_to(0, &cpus));
+            }
         }
         let mut child = command.spawn().with_context(|| format!("cannot start {}", options.bin.display()))?;
         let pid = child.id().context("agw exited at once")?;

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,7 +18,11 @@ use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 use tokio::time::{Instant, timeout_at};
 
-use crate::fixture::now_ns;
+use crate::fixture::{ModelTimes, RUN_MARK, now_ns};
+
+/// Run numbers, unique over the whole benchmark (warm-up included): each run's body names its
+/// number so the fixture can report the model's own time for it.
+static NEXT_RUN: AtomicU64 = AtomicU64::new(1);
 
 /// Where the load goes.
 pub struct Target {
@@ -27,7 +31,10 @@ pub struct Target {
     pub addrs: Vec<SocketAddr>,
     /// `POST /api/ap/query` on agw, or (generator-alone check) the fixture's chat completions.
     pub path: &'static str,
-    pub body: Bytes,
+    /// Request body; its `bench-run-` marker gets the run's number appended.
+    pub body: String,
+    /// The fixture's time per run, subtracted from the run's duration for the added latency.
+    pub model_times: Arc<ModelTimes>,
     /// Talking to the fixture directly: the stream ends with `[DONE]`, not `run.complete`.
     pub direct: bool,
     /// Content deltas a complete run carries.
@@ -55,6 +62,10 @@ struct RunRecord {
     ttfb_ns: Option<u64>,
     ttft_ns: Option<u64>,
     total_ns: u64,
+    /// `total_ns` minus the model's own time (request received → last frame, every call).
+    added_ns: Option<u64>,
+    /// From the model's last frame to the end of the stream (the terminal event).
+    end_added_ns: Option<u64>,
     latencies_ns: Vec<u64>,
     heartbeats: usize,
 }
@@ -67,6 +78,8 @@ pub struct Outcome {
     pub ttfb_ns: Vec<u64>,
     pub ttft_ns: Vec<u64>,
     pub run_ns: Vec<u64>,
+    pub run_added_ns: Vec<u64>,
+    pub end_added_ns: Vec<u64>,
     pub delta_ns: Vec<u64>,
     pub heartbeats: usize,
     pub wall: Duration,
@@ -86,6 +99,8 @@ impl Outcome {
             None => {
                 self.ok += 1;
                 self.run_ns.push(record.total_ns);
+                self.run_added_ns.extend(record.added_ns);
+                self.end_added_ns.extend(record.end_added_ns);
             }
         }
         self.ttfb_ns.extend(record.ttfb_ns);
@@ -238,6 +253,9 @@ async fn one_run(shared: &Shared, connection: &mut Connection, replica: usize) -
     let permit = shared.connect.acquire().await.ok();
     let deadline = Instant::now() + shared.plan.run_timeout;
     let start = now_ns();
+    let run = NEXT_RUN.fetch_add(1, Ordering::Relaxed);
+    let mark = std::str::from_utf8(RUN_MARK).expect("ASCII");
+    let body = target.body.replacen(mark, &format!("{mark}{run}"), 1);
 
     let mut sender = match timeout_at(deadline, sender(shared, connection, replica)).await {
         Ok(Ok(sender)) => sender,
@@ -249,7 +267,7 @@ async fn one_run(shared: &Shared, connection: &mut Connection, replica: usize) -
         .header(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))
         .header(header::ACCEPT, HeaderValue::from_static("text/event-stream"))
         .header("x-agw-stage", HeaderValue::from_static("agent-react-step-2"))
-        .body(Full::new(target.body.clone()))
+        .body(Full::new(Bytes::from(body)))
         .expect("static request parts are valid");
     let response = match timeout_at(deadline, sender.send(request)).await {
         Ok(Ok(response)) => response,
@@ -285,11 +303,16 @@ async fn one_run(shared: &Shared, connection: &mut Connection, replica: usize) -
         }
     };
     shared.open.fetch_sub(1, Ordering::Relaxed);
-    record.total_ns = now_ns().saturating_sub(start);
+    let end = now_ns();
+    record.total_ns = end.saturating_sub(start);
     record.ttft_ns = scan.first_token_at.map(|t| t.saturating_sub(start));
     record.heartbeats = scan.heartbeats;
     record.error = error.or_else(|| scan.verdict(target.expected_tokens));
     record.latencies_ns = scan.latencies;
+    if let Some(model) = target.model_times.take(run) {
+        record.added_ns = Some(record.total_ns.saturating_sub(model.spent_ns));
+        record.end_added_ns = Some(scan.ended_at.unwrap_or(end).saturating_sub(model.last_frame_at));
+    }
     if let (None, Connection::H1(slots), Sender::H1(sender)) = (&record.error, connection, sender) {
         slots[replica] = Some(sender);
     }
@@ -311,6 +334,8 @@ pub struct Scanner {
     pub latencies: Vec<u64>,
     pub first_token_at: Option<u64>,
     pub complete: bool,
+    /// When the terminal event arrived.
+    pub ended_at: Option<u64>,
     pub run_error: Option<String>,
     pub heartbeats: usize,
 }
@@ -325,6 +350,7 @@ impl Scanner {
             latencies: Vec::with_capacity(64),
             first_token_at: None,
             complete: false,
+            ended_at: None,
             run_error: None,
             heartbeats: 0,
         }
@@ -365,6 +391,7 @@ impl Scanner {
         if self.direct {
             if memmem::find(frame, b"[DONE]").is_some() {
                 self.complete = true;
+                self.ended_at = Some(now);
             }
             return;
         }
@@ -372,6 +399,7 @@ impl Scanner {
             self.heartbeats += 1;
         } else if memmem::find(frame, b"\"type\":\"run.complete\"").is_some() {
             self.complete = true;
+            self.ended_at = Some(now);
         } else if memmem::find(frame, b"\"type\":\"run.error\"").is_some() {
             let text = String::from_utf8_lossy(frame);
             let code = text.split("\"code\":\"").nth(1).and_then(|r| r.split('"').next()).unwrap_or("?");

@@ -14,11 +14,17 @@
 //! Every chunk is written and flushed on its own (like a real provider, and like the project's
 //! `FixtureServer`): after each frame the body returns `Pending` once so hyper flushes.
 //!
+//! Each request body names its run (`bench-run-<n>`, put into the user message by the client);
+//! the fixture adds the time it spent answering (request received → last frame handed over) to
+//! that run in [`ModelTimes`], so the client can subtract the model's own time from the run's
+//! duration: what is left was added by agw.
+//!
 //! The optional gate holds each text response before its first token until `expected` text
 //! requests have arrived (or a timeout), so that N streams really are open at the same time;
 //! each stream then starts at a random phase within one token interval, so tokens of different
 //! streams are spread out instead of arriving in bursts.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -61,6 +67,44 @@ pub fn now_ns() -> u64 {
 pub struct Script {
     pub tokens: usize,
     pub delay: Duration,
+    /// Time to first token of a text answer (after the gate and the stream's phase offset).
+    pub first_token: Duration,
+}
+
+/// The marker of a run's number in a request body.
+pub const RUN_MARK: &[u8] = b"bench-run-";
+
+/// Per run: the model's own time (ns, summed over the run's model calls) and when its last
+/// call handed over its last frame (ns since [`epoch`]).
+#[derive(Default)]
+pub struct ModelTimes(Mutex<HashMap<u64, ModelTime>>);
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ModelTime {
+    pub spent_ns: u64,
+    pub last_frame_at: u64,
+}
+
+impl ModelTimes {
+    fn add(&self, run: u64, ns: u64) {
+        let mut times = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let time = times.entry(run).or_default();
+        time.spent_ns += ns;
+        time.last_frame_at = time.last_frame_at.max(now_ns());
+    }
+
+    /// The run's model time, forgotten once read.
+    pub fn take(&self, run: u64) -> Option<ModelTime> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(&run)
+    }
+}
+
+/// The run number after [`RUN_MARK`] in `body`, if any.
+pub fn run_of(body: &[u8]) -> Option<u64> {
+    let at = memchr::memmem::find(body, RUN_MARK)? + RUN_MARK.len();
+    let digits = &body[at..];
+    let end = digits.iter().position(|b| !b.is_ascii_digit()).unwrap_or(digits.len());
+    std::str::from_utf8(&digits[..end]).ok()?.parse().ok()
 }
 
 /// Gate of one measured phase: text responses wait until `expected` of them arrived.
@@ -95,6 +139,7 @@ struct Shared {
     templates: Templates,
     gate: Mutex<Arc<Gate>>,
     counters: Counters,
+    model_times: Arc<ModelTimes>,
     /// xorshift state for the stream phases.
     rng: AtomicU64,
 }
@@ -145,6 +190,7 @@ impl Fixture {
             templates,
             gate: Mutex::new(Arc::new(Gate::open())),
             counters: Counters::default(),
+            model_times: Arc::new(ModelTimes::default()),
             rng: AtomicU64::new(0x9E37_79B9_7F4A_7C15),
         });
         let accept = tokio::spawn(accept_loop(listener, shared.clone()));
@@ -157,6 +203,10 @@ impl Fixture {
 
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    pub fn model_times(&self) -> Arc<ModelTimes> {
+        self.shared.model_times.clone()
     }
 
     pub fn counters(&self) -> &Counters {
@@ -224,15 +274,17 @@ async fn respond(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Sc
         .get("x-agw-stage")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|stage| stage.ends_with("step-1"));
-    // The request body is read (and dropped) so the connection can be reused.
-    let _ = request.into_body().collect().await;
-    let body = if tool_turn {
+    let received = Instant::now();
+    // The request body is read (so the connection can be reused) for its run number.
+    let run = request.into_body().collect().await.ok().and_then(|b| run_of(&b.to_bytes()));
+    let mut body = if tool_turn {
         ScriptBody::tool_call(shared)
     } else {
         let gate = shared.gate.lock().unwrap_or_else(|e| e.into_inner()).clone();
         gate.arrive();
         ScriptBody::text(shared, gate)
     };
+    body.run = run.map(|run| (run, received));
     let mut response = Response::new(body);
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     response
@@ -257,6 +309,8 @@ pub struct ScriptBody {
     base: Instant,
     sleep: Pin<Box<Sleep>>,
     yield_for_flush: bool,
+    /// The run this answer belongs to and when its request arrived.
+    run: Option<(u64, Instant)>,
 }
 
 impl ScriptBody {
@@ -269,6 +323,7 @@ impl ScriptBody {
             base: Instant::now(),
             sleep: Box::pin(tokio::time::sleep_until(Instant::now())),
             yield_for_flush: false,
+            run: None,
         }
     }
 
@@ -276,6 +331,7 @@ impl ScriptBody {
         let counters = &shared.counters;
         let open = counters.text_streams_open.fetch_add(1, Ordering::Relaxed) + 1;
         counters.text_streams_peak.fetch_max(open, Ordering::Relaxed);
+        let first_token = shared.script.first_token;
         let phase = if gate.expected == 0 {
             Phase::Tokens
         } else {
@@ -289,9 +345,10 @@ impl ScriptBody {
             tool_call: false,
             phase,
             next: 0,
-            base: Instant::now(),
+            base: Instant::now() + first_token,
             sleep: Box::pin(tokio::time::sleep_until(Instant::now())),
             yield_for_flush: false,
+            run: None,
         }
     }
 
@@ -352,7 +409,7 @@ impl Body for ScriptBody {
                     if wait.as_mut().poll(cx).is_pending() {
                         return Poll::Pending;
                     }
-                    this.base = Instant::now() + this.phase_offset();
+                    this.base = Instant::now() + this.phase_offset() + this.shared.script.first_token;
                     this.phase = Phase::Tokens;
                 }
                 Phase::Tokens => {
@@ -381,7 +438,12 @@ impl Body for ScriptBody {
                             this.next += 1;
                             return this.frame(bytes);
                         }
-                        None => this.phase = Phase::Done,
+                        None => {
+                            this.phase = Phase::Done;
+                            if let Some((run, received)) = this.run.take() {
+                                this.shared.model_times.add(run, received.elapsed().as_nanos() as u64);
+                            }
+                        }
                     }
                 }
                 Phase::Done => return Poll::Ready(None),

@@ -28,7 +28,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
-use bytes::Bytes;
 use clap::{Parser, ValueEnum};
 use serde::Serialize;
 use tokio::time::Instant;
@@ -73,6 +72,16 @@ struct Cli {
     hold_tokens: usize,
     #[arg(long, default_value_t = 2000)]
     hold_ms: u64,
+    /// Time to first token of the hold scenario's answers (after the gate and the stream's
+    /// phase offset).
+    #[arg(long, default_value_t = 0)]
+    hold_first_token_ms: u64,
+    /// Pin agw (every replica) to these CPUs, e.g. `0` (sched_setaffinity before exec).
+    #[arg(long, value_delimiter = ',')]
+    agw_cpus: Vec<usize>,
+    /// Pin the generator (fake model + client) to these CPUs, e.g. `1`.
+    #[arg(long, value_delimiter = ',')]
+    gen_cpus: Vec<usize>,
     /// How long held streams wait for the others to open before streaming anyway.
     #[arg(long, default_value_t = 180)]
     gate_timeout_secs: u64,
@@ -148,6 +157,7 @@ struct Scenario {
     runs: usize,
     tokens: usize,
     delay: Duration,
+    first_token: Duration,
     gate: bool,
 }
 
@@ -165,6 +175,7 @@ fn scenarios(cli: &Cli) -> anyhow::Result<Vec<Scenario>> {
                 runs: cli.overhead_runs,
                 tokens: cli.tokens,
                 delay: Duration::ZERO,
+                first_token: Duration::ZERO,
                 gate: false,
             }),
             "realistic" => out.push(Scenario {
@@ -177,6 +188,7 @@ fn scenarios(cli: &Cli) -> anyhow::Result<Vec<Scenario>> {
                 runs: cli.realistic_runs,
                 tokens: cli.tokens,
                 delay: Duration::from_millis(cli.realistic_delay_ms),
+                first_token: Duration::ZERO,
                 gate: false,
             }),
             "hold" => {
@@ -185,13 +197,14 @@ fn scenarios(cli: &Cli) -> anyhow::Result<Vec<Scenario>> {
                     out.push(Scenario {
                         name: format!("hold-{n}"),
                         what: format!(
-                            "{n} streams open at once, each streaming {tokens} tokens over ~{} ms",
-                            cli.hold_ms
+                            "{n} streams open at once, first token after {} ms, then {tokens} tokens over ~{} ms",
+                            cli.hold_first_token_ms, cli.hold_ms
                         ),
                         streams: n,
                         runs: n,
                         tokens,
                         delay: Duration::from_millis(cli.hold_ms / tokens as u64),
+                        first_token: Duration::from_millis(cli.hold_first_token_ms),
                         gate: true,
                     });
                 }
@@ -262,6 +275,10 @@ struct ScenarioReport {
     ttfb: Summary,
     ttft: Summary,
     run: Summary,
+    /// Run duration minus the model's own time (every call: request received → last frame).
+    run_added: Summary,
+    /// From the model's last frame to the client's terminal event (the end of a run).
+    end_added: Summary,
     delta_added: Summary,
     heartbeats: usize,
     agw_cpu_s: f64,
@@ -352,7 +369,9 @@ async fn run_scenario(cli: &Cli, scenario: &Scenario, bin: &Path, nofile: u64) -
     let dir = std::env::temp_dir().join(format!("agw-load-{}-{}", std::process::id(), scenario.name));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let fixture = Fixture::start(Script { tokens: scenario.tokens, delay: scenario.delay }).await?;
+    let fixture =
+        Fixture::start(Script { tokens: scenario.tokens, delay: scenario.delay, first_token: scenario.first_token })
+            .await?;
     let memory = cli.memory == OnOff::On;
     let replica_dirs = replica_dirs(&dir, if cli.direct { 1 } else { usize::from(cli.replicas) });
     if memory && cli.existing_chats > 0 {
@@ -375,15 +394,19 @@ async fn run_scenario(cli: &Cli, scenario: &Scenario, bin: &Path, nofile: u64) -
                 fsync: &cli.fsync,
                 log: &cli.agw_log,
                 extra_env: &extra_env,
+                cpus: &cli.agw_cpus,
             };
             agws.push(Agw::start(&options).await?);
         }
     }
-    let body = serde_json::json!({"agentKey": "bench", "message": "What is the weather in Tokyo?"}).to_string();
+    let mark = std::str::from_utf8(fixture::RUN_MARK).expect("ASCII");
+    let body = serde_json::json!({"agentKey": "bench", "message": format!("What is the weather in Tokyo? {mark}")})
+        .to_string();
     let target = Arc::new(Target {
         addrs: if cli.direct { vec![fixture.addr()] } else { agws.iter().map(Agw::addr).collect() },
         path: if cli.direct { "/v1/chat/completions" } else { "/api/ap/query" },
-        body: Bytes::from(body),
+        body,
+        model_times: fixture.model_times(),
         direct: cli.direct,
         expected_tokens: scenario.tokens,
     });
@@ -574,6 +597,8 @@ fn report(scenario: &Scenario, cli: &Cli, mut outcome: Outcome, m: Measured) -> 
         ttfb: summarize(&mut outcome.ttfb_ns),
         ttft: summarize(&mut outcome.ttft_ns),
         run: summarize(&mut outcome.run_ns),
+        run_added: summarize(&mut outcome.run_added_ns),
+        end_added: summarize(&mut outcome.end_added_ns),
         delta_added: summarize(&mut outcome.delta_ns),
         heartbeats: outcome.heartbeats,
         agw_cpu_s: m.agw_cpu.as_secs_f64(),
@@ -611,7 +636,7 @@ fn report(scenario: &Scenario, cli: &Cli, mut outcome: Outcome, m: Measured) -> 
 fn print_table(reports: &[ScenarioReport]) {
     println!();
     println!(
-        "{:<12} {:>9} {:>8} {:>15} {:>15} {:>17} {:>15} {:>13} {:>13} {:>9} {:>9}",
+        "{:<12} {:>9} {:>8} {:>15} {:>15} {:>17} {:>15} {:>17} {:>17} {:>13} {:>13} {:>9} {:>9}",
         "scenario",
         "ok/err",
         "runs/s",
@@ -619,6 +644,8 @@ fn print_table(reports: &[ScenarioReport]) {
         "TTFT p50/p99",
         "delta+ p50/p99",
         "run p50/p99",
+        "run+ p50/p99",
+        "end+ p50/p99",
         "agw CPU s/1k",
         "gen CPU s/1k",
         "RSS MiB",
@@ -626,7 +653,7 @@ fn print_table(reports: &[ScenarioReport]) {
     );
     for r in reports {
         println!(
-            "{:<12} {:>9} {:>8.1} {:>15} {:>15} {:>17} {:>15} {:>13.3} {:>13.3} {:>9.1} {:>9.1}",
+            "{:<12} {:>9} {:>8.1} {:>15} {:>15} {:>17} {:>15} {:>17} {:>17} {:>13.3} {:>13.3} {:>9.1} {:>9.1}",
             r.name,
             format!("{}/{}", r.runs_ok, r.errors.values().sum::<usize>()),
             r.runs_per_s,
@@ -634,6 +661,8 @@ fn print_table(reports: &[ScenarioReport]) {
             format!("{:.1}/{:.1}ms", r.ttft.p50_ms, r.ttft.p99_ms),
             format!("{:.3}/{:.3}ms", r.delta_added.p50_ms, r.delta_added.p99_ms),
             format!("{:.0}/{:.0}ms", r.run.p50_ms, r.run.p99_ms),
+            format!("{:.2}/{:.2}ms", r.run_added.p50_ms, r.run_added.p99_ms),
+            format!("{:.2}/{:.2}ms", r.end_added.p50_ms, r.end_added.p99_ms),
             r.agw_cpu_s_per_1000_runs,
             r.generator_cpu_s_per_1000_runs,
             r.agw_rss_peak_sampled_mib.max(r.agw_vmhwm_mib),
@@ -700,6 +729,10 @@ fn main() -> anyhow::Result<()> {
     if !cli.direct && !bin.is_file() {
         anyhow::bail!("agw binary not found at {} (cargo build --release -p agw, or --agw-bin)", bin.display());
     }
+    if !cli.gen_cpus.is_empty() {
+        // Before the runtime exists: its threads inherit the mask.
+        sys::pin_to(0, &cli.gen_cpus).context("--gen-cpus")?;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(cli.threads.max(1))
         .enable_all()
@@ -742,6 +775,9 @@ fn main() -> anyhow::Result<()> {
         ("warmup", cli.warmup.to_string()),
         ("agw_env", cli.agw_env.join(" ")),
         ("client_http", cli.client_http.clone()),
+        ("hold_first_token_ms", cli.hold_first_token_ms.to_string()),
+        ("agw_cpus", format!("{:?}", cli.agw_cpus)),
+        ("gen_cpus", format!("{:?}", cli.gen_cpus)),
     ]);
     if cli.replicas > 1 {
         options.insert("replicas", cli.replicas.to_string());

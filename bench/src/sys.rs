@@ -116,6 +116,21 @@ pub fn raise_nofile(want: u64) -> u64 {
     }
 }
 
+/// Restricts thread/process `pid` (0: the caller) to `cpus` (`sched_setaffinity`).
+pub fn pin_to(pid: libc::pid_t, cpus: &[usize]) -> std::io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET only writes inside it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &cpu in cpus {
+            libc::CPU_SET(cpu, &mut set);
+        }
+        if libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
