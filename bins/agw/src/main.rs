@@ -266,6 +266,7 @@ async fn serve(port: Option<u16>, config: Option<PathBuf>) -> anyhow::Result<()>
     server.run(shutdown_signal()).await;
     // Stopped accepting; let in-flight runs finish within the grace period, end the rest.
     agw_http::runs::drain(&state.runs, grace).await;
+    flush_chats(&state).await;
     // A replica that stops is not a lost one: its lease goes at once.
     agw_http::cluster::leave(&state).await;
     // MCP servers' child processes end with agw.
@@ -276,6 +277,13 @@ async fn serve(port: Option<u16>, config: Option<PathBuf>) -> anyhow::Result<()>
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     tracing::info!("agw stopped");
     Ok(())
+}
+
+/// The end-of-run fsyncs still on the chat store's fsync thread (`MEMORY_CHAT_FSYNC=run`)
+/// finish before agw exits.
+async fn flush_chats(state: &agw_http::AppState) {
+    let chats = state.chats.clone();
+    let _ = tokio::task::spawn_blocking(move || chats.flush()).await;
 }
 
 /// `agw mcp-stdio`: the state `serve` builds (agents, tools, providers, memory, MCP servers,
@@ -300,6 +308,7 @@ async fn mcp_stdio(config: Option<PathBuf>) -> anyhow::Result<()> {
     let served = agw_http::mcp_server::serve_stdio(&state, shutdown_signal()).await;
     // The host is gone: its calls were cancelled; let what still runs end within the grace.
     agw_http::runs::drain(&state.runs, grace).await;
+    flush_chats(&state).await;
     if let Some(mcp) = &state.mcp {
         mcp.shutdown().await;
     }

@@ -17,6 +17,7 @@ use agw_protocol::usage::{Cost, RunUsage};
 use crate::config::{FsyncPolicy, MemoryConfig};
 use crate::error::MemoryError;
 use crate::file;
+use crate::flusher::{Flusher, Target};
 use crate::index::{ChatIndex, ChatSummary, Refused, UpsertRequest};
 use crate::store::{Trim, is_canonical, parse_history, trim_selection};
 
@@ -76,7 +77,22 @@ impl Backend {
 
     /// Appends encoded lines (no `\n`) to the chat's history, all or nothing.
     pub(crate) fn append(&self, chat_id: &str, lines: &[String]) -> Result<(), MemoryError> {
-        dispatch!(self, b => b.append(chat_id, lines))
+        match self {
+            Backend::Files(files) => files.append(chat_id, lines, false),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(b) => b.append(chat_id, lines),
+        }
+    }
+
+    /// [`Self::append`] for a run's last lines, durable with all the chat's history before it
+    /// when it returns (files under [`FsyncPolicy::EveryRun`]: fdatasync on the handle that
+    /// wrote them; a database commit already is).
+    pub(crate) fn append_last(&self, chat_id: &str, lines: &[String]) -> Result<(), MemoryError> {
+        match self {
+            Backend::Files(files) => files.append(chat_id, lines, true),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(b) => b.append(chat_id, lines),
+        }
     }
 
     /// Makes the chat's appended history durable (files: fsync; a database commit already is).
@@ -141,6 +157,16 @@ impl Backend {
     pub(crate) fn ping(&self) -> Result<(), MemoryError> {
         dispatch!(self, b => b.ping())
     }
+
+    /// Waits until the end-of-run fsyncs of finished runs are done (files; a database commit
+    /// is durable already).
+    pub(crate) fn flush(&self) {
+        match self {
+            Backend::Files(files) => files.flush(),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(_) => {}
+        }
+    }
 }
 
 /// The file backend: `<dir>/<chatId>.json`, `<dir>/_chats.jsonl`, `<dir>/_waiting/<runId>.wait`.
@@ -149,6 +175,8 @@ pub(crate) struct FileBackend {
     fsync: FsyncPolicy,
     locks: Vec<Mutex<()>>,
     index: ChatIndex,
+    /// End-of-run fsyncs under [`FsyncPolicy::EveryRun`].
+    flusher: Flusher,
 }
 
 impl FileBackend {
@@ -158,6 +186,7 @@ impl FileBackend {
             dir: config.dir.clone(),
             fsync: config.fsync,
             locks: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
+            flusher: Flusher::default(),
             index: ChatIndex::new(config.dir.join(crate::index::INDEX_FILE), config.fsync),
         }
     }
@@ -172,21 +201,37 @@ impl FileBackend {
         &self.index
     }
 
-    fn append(&self, chat_id: &str, lines: &[String]) -> Result<(), MemoryError> {
+    /// `last`: a run's last lines, fsynced with the file under [`FsyncPolicy::EveryRun`] too.
+    fn append(&self, chat_id: &str, lines: &[String], last: bool) -> Result<(), MemoryError> {
         let path = self.history_path(chat_id);
         let mut payload = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
         for line in lines {
             payload.extend_from_slice(line.as_bytes());
             payload.push(b'\n');
         }
-        let _guard = self.lock(chat_id);
-        file::append(&path, &payload, self.fsync)
+        let written = {
+            let _guard = self.lock(chat_id);
+            file::append(&path, &payload, self.fsync, last)?
+        };
+        if let Some(file) = written {
+            self.flusher.schedule(Target::File(file, path));
+        }
+        Ok(())
     }
 
     fn sync_history(&self, chat_id: &str) -> Result<(), MemoryError> {
         let path = self.history_path(chat_id);
+        if self.fsync == FsyncPolicy::EveryRun {
+            self.flusher.schedule(Target::Path(path));
+            return Ok(());
+        }
         let _guard = self.lock(chat_id);
         file::sync(&path)
+    }
+
+    /// Waits for the end-of-run fsyncs handed to the fsync thread so far.
+    pub(crate) fn flush(&self) {
+        self.flusher.drain();
     }
 
     /// The chat's history file as it is on disk (`None`: there is none).

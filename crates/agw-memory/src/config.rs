@@ -43,9 +43,18 @@ pub enum FsyncPolicy {
     /// fsync after every append (each flushed step). Adds a disk flush between the steps of a
     /// streaming run — visible latency on slow disks for a small gain.
     EveryStep,
-    /// Default: fsync once when a run ends ([`crate::ChatStore::append_final`]). A power cut
-    /// can lose at most the steps of runs still in flight, which their clients did not see
-    /// complete either; a finished run is durable, and streaming never waits for a disk flush.
+    /// Default: fsync once when a run ends, right after its last lines are written
+    /// ([`crate::ChatStore::append_final`]), on the store's fsync thread — not on the path the
+    /// client waits on: `run.complete` is sent once the lines are *written* (a crash of agw
+    /// cannot lose them), their fsync follows within the fsync thread's next round (a
+    /// millisecond or so). A power cut or kernel crash can lose the steps of runs still in
+    /// flight and, within that round, the last step of a run that just completed; streaming never
+    /// waits for a disk flush.
     #[default]
     EveryRun,
+    /// As [`FsyncPolicy::EveryRun`], but the fsync happens before
+    /// [`crate::ChatStore::append_final`] returns, so `run.complete` is sent only once the run is
+    /// on disk. At many runs ending together the fsyncs queue on the client's path
+    /// (docs/performance.md, round two).
+    Complete,
 }

@@ -5,6 +5,8 @@
 //!   crash mid-write is isolated before the next append (see there).
 //! * [`append_existing`]: the same for a file known to end with a complete line (the chat
 //!   index, whose identity the caller checked); returns the file's metadata after the write.
+//!   Never fsyncs: the index makes its lines durable by group commit ([`sync_data`] through
+//!   `group_sync.rs`), outside its lock.
 //! * [`rewrite`]: temp file in the same directory + rename, so readers see the old or the new
 //!   content, never a mix.
 //!
@@ -29,10 +31,19 @@ use crate::error::MemoryError;
 /// no partial line stays behind (best effort: the isolation above covers the case where even
 /// that fails).
 ///
-/// Durability per `policy`: [`FsyncPolicy::EveryStep`] fsyncs the data; any policy but
-/// [`FsyncPolicy::Never`] fsyncs the directory once when the file was just created (the file's
-/// own fsync does not cover its name, and a later end-of-run fsync only covers the data).
-pub(crate) fn append(path: &Path, payload: &[u8], policy: FsyncPolicy) -> Result<(), MemoryError> {
+/// Durability per `policy`: [`FsyncPolicy::EveryStep`] fsyncs the data, and so does
+/// [`FsyncPolicy::Complete`] when `last` (a run's last append: its end-of-run fsync, on the
+/// handle that wrote); under [`FsyncPolicy::EveryRun`] a `last` append returns that handle for
+/// the fsync thread (`flusher.rs`) instead; any policy but [`FsyncPolicy::Never`] fsyncs the
+/// directory once when the
+/// file was just created (the file's own fsync does not cover its name, and a later end-of-run
+/// fsync only covers the data).
+pub(crate) fn append(
+    path: &Path,
+    payload: &[u8],
+    policy: FsyncPolicy,
+    last: bool,
+) -> Result<Option<File>, MemoryError> {
     let (mut file, created) = open_append(path)?;
     let len = file.metadata().map_err(MemoryError::io("inspect", path))?.len();
     let torn = len > 0 && last_byte(&mut file, len).map_err(MemoryError::io("read", path))? != b'\n';
@@ -45,25 +56,23 @@ pub(crate) fn append(path: &Path, payload: &[u8], policy: FsyncPolicy) -> Result
     buf.extend_from_slice(payload);
 
     write_or_cut(&mut file, len, &buf, path)?;
-    if policy == FsyncPolicy::EveryStep {
+    if policy == FsyncPolicy::EveryStep || (last && policy == FsyncPolicy::Complete) {
         file.sync_data().map_err(MemoryError::io("fsync", path))?;
     }
     if created && policy != FsyncPolicy::Never {
         sync_parent(path)?;
     }
-    Ok(())
+    Ok((last && policy == FsyncPolicy::EveryRun).then_some(file))
 }
 
 /// Appends `payload` (complete lines) to an existing file that ends with a complete line, in
 /// one write; cut back to the previous length if the write fails part-way. Returns the file's
-/// metadata after the write (the caller's record of what the file now is).
-pub(crate) fn append_existing(path: &Path, payload: &[u8], sync: bool) -> Result<fs::Metadata, MemoryError> {
+/// metadata after the write (the caller's record of what the file now is). No fsync: see
+/// [`sync_data`].
+pub(crate) fn append_existing(path: &Path, payload: &[u8]) -> Result<fs::Metadata, MemoryError> {
     let mut file = OpenOptions::new().append(true).open(path).map_err(MemoryError::io("open", path))?;
     let len = file.metadata().map_err(MemoryError::io("inspect", path))?.len();
     write_or_cut(&mut file, len, payload, path)?;
-    if sync {
-        file.sync_data().map_err(MemoryError::io("fsync", path))?;
-    }
     file.metadata().map_err(MemoryError::io("inspect", path))
 }
 
@@ -83,6 +92,16 @@ pub(crate) fn read(path: &Path) -> Result<Option<Vec<u8>>, MemoryError> {
         Ok(bytes) => Ok(Some(bytes)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(MemoryError::Io { op: "read", path: path.to_owned(), source: e }),
+    }
+}
+
+/// fdatasyncs the file now at `path` (no-op when there is none): everything written to it
+/// before the call is durable when it returns `Ok`.
+pub(crate) fn sync_data(path: &Path) -> io::Result<()> {
+    match OpenOptions::new().append(true).open(path) {
+        Ok(file) => file.sync_data(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
     }
 }
 

@@ -22,8 +22,9 @@
 //! check refuses changes nothing (`docs/security.md`, "Per-user isolation").
 
 use std::collections::HashMap;
+use std::io;
 use std::ops::Range;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use agw_protocol::ids;
@@ -33,6 +34,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::FsyncPolicy;
 use crate::error::MemoryError;
 use crate::file;
+use crate::group_sync::GroupSync;
 
 pub(crate) const INDEX_FILE: &str = "_chats.jsonl";
 
@@ -359,10 +361,38 @@ enum Entry {
 }
 
 /// The index file and the mutex that serialises its writes (and guards [`Written`]).
+///
+/// Durability (any policy but [`FsyncPolicy::Never`]): an upsert returns once its line is
+/// durable, but it does not fsync under the mutex. It appends, takes a ticket of [`GroupSync`]
+/// under the mutex, releases the mutex, and waits for a group fsync that covers the ticket: one
+/// fsync of the file then serves every upsert that appended before it began, instead of each
+/// waiting in line behind the others' (see `group_sync.rs`). The group fsyncs the file at
+/// `path`, so that path must keep naming the file that holds the appended lines until they are
+/// settled: the only in-process replacement of the file, `replace` (under the mutex, where no
+/// ticket can be taken), first settles every ticket issued — waiting for a running group fsync,
+/// or leading one of the old file — and only then renames.
 pub(crate) struct ChatIndex {
     path: PathBuf,
     fsync: FsyncPolicy,
     lock: Mutex<Option<Written>>,
+    /// Group commit of the appended lines' fsyncs; tickets are taken under `lock`.
+    group: GroupSync,
+    /// fsyncs the file at a path (`file::sync_data`; tests inject failures).
+    sync_file: fn(&Path) -> io::Result<()>,
+}
+
+/// What an index write leaves to do once the mutex is released.
+struct Change {
+    /// Whether a record existed before and the chat's name, or refused.
+    result: Result<(bool, String), Refused>,
+    /// The appended line's ticket, when it must be durable before the caller returns.
+    ticket: Option<u64>,
+}
+
+impl Change {
+    fn unticketed(result: Result<(bool, String), Refused>) -> Self {
+        Self { result, ticket: None }
+    }
 }
 
 /// The index as this process last left it, canonical (one line per chat, in file order), in
@@ -449,7 +479,7 @@ fn stamp(path: &std::path::Path) -> Option<Stamp> {
 
 impl ChatIndex {
     pub(crate) fn new(path: PathBuf, fsync: FsyncPolicy) -> Self {
-        Self { path, fsync, lock: Mutex::new(None) }
+        Self { path, fsync, lock: Mutex::new(None), group: GroupSync::new(), sync_file: file::sync_data }
     }
 
     /// Upserts one chat and writes the change. Returns whether a record existed before and the
@@ -463,9 +493,17 @@ impl ChatIndex {
     ) -> Result<Result<(bool, String), Refused>, MemoryError> {
         let guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
         let update = |existing: Option<&mut Record>| request.update(existing, orphan);
-        let sync = self.fsync != FsyncPolicy::Never;
+        let durable = self.fsync != FsyncPolicy::Never;
         let now_ms = request.now_ms;
-        self.apply_with(guard, request.chat_id, &update, &|record| self.encode(record, now_ms), sync)
+        // `apply_with` consumes the guard: the mutex is free again while we wait for the fsync.
+        let change =
+            self.apply_with(guard, request.chat_id, &update, &|record| self.encode(record, now_ms), durable)?;
+        if let Some(ticket) = change.ticket {
+            self.group
+                .wait_durable(ticket, || (self.sync_file)(&self.path))
+                .map_err(MemoryError::io("fsync", &self.path))?;
+        }
+        Ok(change.result)
     }
 
     /// Adds a finished run's usage and cost to its chat's record (no record: nothing to do).
@@ -491,14 +529,16 @@ impl ChatIndex {
 
     /// Applies `update` to the chat's record and writes the change: appended to the file we
     /// left, or the whole index rewritten when it changed under us (or is half superseded).
+    /// Releases the mutex (`guard`) before it returns. `durable`: an appended line gets a
+    /// ticket, for the caller to wait on after the release; a rewrite is durable already.
     fn apply_with(
         &self,
         mut guard: std::sync::MutexGuard<'_, Option<Written>>,
         chat_id: &str,
         update: &Update<'_>,
         encode: &Encode<'_>,
-        sync: bool,
-    ) -> Result<Result<(bool, String), Refused>, MemoryError> {
+        durable: bool,
+    ) -> Result<Change, MemoryError> {
         // The index as we left it, while the file is still that file: only the changed record
         // is parsed and encoded, and only its line is written.
         let key = uuid_key(chat_id);
@@ -517,11 +557,11 @@ impl ChatIndex {
                 Err(refused) => {
                     // Nothing changed: the file is still the one we know.
                     *guard = Some(w);
-                    return Ok(Err(refused));
+                    return Ok(Change::unticketed(Err(refused)));
                 }
                 Ok(Some(record)) => (w, record),
                 // Unreachable (an update without a record adds one); read the file instead.
-                Ok(None) => return self.upsert_uncached(guard, chat_id, update, encode, sync),
+                Ok(None) => return self.upsert_uncached(guard, chat_id, update, encode),
             };
             let (line, chat_name) = encode(&record)?;
             match position {
@@ -529,21 +569,23 @@ impl ChatIndex {
                 None => w.push(key, &line),
             }
             let appended = w.stamp.len + line.len() as u64 + 1;
-            let stamp = if appended <= 2 * w.content.len() as u64 {
+            let (stamp, ticket) = if appended <= 2 * w.content.len() as u64 {
                 let mut payload = line.into_bytes();
                 payload.push(b'\n');
-                Stamp::of(&file::append_existing(&self.path, &payload, sync)?)
+                let meta = file::append_existing(&self.path, &payload)?;
+                // After the write, under the mutex: tickets follow the order of the lines.
+                (Stamp::of(&meta), durable.then(|| self.group.ticket()))
             } else {
                 // Compaction: superseded records make up half the file.
-                file::rewrite(&self.path, w.content.as_bytes(), sync)?;
-                stamp(&self.path)
+                self.replace(w.content.as_bytes())?;
+                (stamp(&self.path), None)
             };
             let existed = position.is_some();
             // Kept only when the identity of what we just wrote is known.
             *guard = stamp.map(|stamp| Written { stamp, ..w });
-            return Ok(Ok((existed, chat_name)));
+            return Ok(Change { result: Ok((existed, chat_name)), ticket });
         }
-        self.upsert_uncached(guard, chat_id, update, encode, sync)
+        self.upsert_uncached(guard, chat_id, update, encode)
     }
 
     /// First upsert, or someone else changed the file: read it all and rewrite it.
@@ -553,8 +595,7 @@ impl ChatIndex {
         chat_id: &str,
         update: &Update<'_>,
         encode: &Encode<'_>,
-        sync: bool,
-    ) -> Result<Result<(bool, String), Refused>, MemoryError> {
+    ) -> Result<Change, MemoryError> {
         let mut entries = self.read()?;
         let existing = entries.iter_mut().find_map(|e| match e {
             Entry::Record(r) if r.id() == chat_id => Some(r),
@@ -562,7 +603,7 @@ impl ChatIndex {
         });
         let existed = existing.is_some();
         match update(existing) {
-            Err(refused) => return Ok(Err(refused)),
+            Err(refused) => return Ok(Change::unticketed(Err(refused))),
             Ok(Some(added)) => entries.push(Entry::Record(added)),
             Ok(None) => {}
         }
@@ -585,10 +626,26 @@ impl ChatIndex {
                 Entry::Raw(raw) => w.push(None, raw),
             }
         }
-        file::rewrite(&self.path, w.content.as_bytes(), sync)?;
+        self.replace(w.content.as_bytes())?;
         // Kept only when the identity of what we just wrote is known.
         *guard = stamp(&self.path).map(|stamp| Written { stamp, ..w });
-        Ok(Ok((existed, chat_name)))
+        Ok(Change::unticketed(Ok((existed, chat_name))))
+    }
+
+    /// Replaces the file with `content` (temp file + rename; call under the mutex). Under every
+    /// policy but [`FsyncPolicy::Never`] the temp file is fsynced before the rename, so a power
+    /// cut leaves the old or the new index, never an empty one — and first every ticket issued
+    /// so far is settled by an fsync of the file being replaced (joining one that runs, or
+    /// leading one): each line appended to it is durable there, as the upsert that wrote it
+    /// promises, even when the rename itself does not survive a power cut (the directory is
+    /// not fsynced). No ticket can be taken meanwhile (the caller holds the mutex), and no
+    /// group fsync is left running, so none can open the new file for lines of the old one.
+    fn replace(&self, content: &[u8]) -> Result<(), MemoryError> {
+        let sync = self.fsync != FsyncPolicy::Never;
+        if sync {
+            self.group.sync_issued(|| (self.sync_file)(&self.path)).map_err(MemoryError::io("fsync", &self.path))?;
+        }
+        file::rewrite(&self.path, content, sync)
     }
 
     /// One chat's record, with the listing rules; `None` when the index has none.
@@ -770,5 +827,156 @@ mod tests {
 
     fn index_text(dir: &Scratch) -> String {
         std::fs::read_to_string(dir.0.as_path().join(INDEX_FILE)).unwrap()
+    }
+
+    // ---- group commit of the index's fsyncs ----
+
+    /// An index that fsyncs (policy `run`) through `sync_file`.
+    fn synced_index(dir: &Scratch, sync_file: fn(&Path) -> io::Result<()>) -> ChatIndex {
+        ChatIndex { sync_file, ..ChatIndex::new(dir.0.as_path().join(INDEX_FILE), FsyncPolicy::EveryRun) }
+    }
+
+    fn upsert_at(index: &ChatIndex, chat_id: &str, now_ms: i64) -> Result<(bool, String), MemoryError> {
+        let request = UpsertRequest {
+            chat_id,
+            first_message: "hello",
+            agent_key: Some("a"),
+            agent_name: None,
+            owner: None,
+            permit: &|_| true,
+            now_ms,
+        };
+        Ok(index.upsert(&request, false)?.expect("nothing is refused"))
+    }
+
+    fn chat_id(n: usize) -> String {
+        format!("00000000-0000-4000-8000-{n:012x}")
+    }
+
+    #[test]
+    fn an_upsert_returns_only_once_an_fsync_that_began_after_its_append_has_finished() {
+        // The chats of the file as each fsync began, recorded once it finished: what is durable.
+        static DURABLE: Mutex<Option<std::collections::HashSet<String>>> = Mutex::new(None);
+        static SYNCS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        fn recording(path: &Path) -> io::Result<()> {
+            let text = std::fs::read_to_string(path)?;
+            file::sync_data(path)?;
+            SYNCS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let chats = text.lines().filter_map(parse_record).map(|record| record.id().to_owned());
+            DURABLE.lock().unwrap().get_or_insert_default().extend(chats);
+            Ok(())
+        }
+        const THREADS: usize = 8;
+        const CHATS: usize = 100;
+        let dir = Scratch::new();
+        let index = synced_index(&dir, recording);
+        // The first upsert writes the file whole (temp file fsynced, renamed): no group fsync.
+        upsert_at(&index, &chat_id(0), 1).unwrap();
+        assert_eq!(SYNCS.load(std::sync::atomic::Ordering::SeqCst), 0);
+        // New chats only: every other upsert appends one line (the file never needs compacting).
+        std::thread::scope(|scope| {
+            for t in 0..THREADS {
+                let index = &index;
+                scope.spawn(move || {
+                    for c in 0..CHATS {
+                        let id = chat_id(1 + t * CHATS + c);
+                        let (existed, _) = upsert_at(index, &id, 1).unwrap();
+                        assert!(!existed);
+                        let durable = DURABLE.lock().unwrap();
+                        assert!(
+                            durable.as_ref().is_some_and(|d| d.contains(&id)),
+                            "{id} returned before it was durable"
+                        );
+                    }
+                });
+            }
+        });
+        let upserts = THREADS * CHATS;
+        let syncs = SYNCS.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(syncs <= upserts, "at most one fsync per upsert: {syncs} for {upserts}");
+        eprintln!("{upserts} concurrent upserts, {syncs} fsyncs of the index");
+        assert_eq!(index_text(&dir).lines().count(), upserts + 1, "appended, not rewritten");
+        assert_eq!(index.list().unwrap().len(), upserts + 1);
+    }
+
+    #[test]
+    fn concurrent_upserts_with_compactions_keep_every_chat() {
+        let dir = Scratch::new();
+        let index = ChatIndex::new(dir.0.as_path().join(INDEX_FILE), FsyncPolicy::EveryRun);
+        std::thread::scope(|scope| {
+            for t in 0..8i64 {
+                let index = &index;
+                scope.spawn(move || {
+                    for step in 0..150i64 {
+                        // Ten chats, each upserted again and again: the file is compacted often.
+                        let id = chat_id((t * 150 + step) as usize % 10);
+                        upsert_at(index, &id, 1_000 + t * 1_000 + step).unwrap();
+                    }
+                });
+            }
+        });
+        let listed = index.list().unwrap();
+        assert_eq!(listed.len(), 10);
+        let text = index_text(&dir);
+        assert!(text.lines().count() <= 20, "compacted to at most twice its canonical size: {text}");
+        // A reader starting from the file sees what this process keeps.
+        assert_eq!(super::tests::index(&dir).list().unwrap(), listed);
+    }
+
+    #[test]
+    fn a_compaction_first_makes_the_lines_appended_to_the_old_file_durable() {
+        static SYNCED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+        fn recording(path: &Path) -> io::Result<()> {
+            SYNCED.lock().unwrap().push(std::fs::read_to_string(path)?);
+            file::sync_data(path)
+        }
+        let dir = Scratch::new();
+        let index = synced_index(&dir, recording);
+        upsert_at(&index, CHAT, 100).unwrap();
+        // An upsert that has appended and taken its ticket but not yet waited for its fsync.
+        let request = UpsertRequest {
+            chat_id: CHAT,
+            first_message: "hello",
+            agent_key: None,
+            agent_name: None,
+            owner: None,
+            permit: &|_| true,
+            now_ms: 200,
+        };
+        let update = |existing: Option<&mut Record>| request.update(existing, false);
+        let guard = index.lock.lock().unwrap();
+        let change = index.apply_with(guard, CHAT, &update, &|record| index.encode(record, 200), true).unwrap();
+        let ticket = change.ticket.expect("an appended line gets a ticket");
+        assert_eq!(index_text(&dir).lines().count(), 2);
+        assert!(SYNCED.lock().unwrap().is_empty());
+        // The next upsert compacts (the file is twice its canonical size): before the rename it
+        // fsyncs the old file, which holds the pending line.
+        upsert_at(&index, CHAT, 300).unwrap();
+        let synced = SYNCED.lock().unwrap().clone();
+        assert_eq!(synced.len(), 1, "{synced:?}");
+        assert!(synced[0].lines().count() == 2 && synced[0].contains(r#""updatedAt":200"#), "{synced:?}");
+        assert_eq!(index_text(&dir).lines().count(), 1, "compacted");
+        index.group.wait_durable(ticket, || panic!("settled by the compaction")).expect("durable");
+    }
+
+    #[test]
+    fn an_index_fsync_error_fails_the_upsert_and_the_next_one_retries() {
+        static FAIL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        fn failing(path: &Path) -> io::Result<()> {
+            if FAIL.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(io::Error::from_raw_os_error(5));
+            }
+            file::sync_data(path)
+        }
+        let dir = Scratch::new();
+        let index = synced_index(&dir, failing);
+        upsert_at(&index, CHAT, 100).unwrap();
+        FAIL.store(true, std::sync::atomic::Ordering::SeqCst);
+        let error = upsert_at(&index, &chat_id(1), 200).expect_err("the fsync failed");
+        assert!(matches!(&error, MemoryError::Io { op: "fsync", .. }), "{error}");
+        assert_eq!(error.io_error().and_then(io::Error::raw_os_error), Some(5));
+        FAIL.store(false, std::sync::atomic::Ordering::SeqCst);
+        upsert_at(&index, &chat_id(2), 300).expect("a new fsync");
+        assert_eq!(index.list().unwrap().len(), 3, "the failed upsert's line was written, not known durable");
     }
 }

@@ -22,6 +22,10 @@
 //!   recorded completely.
 //! - A torn last line (process killed mid-write, disk full) is skipped by readers with a warning
 //!   and isolated on a line of its own before the next append; nothing before it is lost.
+//! - Under every fsync policy but `never`, an index upsert returns once its line is durable, and
+//!   [`ChatStore::append_final`] once the run's history is. The index's fsyncs are group commits
+//!   (`group_sync.rs`): taken outside the index lock, one fsync serves every upsert that appended
+//!   before it began, and a failed one fails exactly the upserts it covered.
 //!
 //! Invariants (PostgreSQL):
 //! - An append is one transaction — all its lines or none — that first takes the chat's
@@ -50,6 +54,8 @@ mod backend;
 mod config;
 mod error;
 mod file;
+mod flusher;
+mod group_sync;
 mod index;
 #[cfg(feature = "postgres")]
 mod pg;

@@ -172,6 +172,11 @@ impl ChatStore {
     /// the chat's lock. Empty `lines` is a no-op. See [`FsyncPolicy`] for durability. On
     /// PostgreSQL the lines are one transaction: all of them are stored, or none.
     pub fn append(&self, chat_id: &str, lines: &[HistoryLine]) -> Result<(), MemoryError> {
+        self.append_lines(chat_id, lines, false)
+    }
+
+    /// `last`: the run's last lines ([`Self::append_final`]).
+    fn append_lines(&self, chat_id: &str, lines: &[HistoryLine], last: bool) -> Result<(), MemoryError> {
         if !is_canonical(chat_id) || lines.is_empty() {
             return Ok(());
         }
@@ -179,26 +184,36 @@ impl ChatStore {
         for line in lines {
             texts.push(line.to_json().map_err(|source| self.backend.encode_error(chat_id, source))?);
         }
-        self.backend.append(chat_id, &texts)
+        if last { self.backend.append_last(chat_id, &texts) } else { self.backend.append(chat_id, &texts) }
     }
 
-    /// [`Self::append`] for the last lines of a run, then the end-of-run fsync of
-    /// [`FsyncPolicy::EveryRun`] (also when `lines` is empty: earlier steps may be unsynced; a
-    /// PostgreSQL commit is durable already).
-    /// The run's usage and cost (on its last step line) are added to the chat's index record
+    /// Returns once every end-of-run fsync handed to the fsync thread before the call is done
+    /// ([`FsyncPolicy::EveryRun`]); a graceful shutdown calls it after the last run ended.
+    pub fn flush(&self) {
+        self.backend.flush();
+    }
+
+    /// [`Self::append`] for the last lines of a run, with the end-of-run fsync: under
+    /// [`FsyncPolicy::Complete`], when it returns `Ok` the chat's history up to these lines is
+    /// durable (the fsync runs on the handle that wrote them; when `lines` is empty the file is
+    /// fsynced all the same, as earlier steps may be unsynced); under [`FsyncPolicy::EveryRun`]
+    /// they are written and that fsync is handed to the store's fsync thread ([`Self::flush`]
+    /// waits for it). A PostgreSQL commit is durable already.
+    /// The run's usage and cost (on its last step line) are then added to the chat's index record
     /// for the chat list; failing that is a log line, never the run's failure.
     pub fn append_final(&self, chat_id: &str, lines: &[HistoryLine]) -> Result<(), MemoryError> {
-        self.append(chat_id, lines)?;
+        if !lines.is_empty() {
+            self.append_lines(chat_id, lines, true)?;
+        } else if matches!(self.config.fsync, FsyncPolicy::EveryRun | FsyncPolicy::Complete) && is_canonical(chat_id) {
+            self.backend.sync_history(chat_id)?;
+        }
         if let Some(step) = lines.iter().rev().filter_map(HistoryLine::as_step).find(|s| s.run_usage.is_some())
             && let Some(usage) = &step.run_usage
             && let Err(e) = self.backend.add_run_totals(chat_id, usage, step.run_cost.as_ref(), wall_clock_ms())
         {
             tracing::warn!(chat_id, error = %e, "chat index: the run's usage was not added to the chat's totals");
         }
-        if self.config.fsync != FsyncPolicy::EveryRun || !is_canonical(chat_id) {
-            return Ok(());
-        }
-        self.backend.sync_history(chat_id)
+        Ok(())
     }
 
     /// Every readable line of the chat's history, in append (file) order; empty when there is

@@ -37,6 +37,7 @@ fn fsync(s: &str) -> Result<FsyncPolicy, String> {
         "never" => Ok(FsyncPolicy::Never),
         "step" => Ok(FsyncPolicy::EveryStep),
         "run" => Ok(FsyncPolicy::EveryRun),
-        _ => Err("expected never, step or run".into()),
+        "complete" => Ok(FsyncPolicy::Complete),
+        _ => Err("expected never, step, run or complete".into()),
     }
 }
