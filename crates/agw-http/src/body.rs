@@ -56,6 +56,10 @@ pub struct SseBody {
     frames: BoxStream<'static, Bytes>,
     heartbeat: Option<Interval>,
     heartbeat_frame: &'static [u8],
+    /// When the last frame went out, if after the heartbeat timer was armed. The timer is not
+    /// re-armed per frame (a timer-wheel update per event, measurable at thousands of events per
+    /// second); when it fires after activity it is moved to one period after the last frame.
+    last_frame: Option<Instant>,
 }
 
 impl SseBody {
@@ -75,7 +79,7 @@ impl SseBody {
             iv.set_missed_tick_behavior(MissedTickBehavior::Delay);
             iv
         });
-        Self { frames: Box::pin(frames), heartbeat, heartbeat_frame: HEARTBEAT_FRAME }
+        Self { frames: Box::pin(frames), heartbeat, heartbeat_frame: HEARTBEAT_FRAME, last_frame: None }
     }
 
     /// Sends `frame` as the heartbeat instead of agw's `event:heartbeat` (e.g. an SSE comment for
@@ -94,19 +98,22 @@ impl Body for SseBody {
         let this = &mut *self;
         match this.frames.as_mut().poll_next(cx) {
             Poll::Ready(Some(bytes)) => {
-                // Activity resets the heartbeat clock: heartbeats only fill silences.
-                if let Some(hb) = this.heartbeat.as_mut() {
-                    hb.reset();
+                // Heartbeats only fill silences (see `last_frame`).
+                if this.heartbeat.is_some() {
+                    this.last_frame = Some(Instant::now());
                 }
                 return Poll::Ready(Some(Ok(Frame::data(bytes))));
             }
             Poll::Ready(None) => return Poll::Ready(None),
             Poll::Pending => {}
         }
-        if let Some(hb) = this.heartbeat.as_mut()
-            && hb.poll_tick(cx).is_ready()
-        {
-            return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(this.heartbeat_frame)))));
+        let Some(hb) = this.heartbeat.as_mut() else { return Poll::Pending };
+        while hb.poll_tick(cx).is_ready() {
+            match this.last_frame.take() {
+                // Frames went out during this period: the silence started at the last one.
+                Some(last) if last + hb.period() > Instant::now() => hb.reset_at(last + hb.period()),
+                _ => return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(this.heartbeat_frame))))),
+            }
         }
         Poll::Pending
     }
@@ -117,5 +124,50 @@ impl Body for SseBody {
 
     fn size_hint(&self) -> SizeHint {
         SizeHint::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    /// Heartbeats fill silences only, one period after the last frame — without re-arming the
+    /// timer per frame.
+    #[tokio::test]
+    async fn heartbeats_only_fill_silences() {
+        let period = Duration::from_millis(100);
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
+        let mut body = SseBody::from_stream(tokio_stream_of(rx), period);
+        let feeder = tokio::spawn(async move {
+            for _ in 0..10 {
+                tokio::time::sleep(Duration::from_millis(40)).await;
+                if tx.send(Bytes::from_static(b"data:x\n\n")).is_err() {
+                    return;
+                }
+            }
+            // Then silence; keep the sender so the stream does not end.
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            drop(tx);
+        });
+        let mut last_data = Instant::now();
+        let mut frames = 0;
+        loop {
+            let frame = body.frame().await.expect("body continues").expect("infallible");
+            let data = frame.into_data().expect("data frame");
+            if &data[..] == HEARTBEAT_FRAME {
+                let silence = last_data.elapsed();
+                assert_eq!(frames, 10, "a heartbeat while frames flowed (after {frames} frames)");
+                assert!(silence >= period, "heartbeat after {silence:?} of silence, before one period");
+                break;
+            }
+            frames += 1;
+            last_data = Instant::now();
+        }
+        feeder.abort();
+    }
+
+    fn tokio_stream_of(mut rx: tokio::sync::mpsc::UnboundedReceiver<Bytes>) -> impl Stream<Item = Bytes> + Send {
+        futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
     }
 }

@@ -95,13 +95,17 @@ impl Server {
                 let service = service_fn(move |req| {
                     let state = state.clone();
                     let limited = clients.request(peer.ip());
-                    async move {
+                    // Boxed: hyper keeps a slot of the service future's size for the whole
+                    // life of the connection; the route futures are ~18 KiB, a box is 8 bytes
+                    // and is freed once the response head is out (an SSE stream lives on in
+                    // its body).
+                    Box::pin(async move {
                         let response = match limited {
                             Ok(()) => routes::handle(state, req).await,
                             Err(retry_after) => too_many_requests(retry_after),
                         };
                         Ok::<_, std::convert::Infallible>(response)
-                    }
+                    })
                 });
                 if let Err(e) = builder.serve_connection(TokioIo::new(stream), service).await {
                     tracing::debug!(%peer, error = %e, "connection ended with an error");

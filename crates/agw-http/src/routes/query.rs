@@ -403,7 +403,7 @@ async fn drive_run(state: AppState, run: RunStart) {
     let message = request.message.clone().unwrap_or_default();
     let memory = state.settings.memory.enabled && history.is_none();
     let prepared = if memory {
-        prepare(&state, &agent, &chat_id, &message, principal.as_ref(), regenerate).await
+        Box::pin(prepare(&state, &agent, &chat_id, &message, principal.as_ref(), regenerate)).await
     } else {
         let mut prepared = stateless(&request, &chat_id, &message);
         prepared.history = history.unwrap_or_default();
@@ -464,7 +464,9 @@ async fn drive_run(state: AppState, run: RunStart) {
     // Dropping the mode's future stops it wherever it is: the provider request is aborted, a
     // tool's processes are killed, a frontend wait is unregistered.
     let ended = tokio::select! {
-        outcome = runtime::execute(ctx, &mut sink) => Ended::Mode(outcome),
+        // Boxed, like `prepare` above: the run task is as large as its largest state, and every
+        // in-flight run pays for it (see docs/performance.md, memory per stream).
+        outcome = Box::pin(runtime::execute(ctx, &mut sink)) => Ended::Mode(outcome),
         reason = handle.cancelled() => Ended::Cancelled(reason),
         () = handle.abandoned() => Ended::Cancelled(CancelReason::Detached),
         () = state.runs.stopped() => Ended::Shutdown,
