@@ -1,8 +1,10 @@
 //! Hot-path micro-benchmark of agw-llm: one upstream `chat.completion.chunk` → `LlmDelta`s.
 //!
-//! On the live path async-openai decodes each SSE `data:` payload into a `serde_json::Value`
-//! and [`agw_llm::openai::parse_chunk`] reads the deltas from it; both steps are measured, on
-//! the chunk shapes the fixture provider (and OpenAI) send. `cargo nextest run` runs each
+//! On the live (direct) path [`agw_llm::openai::parse_chunk_str`] decodes each SSE `data:` payload
+//! into a typed view and maps it (`decode_typed`). The temporary async-openai path decodes it into
+//! a `serde_json::Value` and [`agw_llm::openai::parse_chunk`] reads the deltas from that; both of
+//! its steps are measured too (`parse`, `decode_and_parse`). All on the chunk shapes the fixture
+//! provider (and OpenAI) send. `cargo nextest run` runs each
 //! benchmark once (criterion's test mode). Figures: `docs/performance.md`.
 
 use std::hint::black_box;
@@ -10,7 +12,7 @@ use std::hint::black_box;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::{Value, json};
 
-use agw_llm::openai::parse_chunk;
+use agw_llm::openai::{parse_chunk, parse_chunk_str};
 use agw_testkit::chunk_json;
 
 fn samples() -> Vec<(&'static str, String)> {
@@ -40,6 +42,8 @@ fn chunks(c: &mut Criterion) {
         let value: Value = serde_json::from_str(&text).expect("sample is JSON");
         assert!(parse_chunk(&value).is_ok());
         group.bench_function(format!("parse/{name}"), |b| b.iter(|| parse_chunk(black_box(&value))));
+        assert_eq!(parse_chunk_str(&text).ok(), parse_chunk(&value).ok());
+        group.bench_function(format!("decode_typed/{name}"), |b| b.iter(|| parse_chunk_str(black_box(&text))));
         group.bench_function(format!("decode_and_parse/{name}"), |b| {
             b.iter(|| {
                 let value: Value = serde_json::from_str(black_box(&text)).expect("json");

@@ -13,16 +13,13 @@ mod event;
 mod thinking;
 
 use std::collections::VecDeque;
-use std::pin::Pin;
 use std::time::Instant;
 
-use bytes::Bytes;
 use futures::future::BoxFuture;
-use futures::{Stream, StreamExt};
 use http::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use agw_protocol::sse::{SseDecoder, SseFrame};
+use agw_protocol::sse::SseFrame;
 
 pub use body::{DEFAULT_MAX_TOKENS, messages_url, request_body, thinking_budget};
 pub use event::EventParser;
@@ -31,15 +28,13 @@ pub use thinking::ThinkingCache;
 use crate::error::LlmError;
 use crate::interaction;
 use crate::transport::{
-    CallSite, ResponseLimits, ResponseMeter, StreamLog, call_headers, error_chain, http_client, http_error, millis,
-    open_with_retries, transport_error,
+    CallSite, DeltaSource, ResponseLimits, SseBody, StreamLog, call_headers, delta_stream, http_client, post_json,
+    render_data,
 };
 use crate::{CallOptions, ChatProvider, ChatRequest, DeltaStream, LlmDelta};
 
 /// `anthropic-version` sent with every request.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
-
-type ByteStream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
 
 /// A provider speaking the Anthropic Messages API.
 #[derive(Clone)]
@@ -119,13 +114,10 @@ impl ChatProvider for AnthropicProvider {
             let started = Instant::now();
             let response = this.open(&body, &options).await?;
             let upstream = Upstream {
-                body: Box::pin(response.bytes_stream()),
-                decoder: SseDecoder::new(),
-                frames: VecDeque::new(),
+                body: SseBody::new(response, this.limits, options.inactivity_timeout),
                 pending: VecDeque::new(),
                 parser: EventParser::default(),
                 done: false,
-                meter: ResponseMeter::new(this.limits),
                 thinking: this.thinking,
                 log: StreamLog::new(this.key, options, started),
             };
@@ -137,22 +129,9 @@ impl ChatProvider for AnthropicProvider {
 impl AnthropicProvider {
     /// Sends the request until it gets a 2xx response or a non-retriable failure.
     async fn open(&self, body: &Value, options: &CallOptions) -> Result<reqwest::Response, LlmError> {
-        // Serialising a `Value` cannot fail.
-        let bytes = Bytes::from(serde_json::to_vec(body).unwrap_or_default());
-        let headers = self.request_headers(options);
         let site = CallSite { provider: &self.key, url: &self.url, options };
-        open_with_retries(site, body, || self.attempt(headers.clone(), bytes.clone())).await
-    }
-
-    /// One attempt: a 2xx response (body unread), or the failure.
-    async fn attempt(&self, headers: HeaderMap, body: Bytes) -> Result<reqwest::Response, LlmError> {
-        let response =
-            self.http.post(&self.url).headers(headers).body(body).send().await.map_err(|e| transport_error(&e))?;
-        if response.status().is_success() {
-            return Ok(response);
-        }
         let key = self.api_key.to_str().unwrap_or_default();
-        Err(http_error(response, key).await)
+        post_json(&self.http, site, self.request_headers(options), body, key).await
     }
 
     /// Every request header: key, version, content type, and the shared call headers (`Accept`,
@@ -166,23 +145,20 @@ impl AnthropicProvider {
     }
 }
 
-/// The open response, turned into deltas one network read at a time.
+/// The open response, turned into deltas one SSE event at a time.
 struct Upstream {
-    body: ByteStream,
-    decoder: SseDecoder,
-    /// Frames of the last read not parsed yet.
-    frames: VecDeque<SseFrame>,
+    /// The body: read only when no parsed delta is left; metered (line length, body size, tool
+    /// calls) before anything is buffered; bounded by the inactivity timeout.
+    body: SseBody,
     /// Deltas of the frame being delivered.
     pending: VecDeque<LlmDelta>,
     parser: EventParser,
     done: bool,
-    /// Caps on line length, body size and tool calls, checked before anything is buffered.
-    meter: ResponseMeter,
     thinking: ThinkingCache,
     log: StreamLog,
 }
 
-impl Upstream {
+impl DeltaSource for Upstream {
     async fn next_item(&mut self) -> Option<Result<LlmDelta, LlmError>> {
         loop {
             if let Some(delta) = self.pending.pop_front() {
@@ -191,20 +167,14 @@ impl Upstream {
             if self.done {
                 return None;
             }
-            if let Some(frame) = self.frames.pop_front() {
-                if let Err(error) = self.on_frame(&frame) {
-                    return self.fail(error);
-                }
-                if self.parser.stopped() {
-                    self.finish();
-                }
-                continue;
-            }
-            let timeout = self.log.options().inactivity_timeout;
-            match tokio::time::timeout(timeout, self.body.next()).await {
-                Err(_) => {
-                    let phase = self.log.timeout_phase();
-                    return self.fail(LlmError::Timeout { phase, ms: millis(timeout) });
+            match self.body.next_frame(&self.log).await {
+                Ok(Some(frame)) => {
+                    if let Err(error) = self.on_frame(&frame) {
+                        return self.fail(error);
+                    }
+                    if self.parser.stopped() {
+                        self.finish();
+                    }
                 }
                 Ok(None) if self.parser.saw_finish() => {
                     // No `message_stop`, but the message was complete.
@@ -212,34 +182,21 @@ impl Upstream {
                     self.finish();
                 }
                 Ok(None) => return self.fail(LlmError::EndedWithoutFinish),
-                Ok(Some(Err(error))) => {
-                    return self.fail(LlmError::Connection {
-                        message: format!("stream interrupted: {}", error_chain(&error)),
-                    });
-                }
-                Ok(Some(Ok(bytes))) => {
-                    if let Err(error) = self.meter.bytes(&bytes) {
-                        return self.fail(error);
-                    }
-                    let mut frames = Vec::new();
-                    self.decoder.feed(&bytes, &mut frames);
-                    self.frames.extend(frames);
-                }
+                Err(error) => return self.fail(error),
             }
         }
     }
+}
 
+impl Upstream {
     /// Parses one SSE frame into [`Self::pending`].
     fn on_frame(&mut self, frame: &SseFrame) -> Result<(), LlmError> {
         if frame.data.trim().is_empty() {
             return Ok(());
         }
-        self.log.chunk(&frame.event, || match serde_json::from_str::<Value>(&frame.data) {
-            Ok(value) => interaction::render(&value),
-            Err(_) => interaction::mask_text(&frame.data),
-        });
+        self.log.chunk(&frame.event, || render_data(&frame.data));
         let deltas = self.parser.parse(&frame.event, &frame.data)?;
-        self.meter.deltas(&deltas)?;
+        self.body.meter().deltas(&deltas)?;
         self.pending.extend(deltas);
         Ok(())
     }
@@ -247,7 +204,7 @@ impl Upstream {
     /// The message is complete: remember its signed thinking, stop reading.
     fn finish(&mut self) {
         self.done = true;
-        self.frames.clear();
+        self.body.discard();
         if let Some((tool_use_id, blocks)) = self.parser.take_thinking() {
             self.thinking.insert(&tool_use_id, blocks);
         }
@@ -258,19 +215,10 @@ impl Upstream {
     fn fail(&mut self, error: LlmError) -> Option<Result<LlmDelta, LlmError>> {
         self.done = true;
         self.pending.clear();
-        self.frames.clear();
+        self.body.discard();
         self.log.failed(&error);
         Some(Err(error))
     }
-}
-
-/// Dropping the returned stream drops the response body: the connection closes without waiting
-/// for another event.
-fn delta_stream(upstream: Upstream) -> DeltaStream {
-    Box::pin(futures::stream::unfold(upstream, |mut upstream| async move {
-        let item = upstream.next_item().await?;
-        Some((item, upstream))
-    }))
 }
 
 #[cfg(test)]

@@ -1,16 +1,17 @@
 //! agw-llm — streaming chat completions from model providers, as [`LlmDelta`]s.
 //!
 //! Owns: the provider-neutral request ([`ChatRequest`]), the [`ChatProvider`] trait, the
-//! OpenAI-compatible streaming client ([`OpenAiCompatibleProvider`]: async-openai with `byot`,
-//! so `reasoning_content` and friends survive), retries *only before the response body
-//! started*, inactivity timeouts, the provider registry built from configuration
+//! OpenAI-compatible streaming client ([`OpenAiCompatibleProvider`]: reqwest, agw's SSE decoder
+//! and a lean typed chunk view, so `reasoning_content` and friends survive), retries *only before
+//! the response body started*, inactivity timeouts, the provider registry built from configuration
 //! ([`ProviderRegistry`]). The offline demo model lives in `agw-demo`, the scripted fixture
 //! provider for tests in `agw-testkit`.
 //!
 //! The `ANTHROPIC` protocol is served by [`AnthropicProvider`] (Messages API streaming on
 //! reqwest, mapped onto the same [`LlmDelta`]s, with the same retry/timeout guarantees).
 //!
-//! Features (both on by default): `openai` — the OpenAI-compatible provider (async-openai);
+//! Features (both on by default): `openai` — the OpenAI-compatible provider (it still brings
+//! async-openai, for the temporary `AGW_OPENAI_STREAM=async-openai` comparison path);
 //! `anthropic` — the Anthropic provider. Without one, configuring that protocol is a clear error
 //! when the registry is built, never a silent fallback.
 //!

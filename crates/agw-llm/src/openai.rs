@@ -1,43 +1,50 @@
 //! The OpenAI-compatible streaming provider (OpenAI, DeepSeek, DashScope/Qwen compatible mode,
-//! SiliconFlow, vLLM, …), on async-openai's bring-your-own-types streaming API so provider
-//! extensions such as `reasoning_content` survive.
+//! SiliconFlow, vLLM, …).
 //!
 //! One call = one `POST …/chat/completions` with `stream: true`. Retries (429 honouring
 //! `Retry-After`, 5xx, connection failures) happen only while opening the stream — once the
 //! response body started, a failure is reported, never replayed. An inactivity timeout bounds
-//! the wait for the response headers and for every next chunk.
+//! the wait for the response headers and for every next read of the body.
+//!
+//! The stream is read directly (`direct`): reqwest's body, one network read at a time and only
+//! when the run asks for the next delta, SSE frames decoded by `agw_protocol::sse`, each `data:`
+//! payload decoded into a lean typed view ([`parse_chunk_str`]) — no task, channel or
+//! `serde_json::Value` per chunk, and provider extensions such as `reasoning_content` survive.
+//!
+//! The previous path on async-openai's bring-your-own-types streaming API (`byot`, with the
+//! backpressure `gate` it needs) is still selectable with `AGW_OPENAI_STREAM=async-openai`:
+//! TEMPORARY, only so one binary can run an interleaved A/B benchmark of both paths. Remove it
+//! (with `byot`, `gate`, `transport` and the `async-openai` dependency) once that is measured.
 
 mod body;
+mod byot;
 mod chunk;
+mod direct;
 mod gate;
 mod transport;
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::time::Instant;
 
-use async_openai::Client;
-use async_openai::config::OpenAIConfig;
-use async_openai::error::OpenAIError;
-use async_openai::traits::RequestOptionsBuilder;
 use futures::future::BoxFuture;
-use futures::{Stream, StreamExt};
-use http::header::HeaderValue;
+use http::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::Value;
 
 pub use body::{chat_completions_url, request_body};
-pub use chunk::parse_chunk;
+pub use chunk::{parse_chunk, parse_chunk_str};
 
 use crate::error::LlmError;
 use crate::interaction;
 use crate::transport::{
-    CallSite, ResponseLimits, ResponseMeter, StreamLog, call_headers, http_client, millis, open_with_retries,
+    CallSite, DeltaSource, ResponseLimits, SseBody, StreamLog, call_headers, delta_stream, http_client, post_json,
 };
 pub use crate::transport::{FIRST_TOKEN_METRIC, RUN_ID_HEADER, STAGE_HEADER};
 use crate::{CallOptions, ChatProvider, ChatRequest, DeltaStream, LlmDelta};
-use transport::{SingleAttempt, from_openai};
 
-type ChunkStream = std::pin::Pin<Box<dyn Stream<Item = Result<Value, OpenAIError>> + Send>>;
+/// The environment variable that selects the streaming path when a provider is built:
+/// `async-openai` for the old path, anything else (or unset) for the direct one. Temporary, for
+/// the A/B benchmark (see the module documentation).
+const STREAM_PATH_VAR: &str = "AGW_OPENAI_STREAM";
 
 /// A provider speaking the OpenAI chat-completions streaming protocol.
 #[derive(Clone)]
@@ -45,13 +52,24 @@ pub struct OpenAiCompatibleProvider {
     key: String,
     default_model: String,
     url: String,
-    client: Client<OpenAIConfig>,
+    /// `Bearer <API key>`, marked sensitive; only ever written into the `Authorization` header.
+    authorization: HeaderValue,
+    http: reqwest::Client,
+    path: StreamPath,
     limits: ResponseLimits,
+}
+
+/// How responses are read (see the module documentation).
+#[derive(Clone)]
+enum StreamPath {
+    Direct,
+    /// TEMPORARY (A/B benchmark): async-openai's client, which holds the API key.
+    AsyncOpenAi(Box<byot::Client>),
 }
 
 impl std::fmt::Debug for OpenAiCompatibleProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The client holds the API key; it is never printed.
+        // The API key is never printed.
         f.debug_struct("OpenAiCompatibleProvider")
             .field("key", &self.key)
             .field("default_model", &self.default_model)
@@ -69,22 +87,29 @@ impl OpenAiCompatibleProvider {
             .map_err(|e| LlmError::InvalidRequest { message: format!("invalid base URL for provider {key}: {e}") })?;
         let api_key = api_key.trim();
         interaction::register_secret(api_key);
-        // async-openai builds the Authorization header with `unwrap()`; refuse such keys here
-        // instead of panicking later (and never echo the key).
-        HeaderValue::from_str(&format!("Bearer {api_key}")).map_err(|_| LlmError::InvalidRequest {
-            message: format!("the API key of provider {key} contains characters not allowed in an HTTP header"),
-        })?;
+        // Refuse keys that cannot be a header value here (async-openai would even panic on them),
+        // and never echo the key.
+        let mut authorization =
+            HeaderValue::from_str(&format!("Bearer {api_key}")).map_err(|_| LlmError::InvalidRequest {
+                message: format!("the API key of provider {key} contains characters not allowed in an HTTP header"),
+            })?;
+        authorization.set_sensitive(true);
         let http = http_client()?;
-        // Every field is set explicitly: OpenAIConfig's defaults read OPENAI_* environment
-        // variables, which must not leak into requests to another provider.
-        let config = OpenAIConfig::new()
-            .with_api_base(body::api_base(base_url))
-            .with_api_key(api_key)
-            .with_org_id("")
-            .with_project_id("");
-        let client = Client::with_config(config).with_http_service(SingleAttempt::new(http));
-        let limits = ResponseLimits::default();
-        Ok(Self { key: key.to_owned(), default_model: default_model.to_owned(), url, client, limits })
+        let async_openai = std::env::var(STREAM_PATH_VAR).is_ok_and(|v| v.trim().eq_ignore_ascii_case("async-openai"));
+        let path = if async_openai {
+            StreamPath::AsyncOpenAi(Box::new(byot::client(base_url, api_key, http.clone())))
+        } else {
+            StreamPath::Direct
+        };
+        Ok(Self {
+            key: key.to_owned(),
+            default_model: default_model.to_owned(),
+            url,
+            authorization,
+            http,
+            path,
+            limits: ResponseLimits::default(),
+        })
     }
 
     /// The same provider with other caps on what one response may hold.
@@ -102,6 +127,19 @@ impl OpenAiCompatibleProvider {
     pub fn key(&self) -> &str {
         &self.key
     }
+
+    /// The same provider on the async-openai path (`true`) or the direct one, whatever
+    /// [`STREAM_PATH_VAR`] says: lets tests compare both in one process.
+    #[cfg(test)]
+    fn on_async_openai(mut self, async_openai: bool) -> Self {
+        self.path = if async_openai {
+            let api_base = self.url.strip_suffix("/chat/completions").unwrap_or_default().to_owned();
+            StreamPath::AsyncOpenAi(Box::new(byot::client(&api_base, self.api_key(), self.http.clone())))
+        } else {
+            StreamPath::Direct
+        };
+        self
+    }
 }
 
 impl ChatProvider for OpenAiCompatibleProvider {
@@ -110,54 +148,74 @@ impl ChatProvider for OpenAiCompatibleProvider {
         let this = self.clone();
         Box::pin(async move {
             let started = Instant::now();
-            let (chunks, gate) = this.open(&body, &options).await?;
-            let meter = ResponseMeter::new(this.limits);
-            Ok(delta_stream(Upstream::new(chunks, gate, meter, StreamLog::new(this.key, options, started))))
+            let source = match &this.path {
+                StreamPath::Direct => {
+                    let response = this.open(&body, &options).await?;
+                    Source::Direct(SseBody::new(response, this.limits, options.inactivity_timeout))
+                }
+                StreamPath::AsyncOpenAi(client) => {
+                    let site = CallSite { provider: &this.key, url: &this.url, options: &options };
+                    Source::AsyncOpenAi(byot::Chunks::open(client, site, &body, this.limits).await?)
+                }
+            };
+            let log = StreamLog::new(this.key, options, started);
+            Ok(delta_stream(Upstream { source, pending: VecDeque::new(), saw_finish: false, done: false, log }))
         })
     }
 }
 
 impl OpenAiCompatibleProvider {
-    /// Sends the request until it gets a 2xx response or a non-retriable failure.
-    async fn open(&self, body: &Value, options: &CallOptions) -> Result<(ChunkStream, Arc<gate::BodyGate>), LlmError> {
-        let headers = call_headers(options);
+    /// Sends the request until it gets a 2xx response (body unread) or a non-retriable failure.
+    async fn open(&self, body: &Value, options: &CallOptions) -> Result<reqwest::Response, LlmError> {
         let site = CallSite { provider: &self.key, url: &self.url, options };
-        open_with_retries(site, body, || {
-            // The transport puts the response body behind this gate: it is read only as fast as
-            // the run takes chunks (async-openai would otherwise read it all into memory).
-            let gate = Arc::new(gate::BodyGate::new(self.limits));
-            let headers = headers.clone();
-            let send = gate::CURRENT.scope(gate.clone(), async move {
-                self.client.chat().headers(headers).create_stream_byot::<_, Value>(body).await.map_err(from_openai)
-            });
-            async move {
-                let chunks = send.await?;
-                Ok((Box::pin(gate::Demand::new(chunks, gate.clone())) as ChunkStream, gate))
-            }
-        })
-        .await
+        post_json(&self.http, site, self.request_headers(options), body, self.api_key()).await
+    }
+
+    /// Every request header: the shared call headers (`Accept`, stage, run id, trace context),
+    /// then the key and the content type.
+    fn request_headers(&self, options: &CallOptions) -> HeaderMap {
+        let mut headers = call_headers(options);
+        headers.insert(AUTHORIZATION, self.authorization.clone());
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers
+    }
+
+    /// The API key, to redact it from error bodies that echo it.
+    fn api_key(&self) -> &str {
+        self.authorization.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")).unwrap_or_default()
+    }
+}
+
+/// Where the chunks of an open response come from.
+enum Source {
+    /// The response body itself.
+    Direct(SseBody),
+    /// TEMPORARY (A/B benchmark): async-openai's reader.
+    AsyncOpenAi(byot::Chunks),
+}
+
+impl Source {
+    /// The deltas of the next chunk, already counted against the limits; `None` at `[DONE]` or
+    /// the end of the body.
+    async fn next_chunk(&mut self, log: &mut StreamLog) -> Result<Option<Vec<LlmDelta>>, LlmError> {
+        match self {
+            Source::Direct(body) => direct::next_chunk(body, log).await,
+            Source::AsyncOpenAi(chunks) => chunks.next_chunk(log).await,
+        }
     }
 }
 
 /// The open upstream response, turned into deltas one chunk at a time.
 struct Upstream {
-    chunks: ChunkStream,
+    source: Source,
     /// Deltas of the chunk being delivered (one chunk may carry e.g. content and finish).
     pending: VecDeque<LlmDelta>,
     saw_finish: bool,
     done: bool,
-    /// Knows which response limit the body broke, if any.
-    gate: Arc<gate::BodyGate>,
-    /// Counts the turn's tool calls.
-    meter: ResponseMeter,
     log: StreamLog,
 }
 
-impl Upstream {
-    fn new(chunks: ChunkStream, gate: Arc<gate::BodyGate>, meter: ResponseMeter, log: StreamLog) -> Self {
-        Self { chunks, pending: VecDeque::new(), saw_finish: false, done: false, gate, meter, log }
-    }
-
+impl DeltaSource for Upstream {
     async fn next_item(&mut self) -> Option<Result<LlmDelta, LlmError>> {
         loop {
             if let Some(delta) = self.pending.pop_front() {
@@ -166,11 +224,10 @@ impl Upstream {
             if self.done {
                 return None;
             }
-            let timeout = self.log.options().inactivity_timeout;
-            match tokio::time::timeout(timeout, self.chunks.next()).await {
-                Err(_) => {
-                    let phase = self.log.timeout_phase();
-                    return self.fail(LlmError::Timeout { phase, ms: millis(timeout) });
+            match self.source.next_chunk(&mut self.log).await {
+                Ok(Some(deltas)) => {
+                    self.saw_finish |= deltas.iter().any(|d| matches!(d, LlmDelta::Finish { .. }));
+                    self.pending.extend(deltas);
                 }
                 Ok(None) if self.saw_finish => {
                     self.done = true;
@@ -178,24 +235,13 @@ impl Upstream {
                     return None;
                 }
                 Ok(None) => return self.fail(LlmError::EndedWithoutFinish),
-                Ok(Some(Err(error))) => {
-                    let error = self.gate.take_violation().unwrap_or_else(|| from_openai(error));
-                    return self.fail(error);
-                }
-                Ok(Some(Ok(chunk))) => {
-                    self.log.chunk("", || interaction::render(&chunk));
-                    match parse_chunk(&chunk).and_then(|deltas| self.meter.deltas(&deltas).map(|()| deltas)) {
-                        Ok(deltas) => {
-                            self.saw_finish |= deltas.iter().any(|d| matches!(d, LlmDelta::Finish { .. }));
-                            self.pending.extend(deltas);
-                        }
-                        Err(error) => return self.fail(error),
-                    }
-                }
+                Err(error) => return self.fail(error),
             }
         }
     }
+}
 
+impl Upstream {
     /// Ends the stream with `error` as its last item.
     fn fail(&mut self, error: LlmError) -> Option<Result<LlmDelta, LlmError>> {
         self.done = true;
@@ -205,33 +251,5 @@ impl Upstream {
     }
 }
 
-/// Dropping the returned stream drops the async-openai reader, whose task then drops the
-/// response: the upstream connection closes without waiting for another chunk.
-fn delta_stream(upstream: Upstream) -> DeltaStream {
-    Box::pin(futures::stream::unfold(upstream, |mut upstream| async move {
-        let item = upstream.next_item().await?;
-        Some((item, upstream))
-    }))
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn invalid_configuration_is_an_error_not_a_panic() {
-        assert!(matches!(
-            OpenAiCompatibleProvider::new("p", "not a url", "k", "m"),
-            Err(LlmError::InvalidRequest { .. })
-        ));
-        let err = OpenAiCompatibleProvider::new("p", "http://127.0.0.1:1", "bad\nkey", "m").unwrap_err();
-        assert!(!err.to_string().contains("bad\nkey"));
-    }
-
-    #[test]
-    fn debug_never_shows_the_key() {
-        let provider = OpenAiCompatibleProvider::new("p", "http://127.0.0.1:1", "sk-very-secret", "m").unwrap();
-        let text = format!("{provider:?}");
-        assert!(!text.contains("sk-very-secret") && text.contains("http://127.0.0.1:1/v1/chat/completions"));
-    }
-}
+mod tests;

@@ -1,5 +1,6 @@
 //! What every HTTP provider shares: the client it sends with, opening a call with retries,
-//! turning failures into [`LlmError`]s, and the log lines and metric of one call.
+//! turning failures into [`LlmError`]s, reading the SSE body of the response (on demand, metered,
+//! one inactivity timer per response), and the log lines and metric of one call.
 //!
 //! The OpenAI-compatible and Anthropic providers differ only in their wire formats (request body,
 //! auth header, stream events). Everything here is the same for both and must stay so: retries
@@ -8,13 +9,18 @@
 //! redirect to another origin (a prompt body must not be re-sent to a host nobody configured).
 
 use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
+use agw_protocol::sse::{SseDecoder, SseFrame};
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
 use http::header::{ACCEPT, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use serde_json::Value;
 
 use crate::error::{BODY_EXCERPT_CHARS, LlmError, TimeoutPhase, excerpt, redact};
-use crate::{CallOptions, interaction};
+use crate::{CallOptions, DeltaStream, LlmDelta, interaction};
 
 /// Header carrying [`CallOptions::stage`].
 pub const STAGE_HEADER: &str = "x-agw-stage";
@@ -147,6 +153,32 @@ where
         tokio::time::sleep(delay).await;
         tries += 1;
     }
+}
+
+/// POSTs `body` as JSON with `headers` (the caller's, `Content-Type` included) until a 2xx
+/// response, its body unread, or a failure that must not be retried ([`open_with_retries`]).
+/// The body is serialised once; every attempt sends the same bytes. `secret` (the API key) is
+/// redacted from the excerpt of an error body.
+pub(crate) async fn post_json(
+    http: &reqwest::Client,
+    site: CallSite<'_>,
+    headers: HeaderMap,
+    body: &Value,
+    secret: &str,
+) -> Result<reqwest::Response, LlmError> {
+    // Serialising a `Value` cannot fail.
+    let bytes = Bytes::from(serde_json::to_vec(body).unwrap_or_default());
+    open_with_retries(site, body, || {
+        let send = http.post(site.url).headers(headers.clone()).body(bytes.clone()).send();
+        async move {
+            let response = send.await.map_err(|e| transport_error(&e))?;
+            if response.status().is_success() {
+                return Ok(response);
+            }
+            Err(http_error(response, secret).await)
+        }
+    })
+    .await
 }
 
 /// Backoff before retry `attempt + 1`: `Retry-After` (capped), else 100 ms doubling up to 2 s.
@@ -328,11 +360,6 @@ impl StreamLog {
         Self { provider, options, started, chunks: 0 }
     }
 
-    /// The per-call options (timeout, stage, run id).
-    pub(crate) fn options(&self) -> &CallOptions {
-        &self.options
-    }
-
     /// Which timeout phase a silence now would be.
     pub(crate) fn timeout_phase(&self) -> TimeoutPhase {
         if self.chunks == 0 { TimeoutPhase::BeforeFirstChunk } else { TimeoutPhase::BetweenChunks }
@@ -386,6 +413,125 @@ impl StreamLog {
     }
 }
 
+/// The inactivity timeout of one open response: a single timer, moved to "now + timeout" before
+/// every wait, instead of a new `tokio::time::timeout` (and timer registration) per read.
+pub(crate) struct InactivityTimer {
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    timeout: Duration,
+}
+
+impl InactivityTimer {
+    pub(crate) fn new(timeout: Duration) -> Self {
+        Self { sleep: Box::pin(tokio::time::sleep(timeout)), timeout }
+    }
+
+    /// `future`'s output, or [`LlmError::Timeout`] (in the phase `log` is in) when it takes longer
+    /// than the inactivity timeout from now. Like `tokio::time::timeout`, a future that is ready
+    /// wins over an expired timer.
+    pub(crate) async fn within<F: Future>(&mut self, future: F, log: &StreamLog) -> Result<F::Output, LlmError> {
+        let now = tokio::time::Instant::now();
+        // A timeout too large for the clock never fires (as with `tokio::time::sleep`).
+        let deadline = now.checked_add(self.timeout).unwrap_or_else(|| now + Duration::from_secs(86_400 * 365 * 30));
+        self.sleep.as_mut().reset(deadline);
+        let mut future = std::pin::pin!(future);
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(output) = future.as_mut().poll(cx) {
+                return Poll::Ready(Ok(output));
+            }
+            if self.sleep.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            Poll::Ready(Err(LlmError::Timeout { phase: log.timeout_phase(), ms: millis(self.timeout) }))
+        })
+        .await
+    }
+}
+
+/// The body of an open response.
+pub(crate) type ByteStream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
+
+/// An open SSE response, read as frames: one network read at a time and only when the reader
+/// asks for a frame and none is left (so the provider is read at the pace the run consumes — TCP
+/// flow control does the rest), each read counted against the [`ResponseLimits`] before it is
+/// buffered, each wait bounded by the inactivity timeout. Dropping it drops the response, which
+/// closes the connection.
+pub(crate) struct SseBody {
+    body: ByteStream,
+    decoder: SseDecoder,
+    /// Frames of the last read not handed out yet, the next one last.
+    frames: Vec<SseFrame>,
+    timer: InactivityTimer,
+    meter: ResponseMeter,
+}
+
+impl SseBody {
+    pub(crate) fn new(response: reqwest::Response, limits: ResponseLimits, inactivity_timeout: Duration) -> Self {
+        Self {
+            body: Box::pin(response.bytes_stream()),
+            decoder: SseDecoder::new(),
+            frames: Vec::new(),
+            timer: InactivityTimer::new(inactivity_timeout),
+            meter: ResponseMeter::new(limits),
+        }
+    }
+
+    /// The next frame, `None` when the body ended. A transport failure, a silence longer than the
+    /// inactivity timeout and a broken limit are errors.
+    pub(crate) async fn next_frame(&mut self, log: &StreamLog) -> Result<Option<SseFrame>, LlmError> {
+        loop {
+            if let Some(frame) = self.frames.pop() {
+                return Ok(Some(frame));
+            }
+            let bytes = match self.timer.within(self.body.next(), log).await? {
+                None => return Ok(None),
+                Some(Err(error)) => {
+                    return Err(LlmError::Connection {
+                        message: format!("stream interrupted: {}", error_chain(&error)),
+                    });
+                }
+                Some(Ok(bytes)) => bytes,
+            };
+            self.meter.bytes(&bytes)?;
+            self.decoder.feed(&bytes, &mut self.frames);
+            self.frames.reverse();
+        }
+    }
+
+    /// The meter of this response, for the tool calls its frames carry.
+    pub(crate) fn meter(&mut self) -> &mut ResponseMeter {
+        &mut self.meter
+    }
+
+    /// Forgets the frames not handed out yet (the message is complete or failed).
+    pub(crate) fn discard(&mut self) {
+        self.frames.clear();
+    }
+}
+
+/// An SSE `data:` payload for the interaction log (only called when the log is on): masked JSON
+/// when it parses, masked text otherwise.
+pub(crate) fn render_data(data: &str) -> String {
+    match serde_json::from_str::<Value>(data) {
+        Ok(value) => interaction::render(&value),
+        Err(_) => interaction::mask_text(data),
+    }
+}
+
+/// A provider's open response, turned into deltas one at a time.
+pub(crate) trait DeltaSource: Send + 'static {
+    /// The next delta, the terminal error, or `None` after the end.
+    fn next_item(&mut self) -> impl Future<Output = Option<Result<LlmDelta, LlmError>>> + Send;
+}
+
+/// The [`DeltaStream`] of an upstream. Dropping it drops the upstream and with it the response:
+/// the connection closes without waiting for another read.
+pub(crate) fn delta_stream(upstream: impl DeltaSource) -> DeltaStream {
+    Box::pin(futures::stream::unfold(upstream, |mut upstream| async move {
+        let item = upstream.next_item().await?;
+        Some((item, upstream))
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -427,6 +573,22 @@ mod tests {
         let error = m.tool_call(&f(Some(2), Some("c"))).unwrap_err();
         assert_eq!(error.code(), "provider_error");
         assert!(error.to_string().contains("tool calls per turn"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_timer_bounds_every_wait_from_its_start() {
+        let log = StreamLog::new("p".into(), CallOptions::default(), Instant::now());
+        let mut timer = InactivityTimer::new(Duration::from_millis(100));
+        for _ in 0..3 {
+            // 90 ms each, 270 ms in all: every wait gets the whole timeout again.
+            timer.within(tokio::time::sleep(Duration::from_millis(90)), &log).await.expect("within the timeout");
+        }
+        let started = tokio::time::Instant::now();
+        let error = timer.within(std::future::pending::<()>(), &log).await.expect_err("silence");
+        assert!(matches!(error, LlmError::Timeout { phase: TimeoutPhase::BeforeFirstChunk, ms: 100 }), "{error:?}");
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(100) && waited < Duration::from_millis(110), "{waited:?}");
+        assert_eq!(timer.within(async { 7 }, &log).await.expect("a ready future wins"), 7);
     }
 
     #[test]

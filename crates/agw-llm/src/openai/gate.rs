@@ -9,10 +9,13 @@
 //! the provider is read at the pace the run consumes, the kernel's socket buffers fill and TCP
 //! flow control slows the provider down.
 //!
-//! Wiring: [`OpenAiCompatibleProvider`](super::OpenAiCompatibleProvider) opens each attempt inside
-//! [`CURRENT`]'s scope; the transport (running in that scope, async-openai calls it inline)
-//! wraps the successful response's body with [`gated`]; the provider wraps the chunk stream in
-//! [`Demand`] with the same gate.
+//! Only the (temporary) async-openai path needs this: the direct path reads the body itself, and
+//! only when the run asks for the next delta.
+//!
+//! Wiring: [`super::byot::Chunks::open`] opens each attempt inside [`CURRENT`]'s scope; the
+//! transport (running in that scope, async-openai calls it inline) wraps the successful
+//! response's body with [`gated`]; `Chunks` wraps the chunk stream in [`Demand`] with the same
+//! gate.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
