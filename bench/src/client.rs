@@ -53,6 +53,9 @@ pub struct Plan {
     /// 0: HTTP/1.1, one connection per concurrent stream (reused between runs). N > 0: every
     /// stream multiplexed over N HTTP/2 (h2c) connections.
     pub http2_connections: usize,
+    /// Worker `i` of `n` starts its first run `i * stagger / n` after the others: arrivals
+    /// spread over one run instead of all streams starting in the same instant.
+    pub stagger: Duration,
 }
 
 /// What one run looked like from the client.
@@ -156,7 +159,8 @@ pub async fn drive(target: Arc<Target>, plan: Plan) -> Outcome {
         } else {
             Connection::H2(index % plan_h2)
         };
-        tasks.spawn(worker(shared.clone(), connection));
+        let delay = shared.plan.stagger.mul_f64(index as f64 / workers as f64);
+        tasks.spawn(worker(shared.clone(), connection, delay));
     }
     while tasks.join_next().await.is_some() {}
     let mut outcome = std::mem::take(&mut *shared.outcome.lock().unwrap_or_else(|e| e.into_inner()));
@@ -166,7 +170,8 @@ pub async fn drive(target: Arc<Target>, plan: Plan) -> Outcome {
     outcome
 }
 
-async fn worker(shared: Arc<Shared>, mut connection: Connection) {
+async fn worker(shared: Arc<Shared>, mut connection: Connection, delay: Duration) {
+    tokio::time::sleep(delay).await;
     loop {
         let run = shared.next_run.fetch_add(1, Ordering::Relaxed);
         if run >= shared.plan.runs || Instant::now() >= shared.plan.deadline {

@@ -64,6 +64,10 @@ struct Cli {
     realistic_runs: usize,
     #[arg(long, default_value_t = 20)]
     realistic_delay_ms: u64,
+    /// Spread the realistic scenario's first runs over this long (stream i starts
+    /// i/streams of it later), as arrivals of a steady load would be; 0: all at once.
+    #[arg(long, default_value_t = 0)]
+    realistic_stagger_ms: u64,
     /// Sizes of the hold scenario (concurrent streams).
     #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
     hold_streams: Vec<usize>,
@@ -158,6 +162,7 @@ struct Scenario {
     tokens: usize,
     delay: Duration,
     first_token: Duration,
+    stagger: Duration,
     gate: bool,
 }
 
@@ -176,6 +181,7 @@ fn scenarios(cli: &Cli) -> anyhow::Result<Vec<Scenario>> {
                 tokens: cli.tokens,
                 delay: Duration::ZERO,
                 first_token: Duration::ZERO,
+                stagger: Duration::ZERO,
                 gate: false,
             }),
             "realistic" => out.push(Scenario {
@@ -189,6 +195,7 @@ fn scenarios(cli: &Cli) -> anyhow::Result<Vec<Scenario>> {
                 tokens: cli.tokens,
                 delay: Duration::from_millis(cli.realistic_delay_ms),
                 first_token: Duration::ZERO,
+                stagger: Duration::from_millis(cli.realistic_stagger_ms),
                 gate: false,
             }),
             "hold" => {
@@ -205,6 +212,7 @@ fn scenarios(cli: &Cli) -> anyhow::Result<Vec<Scenario>> {
                         tokens,
                         delay: Duration::from_millis(cli.hold_ms / tokens as u64),
                         first_token: Duration::from_millis(cli.hold_first_token_ms),
+                        stagger: Duration::ZERO,
                         gate: true,
                     });
                 }
@@ -423,6 +431,7 @@ async fn run_scenario(cli: &Cli, scenario: &Scenario, bin: &Path, nofile: u64) -
                 deadline: Instant::now() + Duration::from_secs(120),
                 connect_parallelism: cli.connect_parallelism,
                 http2_connections: h2,
+                stagger: Duration::ZERO,
             },
         )
         .await;
@@ -460,6 +469,7 @@ async fn run_scenario(cli: &Cli, scenario: &Scenario, bin: &Path, nofile: u64) -
             deadline: Instant::now() + Duration::from_secs(cli.max_scenario_secs),
             connect_parallelism: cli.connect_parallelism,
             http2_connections: h2,
+            stagger: scenario.stagger,
         },
     )
     .await;
@@ -776,6 +786,7 @@ fn main() -> anyhow::Result<()> {
         ("agw_env", cli.agw_env.join(" ")),
         ("client_http", cli.client_http.clone()),
         ("hold_first_token_ms", cli.hold_first_token_ms.to_string()),
+        ("realistic_stagger_ms", cli.realistic_stagger_ms.to_string()),
         ("agw_cpus", format!("{:?}", cli.agw_cpus)),
         ("gen_cpus", format!("{:?}", cli.gen_cpus)),
     ]);
