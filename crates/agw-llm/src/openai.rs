@@ -12,9 +12,10 @@
 //! `serde_json::Value` per chunk, and provider extensions such as `reasoning_content` survive.
 //!
 //! The previous path on async-openai's bring-your-own-types streaming API (`byot`, with the
-//! backpressure `gate` it needs) is still selectable with `AGW_OPENAI_STREAM=async-openai`:
-//! TEMPORARY, only so one binary can run an interleaved A/B benchmark of both paths. Remove it
-//! (with `byot`, `gate`, `transport` and the `async-openai` dependency) once that is measured.
+//! backpressure `gate` it needs) is still selectable with `AGW_OPENAI_STREAM=async-openai`: a
+//! fallback while the direct path meets providers in the field, and the second arm of the
+//! interleaved A/B in docs/performance.md (round two). Removing it (with `byot`, `gate`,
+//! `transport` and the `async-openai` dependency) is the planned next step.
 
 mod body;
 mod byot;
@@ -42,8 +43,8 @@ pub use crate::transport::{FIRST_TOKEN_METRIC, RUN_ID_HEADER, STAGE_HEADER};
 use crate::{CallOptions, ChatProvider, ChatRequest, DeltaStream, LlmDelta};
 
 /// The environment variable that selects the streaming path when a provider is built:
-/// `async-openai` for the old path, anything else (or unset) for the direct one. Temporary, for
-/// the A/B benchmark (see the module documentation).
+/// `async-openai` for the old path, anything else (or unset) for the direct one (see the module
+/// documentation).
 const STREAM_PATH_VAR: &str = "AGW_OPENAI_STREAM";
 
 /// A provider speaking the OpenAI chat-completions streaming protocol.
