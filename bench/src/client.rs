@@ -459,6 +459,21 @@ mod tests {
     }
 
     #[test]
+    fn the_end_of_a_run_is_when_its_terminal_event_arrived() {
+        let mut scan = Scanner::new(false);
+        scan.feed(b"event:message\ndata:{\"type\":\"content.delta\",\"delta\":\"~T3~\"}\n\n", 5);
+        assert_eq!(scan.ended_at, None);
+        scan.feed(b"event:message\ndata:{\"type\":\"run.complete\"}\n\n", 8);
+        assert_eq!(scan.ended_at, Some(8));
+        let mut scan = Scanner::new(true);
+        scan.feed(b"data: [DONE]\n\n", 11);
+        assert_eq!(scan.ended_at, Some(11));
+        // The fake model finds the run's number in the request body agw forwards.
+        assert_eq!(crate::fixture::run_of(br#"{"content":"Tokyo? bench-run-42"}"#), Some(42));
+        assert_eq!(crate::fixture::run_of(b"no marker"), None);
+    }
+
+    #[test]
     fn run_error_and_direct_mode() {
         let mut scan = Scanner::new(false);
         scan.feed(b"event:message\ndata:{\"type\":\"run.error\",\"error\":{\"code\":\"provider_error\"}}\n\n", 1);
