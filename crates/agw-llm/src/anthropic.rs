@@ -28,7 +28,7 @@ pub use thinking::ThinkingCache;
 use crate::error::LlmError;
 use crate::interaction;
 use crate::transport::{
-    CallSite, DeltaSource, ResponseLimits, SseBody, StreamLog, call_headers, delta_stream, http_client, post_json,
+    CallSite, DeltaSource, ResponseLimits, StreamLog, UpstreamSse, call_headers, delta_stream, http_client, post_json,
     render_data,
 };
 use crate::{CallOptions, ChatProvider, ChatRequest, DeltaStream, LlmDelta};
@@ -114,7 +114,7 @@ impl ChatProvider for AnthropicProvider {
             let started = Instant::now();
             let response = this.open(&body, &options).await?;
             let upstream = Upstream {
-                body: SseBody::new(response, this.limits, options.inactivity_timeout),
+                body: UpstreamSse::new(response, this.limits, options.inactivity_timeout),
                 pending: VecDeque::new(),
                 parser: EventParser::default(),
                 done: false,
@@ -149,7 +149,7 @@ impl AnthropicProvider {
 struct Upstream {
     /// The body: read only when no parsed delta is left; metered (line length, body size, tool
     /// calls) before anything is buffered; bounded by the inactivity timeout.
-    body: SseBody,
+    body: UpstreamSse,
     /// Deltas of the frame being delivered.
     pending: VecDeque<LlmDelta>,
     parser: EventParser,

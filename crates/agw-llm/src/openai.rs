@@ -37,7 +37,7 @@ pub use chunk::{parse_chunk, parse_chunk_str};
 use crate::error::LlmError;
 use crate::interaction;
 use crate::transport::{
-    CallSite, DeltaSource, ResponseLimits, SseBody, StreamLog, call_headers, delta_stream, http_client, post_json,
+    CallSite, DeltaSource, ResponseLimits, StreamLog, UpstreamSse, call_headers, delta_stream, http_client, post_json,
 };
 pub use crate::transport::{FIRST_TOKEN_METRIC, RUN_ID_HEADER, STAGE_HEADER};
 use crate::{CallOptions, ChatProvider, ChatRequest, DeltaStream, LlmDelta};
@@ -152,7 +152,7 @@ impl ChatProvider for OpenAiCompatibleProvider {
             let source = match &this.path {
                 StreamPath::Direct => {
                     let response = this.open(&body, &options).await?;
-                    Source::Direct(SseBody::new(response, this.limits, options.inactivity_timeout))
+                    Source::Direct(UpstreamSse::new(response, this.limits, options.inactivity_timeout))
                 }
                 StreamPath::AsyncOpenAi(client) => {
                     let site = CallSite { provider: &this.key, url: &this.url, options: &options };
@@ -190,7 +190,7 @@ impl OpenAiCompatibleProvider {
 /// Where the chunks of an open response come from.
 enum Source {
     /// The response body itself.
-    Direct(SseBody),
+    Direct(UpstreamSse),
     /// TEMPORARY (A/B benchmark): async-openai's reader.
     AsyncOpenAi(byot::Chunks),
 }

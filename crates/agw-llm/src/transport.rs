@@ -455,7 +455,7 @@ pub(crate) type ByteStream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> +
 /// flow control does the rest), each read counted against the [`ResponseLimits`] before it is
 /// buffered, each wait bounded by the inactivity timeout. Dropping it drops the response, which
 /// closes the connection.
-pub(crate) struct SseBody {
+pub(crate) struct UpstreamSse {
     body: ByteStream,
     decoder: SseDecoder,
     /// Frames of the last read not handed out yet, the next one last.
@@ -464,7 +464,7 @@ pub(crate) struct SseBody {
     meter: ResponseMeter,
 }
 
-impl SseBody {
+impl UpstreamSse {
     pub(crate) fn new(response: reqwest::Response, limits: ResponseLimits, inactivity_timeout: Duration) -> Self {
         Self {
             body: Box::pin(response.bytes_stream()),

@@ -7,7 +7,7 @@
 use super::chunk::parse_chunk_str;
 use crate::LlmDelta;
 use crate::error::LlmError;
-use crate::transport::{SseBody, StreamLog, render_data};
+use crate::transport::{StreamLog, UpstreamSse, render_data};
 
 /// The `data:` payload that ends an OpenAI stream.
 const DONE: &str = "[DONE]";
@@ -15,7 +15,7 @@ const DONE: &str = "[DONE]";
 /// The deltas of the next chunk of `body`, counted against its limits; `None` at `[DONE]` or the
 /// end of the body. Frames without data are skipped, and so are `keepalive` events (as
 /// async-openai's reader did).
-pub(super) async fn next_chunk(body: &mut SseBody, log: &mut StreamLog) -> Result<Option<Vec<LlmDelta>>, LlmError> {
+pub(super) async fn next_chunk(body: &mut UpstreamSse, log: &mut StreamLog) -> Result<Option<Vec<LlmDelta>>, LlmError> {
     loop {
         let Some(frame) = body.next_frame(log).await? else { return Ok(None) };
         let data = frame.data.trim();
