@@ -45,6 +45,8 @@ pub struct AgwOptions<'a> {
     pub extra_env: &'a [String],
     /// CPUs agw may run on (empty: all).
     pub cpus: &'a [usize],
+    /// Start the relay floor (`agw-load relay`, [`crate::relay`]) in agw's place.
+    pub relay: bool,
 }
 
 pub struct Agw {
@@ -61,9 +63,16 @@ impl Agw {
         std::fs::create_dir_all(&agents)?;
         std::fs::write(agents.join("bench.json"), AGENT)?;
         let log = std::fs::File::create(options.dir.join("agw.log"))?;
-        let mut command = Command::new(options.bin);
+        let mut command = if options.relay {
+            let mut relay = Command::new(std::env::current_exe()?);
+            relay.arg("relay");
+            relay
+        } else {
+            let mut agw = Command::new(options.bin);
+            agw.arg("serve");
+            agw
+        };
         command
-            .arg("serve")
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("SERVER_PORT", "0")

@@ -18,6 +18,7 @@
 mod agw;
 mod client;
 mod fixture;
+mod relay;
 mod stats;
 mod sys;
 
@@ -126,6 +127,11 @@ struct Cli {
     /// Generator-alone check: the client talks to the fake model directly, no agw.
     #[arg(long)]
     direct: bool,
+    /// The relay floor in agw's place: a minimal zero-buffering relay on agw's stack (hyper
+    /// server, reqwest client) that makes the run's two model calls and forwards each upstream
+    /// chunk as it arrives (`bench/src/relay.rs`); measured like agw (pinned by --agw-cpus).
+    #[arg(long, conflicts_with = "direct")]
+    relay: bool,
     /// Worker threads of the generator's runtime (fixture + client).
     #[arg(long, default_value_t = 2)]
     threads: usize,
@@ -403,6 +409,7 @@ async fn run_scenario(cli: &Cli, scenario: &Scenario, bin: &Path, nofile: u64) -
                 log: &cli.agw_log,
                 extra_env: &extra_env,
                 cpus: &cli.agw_cpus,
+                relay: cli.relay,
             };
             agws.push(Agw::start(&options).await?);
         }
@@ -589,10 +596,16 @@ fn report(scenario: &Scenario, cli: &Cli, mut outcome: Outcome, m: Measured) -> 
     ScenarioReport {
         name: scenario.name.clone(),
         what: scenario.what.clone(),
-        target: if cli.direct { "fixture (generator alone)".into() } else { "agw".into() },
+        target: if cli.direct {
+            "fixture (generator alone)".into()
+        } else if cli.relay {
+            "relay floor".into()
+        } else {
+            "agw".into()
+        },
         replicas: if cli.direct { 1 } else { usize::from(cli.replicas) },
         client_http: String::new(),
-        memory: cli.memory == OnOff::On && !cli.direct,
+        memory: cli.memory == OnOff::On && !cli.direct && !cli.relay,
         streams: scenario.streams,
         runs_planned: scenario.runs,
         tokens: scenario.tokens,
@@ -726,6 +739,10 @@ fn print_table(reports: &[ScenarioReport]) {
 }
 
 fn main() -> anyhow::Result<()> {
+    // The child of `--relay` (not a user-facing command).
+    if std::env::args().nth(1).as_deref() == Some("relay") {
+        return relay::main();
+    }
     let cli = Cli::parse();
     let scenarios = scenarios(&cli)?;
     // 10,000 streams: client + fixture sockets here, client + upstream sockets in agw, which
@@ -736,7 +753,7 @@ fn main() -> anyhow::Result<()> {
     if cli.replicas > 1 && cli.agw_env.iter().any(|pair| pair.starts_with("AGW_NODE_ID=")) {
         anyhow::bail!("--replicas gives each replica its own AGW_NODE_ID; do not set it with --agw-env");
     }
-    if !cli.direct && !bin.is_file() {
+    if !cli.direct && !cli.relay && !bin.is_file() {
         anyhow::bail!("agw binary not found at {} (cargo build --release -p agw, or --agw-bin)", bin.display());
     }
     if !cli.gen_cpus.is_empty() {

@@ -1,9 +1,15 @@
 //! Hot-path micro-benchmarks of chat memory: the recorder turning a live run into history lines,
-//! line encoding, and the JSONL append (`ChatStore::append`, one `O_APPEND` write, no fsync).
+//! line encoding, and the JSONL append (`ChatStore::append`, one `O_APPEND` write, no fsync);
+//! and (`new_chat_run`, in **CPU time** of the process, fsync thread included) everything
+//! memory does for one run of a new chat on agw's defaults, next to the bare system calls its
+//! durability contract needs (the floor).
 //!
 //! `cargo bench -p agw-memory` measures; `cargo nextest run` runs each benchmark once
 //! (criterion's test mode). Files go to a fresh directory under the system temp dir, removed at
 //! the end. Figures: `docs/performance.md`.
+
+// getrusage for the CPU-time benchmark.
+#![allow(unsafe_code)]
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -181,5 +187,90 @@ fn memory(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, memory);
+/// User + system CPU time of the whole process (every thread: the fsync thread's work counts).
+fn process_cpu() -> Duration {
+    // SAFETY: getrusage fills the zeroed struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    Duration::from_micros(micros(usage.ru_utime) + micros(usage.ru_stime))
+}
+
+/// One run of a new chat with memory on, agw's defaults (`MEMORY_CHAT_FSYNC=run`), measured in
+/// CPU time: `store` is what agw's run path calls (`upsert_chat`, `run_context`, the step append,
+/// `append_final`, then `flush` so the end-of-run fsync is inside the measurement); `floor` is
+/// the same bytes with the same durability by bare `std::fs` calls — the index line appended
+/// and fdatasynced, the history file created and written, its directory fsynced, the last lines
+/// appended and fdatasynced, the totals line appended. Files are not removed until the end
+/// (deleting inodes makes the next creations slower on ext4).
+fn new_chat_run(c: &mut Criterion) {
+    let dir = TempDir(std::env::temp_dir().join(format!("agw-memory-bench-{}", uuid::Uuid::new_v4())));
+    let store = ChatStore::new(MemoryConfig {
+        dir: dir.0.clone(),
+        k: 20,
+        fsync: FsyncPolicy::EveryRun,
+        action_tools: Vec::new(),
+    });
+    let script = react_run();
+    let mut group = c.benchmark_group("new_chat_run_cpu");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("store", |b| {
+        b.iter_custom(|iters| {
+            let chats: Vec<String> = (0..iters).map(|_| uuid::Uuid::new_v4().to_string()).collect();
+            let start = process_cpu();
+            for chat in &chats {
+                store
+                    .upsert_chat(chat, "What is the weather in Tokyo?", Some("bench"), Some("bench"), TS)
+                    .expect("upsert");
+                black_box(store.run_context(chat).expect("context"));
+                let lines = record(chat, script.clone());
+                store.append(chat, &lines[..2]).expect("append");
+                store.append_final(chat, &lines[2..]).expect("append");
+                store.flush();
+            }
+            process_cpu() - start
+        });
+    });
+
+    let floor_dir = dir.0.join("floor");
+    std::fs::create_dir_all(&floor_dir).expect("floor dir");
+    let sample = record(&uuid::Uuid::new_v4().to_string(), script.clone());
+    let encode = |lines: &[HistoryLine]| {
+        lines
+            .iter()
+            .flat_map(|l| [l.to_json().expect("encodes").into_bytes(), b"\n".to_vec()])
+            .flatten()
+            .collect::<Vec<u8>>()
+    };
+    let (first, last) = (encode(&sample[..2]), encode(&sample[2..]));
+    let index_line = vec![b'x'; 220];
+    group.bench_function("floor", |b| {
+        use std::io::Write as _;
+        let append = |path: &std::path::Path| std::fs::OpenOptions::new().create(true).append(true).open(path);
+        let mut index = append(&floor_dir.join("_chats.jsonl")).expect("index");
+        b.iter_custom(|iters| {
+            let paths: Vec<PathBuf> =
+                (0..iters).map(|_| floor_dir.join(format!("{}.json", uuid::Uuid::new_v4()))).collect();
+            let start = process_cpu();
+            for path in &paths {
+                index.write_all(&index_line).expect("index line");
+                index.sync_data().expect("index fsync");
+                black_box(std::fs::read(path).is_err());
+                append(path).and_then(|mut f| f.write_all(&first)).expect("first lines");
+                std::fs::File::open(&floor_dir).and_then(|d| d.sync_all()).expect("dir fsync");
+                let mut file = append(path).expect("reopen");
+                file.write_all(&last).expect("last lines");
+                file.sync_data().expect("history fsync");
+                index.write_all(&index_line).expect("totals line");
+            }
+            process_cpu() - start
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, memory, new_chat_run);
 criterion_main!(benches);
