@@ -46,10 +46,11 @@ pub enum FsyncPolicy {
     /// Default: fsync once when a run ends, right after its last lines are written
     /// ([`crate::ChatStore::append_final`]), on the store's fsync thread — not on the path the
     /// client waits on: `run.complete` is sent once the lines are *written* (a crash of agw
-    /// cannot lose them), their fsync follows within the fsync thread's next round (a
-    /// millisecond or so). A power cut or kernel crash can lose the steps of runs still in
-    /// flight and, within that round, the last step of a run that just completed; streaming never
-    /// waits for a disk flush.
+    /// cannot lose them), their fsync follows within the fsync thread's next round (a few
+    /// milliseconds: a round gathers for 2 ms; a round of several files is one `syncfs(2)` on
+    /// Linux). A power cut or
+    /// kernel crash can lose the steps of runs still in flight and, within that round, the last
+    /// step of a run that just completed; streaming never waits for a disk flush.
     #[default]
     EveryRun,
     /// As [`FsyncPolicy::EveryRun`], but the fsync happens before
