@@ -190,25 +190,70 @@ fn new_state(ctx: &RunContext) -> RunState {
 
 /// Runs `fut` (the mode) under the run timeout, inside the run's span, and turns its result into
 /// the outcome.
-async fn finish(
-    ctx: &RunContext,
+///
+/// A combinator, not an `async fn`: an `async fn` keeps its argument's slot for its whole life
+/// and moves the future into a second slot to await it, so the run's state machine held the
+/// mode's future twice (~4.4 KiB per run, the largest single item of a streaming run's
+/// memory; docs/performance.md, round two).
+fn finish<'a, F>(ctx: &'a RunContext, span: &tracing::Span, fut: F) -> impl Future<Output = RunOutcome> + 'a
+where
+    F: Future<Output = Result<String, RunFailure>> + 'a,
+{
+    timed_outcome(Duration::from_millis(ctx.agent.budget.run_timeout_ms), &ctx.run_id, span, fut)
+}
+
+fn timed_outcome<'a, F>(
+    run_timeout: Duration,
+    run_id: &'a str,
     span: &tracing::Span,
-    fut: impl std::future::Future<Output = Result<String, RunFailure>>,
-) -> RunOutcome {
+    fut: F,
+) -> impl Future<Output = RunOutcome> + 'a
+where
+    F: Future<Output = Result<String, RunFailure>> + 'a,
+{
+    use futures::FutureExt;
     use tracing::Instrument;
-    let fut = fut.instrument(span.clone());
-    let run_timeout = Duration::from_millis(ctx.agent.budget.run_timeout_ms);
-    let result = match tokio::time::timeout(run_timeout, fut).await {
-        Ok(r) => r,
-        Err(_) => Err(RunFailure::Budget(format!("runTimeoutMs={}", run_timeout.as_millis()))),
-    };
-    match result {
-        Ok(finish_reason) => RunOutcome::Completed { finish_reason },
-        Err(RunFailure::Disconnected) => RunOutcome::Disconnected,
-        Err(failure) => {
-            tracing::warn!(run_id = %ctx.run_id, error = %failure, "run failed");
-            RunOutcome::Failed(failure.to_error_info())
+    tokio::time::timeout(run_timeout, fut.instrument(span.clone())).map(move |timed| {
+        let result =
+            timed.unwrap_or_else(|_| Err(RunFailure::Budget(format!("runTimeoutMs={}", run_timeout.as_millis()))));
+        match result {
+            Ok(finish_reason) => RunOutcome::Completed { finish_reason },
+            Err(RunFailure::Disconnected) => RunOutcome::Disconnected,
+            Err(failure) => {
+                tracing::warn!(run_id, error = %failure, "run failed");
+                RunOutcome::Failed(failure.to_error_info())
+            }
         }
+    })
+}
+
+#[cfg(test)]
+mod finish_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_run_holds_the_mode_future_once_and_a_timeout_is_a_budget_failure() {
+        let mode = async {
+            let scratch = [7u8; 4096];
+            tokio::task::yield_now().await;
+            Ok::<_, RunFailure>(scratch.iter().map(|b| b.to_string()).next().unwrap_or_default())
+        };
+        let mode_size = std::mem::size_of_val(&mode);
+        let finished = timed_outcome(Duration::from_secs(5), "r1", &tracing::Span::none(), mode);
+        // An `async fn` here would keep the argument's slot and a second copy to await.
+        assert!(
+            std::mem::size_of_val(&finished) < mode_size + 512,
+            "{} vs {mode_size}",
+            std::mem::size_of_val(&finished)
+        );
+        assert!(matches!(finished.await, RunOutcome::Completed { finish_reason } if finish_reason == "7"));
+
+        let stuck = std::future::pending::<Result<String, RunFailure>>();
+        let outcome = timed_outcome(Duration::from_millis(5), "r2", &tracing::Span::none(), stuck).await;
+        assert!(
+            matches!(outcome, RunOutcome::Failed(info) if info.message.contains("runTimeoutMs=5")),
+            "budget failure"
+        );
     }
 }
 
