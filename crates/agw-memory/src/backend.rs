@@ -209,11 +209,16 @@ impl FileBackend {
             payload.extend_from_slice(line.as_bytes());
             payload.push(b'\n');
         }
-        let written = {
+        let appended = {
             let _guard = self.lock(chat_id);
             file::append(&path, &payload, self.fsync, last)?
         };
-        if let Some(file) = written {
+        // The directory first: a round syncs its targets in order, and the run's last fsync
+        // comes in this round or a later one.
+        if appended.created {
+            self.flusher.schedule(Target::Dir(self.dir.clone()));
+        }
+        if let Some(file) = appended.file {
             self.flusher.schedule(Target::File(file, path));
         }
         Ok(())
@@ -377,5 +382,32 @@ impl FileBackend {
         let stripe = (hasher.finish() % LOCK_STRIPES as u64) as usize;
         // The guarded data is `()`: a panic elsewhere cannot leave it inconsistent.
         self.locks[stripe].lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Under `run` no append on a run's path waits for a device flush: the new file's directory
+    /// entry and the last lines go to the fsync thread. `complete` and `step` sync both inline.
+    #[test]
+    fn under_run_the_new_files_directory_is_synced_by_the_fsync_thread_not_the_append() {
+        let dir = std::env::temp_dir().join(format!("agw-backend-dir-{}", std::process::id()));
+        let chat = "0b7e9c1a-2f3d-4a5b-8c6d-7e8f9a0b1c2d";
+        for (policy, after_first, after_last) in
+            [(FsyncPolicy::EveryRun, 1, 2), (FsyncPolicy::Complete, 0, 0), (FsyncPolicy::EveryStep, 0, 0)]
+        {
+            let _ = std::fs::remove_dir_all(&dir);
+            let config = MemoryConfig { dir: dir.clone(), k: 20, fsync: policy, action_tools: Vec::new() };
+            let files = FileBackend::new(&config);
+            files.append(chat, &["{\"a\":1}".to_owned()], false).unwrap();
+            assert_eq!(files.flusher.scheduled(), after_first, "{policy:?}: the creating append");
+            files.append(chat, &["{\"a\":2}".to_owned()], true).unwrap();
+            assert_eq!(files.flusher.scheduled(), after_last, "{policy:?}: the run's last append");
+            files.flush();
+            assert_eq!(std::fs::read_to_string(files.history_path(chat)).unwrap(), "{\"a\":1}\n{\"a\":2}\n");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

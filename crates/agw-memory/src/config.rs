@@ -48,7 +48,7 @@ pub enum FsyncPolicy {
     /// client waits on: `run.complete` is sent once the lines are *written* (a crash of agw
     /// cannot lose them), their fsync follows within the fsync thread's next round (a few
     /// milliseconds: a round gathers for 2 ms; a round of several files is one `syncfs(2)` on
-    /// Linux). A power cut or
+    /// Linux; a new history file's directory entry is synced there too). A power cut or
     /// kernel crash can lose the steps of runs still in flight and, within that round, the last
     /// step of a run that just completed; streaming never waits for a disk flush.
     #[default]

@@ -34,16 +34,12 @@ use crate::error::MemoryError;
 /// Durability per `policy`: [`FsyncPolicy::EveryStep`] fsyncs the data, and so does
 /// [`FsyncPolicy::Complete`] when `last` (a run's last append: its end-of-run fsync, on the
 /// handle that wrote); under [`FsyncPolicy::EveryRun`] a `last` append returns that handle for
-/// the fsync thread (`flusher.rs`) instead; any policy but [`FsyncPolicy::Never`] fsyncs the
-/// directory once when the
-/// file was just created (the file's own fsync does not cover its name, and a later end-of-run
-/// fsync only covers the data).
-pub(crate) fn append(
-    path: &Path,
-    payload: &[u8],
-    policy: FsyncPolicy,
-    last: bool,
-) -> Result<Option<File>, MemoryError> {
+/// the fsync thread (`flusher.rs`) instead. When the file was just created its directory needs
+/// an fsync too (the file's own fsync does not cover its name): [`FsyncPolicy::EveryStep`] and
+/// [`FsyncPolicy::Complete`] do it here, [`FsyncPolicy::EveryRun`] reports it
+/// ([`Appended::created`]) for the fsync thread, which syncs the directory before (or with) the
+/// run's end-of-run fsync — so no append on a run's path waits for a device flush.
+pub(crate) fn append(path: &Path, payload: &[u8], policy: FsyncPolicy, last: bool) -> Result<Appended, MemoryError> {
     let (mut file, created) = open_append(path)?;
     let len = file.metadata().map_err(MemoryError::io("inspect", path))?.len();
     let torn = len > 0 && last_byte(&mut file, len).map_err(MemoryError::io("read", path))? != b'\n';
@@ -59,10 +55,21 @@ pub(crate) fn append(
     if policy == FsyncPolicy::EveryStep || (last && policy == FsyncPolicy::Complete) {
         file.sync_data().map_err(MemoryError::io("fsync", path))?;
     }
-    if created && policy != FsyncPolicy::Never {
+    if created && matches!(policy, FsyncPolicy::EveryStep | FsyncPolicy::Complete) {
         sync_parent(path)?;
     }
-    Ok((last && policy == FsyncPolicy::EveryRun).then_some(file))
+    Ok(Appended {
+        created: created && policy == FsyncPolicy::EveryRun,
+        file: (last && policy == FsyncPolicy::EveryRun).then_some(file),
+    })
+}
+
+/// What an [`append`] leaves to the fsync thread under [`FsyncPolicy::EveryRun`].
+pub(crate) struct Appended {
+    /// The handle that wrote a run's last lines, for their fdatasync.
+    pub(crate) file: Option<File>,
+    /// The file was created: its directory entry awaits an fsync.
+    pub(crate) created: bool,
 }
 
 /// Appends `payload` (complete lines) to an existing file that ends with a complete line, in
@@ -171,13 +178,17 @@ fn last_byte(file: &mut File, len: u64) -> io::Result<u8> {
 }
 
 /// Makes a new directory entry durable.
-#[cfg(unix)]
 fn sync_parent(path: &Path) -> Result<(), MemoryError> {
-    let dir = parent(path);
+    sync_dir(parent(path))
+}
+
+/// fsyncs a directory (its entries).
+#[cfg(unix)]
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), MemoryError> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(MemoryError::io("fsync", dir))
 }
 
 #[cfg(not(unix))]
-fn sync_parent(_path: &Path) -> Result<(), MemoryError> {
+pub(crate) fn sync_dir(_dir: &Path) -> Result<(), MemoryError> {
     Ok(())
 }

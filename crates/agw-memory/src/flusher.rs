@@ -32,11 +32,13 @@ const SYNCFS_FROM: usize = if cfg!(target_os = "linux") { 4 } else { usize::MAX 
 /// run's fsync starts this much later.
 const GATHER: Duration = Duration::from_millis(2);
 
-/// What to fsync: the handle that wrote the run's last lines, or a history file by path (a run
-/// whose last step had no lines of its own).
+/// What to fsync: the handle that wrote the run's last lines, a history file by path (a run
+/// whose last step had no lines of its own), or the chat directory (a history file was created).
 pub(crate) enum Target {
     File(File, PathBuf),
     Path(PathBuf),
+    /// The chat directory, after a history file was created in it.
+    Dir(PathBuf),
 }
 
 #[derive(Default)]
@@ -93,6 +95,12 @@ impl Flusher {
         if first {
             self.shared.work.notify_one();
         }
+    }
+
+    /// Targets handed over so far.
+    #[cfg(test)]
+    pub(crate) fn scheduled(&self) -> u64 {
+        self.shared.lock().scheduled
     }
 
     /// Returns once every target handed over before the call has been fsynced (or failed).
@@ -170,7 +178,7 @@ fn sync_round(batch: Vec<Target>) -> Synced {
 fn sync_file_system(target: &Target) -> std::io::Result<()> {
     match target {
         Target::File(file, _) => rustix::fs::syncfs(file)?,
-        Target::Path(path) => rustix::fs::syncfs(File::open(path)?)?,
+        Target::Path(path) | Target::Dir(path) => rustix::fs::syncfs(File::open(path)?)?,
     }
     Ok(())
 }
@@ -184,6 +192,7 @@ fn sync(target: Target) {
     let result = match &target {
         Target::File(file, path) => file.sync_data().map_err(crate::MemoryError::io("fsync", path)),
         Target::Path(path) => crate::file::sync(path),
+        Target::Dir(dir) => crate::file::sync_dir(dir),
     };
     if let Err(e) = result {
         tracing::error!(error = %e, "end-of-run fsync of a chat history failed; its last run may not survive a power cut");
