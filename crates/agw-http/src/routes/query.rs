@@ -157,8 +157,17 @@ pub async fn start_run(state: &AppState, new: NewRun) -> Result<(Arc<RunHandle>,
     }
 
     let span = tracing::info_span!("run", runId = %run_id, chatId = %chat_id, agentKey = %agent.key);
-    let run =
-        RunStart { agent, request, principal, handle: handle.clone(), slot, history, client_tools, regenerate, quota };
+    let run = Box::new(RunStart {
+        agent,
+        request,
+        principal,
+        handle: handle.clone(),
+        slot,
+        history,
+        client_tools,
+        regenerate,
+        quota,
+    });
     let drive = drive_run(state.clone(), run).instrument(span);
     if crate::telemetry::enabled() {
         // The run's spans continue the trace of the request that started it.
@@ -372,19 +381,53 @@ pub(crate) enum Ended {
 /// The run task: chat memory, bootstrap events, the mode, the terminal event. Publishes into the
 /// run's handle whether or not anyone watches; ends early (dropping the provider stream, killing
 /// tool processes) when the run is cancelled.
-async fn drive_run(state: AppState, run: RunStart) {
+async fn drive_run(state: AppState, run: Box<RunStart>) {
+    // Two boxed phases: the run task's own future stays small, the start's states are freed once
+    // the run streams, and a streaming run holds only what streaming needs. One `async fn` for
+    // both held the largest state of either (8.7 KB, a third of it layout padding) for the run's
+    // whole life (docs/performance.md, memory per stream).
+    let live = Box::pin(start_phase(&state, *run)).await;
+    if let Some(live) = live {
+        Box::pin(live.stream(&state)).await;
+    }
+}
+
+/// A run that has started streaming: what the rest of it needs, and what it holds until it ends.
+struct LiveRun {
+    // Fields drop in this order, as the locals of the one `async fn` this was did: the sink
+    // first, then the chat's slot, the frontend answers, the registry's count (`RunGuards`), the
+    // quota last.
+    ctx: RunContext,
+    sink: SseSink,
+    steers: Arc<agw_modes::runtime::SteerQueue>,
+    _guards: RunGuards,
+    handle: Arc<RunHandle>,
+    quota: crate::quotas::QuotaPermit,
+}
+
+/// Held for a run's whole life; fields drop in order.
+struct RunGuards {
+    _slot: ChatSlot,
+    _answers: ForgetAnswers,
+    _guard: crate::runs::RunGuard,
+}
+
+/// From the task's start to the run's first events: the chat's slot, chat memory, the sink, the
+/// mode's context. `None`: the run ended here (cancelled while queued, memory unusable), its
+/// terminal event sent.
+async fn start_phase(state: &AppState, run: RunStart) -> Option<Box<LiveRun>> {
     let RunStart { agent, request, principal, handle, slot, history, client_tools, regenerate, quota } = run;
     let (run_id, chat_id) = (handle.run_id.clone(), handle.chat_id.clone());
     // Counted for the run's whole life: graceful shutdown waits for it; when it ends the handle
     // stays attachable for the retention window.
-    let _guard = state.runs.enter_run(&handle);
-    let _answers = ForgetAnswers(state.submits.clone(), run_id.clone());
-    let _slot = match slot {
+    let guard = state.runs.enter_run(&handle);
+    let answers = ForgetAnswers(state.submits.clone(), run_id.clone());
+    let slot = match slot {
         Some(slot) => slot,
         None => {
             let queued = async {
                 let slot = state.runs.chats().acquire(&chat_id, &run_id).await;
-                crate::cluster::wait_chat(&state, &chat_id, &run_id).await;
+                crate::cluster::wait_chat(state, &chat_id, &run_id).await;
                 slot
             };
             tokio::select! {
@@ -394,7 +437,7 @@ async fn drive_run(state: AppState, run: RunStart) {
                     let mut sink = SseSink::new(Assembler::new(&run_id, &chat_id, Box::new(SystemClock)), handle.clone(), None);
                     let _ = sink.bootstrap(request.to_event(&run_id, &chat_id), None).await;
                     let _ = sink.cancel().await;
-                    return;
+                    return None;
                 }
             }
         }
@@ -403,7 +446,7 @@ async fn drive_run(state: AppState, run: RunStart) {
     let message = request.message.clone().unwrap_or_default();
     let memory = state.settings.memory.enabled && history.is_none();
     let prepared = if memory {
-        Box::pin(prepare(&state, &agent, &chat_id, &message, principal.as_ref(), regenerate)).await
+        Box::pin(prepare(state, &agent, &chat_id, &message, principal.as_ref(), regenerate)).await
     } else {
         let mut prepared = stateless(&request, &chat_id, &message);
         prepared.history = history.unwrap_or_default();
@@ -416,12 +459,8 @@ async fn drive_run(state: AppState, run: RunStart) {
     stored_query.role = Some(request.effective_role());
     stored_query.agent_key = request.agent_key.as_deref().map(str::trim).map(str::to_string);
     let persistence = memory.then(|| {
-        let recorder = state.chats.recorder(
-            &chat_id,
-            &run_id,
-            stored_query,
-            Some(system_snapshot(&state, &agent, request.stream)),
-        );
+        let recorder =
+            state.chats.recorder(&chat_id, &run_id, stored_query, Some(system_snapshot(state, &agent, request.stream)));
         Persistence { store: state.chats.clone(), chat_id: chat_id.clone(), recorder }
     });
     let assembler = Assembler::new(&run_id, &chat_id, Box::new(SystemClock)).with_prices(state.settings.prices.clone());
@@ -434,7 +473,7 @@ async fn drive_run(state: AppState, run: RunStart) {
             let _ = sink.bootstrap(query_event, None).await;
             let _ = sink.fail(RunErrorInfo::new(ErrorCode::Internal, message, false)).await;
             count_outcome("failed", "internal");
-            return;
+            return None;
         }
     };
     let chat_name = prepared.chat_name.clone();
@@ -446,7 +485,7 @@ async fn drive_run(state: AppState, run: RunStart) {
     let steers = handle.steers.clone();
     // A lazy MCP server the agent uses starts now, so this run is offered its tools.
     if let Some(mcp) = &state.mcp {
-        mcp.ensure_for(&state, &agent).await;
+        mcp.ensure_for(state, &agent).await;
     }
     let ctx = RunContext {
         run_id,
@@ -461,19 +500,35 @@ async fn drive_run(state: AppState, run: RunStart) {
         steers: steers.clone(),
         approved_rules: prepared.approved_rules,
     };
-    // Dropping the mode's future stops it wherever it is: the provider request is aborted, a
-    // tool's processes are killed, a frontend wait is unregistered.
-    let ended = tokio::select! {
-        // Boxed, like `prepare` above: the run task is as large as its largest state, and every
-        // in-flight run pays for it (see docs/performance.md, memory per stream).
-        outcome = Box::pin(runtime::execute(ctx, &mut sink)) => Ended::Mode(outcome),
-        reason = handle.cancelled() => Ended::Cancelled(reason),
-        () = handle.abandoned() => Ended::Cancelled(CancelReason::Detached),
-        () = state.runs.stopped() => Ended::Shutdown,
-    };
-    end_run(&mut sink, ended, &steers).await;
-    let totals = sink.totals();
-    quota.spend(totals.usage.as_ref().map_or(0, |u| u.total_tokens), totals.cost.as_ref());
+    Some(Box::new(LiveRun {
+        ctx,
+        sink,
+        steers,
+        _guards: RunGuards { _slot: slot, _answers: answers, _guard: guard },
+        handle,
+        quota,
+    }))
+}
+
+impl LiveRun {
+    /// The mode, until it returns or the run is stopped, then the terminal event. Boxed, and
+    /// its fields used in place: an `async fn` keeps its arguments' slots and `mut self` gets a
+    /// second one, so a `LiveRun` by value (2 KB) would be held twice; the fields drop in
+    /// declaration order.
+    async fn stream(mut self: Box<Self>, state: &AppState) {
+        // Dropping the mode's future stops it wherever it is: the provider request is aborted, a
+        // tool's processes are killed, a frontend wait is unregistered.
+        let ended = tokio::select! {
+            // Boxed: the mode's states are only paid for while it runs.
+            outcome = Box::pin(runtime::execute(self.ctx, &mut self.sink)) => Ended::Mode(outcome),
+            reason = self.handle.cancelled() => Ended::Cancelled(reason),
+            () = self.handle.abandoned() => Ended::Cancelled(CancelReason::Detached),
+            () = state.runs.stopped() => Ended::Shutdown,
+        };
+        end_run(&mut self.sink, ended, &self.steers).await;
+        let totals = self.sink.totals();
+        self.quota.spend(totals.usage.as_ref().map_or(0, |u| u.total_tokens), totals.cost.as_ref());
+    }
 }
 
 /// Ends a run whose mode returned (or was stopped): closes its steers, then the terminal
