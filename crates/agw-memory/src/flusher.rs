@@ -6,11 +6,12 @@
 //! follows on this one thread, which takes every file handed over since its last round and
 //! fdatasyncs each — or, when [`SYNCFS_FROM`] or more wait (runs that ended together; a round
 //! gathers for [`GATHER`] after its first file), makes the whole round durable with one
-//! `syncfs(2)` of the chat directory's file system (Linux): one
-//! writeback and one device cache flush for the round instead of one per file, falling back to
-//! each file's fdatasync if it fails. At 1,000 runs ending together the fsyncs used to sit between each run's
-//! last write and its terminal event, on the blocking pool, where they queued behind each other
-//! (docs/performance.md, round two). [`Flusher::drain`] waits for every handed-over file (a
+//! `syncfs(2)` of the chat directory's file system (Linux): one writeback and one device cache
+//! flush for the round instead of one per file, falling back to each file's fdatasync if it
+//! fails. A new history file's directory entry is synced here too ([`Target::Dir`]). At 1,000
+//! runs ending together the fsyncs used to sit between each run's last write and its terminal
+//! event, on the blocking pool, where they queued behind each other (docs/performance.md,
+//! round two). [`Flusher::drain`] waits for every handed-over file (a
 //! graceful shutdown, tests); dropping the flusher drains it too.
 //!
 //! Failures cannot reach the run any more (it has ended): they are logged as errors with the
