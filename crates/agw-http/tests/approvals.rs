@@ -157,10 +157,13 @@ async fn marked(gw: &Gateway, run_id: &str) -> bool {
     gw.waiting_runs().await.iter().any(|(run, _)| run == run_id)
 }
 
-/// Waits until the run's wait is recorded (the store has its mark).
+/// Waits until the run's wait is recorded: the store has its mark and the run itself knows its
+/// wait is durable. The mark is written a moment before the run learns it was; a stop in between
+/// (a busy machine) ends the run with `run.error` instead of leaving it to the next server.
 async fn wait_for_mark(gw: &Gateway, run_id: &str) {
     for _ in 0..200 {
-        if marked(gw, run_id).await {
+        let durable = gw.state.runs.get(run_id).is_some_and(|run| run.is_waiting());
+        if durable && marked(gw, run_id).await {
             return;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
