@@ -244,17 +244,23 @@ impl Gate {
     }
 }
 
+/// The next accepted connection, `TCP_NODELAY` set (each frame goes out at once). EMFILE and
+/// friends back off, bounded by the benchmark's own deadlines.
+pub async fn accept(listener: &TcpListener) -> tokio::net::TcpStream {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let _ = stream.set_nodelay(true);
+                return stream;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(_) => {
-                // EMFILE and friends: back off, bounded by the benchmark's own deadlines.
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
+        let stream = accept(&listener).await;
         let shared = shared.clone();
         tokio::spawn(async move {
             let service = service_fn(move |request| {

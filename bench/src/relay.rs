@@ -45,8 +45,7 @@ pub fn main() -> anyhow::Result<()> {
 async fn serve(listener: TcpListener, url: String) -> anyhow::Result<()> {
     let client = reqwest::Client::builder().tcp_nodelay(true).build()?;
     loop {
-        let Ok((stream, _)) = listener.accept().await else { continue };
-        let _ = stream.set_nodelay(true);
+        let stream = fixture::accept(&listener).await;
         let (client, url) = (client.clone(), url.clone());
         tokio::spawn(async move {
             let service = service_fn(move |request| {
