@@ -196,7 +196,7 @@ fn sync(target: Target) {
         Target::Dir(dir) => crate::file::sync_dir(dir),
     };
     if let Err(e) = result {
-        tracing::error!(error = %e, "end-of-run fsync of a chat history failed; its last run may not survive a power cut");
+        tracing::error!(error = %e, "chat history fsync (a run's last lines or a new chat's directory entry) failed; the last run may not survive a power cut");
     }
 }
 
