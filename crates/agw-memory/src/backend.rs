@@ -15,6 +15,7 @@ use agw_protocol::history::HistoryLine;
 use agw_protocol::usage::{Cost, RunUsage};
 
 use crate::config::{FsyncPolicy, MemoryConfig};
+use crate::encoded::EncodedLines;
 use crate::error::MemoryError;
 use crate::file;
 use crate::flusher::{Flusher, Target};
@@ -75,23 +76,23 @@ impl Backend {
         dispatch!(self, b => MemoryError::Encode { path: b.history_path(chat_id), source })
     }
 
-    /// Appends encoded lines (no `\n`) to the chat's history, all or nothing.
-    pub(crate) fn append(&self, chat_id: &str, lines: &[String]) -> Result<(), MemoryError> {
+    /// Appends encoded lines to the chat's history, all or nothing.
+    pub(crate) fn append(&self, chat_id: &str, lines: &EncodedLines) -> Result<(), MemoryError> {
         match self {
             Backend::Files(files) => files.append(chat_id, lines, false),
             #[cfg(feature = "postgres")]
-            Backend::Postgres(b) => b.append(chat_id, lines),
+            Backend::Postgres(b) => b.append(chat_id, &lines.texts()),
         }
     }
 
     /// [`Self::append`] for a run's last lines, durable with all the chat's history before it
     /// when it returns (files under [`FsyncPolicy::EveryRun`]: fdatasync on the handle that
     /// wrote them; a database commit already is).
-    pub(crate) fn append_last(&self, chat_id: &str, lines: &[String]) -> Result<(), MemoryError> {
+    pub(crate) fn append_last(&self, chat_id: &str, lines: &EncodedLines) -> Result<(), MemoryError> {
         match self {
             Backend::Files(files) => files.append(chat_id, lines, true),
             #[cfg(feature = "postgres")]
-            Backend::Postgres(b) => b.append(chat_id, lines),
+            Backend::Postgres(b) => b.append(chat_id, &lines.texts()),
         }
     }
 
@@ -202,16 +203,11 @@ impl FileBackend {
     }
 
     /// `last`: a run's last lines, fsynced with the file under [`FsyncPolicy::EveryRun`] too.
-    fn append(&self, chat_id: &str, lines: &[String], last: bool) -> Result<(), MemoryError> {
+    fn append(&self, chat_id: &str, lines: &EncodedLines, last: bool) -> Result<(), MemoryError> {
         let path = self.history_path(chat_id);
-        let mut payload = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
-        for line in lines {
-            payload.extend_from_slice(line.as_bytes());
-            payload.push(b'\n');
-        }
         let appended = {
             let _guard = self.lock(chat_id);
-            file::append(&path, &payload, self.fsync, last)?
+            file::append(&path, lines, self.fsync, last)?
         };
         // The directory first: a round syncs its targets in order, and the run's last fsync
         // comes in this round or a later one.
@@ -401,9 +397,9 @@ mod tests {
             let _ = std::fs::remove_dir_all(&dir);
             let config = MemoryConfig { dir: dir.clone(), k: 20, fsync: policy, action_tools: Vec::new() };
             let files = FileBackend::new(&config);
-            files.append(chat, &["{\"a\":1}".to_owned()], false).unwrap();
+            files.append(chat, &EncodedLines::from_texts(&["{\"a\":1}"]), false).unwrap();
             assert_eq!(files.flusher.scheduled(), after_first, "{policy:?}: the creating append");
-            files.append(chat, &["{\"a\":2}".to_owned()], true).unwrap();
+            files.append(chat, &EncodedLines::from_texts(&["{\"a\":2}"]), true).unwrap();
             assert_eq!(files.flusher.scheduled(), after_last, "{policy:?}: the run's last append");
             files.flush();
             assert_eq!(std::fs::read_to_string(files.history_path(chat)).unwrap(), "{\"a\":1}\n{\"a\":2}\n");

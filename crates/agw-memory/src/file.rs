@@ -18,6 +18,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::config::FsyncPolicy;
+use crate::encoded::EncodedLines;
 use crate::error::MemoryError;
 
 /// Appends `payload` (complete `\n`-terminated lines) to `path` in one write, creating the file
@@ -39,19 +40,22 @@ use crate::error::MemoryError;
 /// [`FsyncPolicy::Complete`] do it here, [`FsyncPolicy::EveryRun`] reports it
 /// ([`Appended::created`]) for the fsync thread, which syncs the directory before (or with) the
 /// run's end-of-run fsync — so no append on a run's path waits for a device flush.
-pub(crate) fn append(path: &Path, payload: &[u8], policy: FsyncPolicy, last: bool) -> Result<Appended, MemoryError> {
+pub(crate) fn append(
+    path: &Path,
+    lines: &EncodedLines,
+    policy: FsyncPolicy,
+    last: bool,
+) -> Result<Appended, MemoryError> {
     let (mut file, created) = open_append(path)?;
     let len = file.metadata().map_err(MemoryError::io("inspect", path))?.len();
     let torn = len > 0 && last_byte(&mut file, len).map_err(MemoryError::io("read", path))? != b'\n';
-
-    let mut buf = Vec::with_capacity(payload.len() + 1);
-    if torn {
+    let buf = if torn {
         tracing::warn!(path = %path.display(), "chat history ends with a partial line; isolating it before appending");
-        buf.push(b'\n');
-    }
-    buf.extend_from_slice(payload);
-
-    write_or_cut(&mut file, len, &buf, path)?;
+        lines.after_separator()
+    } else {
+        lines.payload()
+    };
+    write_or_cut(&mut file, len, buf, path)?;
     if policy == FsyncPolicy::EveryStep || (last && policy == FsyncPolicy::Complete) {
         file.sync_data().map_err(MemoryError::io("fsync", path))?;
     }

@@ -52,6 +52,7 @@
 #![forbid(unsafe_code)]
 mod backend;
 mod config;
+mod encoded;
 mod error;
 mod file;
 mod flusher;

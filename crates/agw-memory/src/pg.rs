@@ -416,7 +416,7 @@ impl PgBackend {
         })
     }
 
-    pub(crate) fn append(&self, chat_id: &str, lines: &[String]) -> Result<(), MemoryError> {
+    pub(crate) fn append(&self, chat_id: &str, lines: &[&str]) -> Result<(), MemoryError> {
         self.in_chat_transaction("append to the history", chat_id, |tx| {
             tx.execute(&self.sql.append, &[&chat_id, &lines])?;
             Ok(())

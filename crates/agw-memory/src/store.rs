@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::backend::{Backend, FileBackend};
 use crate::config::{FsyncPolicy, MemoryConfig};
+use crate::encoded::EncodedLines;
 use crate::error::MemoryError;
 use crate::index::{ChatSummary, ChatUpsert, Owner, UpsertRequest};
 use crate::recorder::{Recorder, RecorderInit};
@@ -180,11 +181,8 @@ impl ChatStore {
         if !is_canonical(chat_id) || lines.is_empty() {
             return Ok(());
         }
-        let mut texts = Vec::with_capacity(lines.len());
-        for line in lines {
-            texts.push(line.to_json().map_err(|source| self.backend.encode_error(chat_id, source))?);
-        }
-        if last { self.backend.append_last(chat_id, &texts) } else { self.backend.append(chat_id, &texts) }
+        let encoded = EncodedLines::encode(lines).map_err(|source| self.backend.encode_error(chat_id, source))?;
+        if last { self.backend.append_last(chat_id, &encoded) } else { self.backend.append(chat_id, &encoded) }
     }
 
     /// Returns once every end-of-run fsync handed to the fsync thread before the call is done
