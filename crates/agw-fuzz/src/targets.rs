@@ -79,7 +79,8 @@ pub fn sse_chunk(data: &[u8]) {
 /// The provider response limits (issue 14) judge the bytes, not how they arrived: the verdict of
 /// one read equals the verdict of many, and it matches a direct count of lines and bytes.
 fn check_limits(data: &[u8], step: usize) {
-    let limits = ResponseLimits { max_line_bytes: 64, max_response_bytes: 4096, max_tool_calls: 4 };
+    let limits =
+        ResponseLimits { max_line_bytes: 64, max_response_bytes: 4096, max_tool_calls: 4, max_output_bytes: 2048 };
     let mut whole = ResponseMeter::new(limits);
     let at_once = whole.bytes(data).map_err(|e| e.to_string());
     let mut pieces = ResponseMeter::new(limits);

@@ -363,7 +363,12 @@ async fn a_response_that_never_finishes_its_tool_call_fails_without_running_the_
 async fn slow_reader_neither_slows_the_run_nor_grows_the_gateway() {
     const CHUNKS: usize = 3_000;
     const PIECE_BYTES: usize = 8 * 1024;
-    let gw = Gateway::start(&[oneshot_agent("a", false, 20_000)], &[("AGW_RUNS_BUFFER_BYTES", "1048576")]).await;
+    // The output cap (4 MiB of text by default) is raised: this test is about the buffer.
+    let gw = Gateway::start(
+        &[oneshot_agent("a", false, 20_000)],
+        &[("AGW_RUNS_BUFFER_BYTES", "1048576"), ("AGW_PROVIDER_MAX_OUTPUT_BYTES", "33554432")],
+    )
+    .await;
     let piece = "x".repeat(PIECE_BYTES);
     let pieces: Vec<&str> = vec![piece.as_str(); CHUNKS];
     gw.fixture.set_default(Transcript::openai_text(&pieces));

@@ -87,7 +87,8 @@ pub enum LlmError {
     /// proxy in front of it): reading stopped there, nothing more was buffered.
     #[error("provider response exceeded the {what} limit of {limit}")]
     LimitExceeded {
-        /// Which cap: `line length (bytes)`, `response size (bytes)` or `tool calls per turn`.
+        /// Which cap: `line length (bytes)`, `response size (bytes)`, `tool calls per turn` or
+        /// `output text (bytes)`.
         what: &'static str,
         /// The configured cap.
         limit: u64,

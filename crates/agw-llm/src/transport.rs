@@ -251,13 +251,27 @@ pub struct ResponseLimits {
     pub max_response_bytes: u64,
     /// Most distinct tool calls in one model turn.
     pub max_tool_calls: usize,
+    /// Most bytes of text one response may stream: answer, reasoning and tool arguments together.
+    /// This is what a run holds of a model turn (its conversation and its history step each keep
+    /// the turn's text), so it bounds a run's memory however fast the provider streams and however
+    /// slowly its clients read. The body cap above counts wire bytes (framing included) and is
+    /// looser: a long answer of small chunks is mostly framing.
+    pub max_output_bytes: u64,
 }
 
 impl Default for ResponseLimits {
     fn default() -> Self {
-        Self { max_line_bytes: 1024 * 1024, max_response_bytes: 64 * 1024 * 1024, max_tool_calls: 64 }
+        Self {
+            max_line_bytes: 1024 * 1024,
+            max_response_bytes: 64 * 1024 * 1024,
+            max_tool_calls: 64,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+        }
     }
 }
+
+/// 4 MiB of text: about a million tokens, several times the longest output any model offers.
+pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Counts one response against its [`ResponseLimits`], before any byte is buffered. Public so
 /// the fuzz bodies can check it is independent of how the bytes arrive.
@@ -269,6 +283,8 @@ pub struct ResponseMeter {
     line: usize,
     /// Tool-call indices (or id-only calls) seen this turn.
     calls: Vec<Option<u32>>,
+    /// Bytes of text (answer, reasoning, tool arguments) seen this turn.
+    output: u64,
 }
 
 impl ResponseMeter {
@@ -332,11 +348,25 @@ impl ResponseMeter {
         Ok(())
     }
 
-    /// Checks the tool calls among `deltas`.
+    /// Accounts for `len` more bytes of streamed text.
+    pub fn output(&mut self, len: usize) -> Result<(), LlmError> {
+        self.output = self.output.saturating_add(len as u64);
+        if self.output > self.limits.max_output_bytes {
+            return Err(LlmError::LimitExceeded { what: "output text (bytes)", limit: self.limits.max_output_bytes });
+        }
+        Ok(())
+    }
+
+    /// Checks the tool calls and the text among `deltas`.
     pub(crate) fn deltas(&mut self, deltas: &[crate::LlmDelta]) -> Result<(), LlmError> {
         for delta in deltas {
-            if let crate::LlmDelta::ToolCall(fragment) = delta {
-                self.tool_call(fragment)?;
+            match delta {
+                crate::LlmDelta::ToolCall(fragment) => {
+                    self.tool_call(fragment)?;
+                    self.output(fragment.arguments.len())?;
+                }
+                crate::LlmDelta::Content { text } | crate::LlmDelta::Reasoning { text } => self.output(text.len())?,
+                crate::LlmDelta::Finish { .. } | crate::LlmDelta::Usage { .. } => {}
             }
         }
         Ok(())
@@ -537,7 +567,12 @@ mod tests {
     use super::*;
 
     fn meter(line: usize, total: u64, calls: usize) -> ResponseMeter {
-        ResponseMeter::new(ResponseLimits { max_line_bytes: line, max_response_bytes: total, max_tool_calls: calls })
+        ResponseMeter::new(ResponseLimits {
+            max_line_bytes: line,
+            max_response_bytes: total,
+            max_tool_calls: calls,
+            ..ResponseLimits::default()
+        })
     }
 
     #[test]
@@ -549,6 +584,25 @@ mod tests {
         m.bytes(b"data: 1234\n\ndata: 12").unwrap();
         m.bytes(b"34\r\n").unwrap();
         assert!(m.bytes(b"0123456789x\n").is_err(), "a whole long line inside one read");
+    }
+
+    #[test]
+    fn answer_reasoning_and_arguments_count_against_one_output_cap() {
+        let mut m = ResponseMeter::new(ResponseLimits { max_output_bytes: 10, ..ResponseLimits::default() });
+        let text = |t: &str| crate::LlmDelta::Content { text: t.into() };
+        let thought = |t: &str| crate::LlmDelta::Reasoning { text: t.into() };
+        let args = |a: &str| {
+            crate::LlmDelta::ToolCall(agw_protocol::ToolCallFragment {
+                index: Some(0),
+                arguments: a.into(),
+                ..Default::default()
+            })
+        };
+        let usage = crate::LlmDelta::Usage { usage: serde_json::json!({"completion_tokens": 99_999}) };
+        m.deltas(&[text("abc"), thought("def"), usage]).unwrap();
+        m.deltas(&[args("ghij")]).unwrap();
+        let over = m.deltas(&[text("k")]);
+        assert!(matches!(over, Err(LlmError::LimitExceeded { what: "output text (bytes)", limit: 10 })), "{over:?}");
     }
 
     #[test]

@@ -451,3 +451,20 @@ async fn each_delta_arrives_before_the_next_event_is_written() {
         assert!(*at < frames[i + 3], "content {i} was held back until the next event was written");
     }
 }
+
+/// The output cap applies to the Anthropic stream the same way (answer and thinking together).
+#[tokio::test]
+async fn output_text_past_the_cap_ends_the_call() {
+    let limits = agw_llm::ResponseLimits { max_output_bytes: 32 * 1024, ..agw_llm::ResponseLimits::default() };
+    let piece = "z".repeat(1024);
+    // 20 MB: more than loopback's socket buffers, so the provider finishes only if agw keeps reading.
+    let pieces: Vec<&str> = vec![piece.as_str(); 20_000];
+    let server = FixtureServer::with_default(Transcript::anthropic_text(&pieces)).await.unwrap();
+    let provider = server.anthropic_provider("claude").with_limits(limits);
+    let (deltas, error) = within(GUARD, call(&provider, request("hi"), options("s"))).await.expect("opens");
+    let error = error.expect("fails");
+    assert!(error.to_string().contains("output text (bytes)"), "{error}");
+    let text: usize = deltas.iter().map(|d| if let LlmDelta::Content { text } = d { text.len() } else { 0 }).sum();
+    assert!(text <= 32 * 1024, "nothing past the cap was handed on: {text}");
+    assert_eq!(server.request(0).expect("recorded").wait_outcome().await, StreamOutcome::ClientClosed);
+}

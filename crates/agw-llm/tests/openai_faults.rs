@@ -361,3 +361,38 @@ async fn too_many_tool_calls_in_one_turn_end_the_call() {
     let calls = deltas.iter().filter(|d| matches!(d, LlmDelta::ToolCall(f) if f.id.is_some())).count();
     assert_eq!(calls, 3, "the calls up to the cap were streamed, the fourth was not");
 }
+
+/// Text past the output cap ends the call, whatever its framing: reasoning, answer and tool
+/// arguments count together, and reading stops there (a run holds at most that much of a turn).
+#[tokio::test]
+async fn output_text_past_the_cap_ends_the_call() {
+    let limits = ResponseLimits { max_output_bytes: 64 * 1024, ..ResponseLimits::default() };
+    let piece = "y".repeat(1024);
+    let mut long = Transcript::new().reasoning(&piece).tool_call_start(0, "call_0", "lookup").tool_args(0, &piece);
+    // 20 MB: more than loopback's socket buffers, so the provider finishes only if agw keeps reading.
+    for _ in 0..20_000 {
+        long = long.content(&piece);
+    }
+    let server = server().await;
+    server.set_default(long.finish("stop").done());
+    let (deltas, error) = within(GUARD, call(&server.provider("f").with_limits(limits), request("hi"), options("s")))
+        .await
+        .expect("opens");
+    let error = error.expect("fails");
+    assert!(error.to_string().contains("output text (bytes)"), "{error}");
+    assert_eq!(error.code(), "provider_error");
+    let text: usize = deltas
+        .iter()
+        .map(|d| match d {
+            LlmDelta::Content { text } | LlmDelta::Reasoning { text } => text.len(),
+            LlmDelta::ToolCall(fragment) => fragment.arguments.len(),
+            _ => 0,
+        })
+        .sum();
+    assert!(text <= 64 * 1024, "nothing past the cap was handed on: {text}");
+    assert_eq!(
+        server.request(0).expect("recorded").wait_outcome().await,
+        StreamOutcome::ClientClosed,
+        "agw stopped reading"
+    );
+}

@@ -9,8 +9,8 @@ use agw_protocol::usage::{Price, PriceTable};
 
 use super::source::Source;
 use super::table::{
-    AGW_PROVIDER_MAX_LINE_BYTES, AGW_PROVIDER_MAX_RESPONSE_BYTES, AGW_PROVIDER_MAX_TOOL_CALLS, PROVIDER_FIELDS,
-    PROVIDERS_ENV, ProviderField,
+    AGW_PROVIDER_MAX_LINE_BYTES, AGW_PROVIDER_MAX_OUTPUT_BYTES, AGW_PROVIDER_MAX_RESPONSE_BYTES,
+    AGW_PROVIDER_MAX_TOOL_CALLS, PROVIDER_FIELDS, PROVIDERS_ENV, ProviderField,
 };
 use super::{ConfigError, value};
 
@@ -21,6 +21,7 @@ pub(super) fn limits(src: &Source) -> Result<agw_llm::ResponseLimits, ConfigErro
         max_line_bytes: src.parse(&AGW_PROVIDER_MAX_LINE_BYTES, value::whole)?,
         max_response_bytes: src.parse(&AGW_PROVIDER_MAX_RESPONSE_BYTES, value::whole)?,
         max_tool_calls: src.parse(&AGW_PROVIDER_MAX_TOOL_CALLS, value::whole)?,
+        max_output_bytes: src.parse(&AGW_PROVIDER_MAX_OUTPUT_BYTES, value::whole)?,
     })
 }
 

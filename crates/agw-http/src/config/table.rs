@@ -141,6 +141,8 @@ settings! {
             "longest line of a provider's streamed response (an endless line ends the run with provider_error)";
         AGW_PROVIDER_MAX_RESPONSE_BYTES: "agw.provider.max-response-bytes" = Some("67108864"),
             "most bytes of one provider response (provider_error beyond)";
+        AGW_PROVIDER_MAX_OUTPUT_BYTES: "agw.provider.max-output-bytes" = Some("4194304"),
+            "most bytes of text (answer, reasoning, tool arguments) one model response may stream; bounds what a run holds of a turn (provider_error beyond)";
         AGW_PROVIDER_MAX_TOOL_CALLS: "agw.provider.max-tool-calls" = Some("64"),
             "most tool calls a model may make in one turn (provider_error beyond)";
         AGW_SANDBOX_ALLOW_UNCONFINED: "agw.sandbox.allow-unconfined" = Some("false"),
