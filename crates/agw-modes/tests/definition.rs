@@ -124,21 +124,34 @@ fn loader_07_skills_alias_comes_first_then_skill_config() {
 #[test]
 fn code_grants_default_to_nothing_and_are_opt_in() {
     let def = agent(&oneshot(r#""skills":["math_basic"]"#));
-    assert_eq!((def.allow_inline_code, def.sandbox_network), (false, false));
+    assert_eq!((def.allow_inline_code, def.sandbox_network, def.sandbox_unix_sockets), (false, false, false));
     let grants = def.code_grants();
-    assert_eq!((grants.skills, grants.allow_inline_code, grants.network), (names(&["math_basic"]), false, false));
+    assert_eq!(
+        (grants.skills, grants.allow_inline_code, grants.network, grants.unix_sockets),
+        (names(&["math_basic"]), false, false, false)
+    );
 
-    let def = agent(&oneshot(r#""skillConfig":{"skills":["a"],"allowInlineCode":true},"sandbox":{"network":true}"#));
+    let def = agent(&oneshot(
+        r#""skillConfig":{"skills":["a"],"allowInlineCode":true},"sandbox":{"network":true,"unixSockets":true}"#,
+    ));
     let grants = def.code_grants();
-    assert_eq!((grants.skills, grants.allow_inline_code, grants.network), (names(&["a"]), true, true));
+    assert_eq!(
+        (grants.skills, grants.allow_inline_code, grants.network, grants.unix_sockets),
+        (names(&["a"]), true, true, true)
+    );
+    // Each grant on its own.
+    let grants = agent(&oneshot(r#""sandbox":{"unixSockets":true}"#)).code_grants();
+    assert_eq!((grants.network, grants.unix_sockets), (false, true));
     let def = agent(&oneshot(r#""skillConfig":{"allowInlineCode":false},"sandbox":{}"#));
-    assert_eq!((def.allow_inline_code, def.sandbox_network), (false, false));
+    assert_eq!((def.allow_inline_code, def.sandbox_network, def.sandbox_unix_sockets), (false, false, false));
 
     // A security switch of the wrong type is an error, not a silent "off" (or "on").
     let err = parse_err(&oneshot(r#""skillConfig":{"allowInlineCode":"yes"}"#));
     assert_eq!(err, r#"field "skillConfig.allowInlineCode" must be a boolean, found a string"#);
     let err = parse_err(&oneshot(r#""sandbox":{"network":1}"#));
     assert_eq!(err, r#"field "sandbox.network" must be a boolean, found an integer"#);
+    let err = parse_err(&oneshot(r#""sandbox":{"unixSockets":"true"}"#));
+    assert_eq!(err, r#"field "sandbox.unixSockets" must be a boolean, found a string"#);
     let err = parse_err(&oneshot(r#""sandbox":true"#));
     assert!(err.contains("\"sandbox\" must be an object"), "{err}");
 }

@@ -12,6 +12,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
+use std::os::unix::net::{UnixDatagram, UnixListener};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -34,6 +35,18 @@ const ATTACKS: &[(&str, &str)] = &[
         "call_gateway",
         "import socket, sys\nc = socket.create_connection(('127.0.0.1', int(sys.argv[3])), timeout=3)\n\
          c.sendall(b'GET /api/ap/chats HTTP/1.0\\r\\n\\r\\n')\nprint(c.recv(1000))",
+    ),
+    // Issue 32: a pathname unix socket any user may write to (argv[4]: a stream socket, argv[5]: a
+    // datagram socket, both in a world-writable directory).
+    (
+        "connect_unix_socket",
+        "import socket, sys\ns = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\ns.connect(sys.argv[4])\n\
+         s.sendall(b'hello')\nprint('written to', sys.argv[4])",
+    ),
+    (
+        "send_through_a_socketpair",
+        "import socket, sys\na, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\na.sendto(b'hello', sys.argv[5])\n\
+         print('written to', sys.argv[5])",
     ),
 ];
 
@@ -60,7 +73,7 @@ fn config(root: &Path) -> SkillScriptConfig {
 }
 
 fn agent(inline: bool, network: bool) -> CodeGrants {
-    CodeGrants { skills: vec!["attack".into()], allow_inline_code: inline, network }
+    CodeGrants { skills: vec!["attack".into()], allow_inline_code: inline, network, ..CodeGrants::default() }
 }
 
 /// The kernel confines, or these tests cannot say anything.
@@ -102,8 +115,54 @@ impl Gateway {
     }
 }
 
-fn args(fixture: &Fixture, gateway: &Gateway) -> Value {
-    json!([std::process::id().to_string(), fixture.outside.display().to_string(), gateway.port().to_string()])
+/// Unix sockets standing for a local service's (a database's, D-Bus's): a stream listener and a
+/// datagram socket, mode 0777 in a fresh world-writable (1777) directory, so file permissions let
+/// anyone connect. Counts what reached them.
+struct LocalService {
+    _dir: tempfile::TempDir,
+    stream_path: PathBuf,
+    dgram_path: PathBuf,
+    stream: UnixListener,
+    dgram: UnixDatagram,
+}
+
+impl LocalService {
+    fn new() -> LocalService {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new().prefix("agw-unix-").tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let (stream_path, dgram_path) = (dir.path().join("service.sock"), dir.path().join("log.sock"));
+        let stream = UnixListener::bind(&stream_path).unwrap();
+        let dgram = UnixDatagram::bind(&dgram_path).unwrap();
+        for path in [&stream_path, &dgram_path] {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+        stream.set_nonblocking(true).unwrap();
+        dgram.set_nonblocking(true).unwrap();
+        LocalService { _dir: dir, stream_path, dgram_path, stream, dgram }
+    }
+
+    /// Accepts and reads what is pending; `true` when anything connected or arrived.
+    fn reached(&self) -> bool {
+        let mut reached = false;
+        while self.stream.accept().is_ok() {
+            reached = true;
+        }
+        while self.dgram.recv(&mut [0; 64]).is_ok() {
+            reached = true;
+        }
+        reached
+    }
+}
+
+fn args(fixture: &Fixture, gateway: &Gateway, service: &LocalService) -> Value {
+    json!([
+        std::process::id().to_string(),
+        fixture.outside.display().to_string(),
+        gateway.port().to_string(),
+        service.stream_path.display().to_string(),
+        service.dgram_path.display().to_string(),
+    ])
 }
 
 /// The run completed (no timeout, no start failure) and the attack failed in the script.
@@ -125,18 +184,21 @@ async fn each_attack_is_denied(inline: bool) {
     }
     let fixture = fixture();
     let gateway = Gateway::new();
+    let service = LocalService::new();
     let tool = SkillRunScript::new(config(&fixture.root));
     for (name, code) in ATTACKS {
+        let args = args(&fixture, &gateway, &service);
         let call = if inline {
-            json!({"skill": "attack", "pythonCode": code, "args": args(&fixture, &gateway)})
+            json!({"skill": "attack", "pythonCode": code, "args": args})
         } else {
-            json!({"skill": "attack", "script": format!("scripts/{name}.py"), "args": args(&fixture, &gateway)})
+            json!({"skill": "attack", "script": format!("scripts/{name}.py"), "args": args})
         };
         let result = tool.run(&call, &agent(inline, false)).await;
         assert_denied(&result, name);
     }
     assert!(!fixture.outside.exists(), "a file was written outside the scratch directory");
     assert!(!gateway.reached(), "a script reached the gateway's port");
+    assert!(!service.reached(), "a script reached a unix socket");
 }
 
 #[tokio::test]
@@ -178,8 +240,10 @@ async fn the_network_opens_only_for_an_agent_that_allows_it() {
     }
     let fixture = fixture();
     let gateway = Gateway::new();
+    let service = LocalService::new();
     let tool = SkillRunScript::new(config(&fixture.root));
-    let call = json!({"skill": "attack", "script": "scripts/call_gateway.py", "args": args(&fixture, &gateway)});
+    let call =
+        json!({"skill": "attack", "script": "scripts/call_gateway.py", "args": args(&fixture, &gateway, &service)});
     // The listener answers once the script connected; run both at once.
     let grants = agent(false, true);
     let run = tool.run(&call, &grants);
@@ -193,6 +257,97 @@ async fn the_network_opens_only_for_an_agent_that_allows_it() {
     };
     assert_eq!(result["ok"], true, "{result}");
     assert!(reached && result["stdout"].as_str().unwrap().contains("chats"), "{result}");
+}
+
+/// Issue 32: a script logged in to the local PostgreSQL through its unix socket (mode 0777,
+/// `trust` for local connections) as the superuser, which runs programs (`COPY … FROM PROGRAM`);
+/// the MariaDB socket answered too. Each database socket this machine has must be refused.
+const DATABASE_SOCKETS: &[(&str, &str)] = &[
+    ("/var/run/postgresql/.s.PGSQL.5432", "postgres_login.py"),
+    ("/tmp/.s.PGSQL.5432", "postgres_login.py"),
+    ("/var/run/mysqld/mysqld.sock", "mysql_greeting.py"),
+    ("/var/lib/mysql/mysql.sock", "mysql_greeting.py"),
+];
+
+/// A PostgreSQL startup message (protocol 3.0, user and database `postgres`); `trust` answers
+/// AuthenticationOk at once.
+const POSTGRES_LOGIN: &str = "import socket, struct, sys\n\
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\ns.settimeout(5)\ns.connect(sys.argv[1])\n\
+    params = b'user\\0postgres\\0database\\0postgres\\0\\0'\n\
+    s.sendall(struct.pack('!ii', 8 + len(params), 196608) + params)\nanswer = s.recv(4096)\n\
+    ok = answer[:1] == b'R' and struct.unpack('!i', answer[5:9])[0] == 0\n\
+    print('logged in as postgres' if ok else 'answered %r' % answer[:40])\n";
+
+/// MariaDB/MySQL greet every client first.
+const MYSQL_GREETING: &str = "import socket, sys\n\
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\ns.settimeout(5)\ns.connect(sys.argv[1])\n\
+    print('greeted by', s.recv(4096)[:40])\n";
+
+#[tokio::test]
+async fn the_local_database_sockets_are_refused() {
+    if !confined() {
+        return;
+    }
+    let present: Vec<&(&str, &str)> = DATABASE_SOCKETS.iter().filter(|(path, _)| Path::new(path).exists()).collect();
+    if present.is_empty() {
+        eprintln!("skipped: no PostgreSQL or MariaDB unix socket on this machine (looked at {DATABASE_SOCKETS:?})");
+        return;
+    }
+    let fixture = fixture();
+    write(fixture.root.join("attack/scripts/postgres_login.py"), POSTGRES_LOGIN);
+    write(fixture.root.join("attack/scripts/mysql_greeting.py"), MYSQL_GREETING);
+    let tool = SkillRunScript::new(config(&fixture.root));
+    for (path, script) in present {
+        let call = json!({"skill": "attack", "script": format!("scripts/{script}"), "args": [path]});
+        let result = tool.run(&call, &agent(false, false)).await;
+        assert_denied(&result, path);
+        let stdout = result["stdout"].as_str().unwrap();
+        assert!(!stdout.contains("logged in") && !stdout.contains("greeted"), "{path}: {result}");
+    }
+}
+
+#[tokio::test]
+async fn a_harmless_script_still_runs_without_unix_sockets() {
+    if !confined() {
+        return;
+    }
+    let fixture = fixture();
+    let tool = SkillRunScript::new(config(&fixture.root));
+    // What ordinary programs do with AF_UNIX without reaching anyone: a socketpair (asyncio's
+    // self-pipe, multiprocessing's Pipe), and a user lookup, which glibc first tries through nscd's
+    // socket and then answers from the files (unreadable here: "no such user", not a crash).
+    let code = "import asyncio, multiprocessing, pwd, os, socket\n\
+                a, b = socket.socketpair()\na.sendall(b'pair')\nprint(b.recv(4).decode())\n\
+                print(asyncio.run(asyncio.sleep(0, 'asyncio')))\n\
+                r, w = multiprocessing.Pipe()\nw.send('pipe')\nprint(r.recv())\n\
+                try:\n    pwd.getpwuid(os.getuid())\n    print('user found')\nexcept KeyError:\n    print('no such user')\n";
+    let result = tool.run(&json!({"skill": "attack", "pythonCode": code}), &agent(true, false)).await;
+    assert_eq!(result["ok"], true, "{result}");
+    assert_eq!(result["stdout"], "pair\nasyncio\npipe\nno such user\n", "{result}");
+}
+
+#[tokio::test]
+async fn unix_sockets_open_only_for_an_agent_that_grants_them() {
+    if !confined() {
+        return;
+    }
+    let fixture = fixture();
+    let gateway = Gateway::new();
+    let service = LocalService::new();
+    let tool = SkillRunScript::new(config(&fixture.root));
+    let grants = CodeGrants { unix_sockets: true, ..agent(false, false) };
+    for script in ["connect_unix_socket", "send_through_a_socketpair"] {
+        let call = json!({"skill": "attack", "script": format!("scripts/{script}.py"),
+            "args": args(&fixture, &gateway, &service)});
+        let result = tool.run(&call, &grants).await;
+        assert_eq!(result["ok"], true, "{script}: {result}");
+        assert!(service.reached(), "{script}: nothing arrived");
+    }
+    // The grant is for unix sockets only: IP stays closed.
+    let call =
+        json!({"skill": "attack", "script": "scripts/call_gateway.py", "args": args(&fixture, &gateway, &service)});
+    assert_denied(&tool.run(&call, &grants).await, "call_gateway with the unix grant");
+    assert!(!gateway.reached());
 }
 
 /// A tool whose sandbox has `limits`.

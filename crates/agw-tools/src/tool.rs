@@ -102,4 +102,7 @@ pub struct CodeGrants {
     pub allow_inline_code: bool,
     /// `sandbox.network`: started processes may open IP sockets.
     pub network: bool,
+    /// `sandbox.unixSockets`: started processes may open `AF_UNIX` sockets, and so connect to any
+    /// pathname socket file permissions let them write (a local database's, D-Bus's).
+    pub unix_sockets: bool,
 }

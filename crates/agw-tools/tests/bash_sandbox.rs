@@ -1,14 +1,16 @@
 //! `_bash_` in the OS sandbox: its allowed commands still work (ls, cat, head, pwd, free, df,
 //! git), but even an allowed command whose arguments are not path-checked cannot read outside the
-//! roots, read agw's environment, write anywhere or reach the network; and on a kernel that cannot
-//! confine, commands are refused unless the operator accepts running them unconfined.
+//! roots, read agw's environment, write anywhere, reach the network or a local service's unix
+//! socket; and on a kernel that cannot confine, commands are refused unless the operator accepts
+//! running them unconfined.
 
 #![cfg(target_os = "linux")]
 
 mod common;
 
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
 
 use agw_tools::sandbox::{SandboxConfig, SandboxSupport, probe};
 use agw_tools::{BashConfig, BashTool, CodeGrants};
@@ -174,6 +176,49 @@ async fn the_network_is_closed_unless_the_agent_opens_it() {
     let open = CodeGrants { network: true, ..CodeGrants::default() };
     let out = tool.run(&command, &open).await;
     assert!(out.starts_with("exitCode: 0") && out.contains("connected"), "{out}");
+}
+
+/// Issue 32: an interpreter the operator allowed connects to a unix socket that file permissions
+/// leave open to everyone — one the test listens on in a world-writable directory, and the local
+/// PostgreSQL's (mode 0777, `trust`: a superuser login runs programs) where there is one.
+#[tokio::test]
+async fn a_unix_socket_is_closed_unless_the_agent_opens_it() {
+    use std::os::unix::fs::PermissionsExt;
+    if !confined() || which("python3").is_none() {
+        return;
+    }
+    let fixture = fixture();
+    let public = tempfile::Builder::new().prefix("agw-unix-").tempdir().unwrap();
+    std::fs::set_permissions(public.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let socket = public.path().join("service.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o777)).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let reached = || std::iter::from_fn(|| listener.accept().ok()).count() > 0;
+    fixture.root.write(
+        "work/unix.py",
+        "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.settimeout(5)\ns.connect(sys.argv[1])\n\
+         print('connected to', sys.argv[1])\n",
+    );
+    let tool = fixture.unchecked(&["python3"]);
+    let mut targets = vec![socket.display().to_string()];
+    const POSTGRES: &str = "/var/run/postgresql/.s.PGSQL.5432";
+    if Path::new(POSTGRES).exists() {
+        targets.push(POSTGRES.to_owned());
+    } else {
+        eprintln!("no PostgreSQL socket at {POSTGRES}: only the test's own socket is tried");
+    }
+    for target in &targets {
+        let out = tool.run_command(&format!("python3 unix.py {target}")).await;
+        assert_ne!(exit_code(&out), 0, "{target}: {out}");
+        assert!(out.contains("PermissionError") && !out.contains("connected to"), "{target}: {out}");
+    }
+    assert!(!reached(), "a command reached the test's unix socket");
+    // The agent's grant opens it (and only it: IP stays closed).
+    let open = CodeGrants { unix_sockets: true, ..CodeGrants::default() };
+    let out = tool.run(&format!("python3 unix.py {}", socket.display()), &open).await;
+    assert!(out.starts_with("exitCode: 0") && out.contains("connected to"), "{out}");
+    assert!(reached(), "the granted connection did not arrive");
 }
 
 #[tokio::test]

@@ -43,6 +43,9 @@ pub struct AgentDefinition {
     /// `sandbox.network` (agw extension, default false): processes the model starts (`_bash_`,
     /// `_skill_run_script_`) may open IP sockets.
     pub sandbox_network: bool,
+    /// `sandbox.unixSockets` (agw extension, default false): processes the model starts may open
+    /// `AF_UNIX` sockets (and so reach a local database's or D-Bus's socket).
+    pub sandbox_unix_sockets: bool,
     /// `toolChoice`, or the mode's default (agent-definitions.md §6).
     pub tool_choice: ToolChoicePolicy,
     /// `budget`, or the mode's preset.
@@ -70,6 +73,7 @@ impl AgentDefinition {
             skills: self.skills.clone(),
             allow_inline_code: self.allow_inline_code,
             network: self.sandbox_network,
+            unix_sockets: self.sandbox_unix_sockets,
         }
     }
 

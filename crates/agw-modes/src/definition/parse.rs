@@ -56,9 +56,9 @@ fn build(root: &Obj<'_>, file_name: &str) -> Result<AgentDefinition, DefinitionE
         Some(config) => config.bool("allowInlineCode")?.unwrap_or(false),
         None => false,
     };
-    let sandbox_network = match root.obj("sandbox")? {
-        Some(sandbox) => sandbox.bool("network")?.unwrap_or(false),
-        None => false,
+    let (sandbox_network, sandbox_unix_sockets) = match root.obj("sandbox")? {
+        Some(sandbox) => (sandbox.bool("network")?.unwrap_or(false), sandbox.bool("unixSockets")?.unwrap_or(false)),
+        None => (false, false),
     };
     let explicit_tool_choice = tool_choice(root)?;
     let mut definition = AgentDefinition {
@@ -74,6 +74,7 @@ fn build(root: &Obj<'_>, file_name: &str) -> Result<AgentDefinition, DefinitionE
         skills,
         allow_inline_code,
         sandbox_network,
+        sandbox_unix_sockets,
         tool_choice: ToolChoicePolicy::Auto,
         budget: custom_budget.unwrap_or(Budget::preset_for(mode)),
         context: root.obj("contextConfig")?.map(|c| super::context::parse(&c)).transpose()?.unwrap_or_default(),

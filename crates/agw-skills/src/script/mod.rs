@@ -11,7 +11,8 @@
 //! agent with `skillConfig.allowInlineCode: true`. Every script then runs in the OS sandbox
 //! ([`agw_tools::sandbox`]): the skill directory, the interpreter's files and the inline code are
 //! read-only, a private scratch directory is `HOME`/`TMPDIR` and the only writable place, the
-//! network is closed unless the agent's `sandbox.network` opens it, and resource limits apply.
+//! network is closed unless the agent's `sandbox.network` opens it, unix sockets (a local
+//! database's) unless its `sandbox.unixSockets` does, and resource limits apply.
 //!
 //! Deliberate differences from the reference:
 //! * inline code goes to a private directory made for the call (mode 0700, unique name, under the
@@ -120,6 +121,7 @@ struct Plan {
     args: Vec<String>,
     timeout_ms: u64,
     network: bool,
+    unix_sockets: bool,
     // Field order is drop order: the cell first (every process of the call is killed, the
     // scratch directory removed), then the inline code's directory.
     cell: Cell,
@@ -137,9 +139,9 @@ impl SkillRunScript {
              Give exactly one of script and pythonCode. Arguments are passed as separate strings, never \
              through a shell. Only this agent's skills can be used, and pythonCode only if the agent enables \
              it. Scripts run sandboxed: the skill directory is read-only, HOME and TMPDIR are a private \
-             writable directory (the only one), the network is closed unless the agent enables it, and CPU, \
-             memory, file size and process count are limited. Timeout {} ms by default, at most {} ms. The \
-             result has ok, exitCode, timedOut, stdout and stderr (each cut at {} characters).",
+             writable directory (the only one), the network and unix sockets are closed unless the agent \
+             enables them, and CPU, memory, file size and process count are limited. Timeout {} ms by \
+             default, at most {} ms. The result has ok, exitCode, timedOut, stdout and stderr (each cut at {} characters).",
             millis(config.default_timeout),
             millis(config.max_timeout),
             config.output_cap_chars
@@ -168,7 +170,7 @@ impl SkillRunScript {
         let outcome = match &plan.interpreter {
             None => Err(format!("Cannot run program \"{}\": not found in PATH", plan.program)),
             Some(interpreter) => {
-                let mut policy = Policy { network: plan.network, ..Policy::default() };
+                let mut policy = Policy { network: plan.network, unix_sockets: plan.unix_sockets, ..Policy::default() };
                 policy.read_exec.push(plan.cwd.clone());
                 policy.read_exec.push(interpreter.path.clone());
                 policy.read_exec.extend(interpreter.prefixes.iter().cloned());
@@ -262,6 +264,7 @@ impl SkillRunScript {
             args,
             timeout_ms,
             network: grants.network,
+            unix_sockets: grants.unix_sockets,
             cell,
             inline_dir,
         })

@@ -42,7 +42,7 @@ pub async fn run(tool: &SkillRunScript, args: Value) -> Value {
 /// Grants of an agent whose only skill is the one `args` names, with inline code allowed.
 pub fn grants_for(args: &Value) -> CodeGrants {
     let skill = args.get("skill").and_then(Value::as_str).unwrap_or_default().trim().to_lowercase();
-    CodeGrants { skills: vec![skill], allow_inline_code: true, network: false }
+    CodeGrants { skills: vec![skill], allow_inline_code: true, ..CodeGrants::default() }
 }
 
 /// Waits up to 3 s for no process with `marker` in its command line to remain (Linux /proc);

@@ -707,6 +707,17 @@ mod tests {
     }
 
     #[test]
+    fn code_grants_are_never_written() {
+        // The sandbox grants and inline code are operator decisions: whatever the model asks,
+        // the written definition has neither (they default to off when absent).
+        let def = build(json!({"key":"k","sandbox":{"network":true,"unixSockets":true},
+            "config":{"sandbox":{"unixSockets":true}},"skillConfig":{"skills":["a"],"allowInlineCode":true}}))
+        .unwrap();
+        assert!(def.get("sandbox").is_none(), "{def}");
+        assert_eq!(def["skillConfig"], json!({"skills":["a"]}));
+    }
+
+    #[test]
     fn nested_model_config_and_tool_config() {
         let def =
             build(json!({"key":"k","modelConfig":{"providerKey":"DeepSeek","model":"m","reasoning":{"enabled":false}},

@@ -29,6 +29,8 @@ pub struct Policy {
     pub read_only: Vec<PathBuf>,
     /// IP sockets allowed (the agent's `sandbox.network`).
     pub network: bool,
+    /// `AF_UNIX` sockets allowed (the agent's `sandbox.unixSockets`).
+    pub unix_sockets: bool,
 }
 
 /// A prepared sandbox for one call. Dropping it kills every process still running as its
@@ -142,7 +144,7 @@ impl Cell {
         };
         let ruleset = self.ruleset.as_ref().map(landlock_rules::raw);
         let filters = if support.seccomp {
-            Some(seccomp_rules::build(policy.network).map_err(SandboxError::Setup)?)
+            Some(seccomp_rules::build(policy.network, policy.unix_sockets).map_err(SandboxError::Setup)?)
         } else {
             None
         };

@@ -81,7 +81,8 @@ impl SandboxConfig {
         };
         let seccomp = if support.seccomp {
             format!(
-                "seccomp deny-list ({} syscalls; sockets AF_UNIX only unless the agent allows network)",
+                "seccomp deny-list ({} syscalls; IP sockets refused unless the agent grants sandbox.network, \
+                 AF_UNIX sockets unless it grants sandbox.unixSockets; socketpair stream/seqpacket only)",
                 seccomp_rules::DENIED_COUNT
             )
         } else {
@@ -138,6 +139,7 @@ mod tests {
             "{report}"
         );
         assert!(report.contains("rlimits cpu 60 s, memory 1024 MiB, file size 64 MiB, processes 64"), "{report}");
+        assert!(report.contains("AF_UNIX sockets unless it grants sandbox.unixSockets"), "{report}");
         assert!(report.contains("identity uid/gid 1900000000..1900000255"), "{report}");
 
         let old = SandboxConfig { support: SandboxSupport::none(), ..SandboxConfig::default() };

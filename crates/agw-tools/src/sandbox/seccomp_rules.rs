@@ -3,8 +3,16 @@
 //! syscall set varies with versions; an allow list would break them in ways no test predicts.
 //!
 //! What is denied, and why:
-//! * `socket` for every family but `AF_UNIX` (or but `AF_UNIX`/`AF_INET`/`AF_INET6` when the agent
-//!   allows network): no TCP, UDP (Landlock only covers TCP), raw, packet or netlink sockets;
+//! * `socket` for every family the agent does not grant: `AF_INET`/`AF_INET6` with
+//!   `sandbox.network`, `AF_UNIX` with `sandbox.unixSockets`, nothing else ever. No TCP, UDP
+//!   (Landlock only covers TCP), raw, packet or netlink sockets, and no unix sockets: Landlock
+//!   cannot refuse `connect()` to a pathname socket, and a local database's socket that file
+//!   permissions leave open (PostgreSQL's, 0777 with `trust`) runs programs for whoever logs in;
+//! * `socketpair` for any family but `AF_UNIX` (the socket filter must not be sidestepped), and,
+//!   without `sandbox.unixSockets`, for any type but stream and seqpacket: a datagram pair still
+//!   sends to any pathname datagram socket by address (`sendto`), while a connected stream or
+//!   seqpacket pair can never be pointed elsewhere (`EISCONN`). asyncio, multiprocessing and
+//!   friends use stream pairs;
 //! * kernel attack surface an unprivileged script never needs: `io_uring_*` (its operations bypass
 //!   seccomp, sockets included), `bpf`, `perf_event_open`, `userfaultfd`, `keyctl`/`add_key`/
 //!   `request_key`, namespaces (`unshare`, `setns`, `clone` with any `CLONE_NEW*` flag) and every
@@ -112,8 +120,9 @@ mod linux {
     #[cfg(target_arch = "riscv64")]
     const ARCH: TargetArch = TargetArch::riscv64;
 
-    /// The child's filters, in installation order. `network`: the agent allows IP sockets.
-    pub(crate) fn build(network: bool) -> Result<Vec<BpfProgram>, String> {
+    /// The child's filters, in installation order. `network`: the agent grants IP sockets;
+    /// `unix_sockets`: it grants `AF_UNIX` sockets.
+    pub(crate) fn build(network: bool, unix_sockets: bool) -> Result<Vec<BpfProgram>, String> {
         let fail = |e: seccompiler::BackendError| format!("seccomp filter: {e}");
         let cond = |arg: u8, op: SeccompCmpOp, value: u64| {
             SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(fail)
@@ -140,16 +149,42 @@ mod linux {
         // 2. clone3 → ENOSYS, so libc falls back to clone (checked above).
         let clone3 = program(BTreeMap::from([(libc::SYS_clone3, Vec::new())]), libc::ENOSYS)?;
 
-        // 3. socket(domain, …) outside the allowed families → EACCES.
-        let mut allowed_families = vec![libc::AF_UNIX];
-        if network {
-            allowed_families.extend([libc::AF_INET, libc::AF_INET6]);
+        // 3. socket(domain, …) outside the granted families, socketpair outside AF_UNIX (and
+        // outside stream/seqpacket without the unix grant) → EACCES.
+        let mut granted_families = Vec::new();
+        if unix_sockets {
+            granted_families.push(libc::AF_UNIX);
         }
-        let other_family = allowed_families
-            .iter()
-            .map(|family| cond(0, SeccompCmpOp::Ne, *family as u64))
-            .collect::<Result<Vec<_>, _>>()?;
-        let sockets = program(BTreeMap::from([(libc::SYS_socket, vec![rule(other_family)?])]), libc::EACCES)?;
+        if network {
+            granted_families.extend([libc::AF_INET, libc::AF_INET6]);
+        }
+        // No conditions: every socket() is refused (a rule needs at least one condition, an
+        // empty rule list matches the syscall outright).
+        let socket_rules = if granted_families.is_empty() {
+            Vec::new()
+        } else {
+            let other_family = granted_families
+                .iter()
+                .map(|family| cond(0, SeccompCmpOp::Ne, *family as u64))
+                .collect::<Result<Vec<_>, _>>()?;
+            vec![rule(other_family)?]
+        };
+        let mut socketpair_rules = vec![rule(vec![cond(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?])?];
+        if !unix_sockets {
+            // The type argument is the type plus at most SOCK_NONBLOCK and SOCK_CLOEXEC (anything
+            // else is EINVAL), so listing the allowed values exactly covers every valid call.
+            let flags = [0, libc::SOCK_NONBLOCK, libc::SOCK_CLOEXEC, libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC];
+            let other_type = [libc::SOCK_STREAM, libc::SOCK_SEQPACKET]
+                .into_iter()
+                .flat_map(|kind| flags.map(|flag| kind | flag))
+                .map(|value| cond(1, SeccompCmpOp::Ne, value as u64))
+                .collect::<Result<Vec<_>, _>>()?;
+            socketpair_rules.push(rule(other_type)?);
+        }
+        let sockets = program(
+            BTreeMap::from([(libc::SYS_socket, socket_rules), (libc::SYS_socketpair, socketpair_rules)]),
+            libc::EACCES,
+        )?;
 
         let mut first = x32_guard();
         first.extend(denied);
@@ -209,9 +244,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn filters_compile_for_both_network_settings() {
-        for network in [false, true] {
-            let programs = build(network).unwrap();
+    fn filters_compile_for_every_grant() {
+        for (network, unix_sockets) in [(false, false), (true, false), (false, true), (true, true)] {
+            let programs = build(network, unix_sockets).unwrap();
             assert_eq!(programs.len(), 3);
             assert!(programs.iter().all(|p| !p.is_empty() && p.len() < 4096));
         }

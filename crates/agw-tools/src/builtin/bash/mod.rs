@@ -6,8 +6,8 @@
 //! The checks are in [`policy`], the path resolution in [`paths`], the process handling in
 //! [`process`]. The command itself runs in the [`sandbox`](crate::sandbox): its roots are all it
 //! can read besides system files, it writes only to a private scratch directory, and it reaches
-//! the network only when the agent allows it — so even an allowed command cannot read outside
-//! the roots, whatever its arguments.
+//! the network or a unix socket only when the agent allows it — so even an allowed command cannot
+//! read outside the roots, whatever its arguments.
 
 mod config;
 mod deny;
@@ -45,7 +45,7 @@ impl BashTool {
         &self.config
     }
 
-    /// Runs `command` with no grants (no network) and renders the result text of §4.1.
+    /// Runs `command` with no grants (no sockets) and renders the result text of §4.1.
     pub async fn run_command(&self, command: &str) -> String {
         self.run(command, &CodeGrants::default()).await
     }
@@ -73,7 +73,7 @@ impl BashTool {
             Ok(planned) => planned,
             Err(message) => return self.render(-1, "", &message),
         };
-        match process::run(&invocation, &self.config, &roots, grants.network).await {
+        match process::run(&invocation, &self.config, &roots, grants).await {
             Ok(done) => self.render(done.exit_code, &done.stdout, &done.stderr),
             Err(process::RunError::Start(message)) => self.render(-1, "", &message),
             Err(process::RunError::TimedOut) => self.render(-1, "", "Command timed out"),

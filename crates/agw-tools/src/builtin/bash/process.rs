@@ -12,6 +12,7 @@ use tokio::process::Command;
 use super::config::BashConfig;
 use super::policy::Invocation;
 use crate::sandbox::{self, Cell, GroupKiller, Policy};
+use crate::tool::CodeGrants;
 
 /// A command that ran to completion.
 #[derive(Debug)]
@@ -32,12 +33,12 @@ pub(crate) enum RunError {
 const PASSED_ENV: [&str; 6] = ["PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ"];
 
 /// Runs `invocation` in `config`'s working directory; `roots` (canonical) are what it may read,
-/// `network` whether the agent lets it open IP sockets.
+/// `grants` which sockets the agent lets it open.
 pub(crate) async fn run(
     invocation: &Invocation,
     config: &BashConfig,
     roots: &[PathBuf],
-    network: bool,
+    grants: &CodeGrants,
 ) -> Result<Finished, RunError> {
     let start = |e: sandbox::SandboxError| RunError::Start(e.to_string());
     // Dropped when the call ends, however it ends: every process of the call's identity is
@@ -48,7 +49,12 @@ pub(crate) async fn run(
         .ok_or_else(|| RunError::Start(format!("Command not found: {}", invocation.program)))?;
     let roots: Vec<PathBuf> = roots.iter().filter(|root| root.exists()).cloned().collect();
     cell.check_readable(&roots).map_err(start)?;
-    let policy = Policy { read_exec: vec![program.path.clone()], read_only: roots, network };
+    let policy = Policy {
+        read_exec: vec![program.path.clone()],
+        read_only: roots,
+        network: grants.network,
+        unix_sockets: grants.unix_sockets,
+    };
     let mut command = Command::new(&program.path);
     command
         .args(&invocation.args)
