@@ -492,3 +492,64 @@ async fn sandboxed_script_attacks_on_the_gateway_are_denied_and_the_run_complete
         "{result}"
     );
 }
+
+/// Issue 32 end to end: the model's script connects to a unix socket that file permissions leave
+/// open to everyone (a local database's; here one the test listens on, in a world-writable
+/// directory). Without the agent's `sandbox.unixSockets` the socket cannot even be created: the
+/// run completes, the model reads the refusal, nothing reaches the socket. An agent that grants
+/// unix sockets gets through.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_scripts_unix_socket_is_refused_unless_the_agent_grants_it() {
+    use std::os::unix::fs::PermissionsExt;
+    if !agw_tools::sandbox::probe().confines() {
+        eprintln!("skipped: this kernel cannot confine");
+        return;
+    }
+    let skills = SkillsDir::new("unix");
+    std::fs::write(
+        skills.0.join("probe/scripts/connect_unix.py"),
+        "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.settimeout(5)\ns.connect(sys.argv[1])\n\
+         print('connected to', sys.argv[1])\n",
+    )
+    .unwrap();
+    let public = std::env::temp_dir().join(format!("agw-skills-http-unix-socket-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&public);
+    std::fs::create_dir(&public).unwrap();
+    std::fs::set_permissions(&public, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let socket = public.join("service.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o777)).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let reached = || std::iter::from_fn(|| listener.accept().ok()).count() > 0;
+
+    let closed = agent("closed", "REACT", &["_skill_run_script_"], &["probe"]);
+    let (name, text) = agent("granted", "REACT", &["_skill_run_script_"], &["probe"]);
+    let mut granted: Value = serde_json::from_str(&text).unwrap();
+    granted["sandbox"] = json!({"unixSockets": true});
+    let gw = Gateway::start(&[closed, (name, granted.to_string())], &[skills.env()]).await;
+    let call = json!({"skill": "probe", "script": "scripts/connect_unix.py", "args": [socket.display().to_string()]});
+    gw.fixture.on_stage("agent-react-step-1", run_script("call_u1", call));
+    gw.fixture.on_stage("agent-react-step-2", Transcript::openai_text(&["noted"]));
+
+    let stream = gw.run(&json!({"agentKey": "closed", "message": "go"})).await;
+    assert_eq!(stream.last()["type"], "run.complete", "{:?}", stream.types());
+    let result_text = stream.of_type("tool.result")[0]["result"].as_str().unwrap().to_owned();
+    let result: Value = serde_json::from_str(&result_text).unwrap();
+    assert_eq!((&result["ok"], &result["exitCode"], &result["timedOut"]), (&json!(false), &json!(1), &json!(false)));
+    assert!(result["stderr"].as_str().unwrap().contains("PermissionError"), "{result}");
+    assert!(!result["stdout"].as_str().unwrap().contains("connected"), "{result}");
+    // The model's next turn carries the refusal as the call's result.
+    let requests = requests_of(&gw, &run_id(&stream));
+    let step2 = request_of(&requests, "agent-react-step-2");
+    let tool_message = step2.body["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").unwrap();
+    assert_eq!(tool_message["content"].as_str(), Some(result_text.as_str()));
+    assert!(!reached(), "the script reached the unix socket");
+
+    let stream = gw.run(&json!({"agentKey": "granted", "message": "go"})).await;
+    assert_eq!(stream.last()["type"], "run.complete", "{:?}", stream.types());
+    let result: Value = serde_json::from_str(stream.of_type("tool.result")[0]["result"].as_str().unwrap()).unwrap();
+    assert_eq!(result["ok"], true, "{result}");
+    assert!(reached(), "the granted connection did not arrive");
+    let _ = std::fs::remove_dir_all(&public);
+}
