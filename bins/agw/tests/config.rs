@@ -114,3 +114,75 @@ fn help_lists_new_and_compatibility_settings() {
     assert!(help.contains("SERVER_ALLOWED_HOSTS") && help.contains("server.allowed-hosts"), "{help}");
     assert!(help.contains("[default: http://localhost:[*],http://127.0.0.1:[*],http://[::1]:[*]]"), "{help}");
 }
+
+/// Issue 32: run as root, agw runs every code call as an unprivileged uid of its own, which reads
+/// only what "others" may. A skills directory and a `_bash_` root under a private (0700) parent,
+/// like a home directory, are named at startup (one WARN line each) and by `agw check`, with the
+/// directory that blocks them and the fix — not only when a model's first call fails.
+#[cfg(unix)]
+#[test]
+fn unreadable_code_roots_are_named_at_startup_and_by_check() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = with_config("private-roots", "");
+    if std::fs::metadata(&dir).unwrap().uid() != 0 {
+        eprintln!("skipped: agw keeps its own identity for code calls unless it runs as root");
+        std::fs::remove_dir_all(dir).ok();
+        return;
+    }
+    let home = dir.join("home");
+    let (skills, work) = (home.join("agw/skills"), home.join("agw/work"));
+    std::fs::create_dir_all(&skills).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let configured = |cmd: &mut Command| {
+        cmd.env("AGENT_SKILL_EXTERNAL_DIR", &skills).env("AGENT_BASH_WORKING_DIRECTORY", &work);
+    };
+    let expected = |role: &str, path: &std::path::Path| {
+        format!(
+            "the {role} {} cannot be read by the sandbox identity (each call runs as a uid of its own): {} (mode \
+             0700) not searchable by others. Move it to a directory every user can enter, or run `chmod o+x {}`",
+            path.display(),
+            home.display(),
+            home.display()
+        )
+    };
+
+    let mut check = agw(&dir);
+    check.arg("check");
+    configured(&mut check);
+    let out = check.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "warnings do not fail the check: {stdout}");
+    for (setting, role, path) in [
+        ("agent.skill.external-dir", "skills directory", &skills),
+        ("agent.tools.bash.working-directory", "_bash_ working directory", &work),
+    ] {
+        let line = format!("warning: {setting}: {}", expected(role, path));
+        assert!(stdout.contains(&line), "expected {line:?} in:\n{stdout}");
+    }
+
+    let mut serve = agw(&dir);
+    serve.args(["serve", "--port", "0"]).env("AGW_LOG", "warn").stdout(Stdio::piped()).stderr(Stdio::piped());
+    configured(&mut serve);
+    let mut child = serve.spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with("agw listening on "), "{line:?}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    for (role, path) in [("skills directory", &skills), ("_bash_ working directory", &work)] {
+        let warned = stderr.lines().filter(|l| l.contains("WARN") && l.contains(&expected(role, path))).count();
+        assert_eq!(warned, 1, "one WARN line for the {role}:\n{stderr}");
+    }
+
+    // Fixed as the message says: nothing more to report.
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o711)).unwrap();
+    let mut check = agw(&dir);
+    check.arg("check");
+    configured(&mut check);
+    let stdout = String::from_utf8_lossy(&check.output().unwrap().stdout).into_owned();
+    assert!(!stdout.contains("cannot be read by the sandbox identity"), "{stdout}");
+    std::fs::remove_dir_all(dir).ok();
+}

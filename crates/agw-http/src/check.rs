@@ -107,6 +107,10 @@ pub fn check(settings: &Settings) -> Vec<Finding> {
         // Not an error: the server runs; its code tools are refused (or, accepted, unconfined).
         out.push(Finding { severity: Severity::Warning, file: "agw.sandbox".into(), message: sandbox.report() });
     }
+    // Not errors either: the server runs, and only that tool's calls fail (saying why).
+    for root in crate::code_roots::unreadable(&state.settings) {
+        out.push(Finding { severity: Severity::Warning, file: root.setting.into(), message: root.to_string() });
+    }
     out.sort_by(|a, b| (b.severity, &a.file).cmp(&(a.severity, &b.file)));
     out
 }

@@ -14,6 +14,7 @@ pub mod auth;
 pub mod body;
 pub mod check;
 pub mod cluster;
+pub mod code_roots;
 pub mod config;
 pub mod cors;
 pub mod durable;
@@ -132,13 +133,8 @@ pub fn build_state(settings: Settings) -> Result<AppState, StartError> {
     let skills_root = skills_root(&settings);
     let skills = SkillRegistry::load(&skills_root);
     report_sandbox(&settings.sandbox);
-    let mut bash = BashConfig::from_lists(
-        settings.tools.bash.working_directory.as_deref().and_then(|p| p.to_str()),
-        settings.tools.bash.allowed_paths.iter().map(String::as_str),
-        settings.tools.bash.allowed_commands.iter().map(String::as_str),
-        settings.tools.bash.path_checked_commands.iter().map(String::as_str),
-    );
-    bash.sandbox = settings.sandbox.clone();
+    code_roots::warn_unreadable(&settings);
+    let bash = bash_config(&settings);
     warn_if_bash_reaches_chats(&bash, &settings);
     let loaded = Arc::clone(&agents);
     let mut builtins = builtins(BuiltinsConfig {
@@ -197,6 +193,18 @@ pub fn build_state(settings: Settings) -> Result<AppState, StartError> {
     Ok(AppState::new(settings, Catalogs { agents, tools, viewports, skills, providers, mcp, chats: Some(chats) }))
 }
 
+/// `_bash_`'s configuration from the settings, confined by the settings' sandbox.
+pub(crate) fn bash_config(settings: &Settings) -> BashConfig {
+    let mut bash = BashConfig::from_lists(
+        settings.tools.bash.working_directory.as_deref().and_then(|p| p.to_str()),
+        settings.tools.bash.allowed_paths.iter().map(String::as_str),
+        settings.tools.bash.allowed_commands.iter().map(String::as_str),
+        settings.tools.bash.path_checked_commands.iter().map(String::as_str),
+    );
+    bash.sandbox = settings.sandbox.clone();
+    bash
+}
+
 /// The keys of the bundled demo agents: `agent_file_create` never replaces them, even when their
 /// file is missing from the agents directory.
 fn bundled_agent_keys() -> Vec<String> {
@@ -240,15 +248,20 @@ fn report_sandbox(sandbox: &agw_tools::sandbox::SandboxConfig) {
 /// The skills root: the configured directory, or the bundled skills unpacked to a fixed
 /// directory under the system temp dir (scripts must exist on disk to run).
 pub fn skills_root(settings: &Settings) -> std::path::PathBuf {
+    let dir = skills_dir(settings);
+    if settings.resources.skills.dir.is_none()
+        && let Err(e) = agw_skills::bundled::materialize(&dir)
+    {
+        tracing::warn!(dir = %dir.display(), error = %e, "cannot unpack the bundled skills");
+    }
+    dir
+}
+
+/// Where the skills root is, without unpacking anything (see [`skills_root`]).
+pub(crate) fn skills_dir(settings: &Settings) -> std::path::PathBuf {
     match &settings.resources.skills.dir {
         Some(dir) => dir.clone(),
-        None => {
-            let dir = std::env::temp_dir().join("agw-bundled-skills");
-            if let Err(e) = agw_skills::bundled::materialize(&dir) {
-                tracing::warn!(dir = %dir.display(), error = %e, "cannot unpack the bundled skills");
-            }
-            dir
-        }
+        None => std::env::temp_dir().join("agw-bundled-skills"),
     }
 }
 

@@ -121,6 +121,72 @@ pub(crate) fn others_can_read(_path: &Path) -> bool {
     true
 }
 
+/// A directory that a uid owning nothing and in no group cannot get into, and the directories
+/// that stop it: its parents that others cannot search (`o+x` missing), and the directory itself
+/// when others cannot list or enter it (`o+rx`). Rendered as one line naming them and the fix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocked {
+    /// The directory, at its real location (symlinks followed as far as it exists).
+    pub path: PathBuf,
+    /// The directories that stop the identity, outermost first, with their permission bits.
+    pub blockers: Vec<(PathBuf, u32)>,
+}
+
+impl std::fmt::Display for Blocked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let named = |dir: &Path, mode: u32| format!("{} (mode {:04o})", dir.display(), mode & 0o7777);
+        let parents: Vec<&(PathBuf, u32)> = self.blockers.iter().filter(|(dir, _)| *dir != self.path).collect();
+        let own = self.blockers.iter().find(|(dir, _)| *dir == self.path);
+        let path = self.path.display();
+        write!(f, "{path} cannot be read by the sandbox identity (each call runs as a uid of its own): ")?;
+        let mut problems = Vec::new();
+        let mut fixes = Vec::new();
+        if !parents.is_empty() {
+            let names: Vec<String> = parents.iter().map(|(dir, mode)| named(dir, *mode)).collect();
+            problems.push(format!("{} not searchable by others", names.join(", ")));
+            let dirs: Vec<String> = parents.iter().map(|(dir, _)| dir.display().to_string()).collect();
+            fixes.push(format!("chmod o+x {}", dirs.join(" ")));
+        }
+        if let Some((dir, mode)) = own {
+            problems.push(format!("{} not readable by others", named(dir, *mode)));
+            fixes.push(format!("chmod o+rx {path}"));
+        }
+        write!(
+            f,
+            "{}. Move it to a directory every user can enter, or run `{}` (its files must be readable by others too)",
+            problems.join("; "),
+            fixes.join(" && ")
+        )
+    }
+}
+
+/// Where an identity that owns nothing and is in no group is stopped on its way into the
+/// directory `dir`; `None` when it gets in. Parts of `dir` that do not exist are not checked (a
+/// missing `_bash_` working directory is created, readable, on first use), but its existing
+/// parents are. ACLs are not consulted.
+#[cfg(unix)]
+pub fn blocked(dir: &Path) -> Option<Blocked> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = super::resolve_physically(Path::new("/"), dir).unwrap_or_else(|| dir.to_path_buf());
+    let mode = |p: &Path| std::fs::metadata(p).ok().map(|m| m.permissions().mode());
+    let mut blockers: Vec<(PathBuf, u32)> = path
+        .ancestors()
+        .skip(1)
+        .filter_map(|parent| mode(parent).filter(|m| m & 0o001 == 0).map(|m| (parent.to_path_buf(), m)))
+        .collect();
+    blockers.reverse();
+    if let Some(own) = mode(&path).filter(|m| m & 0o005 != 0o005) {
+        blockers.push((path.clone(), own));
+    }
+    (!blockers.is_empty()).then_some(Blocked { path, blockers })
+}
+
+/// Where a directory is blocked for the sandbox identity; never off Unix.
+#[cfg(not(unix))]
+pub fn blocked(_dir: &Path) -> Option<Blocked> {
+    None
+}
+
 /// Can such a uid execute the file `path` (searchable ancestors, execute bit for others)?
 #[cfg(unix)]
 pub(crate) fn others_can_execute(path: &Path) -> bool {
@@ -186,5 +252,31 @@ mod tests {
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
         assert!(!others_can_read(&file) && !others_can_execute(&file));
         assert_eq!(first_unreadable(&[base.clone(), file.clone()]), Some(&file));
+    }
+
+    #[test]
+    fn blocked_directories_name_what_stops_the_identity_and_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let set = |p: &Path, mode: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+        let (private, root) = (base.join("home"), base.join("home/app/skills"));
+        std::fs::create_dir_all(&root).unwrap();
+        set(&base, 0o755);
+        set(&private, 0o700);
+        set(&root, 0o750);
+        let found = blocked(&root).expect("blocked");
+        assert_eq!(found.blockers, [(private.clone(), 0o40700), (root.clone(), 0o40750)]);
+        let text = found.to_string();
+        assert!(text.starts_with(&format!("{} cannot be read by the sandbox identity", root.display())), "{text}");
+        assert!(text.contains(&format!("{} (mode 0700) not searchable by others", private.display())), "{text}");
+        assert!(text.contains(&format!("chmod o+x {} && chmod o+rx {}", private.display(), root.display())), "{text}");
+
+        // A missing directory is checked up to its existing parents.
+        let missing = private.join("app/work");
+        assert_eq!(blocked(&missing).unwrap().blockers, [(private.clone(), 0o40700)]);
+        set(&private, 0o711);
+        assert_eq!(blocked(&missing), None);
+        set(&root, 0o755);
+        assert_eq!(blocked(&root), None);
     }
 }
