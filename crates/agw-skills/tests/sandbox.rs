@@ -45,8 +45,8 @@ const ATTACKS: &[(&str, &str)] = &[
     ),
     (
         "send_through_a_socketpair",
-        "import socket, sys\na, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\na.sendto(b'hello', sys.argv[5])\n\
-         print('written to', sys.argv[5])",
+        "import socket, sys\na, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n\
+         a.sendto(b'hello', sys.argv[5])\nprint('written to', sys.argv[5])",
     ),
 ];
 
@@ -320,7 +320,8 @@ async fn a_harmless_script_still_runs_without_unix_sockets() {
                 a, b = socket.socketpair()\na.sendall(b'pair')\nprint(b.recv(4).decode())\n\
                 print(asyncio.run(asyncio.sleep(0, 'asyncio')))\n\
                 r, w = multiprocessing.Pipe()\nw.send('pipe')\nprint(r.recv())\n\
-                try:\n    pwd.getpwuid(os.getuid())\n    print('user found')\nexcept KeyError:\n    print('no such user')\n";
+                try:\n    pwd.getpwuid(os.getuid())\n    print('user found')\n\
+                except KeyError:\n    print('no such user')\n";
     let result = tool.run(&json!({"skill": "attack", "pythonCode": code}), &agent(true, false)).await;
     assert_eq!(result["ok"], true, "{result}");
     assert_eq!(result["stdout"], "pair\nasyncio\npipe\nno such user\n", "{result}");

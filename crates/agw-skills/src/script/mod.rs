@@ -141,7 +141,8 @@ impl SkillRunScript {
              it. Scripts run sandboxed: the skill directory is read-only, HOME and TMPDIR are a private \
              writable directory (the only one), the network and unix sockets are closed unless the agent \
              enables them, and CPU, memory, file size and process count are limited. Timeout {} ms by \
-             default, at most {} ms. The result has ok, exitCode, timedOut, stdout and stderr (each cut at {} characters).",
+             default, at most {} ms. The result has ok, exitCode, timedOut, stdout and stderr (each cut at {} \
+             characters).",
             millis(config.default_timeout),
             millis(config.max_timeout),
             config.output_cap_chars

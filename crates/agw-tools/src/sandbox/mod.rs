@@ -9,9 +9,10 @@
 //! `HOME`/`TMPDIR`), and, applied in the child between fork and exec: resource limits
 //! ([`Limits`]), `no_new_privs`, a Landlock ruleset (read-only system files, interpreter and tool
 //! directories, the scratch directory writable, no TCP, scoped signals and abstract sockets) and
-//! seccomp filters (no sockets unless the agent grants them — IP with `sandbox.network`, unix
-//! sockets with `sandbox.unixSockets` —, a deny list of kernel attack surface). [`probe`] tells what the kernel offers; without Landlock and seccomp
-//! code runs are refused unless the operator sets `AGW_SANDBOX_ALLOW_UNCONFINED=true`.
+//! seccomp filters (no sockets unless the agent grants them: IP with `sandbox.network`, unix
+//! sockets with `sandbox.unixSockets`; a deny list of kernel attack surface). [`probe`] tells what
+//! the kernel offers; without Landlock and seccomp code runs are refused unless the operator sets
+//! `AGW_SANDBOX_ALLOW_UNCONFINED=true`.
 //! `docs/security.md` states what each layer guarantees and what it does not.
 //!
 //! # Shared helpers
