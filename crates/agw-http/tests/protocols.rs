@@ -156,3 +156,85 @@ async fn ai_sdk_regenerate_leaves_the_replaced_answer_out_of_the_model_context()
         request.body["messages"].as_array().unwrap().iter().filter_map(|m| m["content"].as_str()).collect();
     assert_eq!(contents[1..], ["question"], "neither the replaced answer nor the question twice: {contents:?}");
 }
+
+fn tools_agent() -> (String, String) {
+    let text = r#"{"key":"tools","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m"},
+        "toolConfig":{"backends":["mock_city_weather"],"frontends":["confirm_dialog"],
+        "approvals":{"mock_city_weather":"ask"}},"react":{"systemPrompt":"You use tools.","maxSteps":4}}"#;
+    ("tools.json".into(), text.into())
+}
+
+/// The chunks of a UI message stream response, `[DONE]` left out.
+async fn ui_chunks(resp: reqwest::Response) -> Vec<Value> {
+    assert_eq!(resp.status(), 200);
+    let frames = data_frames(&resp.text().await.unwrap());
+    assert_eq!(frames.last().map(String::as_str), Some("[DONE]"));
+    frames[..frames.len() - 1].iter().map(|f| serde_json::from_str(f).unwrap()).collect()
+}
+
+/// Every chunk that opens model output (text, reasoning, a tool call) comes after a `start-step`
+/// with no tool output between them: a model turn never shares its step with the tool outputs
+/// that preceded it. `useChat`'s `lastAssistantMessageIsCompleteWithToolCalls` reads the last
+/// step; a tool output in the same step as the next turn's text makes it post the output again.
+fn assert_each_turn_starts_a_step(chunks: &[Value]) {
+    let kinds: Vec<&str> = chunks.iter().map(|c| c["type"].as_str().unwrap()).collect();
+    let mut open = false;
+    let mut outputs_in_step = false;
+    for kind in &kinds {
+        match *kind {
+            "start-step" => (open, outputs_in_step) = (true, false),
+            "finish-step" => open = false,
+            "tool-output-available" | "tool-output-error" => outputs_in_step = true,
+            "text-start" | "reasoning-start" | "tool-input-start" => {
+                assert!(open && !outputs_in_step, "{kind} outside a fresh step: {kinds:?}")
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Issue 32: after a client-side tool output the continuation stream went
+/// `tool-output-available`, `text-start` with no `start-step` between them.
+#[tokio::test]
+async fn ai_sdk_every_model_turn_starts_a_new_step_also_in_a_continuation() {
+    let gw = Gateway::start(&[tools_agent()], &[]).await;
+    let url = format!("{}/api/ai-sdk/tools/chat", gw.base);
+    let user = |text: &str| json!({"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]});
+
+    // A backend tool, then the answer: two model turns in one stream.
+    gw.fixture.push(Transcript::openai_tool_call("call_w", "mock_city_weather", &["{\"city\":\"Paris\"}"]));
+    gw.fixture.push(Transcript::openai_text(&["Sunny."]));
+    let approval = ui_chunks(
+        gw.client.post(&url).json(&json!({"id": "steps-1", "messages": [user("weather")]})).send().await.unwrap(),
+    )
+    .await;
+    assert_each_turn_starts_a_step(&approval);
+    let request = approval.iter().find(|c| c["type"] == "tool-approval-request").expect("the call asks first");
+    let message_id = approval[0]["messageId"].as_str().unwrap().to_owned();
+    let answered = json!({"id": message_id, "role": "assistant", "parts": [{"type": "dynamic-tool",
+        "toolName": "mock_city_weather", "toolCallId": "call_w", "state": "approval-responded",
+        "input": {"city": "Paris"}, "approval": {"id": request["approvalId"], "approved": true}}]});
+    let body = json!({"id": "steps-1", "messages": [user("weather"), answered]});
+    let after_approval = ui_chunks(gw.client.post(&url).json(&body).send().await.unwrap()).await;
+    let kinds: Vec<&str> = after_approval.iter().map(|c| c["type"].as_str().unwrap()).collect();
+    assert!(kinds.contains(&"tool-output-available") && kinds.contains(&"text-delta"), "{kinds:?}");
+    assert_each_turn_starts_a_step(&after_approval);
+
+    // A frontend tool answered by addToolResult, then the answer.
+    gw.fixture.push(Transcript::openai_tool_call("call_fe", "confirm_dialog", &["{\"q\":1}"]));
+    gw.fixture.push(Transcript::openai_text(&["You chose."]));
+    let first = ui_chunks(
+        gw.client.post(&url).json(&json!({"id": "steps-2", "messages": [user("ask")]})).send().await.unwrap(),
+    )
+    .await;
+    assert_each_turn_starts_a_step(&first);
+    let message_id = first[0]["messageId"].as_str().unwrap().to_owned();
+    let answered = json!({"id": message_id, "role": "assistant", "parts": [{"type": "tool-confirm_dialog",
+        "toolCallId": "call_fe", "state": "output-available", "input": {"q": 1}, "output": {"choice": "yes"}}]});
+    let body = json!({"id": "steps-2", "messages": [user("ask"), answered]});
+    let continuation = ui_chunks(gw.client.post(&url).json(&body).send().await.unwrap()).await;
+    let kinds: Vec<&str> = continuation.iter().map(|c| c["type"].as_str().unwrap()).collect();
+    let output = kinds.iter().position(|k| *k == "tool-output-available").expect("the client's output");
+    assert_eq!(kinds[output + 1..output + 3], ["start-step", "text-start"], "{kinds:?}");
+    assert_each_turn_starts_a_step(&continuation);
+}

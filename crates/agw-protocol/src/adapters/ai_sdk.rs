@@ -11,6 +11,13 @@
 //! declare them) and `providerExecuted`. Frontend tools are client-side tools: their call ends
 //! with `tool-input-available` and no output; the client answers with `addToolResult` in its next
 //! request.
+//!
+//! Steps: every model turn is a step of its own (`start-step` … `finish-step`), as the AI SDK's
+//! own server writes it. agw has no event for the start of a turn, but a turn's first output
+//! (reasoning, text, a tool call) after tool outputs is always a new turn: the outputs go back to
+//! the model before it writes again. The client relies on it: `useChat`'s
+//! `lastAssistantMessageIsCompleteWithToolCalls` reads the message's last step, and a tool output
+//! in the same step as the next turn's text reads as a step still waiting to be sent (issue 32).
 
 use std::collections::HashMap;
 
@@ -33,12 +40,25 @@ struct Call {
     frontend: bool,
 }
 
+/// Where the stream is between `start-step` and `finish-step`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// No step open: the start of a continuation, or after `finish-step`.
+    #[default]
+    Closed,
+    /// A model turn's step is open.
+    Open,
+    /// The open step's calls have outputs: the model's next output is a new turn.
+    Answered,
+}
+
 /// Maps one run's events to UI message chunks, in order. One mapper per stream.
 #[derive(Debug, Default)]
 pub struct UiMessageMapper {
     calls: HashMap<String, Call>,
     started: bool,
     finished: bool,
+    step: Step,
     /// Approvals requested and not answered yet (awaiting ids).
     approvals: Vec<String>,
 }
@@ -126,12 +146,40 @@ impl UiMessageMapper {
         if self.finished {
             return;
         }
-        out.push(json!({"type": "finish-step"}));
+        self.finish_step(out);
         out.push(json!({"type": "finish", "finishReason": "tool-calls"}));
         self.finished = true;
     }
 
+    /// Before a model turn's output: opens its step, closing the previous one when the
+    /// previous turn's calls were answered since (a new turn).
+    fn model_output(&mut self, out: &mut Vec<Value>) {
+        match self.step {
+            Step::Open => return,
+            Step::Answered => out.push(json!({"type": "finish-step"})),
+            Step::Closed => {}
+        }
+        out.push(json!({"type": "start-step"}));
+        self.step = Step::Open;
+    }
+
+    /// A call's output arrived: the open step (if any) is answered.
+    fn tool_output(&mut self) {
+        if self.step == Step::Open {
+            self.step = Step::Answered;
+        }
+    }
+
+    /// `finish-step` when a step is open.
+    fn finish_step(&mut self, out: &mut Vec<Value>) {
+        if self.step != Step::Closed {
+            out.push(json!({"type": "finish-step"}));
+            self.step = Step::Closed;
+        }
+    }
+
     fn call_start(&mut self, id: &str, name: &str, frontend: bool, out: &mut Vec<Value>) {
+        self.model_output(out);
         self.calls.insert(id.to_owned(), Call { name: name.to_owned(), arguments: String::new(), frontend });
         let mut chunk = json!({"type": "tool-input-start", "toolCallId": id, "toolName": name});
         if !frontend {
@@ -169,6 +217,7 @@ impl UiMessageMapper {
             // Answered: no longer waiting for the client.
             call.frontend = false;
         }
+        self.tool_output();
         out.push(chunk);
     }
 
@@ -182,6 +231,7 @@ impl UiMessageMapper {
         if let Some(call) = self.calls.get_mut(id) {
             call.frontend = false;
         }
+        self.tool_output();
         out.push(chunk);
     }
 
@@ -191,7 +241,7 @@ impl UiMessageMapper {
             out.push(
                 json!({"type": "start", "messageId": run_id, "messageMetadata": {"chatId": chat_id, "runId": run_id}}),
             );
-            out.push(json!({"type": "start-step"}));
+            self.model_output(out);
         }
     }
 
@@ -202,12 +252,18 @@ impl UiMessageMapper {
         }
         match &event.payload {
             EventPayload::RunStart(e) => self.ensure_started(&e.run_id, &e.chat_id, out),
-            EventPayload::ReasoningStart(e) => out.push(json!({"type": "reasoning-start", "id": e.reasoning_id})),
+            EventPayload::ReasoningStart(e) => {
+                self.model_output(out);
+                out.push(json!({"type": "reasoning-start", "id": e.reasoning_id}))
+            }
             EventPayload::ReasoningDelta(e) => {
                 out.push(json!({"type": "reasoning-delta", "id": e.reasoning_id, "delta": e.delta}))
             }
             EventPayload::ReasoningEnd(e) => out.push(json!({"type": "reasoning-end", "id": e.reasoning_id})),
-            EventPayload::ContentStart(e) => out.push(json!({"type": "text-start", "id": e.content_id})),
+            EventPayload::ContentStart(e) => {
+                self.model_output(out);
+                out.push(json!({"type": "text-start", "id": e.content_id}))
+            }
             EventPayload::ContentDelta(e) => {
                 out.push(json!({"type": "text-delta", "id": e.content_id, "delta": e.delta}))
             }
@@ -258,7 +314,7 @@ impl UiMessageMapper {
                 out.push(json!({"type": "data-context-compact", "data": super::compact_summary(e)}));
             }
             EventPayload::RunComplete(e) => {
-                out.push(json!({"type": "finish-step"}));
+                self.finish_step(out);
                 out.push(json!({"type": "finish", "finishReason": finish_reason(&e.finish_reason)}));
                 self.finished = true;
             }
@@ -334,6 +390,15 @@ mod tests {
         assert_eq!(frame(&out[3]), b"data: {\"type\":\"text-delta\",\"id\":\"r_c_1\",\"delta\":\"Hel\"}\n\n".to_vec());
     }
 
+    /// The chunks without the step boundaries (tested on their own).
+    fn without_steps(out: Vec<Value>) -> Vec<Value> {
+        out.into_iter().filter(|c| c["type"] != "start-step" && c["type"] != "finish-step").collect()
+    }
+
+    fn types(out: &[Value]) -> Vec<&str> {
+        out.iter().map(|c| c["type"].as_str().unwrap()).collect()
+    }
+
     #[test]
     fn backend_calls_are_provider_executed_and_frontend_calls_wait_for_the_client() {
         let (mapper, out) = map_all(vec![
@@ -345,6 +410,7 @@ mod tests {
             ev(6, tool_start("f1", "confirm_dialog", true)),
             ev(7, ToolEnd { tool_id: "f1".into() }),
         ]);
+        let out = without_steps(out);
         assert_eq!(out[0]["providerExecuted"], true);
         assert_eq!(out[1]["inputTextDelta"], "{\"city\":");
         assert_eq!(out[3]["input"], json!({"city": "Paris"}));
@@ -370,13 +436,119 @@ mod tests {
                 },
             ),
         ]);
+        let out = without_steps(out);
         assert_eq!(out[1]["type"], "tool-output-error");
         assert_eq!(out[1]["errorText"], "timed out");
         let (_, out) = map_all(vec![
             ev(1, tool_start("b2", "w", false)),
             ev(2, ToolResult { tool_id: "b2".into(), result: r#"{"ok":true}"#.into() }),
         ]);
-        assert_eq!(out[1]["type"], "tool-output-available");
+        assert_eq!(without_steps(out)[1]["type"], "tool-output-available");
+    }
+
+    fn content(seq: u64, id: &str, text: &str) -> Vec<Event> {
+        vec![
+            ev(seq, ContentStart { content_id: id.into(), run_id: "r".into(), task_id: None }),
+            ev(seq + 1, ContentDelta { content_id: id.into(), delta: text.into() }),
+            ev(seq + 2, ContentEnd { content_id: id.into() }),
+        ]
+    }
+
+    fn complete(seq: u64) -> Event {
+        ev(seq, RunComplete { run_id: "r".into(), finish_reason: "stop".into(), totals: Default::default() })
+    }
+
+    /// Issue 32: a model turn after tool outputs is a step of its own.
+    #[test]
+    fn every_model_turn_is_a_step_of_its_own() {
+        let mut events = vec![
+            ev(1, RunStart { run_id: "r".into(), chat_id: "c".into() }),
+            ev(2, tool_start("b1", "weather", false)),
+            ev(3, ToolEnd { tool_id: "b1".into() }),
+            ev(4, ToolResult { tool_id: "b1".into(), result: "{}".into() }),
+        ];
+        events.extend(content(5, "r_c_1", "Sunny."));
+        events.push(complete(8));
+        let (_, out) = map_all(events);
+        assert_eq!(
+            types(&out),
+            [
+                "start",
+                "start-step",
+                "tool-input-start",
+                "tool-input-available",
+                "tool-output-available",
+                "finish-step",
+                "start-step",
+                "text-start",
+                "text-delta",
+                "text-end",
+                "finish-step",
+                "finish"
+            ]
+        );
+    }
+
+    /// The stream that continues a run after the client's tool output: the output names the
+    /// part the client has, then the next turn opens a step.
+    #[test]
+    fn a_continuation_opens_a_step_for_the_next_turn() {
+        let mut mapper = UiMessageMapper::new();
+        mapper.expect_client_call("f1", "confirm_dialog");
+        let mut out = Vec::new();
+        let mut events = vec![ev(9, ToolResult { tool_id: "f1".into(), result: "{\"ok\":1}".into() })];
+        events.extend(content(10, "r_c_2", "You chose."));
+        events.push(complete(13));
+        for event in &events {
+            mapper.map(event, &mut out);
+        }
+        assert_eq!(
+            types(&out),
+            ["tool-output-available", "start-step", "text-start", "text-delta", "text-end", "finish-step", "finish"]
+        );
+        assert!(out[0].get("providerExecuted").is_none(), "the client's own call");
+
+        // Reasoning first, or another call, opens the step just the same.
+        let mut mapper = UiMessageMapper::new();
+        mapper.expect_server_call("b1", "weather");
+        let mut out = Vec::new();
+        for event in [
+            ev(9, ToolResult { tool_id: "b1".into(), result: "{}".into() }),
+            ev(10, crate::event::ReasoningStart { reasoning_id: "r_r_1".into(), run_id: "r".into(), task_id: None }),
+            ev(11, crate::event::ReasoningEnd { reasoning_id: "r_r_1".into() }),
+            ev(12, tool_start("b2", "weather", false)),
+        ] {
+            mapper.map(&event, &mut out);
+        }
+        assert_eq!(
+            types(&out),
+            ["tool-output-available", "start-step", "reasoning-start", "reasoning-end", "tool-input-start"]
+        );
+    }
+
+    #[test]
+    fn a_suspended_stream_closes_its_step_once() {
+        let mut mapper = UiMessageMapper::new();
+        let mut out = Vec::new();
+        for event in [
+            ev(1, RunStart { run_id: "r".into(), chat_id: "c".into() }),
+            ev(2, tool_start("f1", "confirm_dialog", true)),
+            ev(3, ToolEnd { tool_id: "f1".into() }),
+        ] {
+            mapper.map(&event, &mut out);
+        }
+        mapper.suspend(&mut out);
+        assert_eq!(
+            types(&out),
+            ["start", "start-step", "tool-input-start", "tool-input-available", "finish-step", "finish"]
+        );
+        // A run that ends right after the client's output, with no further turn: no empty step.
+        let mut mapper = UiMessageMapper::new();
+        mapper.expect_client_call("f1", "confirm_dialog");
+        let mut out = Vec::new();
+        mapper.map(&ev(9, ToolResult { tool_id: "f1".into(), result: "1".into() }), &mut out);
+        mapper.map(&complete(10), &mut out);
+        assert_eq!(types(&out), ["tool-output-available", "finish"]);
     }
 
     #[test]
