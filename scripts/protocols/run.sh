@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Drives agw's other wire protocols with the real client libraries of each ecosystem (issue 16):
-# the official `openai` SDK (Python) against the OpenAI Chat Completions façade, and the `ai`
-# package's chat transport (Node) against the AI SDK UI message stream, and AG-UI's HttpAgent
-# (Node) against the AG-UI endpoint. The clients are
+# the official `openai` SDK (Python) against the OpenAI Chat Completions façade, the `ai`
+# package's chat transport (Node) and `@ai-sdk/react`'s `useChat` hook (rendered in Node with
+# react-test-renderer, automatic sends on) against the AI SDK UI message stream, and AG-UI's
+# HttpAgent (Node) against the AG-UI endpoint. The clients are
 # installed from the registries at the versions pinned in requirements.lock (with hashes) and
 # package-lock.json, into this directory (.venv, node_modules, .cache): nothing outside the repo.
 #
@@ -35,13 +36,17 @@ status=$?
 cat "$work/openai.out"
 record openai-sdk "$status" "$work/openai.out"
 
-# Node: the `ai` package (AI SDK UI message stream) and AG-UI's client.
+# Node: the `ai` package and `useChat` (AI SDK UI message stream) and AG-UI's client.
 export npm_config_cache="$here/.cache/npm" npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false
 (cd "$here" && npm ci --silent >"$work/npm.log" 2>&1) || { cat "$work/npm.log"; exit 1; }
 AGW_BASE="$base" node "$here/ai_sdk.mjs" >"$work/ai_sdk.out" 2>&1
 status=$?
 cat "$work/ai_sdk.out"
 record ai-sdk "$status" "$work/ai_sdk.out"
+AGW_BASE="$base" node "$here/ai_sdk_use_chat.mjs" >"$work/ai_sdk_use_chat.out" 2>&1
+status=$?
+cat "$work/ai_sdk_use_chat.out"
+record ai-sdk-use-chat "$status" "$work/ai_sdk_use_chat.out"
 AGW_BASE="$base" node "$here/ag_ui.mjs" >"$work/ag_ui.out" 2>&1
 status=$?
 cat "$work/ag_ui.out"
