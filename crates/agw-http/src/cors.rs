@@ -1,4 +1,9 @@
-//! CORS for `agent.cors.path-pattern` (contract `http-api.md` §10, `config.md` §8).
+//! CORS for `agent.cors.path-pattern` (contract `http-api.md` §10, `config.md` §8; agw takes a
+//! comma-separated list of patterns).
+//!
+//! CORS decides what a page on an allowed origin may read, and answers preflights. It does not
+//! stop a foreign page from *sending* a simple request: that is the cross-site rule at the door
+//! ([`crate::cross_site`]), which runs before this on every path.
 //!
 //! Runs before auth: a preflight from an allowed origin is answered 200 here and never needs a
 //! token; a disallowed origin gets 403 `Invalid CORS request`; an actual cross-origin request
@@ -16,8 +21,9 @@ use crate::body::{BoxBody, full};
 /// Typed `agent.cors.*` settings.
 #[derive(Debug, Clone)]
 pub struct CorsConfig {
-    /// Ant-style path pattern (`**` any number of segments, `*` and `?` inside a segment).
-    pub path_pattern: String,
+    /// Ant-style path patterns (`**` any number of segments, `*` and `?` inside a segment); CORS
+    /// applies to a path any of them matches.
+    pub path_patterns: Vec<String>,
     /// Origin patterns; `*` matches any run of characters, except as the port
     /// (`http://localhost:*`), where it matches digits only; a trailing `:[*]` / `:[8080,8081]`
     /// matches an optional / listed port.
@@ -38,7 +44,7 @@ impl Default for CorsConfig {
     fn default() -> Self {
         let list = |s: &str| s.split(',').map(str::to_string).collect();
         Self {
-            path_pattern: "/api/**".into(),
+            path_patterns: DEFAULT_PATH_PATTERNS.iter().map(|p| p.to_string()).collect(),
             allowed_origin_patterns: DEFAULT_ORIGIN_PATTERNS.iter().map(|p| p.to_string()).collect(),
             allowed_methods: list("GET,POST,PUT,PATCH,DELETE,OPTIONS"),
             allowed_headers: list("*"),
@@ -53,6 +59,10 @@ impl Default for CorsConfig {
 /// on `http://127.0.0.1:5173`, say) works without configuration. Same as the table's default of
 /// `agent.cors.allowed-origin-patterns`.
 pub const DEFAULT_ORIGIN_PATTERNS: [&str; 3] = ["http://localhost:[*]", "http://127.0.0.1:[*]", "http://[::1]:[*]"];
+
+/// agw's API (and the AI SDK / AG-UI endpoints), the OpenAI façade and MCP: every route a browser
+/// client calls. Same as the table's default of `agent.cors.path-pattern`.
+pub const DEFAULT_PATH_PATTERNS: [&str; 3] = ["/api/**", "/v1/**", "/mcp"];
 
 /// What to do with a request.
 pub enum Cors {
@@ -70,7 +80,7 @@ impl CorsConfig {
     /// Decides a request by its `Origin`, path and method: same-origin and origin-less requests pass untouched.
     pub fn check<B>(&self, req: &Request<B>) -> Cors {
         let Some(origin) = req.headers().get(header::ORIGIN) else { return Cors::Skip };
-        if !path_matches(&self.path_pattern, req.uri().path()) {
+        if !self.path_patterns.iter().any(|p| path_matches(p, req.uri().path())) {
             return Cors::Skip;
         }
         let Ok(origin_text) = origin.to_str() else { return reject() };
@@ -187,7 +197,7 @@ fn reject() -> Cors {
 }
 
 /// `Origin` names this server (compared with `Host`, any scheme: TLS may end at a proxy).
-fn same_origin(origin: &str, host: Option<&str>) -> bool {
+pub(crate) fn same_origin(origin: &str, host: Option<&str>) -> bool {
     let Some(host) = host else { return false };
     let Some((scheme, authority)) = origin.split_once("://") else { return false };
     let default_port = match scheme.to_ascii_lowercase().as_str() {

@@ -17,6 +17,7 @@ pub mod cluster;
 pub mod code_roots;
 pub mod config;
 pub mod cors;
+pub mod cross_site;
 pub mod durable;
 pub mod envelope;
 pub mod hosts;

@@ -233,3 +233,29 @@ async fn configured_patterns_credentials_exposed_headers_and_max_age() {
     assert_eq!(header(&resp, "access-control-expose-headers"), Some("Content-Type, X-Request-Id"));
     assert_eq!(header(&resp, "access-control-allow-credentials"), Some("true"));
 }
+
+/// Issue 32: the default patterns cover every route a browser client calls — agw's API, the AI
+/// SDK and AG-UI endpoints, the OpenAI façade and MCP — so a page on an allowed origin can use
+/// them; a foreign page's reads there are refused like under `/api/**`.
+#[tokio::test]
+async fn the_default_patterns_cover_the_openai_facade_and_mcp() {
+    let gw = gateway(&[]).await;
+    for path in ["/v1/chat/completions", "/v1/models", "/mcp", "/api/ai-sdk/a/chat", "/api/ag-ui/a"] {
+        let resp = preflight(&gw, path, "http://localhost:5173", "POST", Some("content-type")).await;
+        assert_eq!(resp.status(), 200, "{path}");
+        assert_eq!(header(&resp, "access-control-allow-origin"), Some("http://localhost:5173"), "{path}");
+        assert_forbidden(preflight(&gw, path, "http://evil.example", "POST", None).await).await;
+    }
+    let url = format!("{}/v1/models", gw.base);
+    let resp = gw.client.get(&url).header("origin", "http://localhost:5173").send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "access-control-allow-origin"), Some("http://localhost:5173"));
+    assert_forbidden(gw.client.get(&url).header("origin", "http://evil.example").send().await.unwrap()).await;
+
+    // A configured list replaces the default.
+    let gw = gateway(&[("AGENT_CORS_PATH_PATTERN", "/api/ap/**, /v1/**")]).await;
+    let resp = preflight(&gw, "/v1/chat/completions", "http://localhost:5173", "POST", None).await;
+    assert_eq!(header(&resp, "access-control-allow-origin"), Some("http://localhost:5173"));
+    let resp = preflight(&gw, "/api/ai-sdk/a/chat", "http://localhost:5173", "POST", None).await;
+    assert!(header(&resp, "access-control-allow-origin").is_none(), "outside the configured patterns");
+}

@@ -475,9 +475,8 @@ async fn with_auth_mcp_needs_the_token_and_runs_and_sessions_belong_to_the_calle
 
 #[tokio::test]
 async fn a_browser_client_may_read_the_session_id() {
-    // `/mcp` is outside the default CORS path pattern (`/api/**`): an operator who serves browser
-    // MCP clients widens it.
-    let gw = Gateway::start(&[agent("helper", "Answers questions")], &[("AGENT_CORS_PATH_PATTERN", "/**")]).await;
+    // `/mcp` is inside the default CORS path patterns (`/api/**,/v1/**,/mcp`, issue 32).
+    let gw = Gateway::start(&[agent("helper", "Answers questions")], &[]).await;
     let opened = gw
         .client
         .post(format!("{}/mcp", gw.base))

@@ -12,12 +12,16 @@ use super::{ConfigError, value};
 use crate::cors::CorsConfig;
 
 pub(super) fn load(src: &Source) -> Result<CorsConfig, ConfigError> {
-    let path_pattern = src.parse(&AGENT_CORS_PATH_PATTERN, |s| {
-        let s = s.trim();
-        if s.starts_with('/') { Ok(s.to_string()) } else { Err("must start with /".into()) }
+    let path_patterns = src.parse(&AGENT_CORS_PATH_PATTERN, |s| {
+        let patterns = value::list(s)?;
+        match patterns.iter().find(|p| !p.starts_with('/')) {
+            Some(bad) => Err(format!("{bad:?} must start with /")),
+            None if patterns.is_empty() => Err("give at least one path pattern".into()),
+            None => Ok(patterns),
+        }
     })?;
     Ok(CorsConfig {
-        path_pattern,
+        path_patterns,
         allowed_origin_patterns: src
             .parse_opt(&AGENT_CORS_ALLOWED_ORIGIN_PATTERNS, value::origin_list)?
             .unwrap_or_default(),

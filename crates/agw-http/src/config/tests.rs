@@ -135,7 +135,11 @@ fn blank_local_key_in_the_file_is_refused() {
 #[test]
 fn cors_defaults_and_overrides() {
     let s = Settings::load(None, env(&[])).unwrap();
-    assert_eq!(s.cors.path_pattern, "/api/**", "the native API and the AI SDK / AG-UI endpoints");
+    assert_eq!(
+        s.cors.path_patterns,
+        ["/api/**", "/v1/**", "/mcp"],
+        "the native API, the AI SDK / AG-UI endpoints, the OpenAI façade and MCP"
+    );
     assert_eq!(s.cors.allowed_origin_patterns, crate::cors::DEFAULT_ORIGIN_PATTERNS);
     assert_eq!(s.cors.allowed_methods, ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
     assert_eq!(s.cors.allowed_headers, ["*"]);
@@ -149,15 +153,19 @@ fn cors_defaults_and_overrides() {
             ("AGENT_CORS_ALLOWED_METHODS", "get,post"),
             ("AGENT_CORS_ALLOW_CREDENTIALS", "true"),
             ("AGENT_CORS_MAX_AGE_SECONDS", "60"),
+            ("AGENT_CORS_PATH_PATTERN", "/api/ap/**"),
         ]),
     )
     .unwrap();
+    assert_eq!(s.cors.path_patterns, ["/api/ap/**"], "one pattern, as the contract spells it");
     assert_eq!(s.cors.allowed_origin_patterns, ["https://*.example.com", "http://localhost:[3000, 5173]"]);
     assert_eq!(s.cors.allowed_methods, ["GET", "POST"]);
     assert!(s.cors.allow_credentials);
     assert_eq!(s.cors.max_age_seconds, 60);
-    let e = Settings::load(None, env(&[("AGENT_CORS_PATH_PATTERN", "api/**")])).unwrap_err().to_string();
-    assert!(e.contains("agent.cors.path-pattern"), "{e}");
+    for bad in ["api/**", "/api/**, v1/**", " , "] {
+        let e = Settings::load(None, env(&[("AGENT_CORS_PATH_PATTERN", bad)])).unwrap_err().to_string();
+        assert!(e.contains("agent.cors.path-pattern"), "{bad:?}: {e}");
+    }
     let e = Settings::load(None, env(&[("AGENT_CORS_ALLOWED_HEADERS", "X Bad")])).unwrap_err().to_string();
     assert!(e.contains("agent.cors.allowed-headers"), "{e}");
 }

@@ -50,8 +50,11 @@ const ROUTES: [&str; 16] = [
 ];
 
 /// Handles one request: the Host allow-list first (a rebinding page looks same-origin to CORS),
-/// then CORS (preflights and foreign origins are answered there), then auth for `/api/ap/` paths
-/// except `OPTIONS`, then the route; CORS headers go on whatever comes back.
+/// then the cross-site rule (a foreign page may not start or change anything, on any path:
+/// [`crate::cross_site`]), then CORS (preflights and foreign origins under its path patterns are
+/// answered there), then auth for `/api/**`, `/v1/**`, `/mcp` and `/metrics` except `OPTIONS`,
+/// then the route (a POST body's content type first: [`PostRoute`]); CORS headers go on whatever
+/// comes back.
 ///
 /// Generic over the request body so agw's routes can be mounted inside another hyper-based
 /// server (axum, …) next to its own routes; see `examples/axum_mount.rs`.
@@ -77,6 +80,11 @@ async fn handle_boxed(state: AppState, mut req: Request<RequestBody>) -> Respons
     if let Err(e) = state.settings.server.allowed_hosts.check(&req) {
         tracing::info!(method = %req.method(), path = %req.uri().path(), msg = %e.msg, "request refused");
         return e.into_response();
+    }
+    if let Err(e) = crate::cross_site::check(&state.settings.cors, &req) {
+        let origin = req.headers().get(header::ORIGIN).and_then(|v| v.to_str().ok()).unwrap_or("-");
+        tracing::info!(method = %req.method(), path = %req.uri().path(), origin, reason = %e, "cross-site request refused");
+        return ApiError::from(e).into_response();
     }
     let cors = match state.settings.cors.check(&req) {
         Cors::Respond(resp) => return resp,
@@ -134,28 +142,25 @@ async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> 
     // The verified caller (`None` without auth): chats and runs are checked against it.
     let principal = req.extensions().get::<auth::Principal>().cloned();
     let principal = principal.as_ref();
+    let posted = if method == Method::POST { PostRoute::of(&path) } else { None };
     let result = match (&method, path.as_str()) {
-        (&Method::POST, "/api/ap/query") => query::query(state, req).await,
-        (&Method::POST, "/api/ap/submit") => submit::submit(&state, req).await,
+        // Every POST goes through `PostRoute`, which checks the body's content type first: a
+        // POST route must be added there, never as an arm of its own here.
+        (&Method::POST, _) => match posted {
+            Some(route) => match require_json(req.headers()) {
+                Ok(()) => route.serve(state, req).await,
+                Err(e) => Err(e),
+            },
+            None => Err(unrouted(&path)),
+        },
         (&Method::GET, "/api/ap/attach") => runs::attach(&state, &params, req.headers(), principal).await,
-        (&Method::POST, "/api/ap/interrupt") => runs::interrupt(&state, req).await,
-        (&Method::POST, "/api/ap/steer") => runs::steer(&state, req).await,
-        (&Method::POST, "/api/ap/compact") => compact::compact(&state, req).await,
         (&Method::GET, "/v1/models") => openai::models(&state),
-        (&Method::POST, p) if ai_sdk_chat(p).is_some() => {
-            let key = ai_sdk_chat(p).unwrap_or_default().to_owned();
-            ai_sdk::chat(&state, &key, req).await
-        }
-        (&Method::POST, p) if ag_ui_agent(p).is_some() => {
-            let key = ag_ui_agent(p).unwrap_or_default().to_owned();
-            ag_ui::run(&state, &key, req).await
-        }
         (&Method::GET, p) if ai_sdk_resume(p).is_some() => {
             let (_, id) = ai_sdk_resume(p).unwrap_or_default();
             ai_sdk::resume(&state, id, principal)
         }
-        (&Method::POST, "/v1/chat/completions") => openai::completions(&state, req).await,
-        // Agents as MCP tools: rmcp's streamable HTTP transport answers every method itself.
+        // Agents as MCP tools: rmcp's streamable HTTP transport answers the other methods itself
+        // (GET opens the server's stream, DELETE ends a session).
         (_, crate::mcp_server::PATH) => Ok(crate::mcp_server::handle(&state, req).await),
         (&Method::GET, "/api/ap/agents") => agents::list(&state, &params),
         (&Method::GET, "/api/ap/agent") => agents::detail(&state, &params),
@@ -170,8 +175,7 @@ async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> 
             data::serve(&state.settings.resources.data_dir, &p["/api/ap/data/".len()..], &params, range.as_deref())
                 .await
         }
-        (_, p) if ROUTES.contains(&p) || p.starts_with("/api/ap/data/") => Err(ApiError::method_not_allowed()),
-        _ => Err(ApiError::not_found(format!("no route for {path}"))),
+        (_, p) => Err(unrouted(p)),
     };
     match result {
         Ok(resp) => resp,
@@ -180,6 +184,130 @@ async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> 
             err.into_response()
         }
     }
+}
+
+/// 405 on a known path, 404 elsewhere.
+fn unrouted(path: &str) -> ApiError {
+    if ROUTES.contains(&path) || path.starts_with("/api/ap/data/") || PostRoute::of(path).is_some() {
+        ApiError::method_not_allowed()
+    } else {
+        ApiError::not_found(format!("no route for {path}"))
+    }
+}
+
+/// The routes that take a body (every one a POST). One table: the router dispatches every POST
+/// through it after [`require_json`], and `tests/cross_site.rs` attacks every entry, so a route
+/// added here is covered by both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PostRoute {
+    /// `POST /api/ap/query`.
+    Query,
+    /// `POST /api/ap/submit`.
+    Submit,
+    /// `POST /api/ap/interrupt`.
+    Interrupt,
+    /// `POST /api/ap/steer`.
+    Steer,
+    /// `POST /api/ap/compact`.
+    Compact,
+    /// `POST /api/ai-sdk/{agentKey}/chat`.
+    AiSdkChat,
+    /// `POST /api/ag-ui/{agentKey}`.
+    AgUiRun,
+    /// `POST /v1/chat/completions`.
+    ChatCompletions,
+    /// `POST /mcp` (MCP streamable HTTP: a JSON-RPC message).
+    Mcp,
+}
+
+impl PostRoute {
+    /// Every POST route.
+    pub const ALL: [PostRoute; 9] = [
+        Self::Query,
+        Self::Submit,
+        Self::Interrupt,
+        Self::Steer,
+        Self::Compact,
+        Self::AiSdkChat,
+        Self::AgUiRun,
+        Self::ChatCompletions,
+        Self::Mcp,
+    ];
+
+    /// The route a POST to `path` reaches.
+    pub fn of(path: &str) -> Option<Self> {
+        Some(match path {
+            "/api/ap/query" => Self::Query,
+            "/api/ap/submit" => Self::Submit,
+            "/api/ap/interrupt" => Self::Interrupt,
+            "/api/ap/steer" => Self::Steer,
+            "/api/ap/compact" => Self::Compact,
+            "/v1/chat/completions" => Self::ChatCompletions,
+            crate::mcp_server::PATH => Self::Mcp,
+            p if ai_sdk_chat(p).is_some() => Self::AiSdkChat,
+            p if ag_ui_agent(p).is_some() => Self::AgUiRun,
+            _ => return None,
+        })
+    }
+
+    /// The path of this route, with `agent` where the path names an agent.
+    pub fn path(self, agent: &str) -> String {
+        match self {
+            Self::Query => "/api/ap/query".into(),
+            Self::Submit => "/api/ap/submit".into(),
+            Self::Interrupt => "/api/ap/interrupt".into(),
+            Self::Steer => "/api/ap/steer".into(),
+            Self::Compact => "/api/ap/compact".into(),
+            Self::AiSdkChat => format!("/api/ai-sdk/{agent}/chat"),
+            Self::AgUiRun => format!("/api/ag-ui/{agent}"),
+            Self::ChatCompletions => "/v1/chat/completions".into(),
+            Self::Mcp => crate::mcp_server::PATH.into(),
+        }
+    }
+
+    async fn serve(self, state: AppState, req: Request<RequestBody>) -> HandlerResult {
+        let path = req.uri().path().to_owned();
+        match self {
+            Self::Query => query::query(state, req).await,
+            Self::Submit => submit::submit(&state, req).await,
+            Self::Interrupt => runs::interrupt(&state, req).await,
+            Self::Steer => runs::steer(&state, req).await,
+            Self::Compact => compact::compact(&state, req).await,
+            Self::AiSdkChat => ai_sdk::chat(&state, ai_sdk_chat(&path).unwrap_or_default(), req).await,
+            Self::AgUiRun => ag_ui::run(&state, ag_ui_agent(&path).unwrap_or_default(), req).await,
+            Self::ChatCompletions => openai::completions(&state, req).await,
+            Self::Mcp => Ok(crate::mcp_server::handle(&state, req).await),
+        }
+    }
+}
+
+/// The string `code` of a 415.
+pub const UNSUPPORTED_MEDIA_TYPE: &str = "unsupported_media_type";
+
+/// `Ok` when the request declares one JSON body (`application/json`, parameters such as
+/// `charset` allowed): what every POST route's protocol sends (the native API, the AI SDK, AG-UI,
+/// the OpenAI API, MCP's streamable HTTP). Anything else is 415 before the body is read; the
+/// types a web page may post without a preflight (`text/plain`, forms) never reach a handler.
+pub fn require_json(headers: &http::HeaderMap) -> Result<(), ApiError> {
+    let mut declared = headers.get_all(header::CONTENT_TYPE).iter();
+    let (first, second) = (declared.next(), declared.next());
+    let essence = first.filter(|_| second.is_none()).and_then(|v| v.to_str().ok()).map(|v| match v.split_once(';') {
+        Some((essence, _)) => essence.trim(),
+        None => v.trim(),
+    });
+    if essence.is_some_and(|e| e.eq_ignore_ascii_case("application/json")) {
+        return Ok(());
+    }
+    let shown = match (first, second) {
+        (None, _) => "none".to_owned(),
+        (Some(_), Some(_)) => "several".to_owned(),
+        (Some(v), None) => String::from_utf8_lossy(v.as_bytes()).chars().take(100).collect(),
+    };
+    Err(ApiError::with_fields(
+        http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        format!("request body must be application/json (Content-Type: {shown})"),
+        serde_json::json!({ "code": UNSUPPORTED_MEDIA_TYPE }),
+    ))
 }
 
 /// `/api/ai-sdk/{agentKey}/chat` → the agent key.
@@ -210,4 +338,60 @@ pub fn query_params<B>(req: &Request<B>) -> HashMap<String, String> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_post_route_is_listed_and_found_by_its_path() {
+        for route in PostRoute::ALL {
+            // A new variant fails to compile here until it is given a place in `ALL`.
+            let index = match route {
+                PostRoute::Query => 0,
+                PostRoute::Submit => 1,
+                PostRoute::Interrupt => 2,
+                PostRoute::Steer => 3,
+                PostRoute::Compact => 4,
+                PostRoute::AiSdkChat => 5,
+                PostRoute::AgUiRun => 6,
+                PostRoute::ChatCompletions => 7,
+                PostRoute::Mcp => 8,
+            };
+            assert_eq!(PostRoute::ALL[index], route);
+            assert_eq!(PostRoute::of(&route.path("some-agent")), Some(route), "{route:?}");
+        }
+        for other in ["/api/ap/agents", "/api/ai-sdk/a/chat/x/stream", "/api/ag-ui/a/b", "/v1/models", "/healthz"] {
+            assert_eq!(PostRoute::of(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn only_json_bodies_are_taken() {
+        let with = |values: &[&str]| {
+            let mut headers = http::HeaderMap::new();
+            for v in values {
+                headers.append(header::CONTENT_TYPE, http::HeaderValue::from_str(v).unwrap());
+            }
+            require_json(&headers)
+        };
+        for ok in ["application/json", "application/json; charset=utf-8", "APPLICATION/JSON ;charset=UTF-8"] {
+            assert_eq!(with(&[ok]), Ok(()), "{ok}");
+        }
+        for refused in [
+            &[][..],
+            &["text/plain"],
+            &["text/plain;charset=UTF-8"],
+            &["application/x-www-form-urlencoded"],
+            &["multipart/form-data; boundary=x"],
+            &["application/jsonx"],
+            &["application/json", "text/plain"],
+        ] {
+            let e = with(refused).unwrap_err();
+            assert_eq!(e.status, http::StatusCode::UNSUPPORTED_MEDIA_TYPE, "{refused:?}");
+            assert_eq!(e.body.as_ref().unwrap()["code"], UNSUPPORTED_MEDIA_TYPE);
+        }
+        assert!(with(&["text/plain"]).unwrap_err().msg.ends_with("(Content-Type: text/plain)"));
+    }
 }
