@@ -1,4 +1,4 @@
-//! Prometheus metrics (`GET /metrics`).
+//! Prometheus metrics (`GET /metrics`; with auth on it needs a verified token, like `/api/**`).
 //!
 //! Crates record through the `metrics` facade (agw-llm: provider latency to first token;
 //! agw-modes: tool durations; this crate: runs and streamed events). The server installs one

@@ -626,3 +626,32 @@ async fn the_other_protocols_need_a_token_too() {
     let body: Value = models.json().await.unwrap();
     assert_eq!(body["data"][0]["id"], "a");
 }
+
+/// Issue 32: with auth on, `/metrics` (agent keys, models, token and cost counters) answers only
+/// a verified token; the probes (`/healthz`, `/readyz`) stay open. Without auth it is open.
+#[tokio::test]
+async fn metrics_need_a_verified_token_when_auth_is_on() {
+    let key = TestKey::generate("local");
+    let gw = start(&local_key_env(&key.public_pem())).await;
+    let url = format!("{}/metrics", gw.base);
+    for token in [None, Some("not-a-token".to_owned()), Some(TestKey::generate("other").token(&claims(json!({}))))] {
+        let mut req = gw.client.get(&url);
+        if let Some(token) = &token {
+            req = req.bearer_auth(token);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status(), 401, "token {token:?}");
+        assert_eq!(resp.headers()["www-authenticate"], "Bearer");
+        let body: Value = resp.json().await.unwrap();
+        assert!(body["msg"].as_str().unwrap().starts_with("unauthorized: "), "{body}");
+    }
+    let resp = gw.client.get(&url).bearer_auth(key.token(&claims(json!({})))).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
+    for probe in ["/healthz", "/readyz"] {
+        assert_eq!(gw.client.get(format!("{}{probe}", gw.base)).send().await.unwrap().status(), 200, "{probe}");
+    }
+
+    let open = start(&[]).await;
+    assert_eq!(open.client.get(format!("{}/metrics", open.base)).send().await.unwrap().status(), 200);
+}

@@ -1,7 +1,8 @@
-//! JWT bearer authentication for `/api/ap/**` (contract `http-api.md` §9, spec README decisions).
+//! JWT bearer authentication (contract `http-api.md` §9, spec README decisions).
 //!
 //! Enforced whenever a key source is configured (a local RSA public key and/or a JWKS URI) unless
-//! `AGENT_AUTH_ENABLED=false`. Every `/api/ap/` request except `OPTIONS` then needs
+//! `AGENT_AUTH_ENABLED=false`. Every request to `/api/**`, `/v1/**`, `/mcp` and `/metrics`
+//! except `OPTIONS` ([`protects`], `mcp_server::protects`) then needs
 //! `Authorization: Bearer <token>`: an RSA-signed JWS (RS256/384/512, PS256/384/512; `none` and
 //! HMAC tokens are refused from the header, before any key is tried) whose signature verifies with
 //! the local key or, failing that, a JWKS key; `exp` required, `nbf` honoured, both with
@@ -132,9 +133,11 @@ impl AuthSettings {
 }
 
 /// Whether a request is subject to auth: `/api/**` (agw's own API and the AI SDK / AG-UI
-/// endpoints) and `/v1/**` (the OpenAI façade), every method but `OPTIONS`.
+/// endpoints), `/v1/**` (the OpenAI façade) and `/metrics` (agent keys, models, token and cost
+/// counters are not for anyone who can reach the port), every method but `OPTIONS`. The probes
+/// (`/healthz`, `/readyz`) stay open.
 pub fn protects(method: &Method, path: &str) -> bool {
-    (path.starts_with("/api/") || path.starts_with("/v1/")) && method != Method::OPTIONS
+    (path.starts_with("/api/") || path.starts_with("/v1/") || path == "/metrics") && method != Method::OPTIONS
 }
 
 /// The verified caller, attached to the request's extensions.
@@ -318,7 +321,8 @@ mod tests {
         assert!(protects(&Method::GET, "/api/ap/data/x.csv"));
         assert!(!protects(&Method::OPTIONS, "/api/ap/query"));
         assert!(!protects(&Method::GET, "/healthz"));
-        assert!(!protects(&Method::GET, "/metrics"));
+        assert!(!protects(&Method::GET, "/readyz"));
+        assert!(protects(&Method::GET, "/metrics"));
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Operations endpoints (outside `/api/ap`, never behind auth).
+//! Operations endpoints (outside `/api/ap`): the probes, never behind auth, and `/metrics`, behind
+//! auth when it is on (`auth::protects`).
 
 use http::StatusCode;
 use serde_json::json;
