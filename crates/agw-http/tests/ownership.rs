@@ -299,3 +299,101 @@ async fn without_auth_every_chat_is_the_single_users_and_nothing_new_is_stored()
     let index = std::fs::read_to_string(gw.agents_dir.join("chats/_chats.jsonl")).unwrap();
     assert!(!index.contains("owner"), "auth off writes the contract's records only: {index}");
 }
+
+impl Users {
+    /// `POST /api/ai-sdk/a/chat` as `token` with the AI SDK chat id `id`: status, and the agw chat
+    /// id and text of the stream when it ran.
+    async fn ai_sdk(&self, token: &str, id: &str, text: &str) -> (u16, Option<(String, String)>) {
+        let user = json!({"id": "u", "role": "user", "parts": [{"type": "text", "text": text}]});
+        let resp = self
+            .gw
+            .client
+            .post(format!("{}/api/ai-sdk/a/chat", self.gw.base))
+            .bearer_auth(token)
+            .json(&json!({"id": id, "messages": [user]}))
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        if status != 200 {
+            return (status, None);
+        }
+        let chunks: Vec<Value> = resp
+            .text()
+            .await
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter(|d| *d != "[DONE]")
+            .map(|d| serde_json::from_str(d).unwrap())
+            .collect();
+        let chat_id = chunks[0]["messageMetadata"]["chatId"].as_str().unwrap().to_owned();
+        let text = chunks.iter().filter(|c| c["type"] == "text-delta").map(|c| c["delta"].as_str().unwrap()).collect();
+        (status, Some((chat_id, text)))
+    }
+
+    /// `POST /api/ag-ui/a` as `token` with the AG-UI thread `thread`: status and the agw chat id.
+    async fn ag_ui(&self, token: &str, thread: &str) -> (u16, Option<String>) {
+        let input = json!({"threadId": thread, "runId": "r", "state": {}, "tools": [], "context": [],
+            "forwardedProps": {}, "messages": [{"id": "m1", "role": "user", "content": "hi"}]});
+        let resp = self
+            .gw
+            .client
+            .post(format!("{}/api/ag-ui/a", self.gw.base))
+            .bearer_auth(token)
+            .json(&input)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        if status != 200 {
+            return (status, None);
+        }
+        let body = resp.text().await.unwrap();
+        let first: Value = serde_json::from_str(body.lines().find_map(|l| l.strip_prefix("data: ")).unwrap()).unwrap();
+        (status, Some(first["threadId"].as_str().unwrap().to_owned()))
+    }
+}
+
+/// Issue 32: the AI SDK's `id` and AG-UI's `threadId` are strings the client picks, often
+/// predictable (`"support"`, a user name). With auth on the chat such a string names is the
+/// caller's own: bob using it first does not take it from alice, and bob sending it never reaches
+/// alice's chat. The same caller and string always name the same chat.
+#[tokio::test]
+async fn client_chat_ids_name_the_callers_own_chat() {
+    let users = gateway_with_users(&[], &[oneshot_agent("a", false, 5000)]).await;
+    let (status, bobs) = users.ai_sdk(&users.bob, "support", "bob squats the id").await;
+    assert_eq!(status, 200);
+    let (bobs, _) = bobs.unwrap();
+    let (status, alices) = users.ai_sdk(&users.alice, "support", "alice's secret plan").await;
+    assert_eq!(status, 200, "the id is alice's to use too");
+    let (alices, text) = alices.unwrap();
+    assert_eq!(text, "hello");
+    assert_ne!(alices, bobs, "two users, two chats");
+    let (_, again) = users.ai_sdk(&users.alice, "support", "and then?").await;
+    assert_eq!(again.unwrap().0, alices, "a follow-up with the same id finds her chat");
+    assert_eq!(users.chat_ids(&users.alice).await, std::slice::from_ref(&alices));
+    assert_eq!(users.chat_ids(&users.bob).await, std::slice::from_ref(&bobs));
+    let history = users.gw.history_json(&alices).await;
+    let queries: Vec<&str> = history.iter().filter_map(|l| l["query"]["message"].as_str()).collect();
+    assert_eq!(queries, ["alice's secret plan", "and then?"], "bob's message is not in her chat");
+
+    // Bob's resume of the string is his chat, never hers; her agw chat id stays hers.
+    let resume = users
+        .gw
+        .client
+        .get(format!("{}/api/ai-sdk/a/chat/support/stream", users.gw.base))
+        .bearer_auth(&users.bob)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resume.status(), 204, "bob has nothing running");
+    let (status, _) = users.ai_sdk(&users.bob, &alices, "let me in").await;
+    assert_eq!(status, 404, "alice's agw chat id is hers");
+
+    // AG-UI threads the same way.
+    let (status, bob_thread) = users.ag_ui(&users.bob, "support").await;
+    assert_eq!((status, bob_thread.as_deref()), (200, Some(bobs.as_str())), "the same derivation as the AI SDK's");
+    let (_, alice_thread) = users.ag_ui(&users.alice, "support").await;
+    assert_eq!(alice_thread.as_deref(), Some(alices.as_str()));
+}

@@ -2,7 +2,8 @@
 //! `RunAgentInput` and answers with AG-UI events as data-only SSE frames, in the order AG-UI's
 //! client verifies.
 //!
-//! `threadId` is the chat (a non-UUID id maps to a stable UUID, as for the AI SDK). agw keeps the
+//! `threadId` is the chat (a non-UUID id maps to a stable UUID, as for the AI SDK, scoped to the
+//! caller with auth on: `ai_sdk::chat_id_for`). agw keeps the
 //! history: the last `user` message starts a run; trailing `tool` messages answer the frontend
 //! calls the chat's waiting run ended its previous stream with (`RUN_FINISHED` with
 //! `pendingToolCallIds`), and the stream continues that run. Tools the client declares in
@@ -75,7 +76,7 @@ pub async fn run(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
             })
         })
         .collect();
-    let chat_id = chat_id_for(&input.thread_id);
+    let chat_id = chat_id_for(&input.thread_id, principal.as_ref());
     let heartbeat = state.settings.server.heartbeat_interval;
     let Some(last) = input.messages.last() else {
         return Err(ApiError::bad_request("messages must not be empty"));

@@ -13,7 +13,8 @@
 //! - `GET /api/ai-sdk/{agentKey}/chat/{id}/stream` resumes the chat's running run (204 when none).
 //!
 //! The AI SDK's chat ids are free-form; a non-UUID id maps to a stable UUID (a SHA-256 name
-//! hash), so the same `id` is always the same agw chat.
+//! hash), so the same `id` is always the same agw chat — with auth on, the same caller's: the
+//! hash includes the caller ([`chat_id_for`]).
 
 use std::sync::Arc;
 
@@ -36,12 +37,23 @@ use crate::envelope::ApiError;
 use crate::runs::{Observer, RunHandle};
 use crate::state::AppState;
 
-/// The agw chat id of an AI SDK chat id: itself when it is a UUID, else a name-based UUID.
-pub fn chat_id_for(id: &str) -> String {
-    if let Some(uuid) = agw_protocol::ids::canonical_uuid(id.trim()) {
+/// The agw chat id of a client's chat id (the AI SDK's `id`, AG-UI's `threadId`): itself when it
+/// is a UUID (an agw chat id, checked like any other: another user's is absent), else a
+/// name-based UUID. With auth on (`principal`) the name includes the caller's tenant and subject:
+/// such strings are often predictable (`"support"`), and two users sending one must get two
+/// chats, not a 404 for whoever comes second (issue 32). Deterministic, so a follow-up with the
+/// same string finds the chat; without auth the name is the string alone, as before.
+pub fn chat_id_for(id: &str, principal: Option<&Principal>) -> String {
+    let id = id.trim();
+    if let Some(uuid) = agw_protocol::ids::canonical_uuid(id) {
         return uuid;
     }
-    let digest = sha2::Sha256::digest(format!("agw:ai-sdk:{}", id.trim()).as_bytes());
+    let name = match principal {
+        None => format!("agw:ai-sdk:{id}"),
+        // A JSON array keeps the parts apart: no (subject, string) pair spells another's.
+        Some(p) => serde_json::json!(["agw:ai-sdk:owned", p.tenant, p.subject, id]).to_string(),
+    };
+    let digest = sha2::Sha256::digest(name.as_bytes());
     let mut bytes = [0u8; 16];
     bytes.copy_from_slice(&digest[..16]);
     uuid::Builder::from_custom_bytes(bytes).into_uuid().hyphenated().to_string()
@@ -106,7 +118,7 @@ pub async fn chat(state: &AppState, agent_key: &str, req: Request<RequestBody>) 
     let request: ChatRequest =
         serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("invalid chat request: {e}")))?;
     let agent = resolve_agent(state, Some(agent_key))?;
-    let chat_id = chat_id_for(&request.id);
+    let chat_id = chat_id_for(&request.id, principal.as_ref());
     let Some(last) = request.messages.last() else {
         return Err(ApiError::bad_request("messages must not be empty"));
     };
@@ -175,7 +187,7 @@ pub async fn chat(state: &AppState, agent_key: &str, req: Request<RequestBody>) 
 
 /// `GET /api/ai-sdk/{agentKey}/chat/{id}/stream`: the chat's running run from its start, or 204.
 pub fn resume(state: &AppState, id: &str, principal: Option<&Principal>) -> HandlerResult {
-    let chat_id = chat_id_for(id);
+    let chat_id = chat_id_for(id, principal);
     let running = state
         .runs
         .chats()
@@ -253,11 +265,37 @@ mod tests {
     #[test]
     fn chat_ids_map_to_stable_uuids() {
         let uuid = "0B8F6A52-7C1E-4D3A-9F2B-5E6D7C8B9A01";
-        assert_eq!(chat_id_for(uuid), uuid.to_lowercase());
-        let a = chat_id_for("hWbKqz8d1Q0Ymx3e");
-        assert_eq!(a, chat_id_for("hWbKqz8d1Q0Ymx3e"));
-        assert_ne!(a, chat_id_for("another"));
+        assert_eq!(chat_id_for(uuid, None), uuid.to_lowercase());
+        let a = chat_id_for("hWbKqz8d1Q0Ymx3e", None);
+        assert_eq!(a, chat_id_for("hWbKqz8d1Q0Ymx3e", None));
+        assert_eq!(a, chat_id_for(" hWbKqz8d1Q0Ymx3e ", None));
+        assert_ne!(a, chat_id_for("another", None));
         assert!(agw_protocol::ids::canonical_uuid(&a).is_some(), "{a}");
+        // Unchanged without auth: chats made before issue 32 keep their ids.
+        assert_eq!(chat_id_for("chat-1", None), "736144a2-c4f4-82a1-953e-bdae24c94a43");
+    }
+
+    #[test]
+    fn with_auth_a_client_string_names_the_callers_own_chat() {
+        let user = |sub: &str, tenant: Option<&str>| Principal {
+            subject: sub.into(),
+            tenant: tenant.map(str::to_owned),
+            operator: false,
+        };
+        let (alice, bob) = (user("alice", None), user("bob", None));
+        let mine = chat_id_for("support", Some(&alice));
+        assert_eq!(mine, chat_id_for("support", Some(&alice)), "deterministic");
+        assert!(agw_protocol::ids::canonical_uuid(&mine).is_some(), "{mine}");
+        for other in [
+            chat_id_for("support", Some(&bob)),
+            chat_id_for("support", None),
+            chat_id_for("support", Some(&user("alice", Some("acme")))),
+            chat_id_for("support", Some(&user("alice\",\"support", None))),
+        ] {
+            assert_ne!(mine, other);
+        }
+        let uuid = "0b8f6a52-7c1e-4d3a-9f2b-5e6d7c8b9a01";
+        assert_eq!(chat_id_for(uuid, Some(&alice)), uuid, "an agw chat id stays itself");
     }
 
     #[test]
