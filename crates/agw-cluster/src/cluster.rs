@@ -15,11 +15,14 @@ use tokio::time::{Instant, MissedTickBehavior};
 use crate::config::redact_url;
 use crate::conn::{Shared, bounded, dedicated, lock, millis};
 use crate::keys::Keys;
+use crate::replay::{self, ReplayCache};
 use crate::scripts::Scripts;
-use crate::{ClusterConfig, ClusterError, RunRecord};
+use crate::{ClusterConfig, ClusterError, ClusterSecret, RunRecord};
 
 /// Idle dedicated connections kept for blocking reads of control replies.
 const POOL_MAX: usize = 8;
+/// MAC domain of run records.
+const RECORD_DOMAIN: &str = "agw-cluster run record";
 
 /// A handle on the shared cluster state. Cheap to clone (one `Arc` inside); the node's
 /// heartbeat and control server stop on [`Cluster::shutdown`] or when the last clone is dropped.
@@ -34,6 +37,10 @@ pub(crate) struct Inner {
     /// The shared, auto-reconnecting multiplexed connection. Never used for blocking commands.
     pub(crate) shared: Arc<Shared>,
     pub(crate) scripts: Scripts,
+    /// What control requests, replies and run records are signed with.
+    pub(crate) secret: ClusterSecret,
+    /// Nonces of the control requests this node accepted (shared by its control servers).
+    pub(crate) replay: Arc<Mutex<ReplayCache>>,
     /// Idle dedicated connections for blocking commands (control replies).
     pub(crate) pool: Mutex<Vec<MultiplexedConnection>>,
     /// `true` once shut down; dropping the sender (last clone gone) also stops the tasks.
@@ -66,6 +73,7 @@ impl Cluster {
     /// every lease/3.
     pub async fn connect(cfg: ClusterConfig) -> Result<Cluster, ClusterError> {
         cfg.validate().map_err(ClusterError::Config)?;
+        let secret = cfg.secret.clone().ok_or_else(|| ClusterError::Config("a cluster secret is required".into()))?;
         let shown = redact_url(&cfg.url);
         let client =
             Client::open(cfg.url.as_str()).map_err(|e| ClusterError::Redis(format!("invalid redis url {shown}"), e))?;
@@ -87,6 +95,8 @@ impl Cluster {
                 keys,
                 shared: Arc::new(shared),
                 scripts: Scripts::new(),
+                secret,
+                replay: Arc::new(Mutex::new(ReplayCache::new(replay::CAPACITY))),
                 pool: Mutex::new(vec![probe]),
                 stop,
                 heartbeat: Mutex::new(None),
@@ -178,15 +188,19 @@ impl Cluster {
 
     // ----- run records -----
 
-    /// Writes (replaces) a run record. It has no expiry while the run is not finished.
+    /// Writes (replaces) a run record. It has no expiry while the run is not finished. The run,
+    /// chat and agent ids and the owner are signed (field `mac`); the node and the status, which
+    /// Lua scripts change in place, are not.
     pub async fn put_run(&self, run: &RunRecord) -> Result<(), ClusterError> {
         let key = self.inner.keys.run(&run.run_id);
+        let mac = hex::encode(self.record_mac(run));
         let mut fields: Vec<(&str, &str)> = vec![
             ("run_id", &run.run_id),
             ("chat_id", &run.chat_id),
             ("agent_key", &run.agent_key),
             ("node_id", &run.node_id),
             ("status", &run.status),
+            ("mac", &mac),
         ];
         if let Some(owner) = &run.owner {
             fields.push(("owner", owner));
@@ -196,7 +210,9 @@ impl Cluster {
         self.inner.shared.pipe(|| format!("HSET {key}"), &pipe).await
     }
 
-    /// Reads a run record; `None` when there is none (never written, or expired).
+    /// Reads a run record; `None` when there is none (never written, or expired) and when its
+    /// signature does not verify (rewritten in Redis, written with another secret or by an agw
+    /// that did not sign records): logged, and treated as absent.
     pub async fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>, ClusterError> {
         let key = self.inner.keys.run(run_id);
         let mut cmd = redis::cmd("HGETALL");
@@ -205,17 +221,45 @@ impl Cluster {
         if map.is_empty() {
             return Ok(None);
         }
+        let mac = map.remove("mac");
         let mut take = |field: &str| {
             map.remove(field).ok_or_else(|| ClusterError::Decode(format!("run record {key}: field {field} is missing")))
         };
-        Ok(Some(RunRecord {
+        let record = RunRecord {
             run_id: take("run_id")?,
             chat_id: take("chat_id")?,
             agent_key: take("agent_key")?,
             node_id: take("node_id")?,
             status: take("status")?,
             owner: map.remove("owner"),
-        }))
+        };
+        let genuine = record.run_id == run_id
+            && mac.and_then(|m| hex::decode(m).ok()).is_some_and(|m| self.verify_record(&record, &m));
+        if !genuine {
+            tracing::warn!(
+                run = run_id,
+                "run record refused: its signature does not verify (rewritten in Redis, or written with another cluster secret); treated as absent"
+            );
+            return Ok(None);
+        }
+        Ok(Some(record))
+    }
+
+    /// The parts of a record that are signed: who may act on the run, and what it is.
+    fn record_parts(run: &RunRecord) -> [&[u8]; 5] {
+        let (has_owner, owner): (&[u8], &[u8]) = match &run.owner {
+            Some(owner) => (b"1", owner.as_bytes()),
+            None => (b"0", b""),
+        };
+        [run.run_id.as_bytes(), run.chat_id.as_bytes(), run.agent_key.as_bytes(), has_owner, owner]
+    }
+
+    fn record_mac(&self, run: &RunRecord) -> [u8; crate::secret::MAC_LEN] {
+        self.inner.secret.mac(RECORD_DOMAIN, &Self::record_parts(run))
+    }
+
+    fn verify_record(&self, run: &RunRecord, mac: &[u8]) -> bool {
+        self.inner.secret.verify(RECORD_DOMAIN, &Self::record_parts(run), mac)
     }
 
     /// Sets a run's status. `finished`: the record and the frame stream expire after

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::ClusterSecret;
+
 /// Where the shared Redis is and how this node behaves in the cluster.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ClusterConfig {
@@ -21,6 +23,13 @@ pub struct ClusterConfig {
     pub retention: Duration,
     /// Bound on each Redis command and on connecting (default 2 s).
     pub op_timeout: Duration,
+    /// The secret every node of the deployment shares: control requests, their replies and run
+    /// records are signed with it. Required: [`crate::Cluster::connect`] refuses `None`.
+    pub secret: Option<ClusterSecret>,
+    /// The longest a control request is valid (default 5 s): [`crate::Cluster::send_control`]
+    /// waits at most this long, and a node refuses a request whose deadline lies further ahead
+    /// (beyond 2 s of clock skew). Nodes of one deployment should agree on it.
+    pub control_ttl: Duration,
 }
 
 impl ClusterConfig {
@@ -43,6 +52,14 @@ impl ClusterConfig {
         if self.op_timeout.is_zero() {
             return Err("op_timeout must be positive".into());
         }
+        if self.secret.is_none() {
+            return Err(
+                "a cluster secret is required: nodes sign control requests and run records with it, so that a write to Redis alone cannot act on a run".into(),
+            );
+        }
+        if self.control_ttl < Duration::from_millis(100) {
+            return Err(format!("control_ttl {:?} is too short (at least 100 ms)", self.control_ttl));
+        }
         Ok(())
     }
 }
@@ -57,6 +74,8 @@ impl Default for ClusterConfig {
             stream_max_events: 10_000,
             retention: Duration::from_secs(300),
             op_timeout: Duration::from_secs(2),
+            secret: None,
+            control_ttl: Duration::from_secs(5),
         }
     }
 }
@@ -72,6 +91,8 @@ impl fmt::Debug for ClusterConfig {
             .field("stream_max_events", &self.stream_max_events)
             .field("retention", &self.retention)
             .field("op_timeout", &self.op_timeout)
+            .field("secret", &self.secret)
+            .field("control_ttl", &self.control_ttl)
             .finish()
     }
 }
@@ -101,9 +122,24 @@ mod tests {
         assert!(!format!("{cfg:?}").contains("hunter2"));
     }
 
+    fn with_secret() -> ClusterConfig {
+        ClusterConfig { secret: Some(ClusterSecret::new([7u8; 32]).unwrap()), ..ClusterConfig::default() }
+    }
+
+    #[test]
+    fn a_secret_is_required_and_never_shown() {
+        assert!(ClusterConfig::default().validate().unwrap_err().contains("secret"));
+        let cfg = ClusterConfig {
+            secret: Some(ClusterSecret::new("s3cret-s3cret-s3cret-s3cret-s3cret").unwrap()),
+            ..ClusterConfig::default()
+        };
+        assert!(cfg.validate().is_ok());
+        assert!(!format!("{cfg:?}").contains("s3cret"));
+    }
+
     #[test]
     fn bad_node_ids_are_refused() {
-        let mut cfg = ClusterConfig::default();
+        let mut cfg = with_secret();
         assert!(cfg.validate().is_ok());
         cfg.node_id = "a|b".into();
         assert!(cfg.validate().is_err());

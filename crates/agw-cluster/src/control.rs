@@ -1,17 +1,21 @@
 //! Request/reply to one node: an inbox list per node read with `BLPOP`, one reply list per
-//! request read with `BLPOP` by the sender.
+//! request read with `BLPOP` by the sender. Both directions are signed (`envelope.rs`); what
+//! does not verify, is late, misdirected or replayed is dropped with a warning.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::FutureExt;
 use redis::aio::MultiplexedConnection;
-use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::conn::{Shared, bounded, dedicated, lock, millis};
+use crate::envelope::{self, Envelope, Refusal};
+use crate::replay::ReplayCache;
+use crate::secret::ClusterSecret;
 use crate::{Cluster, ClusterError, ControlReply, ControlRequest};
 
 /// How long the server's `BLPOP` waits before it looks at the stop signal again.
@@ -25,18 +29,6 @@ const RETRY_PAUSE: Duration = Duration::from_millis(250);
 /// The longest pause between reconnection attempts of the server.
 const RETRY_PAUSE_MAX: Duration = Duration::from_secs(4);
 
-/// What travels through an inbox.
-#[derive(Debug, Serialize, Deserialize)]
-struct Envelope {
-    /// The list the reply goes to.
-    reply_to: String,
-    /// Unix milliseconds after which the sender no longer waits: the request is dropped.
-    deadline_ms: u64,
-    /// The sending node (for logs).
-    from: String,
-    request: ControlRequest,
-}
-
 fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)).unwrap_or(0)
 }
@@ -49,9 +41,11 @@ fn blpop_secs(d: Duration) -> String {
 impl Cluster {
     /// Serves control requests sent to this node: a task pops the inbox
     /// `{prefix}:node:{id}:inbox` (`BLPOP` on a dedicated connection) and runs `handler` for each
-    /// request in its own task; the reply goes back to the sender. Requests past their deadline
-    /// are dropped; a handler that panics answers status 500. Stops on [`Cluster::shutdown`] or
-    /// when the last clone of the cluster is dropped.
+    /// request in its own task; the signed reply goes back to the sender. Requests that are not
+    /// signed with the cluster secret, are addressed to another node, are past their deadline
+    /// or were seen before are dropped with a warning, unanswered; a handler that panics answers
+    /// status 500. The handler runs in a `control` span naming the sending node. Stops on
+    /// [`Cluster::shutdown`] or when the last clone of the cluster is dropped.
     pub fn serve_control<F, Fut>(&self, handler: F)
     where
         F: Fn(ControlRequest) -> Fut + Send + Sync + 'static,
@@ -63,14 +57,18 @@ impl Cluster {
             inbox: inner.keys.inbox(&inner.cfg.node_id),
             node_id: inner.cfg.node_id.clone(),
             op_timeout: inner.cfg.op_timeout,
+            secret: inner.secret.clone(),
+            replay: Arc::clone(&inner.replay),
+            max_ttl_ms: millis(inner.cfg.control_ttl),
         };
         let task = tokio::spawn(server.run(Arc::new(handler), inner.stop.subscribe()));
         lock(&inner.servers).push(task);
     }
 
-    /// Sends a control request to `node_id` and waits up to `timeout` for its reply.
-    /// [`ClusterError::NoReply`] when the node does not answer in time, at once when its lease is
-    /// already gone.
+    /// Sends a control request to `node_id`, signed, valid until its deadline — `timeout`, at most
+    /// [`crate::ClusterConfig::control_ttl`] — and waits that long for its signed reply (a reply
+    /// that does not verify is ignored with a warning). [`ClusterError::NoReply`] when the node
+    /// does not answer in time, at once when its lease is already gone.
     pub async fn send_control(
         &self,
         node_id: &str,
@@ -78,44 +76,68 @@ impl Cluster {
         timeout: Duration,
     ) -> Result<ControlReply, ClusterError> {
         let started = tokio::time::Instant::now();
+        let timeout = timeout.min(self.inner.cfg.control_ttl);
         let no_reply = || ClusterError::NoReply { node: node_id.to_owned() };
         if !self.node_alive(node_id).await? {
             return Err(no_reply());
         }
         let keys = &self.inner.keys;
         let inbox = keys.inbox(node_id);
-        let reply_to = keys.reply(&uuid::Uuid::new_v4().to_string());
+        let nonce = uuid::Uuid::new_v4().simple().to_string();
+        let issued_ms = now_ms();
         let envelope = Envelope {
-            reply_to: reply_to.clone(),
-            deadline_ms: now_ms().saturating_add(millis(timeout)),
             from: self.node_id().to_owned(),
+            to: node_id.to_owned(),
+            reply_to: keys.reply(&nonce),
+            nonce,
+            issued_ms,
+            deadline_ms: issued_ms.saturating_add(millis(timeout)),
             request: req,
         };
-        let payload = serde_json::to_string(&envelope)
+        let payload = envelope::seal(&self.inner.secret, &envelope)
             .map_err(|e| ClusterError::Decode(format!("control request (cannot encode it: {e})")))?;
         let mut pipe = redis::pipe();
         pipe.rpush(&inbox, &payload).ignore().pexpire(&inbox, millis(timeout.max(INBOX_TTL)) as i64).ignore();
         self.inner.shared.pipe::<()>(|| format!("RPUSH {inbox}"), &pipe).await?;
 
-        let (mut conn, pooled) = self.take_dedicated().await?;
-        let popped = match self.await_reply(&mut conn, &reply_to, timeout.saturating_sub(started.elapsed())).await {
-            // An idle connection may have died with a Redis restart: once more on a fresh one.
-            Err(ClusterError::Redis(_, e)) if pooled && (e.is_io_error() || e.is_unrecoverable_error()) => {
-                conn = self.new_dedicated().await?;
-                self.await_reply(&mut conn, &reply_to, timeout.saturating_sub(started.elapsed())).await?
+        let reply_to = &envelope.reply_to;
+        let (mut conn, mut pooled) = self.take_dedicated().await?;
+        let reply = loop {
+            let left = timeout.saturating_sub(started.elapsed());
+            let popped = match self.await_reply(&mut conn, reply_to, left).await {
+                // An idle connection may have died with a Redis restart: once more on a fresh one.
+                Err(ClusterError::Redis(_, e)) if pooled && (e.is_io_error() || e.is_unrecoverable_error()) => {
+                    conn = self.new_dedicated().await?;
+                    pooled = false;
+                    self.await_reply(&mut conn, reply_to, timeout.saturating_sub(started.elapsed())).await?
+                }
+                other => other?,
+            };
+            let Some((_, wire)) = popped else { break None };
+            match envelope::open_reply(&self.inner.secret, &envelope.nonce, &wire) {
+                Ok(reply) => break Some(reply),
+                Err(Refusal::Undecodable(e)) => {
+                    self.put_dedicated(conn);
+                    return Err(ClusterError::Decode(format!("control reply from {node_id}: {e}")));
+                }
+                Err(refusal) => tracing::warn!(
+                    node = %self.node_id(),
+                    to = %node_id,
+                    reason = %refusal,
+                    "control reply refused; still waiting for the real one"
+                ),
             }
-            other => other?,
         };
         self.put_dedicated(conn);
-        let Some((_, reply)) = popped else {
-            // Withdraw the request if it is still queued (best effort; it would be dropped as
-            // stale anyway).
+        let Some(reply) = reply else {
+            // Withdraw the request if it is still queued (best effort; it would be refused as
+            // late anyway).
             let mut lrem = redis::cmd("LREM");
             lrem.arg(&inbox).arg(1).arg(&payload);
             let _ = self.query::<i64>(|| format!("LREM {inbox}"), &lrem).await;
             return Err(no_reply());
         };
-        serde_json::from_str(&reply).map_err(|e| ClusterError::Decode(format!("control reply from {node_id}: {e}")))
+        Ok(reply)
     }
 }
 
@@ -139,6 +161,11 @@ struct Server {
     inbox: String,
     node_id: String,
     op_timeout: Duration,
+    secret: ClusterSecret,
+    /// Shared by every server of the node: a replay popped by another server is still one.
+    replay: Arc<Mutex<ReplayCache>>,
+    /// The longest validity a request may claim ([`crate::ClusterConfig::control_ttl`]).
+    max_ttl_ms: u64,
 }
 
 impl Server {
@@ -193,54 +220,71 @@ impl Server {
         Ok(popped.map(|(_, payload)| payload))
     }
 
+    /// The request in `payload` if this node may act on it; else why not, logged. Only what
+    /// verified is named in the log line (the rest is whatever someone wrote to Redis).
+    fn accept(&self, payload: &str) -> Option<Envelope> {
+        let envelope = match envelope::verify(&self.secret, payload) {
+            Ok(envelope) => envelope,
+            Err(refusal) => {
+                tracing::warn!(node = %self.node_id, reason = %refusal, bytes = payload.len(), "control request refused");
+                return None;
+            }
+        };
+        let now = now_ms();
+        let checked = envelope
+            .check(&self.node_id, now, self.max_ttl_ms)
+            .and_then(|()| lock(&self.replay).admit(&envelope.nonce, envelope.deadline_ms, now));
+        if let Err(refusal) = checked {
+            tracing::warn!(
+                node = %self.node_id,
+                from = %envelope.from,
+                kind = %envelope.request.kind,
+                run = %envelope.request.run_id,
+                reason = %refusal,
+                "control request refused"
+            );
+            return None;
+        }
+        Some(envelope)
+    }
+
     fn dispatch<F, Fut>(&self, payload: &str, handler: &Arc<F>)
     where
         F: Fn(ControlRequest) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ControlReply> + Send + 'static,
     {
-        let envelope: Envelope = match serde_json::from_str(payload) {
-            Ok(e) => e,
-            Err(e) => {
-                tracing::warn!(node = %self.node_id, error = %e, "undecodable control request dropped");
-                return;
-            }
-        };
-        if now_ms() > envelope.deadline_ms {
-            tracing::debug!(
-                node = %self.node_id,
-                from = %envelope.from,
-                kind = %envelope.request.kind,
-                run = %envelope.request.run_id,
-                "control request past its deadline dropped"
-            );
-            return;
-        }
+        let Some(envelope) = self.accept(payload) else { return };
         let handler = Arc::clone(handler);
         let shared = Arc::clone(&self.shared);
+        let secret = self.secret.clone();
         let node_id = self.node_id.clone();
-        tokio::spawn(async move {
-            let Envelope { reply_to, from, request, .. } = envelope;
-            let kind = request.kind.clone();
-            let reply = match AssertUnwindSafe(handler(request)).catch_unwind().await {
-                Ok(reply) => reply,
-                Err(_) => {
-                    tracing::error!(node = %node_id, kind = %kind, "control handler panicked");
-                    ControlReply { status: 500, body: serde_json::json!({ "error": "control handler panicked" }) }
+        let Envelope { reply_to, from, nonce, request, .. } = envelope;
+        let span = tracing::info_span!("control", from = %from, kind = %request.kind, run = %request.run_id);
+        tokio::spawn(
+            async move {
+                let kind = request.kind.clone();
+                let reply = match AssertUnwindSafe(handler(request)).catch_unwind().await {
+                    Ok(reply) => reply,
+                    Err(_) => {
+                        tracing::error!(node = %node_id, kind = %kind, "control handler panicked");
+                        ControlReply { status: 500, body: serde_json::json!({ "error": "control handler panicked" }) }
+                    }
+                };
+                let payload = match envelope::seal_reply(&secret, &nonce, &reply) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        tracing::error!(node = %node_id, kind = %kind, error = %e, "cannot encode a control reply");
+                        return;
+                    }
+                };
+                let mut pipe = redis::pipe();
+                pipe.rpush(&reply_to, payload).ignore().pexpire(&reply_to, millis(REPLY_TTL) as i64).ignore();
+                let sent = shared.pipe::<()>(|| format!("RPUSH {reply_to}"), &pipe).await;
+                if let Err(e) = sent {
+                    tracing::warn!(node = %node_id, to = %from, kind = %kind, error = %e, "cannot send a control reply");
                 }
-            };
-            let payload = match serde_json::to_string(&reply) {
-                Ok(p) => p,
-                Err(e) => {
-                    tracing::error!(node = %node_id, kind = %kind, error = %e, "cannot encode a control reply");
-                    return;
-                }
-            };
-            let mut pipe = redis::pipe();
-            pipe.rpush(&reply_to, payload).ignore().pexpire(&reply_to, millis(REPLY_TTL) as i64).ignore();
-            let sent = shared.pipe::<()>(|| format!("RPUSH {reply_to}"), &pipe).await;
-            if let Err(e) = sent {
-                tracing::warn!(node = %node_id, to = %from, kind = %kind, error = %e, "cannot send a control reply");
             }
-        });
+            .instrument(span),
+        );
     }
 }

@@ -5,13 +5,15 @@
 //! - node leases: `{prefix}:node:{id}`, set with a PX expiry and refreshed by a heartbeat task
 //!   every lease/3; a node whose key is gone is dead ([`Cluster::node_alive`]);
 //! - run records: `{prefix}:run:{id}` (a hash, [`RunRecord`]), without expiry while the run is
-//!   live and kept for [`ClusterConfig::retention`] once it finished;
+//!   live and kept for [`ClusterConfig::retention`] once it finished; the run, chat and agent ids
+//!   and the owner are signed (field `mac`), a record whose signature fails reads as absent;
 //! - each run's event frames: `{prefix}:run:{id}:frames`, a Redis stream whose entry ids are
 //!   `{seq}-0` (field `f` = the frame's bytes), appended idempotently ([`Cluster::append_frames`])
 //!   and followed from a cursor by any replica ([`Cluster::follow`]);
 //! - request/reply control messages to the node that owns a run: an inbox list per node
 //!   `{prefix}:node:{id}:inbox` and one short-lived reply list per request
-//!   `{prefix}:reply:{request id}` ([`Cluster::serve_control`], [`Cluster::send_control`]);
+//!   `{prefix}:reply:{request id}` ([`Cluster::serve_control`], [`Cluster::send_control`]),
+//!   each signed (`envelope.rs`);
 //! - one run per chat across replicas: `{prefix}:chat:{id}:run` = `node|run`
 //!   ([`Cluster::acquire_chat`]);
 //! - exactly-once claims `{prefix}:claim:{key}` ([`Cluster::claim`]) and shared quotas: member
@@ -19,6 +21,11 @@
 //!   `{prefix}:counter:{key}`.
 //!
 //! Invariants:
+//! - Redis is not trusted with authority: whatever a node acts on for another node (a control
+//!   request, the owner in a run record) carries an HMAC-SHA256 made with the deployment's
+//!   [`ClusterSecret`] and is refused when it does not verify; a control request is also
+//!   refused past its deadline, on any node but its target, and when its nonce was seen.
+//!   Refusals are logged (`warn`), never handed to the caller's handler.
 //! - Every command on the shared path goes through one auto-reconnecting multiplexed connection
 //!   and is bounded by [`ClusterConfig::op_timeout`]: a Redis outage yields [`ClusterError`]s,
 //!   never a hang. Blocking commands (`XREAD BLOCK`, `BLPOP`) run on dedicated connections, never
@@ -39,15 +46,19 @@ mod cluster;
 mod config;
 mod conn;
 mod control;
+mod envelope;
 mod error;
 mod frames;
 mod keys;
+mod replay;
 mod scripts;
+mod secret;
 mod types;
 
 pub use cluster::Cluster;
 pub use config::ClusterConfig;
 pub use error::ClusterError;
+pub use secret::ClusterSecret;
 pub use types::{ControlReply, ControlRequest, FollowItem, Frame, RunRecord};
 
 // The HTTP layer shares one cluster handle between tasks and moves followers into body streams.
@@ -56,4 +67,5 @@ const _: () = {
     assert_send_sync::<Cluster>();
     assert_send_sync::<ClusterError>();
     assert_send_sync::<ClusterConfig>();
+    assert_send_sync::<ClusterSecret>();
 };

@@ -13,7 +13,9 @@ pub struct RunRecord {
     pub agent_key: String,
     /// The node executing the run (changed by adoption, [`crate::Cluster::set_run_node`]).
     pub node_id: String,
-    /// The run's owner as opaque JSON (whoever may read or control it), if any.
+    /// The run's owner as opaque JSON (whoever may read or control it), if any. Signed with the
+    /// cluster secret together with the run, chat and agent ids: a record whose signature fails
+    /// is not returned ([`crate::Cluster::get_run`]).
     pub owner: Option<String>,
     /// `running`, `waiting`, `completed`, `failed` or `cancelled`.
     pub status: String,
@@ -38,7 +40,9 @@ pub enum FollowItem {
     Idle,
 }
 
-/// A request to the node that owns a run (cancel, resume, answer, …).
+/// A request to the node that owns a run (cancel, resume, answer, …). It travels signed with the
+/// cluster secret (sender, target, deadline and a nonce included), so the receiving node's
+/// handler only ever sees requests another node of the deployment sent, once, in time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ControlRequest {
     /// What is asked; the handler decides what kinds exist.
@@ -47,6 +51,10 @@ pub struct ControlRequest {
     pub run_id: String,
     /// The request's payload.
     pub body: serde_json::Value,
+    /// Who asks, as opaque JSON (like [`RunRecord::owner`]); `None` when the sender had no
+    /// authenticated caller. The handler checks it against the run's owner.
+    #[serde(default)]
+    pub principal: Option<serde_json::Value>,
 }
 
 /// The answer of a control handler.

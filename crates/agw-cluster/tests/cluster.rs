@@ -6,13 +6,20 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use agw_cluster::{Cluster, ClusterConfig, ClusterError, ControlReply, ControlRequest, FollowItem, Frame, RunRecord};
+use agw_cluster::{
+    Cluster, ClusterConfig, ClusterError, ClusterSecret, ControlReply, ControlRequest, FollowItem, Frame, RunRecord,
+};
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde_json::json;
 
 const LEASE: Duration = Duration::from_millis(600);
+
+/// The secret the test's nodes share.
+fn secret() -> Option<ClusterSecret> {
+    Some(ClusterSecret::new("agw-cluster-tests-shared-secret-0123456789").unwrap())
+}
 
 /// One test's Redis namespace; its keys are deleted when it is dropped.
 struct Env {
@@ -37,6 +44,7 @@ impl Env {
             prefix: self.prefix.clone(),
             lease: LEASE,
             retention: Duration::from_secs(60),
+            secret: secret(),
             ..ClusterConfig::default()
         }
     }
@@ -303,7 +311,12 @@ async fn control_requests_reach_the_owner_and_a_dead_node_gives_no_reply() {
             }
         });
     }
-    let req = |kind: &str| ControlRequest { kind: kind.into(), run_id: "r9".into(), body: json!({"reason": "user"}) };
+    let req = |kind: &str| ControlRequest {
+        kind: kind.into(),
+        run_id: "r9".into(),
+        body: json!({"reason": "user"}),
+        principal: None,
+    };
 
     let reply = a.send_control(b.node_id(), req("cancel"), Duration::from_secs(2)).await.unwrap();
     assert_eq!(reply.status, 200);
@@ -340,7 +353,8 @@ async fn control_requests_reach_the_owner_and_a_dead_node_gives_no_reply() {
         redis::cmd("LLEN").arg(format!("{}:node:{}:inbox", env.prefix, c.node_id())).query(&mut env.redis()).unwrap();
     assert_eq!(queued, 0);
 
-    // Requests already past their deadline when popped are dropped, not handled.
+    // A request in the unsigned form of agw before signing (and past its deadline too) is
+    // dropped, not handled.
     let before = handled.load(Ordering::SeqCst);
     let stale = json!({"reply_to": format!("{}:reply:x", env.prefix), "deadline_ms": 1, "from": "a",
         "request": {"kind": "cancel", "run_id": "r", "body": null}});
@@ -359,6 +373,167 @@ async fn control_requests_reach_the_owner_and_a_dead_node_gives_no_reply() {
     assert!(matches!(err, ClusterError::NoReply { .. }));
     a.shutdown().await;
     c.shutdown().await;
+}
+
+/// Polls `key` (a list) until it holds an item and returns the first one, failing after 5 s.
+async fn first_item(env: &Env, key: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let items: Vec<String> = redis::cmd("LRANGE").arg(key).arg(0).arg(0).query(&mut env.redis()).unwrap();
+        if let Some(item) = items.into_iter().next() {
+            return item;
+        }
+        assert!(Instant::now() < deadline, "nothing arrived in {key}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn rpush(env: &Env, key: &str, value: &str) {
+    let _: () = redis::cmd("RPUSH").arg(key).arg(value).query(&mut env.redis()).unwrap();
+}
+
+/// A handler that records what it handles and echoes the caller's principal.
+fn recording(node: &Cluster) -> Arc<std::sync::Mutex<Vec<ControlRequest>>> {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    node.serve_control(move |req: ControlRequest| {
+        let log = Arc::clone(&log);
+        async move {
+            let principal = req.principal.clone();
+            log.lock().unwrap().push(req);
+            ControlReply { status: 200, body: json!({"principal": principal}) }
+        }
+    });
+    seen
+}
+
+/// What someone with write access to Redis pushes onto a node's inbox is never handled: the
+/// unsigned form agw used before, a made-up MAC, a genuine request altered after signing, a
+/// genuine request pushed again (replayed) or onto another node's inbox (misdirected). Genuine
+/// requests keep working, and a forged reply on a sender's reply list is not taken for the
+/// answer.
+#[tokio::test]
+async fn forged_altered_replayed_and_misdirected_control_requests_are_never_handled() {
+    let Some(env) = Env::new() else { return };
+    let (a, b, c) = (env.node().await, env.node().await, env.node().await);
+    let inbox = |node: &Cluster| format!("{}:node:{}:inbox", env.prefix, node.node_id());
+    let steer = |who: &str| ControlRequest {
+        kind: "steer".into(),
+        run_id: "r1".into(),
+        body: json!({"runId": "r1", "message": "go"}),
+        principal: Some(json!({"sub": who})),
+    };
+
+    // A genuine request, captured in B's inbox before B serves it.
+    let sender = a.clone();
+    let (b_id, request) = (b.node_id().to_owned(), steer("alice"));
+    let sent = tokio::spawn(async move { sender.send_control(&b_id, request, Duration::from_secs(5)).await });
+    let genuine = first_item(&env, &inbox(&b)).await;
+    assert!(genuine.starts_with("agw1."), "signed on the wire: {genuine}");
+    let on_b = recording(&b);
+    let on_c = recording(&c);
+    let reply = sent.await.unwrap().unwrap();
+    assert_eq!((reply.status, &reply.body), (200, &json!({"principal": {"sub": "alice"}})));
+
+    // The attacks.
+    let unsigned = json!({"reply_to": format!("{}:reply:x", env.prefix), "deadline_ms": u64::MAX, "from": "a",
+        "request": {"kind": "submit", "run_id": "r1", "body": {"runId": "r1", "params": "always"}}});
+    rpush(&env, &inbox(&b), &unsigned.to_string());
+    let json_part = genuine.splitn(3, '.').nth(2).unwrap().to_owned();
+    rpush(&env, &inbox(&b), &format!("agw1.{}.{json_part}", "0".repeat(64)));
+    assert!(genuine.contains(r#""sub":"alice""#));
+    rpush(&env, &inbox(&b), &genuine.replace(r#""sub":"alice""#, r#""sub":"bob""#));
+    rpush(&env, &inbox(&b), &genuine);
+    rpush(&env, &inbox(&c), &genuine);
+
+    // One more genuine request to each: served after the attacks (one inbox is read in order).
+    for node in [&b, &c] {
+        let reply = a.send_control(node.node_id(), steer("carol"), Duration::from_secs(2)).await.unwrap();
+        assert_eq!(reply.body, json!({"principal": {"sub": "carol"}}));
+    }
+    let who = |seen: &std::sync::Mutex<Vec<ControlRequest>>| {
+        seen.lock().unwrap().iter().map(|r| r.principal.clone().unwrap()["sub"].clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(who(&on_b), vec![json!("alice"), json!("carol")], "B handled only the two genuine requests");
+    assert_eq!(who(&on_c), vec![json!("carol")], "C refused the request addressed to B");
+
+    // A forged reply pushed to the sender's reply list is ignored; the genuine one is taken.
+    let d = env.node().await;
+    let sender = a.clone();
+    let d_id = d.node_id().to_owned();
+    let sent = tokio::spawn(async move { sender.send_control(&d_id, steer("alice"), Duration::from_secs(5)).await });
+    let pending = first_item(&env, &inbox(&d)).await;
+    let envelope: serde_json::Value = serde_json::from_str(pending.splitn(3, '.').nth(2).unwrap()).unwrap();
+    let reply_to = envelope["reply_to"].as_str().unwrap();
+    let forged = json!({"status": 200, "body": {"principal": {"sub": "mallory"}}}).to_string();
+    rpush(&env, reply_to, &forged);
+    rpush(&env, reply_to, &format!("agw1.{}.{forged}", "0".repeat(64)));
+    let _on_d = recording(&d);
+    let reply = sent.await.unwrap().unwrap();
+    assert_eq!(reply.body, json!({"principal": {"sub": "alice"}}), "the genuine reply, not the forged ones");
+    for node in [a, b, c, d] {
+        node.shutdown().await;
+    }
+}
+
+/// The owner in a run record cannot be rewritten through Redis alone: a record whose owner, ids
+/// or signature were changed, or that was copied under another run id, reads as absent, and so
+/// does a record signed with another secret. Status and node changes keep a record valid.
+#[tokio::test]
+async fn a_run_record_rewritten_in_redis_reads_as_absent() {
+    let Some(env) = Env::new() else { return };
+    let a = env.node().await;
+    let run = RunRecord {
+        run_id: "r1".into(),
+        chat_id: "c1".into(),
+        agent_key: "demo".into(),
+        node_id: a.node_id().into(),
+        owner: Some(json!({"sub": "alice"}).to_string()),
+        status: "waiting".into(),
+    };
+    let key = |id: &str| format!("{}:run:{id}", env.prefix);
+    let hset = |id: &str, field: &str, value: &str| {
+        let _: () = redis::cmd("HSET").arg(key(id)).arg(field).arg(value).query(&mut env.redis()).unwrap();
+    };
+    for (field, value) in [
+        ("owner", r#"{"sub":"bob"}"#),
+        ("chat_id", "c2"),
+        ("agent_key", "other"),
+        ("run_id", "r2"),
+        ("mac", "00"),
+        ("mac", &"0".repeat(64)),
+    ] {
+        a.put_run(&run).await.unwrap();
+        assert_eq!(a.get_run("r1").await.unwrap().as_ref(), Some(&run));
+        hset("r1", field, value);
+        assert_eq!(a.get_run("r1").await.unwrap(), None, "{field} rewritten to {value}");
+    }
+    a.put_run(&run).await.unwrap();
+    let _: () = redis::cmd("HDEL").arg(key("r1")).arg("owner").query(&mut env.redis()).unwrap();
+    assert_eq!(a.get_run("r1").await.unwrap(), None, "owner removed");
+
+    // Copied whole under another run's key.
+    a.put_run(&run).await.unwrap();
+    let fields: Vec<String> = redis::cmd("HGETALL").arg(key("r1")).query(&mut env.redis()).unwrap();
+    let _: () = redis::cmd("HSET").arg(key("r9")).arg(&fields).query(&mut env.redis()).unwrap();
+    assert_eq!(a.get_run("r9").await.unwrap(), None, "a record copied to another run id");
+
+    // What the nodes change in place leaves it valid.
+    a.set_run_status("r1", "running", false).await.unwrap();
+    a.set_run_node("r1", "elsewhere").await.unwrap();
+    let read = a.get_run("r1").await.unwrap().expect("still valid");
+    assert_eq!((read.status.as_str(), read.node_id.as_str()), ("running", "elsewhere"));
+
+    // Another deployment's secret: its records are not ours.
+    let other = ClusterConfig {
+        secret: Some(ClusterSecret::new("another-deployment-another-secret-xyz").unwrap()),
+        ..env.cfg()
+    };
+    let other = Cluster::connect(other).await.unwrap();
+    other.put_run(&run).await.unwrap();
+    assert_eq!(a.get_run("r1").await.unwrap(), None);
+    other.shutdown().await;
+    a.shutdown().await;
 }
 
 #[tokio::test]
@@ -522,7 +697,8 @@ async fn node_ids_and_the_prefix_shape_the_key_layout() {
 async fn connecting_to_a_wrong_port_fails_clearly_within_the_op_timeout() {
     // Port 1 on loopback: nothing listens there.
     let op_timeout = Duration::from_secs(1);
-    let cfg = ClusterConfig { url: "redis://127.0.0.1:1/".into(), op_timeout, ..ClusterConfig::default() };
+    let cfg =
+        ClusterConfig { url: "redis://127.0.0.1:1/".into(), op_timeout, secret: secret(), ..ClusterConfig::default() };
     let started = Instant::now();
     let err = Cluster::connect(cfg).await.unwrap_err();
     assert!(started.elapsed() < op_timeout + Duration::from_millis(300), "{:?}", started.elapsed());
@@ -544,7 +720,12 @@ async fn connecting_to_a_server_that_never_answers_fails_within_the_op_timeout()
         }
     });
     let op_timeout = Duration::from_millis(700);
-    let cfg = ClusterConfig { url: format!("redis://:secret@{addr}/"), op_timeout, ..ClusterConfig::default() };
+    let cfg = ClusterConfig {
+        url: format!("redis://:secret@{addr}/"),
+        op_timeout,
+        secret: secret(),
+        ..ClusterConfig::default()
+    };
     let started = Instant::now();
     let err = Cluster::connect(cfg).await.unwrap_err();
     assert!(started.elapsed() < op_timeout + Duration::from_millis(300), "{:?}", started.elapsed());

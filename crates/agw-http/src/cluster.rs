@@ -8,9 +8,11 @@
 //!
 //! A request for a run this replica does not hold ([`locate`]) finds the record and:
 //! - `attach` follows the run's stream ([`follow`]) — the retained frames, then live ones;
-//! - `interrupt`, `steer`, `submit` are forwarded to the owner ([`forward`]), which answers them
-//!   exactly as if they had arrived there (the caller's access was checked here, against the
-//!   record's owner);
+//! - `interrupt`, `steer`, `submit` are forwarded to the owner ([`forward`]) with the caller,
+//!   signed with the cluster secret; the owner answers them exactly as if they had arrived
+//!   there, checking the caller against the run's owner again (the forwarding replica checked it
+//!   against the record's owner, which is signed too: a record rewritten in Redis reads as
+//!   absent);
 //! - when the owner's lease has expired, a running run is declared lost: one replica (a claim
 //!   decides which) appends `run.error` `node_lost` to its stream, which ends every observer's
 //!   response; a run that waited durably for a person is *adopted* by the replica its answer
@@ -36,8 +38,6 @@ use crate::envelope::ApiError;
 use crate::runs::{DisconnectPolicy, RunHandle, RunStatus};
 use crate::state::{AppState, Inner};
 
-/// How long a forwarded request waits for the owner's answer.
-const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest pause between retries of a mirror append while Redis is unreachable.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
@@ -78,6 +78,8 @@ pub async fn join(state: &AppState) -> Result<(), String> {
         lease: settings.cluster.lease,
         stream_max_events: settings.runs.buffer_events,
         retention: settings.runs.retention.max(Duration::from_secs(1)),
+        secret: settings.cluster.secret.clone(),
+        control_ttl: settings.cluster.control_deadline,
         ..ClusterConfig::default()
     };
     let cluster = Cluster::connect(config)
@@ -312,12 +314,25 @@ pub enum Forwarded {
     Refused(ApiError),
 }
 
-/// Sends a control request (`interrupt`, `steer`, `submit` with its JSON body) to the replica
-/// that holds the run and returns its answer.
-pub async fn forward(state: &AppState, remote: &Remote, kind: &str, body: Value) -> Result<Forwarded, ApiError> {
+/// Sends a control request (`interrupt`, `steer`, `submit` with its JSON body) on behalf of
+/// `principal` to the replica that holds the run and returns its answer. The request is signed
+/// with the cluster secret, valid for `agw.cluster.control-deadline`.
+pub async fn forward(
+    state: &AppState,
+    remote: &Remote,
+    kind: &str,
+    body: Value,
+    principal: Option<&Principal>,
+) -> Result<Forwarded, ApiError> {
     let Some(node) = state.cluster.get() else { return Err(ApiError::internal()) };
-    let request = ControlRequest { kind: kind.to_owned(), run_id: remote.record.run_id.clone(), body };
-    let reply = node.cluster.send_control(&remote.record.node_id, request, FORWARD_TIMEOUT).await.map_err(|e| {
+    let request = ControlRequest {
+        kind: kind.to_owned(),
+        run_id: remote.record.run_id.clone(),
+        body,
+        principal: principal.map(Caller::of).and_then(|c| serde_json::to_value(c).ok()),
+    };
+    let deadline = state.settings.cluster.control_deadline;
+    let reply = node.cluster.send_control(&remote.record.node_id, request, deadline).await.map_err(|e| {
         tracing::warn!(node = %remote.record.node_id, error = %e, kind, "forwarded request not answered");
         ApiError::with_fields(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -347,17 +362,68 @@ fn reply_error(error: &ApiError) -> ControlReply {
     ControlReply { status: error.status.as_u16(), body: json!({ "msg": error.msg, "fields": fields }) }
 }
 
-/// The owner's side of [`forward`]: the same handling as the HTTP endpoint, without the access
-/// check (the forwarding replica made it against the run's owner).
+/// The caller of a forwarded request as it travels (the [`Principal`] the forwarding replica
+/// authenticated).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Caller {
+    sub: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tenant: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    operator: bool,
+}
+
+impl Caller {
+    fn of(p: &Principal) -> Caller {
+        Caller { sub: p.subject.clone(), tenant: p.tenant.clone(), operator: p.operator }
+    }
+}
+
+/// The caller a forwarded request acts for, or why it acts for nobody.
+fn caller_of(state: &AppState, request: &ControlRequest) -> Result<Option<Principal>, &'static str> {
+    match &request.principal {
+        // Auth is on here: every caller of the local routes has a principal, so must this one.
+        None if state.settings.auth.enforced() => Err("it names no caller while auth is on"),
+        None => Ok(None),
+        Some(value) => serde_json::from_value::<Caller>(value.clone())
+            .ok()
+            .filter(|c| !c.sub.trim().is_empty())
+            .map(|c| Some(Principal { subject: c.sub, tenant: c.tenant, operator: c.operator }))
+            .ok_or("its caller does not decode"),
+    }
+}
+
+/// The owner's side of [`forward`]: the same handling as the HTTP endpoint, with the same access
+/// check against the run's owner, for the caller the signed request names. A refusal looks like
+/// absence (404, `unmatched`), as on the local routes, and is logged.
 async fn answer_control(state: &AppState, request: ControlRequest) -> ControlReply {
+    let (run_id, kind) = (request.run_id.as_str(), request.kind.as_str());
+    let principal = match caller_of(state, &request) {
+        Ok(principal) => principal,
+        Err(why) => {
+            tracing::warn!(runId = %run_id, kind, "forwarded request refused: {why}; answered as if the run did not exist");
+            // Owners always have a non-blank subject: this caller may access nothing.
+            Some(Principal { subject: String::new(), tenant: None, operator: false })
+        }
+    };
+    let principal = principal.as_ref();
+    if let Some(owner) = state.runs.owner(run_id)
+        && !may_access(principal, owner.as_ref())
+    {
+        tracing::warn!(
+            runId = %run_id,
+            kind,
+            "forwarded request refused: its caller may not act on the run; answered as if the run did not exist"
+        );
+    }
     let body = serde_json::to_vec(&request.body).unwrap_or_default();
-    let answer = match request.kind.as_str() {
-        "interrupt" => match state.runs.get(&request.run_id) {
+    let answer = match kind {
+        "interrupt" => match state.runs.get(run_id).filter(|h| may_access(principal, h.owner.as_ref())) {
             Some(handle) => Ok(crate::routes::runs::interrupt_handle(&handle).await),
-            None => Err(ApiError::not_found(format!("run not found: {}", request.run_id))),
+            None => Err(ApiError::not_found(format!("run not found: {run_id}"))),
         },
-        "steer" => crate::routes::runs::steer_local(state, &body, None).await,
-        "submit" => crate::routes::submit::submit_local(state, &body, None).await,
+        "steer" => crate::routes::runs::steer_local(state, &body, principal).await,
+        "submit" => crate::routes::submit::submit_local(state, &body, principal).await,
         other => Err(ApiError::bad_request(format!("unknown control request {other:?}"))),
     };
     match answer {

@@ -152,7 +152,7 @@ pub struct Settings {
     pub runs: RunSettings,
     /// `agw.quotas.*`: runs, tokens and cost per subject and per agent.
     pub quotas: QuotaSettings,
-    /// `agw.database.*`, `agw.redis.*`, `agw.node.id`, `agw.cluster.lease`: several replicas.
+    /// `agw.database.*`, `agw.redis.*`, `agw.node.id`, `agw.cluster.*`: several replicas.
     pub cluster: ClusterSettings,
     /// `agent.providers.<key>.*`: the model providers, by key; empty when none is configured.
     pub providers: Vec<ProviderConfig>,

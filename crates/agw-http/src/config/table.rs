@@ -228,6 +228,12 @@ settings! {
             "this replica's name in the cluster; each start adds a random incarnation suffix (unset = a random name)";
         AGW_CLUSTER_LEASE: "agw.cluster.lease" = Some("10s"),
             "a replica that has not renewed its lease for this long is lost: its running runs end with run.error node_lost";
+        AGW_CLUSTER_SECRET: "agw.cluster.secret" = None,
+            "secret shared by every replica (at least 32 bytes, e.g. openssl rand -base64 48): signs the requests and run records replicas exchange through Redis; required with agw.redis.url";
+        AGW_CLUSTER_SECRET_FILE: "agw.cluster.secret-file" = None,
+            "file holding agw.cluster.secret (set one or the other)";
+        AGW_CLUSTER_CONTROL_DEADLINE: "agw.cluster.control-deadline" = Some("5s"),
+            "how long an interrupt, steer or submit forwarded to the replica running the run is valid and awaited; that replica refuses it later, or a second time";
         AGW_QUOTAS_SUBJECT_CONCURRENT_RUNS: "agw.quotas.subject-concurrent-runs" = Some("0"),
             "runs one subject (JWT sub; all unauthenticated callers are one subject) may have in flight; more get 429 quota_exceeded (0 = no limit)";
         AGW_QUOTAS_SUBJECT_RUNS_PER_MINUTE: "agw.quotas.subject-runs-per-minute" = Some("0"),

@@ -133,7 +133,7 @@ pub async fn interrupt(state: &AppState, req: Request<RequestBody>) -> HandlerRe
             if remote.orphaned_wait() {
                 cluster::adopt(state, &remote).await?
             } else {
-                return interrupt_remote(state, &remote).await.map(|data| success(&data));
+                return interrupt_remote(state, &remote, principal.as_ref()).await.map(|data| success(&data));
             }
         }
     };
@@ -164,7 +164,11 @@ pub(crate) async fn interrupt_handle(handle: &RunHandle) -> serde_json::Value {
 }
 
 /// Interrupt of a run another replica holds: forwarded while it lives; a lost one has ended.
-async fn interrupt_remote(state: &AppState, remote: &cluster::Remote) -> Result<serde_json::Value, ApiError> {
+async fn interrupt_remote(
+    state: &AppState,
+    remote: &cluster::Remote,
+    principal: Option<&Principal>,
+) -> Result<serde_json::Value, ApiError> {
     let run_id = remote.record.run_id.clone();
     if remote.lost() {
         cluster::declare_lost(state, &remote.record).await?;
@@ -178,7 +182,7 @@ async fn interrupt_remote(state: &AppState, remote: &cluster::Remote) -> Result<
             "detail": format!("the run had already finished ({status})"),
         }));
     }
-    match cluster::forward(state, remote, "interrupt", json!({"runId": run_id})).await? {
+    match cluster::forward(state, remote, "interrupt", json!({"runId": run_id}), principal).await? {
         cluster::Forwarded::Answer(data) => Ok(data),
         cluster::Forwarded::Refused(error) => Err(error),
     }
@@ -234,7 +238,7 @@ pub(crate) async fn steer_local(
                 ));
             }
             let body: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-            return match cluster::forward(state, &remote, "steer", body).await? {
+            return match cluster::forward(state, &remote, "steer", body, principal).await? {
                 cluster::Forwarded::Answer(data) => Ok(data),
                 cluster::Forwarded::Refused(error) => Err(error),
             };
