@@ -4,6 +4,11 @@
 //! `run.error` `node_lost`; a run that waited for a person on it is adopted by the replica its
 //! answer reaches; the chat lists agree.
 //!
+//! The cluster's trust boundary (issue 32, `docs/security.md`): what someone who can write to
+//! Redis pushes onto a replica's inbox — unsigned, forged, replayed, or for another user — is
+//! refused and logged, an owner rewritten in a run record hands the run to nobody, and a replica
+//! without the cluster secret does not start.
+//!
 //! Needs `AGW_TEST_DATABASE_URL` and `AGW_TEST_REDIS_URL` (`.ci/run` sets both to the local
 //! servers); without them every test says it was skipped and passes.
 
@@ -14,11 +19,19 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agw_testkit::{FixtureServer, Transcript};
+use aws_lc_rs::encoding::AsDer;
+use aws_lc_rs::rand::SystemRandom;
+use aws_lc_rs::rsa::{KeyPair, KeySize};
+use aws_lc_rs::signature::{self, KeyPair as _};
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use common::{Agw, Events, types};
 use serde_json::{Value, json};
 
 /// The lease of the test replicas: short, so a killed one is noticed quickly.
 const LEASE_MS: u64 = 1500;
+/// The cluster secret every test replica is given.
+const SECRET: &str = "agw-cluster-test-secret-0123456789abcdef";
 
 fn urls(test: &str) -> Option<(String, String)> {
     match (std::env::var("AGW_TEST_DATABASE_URL"), std::env::var("AGW_TEST_REDIS_URL")) {
@@ -43,6 +56,15 @@ struct Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        // The replicas' logs go to files (the tests read them); a failing test shows them.
+        if std::thread::panicking() {
+            for entry in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
+                if entry.path().extension().is_some_and(|e| e == "log") {
+                    let log = std::fs::read_to_string(entry.path()).unwrap_or_default();
+                    eprintln!("----- {} -----\n{log}", entry.path().display());
+                }
+            }
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
         let _ = Command::new("psql")
             .args([self.db.as_str(), "-q", "-c", &format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema)])
@@ -70,6 +92,11 @@ const AGENT: &str = r#"{"key":"c","mode":"REACT","modelConfig":{"providerKey":"f
   "toolConfig":{"backends":["mock_city_weather"],"frontends":["confirm_dialog"]},
   "react":{"systemPrompt":"You are a test agent.","maxSteps":4}}"#;
 
+/// A REACT agent whose weather calls wait for a person's approval.
+const ASKING_AGENT: &str = r#"{"key":"ask","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m","reasoning":{"enabled":false}},
+  "toolConfig":{"backends":["mock_city_weather"],"approvals":{"mock_*":"ask"}},
+  "react":{"systemPrompt":"You are a test agent.","maxSteps":4}}"#;
+
 impl Cluster {
     async fn new(test: &str) -> Option<Cluster> {
         let (db, redis) = urls(test)?;
@@ -78,6 +105,7 @@ impl Cluster {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("agents")).unwrap();
         std::fs::write(dir.join("agents/c.json"), AGENT).unwrap();
+        std::fs::write(dir.join("agents/ask.json"), ASKING_AGENT).unwrap();
         let fixture = FixtureServer::start().await.expect("fixture");
         Some(Cluster {
             db,
@@ -104,6 +132,7 @@ impl Cluster {
             "AGENT_AUTH_ENABLED",
             "AGW_TEST_DATABASE_URL",
             "AGW_TEST_REDIS_URL",
+            "AGW_CLUSTER_SECRET_FILE",
         ] {
             cmd.env_remove(var);
         }
@@ -123,10 +152,78 @@ impl Cluster {
             .env("AGW_REDIS_PREFIX", &self.prefix)
             .env("AGW_NODE_ID", format!("replica-{name}"))
             .env("AGW_CLUSTER_LEASE", format!("{LEASE_MS}ms"))
+            .env("AGW_CLUSTER_SECRET", SECRET)
             .env("RUST_LOG", "info")
             .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
-            .stderr(Stdio::inherit());
+            .stderr(std::fs::File::create(self.log(name)).expect("replica log file"));
         Agw::spawn(&mut cmd)
+    }
+
+    /// A replica with JWT auth on, trusting `users`' key.
+    fn replica_for(&self, name: &str, users: &Users) -> Agw {
+        self.replica_with(
+            name,
+            &[("AGENT_AUTH_LOCAL_PUBLIC_KEY", users.pem.clone()), ("SERVER_ADDRESS", "127.0.0.1".into())],
+        )
+    }
+
+    /// Where replica `name` writes its log.
+    fn log(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.log"))
+    }
+
+    /// Waits (up to 10 s) until replica `name` has logged `count` lines containing every needle;
+    /// returns them.
+    async fn wait_logged(&self, name: &str, needles: &[&str], count: usize) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let log = std::fs::read_to_string(self.log(name)).unwrap_or_default();
+            let lines: Vec<String> =
+                log.lines().filter(|l| needles.iter().all(|n| l.contains(n))).map(str::to_owned).collect();
+            if lines.len() >= count {
+                return lines;
+            }
+            assert!(Instant::now() < deadline, "replica {name} did not log {count} line(s) with {needles:?}:\n{log}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn redis(&self) -> redis::Connection {
+        redis::Client::open(self.redis.as_str()).unwrap().get_connection().expect("connect to the test redis")
+    }
+
+    /// The node that runs `run_id`, as its record says.
+    fn run_node(&self, run_id: &str) -> String {
+        redis::cmd("HGET").arg(format!("{}:run:{run_id}", self.prefix)).arg("node_id").query(&mut self.redis()).unwrap()
+    }
+
+    fn inbox(&self, node: &str) -> String {
+        format!("{}:node:{node}:inbox", self.prefix)
+    }
+
+    /// A raw `RPUSH`: what anyone with write access to Redis can do.
+    fn rpush(&self, key: &str, value: &str) {
+        let _: () = redis::cmd("RPUSH").arg(key).arg(value).query(&mut self.redis()).unwrap();
+    }
+
+    async fn query_as(&self, on: &Agw, token: &str, body: Value) -> Events {
+        let resp = self
+            .client
+            .post(format!("{}/api/ap/query", on.base))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .expect("query");
+        assert_eq!(resp.status(), 200, "query must stream");
+        Events::new(resp)
+    }
+
+    async fn post_as(&self, on: &Agw, token: &str, path: &str, body: Value) -> (u16, Value) {
+        let resp =
+            self.client.post(format!("{}{path}", on.base)).bearer_auth(token).json(&body).send().await.expect("post");
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
     }
 
     /// Three replicas started together (they apply the schema's migrations at the same time).
@@ -163,6 +260,48 @@ impl Cluster {
         let status = resp.status().as_u16();
         (status, resp.json().await.unwrap_or(Value::Null))
     }
+}
+
+/// Signs test tokens (RS256) with a key whose public half the replicas trust.
+struct Users {
+    pem: String,
+    alice: String,
+    bob: String,
+}
+
+impl Users {
+    fn new() -> Users {
+        let key = KeyPair::generate(KeySize::Rsa2048).expect("RSA key");
+        let der = STANDARD.encode(key.public_key().as_der().expect("SPKI DER").as_ref());
+        let lines: Vec<&str> = der.as_bytes().chunks(64).map(|c| std::str::from_utf8(c).unwrap()).collect();
+        let pem = format!("-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----\n", lines.join("\n"));
+        let token = |sub: &str| {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+            let header = URL_SAFE_NO_PAD.encode(json!({"alg": "RS256", "typ": "JWT"}).to_string());
+            let claims = URL_SAFE_NO_PAD.encode(json!({"sub": sub, "iat": now, "exp": now + 600}).to_string());
+            let input = format!("{header}.{claims}");
+            let mut sig = vec![0; key.public_modulus_len()];
+            key.sign(&signature::RSA_PKCS1_SHA256, &SystemRandom::new(), input.as_bytes(), &mut sig).expect("sign");
+            format!("{input}.{}", URL_SAFE_NO_PAD.encode(sig))
+        };
+        Users { alice: token("alice"), bob: token("bob"), pem }
+    }
+}
+
+/// The weather call (`call_w`) the asking agent makes, then its answer.
+fn script_weather(fixture: &FixtureServer) {
+    let call = Transcript::openai_tool_call("call_w", "mock_city_weather", &[r#"{"city":"Paris"}"#]);
+    script(
+        fixture,
+        vec![
+            ("weather", "agent-react-step-1", call),
+            ("weather", "agent-react-step-2", Transcript::openai_text(&["Sunny."])),
+        ],
+    );
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
 }
 
 fn of<'a>(events: &'a [Value], ty: &str) -> Vec<&'a Value> {
@@ -591,4 +730,286 @@ async fn a_queued_query_on_another_replica_waits_for_the_chats_run() {
     assert!(second_req > first_req, "the second run called the model only after the first");
     let body = requests[second_req].body.to_string();
     assert!(body.contains("p9"), "the queued run saw the first run's whole answer in its history");
+}
+
+// ----- the trust boundary (issue 32) --------------------------------------------------------
+
+/// Issue 32: one raw `RPUSH` of an unsigned request onto a replica's inbox answered another
+/// user's pending approval with `always`. Now the replica that runs the run refuses and logs a
+/// request in that unsigned form and one whose MAC was made up without the secret; the approval
+/// stays pending, and the owner's genuine answer, forwarded from another replica, is the one
+/// that counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsigned_and_forged_control_requests_do_not_answer_a_pending_approval() {
+    let Some(cluster) = Cluster::new("forged").await else { return };
+    let users = Users::new();
+    let (a, b) = (cluster.replica_for("a", &users), cluster.replica_for("b", &users));
+    script_weather(&cluster.fixture);
+    let mut on_a = cluster.query_as(&a, &users.alice, json!({"agentKey": "ask", "message": "weather?"})).await;
+    let run_id = on_a.until("run.start").await["runId"].as_str().unwrap().to_owned();
+    on_a.until("awaiting.ask").await;
+    let node = cluster.run_node(&run_id);
+
+    let reply_key = format!("{}:reply:attack", cluster.prefix);
+    let always = json!({"runId": run_id, "awaitingId": "call_w", "params": {"decision": "always"}});
+    // The form every replica obeyed before: plain JSON, nothing signed.
+    let unsigned = json!({"reply_to": reply_key, "deadline_ms": now_ms() + 60_000, "from": "mallory",
+        "request": {"kind": "submit", "run_id": run_id, "body": always}});
+    // The signed form, with a MAC made up by someone without the secret.
+    let envelope = json!({"from": "mallory", "to": node, "reply_to": reply_key, "nonce": "0".repeat(32),
+        "issued_ms": now_ms(), "deadline_ms": now_ms() + 4_000,
+        "request": {"kind": "submit", "run_id": run_id, "body": always, "principal": {"sub": "alice"}}});
+    let forged = format!("agw1.{}.{envelope}", "ab".repeat(32));
+    cluster.rpush(&cluster.inbox(&node), &unsigned.to_string());
+    cluster.rpush(&cluster.inbox(&node), &forged);
+
+    // A either answers one of them (on the reply key) or refuses both: whichever comes first.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let replies: Vec<String> =
+            redis::cmd("LRANGE").arg(&reply_key).arg(0).arg(-1).query(&mut cluster.redis()).unwrap();
+        assert!(replies.is_empty(), "a request nobody signed was obeyed: {replies:?}");
+        let log = std::fs::read_to_string(cluster.log("a")).unwrap_or_default();
+        if log.lines().filter(|l| l.contains("control request refused")).count() >= 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "A neither refused nor answered the pushed requests:\n{log}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    cluster.wait_logged("a", &["control request refused", "unsigned or malformed"], 1).await;
+    cluster.wait_logged("a", &["control request refused", "MAC does not verify"], 1).await;
+
+    // Alice's own answer, sent to B and forwarded to A, is accepted: nothing answered before it.
+    let once = json!({"runId": run_id, "awaitingId": "call_w", "params": {"decision": "once"}});
+    let (status, answered) = cluster.post_as(&b, &users.alice, "/api/ap/submit", once).await;
+    assert_eq!(status, 200, "{answered}");
+    assert_eq!(answered["data"]["status"], "accepted", "{answered}");
+    let echoed = on_a.until("awaiting.answer").await;
+    assert_eq!(echoed["answer"]["approvals"][0]["decision"], "once", "{echoed}");
+    let events = on_a.all().await;
+    assert_eq!(events.last().unwrap()["type"], "run.complete", "{:?}", types(&events));
+}
+
+/// The arguments of one `MONITOR` line (`<time> [<db> <client>] "arg" "arg" …`), unescaped as
+/// Redis escapes them (`\"`, `\\`, `\n`, `\r`, `\t`, `\a`, `\b`, `\xHH`).
+fn monitor_args(line: &str) -> Vec<Vec<u8>> {
+    let bytes = line.as_bytes();
+    let mut i = line.find(']').map_or(bytes.len(), |at| at + 1);
+    let mut args = Vec::new();
+    while i < bytes.len() {
+        if bytes[i] != b'"' {
+            i += 1;
+            continue;
+        }
+        i += 1;
+        let mut arg = Vec::new();
+        while i < bytes.len() && bytes[i] != b'"' {
+            if bytes[i] == b'\\' && i + 1 < bytes.len() {
+                i += 1;
+                match bytes[i] {
+                    b'n' => arg.push(b'\n'),
+                    b'r' => arg.push(b'\r'),
+                    b't' => arg.push(b'\t'),
+                    b'a' => arg.push(7),
+                    b'b' => arg.push(8),
+                    b'x' if i + 2 < bytes.len() => {
+                        let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
+                        arg.push(hex.and_then(|h| u8::from_str_radix(h, 16).ok()).unwrap_or(b'?'));
+                        i += 2;
+                    }
+                    other => arg.push(other),
+                }
+            } else {
+                arg.push(bytes[i]);
+            }
+            i += 1;
+        }
+        args.push(arg);
+        i += 1;
+    }
+    args
+}
+
+/// A genuine steer forwarded from B, copied as it crossed Redis (`MONITOR`) and pushed onto the
+/// inbox of the replica that runs the run again within its deadline, is refused as a replay and
+/// logged: the run takes the steer once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_steer_is_refused_and_the_run_takes_it_once() {
+    use futures::StreamExt;
+    let Some(cluster) = Cluster::new("replay").await else { return };
+    let (a, b) = (cluster.replica("a"), cluster.replica("b"));
+    script(
+        &cluster.fixture,
+        vec![
+            ("hello replay", "agent-react-step-1", slow_text(30, 100)),
+            ("steer once", "agent-react-step-2", Transcript::openai_text(&["after ", "the steer"])),
+            ("steer once", "agent-react-step-3", Transcript::openai_text(&["and again"])),
+        ],
+    );
+    let mut on_a = cluster.query(&a, json!({"agentKey": "c", "message": "hello replay"})).await;
+    let run_id = on_a.until("run.start").await["runId"].as_str().unwrap().to_owned();
+    on_a.until("content.delta").await;
+    let inbox = cluster.inbox(&cluster.run_node(&run_id));
+
+    // Watch every command Redis receives, as someone with access to it can.
+    let client = redis::Client::open(cluster.redis.as_str()).unwrap();
+    let mut monitor = client.get_async_monitor().await.expect("MONITOR").into_on_message::<String>();
+    let steer = json!({"runId": run_id, "message": "steer once", "steerId": "s-replayed"});
+    let (status, steered) = cluster.post(&b, "/api/ap/steer", steer).await;
+    assert_eq!((status, steered["data"]["status"].as_str()), (200, Some("queued")), "{steered}");
+    let captured = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(line) = monitor.next().await {
+            let args = monitor_args(&line);
+            if args.len() >= 3 && args[0].eq_ignore_ascii_case(b"RPUSH") && args[1] == inbox.as_bytes() {
+                return String::from_utf8(args[2].clone()).expect("a UTF-8 request");
+            }
+        }
+        panic!("MONITOR ended");
+    })
+    .await
+    .expect("the forwarded steer crossed Redis");
+    drop(monitor);
+
+    // The replay: the same bytes again, well within their deadline.
+    cluster.rpush(&inbox, &captured);
+    let events = on_a.all().await;
+    assert_eq!(events.last().unwrap()["type"], "run.complete", "{:?}", types(&events));
+    let taken = of(&events, "request.steer");
+    assert_eq!(taken.len(), 1, "the run took the steer once, not once per copy: {:?}", types(&events));
+    cluster.wait_logged("a", &["control request refused", "replayed"], 1).await;
+}
+
+/// The owner in the run record is what the other replicas check a caller against. Rewriting it
+/// in Redis (bob as the owner of alice's run) makes the record read as absent: bob's answer sent
+/// to another replica is `unmatched`, the refusal is logged, and alice still answers her run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_rewritten_in_redis_does_not_hand_the_run_to_another_user() {
+    let Some(cluster) = Cluster::new("owner").await else { return };
+    let users = Users::new();
+    let (a, b) = (cluster.replica_for("a", &users), cluster.replica_for("b", &users));
+    script_weather(&cluster.fixture);
+    let mut on_a = cluster.query_as(&a, &users.alice, json!({"agentKey": "ask", "message": "weather?"})).await;
+    let run_id = on_a.until("run.start").await["runId"].as_str().unwrap().to_owned();
+    on_a.until("awaiting.ask").await;
+
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{}:run:{run_id}", cluster.prefix))
+        .arg("owner")
+        .arg(r#"{"sub":"bob"}"#)
+        .query(&mut cluster.redis())
+        .unwrap();
+    let always = json!({"runId": run_id, "awaitingId": "call_w", "params": {"decision": "always"}});
+    let (status, answered) = cluster.post_as(&b, &users.bob, "/api/ap/submit", always).await;
+    assert_eq!(status, 200, "{answered}");
+    assert_eq!(answered["data"]["status"], "unmatched", "bob answered alice's approval: {answered}");
+    let (status, _) = cluster.post_as(&b, &users.bob, "/api/ap/interrupt", json!({"runId": run_id})).await;
+    assert_eq!(status, 404, "bob cannot interrupt it either");
+    cluster.wait_logged("b", &["run record refused", &run_id], 1).await;
+
+    let once = json!({"runId": run_id, "awaitingId": "call_w", "params": {"decision": "once"}});
+    let (_, answered) = cluster.post_as(&a, &users.alice, "/api/ap/submit", once).await;
+    assert_eq!(answered["data"]["status"], "accepted", "{answered}");
+    let echoed = on_a.until("awaiting.answer").await;
+    assert_eq!(echoed["answer"]["approvals"][0]["decision"], "once", "{echoed}");
+    assert_eq!(on_a.all().await.last().unwrap()["type"], "run.complete");
+}
+
+/// Clustered mode (`agw.redis.url` set) does not start without the cluster secret, nor with one
+/// shorter than 32 bytes, and `agw check` says why. Needs no Redis: the settings are refused
+/// before any connection.
+#[test]
+fn clustered_mode_refuses_to_start_without_a_secret() {
+    let dir = std::env::temp_dir().join(format!("agw-cluster-secretless-{}", std::process::id()));
+    let run = |args: &[&str], secret: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agw"));
+        for var in ["AGW_CONFIG", "AGW_CLUSTER_SECRET", "AGW_CLUSTER_SECRET_FILE", "AGW_DATABASE_URL"] {
+            cmd.env_remove(var);
+        }
+        cmd.args(args)
+            .env("AGW_REDIS_URL", "redis://127.0.0.1:1/")
+            .env("MEMORY_CHAT_DIR", dir.join("chats"))
+            .env("AGENT_DATA_EXTERNAL_DIR", dir.join("data"))
+            .env("AGW_RESOURCES_SYNC_BUNDLED", "false")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(secret) = secret {
+            cmd.env("AGW_CLUSTER_SECRET", secret);
+        }
+        let mut child = cmd.spawn().expect("spawn agw");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("agw {args:?} kept running without a usable cluster secret");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.success(), text)
+    };
+    for (secret, why) in [(None, "required when agw.redis.url is set"), (Some("only-twenty-one-bytes"), "at least 32")]
+    {
+        for args in [&["serve", "--port", "0"][..], &["check"][..]] {
+            let (ok, text) = run(args, secret);
+            assert!(!ok, "agw {args:?} must fail: {text}");
+            assert!(text.contains("agw.cluster.secret") && text.contains("AGW_CLUSTER_SECRET"), "{args:?}: {text}");
+            assert!(text.contains(why), "{args:?}: {text}");
+            assert!(!text.contains("only-twenty-one-bytes"), "the secret is never printed: {text}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A node of the deployment (it has the secret) forwards for the wrong caller — a replica with a
+/// bug, or with a stale idea of the owner. The replica that runs alice's run checks the caller
+/// the signed request names against the run's owner, as its own routes do: bob's (or nobody's)
+/// answer is `unmatched`, his interrupt and steer 404, each logged; alice's, sent the same way,
+/// is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_request_for_another_user_is_refused_by_the_replica_that_runs_the_run() {
+    use agw_cluster::{ClusterConfig, ClusterSecret, ControlRequest};
+    let Some(cluster) = Cluster::new("principal").await else { return };
+    let users = Users::new();
+    let a = cluster.replica_for("a", &users);
+    script_weather(&cluster.fixture);
+    let mut on_a = cluster.query_as(&a, &users.alice, json!({"agentKey": "ask", "message": "weather?"})).await;
+    let run_id = on_a.until("run.start").await["runId"].as_str().unwrap().to_owned();
+    on_a.until("awaiting.ask").await;
+    let node = cluster.run_node(&run_id);
+
+    let peer = agw_cluster::Cluster::connect(ClusterConfig {
+        url: cluster.redis.clone(),
+        prefix: cluster.prefix.clone(),
+        node_id: "test-peer".into(),
+        secret: Some(ClusterSecret::new(SECRET).unwrap()),
+        ..ClusterConfig::default()
+    })
+    .await
+    .expect("a test node joins the cluster");
+    let send = |kind: &str, body: Value, principal: Option<Value>| {
+        let request = ControlRequest { kind: kind.into(), run_id: run_id.clone(), body, principal };
+        peer.send_control(&node, request, Duration::from_secs(5))
+    };
+    let bob = || Some(json!({"sub": "bob"}));
+    let answer = |decision: &str| json!({"runId": run_id, "awaitingId": "call_w", "params": {"decision": decision}});
+
+    for principal in [bob(), None] {
+        let reply = send("submit", answer("always"), principal.clone()).await.unwrap();
+        assert_eq!((reply.status, reply.body["data"]["status"].as_str()), (200, Some("unmatched")), "{principal:?}");
+    }
+    let reply = send("interrupt", json!({"runId": run_id}), bob()).await.unwrap();
+    assert_eq!(reply.status, 404, "{reply:?}");
+    let reply = send("steer", json!({"runId": run_id, "message": "bob was here"}), bob()).await.unwrap();
+    assert_eq!(reply.status, 404, "{reply:?}");
+    cluster.wait_logged("a", &["forwarded request refused", "may not act on the run"], 4).await;
+    cluster.wait_logged("a", &["forwarded request refused", "names no caller"], 1).await;
+
+    let reply = send("submit", answer("once"), Some(json!({"sub": "alice"}))).await.unwrap();
+    assert_eq!(reply.body["data"]["status"], "accepted", "{reply:?}");
+    let echoed = on_a.until("awaiting.answer").await;
+    assert_eq!(echoed["answer"]["approvals"][0]["decision"], "once", "{echoed}");
+    assert_eq!(on_a.all().await.last().unwrap()["type"], "run.complete");
+    assert!(!cluster.fixture.requests().iter().any(|r| r.body.to_string().contains("bob was here")));
+    peer.shutdown().await;
 }
