@@ -914,6 +914,69 @@ async fn an_owner_rewritten_in_redis_does_not_hand_the_run_to_another_user() {
     assert_eq!(on_a.all().await.last().unwrap()["type"], "run.complete");
 }
 
+/// A frame written into a run's stream in Redis by someone else (here a fake `run.complete` and
+/// a text delta at the next seq) never reaches an observer on another replica: frames are
+/// signed by the replica that mirrors them, and a follower drops, and logs, one that does not
+/// verify. The run's own frames still arrive, up to its real end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frames_injected_into_a_runs_stream_never_reach_an_observer_on_another_replica() {
+    let Some(cluster) = Cluster::new("inject").await else { return };
+    let (a, b) = (cluster.replica("a"), cluster.replica("b"));
+    script_weather(&cluster.fixture);
+    let mut on_a = cluster.query(&a, json!({"agentKey": "ask", "message": "weather?"})).await;
+    let run_id = on_a.until("run.start").await["runId"].as_str().unwrap().to_owned();
+    let asked = on_a.until("awaiting.ask").await["seq"].as_u64().unwrap();
+
+    // The run waits: once its stream holds the ask, nothing else is appended until the answer.
+    let stream = format!("{}:run:{run_id}:frames", cluster.prefix);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let last: Vec<(String, Vec<(String, Vec<u8>)>)> = redis::cmd("XREVRANGE")
+            .arg(&stream)
+            .arg("+")
+            .arg("-")
+            .arg("COUNT")
+            .arg(1)
+            .query(&mut cluster.redis())
+            .unwrap();
+        if last.first().is_some_and(|(id, _)| *id == format!("{asked}-0")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the ask never reached the stream: {last:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (seq, now) = (asked + 1, now_ms());
+    let delta = json!({"seq": seq, "type": "content.delta", "timestamp": now, "contentId": "x", "delta": "INJECTED"});
+    let complete =
+        json!({"seq": seq + 1, "type": "run.complete", "timestamp": now, "runId": run_id, "finishReason": "INJECTED"});
+    for (seq, event) in [(seq, delta), (seq + 1, complete)] {
+        let frame = format!("id:{seq}\nevent:message\ndata:{event}\n\n");
+        let _: String = redis::cmd("XADD")
+            .arg(&stream)
+            .arg(format!("{seq}-0"))
+            .arg("f")
+            .arg(frame)
+            .query(&mut cluster.redis())
+            .unwrap();
+    }
+
+    // An observer on B from the start, then the answer: the run goes on to its real end.
+    let on_b = cluster.attach(&b, &run_id, 0).await;
+    let once = json!({"runId": run_id, "awaitingId": "call_w", "params": {"decision": "once"}});
+    let (status, answered) = cluster.post(&b, "/api/ap/submit", once).await;
+    assert_eq!((status, answered["data"]["status"].as_str()), (200, Some("accepted")), "{answered}");
+    assert_eq!(on_a.all().await.last().unwrap()["type"], "run.complete");
+    let seen = on_b.all().await;
+    assert!(
+        !seen.iter().any(|e| e.to_string().contains("INJECTED")),
+        "an injected frame reached B's observer: {seen:?}"
+    );
+    let last = seen.last().unwrap();
+    assert_eq!(last["type"], "run.complete", "{:?}", types(&seen));
+    assert!(last["finishReason"] != "INJECTED", "{last}");
+    cluster.wait_logged("b", &["frame refused", &run_id], 1).await;
+}
+
 /// Clustered mode (`agw.redis.url` set) does not start without the cluster secret, nor with one
 /// shorter than 32 bytes, and `agw check` says why. Needs no Redis: the settings are refused
 /// before any connection.

@@ -1,4 +1,7 @@
-//! A run's event frames as a Redis stream: idempotent appends and followers.
+//! A run's event frames as a Redis stream: idempotent appends and followers. Each entry carries
+//! the frame's bytes (`f`) and a MAC over the run, the seq and the bytes (`m`): a follower drops
+//! an entry whose MAC does not verify, so nothing written to Redis by anyone else reaches the
+//! clients that follow the run on another node.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -11,7 +14,11 @@ use redis::streams::{StreamId, StreamRangeReply, StreamReadReply};
 use redis::{Client, Value};
 
 use crate::conn::{bounded, dedicated};
+use crate::secret::ClusterSecret;
 use crate::{Cluster, ClusterError, FollowItem, Frame};
+
+/// MAC domain of frames.
+const FRAME_DOMAIN: &str = "agw-cluster frame";
 
 /// How long one `XREAD BLOCK` waits before the follower yields [`FollowItem::Idle`].
 const FOLLOW_BLOCK: Duration = Duration::from_millis(1000);
@@ -26,20 +33,42 @@ fn seq_of(id: &str) -> Result<u64, ClusterError> {
         .ok_or_else(|| ClusterError::Decode(format!("stream entry id {id:?}")))
 }
 
-fn frame_of(entry: StreamId) -> Result<Frame, ClusterError> {
+fn frame_mac(secret: &ClusterSecret, run_id: &str, seq: u64, bytes: &[u8]) -> [u8; crate::secret::MAC_LEN] {
+    secret.mac(FRAME_DOMAIN, &[run_id.as_bytes(), &seq.to_be_bytes(), bytes])
+}
+
+fn field<'a>(entry: &'a StreamId, name: &str) -> Option<&'a [u8]> {
+    match entry.map.get(name) {
+        Some(Value::BulkString(b)) => Some(b),
+        Some(Value::SimpleString(s)) => Some(s.as_bytes()),
+        _ => None,
+    }
+}
+
+/// The frame of a stream entry of run `run_id`; `None` when its MAC does not verify (logged):
+/// someone other than a node of this deployment wrote it.
+fn frame_of(entry: &StreamId, run_id: &str, secret: &ClusterSecret) -> Result<Option<Frame>, ClusterError> {
     let seq = seq_of(&entry.id)?;
-    let bytes = match entry.map.get("f") {
-        Some(Value::BulkString(b)) => Bytes::copy_from_slice(b),
-        Some(Value::SimpleString(s)) => Bytes::copy_from_slice(s.as_bytes()),
-        _ => return Err(ClusterError::Decode(format!("frame {seq}: field \"f\" is missing"))),
-    };
-    Ok(Frame { seq, bytes })
+    let bytes =
+        field(entry, "f").ok_or_else(|| ClusterError::Decode(format!("frame {seq}: field \"f\" is missing")))?;
+    let genuine = field(entry, "m")
+        .is_some_and(|mac| secret.verify(FRAME_DOMAIN, &[run_id.as_bytes(), &seq.to_be_bytes(), bytes], mac));
+    if !genuine {
+        tracing::warn!(
+            run = run_id,
+            entry = %entry.id,
+            "frame refused: its MAC does not verify (written to Redis by something other than a node of this deployment); not forwarded"
+        );
+        return Ok(None);
+    }
+    Ok(Some(Frame { seq, bytes: Bytes::copy_from_slice(bytes) }))
 }
 
 impl Cluster {
     /// Appends frames to the run's stream in one round trip (`XADD MAXLEN ~ stream_max_events`,
-    /// entry id `{seq}-0`, field `f`). A frame whose seq is at or below the stream's last id is
-    /// skipped silently, so a retry after a partial failure is idempotent. Atomic: a Lua script.
+    /// entry id `{seq}-0`, field `f`, and `m`, the frame's MAC). A frame whose seq is at or below
+    /// the stream's last id is skipped silently, so a retry after a partial failure is idempotent.
+    /// Atomic: a Lua script.
     pub async fn append_frames(&self, run_id: &str, frames: &[Frame]) -> Result<(), ClusterError> {
         let frames: Vec<&Frame> = frames.iter().filter(|f| f.seq > 0).collect();
         if frames.is_empty() {
@@ -49,8 +78,9 @@ impl Cluster {
         let key = keys.frames(run_id);
         let mut inv = self.inner.scripts.append_frames.key(&key);
         inv.key(keys.run(run_id)).arg(self.inner.cfg.stream_max_events);
+        let secret = &self.inner.secret;
         for f in &frames {
-            inv.arg(format!("{}-0", f.seq)).arg(f.bytes.as_ref());
+            inv.arg(format!("{}-0", f.seq)).arg(f.bytes.as_ref()).arg(&frame_mac(secret, run_id, f.seq, &f.bytes)[..]);
         }
         let added: u64 = self.eval(|| format!("XADD {key}"), &inv).await?;
         if added < frames.len() as u64 {
@@ -85,12 +115,15 @@ impl Cluster {
     /// Reads with `XREAD BLOCK` on a dedicated connection; yields [`FollowItem::Idle`] when
     /// nothing came for about a second. Never ends by itself (drop it to stop); an error is
     /// yielded and then the stream ends. Frames trimmed away (`first_seq` > `after_seq + 1`) are
-    /// simply not there: compare with [`Cluster::first_seq`] to detect the gap.
+    /// simply not there: compare with [`Cluster::first_seq`] to detect the gap. An entry whose
+    /// MAC does not verify is skipped with a warning.
     pub fn follow(&self, run_id: &str, after_seq: u64) -> BoxStream<'static, Result<FollowItem, ClusterError>> {
         let state = Follower {
             client: self.inner.shared.client().clone(),
             url: self.inner.cfg.url.clone(),
             key: self.inner.keys.frames(run_id),
+            run_id: run_id.to_owned(),
+            secret: self.inner.secret.clone(),
             op_timeout: self.inner.cfg.op_timeout,
             conn: None,
             cursor: after_seq,
@@ -117,6 +150,8 @@ struct Follower {
     client: Client,
     url: String,
     key: String,
+    run_id: String,
+    secret: ClusterSecret,
     op_timeout: Duration,
     conn: Option<MultiplexedConnection>,
     cursor: u64,
@@ -145,9 +180,13 @@ impl Follower {
         let reply: Option<StreamReadReply> =
             bounded(FOLLOW_BLOCK + self.op_timeout, || format!("XREAD {key}"), cmd.query_async(conn)).await?;
         for entry in reply.into_iter().flat_map(|r| r.keys).flat_map(|k| k.ids) {
-            let frame = frame_of(entry)?;
-            if frame.seq > self.cursor {
-                self.cursor = frame.seq;
+            let seq = seq_of(&entry.id)?;
+            if seq <= self.cursor {
+                continue;
+            }
+            // A refused entry is passed over too, or the next read would return it again.
+            self.cursor = seq;
+            if let Some(frame) = frame_of(&entry, &self.run_id, &self.secret)? {
                 self.pending.push_back(frame);
             }
         }

@@ -8,8 +8,9 @@
 //!   live and kept for [`ClusterConfig::retention`] once it finished; the run, chat and agent ids
 //!   and the owner are signed (field `mac`), a record whose signature fails reads as absent;
 //! - each run's event frames: `{prefix}:run:{id}:frames`, a Redis stream whose entry ids are
-//!   `{seq}-0` (field `f` = the frame's bytes), appended idempotently ([`Cluster::append_frames`])
-//!   and followed from a cursor by any replica ([`Cluster::follow`]);
+//!   `{seq}-0` (field `f` = the frame's bytes, `m` = its MAC), appended idempotently
+//!   ([`Cluster::append_frames`]) and followed from a cursor by any replica ([`Cluster::follow`]),
+//!   which skips an entry whose MAC does not verify;
 //! - request/reply control messages to the node that owns a run: an inbox list per node
 //!   `{prefix}:node:{id}:inbox` and one short-lived reply list per request
 //!   `{prefix}:reply:{request id}` ([`Cluster::serve_control`], [`Cluster::send_control`]),
@@ -21,8 +22,8 @@
 //!   `{prefix}:counter:{key}`.
 //!
 //! Invariants:
-//! - Redis is not trusted with authority: whatever a node acts on for another node (a control
-//!   request, the owner in a run record) carries an HMAC-SHA256 made with the deployment's
+//! - Redis is not trusted with authority: whatever a node acts on or forwards for another node
+//!   (a control request and its reply, the owner in a run record, a run's frames) carries an HMAC-SHA256 made with the deployment's
 //!   [`ClusterSecret`] and is refused when it does not verify; a control request is also
 //!   refused past its deadline, on any node but its target, and when its nonce was seen.
 //!   Refusals are logged (`warn`), never handed to the caller's handler.

@@ -5,7 +5,7 @@
 use redis::Script;
 
 /// Appends frames, skipping those at or below the stream's last id.
-/// KEYS: frames stream, run record. ARGV: maxlen (0 = none), then `id, bytes` pairs.
+/// KEYS: frames stream, run record. ARGV: maxlen (0 = none), then `id, bytes, mac` triples.
 /// A stream created here copies the run record's remaining expiry (a finished run).
 /// Returns how many frames were added.
 const APPEND_FRAMES: &str = r#"
@@ -13,12 +13,12 @@ local key = KEYS[1]
 local maxlen = ARGV[1]
 local fresh = redis.call('EXISTS', key) == 0
 local added = 0
-for i = 2, #ARGV, 2 do
+for i = 2, #ARGV, 3 do
   local res
   if maxlen == '0' then
-    res = redis.pcall('XADD', key, ARGV[i], 'f', ARGV[i + 1])
+    res = redis.pcall('XADD', key, ARGV[i], 'f', ARGV[i + 1], 'm', ARGV[i + 2])
   else
-    res = redis.pcall('XADD', key, 'MAXLEN', '~', maxlen, ARGV[i], 'f', ARGV[i + 1])
+    res = redis.pcall('XADD', key, 'MAXLEN', '~', maxlen, ARGV[i], 'f', ARGV[i + 1], 'm', ARGV[i + 2])
   end
   if type(res) == 'table' and res.err then
     if not string.find(res.err, 'equal or smaller', 1, true) then

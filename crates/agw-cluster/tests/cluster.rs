@@ -263,6 +263,44 @@ async fn frames_appended_on_one_node_are_followed_on_another_from_a_cursor() {
     }
 }
 
+/// Entries written into a run's stream by anyone but a node (no MAC, a made-up one, or a genuine
+/// MAC moved to another seq or run) are skipped by followers; the genuine frames around them
+/// arrive in order.
+#[tokio::test]
+async fn frames_written_to_redis_by_anyone_else_are_not_followed() {
+    let Some(env) = Env::new() else { return };
+    let (a, b) = (env.node().await, env.node().await);
+    a.append_frames("r", &frames(1..=2)).await.unwrap();
+    let stream = format!("{}:run:r:frames", env.prefix);
+    let entries: Vec<(String, Vec<(String, Vec<u8>)>)> =
+        redis::cmd("XRANGE").arg(&stream).arg("-").arg("+").query(&mut env.redis()).unwrap();
+    let genuine_mac = entries[1].1.iter().find(|(k, _)| k == "m").expect("a MAC field").1.clone();
+    let xadd = |key: &str, id: &str, fields: &[(&str, &[u8])]| {
+        let mut cmd = redis::cmd("XADD");
+        cmd.arg(key).arg(id);
+        for (k, v) in fields {
+            cmd.arg(*k).arg(*v);
+        }
+        let _: String = cmd.query(&mut env.redis()).unwrap();
+    };
+    xadd(&stream, "3-0", &[("f", b"injected, no mac")]);
+    xadd(&stream, "4-0", &[("f", b"injected"), ("m", &[0u8; 32])]);
+    xadd(&stream, "5-0", &[("f", b"frame 2"), ("m", &genuine_mac)]); // frame 2's MAC, another seq
+    a.append_frames("r", &frames(6..=7)).await.unwrap();
+    // Frame 2's entry copied to another run's stream.
+    let other = format!("{}:run:other:frames", env.prefix);
+    xadd(&other, "2-0", &[("f", b"frame 2"), ("m", &genuine_mac)]);
+
+    let mut follow = b.follow("r", 0);
+    let seen = next_frames(&mut follow, 4).await;
+    assert_eq!(seen.iter().map(|f| f.seq).collect::<Vec<_>>(), vec![1, 2, 6, 7]);
+    assert_eq!(seen, [frames(1..=2), frames(6..=7)].concat());
+    let mut copied = b.follow("other", 0);
+    assert_eq!(next(&mut copied).await, FollowItem::Idle, "a frame moved to another run is not followed");
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_follower_sees_100_frames_appended_while_it_follows() {
     let Some(env) = Env::new() else { return };
