@@ -300,6 +300,9 @@ fn script_weather(fixture: &FixtureServer) {
     );
 }
 
+/// Stream entries as `XRANGE` returns them: id, then field/value pairs.
+type StreamEntries = Vec<(String, Vec<(String, Vec<u8>)>)>;
+
 fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
 }
@@ -931,7 +934,7 @@ async fn frames_injected_into_a_runs_stream_never_reach_an_observer_on_another_r
     let stream = format!("{}:run:{run_id}:frames", cluster.prefix);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let last: Vec<(String, Vec<(String, Vec<u8>)>)> = redis::cmd("XREVRANGE")
+        let last: StreamEntries = redis::cmd("XREVRANGE")
             .arg(&stream)
             .arg("+")
             .arg("-")

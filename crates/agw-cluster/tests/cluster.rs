@@ -263,6 +263,9 @@ async fn frames_appended_on_one_node_are_followed_on_another_from_a_cursor() {
     }
 }
 
+/// Stream entries as `XRANGE` returns them: id, then field/value pairs.
+type StreamEntries = Vec<(String, Vec<(String, Vec<u8>)>)>;
+
 /// Entries written into a run's stream by anyone but a node (no MAC, a made-up one, or a genuine
 /// MAC moved to another seq or run) are skipped by followers; the genuine frames around them
 /// arrive in order.
@@ -272,8 +275,7 @@ async fn frames_written_to_redis_by_anyone_else_are_not_followed() {
     let (a, b) = (env.node().await, env.node().await);
     a.append_frames("r", &frames(1..=2)).await.unwrap();
     let stream = format!("{}:run:r:frames", env.prefix);
-    let entries: Vec<(String, Vec<(String, Vec<u8>)>)> =
-        redis::cmd("XRANGE").arg(&stream).arg("-").arg("+").query(&mut env.redis()).unwrap();
+    let entries: StreamEntries = redis::cmd("XRANGE").arg(&stream).arg("-").arg("+").query(&mut env.redis()).unwrap();
     let genuine_mac = entries[1].1.iter().find(|(k, _)| k == "m").expect("a MAC field").1.clone();
     let xadd = |key: &str, id: &str, fields: &[(&str, &[u8])]| {
         let mut cmd = redis::cmd("XADD");

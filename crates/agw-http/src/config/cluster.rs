@@ -221,7 +221,7 @@ mod tests {
         assert!(err.contains("agw.cluster.secret") && err.contains("AGW_CLUSTER_SECRET"), "{err}");
         assert!(err.contains("required when agw.redis.url is set"), "{err}");
         let err = load(&[redis, ("AGW_CLUSTER_SECRET", "short-but-not-empty")]).unwrap_err();
-        assert!(err.contains("18 bytes; at least 32"), "{err}");
+        assert!(err.contains("19 bytes; at least 32"), "{err}");
         assert!(!err.contains("short-but-not-empty"), "the value is never shown: {err}");
 
         let s = load(&[redis, ("AGW_CLUSTER_SECRET", SECRET)]).unwrap();
