@@ -242,6 +242,21 @@ impl Cluster {
         Events::new(resp)
     }
 
+    /// A query into a chat whose previous run has just ended. That run's replica frees the chat's
+    /// lock in Redis just after the run's last frame (its mirror does, off the run's path), so
+    /// the lock may still be held for a moment: a 409 is retried for up to 5 s.
+    async fn query_after_run(&self, on: &Agw, body: Value) -> Events {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let resp = self.client.post(format!("{}/api/ap/query", on.base)).json(&body).send().await.expect("query");
+            match resp.status().as_u16() {
+                200 => return Events::new(resp),
+                409 if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(20)).await,
+                other => panic!("query must stream, got {other}: {}", resp.text().await.unwrap_or_default()),
+            }
+        }
+    }
+
     async fn attach(&self, on: &Agw, run_id: &str, last_seq: u64) -> Events {
         let url = format!("{}/api/ap/attach?runId={run_id}&lastSeq={last_seq}", on.base);
         let resp = self.client.get(url).send().await.expect("attach");
@@ -380,7 +395,7 @@ async fn a_run_on_one_replica_is_attached_steered_and_interrupted_through_the_ot
     assert!(steer_sent, "the steer sent via C reached the model call on A");
 
     // Interrupt via C: the run on A is cancelled, A's and B's streams end with run.cancel.
-    let mut second = cluster.query(&a, json!({"agentKey": "c", "message": "long", "chatId": chat_id})).await;
+    let mut second = cluster.query_after_run(&a, json!({"agentKey": "c", "message": "long", "chatId": chat_id})).await;
     let run2 = second.until("run.start").await["runId"].as_str().unwrap().to_owned();
     second.until("content.delta").await;
     let watcher = cluster.attach(&b, &run2, 0).await;
@@ -392,7 +407,7 @@ async fn a_run_on_one_replica_is_attached_steered_and_interrupted_through_the_ot
     assert_eq!(watcher.all().await.last().unwrap()["type"], "run.cancel");
 
     // A second query into the chat while a run is going, on another replica: 409 naming it.
-    let mut third = cluster.query(&b, json!({"agentKey": "c", "message": "again", "chatId": chat_id})).await;
+    let mut third = cluster.query_after_run(&b, json!({"agentKey": "c", "message": "again", "chatId": chat_id})).await;
     let run3 = third.until("run.start").await["runId"].as_str().unwrap().to_owned();
     let (status, busy) =
         cluster.post(&c, "/api/ap/query", json!({"agentKey": "c", "message": "x", "chatId": chat_id})).await;
