@@ -339,6 +339,7 @@ fn error_codes_are_snake_case_and_unknown_codes_parse_as_internal() {
         "provider_not_configured",
         "doom_loop",
         "node_lost",
+        "quota_exceeded",
         "internal",
     ];
     for (code, text) in ErrorCode::ALL.into_iter().zip(expected) {

@@ -423,6 +423,9 @@ pub enum ErrorCode {
     /// `node_lost` (agw): the replica running the run stopped renewing its lease (it was killed
     /// or cut off); the history holds the run up to its last flushed step (`docs/deployment.md`).
     NodeLost,
+    /// `quota_exceeded` (agw): a daily token or cost quota of the run's user or agent was
+    /// reached before one of its model calls; the call was not made (`docs/observability.md`).
+    QuotaExceeded,
     /// Also what an absent or unknown code parses as.
     #[default]
     Internal,
@@ -430,7 +433,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in declaration order.
-    pub const ALL: [ErrorCode; 11] = [
+    pub const ALL: [ErrorCode; 12] = [
         Self::ProviderError,
         Self::ProviderTimeout,
         Self::BudgetExceeded,
@@ -441,6 +444,7 @@ impl ErrorCode {
         Self::ProviderNotConfigured,
         Self::DoomLoop,
         Self::NodeLost,
+        Self::QuotaExceeded,
         Self::Internal,
     ];
 
@@ -457,6 +461,7 @@ impl ErrorCode {
             Self::ProviderNotConfigured => "provider_not_configured",
             Self::DoomLoop => "doom_loop",
             Self::NodeLost => "node_lost",
+            Self::QuotaExceeded => "quota_exceeded",
             Self::Internal => "internal",
         }
     }
