@@ -113,6 +113,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         steers: Arc::new(SteerQueue::default()),
         approved_rules: Vec::new(),
         history_runs: Vec::new(),
+        // No quotas shared with other runs.
+        quota: None,
     };
 
     let mut sink = PrintingSink { assembler: Assembler::new(run_id, chat_id, Box::new(SystemClock)), events: vec![] };

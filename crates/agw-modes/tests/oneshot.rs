@@ -48,6 +48,7 @@ fn ctx(fixture: &FixtureServer, agent: Arc<AgentDefinition>, history: Vec<ChatMe
         steers: Arc::new(SteerQueue::default()),
         approved_rules: Vec::new(),
         history_runs: Vec::new(),
+        quota: None,
     }
 }
 

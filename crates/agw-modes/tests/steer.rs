@@ -86,6 +86,7 @@ fn ctx(fixture: &FixtureServer, agent: &str, tools: ToolRegistry, steers: Arc<St
         steers,
         approved_rules: Vec::new(),
         history_runs: Vec::new(),
+        quota: None,
     }
 }
 

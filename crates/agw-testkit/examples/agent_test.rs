@@ -65,6 +65,7 @@ async fn run(model: &FixtureServer, message: &str) -> (RunOutcome, Vec<AgentDelt
         steers: Arc::new(SteerQueue::default()),
         approved_rules: Vec::new(),
         history_runs: Vec::new(),
+        quota: None,
     };
     let mut sink = CollectingSink::default();
     let outcome = execute(ctx, &mut sink).await;

@@ -10,7 +10,9 @@
 //!    counts as one) are summarised by a model, no tools, and replaced by the summary; the
 //!    summary is recorded as the chat's checkpoint. If that is not possible or the call fails,
 //!    **truncate**: the turns before the newest `keepUserTurns` user turns are dropped with a
-//!    marker. Compaction never fails a run.
+//!    marker. Compaction never fails a run — but a summary is a model call, so the run's budget
+//!    and shared quotas are checked before it, and a refusal there ends the run as it would have
+//!    ended at the turn's own call.
 //!
 //! If the request is still over the whole usable context after that, tool outputs inside the
 //! kept turns are pruned too (the newest `pruneProtectTokens` still stay): a single run whose
@@ -140,9 +142,14 @@ pub(crate) async fn fit<S: DeltaSink>(
 
     // 2. Summarise the older runs (or drop the older turns).
     let started = Instant::now();
+    let mut summary_called = false;
     let reason = match summary_cut(&ctx.history, &ctx.history_runs, messages, policy.keep_user_turns) {
         None => "nothing older than the kept turns could be summarised".to_owned(),
         Some((cut, through)) => {
+            // A summary is a model call like any other: budgets and quotas allow it first, and
+            // again before the turn's own call that follows it (end of this function).
+            super::quota::before_call(ctx, state).await?;
+            summary_called = true;
             let call = SummaryCall {
                 services: &ctx.services,
                 policy,
@@ -155,7 +162,8 @@ pub(crate) async fn fit<S: DeltaSink>(
             // What the summary cost counts like any model call's usage.
             let (Ok((_, usages)) | Err((_, usages))) = &summarised;
             for call in usages {
-                super::meter::usage(ctx, state, call);
+                let spend = super::meter::usage(ctx, state, call);
+                super::quota::spent(ctx, spend).await;
                 sink.emit(AgentDelta::Usage(call.clone())).await?;
             }
             match summarised {
@@ -204,6 +212,9 @@ pub(crate) async fn fit<S: DeltaSink>(
             };
             sink.emit(AgentDelta::Compact(compact)).await?;
         }
+    }
+    if summary_called {
+        super::quota::before_call(ctx, state).await?;
     }
     Ok(raw(messages))
 }

@@ -32,6 +32,10 @@ pub enum RunFailure {
     /// itself (`contextConfig.doomLoopThreshold`).
     #[error("doom loop: the model kept calling {0} with the same arguments after it was told it repeats itself")]
     DoomLoop(String),
+    /// A daily quota the run shares with its user's or agent's other runs refused its next
+    /// model call ([`super::QuotaGate`]); the message names the quota.
+    #[error("{0}")]
+    Quota(String),
     /// A bug, a storage failure, or an agent its mode cannot run (e.g. PLAN_EXECUTE with
     /// `toolChoice: NONE`); `run.error` code `internal`.
     #[error("{0}")]
@@ -69,6 +73,8 @@ impl RunFailure {
             RunFailure::PlanStalled(_) => (ErrorCode::PlanStalled, false),
             RunFailure::FrontendTimeout(_) => (ErrorCode::FrontendSubmitTimeout, true),
             RunFailure::DoomLoop(_) => (ErrorCode::DoomLoop, false),
+            // Like a provider's 429: the same query can succeed once the quota allows it again.
+            RunFailure::Quota(_) => (ErrorCode::QuotaExceeded, true),
             RunFailure::Internal(_) | RunFailure::Disconnected => (ErrorCode::Internal, false),
         };
         RunErrorInfo { code, message: self.to_string(), retriable }

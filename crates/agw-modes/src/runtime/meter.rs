@@ -1,13 +1,13 @@
 //! What a run's model calls used, counted once per call: into the run's usage (for
-//! `budget.maxTokens` / `maxCost`) and into the process metrics (`GET /metrics`,
-//! `docs/observability.md`).
+//! `budget.maxTokens` / `maxCost`), into the process metrics (`GET /metrics`,
+//! `docs/observability.md`), and — returned as a [`CallSpend`] — into the shared quotas.
 
 use std::time::Duration;
 
 use agw_protocol::CallUsage;
 use agw_protocol::usage::TokenCounts;
 
-use super::{RunContext, RunState};
+use super::{CallSpend, RunContext, RunState};
 
 /// Histogram: model call duration (request to last chunk), by `provider`, `model`, `outcome`
 /// (`ok`, `error`).
@@ -19,8 +19,8 @@ pub const TOKENS_METRIC: &str = "agw_tokens_total";
 /// whose model has a price).
 pub const COST_METRIC: &str = "agw_cost_micros_total";
 
-/// Counts one call's usage.
-pub(crate) fn usage(ctx: &RunContext, state: &mut RunState, call: &CallUsage) {
+/// Counts one call's usage; returns what it spent, for the shared quotas.
+pub(crate) fn usage(ctx: &RunContext, state: &mut RunState, call: &CallUsage) -> CallSpend {
     let tokens = TokenCounts::from_usage(&call.usage);
     state.usage.add_counts(&call.provider, &call.model, &tokens, 1);
     let labels = [("agent", ctx.agent.key.clone()), ("provider", call.provider.clone()), ("model", call.model.clone())];
@@ -36,12 +36,16 @@ pub(crate) fn usage(ctx: &RunContext, state: &mut RunState, call: &CallUsage) {
             metrics::counter!(TOKENS_METRIC, &labels).increment(n);
         }
     }
+    let mut cost = None;
     if let Some(price) = ctx.services.prices.find(&call.provider, &call.model) {
-        let micros = (price.charge(&tokens) * 1e6).round() as u64;
+        let amount = price.charge(&tokens);
+        let micros = (amount * 1e6).round() as u64;
         let mut labels = labels.to_vec();
         labels.push(("currency", price.currency.clone()));
         metrics::counter!(COST_METRIC, &labels).increment(micros);
+        cost = Some(amount);
     }
+    CallSpend { tokens: tokens.input_tokens.saturating_add(tokens.output_tokens), cost }
 }
 
 /// Records how long one model call took.

@@ -5,7 +5,8 @@
 //! [`RunOutcome`]. Modes talk to providers only through [`agw_llm::ChatProvider`], to tools only
 //! through the run's tool registry, and to the outside world only through a [`DeltaSink`] — and
 //! take steered user messages from the run's [`SteerQueue`] at every model-turn boundary (see
-//! the [`SteerQueue`] docs for the semantics).
+//! the [`SteerQueue`] docs for the semantics). Quotas shared with other runs are asked before
+//! every model call and told its usage through the context's [`QuotaGate`].
 
 mod approval;
 mod budget;
@@ -19,6 +20,7 @@ mod oneshot;
 mod plan;
 mod plan_execute;
 mod prompt;
+mod quota;
 mod react;
 mod sink;
 mod skills;
@@ -48,6 +50,7 @@ pub use context::{
 };
 pub use failure::RunFailure;
 pub use meter::{COST_METRIC, MODEL_CALL_DURATION_METRIC, TOKENS_METRIC};
+pub use quota::{CallSpend, QuotaGate, QuotaRefused};
 pub use sink::{CollectingSink, DeltaSink, EmitError, WaitPoint};
 pub use steer::{DEFAULT_STEER_CAPACITY, Steer, SteerQueue, SteerRefused};
 pub use submit::{FrontendSubmits, PendingSubmit, SubmitStatus};
@@ -116,6 +119,9 @@ pub struct RunContext {
     /// Every model turn takes what is waiting; the run never closes it — the caller of
     /// [`execute`] calls [`SteerQueue::close`] once it returned (semantics: [`SteerQueue`]).
     pub steers: Arc<SteerQueue>,
+    /// Quotas shared with other runs (the user's, the agent's), asked before every model call
+    /// and told each call's usage; `None`: none.
+    pub quota: Option<Arc<dyn QuotaGate>>,
 }
 
 /// How a run ended.

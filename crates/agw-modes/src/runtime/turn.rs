@@ -15,7 +15,7 @@ use super::prompt::StagePrompt;
 use super::submit::PendingSubmit;
 use super::tools::{Decoration, StageToolSet, decorate};
 use super::{DeltaSink, RunContext, RunFailure, RunState};
-use super::{context, meter};
+use super::{context, meter, quota};
 
 /// What a turn needs beyond the run context.
 pub(crate) struct TurnSpec<'a> {
@@ -67,7 +67,7 @@ pub(crate) async fn model_turn<S: DeltaSink>(
     sink: &mut S,
 ) -> Result<TurnOutput, RunFailure> {
     state.budget.begin_model_call()?;
-    state.budget.check_spend(&state.usage, &ctx.services.prices)?;
+    quota::before_call(ctx, state).await?;
     let provider = ctx.services.providers.get(&spec.model.provider_key)?;
     // The model-turn boundary: steers pushed so far join the conversation now (never mid-tool).
     let steers = take_steers(ctx, spec.messages, sink).await?;
@@ -174,7 +174,9 @@ pub(crate) async fn model_turn<S: DeltaSink>(
                 state.context.calibrate(estimate, &usage);
                 let (provider, model) = (spec.model.provider_key.clone(), spec.model.model.clone());
                 let call = CallUsage { provider, model, usage };
-                meter::usage(ctx, state, &call);
+                let spend = meter::usage(ctx, state, &call);
+                // Counted where other runs see it before this run goes on.
+                quota::spent(ctx, spend).await;
                 sink.emit(AgentDelta::Usage(call)).await?;
             }
         }
