@@ -65,4 +65,9 @@ impl Keys {
     pub(crate) fn counter(&self, key: &str) -> String {
         format!("{}:counter:{key}", self.prefix)
     }
+
+    /// A hash of reservations: `{prefix}:reserve:{key}`.
+    pub(crate) fn reservations(&self, key: &str) -> String {
+        format!("{}:reserve:{key}", self.prefix)
+    }
 }

@@ -18,8 +18,9 @@
 //! - one run per chat across replicas: `{prefix}:chat:{id}:run` = `node|run`
 //!   ([`Cluster::acquire_chat`]);
 //! - exactly-once claims `{prefix}:claim:{key}` ([`Cluster::claim`]) and shared quotas: member
-//!   sets `{prefix}:limit:{key}`, fixed windows `{prefix}:window:{key}` and counters
-//!   `{prefix}:counter:{key}`.
+//!   sets `{prefix}:limit:{key}`, fixed windows `{prefix}:window:{key}`, counters
+//!   `{prefix}:counter:{key}` and reservations against a limit `{prefix}:reserve:{key}` (a hash
+//!   of `node|member` fields, [`Cluster::reserve`]).
 //!
 //! Invariants:
 //! - Redis is not trusted with authority: whatever a node acts on or forwards for another node
@@ -31,9 +32,9 @@
 //!   and is bounded by [`ClusterConfig::op_timeout`]: a Redis outage yields [`ClusterError`]s,
 //!   never a hang. Blocking commands (`XREAD BLOCK`, `BLPOP`) run on dedicated connections, never
 //!   on the shared one, so they cannot stall other commands.
-//! - Checks that decide between replicas (chat lock, limited sets, idempotent appends, status
-//!   changes) are single Lua scripts, hence atomic. A holder or member whose node lease is gone
-//!   does not count.
+//! - Checks that decide between replicas (chat lock, limited sets, reservations, idempotent
+//!   appends, status changes) are single Lua scripts, hence atomic. A holder or member whose
+//!   node lease is gone does not count.
 //! - A graceful [`Cluster::shutdown`] deletes the node's lease at once: leaving is not a loss.
 //!
 //! Must never: know about HTTP, SSE or agw's event types (frames are opaque bytes, owners opaque
@@ -43,6 +44,7 @@
 
 #![forbid(unsafe_code)]
 
+mod budgets;
 mod cluster;
 mod config;
 mod conn;
@@ -56,6 +58,7 @@ mod scripts;
 mod secret;
 mod types;
 
+pub use budgets::Reservation;
 pub use cluster::Cluster;
 pub use config::ClusterConfig;
 pub use error::ClusterError;

@@ -146,6 +146,60 @@ end
 return v
 "#;
 
+/// Reserves against a limit. KEYS: counter, reservations hash. ARGV: `node|member`, amount,
+/// limit, ttl ms (0: none), node prefix. Drops fields of dead nodes; grants when counter + the other live
+/// reservations < limit, then sets the member's field (amount > 0). Returns {granted, spent,
+/// held}.
+const RESERVE: &str = r#"
+local spent = tonumber(redis.call('GET', KEYS[1]) or '0')
+local held = 0
+local all = redis.call('HGETALL', KEYS[2])
+for i = 1, #all, 2 do
+  local m = all[i]
+  local sep = string.find(m, '|', 1, true)
+  if sep == nil or redis.call('EXISTS', ARGV[5] .. string.sub(m, 1, sep - 1)) == 0 then
+    redis.call('HDEL', KEYS[2], m)
+  elseif m ~= ARGV[1] then
+    held = held + (tonumber(all[i + 1]) or 0)
+  end
+end
+if spent + held >= tonumber(ARGV[3]) then
+  return {0, spent, held}
+end
+if tonumber(ARGV[2]) > 0 then
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+  if ARGV[4] ~= '0' and redis.call('PTTL', KEYS[2]) < 0 then redis.call('PEXPIRE', KEYS[2], ARGV[4]) end
+end
+return {1, spent, held}
+"#;
+
+/// One spend. KEYS: n counters, then reservation hashes. ARGV: n, ttl ms (0: none), `node|member`,
+/// settled, then the n amounts. INCRBY each non-zero amount (expiry when new), then the
+/// member's reservations lose `settled`, never below 0.
+const SPEND: &str = r#"
+local n = tonumber(ARGV[1])
+for i = 1, n do
+  local amount = ARGV[4 + i]
+  if amount ~= '0' then
+    local fresh = redis.call('EXISTS', KEYS[i]) == 0
+    redis.call('INCRBY', KEYS[i], amount)
+    if fresh and ARGV[2] ~= '0' then redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
+  end
+end
+local settled = tonumber(ARGV[4])
+if settled > 0 then
+  for i = n + 1, #KEYS do
+    local left = redis.call('HGET', KEYS[i], ARGV[3])
+    if left then
+      local v = tonumber(left) - settled
+      if v < 0 then v = 0 end
+      redis.call('HSET', KEYS[i], ARGV[3], v)
+    end
+  end
+end
+return 1
+"#;
+
 /// The scripts, hashed once per [`crate::Cluster`].
 pub(crate) struct Scripts {
     pub(crate) append_frames: Script,
@@ -157,6 +211,8 @@ pub(crate) struct Scripts {
     pub(crate) count_limited: Script,
     pub(crate) hit_window: Script,
     pub(crate) add_counter: Script,
+    pub(crate) reserve: Script,
+    pub(crate) spend: Script,
 }
 
 impl Scripts {
@@ -171,6 +227,8 @@ impl Scripts {
             count_limited: Script::new(COUNT_LIMITED),
             hit_window: Script::new(HIT_WINDOW),
             add_counter: Script::new(ADD_COUNTER),
+            reserve: Script::new(RESERVE),
+            spend: Script::new(SPEND),
         }
     }
 }

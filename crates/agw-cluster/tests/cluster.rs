@@ -661,6 +661,47 @@ async fn limited_sets_honour_the_limit_across_nodes_and_free_a_dead_nodes_member
     c.shutdown().await;
 }
 
+/// Reservations against a daily budget: granted while spend plus the others' reservations is
+/// below the limit, settled by spends, released by their run, dropped with a dead node.
+#[tokio::test]
+async fn reservations_hold_a_budget_across_nodes_until_settled_released_or_their_node_dies() {
+    let Some(env) = Env::new() else { return };
+    let (a, b, c) = (env.node().await, env.node().await, env.node().await);
+    let day = Duration::from_secs(60);
+    let r = a.reserve("spent", "held", "run-a", 60, 100, day).await.unwrap();
+    assert_eq!((r.granted, r.spent, r.held), (true, 0, 0));
+    assert!(env.pttl("reserve:held") > 50_000, "a new reservation hash expires");
+    let r = b.reserve("spent", "held", "run-b", 60, 100, day).await.unwrap();
+    assert_eq!((r.granted, r.held), (true, 60), "60 < 100: granted");
+    let r = c.reserve("spent", "held", "run-c", 60, 100, day).await.unwrap();
+    assert_eq!((r.granted, r.held), (false, 120), "the others hold 120 of 100");
+    // Reserving again replaces a member's own reservation, it does not add to it.
+    assert!(a.reserve("spent", "held", "run-a", 60, 100, day).await.unwrap().granted);
+
+    // A spends 50: counted, and taken off its reservation (60 → 10); B releases.
+    a.spend(&[("spent", 50), ("cost", 7), ("none", 0)], &["held"], "run-a", 50, day).await.unwrap();
+    assert_eq!(c.get_counters(&["spent", "cost", "none"]).await.unwrap(), [50, 7, 0]);
+    assert!(env.pttl("counter:spent") > 50_000);
+    b.release_reservation(&["held"], "run-b").await.unwrap();
+    let r = c.reserve("spent", "held", "run-c", 0, 100, day).await.unwrap();
+    assert_eq!((r.granted, r.spent, r.held), (true, 50, 10), "a zero amount only checks");
+    // Settling more than is left stops at 0.
+    a.spend(&[("spent", 45)], &["held"], "run-a", 45, day).await.unwrap();
+    let r = c.reserve("spent", "held", "run-c", 0, 100, day).await.unwrap();
+    assert_eq!((r.spent, r.held), (95, 0));
+    assert!(!c.reserve("spent", "held", "run-c", 0, 95, day).await.unwrap().granted, "spent reached the limit");
+
+    // A dies: its reservation no longer counts.
+    assert!(a.reserve("spent", "held", "run-a2", 90, 1_000, day).await.unwrap().granted);
+    a.stop_heartbeat_for_test();
+    wait_past_lease().await;
+    let r = c.reserve("spent", "held", "run-c", 0, 1_000, day).await.unwrap();
+    assert_eq!((r.granted, r.held), (true, 0), "{r:?}");
+    assert!(b.get_counters(&[]).await.unwrap().is_empty());
+    b.shutdown().await;
+    c.shutdown().await;
+}
+
 #[tokio::test]
 async fn windows_and_counters_are_shared() {
     let Some(env) = Env::new() else { return };
