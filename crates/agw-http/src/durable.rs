@@ -194,6 +194,10 @@ async fn wait_again(
         return;
     };
     let steers = handle.steers.clone();
+    // Not admitted again (it was, before the wait), but every model call from here on is
+    // checked against and counted in its owner's and agent's daily quotas like any run's.
+    let owner = handle.owner.clone().unwrap_or_else(crate::quotas::anonymous);
+    let quota = crate::quotas::continue_run(&state, &owner, &agent.key, &run_id);
     let ctx = RunContext {
         run_id,
         chat_id,
@@ -205,6 +209,7 @@ async fn wait_again(
         services: state.run_services(),
         steers: steers.clone(),
         approved_rules: context.approved_rules,
+        quota: quota.gate(),
     };
     let resume = Resume {
         conversation,
@@ -221,6 +226,7 @@ async fn wait_again(
         () = state.runs.stopped() => Ended::Shutdown,
     };
     end_run(&mut sink, ended, &steers).await;
+    drop(quota);
 }
 
 /// The agent the run started with, by key, as loaded now.

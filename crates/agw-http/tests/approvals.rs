@@ -277,3 +277,51 @@ async fn a_restored_wait_can_be_interrupted_and_one_that_expired_while_down_goes
     assert_eq!(tool_result_sent(&second, "call_w")["reason"], "approval_expired");
     assert_chat_files_valid(&second);
 }
+
+/// A run continued after a restart goes through the daily quotas like any run (issue 32: it
+/// never checked nor spent them): its model calls are refused once the day is spent, and what
+/// they use counts.
+#[tokio::test]
+async fn a_run_continued_after_a_restart_is_checked_and_counted_against_daily_quotas() {
+    let quota = [("AGW_QUOTAS_SUBJECT_TOKENS_PER_DAY", "100")];
+    let approvals = json!({"mock_city_weather": "ask"});
+    let approve = |run_id: &str| json!({"runId": run_id, "awaitingId": "call_w", "params": {"decision": "once"}});
+    let uses_150 = |text: &str| Transcript::new().content(text).finish("stop").usage(100, 50).done();
+
+    // The new server's day is spent by another run meanwhile: the continued run's next model
+    // call is refused before it is sent.
+    let first = Gateway::start(&[agent(approvals.clone())], &quota).await;
+    let (run_id, _, last_seq) = ask_then_stop_watching(&first).await;
+    let second = restart(&first, approvals.clone(), &quota).await;
+    second.fixture.on_stage("agent-react-step-1", uses_150("The day is spent."));
+    second.fixture.on_stage("agent-react-step-2", uses_150("Sunny in Paris."));
+    let other = second.run(&json!({"agentKey": "w", "message": "something else"})).await;
+    assert_eq!(other.last()["usage"]["totalTokens"], 150);
+    let mut attached = attach(&second, &run_id, last_seq).await;
+    attached.until(|e| e["type"] == "awaiting.ask").await;
+    assert_eq!(submit(&second, approve(&run_id)).await["data"]["status"], "accepted");
+    let rest = attached.rest().await;
+    assert!(rest.iter().any(|e| e["type"] == "tool.result" && e["toolId"] == "call_w"), "the approved call ran");
+    let end = rest.last().unwrap();
+    assert_eq!(
+        (end["type"].as_str(), end["error"]["code"].as_str()),
+        (Some("run.error"), Some("quota_exceeded")),
+        "{end}"
+    );
+    assert!(end["error"]["message"].as_str().unwrap().contains("subject.tokens-per-day of anonymous"), "{end}");
+    assert_eq!(second.fixture.request_count(), 1, "only the other run's call reached the provider");
+
+    // The continued run's model call counts: the next run is refused.
+    let first = Gateway::start(&[agent(approvals.clone())], &quota).await;
+    let (run_id, _, last_seq) = ask_then_stop_watching(&first).await;
+    let second = restart(&first, approvals, &quota).await;
+    second.fixture.on_stage("agent-react-step-2", uses_150("Sunny in Paris."));
+    let mut attached = attach(&second, &run_id, last_seq).await;
+    attached.until(|e| e["type"] == "awaiting.ask").await;
+    assert_eq!(submit(&second, approve(&run_id)).await["data"]["status"], "accepted");
+    let end = attached.rest().await.last().cloned().unwrap();
+    assert_eq!((end["type"].as_str(), end["usage"]["totalTokens"].as_u64()), (Some("run.complete"), Some(150)));
+    let resp = second.post_query(&json!({"agentKey": "w", "message": "again?"})).await;
+    assert_eq!(resp.status(), 429, "the continued run spent the day");
+    assert_eq!(resp.json::<Value>().await.unwrap()["quota"], "subject.tokens-per-day");
+}

@@ -286,6 +286,48 @@ async fn the_same_subject_in_another_tenant_is_another_user() {
     assert_eq!(resp.json::<Value>().await.unwrap()["msg"], "unauthorized: missing tenant claim");
 }
 
+/// Quotas count per owner — subject and tenant — like chats (issue 32): `alice` of one tenant
+/// spending the day's tokens does not refuse `alice` of another.
+#[tokio::test]
+async fn quotas_count_per_owner_so_the_same_subject_in_another_tenant_has_its_own() {
+    let signer = Signer::new();
+    let pem = signer.public_pem();
+    let gw = Gateway::start(
+        &[oneshot_agent("a", false, 5000)],
+        &[
+            ("SERVER_ADDRESS", "127.0.0.1"),
+            ("AGENT_AUTH_LOCAL_PUBLIC_KEY", &pem),
+            ("AGW_AUTH_TENANT_CLAIM", "org"),
+            ("AGW_QUOTAS_SUBJECT_TOKENS_PER_DAY", "100"),
+        ],
+    )
+    .await;
+    // Every answer uses 150 tokens: one run spends its owner's day.
+    gw.fixture.set_default(Transcript::new().content("hello").finish("stop").usage(100, 50).done());
+    let (acme, globex) =
+        (signer.token("alice", json!({"org": "acme"})), signer.token("alice", json!({"org": "globex"})));
+    let query = |token: &str| {
+        let request = gw.client.post(format!("{}/api/ap/query", gw.base)).bearer_auth(token);
+        request.json(&json!({"agentKey": "a", "message": "m"})).send()
+    };
+    let first = query(&acme).await.unwrap();
+    assert_eq!(first.status(), 200);
+    assert_eq!(read_stream(first).await.last()["usage"]["totalTokens"], 150);
+    let other = query(&globex).await.unwrap();
+    assert_eq!(other.status(), 200, "alice of globex is another user with her own quota");
+    assert_eq!(read_stream(other).await.last()["type"], "run.complete");
+
+    let refused = query(&acme).await.unwrap();
+    assert_eq!(refused.status(), 429, "alice of acme spent her day");
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(
+        (body["code"].as_str(), body["quota"].as_str()),
+        (Some("quota_exceeded"), Some("subject.tokens-per-day"))
+    );
+    assert!(body["msg"].as_str().unwrap().contains("of alice (tenant acme) reached"), "{body}");
+    assert_eq!(gw.fixture.request_count(), 2);
+}
+
 #[tokio::test]
 async fn without_auth_every_chat_is_the_single_users_and_nothing_new_is_stored() {
     let gw = Gateway::start(&[oneshot_agent("a", false, 5000)], &[]).await;

@@ -1,6 +1,7 @@
 //! What runs cost (issue 18, first part) over loopback HTTP with the fixture provider: usage
 //! summed over every model call of a run on its terminal event, priced with configured prices,
-//! kept in history, replayed, totalled per chat; `budget.maxTokens` / `maxCost`.
+//! kept in history, replayed, totalled per chat; `budget.maxTokens` / `maxCost`; quotas per
+//! owner and per agent, at admission and before every model call (issue 32).
 
 mod common;
 
@@ -184,12 +185,10 @@ async fn concurrent_requests_never_start_more_runs_than_the_quota_allows() {
 }
 
 #[tokio::test]
-async fn runs_per_minute_count_per_agent_and_a_spent_daily_token_quota_refuses_before_any_model_call() {
-    let gw = Gateway::start(
-        &[react_agent("a", ""), react_agent("b", "")],
-        &[("AGW_QUOTAS_AGENT_RUNS_PER_MINUTE", "2"), ("AGW_QUOTAS_SUBJECT_TOKENS_PER_DAY", "0")],
-    )
-    .await;
+async fn runs_per_minute_count_per_agent() {
+    let gw =
+        Gateway::start(&[react_agent("a", ""), react_agent("b", "")], &[("AGW_QUOTAS_AGENT_RUNS_PER_MINUTE", "2")])
+            .await;
     gw.fixture.set_default(Transcript::openai_text(&["ok"]));
     for _ in 0..2 {
         assert_eq!(common::read_stream(post_query(&gw, "a").await).await.last()["type"], "run.complete");
@@ -197,13 +196,113 @@ async fn runs_per_minute_count_per_agent_and_a_spent_daily_token_quota_refuses_b
     let wait = refused(post_query(&gw, "a").await, "agent.runs-per-minute").await;
     assert!((1..=60).contains(&wait), "{wait}");
     assert_eq!(post_query(&gw, "b").await.status(), 200, "another agent has its own count");
+}
 
+// -- daily quotas are checked before every model call (issue 32) ------------------------------
+
+/// The `run.error` of a run a daily quota stopped before a model call.
+fn assert_quota_error(event: &Value, quota_and_key: &str, limit: &str) {
+    assert_eq!(event["type"], "run.error", "{event}");
+    assert_eq!(event["error"]["code"], "quota_exceeded", "{event}");
+    assert_eq!(event["error"]["retriable"], true, "{event}");
+    let message = event["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with(&format!("quota {quota_and_key} reached (limit {limit}); retry in ")), "{message}");
+}
+
+#[tokio::test]
+async fn a_run_whose_next_call_a_daily_quota_refuses_ends_before_it_with_no_provider_request() {
+    // Tokens, per subject: the first call uses 1,100 of 1,000, so the second is never sent.
     let gw = Gateway::start(&[react_agent("w", "")], &[("AGW_QUOTAS_SUBJECT_TOKENS_PER_DAY", "1000")]).await;
     script(&gw, (1_000, 100), (1_200, 50));
-    let first = ask(&gw, "w", None).await;
-    assert_eq!(first.last().unwrap()["usage"]["totalTokens"], 2_350);
-    let calls = gw.fixture.request_count();
-    let wait = refused(post_query(&gw, "w").await, "subject.tokens-per-day").await;
-    assert!(wait <= 86_400);
-    assert_eq!(gw.fixture.request_count(), calls, "refused before any provider call");
+    let events = ask(&gw, "w", None).await;
+    let error = events.last().unwrap();
+    assert_quota_error(error, "subject.tokens-per-day of anonymous", "1000");
+    assert_eq!(error["usage"]["totalTokens"], 1_100, "run.error carries what was used");
+    assert_eq!(events.iter().filter(|e| e["type"] == "tool.result").count(), 1, "the tool round finished first");
+    assert_eq!(gw.fixture.request_count(), 1, "no provider request past the quota");
+    // The next run is refused at admission, before any provider call.
+    refused(post_query(&gw, "w").await, "subject.tokens-per-day").await;
+    assert_eq!(gw.fixture.request_count(), 1);
+
+    // Cost, per agent: the first call costs 0.0028 of 0.002.
+    let gw = Gateway::start(&[react_agent("w", "")], &[PRICES, ("AGW_QUOTAS_AGENT_COST_PER_DAY", "0.002")]).await;
+    script(&gw, (1_000, 100), (1_200, 50));
+    let events = ask(&gw, "w", None).await;
+    let error = events.last().unwrap();
+    assert_quota_error(error, "agent.cost-per-day of w", "0.002");
+    assert_eq!(error["cost"], json!({"currency": "USD", "amount": 0.0028}));
+    assert_eq!(gw.fixture.request_count(), 1, "no provider request past the quota");
+    refused(post_query(&gw, "w").await, "agent.cost-per-day").await;
+    assert_eq!(gw.fixture.request_count(), 1);
+}
+
+/// Every model call is a weather call using 20 tokens: a REACT run goes on calling until
+/// something stops it.
+fn every_call_uses_20_tokens(gw: &Gateway) {
+    gw.fixture.set_default(
+        Transcript::new()
+            .tool_call_start(0, "call_w", "mock_city_weather")
+            .tool_args(0, r#"{"city":"Shanghai","date":"2026-02-13"}"#)
+            .finish("tool_calls")
+            .usage(10, 10)
+            .done()
+            .with_chunk_delay_ms(10),
+    );
+}
+
+/// Sends `n` queries at once; returns the streams of those admitted and how many `quota`
+/// refused.
+async fn at_once(gw: &Gateway, n: usize, quota: &str) -> (Vec<common::Stream>, usize) {
+    let responses = futures::future::join_all((0..n).map(|_| post_query(gw, "w"))).await;
+    let (mut admitted, mut refusals) = (Vec::new(), 0);
+    for resp in responses {
+        if resp.status() == 429 {
+            refused(resp, quota).await;
+            refusals += 1;
+        } else {
+            assert_eq!(resp.status(), 200);
+            admitted.push(resp);
+        }
+    }
+    (futures::future::join_all(admitted.into_iter().map(common::read_stream)).await, refusals)
+}
+
+#[tokio::test]
+async fn parallel_runs_pass_a_daily_token_quota_by_at_most_one_call_each() {
+    // No reservation: every run is admitted while the day's spend is below 30 tokens; what
+    // bounds them is the check before each call. Unchecked, 8 runs spent ~1,040 (issue 32).
+    let gw = Gateway::start(
+        &[react_agent("w", "")],
+        &[("AGW_QUOTAS_SUBJECT_TOKENS_PER_DAY", "30"), ("AGW_QUOTAS_RESERVE_TOKENS", "0")],
+    )
+    .await;
+    every_call_uses_20_tokens(&gw);
+    let (runs, refusals) = at_once(&gw, 8, "subject.tokens-per-day").await;
+    assert_eq!(runs.len() + refusals, 8);
+    let requests = gw.fixture.request_count() as u64;
+    let spent = requests * 20;
+    let bound = 30 + runs.len() as u64 * 20;
+    assert!(spent <= bound, "{requests} calls spent {spent} tokens; {} runs in flight allow {bound}", runs.len());
+    let reported: u64 = runs.iter().map(|run| run.last()["usage"]["calls"].as_u64().unwrap_or(0)).sum();
+    assert_eq!(reported, requests, "every provider request is a call some run counted; refused calls sent none");
+    for run in &runs {
+        assert_quota_error(run.last(), "subject.tokens-per-day of anonymous", "30");
+    }
+    refused(post_query(&gw, "w").await, "subject.tokens-per-day").await;
+    assert_eq!(gw.fixture.request_count() as u64, requests, "a refused run calls no provider");
+}
+
+#[tokio::test]
+async fn admission_reserves_tokens_so_parallel_runs_cannot_all_start_on_a_small_daily_quota() {
+    // The default reservation (1,000 tokens) is more than the day's 30: while one run holds
+    // it, or once it spent the day, no other run starts.
+    let gw = Gateway::start(&[react_agent("w", "")], &[("AGW_QUOTAS_SUBJECT_TOKENS_PER_DAY", "30")]).await;
+    every_call_uses_20_tokens(&gw);
+    let (runs, refusals) = at_once(&gw, 8, "subject.tokens-per-day").await;
+    assert_eq!((runs.len(), refusals), (1, 7));
+    // Its second call was allowed at 20 of 30, its third refused before it was sent: one call
+    // past the quota for the one run in flight.
+    let end = runs[0].last();
+    assert_quota_error(end, "subject.tokens-per-day of anonymous", "30");
+    assert_eq!((end["usage"]["totalTokens"].as_u64(), gw.fixture.request_count()), (Some(40), 2));
 }

@@ -1,12 +1,14 @@
-//! `agw.quotas.*`: how much one subject (JWT `sub`) and one agent may use — runs in flight, runs
-//! per minute, tokens and cost per UTC day (`docs/observability.md#quotas`). Counted in memory on
-//! one node.
+//! `agw.quotas.*`: how much one subject (JWT `sub` and tenant) and one agent may use — runs in
+//! flight, runs per minute, tokens and cost per UTC day — and what a run reserves of a daily
+//! token quota when admitted (`docs/observability.md#quotas`). Counted in memory on one node, in
+//! Redis in a cluster (`crate::quotas`).
 
 use super::source::Source;
 use super::table::{
     AGW_QUOTAS_AGENT_CONCURRENT_RUNS, AGW_QUOTAS_AGENT_COST_PER_DAY, AGW_QUOTAS_AGENT_RUNS_PER_MINUTE,
-    AGW_QUOTAS_AGENT_TOKENS_PER_DAY, AGW_QUOTAS_SUBJECT_CONCURRENT_RUNS, AGW_QUOTAS_SUBJECT_COST_PER_DAY,
-    AGW_QUOTAS_SUBJECT_RUNS_PER_MINUTE, AGW_QUOTAS_SUBJECT_TOKENS_PER_DAY, SettingSpec,
+    AGW_QUOTAS_AGENT_TOKENS_PER_DAY, AGW_QUOTAS_RESERVE_TOKENS, AGW_QUOTAS_SUBJECT_CONCURRENT_RUNS,
+    AGW_QUOTAS_SUBJECT_COST_PER_DAY, AGW_QUOTAS_SUBJECT_RUNS_PER_MINUTE, AGW_QUOTAS_SUBJECT_TOKENS_PER_DAY,
+    SettingSpec,
 };
 use super::{ConfigError, value};
 
@@ -26,17 +28,33 @@ pub struct QuotaLimits {
 impl QuotaLimits {
     /// Any limit set.
     pub fn any(&self) -> bool {
-        self.concurrent_runs > 0 || self.runs_per_minute > 0 || self.tokens_per_day > 0 || self.cost_per_day > 0.0
+        self.concurrent_runs > 0 || self.runs_per_minute > 0 || self.daily()
+    }
+
+    /// A daily token or cost limit set: checked before every model call.
+    pub fn daily(&self) -> bool {
+        self.tokens_per_day > 0 || self.cost_per_day > 0.0
     }
 }
 
 /// `agw.quotas.*`.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct QuotaSettings {
-    /// Per subject: the JWT `sub` (all unauthenticated callers share one subject).
+    /// Per subject: the JWT `sub` within its tenant (all unauthenticated callers share one
+    /// subject).
     pub subject: QuotaLimits,
     /// Per agent, all subjects together.
     pub agent: QuotaLimits,
+    /// Tokens an admitted run reserves against each daily token limit until its calls' usage
+    /// is known (0 = none).
+    pub reserve_tokens: u64,
+}
+
+impl QuotaSettings {
+    /// Any limit set, for subjects or agents.
+    pub fn any(&self) -> bool {
+        self.subject.any() || self.agent.any()
+    }
 }
 
 fn cost(s: &str) -> Result<f64, String> {
@@ -75,5 +93,6 @@ pub(super) fn load(src: &Source) -> Result<QuotaSettings, ConfigError> {
                 &AGW_QUOTAS_AGENT_COST_PER_DAY,
             ],
         )?,
+        reserve_tokens: src.parse(&AGW_QUOTAS_RESERVE_TOKENS, value::whole)?,
     })
 }

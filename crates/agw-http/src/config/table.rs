@@ -235,13 +235,13 @@ settings! {
         AGW_CLUSTER_CONTROL_DEADLINE: "agw.cluster.control-deadline" = Some("5s"),
             "how long an interrupt, steer or submit forwarded to the replica running the run is valid and awaited; that replica refuses it later, or a second time";
         AGW_QUOTAS_SUBJECT_CONCURRENT_RUNS: "agw.quotas.subject-concurrent-runs" = Some("0"),
-            "runs one subject (JWT sub; all unauthenticated callers are one subject) may have in flight; more get 429 quota_exceeded (0 = no limit)";
+            "runs one subject (JWT sub and tenant; all unauthenticated callers are one subject) may have in flight; more get 429 quota_exceeded (0 = no limit)";
         AGW_QUOTAS_SUBJECT_RUNS_PER_MINUTE: "agw.quotas.subject-runs-per-minute" = Some("0"),
             "runs one subject may start in any 60 s (0 = no limit)";
         AGW_QUOTAS_SUBJECT_TOKENS_PER_DAY: "agw.quotas.subject-tokens-per-day" = Some("0"),
-            "tokens one subject's runs may use per UTC day; a run is refused once it is reached (0 = no limit)";
+            "tokens one subject's runs may use per UTC day, checked before every model call; past it runs get 429 and running ones run.error quota_exceeded (0 = no limit)";
         AGW_QUOTAS_SUBJECT_COST_PER_DAY: "agw.quotas.subject-cost-per-day" = Some("0"),
-            "cost (in the prices' currency) one subject's runs may reach per UTC day; priced models only (0 = no limit)";
+            "cost (in the prices' currency) one subject's runs may reach per UTC day, checked before every model call; priced models only (0 = no limit)";
         AGW_QUOTAS_AGENT_CONCURRENT_RUNS: "agw.quotas.agent-concurrent-runs" = Some("0"),
             "runs of one agent in flight, all subjects together (0 = no limit)";
         AGW_QUOTAS_AGENT_RUNS_PER_MINUTE: "agw.quotas.agent-runs-per-minute" = Some("0"),
@@ -250,6 +250,8 @@ settings! {
             "tokens one agent's runs may use per UTC day (0 = no limit)";
         AGW_QUOTAS_AGENT_COST_PER_DAY: "agw.quotas.agent-cost-per-day" = Some("0"),
             "cost one agent's runs may reach per UTC day; priced models only (0 = no limit)";
+        AGW_QUOTAS_RESERVE_TOKENS: "agw.quotas.reserve-tokens" = Some("1000"),
+            "tokens a run reserves against each daily token quota when admitted, until its calls' real usage replaces the estimate: runs are admitted only while spend plus reservations is below the quota (0 = no reservation)";
         AGW_DEMO_ENABLED: "agw.demo.enabled" = Some("true"),
             "register the embedded offline demo model as provider `demo` (a configured real `demo` provider replaces it)";
         AGW_DEMO_CHUNK_DELAY_MS: "agw.demo.chunk-delay-ms" = Some("40"),

@@ -117,15 +117,9 @@ pub async fn start_run(state: &AppState, new: NewRun) -> Result<(Arc<RunHandle>,
         ChatConcurrency::Queue => None,
     };
     // Quotas before anything streams or any provider is called; the chat's slot (taken above)
-    // is released when this returns early.
-    let subject = principal.as_ref().map_or(ANONYMOUS_SUBJECT, |p| p.subject.as_str());
-    let quota = match state.cluster.get() {
-        Some(node) if state.settings.quotas.subject.any() || state.settings.quotas.agent.any() => {
-            crate::quotas::admit_shared(&node.cluster, &state.settings.quotas, subject, &agent.key, &run_id).await
-        }
-        _ => state.quotas.admit(subject, &agent.key),
-    }
-    .map_err(quota_exceeded)?;
+    // is released when this returns early. A user's quotas are its owner's: subject and tenant.
+    let owner = principal.as_ref().map_or_else(crate::quotas::anonymous, Principal::owner);
+    let quota = crate::quotas::admit_run(state, &owner, &agent.key, &run_id).await.map_err(quota_exceeded)?;
     let policy = match request.on_disconnect {
         Some(OnDisconnect::Cancel) => DisconnectPolicy::Cancel,
         Some(OnDisconnect::Continue) => DisconnectPolicy::Continue,
@@ -218,10 +212,10 @@ pub const ANONYMOUS_SUBJECT: &str = "anonymous";
 /// 429 `quota_exceeded` naming the quota, with `Retry-After`.
 fn quota_exceeded(e: crate::quotas::QuotaExceeded) -> ApiError {
     tracing::info!(quota = %e.quota, key = %e.key, limit = %e.limit, "run refused by a quota");
-    let retry_after = e.retry_after.as_secs().max(1);
+    let retry_after = e.retry_after_secs();
     ApiError::with_fields(
         StatusCode::TOO_MANY_REQUESTS,
-        format!("quota {} of {} reached (limit {}); retry in {retry_after} s", e.quota, e.key, e.limit),
+        e.message(),
         serde_json::json!({"code": "quota_exceeded", "quota": e.quota, "limit": e.limit, "retryAfter": retry_after}),
     )
     .with_retry_after(e.retry_after)
@@ -241,7 +235,8 @@ struct RunStart {
     client_tools: Vec<agw_tools::ToolDef>,
     /// See [`NewRun::regenerate`].
     regenerate: bool,
-    /// The run's place in its subject's and agent's quotas; what it used is added at its end.
+    /// The run's place in its owner's and agent's quotas, held until it ends; its model calls
+    /// are checked and counted through the permit's gate.
     quota: crate::quotas::QuotaPermit,
 }
 
@@ -402,7 +397,8 @@ struct LiveRun {
     steers: Arc<agw_modes::runtime::SteerQueue>,
     _guards: RunGuards,
     handle: Arc<RunHandle>,
-    quota: crate::quotas::QuotaPermit,
+    /// The run counts in its quotas (in flight, its token reservation) until this drops.
+    _quota: crate::quotas::QuotaPermit,
 }
 
 /// Held for a run's whole life; fields drop in order.
@@ -499,6 +495,7 @@ async fn start_phase(state: &AppState, run: RunStart) -> Option<Box<LiveRun>> {
         services: state.run_services_with(client_tools),
         steers: steers.clone(),
         approved_rules: prepared.approved_rules,
+        quota: quota.gate(),
     };
     Some(Box::new(LiveRun {
         ctx,
@@ -506,7 +503,7 @@ async fn start_phase(state: &AppState, run: RunStart) -> Option<Box<LiveRun>> {
         steers,
         _guards: RunGuards { _slot: slot, _answers: answers, _guard: guard },
         handle,
-        quota,
+        _quota: quota,
     }))
 }
 
@@ -526,8 +523,6 @@ impl LiveRun {
             () = state.runs.stopped() => Ended::Shutdown,
         };
         end_run(&mut self.sink, ended, &self.steers).await;
-        let totals = self.sink.totals();
-        self.quota.spend(totals.usage.as_ref().map_or(0, |u| u.total_tokens), totals.cost.as_ref());
     }
 }
 
