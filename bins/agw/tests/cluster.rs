@@ -714,6 +714,92 @@ async fn quotas_hold_across_replicas() {
     assert_eq!(events.last().unwrap()["type"], "run.complete");
 }
 
+/// Every model call is a weather call using 20 tokens: a REACT run goes on calling until
+/// something stops it.
+fn every_call_uses_20_tokens(fixture: &FixtureServer) {
+    fixture.set_default(
+        Transcript::new()
+            .tool_call_start(0, "call_w", "mock_city_weather")
+            .tool_args(0, r#"{"city":"Shanghai","date":"2026-02-13"}"#)
+            .finish("tool_calls")
+            .usage(10, 10)
+            .done()
+            .with_chunk_delay_ms(10),
+    );
+}
+
+/// Sends `n` queries at once, alternating between the replicas; returns the events of the runs
+/// admitted and the `quota` of each refusal.
+async fn at_once(cluster: &Cluster, on: [&Agw; 2], n: usize) -> (Vec<Vec<Value>>, Vec<String>) {
+    // Sent at once: each on a task of its own.
+    let sends: Vec<_> = (0..n)
+        .map(|i| {
+            let request = cluster.client.post(format!("{}/api/ap/query", on[i % 2].base));
+            tokio::spawn(request.json(&json!({"agentKey": "c", "message": format!("run {i}")})).send())
+        })
+        .collect();
+    let (mut admitted, mut refused) = (Vec::new(), Vec::new());
+    for send in sends {
+        let resp = send.await.unwrap().expect("query");
+        if resp.status() == 429 {
+            let body: Value = resp.json().await.unwrap();
+            assert_eq!(body["code"], "quota_exceeded", "{body}");
+            refused.push(body["quota"].as_str().unwrap().to_owned());
+        } else {
+            assert_eq!(resp.status(), 200);
+            admitted.push(tokio::spawn(Events::new(resp).all()));
+        }
+    }
+    let mut runs = Vec::new();
+    for run in admitted {
+        runs.push(run.await.unwrap());
+    }
+    (runs, refused)
+}
+
+/// Daily token quotas across replicas (issue 32): 8 runs at once on two replicas against 30
+/// tokens a day. Without a reservation each is admitted while the shared spend is below 30 and
+/// every model call is checked against it first, so the day passes 30 by at most one call per
+/// run in flight; with the default reservation only one run starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daily_token_quotas_hold_across_replicas_within_one_call_per_run() {
+    let Some(cluster) = Cluster::new("daily-quotas").await else { return };
+    every_call_uses_20_tokens(&cluster.fixture);
+    let per_subject =
+        [("AGW_QUOTAS_SUBJECT_TOKENS_PER_DAY", "30".to_owned()), ("AGW_QUOTAS_RESERVE_TOKENS", "0".to_owned())];
+    let (a, b) = (cluster.replica_with("a", &per_subject), cluster.replica_with("b", &per_subject));
+    let (runs, refused) = at_once(&cluster, [&a, &b], 8).await;
+    assert_eq!(runs.len() + refused.len(), 8);
+    assert!(refused.iter().all(|q| q == "subject.tokens-per-day"), "{refused:?}");
+    let requests = cluster.fixture.request_count() as u64;
+    let bound = 30 + runs.len() as u64 * 20;
+    assert!(requests * 20 <= bound, "{requests} calls of 20 tokens; {} runs in flight allow {bound}", runs.len());
+    let reported: u64 = runs.iter().map(|run| run.last().unwrap()["usage"]["calls"].as_u64().unwrap_or(0)).sum();
+    assert_eq!(reported, requests, "every provider request is a call some run counted; refused calls sent none");
+    for run in &runs {
+        let end = run.last().unwrap();
+        assert_eq!((end["type"].as_str(), end["error"]["code"].as_str()), (Some("run.error"), Some("quota_exceeded")));
+    }
+    for replica in [&a, &b] {
+        let (status, body) = cluster.post(replica, "/api/ap/query", json!({"agentKey": "c", "message": "more"})).await;
+        assert_eq!((status, body["quota"].as_str()), (429, Some("subject.tokens-per-day")), "{body}");
+    }
+    assert_eq!(cluster.fixture.request_count() as u64, requests);
+    drop((a, b));
+
+    // Per agent, with the default reservation (1,000 tokens, more than the day): one run holds
+    // it, so no other starts on either replica; it is stopped one call past the day.
+    cluster.fixture.forget_requests();
+    let per_agent = [("AGW_QUOTAS_AGENT_TOKENS_PER_DAY", "30".to_owned())];
+    let (c, d) = (cluster.replica_with("c", &per_agent), cluster.replica_with("d", &per_agent));
+    let (runs, refused) = at_once(&cluster, [&c, &d], 8).await;
+    assert_eq!((runs.len(), refused.len()), (1, 7), "{refused:?}");
+    assert!(refused.iter().all(|q| q == "agent.tokens-per-day"), "{refused:?}");
+    let end = runs[0].last().unwrap();
+    assert_eq!(end["error"]["code"], "quota_exceeded", "{end}");
+    assert_eq!((end["usage"]["totalTokens"].as_u64(), cluster.fixture.request_count()), (Some(40), 2));
+}
+
 /// `queue` policy across replicas: a second query into a busy chat on another replica opens its
 /// stream at once and its run starts only after the first run ended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
