@@ -282,6 +282,29 @@ async fn compact_on_demand_writes_the_checkpoint_the_next_run_starts_from() {
     assert_eq!(status, 400);
 }
 
+/// An on-demand summary is a model call like a run's (issue 32): the daily quotas count it, and
+/// once they are spent refuse the next one before it reaches the provider.
+#[tokio::test]
+async fn compact_on_demand_is_checked_and_counted_against_daily_quotas() {
+    let gw =
+        Gateway::start(&[react_agent("talker", json!({}), json!({}))], &[("AGW_QUOTAS_SUBJECT_TOKENS_PER_DAY", "100")])
+            .await;
+    // The chat's runs report no usage; each summary uses 150 tokens.
+    gw.fixture.on_stage("context-summary", Transcript::new().content("SUMMARY.").finish("stop").usage(100, 50).done());
+    let (chat, _) = long_chat(&gw, "talker").await;
+    let compact = || gw.client.post(format!("{}/api/ap/compact", gw.base)).json(&json!({"chatId": chat})).send();
+    assert_eq!(compact().await.unwrap().status(), 200);
+    let requests = gw.fixture.request_count();
+    let refused = compact().await.unwrap();
+    assert_eq!(refused.status(), 429, "the first summary spent the day");
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(
+        (body["code"].as_str(), body["quota"].as_str()),
+        (Some("quota_exceeded"), Some("subject.tokens-per-day"))
+    );
+    assert_eq!(gw.fixture.request_count(), requests, "no summary call past the quota");
+}
+
 #[tokio::test]
 async fn a_doom_loop_is_refused_once_and_ends_the_run_the_second_time() {
     let weather = json!({"backends":["mock_city_weather"]});

@@ -190,6 +190,30 @@ impl Account {
     fn daily(&self) -> bool {
         self.scopes.iter().any(|s| s.limits.daily())
     }
+
+    /// The daily limits allow a model call now.
+    async fn may_call(&self) -> Result<(), QuotaExceeded> {
+        let refused = match &self.store {
+            Store::Local(quotas) => quotas.check_daily(self),
+            Store::Shared(store) => store.check_daily(self).await,
+        };
+        match refused {
+            Some(e) => {
+                tracing::info!(quota = %e.quota, key = %e.key, limit = %e.limit, "model call refused by a quota");
+                Err(e)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Counts a model call's usage, settling the reservation.
+    async fn spent(&self, spend: CallSpend) {
+        let settled = self.settle(spend.tokens);
+        match &self.store {
+            Store::Local(quotas) => quotas.spend(self, spend, settled),
+            Store::Shared(store) => store.spend(self, spend, settled).await,
+        }
+    }
 }
 
 /// A run's place in its owner's and agent's quotas, from [`admit_run`] or [`continue_run`]: it
@@ -212,12 +236,30 @@ impl QuotaPermit {
         let account = self.account.as_ref().filter(|a| a.daily())?;
         Some(Arc::new(Gate(account.clone())))
     }
+
+    /// What the gate asks, for a model call made outside a run (`POST /api/ap/compact`): the
+    /// daily limits allow it now.
+    pub async fn may_call(&self) -> Result<(), QuotaExceeded> {
+        match &self.account {
+            Some(account) => account.may_call().await,
+            None => Ok(()),
+        }
+    }
+
+    /// What the gate is told, for a model call made outside a run.
+    pub async fn spent(&self, spend: CallSpend) {
+        if let Some(account) = &self.account {
+            account.spent(spend).await;
+        }
+    }
 }
 
-impl Drop for QuotaPermit {
-    fn drop(&mut self) {
+impl QuotaPermit {
+    /// The run ended: it leaves the runs in flight and gives back what it still reserved (on
+    /// one node at once, in a cluster in the background). Dropping the permit does the same.
+    pub fn release(&mut self) {
         let Some(account) = self.account.take() else { return };
-        // What is still reserved goes back now; the gate (if still held) has nothing to settle.
+        // The gate, if still held, has nothing left to settle.
         let left = account.settle(u64::MAX);
         match &account.store {
             Store::Local(quotas) => quotas.release(&account, left),
@@ -226,34 +268,22 @@ impl Drop for QuotaPermit {
     }
 }
 
+impl Drop for QuotaPermit {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
 /// The run's side of its quotas, as the runtime sees it.
 struct Gate(Arc<Account>);
 
 impl QuotaGate for Gate {
     fn may_call(&self) -> BoxFuture<'_, Result<(), QuotaRefused>> {
-        Box::pin(async move {
-            let refused = match &self.0.store {
-                Store::Local(quotas) => quotas.check_daily(&self.0),
-                Store::Shared(store) => store.check_daily(&self.0).await,
-            };
-            match refused {
-                Some(e) => {
-                    tracing::info!(quota = %e.quota, key = %e.key, limit = %e.limit, "model call refused by a quota");
-                    Err(QuotaRefused(e.message()))
-                }
-                None => Ok(()),
-            }
-        })
+        Box::pin(async move { self.0.may_call().await.map_err(|e| QuotaRefused(e.message())) })
     }
 
     fn spent(&self, spend: CallSpend) -> BoxFuture<'_, ()> {
-        Box::pin(async move {
-            let settled = self.0.settle(spend.tokens);
-            match &self.0.store {
-                Store::Local(quotas) => quotas.spend(&self.0, spend, settled),
-                Store::Shared(store) => store.spend(&self.0, spend, settled).await,
-            }
-        })
+        Box::pin(self.0.spent(spend))
     }
 }
 
@@ -273,6 +303,7 @@ pub(crate) async fn admit_run(
 
 /// The quotas of a run that continues after a restart (durable waiting): not admitted again
 /// (it was, before the restart), but its model calls are checked and counted like any run's.
+/// Also those of a model call outside any run (`POST /api/ap/compact`).
 pub(crate) fn continue_run(state: &AppState, owner: &Owner, agent: &str, run_id: &str) -> QuotaPermit {
     let settings = &state.settings.quotas;
     let scopes: Vec<Scope> = scopes(settings, owner, agent).into_iter().filter(|s| s.limits.daily()).collect();

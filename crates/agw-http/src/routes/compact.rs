@@ -1,17 +1,21 @@
 //! `POST /api/ap/compact {chatId, agentKey?}` (agw): compacts a chat's history on demand
 //! (`docs/context.md`) — the stored runs but the newest `keepUserTurns - 1` are summarised with
 //! the chat's agent's model and policy, and the summary is written as the chat's checkpoint, so
-//! the next run starts from it. The history itself stays whole (chat API, replay).
+//! the next run starts from it. The history itself stays whole (chat API, replay). The summary
+//! is a model call like a run's: the caller's and the agent's daily quotas are checked before
+//! it (429 `quota_exceeded`) and count what it used.
 
 use http::StatusCode;
 use serde::Deserialize;
 use serde_json::json;
 
+use agw_modes::runtime::CallSpend;
 use agw_protocol::history::{CheckpointLine, HistoryLine};
 use agw_protocol::ids;
+use agw_protocol::usage::TokenCounts;
 
 use super::HandlerResult;
-use super::query::{read_body, resolve_agent};
+use super::query::{quota_exceeded, read_body, resolve_agent};
 use crate::auth::{Principal, may_access};
 use crate::body::RequestBody;
 use crate::envelope::{ApiError, success};
@@ -33,6 +37,7 @@ fn memory_error(e: impl std::fmt::Display) -> ApiError {
 
 pub async fn compact(state: &AppState, req: http::Request<RequestBody>) -> HandlerResult {
     let principal = req.extensions().get::<Principal>().cloned();
+    let owner = principal.as_ref().map_or_else(crate::quotas::anonymous, Principal::owner);
     let server = &state.settings.server;
     let body = read_body(req, server.max_request_bytes, server.limits.body_read_timeout).await?;
     let request: CompactRequest =
@@ -66,6 +71,10 @@ pub async fn compact(state: &AppState, req: http::Request<RequestBody>) -> Handl
     };
     let agent = resolve_agent(state, request.agent_key.as_deref().or(chat_agent.as_deref()))?;
     let run_id = ids::new_run_id();
+    // The summary is a model call: the caller's and the agent's daily quotas allow it first
+    // (429 like a query) and count what it used.
+    let quota = crate::quotas::continue_run(state, &owner, &agent.key, &run_id);
+    quota.may_call().await.map_err(quota_exceeded)?;
     let services = state.run_services();
     let made = agw_modes::runtime::compact_history(&services, &agent, &context.history, &context.history_runs, &run_id)
         .await
@@ -77,6 +86,13 @@ pub async fn compact(state: &AppState, req: http::Request<RequestBody>) -> Handl
                 json!({"code": "summary_failed"}),
             )
         })?;
+    if let Some(made) = &made {
+        for call in &made.usage {
+            let tokens = TokenCounts::from_usage(&call.usage);
+            let cost = state.settings.prices.find(&call.provider, &call.model).map(|price| price.charge(&tokens));
+            quota.spent(CallSpend { tokens: tokens.input_tokens.saturating_add(tokens.output_tokens), cost }).await;
+        }
+    }
     let Some(made) = made else {
         return Ok(success(&json!({
             "chatId": chat_id,

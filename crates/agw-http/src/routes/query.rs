@@ -210,7 +210,7 @@ fn chat_busy(chat_id: &str, run_id: &str) -> ApiError {
 pub const ANONYMOUS_SUBJECT: &str = "anonymous";
 
 /// 429 `quota_exceeded` naming the quota, with `Retry-After`.
-fn quota_exceeded(e: crate::quotas::QuotaExceeded) -> ApiError {
+pub(crate) fn quota_exceeded(e: crate::quotas::QuotaExceeded) -> ApiError {
     tracing::info!(quota = %e.quota, key = %e.key, limit = %e.limit, "run refused by a quota");
     let retry_after = e.retry_after_secs();
     ApiError::with_fields(
@@ -391,14 +391,15 @@ async fn drive_run(state: AppState, run: Box<RunStart>) {
 struct LiveRun {
     // Fields drop in this order, as the locals of the one `async fn` this was did: the sink
     // first, then the chat's slot, the frontend answers, the registry's count (`RunGuards`), the
-    // quota last.
+    // quota last (released earlier, when the mode ended).
     ctx: RunContext,
     sink: SseSink,
     steers: Arc<agw_modes::runtime::SteerQueue>,
     _guards: RunGuards,
     handle: Arc<RunHandle>,
-    /// The run counts in its quotas (in flight, its token reservation) until this drops.
-    _quota: crate::quotas::QuotaPermit,
+    /// The run's place in its quotas (in flight, its token reservation), released when the
+    /// mode ended.
+    quota: crate::quotas::QuotaPermit,
 }
 
 /// Held for a run's whole life; fields drop in order.
@@ -503,7 +504,7 @@ async fn start_phase(state: &AppState, run: RunStart) -> Option<Box<LiveRun>> {
         steers,
         _guards: RunGuards { _slot: slot, _answers: answers, _guard: guard },
         handle,
-        _quota: quota,
+        quota,
     }))
 }
 
@@ -522,6 +523,9 @@ impl LiveRun {
             () = self.handle.abandoned() => Ended::Cancelled(CancelReason::Detached),
             () = state.runs.stopped() => Ended::Shutdown,
         };
+        // Before the terminal event: a client that asks again the moment it sees it is not
+        // refused by this run's place or reservation.
+        self.quota.release();
         end_run(&mut self.sink, ended, &self.steers).await;
     }
 }
