@@ -49,7 +49,7 @@ pub struct Inner {
     pub runs: Arc<RunTracker>,
     /// The chat-event webhook, when configured.
     pub webhook: Option<Webhook>,
-    /// Quota counters per subject and agent (`agw.quotas.*`).
+    /// Quota counters per owner (subject and tenant) and agent (`agw.quotas.*`), on one node.
     pub quotas: Arc<crate::quotas::Quotas>,
     /// MCP servers and their tools (`None`: no `AGENT_MCP_EXTERNAL_DIR`).
     pub mcp: Option<Arc<crate::mcp::Mcp>>,

@@ -217,8 +217,8 @@ impl Account {
 }
 
 /// A run's place in its owner's and agent's quotas, from [`admit_run`] or [`continue_run`]: it
-/// counts as in flight and holds its reservation until dropped; its model calls go through
-/// [`Self::gate`].
+/// counts as in flight and holds its reservation until released (or dropped); its model calls
+/// go through [`Self::gate`].
 #[derive(Debug)]
 pub struct QuotaPermit {
     account: Option<Arc<Account>>,
@@ -252,9 +252,7 @@ impl QuotaPermit {
             account.spent(spend).await;
         }
     }
-}
 
-impl QuotaPermit {
     /// The run ended: it leaves the runs in flight and gives back what it still reserved (on
     /// one node at once, in a cluster in the background). Dropping the permit does the same.
     pub fn release(&mut self) {
