@@ -40,7 +40,7 @@ pub mod tool;
 pub mod viewport;
 
 pub use builtin::{
-    AgentFileCreate, AgentFileCreateConfig, BUILTIN_NAMES, BashConfig, BashTool, BuiltinsConfig, CityDatetime,
+    AgentFileCreate, AgentFileCreateConfig, BUILTIN_NAMES, BashCommand, BashCommandError, BashConfig, BashTool, BuiltinsConfig, CityDatetime,
     PLAN_CONTEXT_UNAVAILABLE, PlanTool, builtins,
 };
 pub use definition::{ToolDef, ToolKind, default_parameters};

@@ -85,6 +85,27 @@ async fn attack(command: &str, message: &str) {
 const PATH_REFUSED: &str = "Path not allowed outside authorized directories: ";
 const SHELL_REFUSED: &str = "Shell syntax is not supported";
 
+// ---- separators: only ASCII spaces and tabs (issue 32) ----
+
+#[tokio::test]
+async fn whitespace_other_than_spaces_and_tabs_and_control_characters_are_refused() {
+    // Each of these used to be split like a space (or passed into a word), so a command looked
+    // different to an approval rule than to `_bash_`. The reading is now one, and refuses them.
+    for (command, code) in [
+        ("cat\u{a0}notes.txt", "U+00A0"),
+        ("cat\u{3000}notes.txt", "U+3000"),
+        ("cat\u{2028}notes.txt", "U+2028"),
+        ("cat\u{85}notes.txt", "U+0085"),
+        ("cat\u{b}notes.txt", "U+000B"),
+        ("cat notes\u{200b}.txt", "U+200B"),
+    ] {
+        attack(command, &format!("Character not allowed in a command: {code}")).await;
+    }
+    let sandbox = sandbox();
+    let out = sandbox.run("cat\tnotes.txt").await;
+    assert!(out.contains("hello notes"), "a tab separates words: {out}");
+}
+
 // ---- path escapes ----
 
 #[tokio::test]

@@ -9,6 +9,7 @@
 //! the network or a unix socket only when the agent allows it — so even an allowed command cannot
 //! read outside the roots, whatever its arguments.
 
+mod command;
 mod config;
 mod deny;
 pub(crate) mod glob;
@@ -21,9 +22,11 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
+pub use command::{BashCommand, BashCommandError};
 pub use config::{BashConfig, DEFAULT_ALLOWED_COMMANDS, DEFAULT_PATH_CHECKED_COMMANDS, DEFAULT_WORKING_DIRECTORY};
 
-use super::{java_random::java_to_string, meta};
+use super::meta;
+use command::command_text;
 use crate::tool::{CodeGrants, Tool, ToolContext, ToolError, ToolOutput};
 
 pub(crate) const NAME: &str = "_bash_";
@@ -88,14 +91,6 @@ impl BashTool {
     }
 }
 
-/// §4.1 step 1: absent → `""`, JSON null → `"null"`, other values stringified; then trimmed.
-fn command_text(args: &Value) -> String {
-    match args.get("command") {
-        None => String::new(),
-        Some(Value::String(s)) => s.trim().to_owned(),
-        Some(other) => java_to_string(other).trim().to_owned(),
-    }
-}
 
 impl Tool for BashTool {
     fn name(&self) -> &str {
@@ -128,7 +123,7 @@ mod tests {
     fn command_argument_forms() {
         assert_eq!(command_text(&json!({})), "");
         assert_eq!(command_text(&json!({"command":null})), "null");
-        assert_eq!(command_text(&json!({"command":"  ls -la "})), "ls -la");
+        assert_eq!(command_text(&json!({"command":"  ls -la "})), "  ls -la ");
         assert_eq!(command_text(&json!({"command":5})), "5");
     }
 

@@ -2,8 +2,10 @@
 //! refusal (tools-skills-viewports.md §4.1 steps 1–6, hardened: README decision on symlinks).
 //!
 //! Nothing here runs anything. The rules, in order:
-//! 1. no shell syntax at all (the command is never given to a shell, so it could only mislead);
-//! 2. split on whitespace; the first word must be in the allow-list, compared exactly;
+//! 1. no shell syntax at all (the command is never given to a shell, so it could only mislead),
+//!    no control characters, no whitespace but ASCII spaces and tabs ([`super::command`], the
+//!    reading the approval rules share);
+//! 2. split on spaces and tabs; the first word must be in the allow-list, compared exactly;
 //! 3. `git` is limited to read-only subcommands in their reading forms and may not be pointed
 //!    elsewhere or reconfigured;
 //! 4. for path-checked commands every operand, every `--opt=value` value and every value glued to
@@ -16,6 +18,7 @@
 
 use std::path::Path;
 
+use super::command::{BashCommand, GIT_NEUTRAL_OPTIONS};
 use super::config::BashConfig;
 use super::paths::Roots;
 use super::{deny, glob};
@@ -26,23 +29,6 @@ pub(crate) struct Invocation {
     pub program: String,
     pub args: Vec<String>,
 }
-
-/// Characters that mean shell syntax. Without a shell they would be passed on literally, which is
-/// never what the model meant, so they are refused with an explanation instead.
-const FORBIDDEN: [(char, &str); 12] = [
-    (';', "';'"),
-    ('&', "'&'"),
-    ('|', "'|'"),
-    ('`', "'`'"),
-    ('$', "'$'"),
-    ('>', "'>'"),
-    ('<', "'<'"),
-    ('\n', "a line break"),
-    ('\r', "a line break"),
-    ('\'', "quotes"),
-    ('"', "quotes"),
-    ('\0', "a NUL character"),
-];
 
 /// Read-only git subcommands. Everything else (config, checkout, commit, fetch, clone, submodule,
 /// bisect, rebase, remote update, …) can write outside the working tree, reach the network, run
@@ -67,31 +53,22 @@ const GIT_SUBCOMMANDS: [&str; 17] = [
     "version",
 ];
 
-/// Options git accepts before the subcommand that we allow; every other one (`-C`, `-c`,
-/// `--git-dir`, `--work-tree`, `--exec-path`, `--config-env`, `-p`, …) is refused.
-const GIT_GLOBAL_OPTIONS: [&str; 4] = ["--no-pager", "-P", "--version", "--no-optional-locks"];
+/// Options git accepts before the subcommand that we allow: the neutral ones approval rules
+/// ignore, and `--version`. Every other one (`-C`, `-c`, `--git-dir`, `--work-tree`,
+/// `--exec-path`, `--config-env`, `-p`, …) is refused.
+fn git_global_option_allowed(word: &str) -> bool {
+    word == "--version" || GIT_NEUTRAL_OPTIONS.contains(&word)
+}
 
 /// Subcommand options that write files or run other programs.
 const GIT_FORBIDDEN_OPTIONS: [&str; 5] = ["--output", "-O", "--open-files-in-pager", "--edit-description", "--exec"];
 
 pub(crate) fn plan(command: &str, config: &BashConfig, roots: &Roots) -> Result<Invocation, String> {
-    if command.is_empty() {
-        return Err("Missing argument: command".to_owned());
-    }
-    if let Some((_, what)) = FORBIDDEN.iter().find(|(c, _)| command.contains(*c)) {
-        return Err(format!(
-            "Shell syntax is not supported: {what}. Commands run without a shell: one whitelisted command, \
-             arguments separated by spaces, no pipes, chaining, redirection, substitution, variables or quotes"
-        ));
-    }
-    let mut words = command.split_whitespace().map(str::to_owned);
-    let Some(program) = words.next() else {
-        return Err("Cannot parse command".to_owned());
-    };
+    // The one reading of a command text, shared with the approval rules.
+    let (program, args) = BashCommand::parse(command).map_err(|e| e.to_string())?.into_parts();
     if !config.allowed_commands.contains(&program) {
         return Err(format!("Command not allowed: {program}"));
     }
-    let args: Vec<String> = words.collect();
     if program == "git" {
         check_git(&args)?;
     }
@@ -112,7 +89,7 @@ fn check_git(args: &[String]) -> Result<(), String> {
         match words.next() {
             None => return Ok(()),
             Some(word) if word.starts_with('-') => {
-                if !GIT_GLOBAL_OPTIONS.contains(&word.as_str()) {
+                if !git_global_option_allowed(word) {
                     return Err(format!("git option not allowed: {word}"));
                 }
             }
