@@ -17,7 +17,7 @@ use std::time::Duration;
 use agw_memory::WaitingRun;
 use agw_modes::runtime::{self, DeltaSink, Resume, RunContext, WaitPoint};
 use agw_protocol::event::EventPayload;
-use agw_protocol::history::AwaitingLine;
+use agw_protocol::history::{AwaitingCall, AwaitingLine, StreamedAs};
 use agw_protocol::{AgentDelta, Assembler, ErrorCode, RunErrorInfo, SystemClock};
 use agw_tools::ToolKind;
 use tracing::Instrument;
@@ -121,11 +121,17 @@ async fn wait_again(
     let WaitingRun { awaiting, conversation, context } = run;
     let (run_id, chat_id) = (handle.run_id.clone(), handle.chat_id.clone());
     let tools = state.tools.load();
-    let is_action = |name: &str| tools.kind_of(&name.trim().to_lowercase()) == ToolKind::Action;
-    let ended_tools: Vec<String> =
-        awaiting.calls.iter().filter(|c| !is_action(&c.name)).map(|c| c.id.clone()).collect();
-    let open_actions: Vec<String> =
-        awaiting.calls.iter().filter(|c| is_action(&c.name)).map(|c| c.id.clone()).collect();
+    // How the client had been shown each call; a call withheld until its approval is neither.
+    let streamed_as = |call: &AwaitingCall| {
+        call.streamed_as.unwrap_or(match tools.kind_of(&call.name.trim().to_lowercase()) {
+            ToolKind::Action => StreamedAs::Action,
+            _ => StreamedAs::Tool,
+        })
+    };
+    let shown = |kind: StreamedAs| -> Vec<String> {
+        awaiting.calls.iter().filter(|c| streamed_as(c) == kind).map(|c| c.id.clone()).collect()
+    };
+    let (ended_tools, open_actions) = (shown(StreamedAs::Tool), shown(StreamedAs::Action));
     let assembler = Assembler::resumed(
         &run_id,
         &chat_id,
@@ -208,7 +214,7 @@ async fn wait_again(
         initial_plan: context.plan,
         services: state.run_services(),
         steers: steers.clone(),
-        approved_rules: context.approved_rules,
+        remembered_approvals: context.remembered_approvals,
         quota: quota.gate(),
     };
     let resume = Resume {
@@ -218,6 +224,7 @@ async fn wait_again(
         results: awaiting.results,
         awaiting_id: awaiting.awaiting_id,
         answer,
+        approval: awaiting.ask.mode == "approval",
     };
     tracing::info!("run continues after the wait");
     let ended = tokio::select! {

@@ -325,3 +325,398 @@ async fn a_run_continued_after_a_restart_is_checked_and_counted_against_daily_qu
     assert_eq!(resp.status(), 429, "the continued run spent the day");
     assert_eq!(resp.json::<Value>().await.unwrap()["quota"], "subject.tokens-per-day");
 }
+
+// -- issue 32: rules match what would run; every kind of call; `always` per agent and tool ---------
+
+/// An agent `key` with this `toolConfig` (approvals included), REACT, four steps.
+fn agent_with(key: &str, tool_config: Value) -> (String, String) {
+    let text = json!({"key": key, "mode": "REACT", "modelConfig": {"providerKey": "fixture", "model": "m"},
+        "toolConfig": tool_config, "react": {"systemPrompt": "You use tools.", "maxSteps": 4}});
+    (format!("{key}.json"), text.to_string())
+}
+
+/// One model turn calling `_bash_` once per command, ids `call_0`, `call_1`, ….
+fn bash_calls(commands: &[&str]) -> Transcript {
+    bash_calls_named("call", commands)
+}
+
+/// [`bash_calls`] with ids `<prefix>_0`, `<prefix>_1`, ….
+fn bash_calls_named(prefix: &str, commands: &[&str]) -> Transcript {
+    let mut transcript = Transcript::new();
+    for (i, command) in commands.iter().enumerate() {
+        let index = i as u32;
+        transcript = transcript
+            .tool_call_start(index, &format!("{prefix}_{i}"), "_bash_")
+            .tool_args(index, &json!({"command": command}).to_string());
+    }
+    transcript.finish("tool_calls").usage(10, commands.len() as u64).done()
+}
+
+/// The `tool.result` of `call_id` as JSON; a result that is not JSON (the command ran and
+/// `_bash_` printed its output) is returned as a string.
+fn result_of(events: &[&Value], call_id: &str) -> Value {
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "tool.result" && e["toolId"] == call_id)
+        .unwrap_or_else(|| panic!("no tool.result for {call_id}"));
+    let text = result["result"].as_str().unwrap();
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+}
+
+/// The rules of the issue: reading the secret with `cat` or the log is denied, `head` is asked.
+fn secret_rules() -> Value {
+    json!({"_bash_:cat *": "deny", "_bash_:git log*": "deny", "_bash_:head *": "ask"})
+}
+
+#[tokio::test]
+async fn deny_rules_hold_for_every_spelling_bash_would_run_the_same() {
+    let gw =
+        Gateway::start(&[agent_with("sh", json!({"backends": ["_bash_"], "approvals": secret_rules()}))], &[]).await;
+    std::fs::create_dir_all(gw.agents_dir.join("bash")).unwrap();
+    std::fs::write(gw.agents_dir.join("bash/secret.txt"), "TOP-SECRET-32\n").unwrap();
+    // Each of these ran before: the rule was globbed against the raw text, `_bash_` split it on
+    // any Unicode whitespace and git ignored its global options.
+    let denied = [
+        "cat secret.txt",
+        "cat\tsecret.txt",
+        "cat  secret.txt",
+        "git  log",
+        "git\tlog",
+        "git --no-pager log",
+        "git -P log",
+        "git -P --no-pager log --oneline",
+    ];
+    let refused = ["cat\u{a0}secret.txt", "cat\u{3000}secret.txt", "cat\u{2028}secret.txt", "cat\u{1}secret.txt"];
+    let commands: Vec<&str> = denied.iter().chain(refused.iter()).copied().collect();
+    gw.fixture.on_stage("agent-react-step-1", bash_calls(&commands));
+    gw.fixture.on_stage("agent-react-step-2", Transcript::openai_text(&["Nothing ran."]));
+    let stream = gw.run(&json!({"agentKey": "sh", "message": "read the secret"})).await;
+    let events = stream.events();
+    assert!(stream.of_type("awaiting.ask").is_empty(), "a deny asks nobody");
+    for (i, command) in commands.iter().enumerate() {
+        let result = result_of(&events, &format!("call_{i}"));
+        assert_eq!(result["executed"], false, "{command:?} ran: {result}");
+        let expected = if i < denied.len() { "denied" } else { "invalid_command" };
+        assert_eq!(result["reason"], expected, "{command:?}: {result}");
+    }
+    let git = result_of(&events, "call_6");
+    assert_eq!(git["detail"], "denied by policy _bash_:git log*", "{git}");
+    let nbsp = result_of(&events, &format!("call_{}", denied.len()));
+    assert!(nbsp["detail"].as_str().unwrap().contains("U+00A0"), "the refusal names the character: {nbsp}");
+    assert!(!stream.events().iter().any(|e| e.to_string().contains("TOP-SECRET-32")), "the file was never read");
+    assert_eq!(stream.last()["type"], "run.complete");
+}
+
+#[tokio::test]
+async fn ask_rules_hold_for_every_spelling_and_refused_characters_are_never_asked_about() {
+    let gw =
+        Gateway::start(&[agent_with("sh", json!({"backends": ["_bash_"], "approvals": secret_rules()}))], &[]).await;
+    let asked = ["head\t-n 1 secret.txt", "head  -n 1 secret.txt", "head -n\t1 secret.txt"];
+    let refused = ["head\u{a0}-n 1 secret.txt", "head -n 1\u{2028}secret.txt"];
+    let commands: Vec<&str> = asked.iter().chain(refused.iter()).copied().collect();
+    gw.fixture.on_stage("agent-react-step-1", bash_calls(&commands));
+    gw.fixture.on_stage("agent-react-step-2", Transcript::openai_text(&["Done."]));
+    let mut live = LiveStream::new(gw.post_query(&json!({"agentKey": "sh", "message": "peek"})).await);
+    let run_id = {
+        live.until(|e| e["type"] == "run.start").await;
+        run_id_of(&live.seen)
+    };
+    for (i, command) in asked.iter().enumerate() {
+        let ask = live.until(|e| e["type"] == "awaiting.ask").await;
+        assert_eq!(ask["awaitingId"], format!("call_{i}"), "{command:?} is asked about: {ask}");
+        assert_eq!(ask["approvals"][0]["rule"], "_bash_:head *");
+        submit(&gw, json!({"runId": run_id, "awaitingId": format!("call_{i}"), "params": "reject"})).await;
+    }
+    let events = live.rest().await;
+    let events: Vec<&Value> = events.iter().collect();
+    assert_eq!(events.iter().filter(|e| e["type"] == "awaiting.ask").count(), asked.len(), "no other call is asked");
+    for i in 0..asked.len() {
+        assert_eq!(result_of(&events, &format!("call_{i}"))["reason"], "rejected");
+    }
+    for i in asked.len()..commands.len() {
+        let result = result_of(&events, &format!("call_{i}"));
+        assert_eq!((result["executed"].as_bool(), result["reason"].as_str()), (Some(false), Some("invalid_command")));
+    }
+}
+
+/// The types of the events about `call_id` (its `tool.*` / `action.*` / `awaiting.*`).
+fn call_events(events: &[Value], call_id: &str) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["toolId"] == call_id || e["actionId"] == call_id || e["awaitingId"] == call_id)
+        .map(|e| e["type"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn theme_call(id: &str) -> Transcript {
+    Transcript::openai_tool_call(id, "switch_theme", &["{\"theme\":", "\"dark\"}"])
+}
+
+#[tokio::test]
+async fn a_denied_action_never_reaches_the_client_and_the_model_reads_the_refusal() {
+    let tools = json!({"actions": ["switch_theme"], "approvals": {"switch_theme": "deny"}});
+    let gw = Gateway::start(&[agent_with("ui", tools)], &[]).await;
+    gw.fixture.on_stage("agent-react-step-1", theme_call("call_a"));
+    gw.fixture.on_stage("agent-react-step-2", Transcript::openai_text(&["The theme stays."]));
+    let stream = gw.run(&json!({"agentKey": "ui", "message": "go dark"})).await;
+    let events: Vec<Value> = stream.events().into_iter().cloned().collect();
+    // A client performs an action from `action.start` and its arguments: a denied one must not
+    // be streamed as an action at all. It is shown as a call that was not executed.
+    assert_eq!(call_events(&events, "call_a"), ["tool.start", "tool.args", "tool.end", "tool.result"]);
+    let start = events.iter().find(|e| e["type"] == "tool.start").unwrap();
+    assert_eq!((start["toolName"].as_str(), start["toolType"].as_str()), (Some("switch_theme"), Some("function")));
+    assert_eq!(
+        result_of(&stream.events(), "call_a"),
+        json!({"executed": false, "reason": "denied", "detail": "denied by policy switch_theme"})
+    );
+    assert_eq!(tool_result_sent(&gw, "call_a")["reason"], "denied", "the model reads the refusal");
+    assert_eq!(stream.last()["type"], "run.complete");
+    let chat_id = stream.of_type("run.start")[0]["chatId"].as_str().unwrap().to_owned();
+    assert_chat_files_valid(&gw);
+    assert_chat_replayable(&gw, &chat_id).await;
+}
+
+#[tokio::test]
+async fn an_asked_action_reaches_the_client_only_once_it_is_allowed() {
+    let tools = json!({"actions": ["switch_theme"], "approvals": {"switch_theme": "ask"}});
+    let gw = Gateway::start(&[agent_with("ui", tools)], &[]).await;
+    for id in ["call_a", "call_b"] {
+        gw.fixture.on_stage("agent-react-step-1", theme_call(id));
+        gw.fixture.on_stage("agent-react-step-2", Transcript::openai_text(&["Done."]));
+    }
+    let mut live = LiveStream::new(gw.post_query(&json!({"agentKey": "ui", "message": "go dark"})).await);
+    let ask = live.until(|e| e["type"] == "awaiting.ask").await;
+    assert_eq!(call_events(&live.seen, "call_a"), ["awaiting.ask"], "nothing of the action before the question");
+    let approval = &ask["approvals"][0];
+    assert_eq!(
+        (approval["toolName"].as_str(), approval["rule"].as_str()),
+        (Some("switch_theme"), Some("switch_theme"))
+    );
+    assert_eq!(approval["arguments"], json!({"theme": "dark"}));
+    let run_id = run_id_of(&live.seen);
+    submit(&gw, json!({"runId": run_id, "awaitingId": "call_a", "params": "once"})).await;
+    let events = live.rest().await;
+    assert_eq!(
+        call_events(&events, "call_a"),
+        ["awaiting.ask", "awaiting.answer", "action.start", "action.args", "action.end", "action.result"]
+    );
+    let start = events.iter().find(|e| e["type"] == "action.start").unwrap();
+    assert_eq!(start["actionName"], "switch_theme");
+    let args = events.iter().find(|e| e["type"] == "action.args").unwrap();
+    assert_eq!(serde_json::from_str::<Value>(args["delta"].as_str().unwrap()).unwrap(), json!({"theme": "dark"}));
+    assert_eq!(events.iter().find(|e| e["type"] == "action.result").unwrap()["result"], "OK");
+    assert_eq!(events.last().unwrap()["type"], "run.complete");
+
+    // Rejected: never an action; the model reads the refusal.
+    let mut live = LiveStream::new(gw.post_query(&json!({"agentKey": "ui", "message": "go dark again"})).await);
+    live.until(|e| e["type"] == "awaiting.ask").await;
+    let run_id = run_id_of(&live.seen);
+    submit(&gw, json!({"runId": run_id, "awaitingId": "call_b", "params": "reject"})).await;
+    let events = live.rest().await;
+    assert_eq!(
+        call_events(&events, "call_b"),
+        ["awaiting.ask", "awaiting.answer", "tool.start", "tool.args", "tool.end", "tool.result"]
+    );
+    assert_eq!(tool_result_sent(&gw, "call_b")["reason"], "rejected");
+    assert_chat_files_valid(&gw);
+}
+
+fn dialog_call(id: &str) -> Transcript {
+    Transcript::openai_tool_call(id, "confirm_dialog", &["{\"question\":\"Go?\",", "\"options\":[\"A\",\"B\"]}"])
+}
+
+#[tokio::test]
+async fn a_denied_frontend_tool_is_not_shown_and_nothing_waits_for_it() {
+    let tools = json!({"frontends": ["confirm_dialog"], "approvals": {"confirm_dialog": "deny"}});
+    let gw = Gateway::start(&[agent_with("fe", tools)], &[("AGENT_TOOLS_FRONTEND_SUBMIT_TIMEOUT_MS", "3000")]).await;
+    gw.fixture.on_stage("agent-react-step-1", dialog_call("call_f"));
+    gw.fixture.on_stage("agent-react-step-2", Transcript::openai_text(&["No dialog."]));
+    let stream = gw.run(&json!({"agentKey": "fe", "message": "ask me"})).await;
+    let start = stream.of_type("tool.start")[0];
+    assert!(start.get("toolKey").is_none() && start["toolType"] == "function", "not rendered as a form: {start}");
+    assert_eq!(result_of(&stream.events(), "call_f")["reason"], "denied");
+    assert_eq!(stream.last()["type"], "run.complete", "nothing waited for a submit");
+    assert_eq!(gw.state.submits.pending(), 0);
+}
+
+#[tokio::test]
+async fn an_asked_frontend_tool_asks_first_then_shows_its_form() {
+    let tools = json!({"frontends": ["confirm_dialog"], "approvals": {"confirm_dialog": "ask"}});
+    let gw = Gateway::start(&[agent_with("fe", tools)], &[("AGENT_TOOLS_FRONTEND_SUBMIT_TIMEOUT_MS", "5000")]).await;
+    gw.fixture.on_stage("agent-react-step-1", dialog_call("call_f"));
+    gw.fixture.on_stage("agent-react-step-1", dialog_call("call_g"));
+    gw.fixture.on_stage("agent-react-step-2", Transcript::openai_text(&["You picked A."]));
+    let mut live = LiveStream::new(gw.post_query(&json!({"agentKey": "fe", "message": "ask me"})).await);
+    let ask = live.until(|e| e["type"] == "awaiting.ask").await;
+    assert_eq!(ask["mode"], "approval");
+    assert_eq!(call_events(&live.seen, "call_f"), ["awaiting.ask"], "the form is not shown before the approval");
+    let run_id = run_id_of(&live.seen);
+    // A form answer before the approval is not taken as one.
+    let early = submit(&gw, json!({"runId": run_id, "toolId": "call_f", "params": {"selectedOption": "A"}})).await;
+    assert_eq!(early["data"]["status"], "accepted", "it answers the approval: {early}");
+    let refused = live.until(|e| e["type"] == "tool.result").await;
+    assert_eq!(
+        serde_json::from_str::<Value>(refused["result"].as_str().unwrap()).unwrap()["reason"],
+        "invalid_decision"
+    );
+    live.rest().await;
+
+    let mut live = LiveStream::new(gw.post_query(&json!({"agentKey": "fe", "message": "ask me again"})).await);
+    live.until(|e| e["type"] == "awaiting.ask").await;
+    let run_id = run_id_of(&live.seen);
+    submit(&gw, json!({"runId": run_id, "awaitingId": "call_g", "params": "once"})).await;
+    let start = live.until(|e| e["type"] == "tool.start").await;
+    assert_eq!((start["toolKey"].as_str(), start["toolType"].as_str()), (Some("confirm_dialog"), Some("html")));
+    live.until(|e| e["type"] == "tool.end").await;
+    let form = json!({"selectedOption": "A", "selectedIndex": 1});
+    let answer = submit(&gw, json!({"runId": run_id, "toolId": "call_g", "params": form})).await;
+    assert_eq!(answer["data"]["status"], "accepted", "{answer}");
+    let result = live.until(|e| e["type"] == "tool.result").await;
+    assert_eq!(serde_json::from_str::<Value>(result["result"].as_str().unwrap()).unwrap(), form);
+    let events = live.rest().await;
+    assert_eq!(
+        call_events(&events, "call_g"),
+        ["awaiting.ask", "awaiting.answer", "tool.start", "tool.args", "tool.end", "tool.result"]
+    );
+    assert_eq!(events.last().unwrap()["type"], "run.complete");
+}
+
+#[tokio::test]
+async fn always_is_remembered_for_one_agent_and_one_tool_only() {
+    // The same rule text in two agents of one chat, and two tools under one rule.
+    let gw = Gateway::start(
+        &[
+            agent_with("a", json!({"backends": ["mock_city_weather", "_bash_"], "approvals": {"*": "ask"}})),
+            agent_with("b", json!({"backends": ["_bash_"], "approvals": {"*": "ask"}})),
+        ],
+        &[],
+    )
+    .await;
+    // Three runs: a stage's transcripts are used in order.
+    for (step, transcripts) in [
+        ("agent-react-step-1", [weather_call("call_w"), bash_calls_named("b", &["pwd"]), weather_call("call_w2")]),
+        (
+            "agent-react-step-2",
+            [bash_calls_named("a", &["pwd"]), Transcript::openai_text(&["Done."]), Transcript::openai_text(&["Done."])],
+        ),
+    ] {
+        for transcript in transcripts {
+            gw.fixture.on_stage(step, transcript);
+        }
+    }
+    gw.fixture.on_stage("agent-react-step-3", Transcript::openai_text(&["Done."]));
+    let mut live = LiveStream::new(gw.post_query(&json!({"agentKey": "a", "message": "weather"})).await);
+    live.until(|e| e["type"] == "awaiting.ask").await;
+    let run_id = run_id_of(&live.seen);
+    let chat_id = live.seen[0]["chatId"].as_str().unwrap().to_owned();
+    submit(&gw, json!({"runId": run_id, "awaitingId": "call_w", "params": "always"})).await;
+    // The same agent's `_bash_` under the same rule is still asked about.
+    let ask = live.until(|e| e["type"] == "awaiting.ask").await;
+    assert_eq!(ask["awaitingId"], "a_0", "{ask}");
+    submit(&gw, json!({"runId": run_id, "awaitingId": "a_0", "params": "reject"})).await;
+    live.rest().await;
+    let remembered: Vec<Value> =
+        gw.history_json(&chat_id).await.into_iter().filter(|l| l["_type"] == "approval").collect();
+    assert_eq!(remembered.len(), 1, "{remembered:?}");
+    assert_eq!(
+        (remembered[0]["agentKey"].as_str(), remembered[0]["toolName"].as_str(), remembered[0]["rule"].as_str()),
+        (Some("a"), Some("mock_city_weather"), Some("*"))
+    );
+
+    // Agent b in the same chat: its `_bash_` is asked about — also with a line of the earlier
+    // format (the rule alone) for `_bash_` in the history, which remembers nothing now.
+    let old_format = agw_protocol::history::ApprovalLine {
+        chat_id: chat_id.clone(),
+        run_id: run_id.clone(),
+        updated_at: 1,
+        rule: "*".into(),
+        tool_name: "_bash_".into(),
+        decision: "always".into(),
+        agent_key: String::new(),
+    };
+    let store = gw.state.chats.clone();
+    let chat = chat_id.clone();
+    tokio::task::spawn_blocking(move || {
+        store.append(&chat, &[agw_protocol::history::HistoryLine::Approval(old_format)]).unwrap()
+    })
+    .await
+    .unwrap();
+    let mut live =
+        LiveStream::new(gw.post_query(&json!({"agentKey": "b", "message": "where", "chatId": chat_id})).await);
+    let ask = live.until(|e| e["type"] == "awaiting.ask").await;
+    assert_eq!(ask["awaitingId"], "b_0");
+    submit(&gw, json!({"runId": run_id_of(&live.seen), "awaitingId": "b_0", "params": "reject"})).await;
+    live.rest().await;
+
+    // Agent a's weather stays remembered.
+    let again = gw.run(&json!({"agentKey": "a", "message": "weather again", "chatId": chat_id})).await;
+    assert!(again.of_type("awaiting.ask").is_empty(), "{:?}", again.types());
+    assert!(result_of(&again.events(), "call_w2").to_string().contains("temperatureC"));
+}
+
+/// A second server on the first one's chats with these agents, as after a restart.
+async fn restart_with(first: &Gateway, agents: &[(String, String)]) -> Gateway {
+    first.state.runs.stop_all();
+    let store = first.store_env();
+    let vars: Vec<(&str, &str)> = store.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    Gateway::start(agents, &vars).await
+}
+
+#[tokio::test]
+async fn a_frontend_tool_waiting_for_its_approval_survives_a_restart_and_shows_its_form_after_it() {
+    let agents = [agent_with("fe", json!({"frontends": ["confirm_dialog"], "approvals": {"confirm_dialog": "ask"}}))];
+    let first = Gateway::start(&agents, &[]).await;
+    first.fixture.on_stage("agent-react-step-1", dialog_call("call_f"));
+    let mut live = LiveStream::new(first.post_query(&json!({"agentKey": "fe", "message": "ask me"})).await);
+    let ask = live.until(|e| e["type"] == "awaiting.ask").await;
+    let run_id = run_id_of(&live.seen);
+    let chat_id = live.seen[0]["chatId"].as_str().unwrap().to_owned();
+    wait_for_mark(&first, &run_id).await;
+
+    let second = restart_with(&first, &agents).await;
+    second.fixture.on_stage("agent-react-step-2", Transcript::openai_text(&["You picked B."]));
+    let mut attached = attach(&second, &run_id, ask["seq"].as_u64().unwrap()).await;
+    let again = attached.next_event().await.expect("the approval is shown again");
+    assert_eq!((again["type"].as_str(), again["mode"].as_str()), (Some("awaiting.ask"), Some("approval")), "{again}");
+    assert_eq!(again["approvals"][0]["agentKey"], "fe");
+    submit(&second, json!({"runId": run_id, "awaitingId": "call_f", "params": "once"})).await;
+    // Only now the form: its start (registered first, so this submit is matched), then its wait.
+    let start = attached.until(|e| e["type"] == "tool.start").await;
+    assert_eq!(start["toolKey"], "confirm_dialog", "{start}");
+    attached.until(|e| e["type"] == "tool.end").await;
+    let form = json!({"selectedOption": "B", "selectedIndex": 2});
+    let answer = submit(&second, json!({"runId": run_id, "toolId": "call_f", "params": form})).await;
+    assert_eq!(answer["data"]["status"], "accepted", "{answer}");
+    let rest = attached.rest().await;
+    let result = rest.iter().find(|e| e["type"] == "tool.result").expect("the form's answer");
+    assert_eq!(serde_json::from_str::<Value>(result["result"].as_str().unwrap()).unwrap(), form);
+    assert_eq!(rest.last().unwrap()["type"], "run.complete");
+    assert_eq!(tool_result_sent(&second, "call_f"), form, "the model reads the form's answer");
+    assert_chat_files_valid(&second);
+    assert_chat_replayable(&second, &chat_id).await;
+}
+
+#[tokio::test]
+async fn an_action_waiting_for_its_approval_survives_a_restart_and_is_rejected_as_a_tool_call() {
+    let agents = [agent_with("ui", json!({"actions": ["switch_theme"], "approvals": {"switch_theme": "ask"}}))];
+    let first = Gateway::start(&agents, &[]).await;
+    first.fixture.on_stage("agent-react-step-1", theme_call("call_a"));
+    let mut live = LiveStream::new(first.post_query(&json!({"agentKey": "ui", "message": "go dark"})).await);
+    let ask = live.until(|e| e["type"] == "awaiting.ask").await;
+    let run_id = run_id_of(&live.seen);
+    wait_for_mark(&first, &run_id).await;
+
+    let second = restart_with(&first, &agents).await;
+    second.fixture.on_stage("agent-react-step-2", Transcript::openai_text(&["Kept."]));
+    let mut attached = attach(&second, &run_id, ask["seq"].as_u64().unwrap()).await;
+    attached.until(|e| e["type"] == "awaiting.ask").await;
+    submit(&second, json!({"runId": run_id, "awaitingId": "call_a", "params": "reject"})).await;
+    let rest = attached.rest().await;
+    assert_eq!(
+        call_events(&rest, "call_a"),
+        ["awaiting.ask", "awaiting.answer", "tool.start", "tool.args", "tool.end", "tool.result"]
+    );
+    assert_eq!(rest.last().unwrap()["type"], "run.complete");
+    assert_eq!(tool_result_sent(&second, "call_a")["reason"], "rejected");
+    assert_chat_files_valid(&second);
+}

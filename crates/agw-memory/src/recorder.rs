@@ -64,8 +64,8 @@ pub struct Recorder {
     msg_id: String,
     /// A tool result was recorded: the next text block starts a new `_msgId`.
     renew_msg_id: bool,
-    /// Approval rule and tool of every `awaiting.ask` seen, by awaiting id.
-    asked: HashMap<String, (String, String)>,
+    /// Approval rule, tool and agent of every `awaiting.ask` seen, by awaiting id.
+    asked: HashMap<String, Asked>,
     /// Lines to append now that no step boundary produced (remembered approvals).
     pending: Vec<HistoryLine>,
     /// Usage and cost from the run's terminal event, for its last step line.
@@ -114,6 +114,14 @@ impl Step {
             compactions: Vec::new(),
         }
     }
+}
+
+/// What an approval question was about: `always` remembers exactly this.
+#[derive(Debug)]
+struct Asked {
+    rule: String,
+    tool_name: String,
+    agent_key: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -387,20 +395,26 @@ impl Recorder {
         match &event.payload {
             EventPayload::AwaitingAsk(e) => {
                 for approval in &e.approvals {
-                    self.asked.insert(e.awaiting_id.clone(), (approval.rule.clone(), approval.tool_name.clone()));
+                    let asked = Asked {
+                        rule: approval.rule.clone(),
+                        tool_name: approval.tool_name.clone(),
+                        agent_key: approval.agent_key.clone(),
+                    };
+                    self.asked.insert(e.awaiting_id.clone(), asked);
                 }
             }
             EventPayload::AwaitingAnswer(e) => {
                 let always =
                     e.answer["approvals"].as_array().is_some_and(|a| a.iter().any(|d| d["decision"] == "always"));
-                if always && let Some((rule, tool_name)) = self.asked.get(&e.awaiting_id) {
+                if always && let Some(asked) = self.asked.get(&e.awaiting_id) {
                     self.pending.push(HistoryLine::Approval(ApprovalLine {
                         chat_id: self.chat_id.clone(),
                         run_id: self.run_id.clone(),
                         updated_at: ts,
-                        rule: rule.clone(),
-                        tool_name: tool_name.clone(),
+                        rule: asked.rule.clone(),
+                        tool_name: asked.tool_name.clone(),
                         decision: "always".into(),
+                        agent_key: asked.agent_key.clone(),
                     }));
                 }
             }

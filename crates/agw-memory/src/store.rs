@@ -43,8 +43,9 @@ pub struct RunContext {
     pub history_runs: Vec<agw_protocol::chat::HistoryRun>,
     /// [`ChatStore::latest_plan`].
     pub plan: Option<PlanSnapshot>,
-    /// Tool-approval rules answered `always` in this chat (approval lines), in order.
-    pub approved_rules: Vec<String>,
+    /// The chat's approval lines (calls answered `always`), in order; each is honoured only
+    /// for the agent, tool and rule it names ([`history::ApprovalLine::remembers`]).
+    pub remembered_approvals: Vec<history::ApprovalLine>,
 }
 
 /// Chat memory: history, the chat index, the model window, waiting marks.
@@ -320,7 +321,7 @@ impl ChatStore {
             history: window.messages,
             history_runs: window.runs,
             plan: history::latest_plan(&lines).cloned(),
-            approved_rules: lines.iter().filter_map(HistoryLine::as_approval).map(|a| a.rule.clone()).collect(),
+            remembered_approvals: lines.iter().filter_map(HistoryLine::as_approval).cloned().collect(),
         })
     }
 

@@ -111,7 +111,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         services: Arc::new(services),
         // Whoever accepts steers for this run pushes into this queue.
         steers: Arc::new(SteerQueue::default()),
-        approved_rules: Vec::new(),
+        remembered_approvals: Vec::new(),
         history_runs: Vec::new(),
         // No quotas shared with other runs.
         quota: None,

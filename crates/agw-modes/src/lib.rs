@@ -3,8 +3,8 @@
 //! Owns: parsing and validating agent files (`definition`: the `"""` prompt syntax, comments,
 //! rejected legacy fields, modelConfig/toolConfig inheritance, the catalog of a directory) and
 //! running an agent (`runtime`: ONESHOT / REACT / PLAN_EXECUTE as a sealed enum, model turns,
-//! system-prompt assembly, budgets), emitting semantic [`agw_protocol::AgentDelta`]s into a
-//! [`runtime::DeltaSink`].
+//! system-prompt assembly, budgets, tool approvals), emitting semantic
+//! [`agw_protocol::AgentDelta`]s into a [`runtime::DeltaSink`].
 //!
 //! ```
 //! use agw_modes::definition::{AgentDefinition, AgentMode};
@@ -37,7 +37,10 @@
 //!
 //! Must never: know about HTTP, SSE framing or event numbering (the sink's assembler owns those),
 //! or speak a provider wire format (agw-llm does). A broken agent file must never stop the others
-//! from loading, and parsing must never panic on any input.
+//! from loading, and parsing must never panic on any input. Approval rules must never read a
+//! `_bash_` command other than through [`agw_tools::BashCommand`] (what `_bash_` runs), and a
+//! frontend tool or action a rule denies or asks about must never stream before it is decided
+//! (the client acts on its start; `docs/approvals.md`).
 
 #![forbid(unsafe_code)]
 pub mod definition;

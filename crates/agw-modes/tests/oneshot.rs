@@ -46,7 +46,7 @@ fn ctx(fixture: &FixtureServer, agent: Arc<AgentDefinition>, history: Vec<ChatMe
             mcp_tools: Default::default(),
         }),
         steers: Arc::new(SteerQueue::default()),
-        approved_rules: Vec::new(),
+        remembered_approvals: Vec::new(),
         history_runs: Vec::new(),
         quota: None,
     }

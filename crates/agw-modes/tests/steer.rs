@@ -84,7 +84,7 @@ fn ctx(fixture: &FixtureServer, agent: &str, tools: ToolRegistry, steers: Arc<St
             mcp_tools: Default::default(),
         }),
         steers,
-        approved_rules: Vec::new(),
+        remembered_approvals: Vec::new(),
         history_runs: Vec::new(),
         quota: None,
     }

@@ -193,6 +193,23 @@ pub struct AwaitingCall {
     /// The arguments as streamed (JSON text).
     #[serde(default)]
     pub arguments: String,
+    /// How the client had been shown the call when the wait began; absent (lines written
+    /// before agw said it): as its tool's kind says — actions as actions, the rest as tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streamed_as: Option<StreamedAs>,
+}
+
+/// How a call reached the client's stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamedAs {
+    /// `tool.start` … `tool.end`.
+    Tool,
+    /// `action.start` and its arguments, not ended yet.
+    Action,
+    /// Nothing yet: a frontend tool or action held back until its approval rule is satisfied
+    /// (a client acts on their start).
+    Withheld,
 }
 
 /// The result of a call that ran before the wait.
@@ -205,7 +222,11 @@ pub struct AwaitingResult {
     pub result: String,
 }
 
-/// `{"_type":"approval","chatId","runId","updatedAt","rule","toolName","decision":"always"}`.
+/// `{"_type":"approval","chatId","runId","updatedAt","rule","toolName","decision":"always","agentKey"}`.
+///
+/// Honoured only for the agent, tool and rule it names: a line without `agentKey` (written
+/// before agw keyed them, when it was honoured for the rule alone) is read but remembers
+/// nothing.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalLine {
@@ -227,6 +248,23 @@ pub struct ApprovalLine {
     /// `always`.
     #[serde(default)]
     pub decision: String,
+    /// The agent whose rule asked; empty in lines of the earlier format.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub agent_key: String,
+}
+
+impl ApprovalLine {
+    /// `(tool, rule)` whose calls by `agent_key` this line lets run without asking; `None` for
+    /// another agent's line, or one that names no agent.
+    pub fn remembered_for(&self, agent_key: &str) -> Option<(&str, &str)> {
+        let honoured = !self.agent_key.is_empty() && self.agent_key == agent_key && self.decision == "always";
+        honoured.then_some((self.tool_name.as_str(), self.rule.as_str()))
+    }
+
+    /// Whether this line lets `agent_key`'s calls of `tool_name` under `rule` run without asking.
+    pub fn remembers(&self, agent_key: &str, tool_name: &str, rule: &str) -> bool {
+        self.remembered_for(agent_key) == Some((tool_name, rule))
+    }
 }
 
 impl HistoryLine {

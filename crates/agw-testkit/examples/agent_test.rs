@@ -63,7 +63,7 @@ async fn run(model: &FixtureServer, message: &str) -> (RunOutcome, Vec<AgentDelt
         initial_plan: None,
         services: Arc::new(services),
         steers: Arc::new(SteerQueue::default()),
-        approved_rules: Vec::new(),
+        remembered_approvals: Vec::new(),
         history_runs: Vec::new(),
         quota: None,
     };

@@ -9,6 +9,8 @@
 //! * argument templates `{{tool.field±Nd}}` ([`resolve`]);
 //! * the built-in tools ([`builtins`]): `_bash_`, `city_datetime`, the deterministic `mock_*` tools,
 //!   `agent_file_create`, and the plan tools (listed only: the PLAN_EXECUTE runtime answers them);
+//! * the one reading of a `_bash_` command text into program and arguments ([`BashCommand`]),
+//!   which agw-modes' approval rules match, so a rule and `_bash_` never disagree on a command;
 //! * the [`ViewportRegistry`] (`.html`, `.qlc`, `.dqlc`, `.json_schema`, `.custom`);
 //! * the bundled definition files and viewports ([`bundled`]);
 //! * the OS sandbox (Landlock, seccomp, resource limits, an unprivileged identity) and the
@@ -40,8 +42,8 @@ pub mod tool;
 pub mod viewport;
 
 pub use builtin::{
-    AgentFileCreate, AgentFileCreateConfig, BUILTIN_NAMES, BashCommand, BashCommandError, BashConfig, BashTool, BuiltinsConfig, CityDatetime,
-    PLAN_CONTEXT_UNAVAILABLE, PlanTool, builtins,
+    AgentFileCreate, AgentFileCreateConfig, BUILTIN_NAMES, BashCommand, BashCommandError, BashConfig, BashTool,
+    BuiltinsConfig, CityDatetime, PLAN_CONTEXT_UNAVAILABLE, PlanTool, builtins,
 };
 pub use definition::{ToolDef, ToolKind, default_parameters};
 

@@ -276,8 +276,8 @@ struct Prepared {
     /// Where each stored run begins in `history`.
     history_runs: Vec<agw_protocol::chat::HistoryRun>,
     plan: Option<PlanSnapshot>,
-    /// Approval rules answered `always` earlier in the chat.
-    approved_rules: Vec<String>,
+    /// The chat's remembered approvals.
+    remembered_approvals: Vec<agw_protocol::history::ApprovalLine>,
 }
 
 async fn prepare(
@@ -314,7 +314,7 @@ async fn prepare(
             history: context.history,
             history_runs: context.history_runs,
             plan: context.plan,
-            approved_rules: context.approved_rules,
+            remembered_approvals: context.remembered_approvals,
         }),
         Err(e) => {
             tracing::error!(error = %e, "chat memory unavailable");
@@ -334,7 +334,7 @@ fn stateless(request: &QueryRequest, chat_id: &str, message: &str) -> Prepared {
         history: Vec::new(),
         history_runs: Vec::new(),
         plan: None,
-        approved_rules: Vec::new(),
+        remembered_approvals: Vec::new(),
     }
 }
 
@@ -495,7 +495,7 @@ async fn start_phase(state: &AppState, run: RunStart) -> Option<Box<LiveRun>> {
         initial_plan: prepared.plan,
         services: state.run_services_with(client_tools),
         steers: steers.clone(),
-        approved_rules: prepared.approved_rules,
+        remembered_approvals: prepared.remembered_approvals,
         quota: quota.gate(),
     };
     Some(Box::new(LiveRun {

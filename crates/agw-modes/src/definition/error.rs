@@ -81,6 +81,14 @@ pub enum DefinitionError {
     /// A stage other than `planExecute.plan` has a `deepThinking` key; carries the stage path.
     #[error("field \"{0}.deepThinking\" is not allowed (only planExecute.plan may set it)")]
     DeepThinkingNotAllowed(&'static str),
+    /// A `toolConfig.approvals` key that can never match what it names.
+    #[error("field \"{field}\" is not a usable approval rule: {reason}")]
+    InvalidRule {
+        /// Dotted path of the field, e.g. `toolConfig.approvals.mock_*:x`.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// No usable key: `key` is blank and the file name has no stem; carries the file name.
     #[error("agent key is empty: no non-blank \"key\" field and file name \"{0}\" has no stem")]
     EmptyKey(String),

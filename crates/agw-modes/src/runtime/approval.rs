@@ -1,9 +1,16 @@
-//! Tool approvals at run time (`toolConfig.approvals`, `docs/approvals.md`): before a backend
-//! call runs, its rule decides — allow, deny, or ask a person. Asking pauses the run like a
-//! frontend tool: `awaiting.ask` names the call, its exact arguments and the choices; the answer
-//! comes through `POST /api/ap/submit` (key `runId#callId`, the same waiters as frontend tools);
-//! `awaiting.answer` echoes it before the call's result. The approval is bound to that call id
-//! and the arguments shown: they are exactly what runs.
+//! Tool approvals at run time (`toolConfig.approvals`, `docs/approvals.md`): before any call the
+//! model makes runs — a backend or MCP tool, a frontend tool, an action — its rule decides:
+//! allow, deny, or ask a person. Asking pauses the run like a frontend tool: `awaiting.ask` names
+//! the call, its exact arguments and the choices; the answer comes through `POST /api/ap/submit`
+//! (key `runId#callId`, the same waiters as frontend tools); `awaiting.answer` echoes it before
+//! the call's result. The approval is bound to that call id and the arguments shown: they are
+//! exactly what runs.
+//!
+//! A client acts on a frontend tool's `tool.start` (it renders the form) and on an action's
+//! `action.start` (it performs it), so a frontend tool or action whose rule denies it, or asks
+//! and has no remembered answer, is withheld from the stream until it is decided
+//! ([`withholds`]): allowed, it streams as it would have; refused, it is shown as a tool call
+//! with its refusal. `always` is remembered for the agent, the tool and the rule together.
 
 use serde_json::{Value, json};
 
@@ -11,13 +18,14 @@ use agw_protocol::AgentDelta;
 use agw_protocol::event::{
     ApprovalOption, ApprovalRequest, AwaitingAnswer, AwaitingAsk, AwaitingExpired, EventPayload,
 };
+use agw_tools::ToolKind;
 
-use crate::definition::ApprovalDecision;
+use crate::definition::{ApprovalDecision, ApprovalRule};
 
 use super::execute::BatchSoFar;
 use super::{DeltaSink, RunContext, RunFailure, RunState};
 
-/// What happens to a backend call after its approval check.
+/// What happens to a call after its approval check.
 pub(super) enum Verdict {
     /// Run it.
     Run,
@@ -27,6 +35,29 @@ pub(super) enum Verdict {
 
 fn refused(reason: &str, detail: String) -> Verdict {
     Verdict::Refused(json!({"executed": false, "reason": reason, "detail": detail}).to_string())
+}
+
+/// Whether this agent's call of `tool` under `rule` was answered `always` (in this chat, or
+/// earlier in this run).
+fn remembered(state: &RunState, tool: &str, rule: &ApprovalRule) -> bool {
+    state.approved.contains(&(tool.to_owned(), rule.pattern.clone()))
+}
+
+/// Whether a call of `name` (normalized), seen as its name streams, must be held back from the
+/// client: a frontend tool or action that a rule denies, or asks about without a remembered
+/// answer. Backend tools stream as always (the client does nothing with them).
+pub(super) fn withholds(ctx: &RunContext, state: &RunState, name: &str) -> bool {
+    if ctx.agent.approvals.is_empty() || ctx.services.tools.kind_of(name) == ToolKind::Backend {
+        return false;
+    }
+    match ctx.agent.approvals.decide_by_name(name) {
+        Some(rule) => match rule.decision {
+            ApprovalDecision::Allow => false,
+            ApprovalDecision::Deny => true,
+            ApprovalDecision::Ask => !remembered(state, name, rule),
+        },
+        None => false,
+    }
 }
 
 /// The decision a submit's `params` carries: `"once"`, `{"decision":"once"}`, or the successor's
@@ -54,7 +85,11 @@ fn options() -> Vec<ApprovalOption> {
     };
     vec![
         option("Allow once", "once", "run this call"),
-        option("Always allow", "always", "run this call and, in this chat, every call this rule would ask about"),
+        option(
+            "Always allow",
+            "always",
+            "run this call and, in this chat, every call of this tool by this agent that this rule would ask about",
+        ),
         option("Reject", "reject", "do not run it; the model is told you rejected it"),
     ]
 }
@@ -66,9 +101,9 @@ pub(super) struct Asked<'a> {
     pub args: &'a Value,
 }
 
-/// Checks a backend call `name(args)` with id `call_id` against the agent's approval rules,
-/// asking a person when a rule says so — unless `given` already holds the answer (a run that
-/// waited for it in another process; `Some(None)`: that wait timed out).
+/// Checks a call `name(args)` with id `call_id` against the agent's approval rules, asking a
+/// person when a rule says so — unless `given` already holds the answer (a run that waited for
+/// it in another process; `Some(None)`: that wait timed out).
 pub(super) async fn check<S: DeltaSink>(
     ctx: &RunContext,
     asked: Asked<'_>,
@@ -78,11 +113,23 @@ pub(super) async fn check<S: DeltaSink>(
     sink: &mut S,
 ) -> Result<Verdict, RunFailure> {
     let Asked { call_id, name, args } = asked;
-    let Some(rule) = ctx.agent.approvals.decide(name, args) else { return Ok(Verdict::Run) };
+    let rule = match ctx.agent.approvals.decide(name, args) {
+        Ok(Some(rule)) => rule,
+        Ok(None) => return Ok(Verdict::Run),
+        Err(unreadable) => {
+            // `_bash_` would refuse it too; no rule is asked, nobody is shown a command that
+            // reads differently from what would run.
+            tracing::warn!(run_id = %ctx.run_id, tool = %name, call_id, error = %unreadable, "command refused before the approval rules");
+            return Ok(refused("invalid_command", unreadable.to_string()));
+        }
+    };
     match rule.decision {
         ApprovalDecision::Allow => return Ok(Verdict::Run),
-        ApprovalDecision::Deny => return Ok(refused("denied", format!("denied by policy {}", rule.pattern))),
-        ApprovalDecision::Ask if state.approved.contains(&rule.pattern) => return Ok(Verdict::Run),
+        ApprovalDecision::Deny => {
+            tracing::info!(run_id = %ctx.run_id, tool = %name, call_id, rule = %rule.pattern, "call denied by an approval rule");
+            return Ok(refused("denied", format!("denied by policy {}", rule.pattern)));
+        }
+        ApprovalDecision::Ask if remembered(state, name, rule) => return Ok(Verdict::Run),
         ApprovalDecision::Ask => {}
     }
     let timeout = ctx.services.frontend_timeout;
@@ -115,7 +162,7 @@ pub(super) async fn check<S: DeltaSink>(
     Ok(match decision.as_deref() {
         Some("once") => Verdict::Run,
         Some("always") => {
-            state.approved.insert(rule.pattern.clone());
+            state.approved.insert((name.to_owned(), rule.pattern.clone()));
             Verdict::Run
         }
         Some(_) => refused("rejected", "the user rejected this call".into()),
@@ -144,6 +191,7 @@ pub(super) fn ask(ctx: &RunContext, call_id: &str, name: &str, args: &Value, rul
             tool_name: name.to_owned(),
             arguments: args.clone(),
             rule: rule.to_owned(),
+            agent_key: ctx.agent.key.clone(),
         }],
         tool_name: None,
         arguments: None,

@@ -11,6 +11,7 @@
 use std::collections::HashSet;
 
 use agw_protocol::ToolCallFragment;
+use agw_protocol::history::{AwaitingCall, StreamedAs};
 use agw_protocol::ids;
 use serde_json::{Map, Value};
 
@@ -25,19 +26,25 @@ pub struct StreamedCall {
     pub name: String,
     /// Raw argument text, every fragment concatenated verbatim.
     pub arguments: String,
-    /// True once `tool.start`/`action.start` has been emitted for it.
+    /// True once the call is known by name (its `tool.start`/`action.start` is due, unless it
+    /// is withheld).
     pub started: bool,
+    /// How the client was shown the call; `None`: as its tool's kind says (an action as an
+    /// action, everything else as a tool). `Some(Withheld)`: held back until its approval rule
+    /// is satisfied (`approval::withholds`).
+    pub streamed_as: Option<StreamedAs>,
 }
 
 impl StreamedCall {
     /// A call streamed before the run waited in another process (durable waiting).
-    pub fn restored(id: &str, name: &str, arguments: &str) -> Self {
+    pub fn restored(call: &AwaitingCall) -> Self {
         Self {
-            id: id.to_owned(),
-            wire_id: id.to_owned(),
-            name: name.to_owned(),
-            arguments: arguments.to_owned(),
+            id: call.id.clone(),
+            wire_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
             started: true,
+            streamed_as: call.streamed_as,
         }
     }
 
@@ -124,8 +131,21 @@ impl CallAccumulator {
         }
     }
 
+    /// Holds call `index` back from the client: nothing of it streams until it is decided.
+    pub fn withhold(&mut self, index: usize) {
+        self.calls[index].streamed_as = Some(StreamedAs::Withheld);
+    }
+
     fn push(&mut self, wire_id: String, id: String) -> usize {
-        self.calls.push(StreamedCall { id, wire_id, name: String::new(), arguments: String::new(), started: false });
+        let call = StreamedCall {
+            id,
+            wire_id,
+            name: String::new(),
+            arguments: String::new(),
+            started: false,
+            streamed_as: None,
+        };
+        self.calls.push(call);
         self.calls.len() - 1
     }
 }
@@ -248,6 +268,7 @@ mod tests {
             name: " Echo ".into(),
             arguments: "[1]".into(),
             started: true,
+            streamed_as: None,
         };
         assert_eq!(call.arguments_object(), serde_json::json!({}));
         assert_eq!(call.normalized_name(), "echo");

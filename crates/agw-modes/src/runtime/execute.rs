@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use agw_llm::{ChatMessage, ToolCallMessage};
 use agw_protocol::event::{AwaitingAsk, EventPayload};
-use agw_protocol::history::{AwaitingCall, AwaitingResult};
+use agw_protocol::history::{AwaitingCall, AwaitingResult, StreamedAs};
 use agw_protocol::{AgentDelta, PlanTask};
 use agw_tools::templates::{self, RecordedCall};
 use agw_tools::{ToolContext, ToolKind, exec};
@@ -25,7 +25,7 @@ use super::calls::StreamedCall;
 use super::doom::Doom;
 use super::plan::is_plan_tool;
 use super::submit::PendingSubmit;
-use super::tools::{Decoration, StageToolSet, decorate};
+use super::tools::{Decoration, StageToolSet, decorate, plain_tool_meta};
 use super::{DeltaSink, RunContext, RunFailure, RunState, WaitPoint};
 
 /// Backend tool execution time (seconds), labelled by tool name.
@@ -34,7 +34,8 @@ pub const TOOL_DURATION_METRIC: &str = "agw_tool_duration_seconds";
 /// One executed call with its result text.
 pub(crate) struct Executed {
     pub id: String,
-    pub kind: ToolKind,
+    /// How the client was shown the call: its result is an `action.result` or a `tool.result`.
+    pub shown: StreamedAs,
     pub result: String,
     /// The plan right after this call, when the call changed it.
     pub plan_after: Option<(String, Vec<PlanTask>)>,
@@ -58,6 +59,8 @@ pub(crate) struct Resumed {
     pub awaiting_id: String,
     /// Its answer (submit `params` or approval decision); `None`: the wait timed out.
     pub answer: Option<Value>,
+    /// The wait was the call's approval, not a frontend tool's form.
+    pub approval: bool,
 }
 
 impl Answers {
@@ -68,21 +71,30 @@ impl Answers {
         }
     }
 
-    /// The answer of the call that waited, once: `Some(None)` = it timed out.
-    fn answered(&mut self, id: &str) -> Option<Option<Value>> {
+    /// The answer of the call that waited for its approval (`approval`) or its form, once:
+    /// `Some(None)` = it timed out.
+    fn answered(&mut self, id: &str, approval: bool) -> Option<Option<Value>> {
         match self {
-            Self::Resumed(resumed) if resumed.awaiting_id == id => {
+            Self::Resumed(resumed) if resumed.awaiting_id == id && resumed.approval == approval => {
                 resumed.awaiting_id.clear();
                 Some(resumed.answer.take())
             }
             _ => None,
         }
     }
+
+    /// The call waited for its form in the process that stopped: its approval, if it had to
+    /// have one, was given there.
+    fn waited_for_form(&self, id: &str) -> bool {
+        matches!(self, Self::Resumed(resumed) if resumed.awaiting_id == id && !resumed.approval)
+    }
 }
 
 /// The batch as far as it got, for a [`WaitPoint`].
 pub(super) struct BatchSoFar<'a> {
     pub calls: &'a [StreamedCall],
+    /// How each call has been shown to the client so far.
+    pub shown: &'a [StreamedAs],
     pub executed: &'a [Executed],
 }
 
@@ -96,7 +108,13 @@ impl BatchSoFar<'_> {
             calls: self
                 .calls
                 .iter()
-                .map(|c| AwaitingCall { id: c.id.clone(), name: c.name.clone(), arguments: c.arguments.clone() })
+                .zip(self.shown)
+                .map(|(c, shown)| AwaitingCall {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                    streamed_as: Some(*shown),
+                })
                 .collect(),
             results: self
                 .executed
@@ -137,10 +155,19 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
     sink: &mut S,
 ) -> Result<Vec<Executed>, RunFailure> {
     let kinds: Vec<ToolKind> = calls.iter().map(|c| ctx.services.tools.kind_of(&c.normalized_name())).collect();
-    // A resumed batch streamed its ends before it waited.
+    let mut shown: Vec<StreamedAs> = calls
+        .iter()
+        .zip(&kinds)
+        .map(|(call, kind)| match (call.streamed_as, kind) {
+            (Some(shown), _) => shown,
+            (None, ToolKind::Action) => StreamedAs::Action,
+            (None, _) => StreamedAs::Tool,
+        })
+        .collect();
+    // A resumed batch streamed its ends before it waited; a withheld call streams its own.
     if matches!(answers, Answers::Live(_)) {
-        for (call, kind) in calls.iter().zip(&kinds) {
-            if *kind != ToolKind::Action {
+        for (call, shown) in calls.iter().zip(&shown) {
+            if *shown == StreamedAs::Tool {
                 sink.emit(AgentDelta::ToolEnd { tool_id: call.id.clone() }).await?;
             }
         }
@@ -149,7 +176,7 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
     let mut executed: Vec<Executed> = Vec::with_capacity(calls.len());
     let mut frontend_timeout = None;
     let mut doom_loop: Option<String> = None;
-    for (call, kind) in calls.iter().zip(kinds) {
+    for (at, (call, kind)) in calls.iter().zip(kinds).enumerate() {
         let name = call.normalized_name();
         let args = templates::resolve(&call.arguments_object(), &state.recorded);
         let mut plan_after = None;
@@ -177,12 +204,44 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
                 plan_after = Some((state.plan.plan_id.clone(), state.plan.tasks.clone()));
             }
             answer.text
+        } else if kind == ToolKind::Backend && ctx.services.tools.implementation(&name).is_none() {
+            exec::error_result(&name, &format!("Unknown tool: {name}"))
+        } else if let approval::Verdict::Refused(text) = if ctx.agent.approvals.is_empty()
+            || answers.waited_for_form(&call.id)
+        {
+            approval::Verdict::Run
+        } else {
+            approval::check(
+                ctx,
+                approval::Asked { call_id: &call.id, name: &name, args: &args },
+                answers.answered(&call.id, true),
+                BatchSoFar { calls, shown: &shown, executed: &executed },
+                state,
+                sink,
+            )
+            .await?
+        } {
+            text
         } else {
             match kind {
-                ToolKind::Action => "OK".to_string(),
+                ToolKind::Action => {
+                    if shown[at] == StreamedAs::Withheld {
+                        // Allowed now: the client may perform it.
+                        let meta = match decorate(ctx, &call.name) {
+                            Decoration::Action(meta) => meta,
+                            Decoration::Tool(_) => Default::default(),
+                        };
+                        let delta = call.arguments.clone();
+                        sink.emit(AgentDelta::ActionArgs { action_id: call.id.clone(), meta, delta }).await?;
+                        shown[at] = StreamedAs::Action;
+                    }
+                    "OK".to_string()
+                }
                 ToolKind::Frontend => {
-                    let batch = BatchSoFar { calls, executed: &executed };
-                    match frontend_answer(ctx, call, &args, &mut answers, batch, state, sink).await? {
+                    let reveal = shown[at] == StreamedAs::Withheld;
+                    shown[at] = StreamedAs::Tool;
+                    let batch = BatchSoFar { calls, shown: &shown, executed: &executed };
+                    match frontend_answer(ctx, call, &args, reveal, &mut answers, batch, state, sink).await? {
                         Ok(Some(params)) => {
                             if params.is_null() {
                                 "{}".into()
@@ -197,27 +256,19 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
                             json!({"tool": name, "ok": false, "code": "frontend_submit_timeout", "error": message})
                                 .to_string()
                         }
-                        Err(()) => exec::error_result(
-                            &name,
-                            &format!("Pending frontend submit already exists: {}#{}", ctx.run_id, call.id),
-                        ),
+                        Err(()) => {
+                            if reveal {
+                                // Nothing was shown after all.
+                                shown[at] = StreamedAs::Withheld;
+                            }
+                            exec::error_result(
+                                &name,
+                                &format!("Pending frontend submit already exists: {}#{}", ctx.run_id, call.id),
+                            )
+                        }
                     }
                 }
                 ToolKind::Backend => match ctx.services.tools.implementation(&name) {
-                    Some(_)
-                        if !ctx.agent.approvals.is_empty()
-                            && let approval::Verdict::Refused(text) = approval::check(
-                                ctx,
-                                approval::Asked { call_id: &call.id, name: &name, args: &args },
-                                answers.answered(&call.id),
-                                BatchSoFar { calls, executed: &executed },
-                                state,
-                                sink,
-                            )
-                            .await? =>
-                    {
-                        text
-                    }
                     Some(tool) => {
                         let scope = state.budget.budget().tool;
                         let tool_ctx = ToolContext::new(ctx.run_id.clone(), ctx.chat_id.clone())
@@ -242,6 +293,14 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
         }) }
         .instrument(span.clone())
         .await?;
+        if shown[at] == StreamedAs::Withheld {
+            // Not run (refused, or never reached a tool): the client sees a call that did
+            // nothing — never an action to perform or a form to fill.
+            let meta = plain_tool_meta(ctx, &call.name);
+            sink.emit(AgentDelta::ToolArgs { tool_id: call.id.clone(), meta, delta: call.arguments.clone() }).await?;
+            sink.emit(AgentDelta::ToolEnd { tool_id: call.id.clone() }).await?;
+            shown[at] = StreamedAs::Tool;
+        }
         super::trace::tool_ended(&span, ctx.services.tracing.capture_content, &args, &result);
         let result = exec::truncate_output(&result, ctx.services.tool_output_limit);
         if tools.contains(&name) {
@@ -265,12 +324,12 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
             name: name.clone(),
             content: result.clone(),
         });
-        executed.push(Executed { id: call.id.clone(), kind, result, plan_after });
+        executed.push(Executed { id: call.id.clone(), shown: shown[at], result, plan_after });
     }
 
     for done in &executed {
-        match done.kind {
-            ToolKind::Action => {
+        match done.shown {
+            StreamedAs::Action => {
                 sink.emit(AgentDelta::ActionEnd { action_id: done.id.clone() }).await?;
                 let value = serde_json::from_str(&done.result).unwrap_or_else(|_| Value::String(done.result.clone()));
                 sink.emit(AgentDelta::ActionResult { action_id: done.id.clone(), result: value }).await?;
@@ -293,33 +352,41 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
 }
 
 /// The submit of a frontend call: the answer a resumed batch brought, else (after making the
-/// wait durable) the live waiter's. `Ok(None)`: timed out; `Err(())`: no waiter could be had.
+/// wait durable) the live waiter's. `reveal`: the call was withheld until its approval, so its
+/// `tool.start` streams now — after its waiter is registered, so an early submit is matched.
+/// `Ok(None)`: timed out; `Err(())`: no waiter could be had.
+#[allow(clippy::too_many_arguments)]
 async fn frontend_answer<S: DeltaSink>(
     ctx: &RunContext,
     call: &StreamedCall,
     args: &Value,
+    reveal: bool,
     answers: &mut Answers,
     batch: BatchSoFar<'_>,
     state: &RunState,
     sink: &mut S,
 ) -> Result<Result<Option<Value>, ()>, RunFailure> {
-    if let Some(answer) = answers.answered(&call.id) {
+    if let Some(answer) = answers.answered(&call.id, false) {
         return Ok(Ok(answer));
     }
-    let waiter = match answers {
-        Answers::Live(waiters) => waiters.remove(&call.id),
-        // A later frontend call of a resumed batch: its tool.start streamed in the process
-        // that stopped, so the wait is announced here.
-        Answers::Resumed(_) => match ctx.services.submits.register(&ctx.run_id, &call.id) {
-            Some(waiter) => {
-                let ask = form_ask(ctx, call, args);
-                sink.emit(AgentDelta::Awaiting(EventPayload::AwaitingAsk(ask))).await?;
-                Some(waiter)
-            }
-            None => None,
-        },
+    let registered = match answers {
+        Answers::Live(waiters) if !reveal => waiters.remove(&call.id),
+        // Withheld until now, or a later frontend call of a resumed batch.
+        _ => ctx.services.submits.register(&ctx.run_id, &call.id),
     };
-    let Some(waiter) = waiter else { return Ok(Err(())) };
+    let Some(waiter) = registered else { return Ok(Err(())) };
+    if reveal {
+        let meta = match decorate(ctx, &call.name) {
+            Decoration::Tool(meta) => meta,
+            Decoration::Action(_) => plain_tool_meta(ctx, &call.name),
+        };
+        sink.emit(AgentDelta::ToolArgs { tool_id: call.id.clone(), meta, delta: call.arguments.clone() }).await?;
+        sink.emit(AgentDelta::ToolEnd { tool_id: call.id.clone() }).await?;
+    } else if matches!(answers, Answers::Resumed(_)) {
+        // Its tool.start streamed in the process that stopped: the wait is announced here.
+        let ask = form_ask(ctx, call, args);
+        sink.emit(AgentDelta::Awaiting(EventPayload::AwaitingAsk(ask))).await?;
+    }
     sink.waiting(&batch.wait_point(ctx, state, form_ask(ctx, call, args))).await?;
     let answer = waiter.wait(ctx.services.frontend_timeout).await;
     sink.wait_over();

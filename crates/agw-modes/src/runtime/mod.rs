@@ -113,8 +113,9 @@ pub struct RunContext {
     pub initial_plan: Option<PlanSnapshot>,
     /// Registries and limits, as of the run's start.
     pub services: Arc<RunServices>,
-    /// Tool-approval rules answered `always` earlier in this chat: not asked again.
-    pub approved_rules: Vec<String>,
+    /// The chat's remembered approvals (its approval lines): a call whose agent, tool and rule
+    /// one of them names is not asked about again; the others are ignored.
+    pub remembered_approvals: Vec<agw_protocol::history::ApprovalLine>,
     /// Steered user messages for this run, shared with whoever accepts `POST /api/ap/steer`.
     /// Every model turn takes what is waiting; the run never closes it — the caller of
     /// [`execute`] calls [`SteerQueue::close`] once it returned (semantics: [`SteerQueue`]).
@@ -149,8 +150,9 @@ pub(crate) struct RunState {
     pub plan: plan::PlanState,
     /// The skill catalog and which skills are due for (or already had) their disclosure.
     pub skills: skills::SkillPrompts,
-    /// Approval rules answered `always` (in this chat, or earlier in this run).
-    pub approved: std::collections::HashSet<String>,
+    /// `(tool, rule)` of this agent's calls answered `always` (in this chat, or earlier in
+    /// this run): not asked about again.
+    pub approved: std::collections::HashSet<(String, String)>,
     /// Where a wait that begins now would continue in another process: the stage marker of
     /// the current step (`react-step-2`, `oneshot`); empty where that is not possible.
     pub resume_at: String,
@@ -186,7 +188,12 @@ fn new_state(ctx: &RunContext) -> RunState {
             None => plan::PlanState::for_chat(&ctx.chat_id),
         },
         skills: skills::SkillPrompts::for_run(ctx),
-        approved: ctx.approved_rules.iter().cloned().collect(),
+        approved: ctx
+            .remembered_approvals
+            .iter()
+            .filter_map(|line| line.remembered_for(&ctx.agent.key))
+            .map(|(tool, rule)| (tool.to_owned(), rule.to_owned()))
+            .collect(),
         resume_at: String::new(),
         context: Default::default(),
         doom: Default::default(),
@@ -305,6 +312,9 @@ pub struct Resume {
     pub awaiting_id: String,
     /// Its answer (the submit's `params`); `None`: the wait timed out.
     pub answer: Option<serde_json::Value>,
+    /// The wait was the call's tool approval (`awaiting.ask` mode `approval`), not a frontend
+    /// tool's form: a frontend tool with an `ask` rule waits twice, first for its approval.
+    pub approval: bool,
 }
 
 /// Continues a run from where it waited (see [`Resume`]): the waiting turn's calls are
@@ -315,9 +325,8 @@ pub struct Resume {
 pub async fn resume<S: DeltaSink>(ctx: RunContext, resume: Resume, sink: &mut S) -> RunOutcome {
     let span = trace::invoke_agent(&ctx);
     let mut state = new_state(&ctx);
-    let Resume { conversation: so_far, resume_at, calls, results, awaiting_id, answer } = resume;
-    let calls: Vec<calls::StreamedCall> =
-        calls.iter().map(|c| calls::StreamedCall::restored(&c.id, &c.name, &c.arguments)).collect();
+    let Resume { conversation: so_far, resume_at, calls, results, awaiting_id, answer, approval } = resume;
+    let calls: Vec<calls::StreamedCall> = calls.iter().map(calls::StreamedCall::restored).collect();
     // Call ids stay unique across the whole run.
     for call in &calls {
         state.call_ids.claim(&call.id);
@@ -333,6 +342,7 @@ pub async fn resume<S: DeltaSink>(ctx: RunContext, resume: Resume, sink: &mut S)
         done: results.into_iter().map(|r| (r.id, r.result)).collect(),
         awaiting_id,
         answer,
+        approval,
     });
     let mut conversation = ctx.history.clone();
     conversation.extend(so_far);

@@ -142,12 +142,19 @@ pub fn decorate(ctx: &RunContext, raw_name: &str) -> Decoration {
                 }),
             })
         }
-        ToolKind::Backend => Decoration::Tool(ToolStartMeta {
-            tool_name: raw_name.to_string(),
-            tool_type: "function".into(),
-            tool_api: def.and_then(|d| d.tool_api.clone()),
-            description,
-            frontend: None,
-        }),
+        ToolKind::Backend => Decoration::Tool(plain_tool_meta(ctx, raw_name)),
+    }
+}
+
+/// A call shown as a plain function call, whatever its kind: a backend tool, or a frontend tool
+/// or action that was refused before the client saw it (nothing to render, nothing to perform).
+pub fn plain_tool_meta(ctx: &RunContext, raw_name: &str) -> ToolStartMeta {
+    let def = ctx.services.tools.get(&raw_name.trim().to_lowercase());
+    ToolStartMeta {
+        tool_name: raw_name.to_string(),
+        tool_type: "function".into(),
+        tool_api: def.and_then(|d| d.tool_api.clone()),
+        description: def.map(|d| d.description.trim().to_string()).filter(|d| !d.is_empty()),
+        frontend: None,
     }
 }

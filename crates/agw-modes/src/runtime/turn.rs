@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use agw_llm::{CallOptions, ChatMessage, ChatRequest, LlmDelta, ToolChoice};
+use agw_protocol::history::StreamedAs;
 use agw_protocol::{AgentDelta, CallUsage};
 use futures::StreamExt;
 
@@ -139,6 +140,12 @@ pub(crate) async fn model_turn<S: DeltaSink>(
             LlmDelta::ToolCall(fragment) => match calls.on_fragment(fragment, &mut state.call_ids) {
                 FragmentEffect::None => {}
                 FragmentEffect::Start { index, delta } => {
+                    let name = calls.calls()[index].normalized_name();
+                    if super::approval::withholds(ctx, state, &name) {
+                        // Nothing of it reaches the client before it is decided.
+                        calls.withhold(index);
+                        continue;
+                    }
                     let call = &calls.calls()[index];
                     let delta = match decorate(ctx, &call.name) {
                         Decoration::Action(meta) => AgentDelta::ActionArgs { action_id: call.id.clone(), meta, delta },
@@ -160,6 +167,9 @@ pub(crate) async fn model_turn<S: DeltaSink>(
                 }
                 FragmentEffect::Args { index, delta } => {
                     let call = &calls.calls()[index];
+                    if call.streamed_as == Some(StreamedAs::Withheld) {
+                        continue;
+                    }
                     let delta = match ctx.services.tools.kind_of(&call.normalized_name()) {
                         agw_tools::ToolKind::Action => {
                             AgentDelta::ActionArgs { action_id: call.id.clone(), meta: Default::default(), delta }

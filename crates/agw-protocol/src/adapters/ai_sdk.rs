@@ -302,6 +302,14 @@ impl UiMessageMapper {
                 "data": {"taskId": e.task_id, "status": "failed", "error": {"code": e.error.code, "message": e.error.message}}})),
             EventPayload::AwaitingAsk(e) => {
                 for approval in &e.approvals {
+                    if !self.calls.contains_key(&approval.id) {
+                        // A frontend tool or action is not streamed before its approval: the
+                        // request needs a part to be about.
+                        let arguments = approval.arguments.to_string();
+                        let call = Call { name: approval.tool_name.clone(), arguments, frontend: false };
+                        self.calls.insert(approval.id.clone(), call);
+                        self.call_end(&approval.id, out);
+                    }
                     self.approvals.push(e.awaiting_id.clone());
                     out.push(json!({"type": "tool-approval-request", "approvalId": e.awaiting_id, "toolCallId": approval.id}));
                 }
@@ -578,5 +586,46 @@ mod tests {
         assert!(mapper.is_finished(), "nothing after the terminal chunk");
         let (_, out) = map_all(vec![ev(1, crate::event::RunCancel { run_id: "r".into(), totals: Default::default() })]);
         assert_eq!(out, [json!({"type": "abort", "reason": "cancelled"})]);
+    }
+
+    #[test]
+    fn an_approval_for_a_call_not_streamed_yet_gets_its_part_first() {
+        use crate::event::{ApprovalRequest, AwaitingAsk};
+        let ask = |id: &str, tool: &str| AwaitingAsk {
+            awaiting_id: id.into(),
+            run_id: "r".into(),
+            mode: "approval".into(),
+            timeout: 1000,
+            approvals: vec![ApprovalRequest {
+                id: id.into(),
+                command: tool.into(),
+                description: None,
+                options: Vec::new(),
+                allow_free_text: false,
+                tool_name: tool.into(),
+                arguments: json!({"theme": "dark"}),
+                rule: tool.into(),
+                agent_key: "a".into(),
+            }],
+            tool_name: None,
+            arguments: None,
+            viewport_type: None,
+            viewport_key: None,
+        };
+        // An action held back until it is approved: the request needs a part.
+        let (mapper, out) = map_all(vec![ev(1, ask("a1", "switch_theme"))]);
+        let types: Vec<&str> = out.iter().map(|c| c["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["tool-input-available", "tool-approval-request"]);
+        assert_eq!((out[0]["toolName"].as_str(), out[0]["dynamic"].as_bool()), (Some("switch_theme"), Some(true)));
+        assert_eq!(out[0]["input"], json!({"theme": "dark"}));
+        assert_eq!(mapper.pending_approvals(), ["a1"]);
+        // A backend call streamed before its question: only the request.
+        let (_, out) = map_all(vec![
+            ev(1, tool_start("b1", "w", false)),
+            ev(2, ToolEnd { tool_id: "b1".into() }),
+            ev(3, ask("b1", "w")),
+        ]);
+        let types: Vec<&str> = out.iter().map(|c| c["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["tool-input-start", "tool-input-available", "tool-approval-request"]);
     }
 }

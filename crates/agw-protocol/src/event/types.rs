@@ -188,8 +188,13 @@ pub struct ApprovalRequest {
     pub tool_name: String,
     /// agw: the exact arguments that will run if approved.
     pub arguments: Value,
-    /// agw: the `toolConfig.approvals` pattern that asked; `always` remembers it for the chat.
+    /// agw: the `toolConfig.approvals` pattern that asked; `always` remembers it for the chat,
+    /// for this agent and this tool.
     pub rule: String,
+    /// agw: the agent whose rule asked (a chat's runs may use several agents); empty in waits
+    /// recorded before agw said it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub agent_key: String,
 }
 
 /// One choice of an approval.

@@ -274,7 +274,17 @@ fn approval_lines_parse_and_round_trip_and_replay_skips_them() {
     assert_eq!((approval.rule.as_str(), line.chat_id(), line.run_id()), ("_bash_:git push*", "c", "r"));
     assert_eq!(line.to_json().unwrap(), text, "written exactly as read");
     assert!(line.as_step().is_none() && line.as_query().is_none());
+    assert!(!approval.remembers("a", "_bash_", "_bash_:git push*"), "a line of the earlier format names no agent");
     assert!(crate::replay_chat("c", None, &[line], 1).is_empty(), "not part of what was said");
+
+    let text = r#"{"_type":"approval","chatId":"c","runId":"r","updatedAt":5,"rule":"*","toolName":"mock_w","decision":"always","agentKey":"a"}"#;
+    let line = HistoryLine::parse(text).unwrap().unwrap();
+    assert_eq!(line.to_json().unwrap(), text, "written exactly as read");
+    let approval = line.as_approval().unwrap();
+    assert!(approval.remembers("a", "mock_w", "*"));
+    assert!(!approval.remembers("b", "mock_w", "*"), "another agent");
+    assert!(!approval.remembers("a", "_bash_", "*"), "another tool under the same rule");
+    assert!(!approval.remembers("a", "mock_w", "mock_*"), "another rule");
 }
 
 #[test]

@@ -17,7 +17,8 @@ pub use agent_file::{
     AgentFileCreate, AgentFileCreateConfig, AgentLookup, DEFAULT_AGENT_SYSTEM_PROMPT, DEFAULT_GRANTABLE_TOOLS,
 };
 pub use bash::{
-    BashCommand, BashCommandError, BashConfig, BashTool, DEFAULT_ALLOWED_COMMANDS, DEFAULT_PATH_CHECKED_COMMANDS, DEFAULT_WORKING_DIRECTORY,
+    BashCommand, BashCommandError, BashConfig, BashTool, DEFAULT_ALLOWED_COMMANDS, DEFAULT_PATH_CHECKED_COMMANDS,
+    DEFAULT_WORKING_DIRECTORY,
 };
 pub use city_datetime::CityDatetime;
 pub use plan::{PLAN_CONTEXT_UNAVAILABLE, PlanTool};

@@ -55,9 +55,7 @@ pub enum BashCommandError {
     )]
     ShellSyntax(&'static str),
     /// A character that is neither part of a word nor an ASCII separator.
-    #[error(
-        "Character not allowed in a command: U+{code:04X} ({what}). Separate arguments with ASCII spaces or tabs"
-    )]
+    #[error("Character not allowed in a command: U+{code:04X} ({what}). Separate arguments with ASCII spaces or tabs")]
     Character {
         /// The Unicode scalar value.
         code: u32,
@@ -215,7 +213,8 @@ mod tests {
 
     #[test]
     fn git_neutral_options_before_the_subcommand_are_not_matched() {
-        for spelling in ["git log", "git  log", "git\tlog", "git --no-pager log", "git -P log", "git -P --no-optional-locks log"]
+        for spelling in
+            ["git log", "git  log", "git\tlog", "git --no-pager log", "git -P log", "git -P --no-optional-locks log"]
         {
             assert_eq!(text(spelling).unwrap(), "git log", "{spelling:?}");
         }

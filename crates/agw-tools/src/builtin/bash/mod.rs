@@ -26,8 +26,8 @@ pub use command::{BashCommand, BashCommandError};
 pub use config::{BashConfig, DEFAULT_ALLOWED_COMMANDS, DEFAULT_PATH_CHECKED_COMMANDS, DEFAULT_WORKING_DIRECTORY};
 
 use super::meta;
-use command::command_text;
 use crate::tool::{CodeGrants, Tool, ToolContext, ToolError, ToolOutput};
+use command::command_text;
 
 pub(crate) const NAME: &str = "_bash_";
 
@@ -90,7 +90,6 @@ impl BashTool {
         )
     }
 }
-
 
 impl Tool for BashTool {
     fn name(&self) -> &str {
