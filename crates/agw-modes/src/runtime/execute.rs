@@ -206,21 +206,16 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
             answer.text
         } else if kind == ToolKind::Backend && ctx.services.tools.implementation(&name).is_none() {
             exec::error_result(&name, &format!("Unknown tool: {name}"))
-        } else if let approval::Verdict::Refused(text) = if ctx.agent.approvals.is_empty()
-            || answers.waited_for_form(&call.id)
+        } else if let approval::Verdict::Refused(text) = approve(
+            ctx,
+            approval::Asked { call_id: &call.id, name: &name, args: &args },
+            &mut answers,
+            BatchSoFar { calls, shown: &shown, executed: &executed },
+            state,
+            sink,
+        )
+        .await?
         {
-            approval::Verdict::Run
-        } else {
-            approval::check(
-                ctx,
-                approval::Asked { call_id: &call.id, name: &name, args: &args },
-                answers.answered(&call.id, true),
-                BatchSoFar { calls, shown: &shown, executed: &executed },
-                state,
-                sink,
-            )
-            .await?
-        } {
             text
         } else {
             match kind {
@@ -349,6 +344,24 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
     }
     state.budget.add_tool_calls(executed.len() as u32)?;
     Ok(executed)
+}
+
+/// The agent's approval rules on a call of any kind about to run (`approval::check`), with the
+/// answer a resumed batch brought for it. A frontend call that waited for its form before a
+/// restart had its approval (if it needed one) in the process that stopped.
+async fn approve<S: DeltaSink>(
+    ctx: &RunContext,
+    asked: approval::Asked<'_>,
+    answers: &mut Answers,
+    batch: BatchSoFar<'_>,
+    state: &mut RunState,
+    sink: &mut S,
+) -> Result<approval::Verdict, RunFailure> {
+    if ctx.agent.approvals.is_empty() || answers.waited_for_form(asked.call_id) {
+        return Ok(approval::Verdict::Run);
+    }
+    let given = answers.answered(asked.call_id, true);
+    approval::check(ctx, asked, given, batch, state, sink).await
 }
 
 /// The submit of a frontend call: the answer a resumed batch brought, else (after making the
