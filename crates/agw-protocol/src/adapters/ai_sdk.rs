@@ -304,7 +304,8 @@ impl UiMessageMapper {
                 for approval in &e.approvals {
                     if !self.calls.contains_key(&approval.id) {
                         // A frontend tool or action is not streamed before its approval: the
-                        // request needs a part to be about.
+                        // request needs a part to be about, inside the turn's step.
+                        self.model_output(out);
                         let arguments = approval.arguments.to_string();
                         let call = Call { name: approval.tool_name.clone(), arguments, frontend: false };
                         self.calls.insert(approval.id.clone(), call);
@@ -615,9 +616,9 @@ mod tests {
         // An action held back until it is approved: the request needs a part.
         let (mapper, out) = map_all(vec![ev(1, ask("a1", "switch_theme"))]);
         let types: Vec<&str> = out.iter().map(|c| c["type"].as_str().unwrap()).collect();
-        assert_eq!(types, ["tool-input-available", "tool-approval-request"]);
-        assert_eq!((out[0]["toolName"].as_str(), out[0]["dynamic"].as_bool()), (Some("switch_theme"), Some(true)));
-        assert_eq!(out[0]["input"], json!({"theme": "dark"}));
+        assert_eq!(types, ["start-step", "tool-input-available", "tool-approval-request"]);
+        assert_eq!((out[1]["toolName"].as_str(), out[1]["dynamic"].as_bool()), (Some("switch_theme"), Some(true)));
+        assert_eq!(out[1]["input"], json!({"theme": "dark"}));
         assert_eq!(mapper.pending_approvals(), ["a1"]);
         // A backend call streamed before its question: only the request.
         let (_, out) = map_all(vec![
@@ -626,6 +627,6 @@ mod tests {
             ev(3, ask("b1", "w")),
         ]);
         let types: Vec<&str> = out.iter().map(|c| c["type"].as_str().unwrap()).collect();
-        assert_eq!(types, ["tool-input-start", "tool-input-available", "tool-approval-request"]);
+        assert_eq!(types, ["start-step", "tool-input-start", "tool-input-available", "tool-approval-request"]);
     }
 }
