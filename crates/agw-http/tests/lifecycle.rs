@@ -416,8 +416,10 @@ async fn interrupt_while_waiting_for_a_frontend_submit() {
 /// the lag frame as its last frame; it may re-attach from what is still held.
 #[tokio::test]
 async fn a_slow_observer_slows_neither_the_run_nor_the_other_observer() {
-    let gw = Gateway::start(&[oneshot_agent("a", false, 5000)], &[("AGW_RUNS_BUFFER_EVENTS", "100")]).await;
-    // 12 MiB: more than the kernel's socket buffers can take for the observer that reads nothing.
+    // 12 MiB: more than the kernel's socket buffers can take for the observer that reads nothing
+    // (and more than the default cap on one response, raised here).
+    let env = [("AGW_RUNS_BUFFER_EVENTS", "100"), ("AGW_PROVIDER_MAX_OUTPUT_BYTES", "33554432")];
+    let gw = Gateway::start(&[oneshot_agent("a", false, 5000)], &env).await;
     let big: Vec<String> = (0..3000).map(|i| format!("{i:04}{}", "x".repeat(4096))).collect();
     let refs: Vec<&str> = big.iter().map(String::as_str).collect();
     gw.fixture.set_default(Transcript::openai_text(&refs).with_chunk_delay_ms(1));
