@@ -16,7 +16,7 @@ pub struct SettingSpec {
     pub default: Option<&'static str>,
     /// One line for `agw serve --help`.
     pub help: &'static str,
-    /// Accepted because the contract (`config.md`) names it, but agw does nothing with it.
+    /// Accepted because the contract (`docs/contract/config.md`) names it, but agw does nothing with it.
     pub ignored: bool,
 }
 
@@ -295,6 +295,10 @@ pub const PROVIDER_FIELDS: &[ProviderField] = &[
 pub const OTHER_ENV: &[(&str, &str)] = &[
     ("AGW_LOG", "log filter, e.g. info, debug, agw::llm=debug (RUST_LOG is read when it is unset)"),
     ("AGW_CONFIG", "the TOML config file (--config)"),
+    (
+        "AGW_OPENAI_STREAM",
+        "async-openai: stream OpenAI-compatible providers through async-openai (the A/B fallback path)",
+    ),
 ];
 
 /// Variables with a setting prefix that only the test suites and examples read: a developer's
