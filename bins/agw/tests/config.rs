@@ -186,3 +186,58 @@ fn unreadable_code_roots_are_named_at_startup_and_by_check() {
     assert!(!stdout.contains("cannot be read by the sandbox identity"), "{stdout}");
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// docs/contract/config.md says its settings tables are checked against the table: every
+/// setting in exactly one row, with the same variable, default and `--help` text.
+#[test]
+fn the_contracts_settings_tables_match_the_table() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/contract/config.md");
+    let doc = std::fs::read_to_string(&path).expect("docs/contract/config.md");
+    // `| `prop` | `ENV` | default | meaning |` rows only (the provider table has three columns).
+    let mut rows: std::collections::HashMap<String, Vec<[String; 3]>> = Default::default();
+    for line in doc.lines().filter(|l| l.starts_with("| `")) {
+        let cells = markdown_cells(line);
+        if cells.len() != 4 || !cells[1].starts_with('`') {
+            continue;
+        }
+        let code = |c: &str| c.trim_matches('`').to_owned();
+        rows.entry(code(&cells[0])).or_default().push([code(&cells[1]), code(&cells[2]), cells[3].clone()]);
+    }
+    let mut wrong = Vec::new();
+    for spec in agw_http::config::table::SETTINGS {
+        let default = spec.default.map_or("unset".to_owned(), str::to_owned);
+        let help = if spec.ignored { format!("**accepted, no effect**: {}", spec.help) } else { spec.help.to_owned() };
+        let want = [spec.env.to_owned(), default.clone(), help];
+        match rows.remove(spec.property).as_deref() {
+            Some([row]) if *row == want => {}
+            found => wrong.push(format!(
+                "{}: found {found:?}\n  want | `{}` | `{}` | {} | {} |",
+                spec.property,
+                spec.property,
+                spec.env,
+                spec.default.map_or("unset".to_owned(), |d| format!("`{d}`")),
+                markdown_escape(&want[2])
+            )),
+        }
+    }
+    wrong.extend(rows.keys().map(|p| format!("{p}: in docs/contract/config.md but not a setting")));
+    assert!(wrong.is_empty(), "docs/contract/config.md is out of date:\n{}", wrong.join("\n"));
+}
+
+/// The cells of one table row, Markdown escapes (`\_`, `\*`, `\|`) undone.
+fn markdown_cells(line: &str) -> Vec<String> {
+    let mut cells = vec![String::new()];
+    let mut chars = line.trim().trim_start_matches('|').trim_end_matches('|').chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => cells.last_mut().unwrap().extend(chars.next()),
+            '|' => cells.push(String::new()),
+            c => cells.last_mut().unwrap().push(c),
+        }
+    }
+    cells.iter().map(|c| c.trim().replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")).collect()
+}
+
+fn markdown_escape(text: &str) -> String {
+    text.replace('_', "\\_").replace('*', "\\*").replace('|', "\\|")
+}
