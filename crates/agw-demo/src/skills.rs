@@ -21,7 +21,7 @@ use agw_llm::request::{ChatMessage, ChatRequest};
 
 /// The tool that runs skill scripts.
 pub(super) use agw_skills::SKILL_RUN_SCRIPT as RUN_SCRIPT;
-/// Catalog line naming a skill (modes.md §6.2).
+/// Catalog line naming a skill (docs/contract/modes.md §6.2).
 const CATALOG_ID_PREFIX: &str = "skillId:";
 
 /// The skill script to run now, if any: `_skill_run_script_` offered, no tool result since the

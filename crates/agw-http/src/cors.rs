@@ -1,4 +1,4 @@
-//! CORS for `agent.cors.path-pattern` (contract `http-api.md` §10, `config.md` §8; agw takes a
+//! CORS for `agent.cors.path-pattern` (`docs/contract/http-api.md` §10, `docs/contract/config.md` §8; agw takes a
 //! comma-separated list of patterns).
 //!
 //! CORS decides what a page on an allowed origin may read, and answers preflights. It does not

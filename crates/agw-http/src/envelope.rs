@@ -1,4 +1,4 @@
-//! The `{code,msg,data}` JSON envelope of every non-SSE endpoint (contract `http-api.md` §0.3).
+//! The `{code,msg,data}` JSON envelope of every non-SSE endpoint (`docs/contract/http-api.md` §0.3).
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};

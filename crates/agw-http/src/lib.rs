@@ -6,8 +6,9 @@
 //! through the event assembler.
 //!
 //! Must never: contain mode logic, provider wire formats or event-shaping rules (those live in
-//! agw-modes, agw-llm and agw-protocol), buffer or merge stream frames, or keep a run going after
-//! its client is gone.
+//! agw-modes, agw-llm and agw-protocol), or merge stream frames. A run outlives its connection by
+//! design (attach, durable waiting); what it holds for observers is bounded by the run buffer, and
+//! a run nobody attaches to within the grace period is cancelled.
 
 #![forbid(unsafe_code)]
 pub mod auth;

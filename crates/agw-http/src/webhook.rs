@@ -1,4 +1,4 @@
-//! The outbound chat-event webhook (contract `http-api.md` §11): at the first `content.delta` of
+//! The outbound chat-event webhook (`docs/contract/http-api.md` §11): at the first `content.delta` of
 //! a run, POST `{"chatId","runId","chatName","updatedAt"}` signed with HMAC-SHA256.
 //!
 //! Fire and forget: the request runs in its own task with short timeouts, so a slow or dead

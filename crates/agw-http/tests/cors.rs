@@ -1,4 +1,4 @@
-//! CORS over real HTTP (config.md §8, http-api.md §10).
+//! CORS over real HTTP (docs/contract/config.md §8, docs/contract/http-api.md §10).
 
 mod common;
 

@@ -46,7 +46,7 @@ async fn a_deep_provider_chunk_ends_the_run_with_provider_error() {
     assert_eq!(last["error"]["code"], "provider_error");
 }
 
-/// The contract turns arguments that are not a JSON object into `{}` (tools-skills-viewports.md
+/// The contract turns arguments that are not a JSON object into `{}` (docs/contract/tools-skills-viewports.md
 /// §2.2): the tool runs with none, the run goes on, nothing recurses 100,000 levels.
 #[tokio::test]
 async fn deep_tool_arguments_from_the_model_are_treated_as_no_arguments() {

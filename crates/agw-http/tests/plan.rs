@@ -1,5 +1,5 @@
-//! PLAN_EXECUTE over real HTTP with the fixture provider scripted by stage (contract `modes.md`
-//! §5, `sse-events.md` §10.3, reference DefinitionDrivenAgentTest 13–20, 23).
+//! PLAN_EXECUTE over real HTTP with the fixture provider scripted by stage (`docs/contract/modes.md`
+//! §5, `docs/contract/sse-events.md` §10.3, reference DefinitionDrivenAgentTest 13–20, 23).
 //!
 //! Task ids are random, so transcripts that must name a task are registered once the plan's
 //! `plan.update` has been read; the first execute round is scripted beforehand, answers after a

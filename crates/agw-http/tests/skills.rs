@@ -1,5 +1,5 @@
-//! Skills over real HTTP with the fixture provider (contract `modes.md` §6.2–§6.3,
-//! `tools-skills-viewports.md` §9 and §4.5, reference DefinitionDrivenAgentTest 5–9): the catalog
+//! Skills over real HTTP with the fixture provider (`docs/contract/modes.md` §6.2–§6.3,
+//! `docs/contract/tools-skills-viewports.md` §9 and §4.5, reference DefinitionDrivenAgentTest 5–9): the catalog
 //! in every system prompt, the one-turn disclosure after a `_skill_run_script_` call, truncation,
 //! the script's real output in the stream and in the next request, nothing of it in the history,
 //! and `meta.skills`.

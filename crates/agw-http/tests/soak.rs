@@ -534,7 +534,7 @@ async fn soak() {
         }
     }
     eprintln!("soak: runs without a history file, by kind: {missing:?}");
-    // Only runs that streamed nothing at all have no lines (memory-jsonl.md §2.1); everything
+    // Only runs that streamed nothing at all have no lines (docs/contract/memory-jsonl.md §2.1); everything
     // a client saw is on disk.
     assert!(missing.keys().all(|k| *k == Kind::Always503), "runs that streamed output are missing: {missing:?}");
     let mut table: BTreeMap<(Kind, String), usize> = BTreeMap::new();

@@ -96,7 +96,7 @@ pub enum LlmError {
 }
 
 impl LlmError {
-    /// The `run.error.code` for this failure (spec README, "run.error codes for provider faults").
+    /// The `run.error.code` for this failure (docs/contract/README.md, "run.error codes for provider faults").
     pub fn code(&self) -> &'static str {
         match self {
             LlmError::Timeout { .. } => "provider_timeout",

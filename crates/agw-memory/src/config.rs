@@ -1,4 +1,4 @@
-//! Settings of the chat memory (`config.md` §6) plus agw's durability knob.
+//! Settings of the chat memory (`docs/contract/config.md` §6) plus agw's durability knob.
 
 use std::path::PathBuf;
 
@@ -13,7 +13,7 @@ pub struct MemoryConfig {
     pub dir: PathBuf,
     /// `memory.chat.k`: how many of the latest runs are sent back to the model (min 1).
     pub k: usize,
-    /// When appended history is forced to stable storage (agw-only; not in `config.md`).
+    /// When appended history is forced to stable storage (agw-only; not in `docs/contract/config.md`).
     pub fsync: FsyncPolicy,
     /// `memory.chat.action-tools`: tool names (case-insensitive) whose calls are persisted with
     /// `_actionId` instead of `_toolId`.

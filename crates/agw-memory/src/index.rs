@@ -1,4 +1,4 @@
-//! The chat index `<dir>/_chats.jsonl` (`memory-jsonl.md` §6, listing rules `http-api.md` §3).
+//! The chat index `<dir>/_chats.jsonl` (`docs/contract/memory-jsonl.md` §6, listing rules `docs/contract/http-api.md` §3).
 //!
 //! One JSON record per chat. Reading is lenient: unknown keys are ignored, duplicate records of
 //! a chat collapse onto the first one's position (the later record's values win), lines that do
@@ -178,7 +178,7 @@ pub(crate) fn parse_record(line: &str) -> Option<Record> {
     serde_json::from_str::<Record>(line.trim()).ok().filter(|r| !r.id().trim().is_empty())
 }
 
-/// The listing of some records (`http-api.md` §3): chats with a UUID id, with the listing rules,
+/// The listing of some records (`docs/contract/http-api.md` §3): chats with a UUID id, with the listing rules,
 /// newest first (`updatedAt` descending, ties in the given order).
 pub(crate) fn listing<'a>(records: impl IntoIterator<Item = &'a Record>) -> Vec<ChatSummary> {
     let mut chats: Vec<ChatSummary> =

@@ -1,6 +1,6 @@
 //! agw-memory — chat memory: the history of each chat, the chat index, the window of past runs
 //! sent back to the model, and the recorder that turns a live run into history lines (contract
-//! `memory-jsonl.md`). Two backends keep it behind one API:
+//! `docs/contract/memory-jsonl.md`). Two backends keep it behind one API:
 //!
 //! - **files** (default, [`ChatStore::new`]): one JSON Lines history file per chat
 //!   (`<dir>/<chatId>.json`), the chat index (`<dir>/_chats.jsonl`), waiting marks

@@ -1,4 +1,4 @@
-//! [`Recorder`]: turns a live run into history lines (`memory-jsonl.md` §5), fed as it streams.
+//! [`Recorder`]: turns a live run into history lines (`docs/contract/memory-jsonl.md` §5), fed as it streams.
 //!
 //! The recorder reads the events the assembler produced for each delta rather than the deltas
 //! themselves, so exactly what was streamed is what gets persisted (text suppressed by a mode

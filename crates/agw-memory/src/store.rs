@@ -325,7 +325,7 @@ impl ChatStore {
         })
     }
 
-    /// The reference's window trimming (`memory-jsonl.md` §7), as an explicit operation that
+    /// The reference's window trimming (`docs/contract/memory-jsonl.md` §7), as an explicit operation that
     /// agw never calls by itself: rewrites the history keeping only lines of the last k runs
     /// (by first appearance), lines without a `runId`, and lines it cannot parse (it never
     /// deletes what it does not understand); blank lines go. Returns how many lines were
@@ -339,7 +339,7 @@ impl ChatStore {
 
     // -- chat index -------------------------------------------------------------------------
 
-    /// Records an accepted query in the chat index (`memory-jsonl.md` §6). `created` is true
+    /// Records an accepted query in the chat index (`docs/contract/memory-jsonl.md` §6). `created` is true
     /// when the chat was new — no index record and no history file — i.e. the run emits
     /// `chat.start` with `chat_name`. A non-UUID chat id changes nothing (`created: false`).
     pub fn upsert_chat(
@@ -390,7 +390,7 @@ impl ChatStore {
         Ok(self.chat_exists(chat_id)?.then_some(None))
     }
 
-    /// Every chat of the index, newest first (`http-api.md` §3).
+    /// Every chat of the index, newest first (`docs/contract/http-api.md` §3).
     pub fn list_chats(&self) -> Result<Vec<ChatSummary>, MemoryError> {
         self.backend.list_chats()
     }

@@ -1,4 +1,4 @@
-//! What the next run sends back to the model (`memory-jsonl.md` §7–§8): the last k runs,
+//! What the next run sends back to the model (`docs/contract/memory-jsonl.md` §7–§8): the last k runs,
 //! converted to provider chat messages, with every tool call answered exactly once.
 
 use std::collections::{HashMap, HashSet};

@@ -62,7 +62,7 @@ fn weather_system() -> SystemSnapshot {
     )
 }
 
-/// The REACT run of `sse-events.md` §10.2 / `memory-jsonl.md` §9, on the example's clock.
+/// The REACT run of `docs/contract/sse-events.md` §10.2 / `docs/contract/memory-jsonl.md` §9, on the example's clock.
 fn weather_run() -> Run {
     let request = QueryRequest { agent_key: Some("weatherBot".into()), ..query("上海现在几点？") };
     let mut run = Run::new(CHAT, RUN, request.clone(), Some(weather_system()), &[]);

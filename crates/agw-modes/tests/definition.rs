@@ -1,5 +1,5 @@
-//! Agent definition loading: the reference's AgentDefinitionLoaderTest cases (reference-tests.md,
-//! adapted where agw decides differently) plus the schema rules of agent-definitions.md.
+//! Agent definition loading: the reference's AgentDefinitionLoaderTest cases (docs/contract/reference-tests.md,
+//! adapted where agw decides differently) plus the schema rules of docs/contract/agent-definitions.md.
 
 use agw_llm::{ReasoningEffort, ReasoningSetting};
 use agw_modes::definition::{

@@ -1,5 +1,5 @@
 //! The event assembler: turns semantic [`AgentDelta`]s into numbered [`Event`]s following the
-//! block state machine of `sse-events.md` §5.1 and the tool/action rules of §6.
+//! block state machine of `docs/contract/sse-events.md` §5.1 and the tool/action rules of §6.
 //!
 //! One assembler per run. It owns `seq` (1..N, no gaps, `plan.update` included), the open
 //! reasoning/content block (at most one of them is open at a time, since each closes the

@@ -122,7 +122,7 @@ pub struct ReasoningSetting {
 }
 
 /// Everything one model turn needs; the provider turns it into its wire body
-/// (contract `agent-definitions.md` §10.1).
+/// (`docs/contract/agent-definitions.md` §10.1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatRequest {
     /// The provider key the agent named (used for per-provider switches such as

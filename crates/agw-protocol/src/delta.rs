@@ -99,7 +99,7 @@ pub struct ActionStartMeta {
 }
 
 /// What a mode state machine emits. The assembler turns each into zero or more [`crate::Event`]s
-/// following the block state machine (contract `sse-events.md` §5.1).
+/// following the block state machine (`docs/contract/sse-events.md` §5.1).
 #[derive(Debug, Clone, PartialEq)]
 pub enum AgentDelta {
     /// A mode-internal stage boundary (`oneshot`, `react-step-2`, `plan-generate`,

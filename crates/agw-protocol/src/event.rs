@@ -1,4 +1,4 @@
-//! Every SSE event type of the contract (`sse-events.md` §3), as typed Rust.
+//! Every SSE event type of the contract (`docs/contract/sse-events.md` §3), as typed Rust.
 //!
 //! An [`Event`] is `seq` + `timestamp` + a typed [`EventPayload`]. On the wire it is one flat JSON
 //! object whose keys are, in order, `seq`, `type`, `timestamp`, then the payload fields in the

@@ -1,4 +1,4 @@
-//! The chat history line format "V3.1" (contract `memory-jsonl.md` §2–§4), as plain data.
+//! The chat history line format "V3.1" (`docs/contract/memory-jsonl.md` §2–§4), as plain data.
 //!
 //! A history file is JSON Lines: one [`HistoryLine`] per line, either a [`QueryLine`] (one per
 //! run, the normalised request) or a [`StepLine`] (one per executed stage step, holding the
@@ -480,7 +480,7 @@ impl<'de> Deserialize<'de> for StepLine {
     }
 }
 
-/// The `_stage` of a step line, from the mode's stage markers (`memory-jsonl.md` §5.1).
+/// The `_stage` of a step line, from the mode's stage markers (`docs/contract/memory-jsonl.md` §5.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Stage {
     /// `oneshot`: the single step of a ONESHOT run.
@@ -527,7 +527,7 @@ impl std::fmt::Display for Stage {
 }
 
 /// The plan of the last step line (in file order) that has a non-empty plan — what a new run
-/// restores (`memory-jsonl.md` §8.2). Statuses are already normalised by parsing.
+/// restores (`docs/contract/memory-jsonl.md` §8.2). Statuses are already normalised by parsing.
 pub fn latest_plan(lines: &[HistoryLine]) -> Option<&PlanSnapshot> {
     lines.iter().rev().filter_map(HistoryLine::as_step).find_map(|step| step.plan.as_ref().filter(|p| !p.is_empty()))
 }

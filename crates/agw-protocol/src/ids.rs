@@ -1,4 +1,4 @@
-//! Identifier formats (contract `sse-events.md` §4) and the chat-name rule.
+//! Identifier formats (`docs/contract/sse-events.md` §4) and the chat-name rule.
 
 use md5::{Digest, Md5};
 use uuid::Uuid;

@@ -1,6 +1,6 @@
 //! Snapshot replay: the `events` of `GET /api/ap/chat`, built from history lines
-//! (contract `sse-events.md` §9), plus the other two projections of a chat detail
-//! (`rawMessages`, `references`; `http-api.md` §4).
+//! (`docs/contract/sse-events.md` §9), plus the other two projections of a chat detail
+//! (`rawMessages`, `references`; `docs/contract/http-api.md` §4).
 //!
 //! agw decisions applied here: the block and call ids are the stored `_reasoningId` /
 //! `_contentId` / `_toolId` / `_actionId`, which agw writes equal to the ids streamed live, so a

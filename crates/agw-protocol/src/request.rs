@@ -1,4 +1,4 @@
-//! Request bodies of `POST /api/ap/query` and `POST /api/ap/submit` (contract `http-api.md`
+//! Request bodies of `POST /api/ap/query` and `POST /api/ap/submit` (`docs/contract/http-api.md`
 //! §5, §6), plus the small pure helpers around them.
 //!
 //! Unknown fields are ignored everywhere (agw decision; the reference rejected them). Type errors
@@ -53,7 +53,7 @@ impl RequestError {
 /// enforces the rules.
 ///
 /// Serialising writes all nine keys in this order, absent ones as `null` — the exact shape of
-/// the `query` object of a history query line (`memory-jsonl.md` §2.1).
+/// the `query` object of a history query line (`docs/contract/memory-jsonl.md` §2.1).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueryRequest {
@@ -188,7 +188,7 @@ impl QueryRequest {
         })
     }
 
-    /// Checks the rules of `http-api.md` §5 that need no server state: `message` present and
+    /// Checks the rules of `docs/contract/http-api.md` §5 that need no server state: `message` present and
     /// non-blank; `chatId`, when present and non-blank, a UUID.
     pub fn validate(&self) -> Result<(), RequestError> {
         if self.message.as_deref().is_none_or(|m| m.trim().is_empty()) {
@@ -294,7 +294,7 @@ impl SubmitRequest {
         Ok(())
     }
 
-    /// The waiter key `trim(runId) + "#" + trim(toolId)` (`http-api.md` §6).
+    /// The waiter key `trim(runId) + "#" + trim(toolId)` (`docs/contract/http-api.md` §6).
     pub fn waiter_key(&self) -> String {
         format!("{}#{}", self.run_id.trim(), self.tool_id.trim())
     }

@@ -1,4 +1,4 @@
-//! SSE framing (contract `sse-events.md` §1): the frame encoder agw writes with, and a small
+//! SSE framing (`docs/contract/sse-events.md` §1): the frame encoder agw writes with, and a small
 //! incremental decoder for tests and clients reading agw streams.
 
 use crate::event::Event;
@@ -11,7 +11,7 @@ const MESSAGE_PREFIX: &[u8] = b"\nevent:message\ndata:";
 const FRAME_END: &[u8] = b"\n\n";
 
 /// Appends one `id:<seq>\nevent:message\ndata:<compact json>\n\n` frame (no space after the
-/// colons). The `id:` line (agw extension, `sse-events.md` §1) is what a reconnecting client sends
+/// colons). The `id:` line (agw extension, `docs/contract/sse-events.md` §1) is what a reconnecting client sends
 /// back as `Last-Event-ID` to resume after the last event it saw.
 ///
 /// If the event cannot be serialised (not expected: every payload is plain data with string

@@ -1,4 +1,4 @@
-//! Reproduces the three example streams of `sse-events.md` §10 byte for byte (with agw's
+//! Reproduces the three example streams of `docs/contract/sse-events.md` §10 byte for byte (with agw's
 //! `plan.update` decision applied to §10.3) by pushing the deltas a mode would emit, with a
 //! scripted clock set to the timestamps the examples show.
 

@@ -1,4 +1,4 @@
-//! Reading one `SKILL.md` (tools-skills-viewports.md §9): the frontmatter block between two `---`
+//! Reading one `SKILL.md` (docs/contract/tools-skills-viewports.md §9): the frontmatter block between two `---`
 //! lines is YAML (parsed with `serde-saphyr`); only `name` and `description` are used.
 //!
 //! Delimiting follows the contract exactly: after CRLF→LF, when the first line (trimmed) is `---`

@@ -6,14 +6,14 @@
 //!   trimmed and lower-cased; `SKILL.md` frontmatter parsed as YAML, only `name`/`description`
 //!   used). A broken skill, a stray file in the root, a duplicate id or a directory resolving
 //!   outside the root is reported as a [`LoadProblem`] and skipped — loading never fails;
-//! * the two system-prompt sections built from it (modes.md §6.2–§6.3):
+//! * the two system-prompt sections built from it (docs/contract/modes.md §6.2–§6.3):
 //!   [`SkillRegistry::catalog_prompt`] (id, name, description — never the body) and
 //!   [`SkillRegistry::disclosure_prompt`] (the full instructions, cut by [`truncate_body`]);
-//! * the `_skill_run_script_` tool ([`SkillRunScript`], tools-skills-viewports.md §4.5);
+//! * the `_skill_run_script_` tool ([`SkillRunScript`], docs/contract/tools-skills-viewports.md §4.5);
 //! * the skills bundled with agw ([`bundled`]): `math_basic`, `math_stats`, `text_utils` and the
 //!   `screenshot` smoke test, embedded and written to a directory by [`bundled::materialize`].
 //!
-//! Contract: tools-skills-viewports.md §9 and §4.5, modes.md §6.2–§6.3, config.md §2 and §10 of the
+//! Contract: docs/contract/tools-skills-viewports.md §9 and §4.5, docs/contract/modes.md §6.2–§6.3, docs/contract/config.md §2 and §10 of the
 //! shared spec. Which skills an agent has, when a disclosure is due (once per skill per run) and
 //! where the bundled skills are materialised are decided by the caller.
 //!

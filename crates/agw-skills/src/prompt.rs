@@ -1,4 +1,4 @@
-//! The two skill sections of a system prompt (modes.md §6.2–§6.3): the catalog, shown in every turn
+//! The two skill sections of a system prompt (docs/contract/modes.md §6.2–§6.3): the catalog, shown in every turn
 //! of an agent that configures skills, and the deferred disclosure of a skill's full instructions,
 //! shown in the one turn after the model ran one of its scripts.
 

@@ -1,4 +1,4 @@
-//! The skill registry (tools-skills-viewports.md §9): an immutable snapshot of `skills/<id>/SKILL.md`.
+//! The skill registry (docs/contract/tools-skills-viewports.md §9): an immutable snapshot of `skills/<id>/SKILL.md`.
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,5 +1,5 @@
-//! Loading a skills directory (tools-skills-viewports.md §9) and the prompt texts built from it
-//! (modes.md §6.2–§6.3).
+//! Loading a skills directory (docs/contract/tools-skills-viewports.md §9) and the prompt texts built from it
+//! (docs/contract/modes.md §6.2–§6.3).
 
 mod common;
 

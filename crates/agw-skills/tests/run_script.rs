@@ -1,4 +1,4 @@
-//! `_skill_run_script_` as a security boundary (tools-skills-viewports.md §4.5 + agw hardening):
+//! `_skill_run_script_` as a security boundary (docs/contract/tools-skills-viewports.md §4.5 + agw hardening):
 //! result shapes, path confinement, process-tree kill on timeout, output caps, inline code.
 
 mod common;

@@ -1,6 +1,6 @@
 //! The definition files and viewports shipped with agw (`bundled/`, also at `fixtures/tools/` and `fixtures/viewports/`),
 //! embedded so a binary without those directories still has them. The startup sync copies them
-//! into the configured directories (tools-skills-viewports.md §11).
+//! into the configured directories (docs/contract/tools-skills-viewports.md §11).
 
 /// `(file name, contents)` of every bundled tool definition file.
 pub const TOOL_FILES: &[(&str, &str)] = &[

@@ -1,4 +1,4 @@
-//! Tool definitions and the rules for reading one definition file (tools-skills-viewports.md §1–§2).
+//! Tool definitions and the rules for reading one definition file (docs/contract/tools-skills-viewports.md §1–§2).
 
 use serde_json::{Map, Value, json};
 

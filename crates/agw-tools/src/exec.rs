@@ -1,5 +1,5 @@
 //! Running a backend tool under the run's tool budget, and shaping what goes back to the model
-//! (tools-skills-viewports.md §5.3–§5.4).
+//! (docs/contract/tools-skills-viewports.md §5.3–§5.4).
 
 use std::time::Duration;
 

@@ -17,7 +17,7 @@
 //!   child-process and path-confinement helpers shared by `_bash_` and agw-skills'
 //!   `_skill_run_script_` ([`sandbox`]).
 //!
-//! Contract: tools-skills-viewports.md §1–§8, §10–§11 and config.md §4 of the shared spec.
+//! Contract: docs/contract/tools-skills-viewports.md §1–§8, §10–§11 and docs/contract/config.md §4 of the shared spec.
 //!
 //! Must never: talk to a model provider, write SSE, know about HTTP or agents' modes, or block a
 //! run beyond the timeout it was given. `_bash_` must never start a shell, run a program outside

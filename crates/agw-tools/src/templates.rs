@@ -1,5 +1,5 @@
 //! Argument templates: `{{tool.field}}` and `{{tool.field±Nd}}` string values replaced by values
-//! from earlier tool results of the same run (tools-skills-viewports.md §6).
+//! from earlier tool results of the same run (docs/contract/tools-skills-viewports.md §6).
 
 use serde_json::Value;
 

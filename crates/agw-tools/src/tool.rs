@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::definition::default_parameters;
 
-/// A backend tool implementation (tools-skills-viewports.md §4).
+/// A backend tool implementation (docs/contract/tools-skills-viewports.md §4).
 ///
 /// Object safe: the registry holds implementations as `Arc<dyn Tool>`. `call` returns a boxed
 /// future; dropping it must stop the work (a tool that starts a process spawns it with

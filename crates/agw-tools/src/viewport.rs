@@ -1,5 +1,5 @@
 //! Viewports: the UI fragments a client fetches to render a tool result or a frontend tool
-//! (tools-skills-viewports.md §10). agw serves all five types the design names (README decision).
+//! (docs/contract/tools-skills-viewports.md §10). agw serves all five types the design names (README decision).
 
 use std::collections::HashMap;
 use std::path::Path;

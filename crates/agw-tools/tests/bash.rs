@@ -1,4 +1,4 @@
-//! `_bash_` as a security boundary (tools-skills-viewports.md §4.1 + README decisions): every
+//! `_bash_` as a security boundary (docs/contract/tools-skills-viewports.md §4.1 + README decisions): every
 //! attack is refused with a clear result text, and nothing outside the allowed roots is read,
 //! created or changed. Plus the ordinary behaviour: listing, reading, globs, caps, timeouts.
 

@@ -1,4 +1,4 @@
-//! Loading tool definition files and merging them with built-ins (tools-skills-viewports.md §2).
+//! Loading tool definition files and merging them with built-ins (docs/contract/tools-skills-viewports.md §2).
 
 mod common;
 

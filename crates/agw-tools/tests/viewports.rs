@@ -1,4 +1,4 @@
-//! The viewport registry (tools-skills-viewports.md §10; agw serves all five types).
+//! The viewport registry (docs/contract/tools-skills-viewports.md §10; agw serves all five types).
 
 mod common;
 

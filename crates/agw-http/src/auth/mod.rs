@@ -1,4 +1,4 @@
-//! JWT bearer authentication (contract `http-api.md` §9, spec README decisions).
+//! JWT bearer authentication (`docs/contract/http-api.md` §9, docs/contract/README.md decisions).
 //!
 //! Enforced whenever a key source is configured (a local RSA public key and/or a JWKS URI) unless
 //! `AGENT_AUTH_ENABLED=false`. Every request to `/api/**`, `/v1/**`, `/mcp` and `/metrics`

@@ -1,4 +1,4 @@
-//! `agent.auth.*`, checked as http-api.md §9 says: a key setting that is present but unusable
+//! `agent.auth.*`, checked as docs/contract/http-api.md §9 says: a key setting that is present but unusable
 //! refuses startup with a message naming it.
 
 use super::source::Source;

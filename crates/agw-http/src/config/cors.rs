@@ -1,4 +1,4 @@
-//! `agent.cors.*` (config.md §8; list items trimmed, blanks dropped).
+//! `agent.cors.*` (docs/contract/config.md §8; list items trimmed, blanks dropped).
 
 use http::{HeaderName, Method};
 

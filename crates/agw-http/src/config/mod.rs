@@ -1,7 +1,7 @@
 //! Settings: an optional TOML file, overridden by environment variables.
 //!
 //! Every setting is declared once in [`SETTINGS`] ([`table`]) with its property path (the TOML
-//! table path, mirroring `config.md`), its environment variable and its default. Loading,
+//! table path, mirroring `docs/contract/config.md`), its environment variable and its default. Loading,
 //! `--help` text and validation all read that table, so a setting cannot exist in one place and
 //! not the others. Each concern loads into its own typed section (one small module each).
 //!
@@ -88,7 +88,7 @@ pub enum ConfigError {
         /// What is wrong with the entry.
         message: String,
     },
-    /// An `agent.auth.*` problem; the message names the settings involved (http-api.md §9).
+    /// An `agent.auth.*` problem; the message names the settings involved (docs/contract/http-api.md §9).
     #[error("{message}")]
     Auth {
         /// The whole text shown, naming the settings.
@@ -200,7 +200,7 @@ impl Settings {
             .into_iter()
             .map(ConfigWarning::UnknownVariable)
             .collect();
-        // Empty environment values count as unset (config.md §5).
+        // Empty environment values count as unset (docs/contract/config.md §5).
         let env: HashMap<String, String> = env.into_iter().filter(|(_, v)| !v.trim().is_empty()).collect();
         let src = Source { table, env };
 

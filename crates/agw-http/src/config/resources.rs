@@ -52,7 +52,7 @@ pub(super) fn load(src: &Source) -> Result<ResourceSettings, ConfigError> {
         viewports: catalog(&AGENT_VIEWPORT_EXTERNAL_DIR, &AGENT_VIEWPORT_REFRESH_INTERVAL_MS)?,
         skills: catalog(&AGENT_SKILL_EXTERNAL_DIR, &AGENT_SKILL_REFRESH_INTERVAL_MS)?,
         data_dir: src.parse(&AGENT_DATA_EXTERNAL_DIR, value::path)?,
-        // Negative means unlimited like 0 (config.md §2).
+        // Negative means unlimited like 0 (docs/contract/config.md §2).
         skill_max_prompt_chars: src.parse(&AGENT_SKILL_MAX_PROMPT_CHARS, value::whole::<i64>)?.max(0) as usize,
         sync_bundled: src.parse(&AGW_RESOURCES_SYNC_BUNDLED, value::bool)?,
         mcp_dir: src.parse_opt(&AGENT_MCP_EXTERNAL_DIR, value::path)?,

@@ -9,7 +9,7 @@ use super::table::SettingSpec;
 /// The parsed config file and the environment, read by the section loaders.
 pub(super) struct Source {
     pub table: toml::Table,
-    /// Environment variables with a non-blank value (an empty value counts as unset, config.md §5).
+    /// Environment variables with a non-blank value (an empty value counts as unset, docs/contract/config.md §5).
     pub env: HashMap<String, String>,
 }
 

@@ -16,7 +16,7 @@ use super::{ConfigError, value};
 /// `agent.tools.*` and `agw.tools.*`: settings of the built-in tools.
 #[derive(Debug, Clone)]
 pub struct ToolSettings {
-    /// How long a frontend tool waits for its submit (at least 1 ms, config.md §4).
+    /// How long a frontend tool waits for its submit (at least 1 ms, docs/contract/config.md §4).
     pub frontend_submit_timeout: Duration,
     /// Tool results longer than this are cut on a UTF-8 boundary.
     pub max_output_bytes: usize,

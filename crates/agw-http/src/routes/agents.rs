@@ -1,4 +1,4 @@
-//! `GET /api/ap/agents` and `GET /api/ap/agent` (contract `http-api.md` §1–§2).
+//! `GET /api/ap/agents` and `GET /api/ap/agent` (`docs/contract/http-api.md` §1–§2).
 
 use std::collections::HashMap;
 

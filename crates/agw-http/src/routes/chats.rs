@@ -1,5 +1,5 @@
-//! `GET /api/ap/chats` and `GET /api/ap/chat` (contract `http-api.md` §3–§4, replay per
-//! `sse-events.md` §9 with the ids the live stream used).
+//! `GET /api/ap/chats` and `GET /api/ap/chat` (`docs/contract/http-api.md` §3–§4, replay per
+//! `docs/contract/sse-events.md` §9 with the ids the live stream used).
 //!
 //! With auth on, a caller lists and reads only the chats [`may_access`] allows; another user's
 //! chat answers exactly like a chat that does not exist (404 `chat not found`).

@@ -1,4 +1,4 @@
-//! `GET /api/ap/data/{filename}`: static files from one flat directory (contract `http-api.md` §8).
+//! `GET /api/ap/data/{filename}`: static files from one flat directory (`docs/contract/http-api.md` §8).
 //!
 //! The filename is one path segment: `..`, `/` and `\` are refused before touching the disk, and
 //! the file is opened without following a symlink and then checked (what was opened, not what the

@@ -1,4 +1,4 @@
-//! `POST /api/ap/query`: validate, resolve, then stream the run as SSE (contract `http-api.md` §5).
+//! `POST /api/ap/query`: validate, resolve, then stream the run as SSE (`docs/contract/http-api.md` §5).
 //!
 //! With auth on, a query into an existing chat the caller may not access answers 404 `chat not
 //! found` before anything streams; a new chat and its runs belong to the caller.

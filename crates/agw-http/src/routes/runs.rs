@@ -1,7 +1,7 @@
 //! The run lifecycle endpoints (`docs/run-lifecycle.md`): `GET /api/ap/attach` (resume or join a
 //! run's stream), `POST /api/ap/interrupt` (cancel it) and `POST /api/ap/steer` (queue a user
 //! message for its next model turn). Names and shapes follow the
-//! reference's successor protocol (`successor-protocol.md`).
+//! reference's successor protocol (`docs/contract/successor-protocol.md`).
 //!
 //! With auth on, another user's run is indistinguishable from an absent one (404).
 

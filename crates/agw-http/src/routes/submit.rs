@@ -1,4 +1,4 @@
-//! `POST /api/ap/submit`: a person answers a waiting frontend tool (contract `http-api.md` §6).
+//! `POST /api/ap/submit`: a person answers a waiting frontend tool (`docs/contract/http-api.md` §6).
 //!
 //! With auth on, only the run's owner (or the operator) can answer it. Anyone else gets the
 //! answer of a key nothing waits under — `unmatched`, the same as for a run that does not exist —

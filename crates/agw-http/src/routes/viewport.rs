@@ -1,4 +1,4 @@
-//! `GET /api/ap/viewport?viewportKey=` (contract `http-api.md` §7, with every viewport type of
+//! `GET /api/ap/viewport?viewportKey=` (`docs/contract/http-api.md` §7, with every viewport type of
 //! the design document served).
 
 use std::collections::HashMap;

@@ -1,4 +1,4 @@
-//! The outgoing request: URL rule and JSON body (contract `agent-definitions.md` §10.1).
+//! The outgoing request: URL rule and JSON body (`docs/contract/agent-definitions.md` §10.1).
 //!
 //! Key order is part of the contract: the top level follows the field order of `WireBody`,
 //! messages the order of their `json!` literals. Both rely on serde_json's `preserve_order`

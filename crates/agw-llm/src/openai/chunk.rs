@@ -1,4 +1,4 @@
-//! One upstream `chat.completion.chunk` → [`LlmDelta`]s (contract `agent-definitions.md` §10.2,
+//! One upstream `chat.completion.chunk` → [`LlmDelta`]s (`docs/contract/agent-definitions.md` §10.2,
 //! with agw's whitespace decision).
 //!
 //! Two ways in, one mapping. [`parse_chunk_str`] decodes an SSE `data:` payload straight into a

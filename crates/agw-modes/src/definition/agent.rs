@@ -1,4 +1,4 @@
-//! [`AgentDefinition`] and the values derived from it (agent-definitions.md §4–§5).
+//! [`AgentDefinition`] and the values derived from it (docs/contract/agent-definitions.md §4–§5).
 
 use agw_llm::ReasoningSetting;
 
@@ -46,7 +46,7 @@ pub struct AgentDefinition {
     /// `sandbox.unixSockets` (agw extension, default false): processes the model starts may open
     /// `AF_UNIX` sockets (and so reach a local database's or D-Bus's socket).
     pub sandbox_unix_sockets: bool,
-    /// `toolChoice`, or the mode's default (agent-definitions.md §6).
+    /// `toolChoice`, or the mode's default (docs/contract/agent-definitions.md §6).
     pub tool_choice: ToolChoicePolicy,
     /// `budget`, or the mode's preset.
     pub budget: Budget,

@@ -1,5 +1,5 @@
 //! Reading the reusable blocks of the schema: `modelConfig`, `toolConfig` and the stage blocks,
-//! and assembling the active mode from them (agent-definitions.md §3, §5, §6).
+//! and assembling the active mode from them (docs/contract/agent-definitions.md §3, §5, §6).
 
 use agw_llm::ReasoningEffort;
 
@@ -8,7 +8,7 @@ use super::model::{AgentMode, McpSelection, ModeDef, ModelConfig, ReasoningConfi
 use super::raw::{Either, Obj, non_blank, normalize_names};
 
 const DEFAULT_REACT_MAX_STEPS: u32 = 6;
-/// The reference's value; CLAUDE.md's example shows 10 (agent-definitions.md §6).
+/// The reference's value; CLAUDE.md's example shows 10 (docs/contract/agent-definitions.md §6).
 const DEFAULT_PLAN_EXECUTE_MAX_STEPS: u32 = 15;
 
 pub fn model_config(obj: &Obj<'_>) -> Result<ModelConfig, DefinitionError> {

@@ -1,4 +1,4 @@
-//! Run budgets (agent-definitions.md §6, semantics in modes.md §7).
+//! Run budgets (docs/contract/agent-definitions.md §6, semantics in docs/contract/modes.md §7).
 
 use super::error::DefinitionError;
 use super::model::AgentMode;

@@ -1,4 +1,4 @@
-//! The set of agents loaded from a directory or from embedded sources (agent-definitions.md §1).
+//! The set of agents loaded from a directory or from embedded sources (docs/contract/agent-definitions.md §1).
 //! A catalog is an immutable snapshot: reloading builds a new one, so a reader never sees a half
 //! loaded directory.
 

@@ -40,7 +40,7 @@ pub enum DefinitionError {
         /// The accepted names, e.g. `NONE, AUTO, REQUIRED`.
         expected: &'static str,
     },
-    /// A legacy or removed key is present (agent-definitions.md §8).
+    /// A legacy or removed key is present (docs/contract/agent-definitions.md §8).
     /// `location` is `at top level` or `in "<path>"`.
     #[error("rejected {kind} field \"{field}\" {location}")]
     RejectedField {

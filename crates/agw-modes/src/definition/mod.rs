@@ -1,5 +1,5 @@
 //! Agent definitions: the JSON files in the agents directory, validated into types the modes can
-//! run without re-checking anything (contract: agent-definitions.md).
+//! run without re-checking anything (contract: docs/contract/agent-definitions.md).
 //!
 //! * [`AgentDefinition::from_json`] parses one file: triple-quoted prompts and comments
 //!   (`preprocess`), legacy-key rejection (`rejected`), then the schema (`parse`, `blocks`,

@@ -1,4 +1,4 @@
-//! One agent file → [`AgentDefinition`] (agent-definitions.md §1–§8).
+//! One agent file → [`AgentDefinition`] (docs/contract/agent-definitions.md §1–§8).
 
 use super::agent::AgentDefinition;
 use super::blocks::{StageBlocks, model_config, tool_config};

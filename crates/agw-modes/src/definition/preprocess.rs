@@ -1,4 +1,4 @@
-//! Turning the text of an agent file into a JSON object (agent-definitions.md §2).
+//! Turning the text of an agent file into a JSON object (docs/contract/agent-definitions.md §2).
 //!
 //! Two relaxations over plain JSON, applied in this order:
 //! 1. `"<K>": """<text>"""` for keys ending in `systemPrompt` (ASCII case-insensitive) becomes a

@@ -1,10 +1,10 @@
-//! `runtimePrompts` (agent-definitions.md §7): texts the gateway adds around the agent's own
+//! `runtimePrompts` (docs/contract/agent-definitions.md §7): texts the gateway adds around the agent's own
 //! prompts. agw's defaults are English (README decision table); every one stays overridable.
 
 use super::error::DefinitionError;
 use super::raw::Obj;
 
-/// Per-task user message of PLAN_EXECUTE (modes.md §5.3); ends with a newline, verbatim.
+/// Per-task user message of PLAN_EXECUTE (docs/contract/modes.md §5.3); ends with a newline, verbatim.
 pub const DEFAULT_TASK_EXECUTION_PROMPT_TEMPLATE: &str = "Task list:
 {{task_list}}
 Current task ID: {{task_id}}

@@ -1,4 +1,4 @@
-//! Keys from older schema versions (agent-definitions.md §8). They are rejected rather than
+//! Keys from older schema versions (docs/contract/agent-definitions.md §8). They are rejected rather than
 //! ignored: silently dropping e.g. a v1 top-level `model` would run the agent on another model
 //! than its author asked for. Presence alone rejects, whatever the value (`null` included).
 

@@ -1,4 +1,4 @@
-//! Run budget accounting (contract `modes.md` §7).
+//! Run budget accounting (`docs/contract/modes.md` §7).
 
 use std::time::Instant;
 

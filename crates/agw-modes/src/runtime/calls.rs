@@ -1,4 +1,4 @@
-//! Attributing upstream tool-call fragments to calls (contract `sse-events.md` §6.2).
+//! Attributing upstream tool-call fragments to calls (`docs/contract/sse-events.md` §6.2).
 //!
 //! Providers stream parallel calls one after another, each starting with its id; later fragments
 //! carry only an index and argument text. Attribution therefore follows ids, not indexes: a

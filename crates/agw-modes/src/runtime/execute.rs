@@ -1,5 +1,5 @@
-//! Executing the tool calls of one model turn as a batch (contract `sse-events.md` §6.5,
-//! `tools-skills-viewports.md` §5).
+//! Executing the tool calls of one model turn as a batch (`docs/contract/sse-events.md` §6.5,
+//! `docs/contract/tools-skills-viewports.md` §5).
 //!
 //! Order: `tool.end` for every non-action call first (so a frontend tool's end precedes the
 //! wait), then the tools run sequentially in call order, then every result in call order.

@@ -1,4 +1,4 @@
-//! ONESHOT (contract `modes.md` §3): one answer turn, or one tool round then the answer.
+//! ONESHOT (`docs/contract/modes.md` §3): one answer turn, or one tool round then the answer.
 //!
 //! Steers: each turn takes the waiting ones (`turn::model_turn`); the run ends with its answer
 //! even if more arrived meanwhile (they come back from `SteerQueue::close`).

@@ -1,5 +1,5 @@
 //! The plan of a run and the three plan tools that read and change it (contract
-//! `tools-skills-viewports.md` §4.2–§4.4, `modes.md` §5.5).
+//! `docs/contract/tools-skills-viewports.md` §4.2–§4.4, `docs/contract/modes.md` §5.5).
 //!
 //! The runtime answers every plan-tool call itself: the tools change the run's plan, which the
 //! registry's implementations cannot reach. The result texts are what the model reads, so they

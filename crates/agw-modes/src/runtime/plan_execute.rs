@@ -1,4 +1,4 @@
-//! PLAN_EXECUTE (contract `modes.md` §5): plan with `_plan_add_tasks_`, run the tasks one by one
+//! PLAN_EXECUTE (`docs/contract/modes.md` §5): plan with `_plan_add_tasks_`, run the tasks one by one
 //! until each is updated with `_plan_update_task_`, then summarise.
 //!
 //! Failures end the run with `run.error` (README decision table) instead of the reference's

@@ -1,4 +1,4 @@
-//! Effective system prompt of one turn (contract `modes.md` §6).
+//! Effective system prompt of one turn (`docs/contract/modes.md` §6).
 
 /// The parts of a stage's system prompt that stay the same for every turn of the stage: the stage
 /// prompt (for the plan stage already augmented, §5.2) and the tool appendix (§6.1). The skill

@@ -1,4 +1,4 @@
-//! REACT (contract `modes.md` §4): think → call tools → observe, up to `maxSteps` steps, then one
+//! REACT (`docs/contract/modes.md` §4): think → call tools → observe, up to `maxSteps` steps, then one
 //! forced answer turn without tools.
 //!
 //! Steers: every turn takes the waiting ones (`turn::model_turn`). A final answer while steers

@@ -1,4 +1,4 @@
-//! Skills in the system prompt (contract `modes.md` §6.2–§6.3): the catalog of the agent's skills
+//! Skills in the system prompt (`docs/contract/modes.md` §6.2–§6.3): the catalog of the agent's skills
 //! in every turn, and the deferred disclosure of a skill's full instructions in the one turn after
 //! the model ran one of its scripts through `_skill_run_script_`.
 //!

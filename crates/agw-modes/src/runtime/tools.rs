@@ -1,5 +1,5 @@
 //! The tools of one stage: what is offered to the model, how calls are decorated, and the
-//! tool appendix of the system prompt (contract `modes.md` §6.1).
+//! tool appendix of the system prompt (`docs/contract/modes.md` §6.1).
 
 use agw_llm::ToolSpec;
 use agw_protocol::delta::{ActionStartMeta, FrontendMeta, ToolStartMeta};

@@ -1,5 +1,5 @@
 //! One model turn: build the request, stream it, forward deltas to the sink (contract
-//! `modes.md` §2, `sse-events.md` §6.1–§6.2).
+//! `docs/contract/modes.md` §2, `docs/contract/sse-events.md` §6.1–§6.2).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -73,7 +73,7 @@ pub(crate) async fn model_turn<S: DeltaSink>(
     // The model-turn boundary: steers pushed so far join the conversation now (never mid-tool).
     let steers = take_steers(ctx, spec.messages, sink).await?;
 
-    // A disclosure that is due goes into this turn only (modes.md §6.3).
+    // A disclosure that is due goes into this turn only (docs/contract/modes.md §6.3).
     let disclosure = state.skills.take_disclosure(ctx);
     let system_prompt = spec.system_prompt.effective(state.skills.catalog(), &disclosure);
     let offer_tools = spec.tool_choice.is_some() && !spec.tools.is_empty();

@@ -1,4 +1,4 @@
-//! One test per rule of the block state machine (`sse-events.md` §5.1) and of the §6 rules the
+//! One test per rule of the block state machine (`docs/contract/sse-events.md` §5.1) and of the §6 rules the
 //! assembler owns. Run id `run`, so block ids read `run_r_1`, `run_c_2`, …
 
 use std::sync::Arc;

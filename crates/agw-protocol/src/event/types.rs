@@ -1,4 +1,4 @@
-//! Payload structs of every event type (contract `sse-events.md` §3).
+//! Payload structs of every event type (`docs/contract/sse-events.md` §3).
 //!
 //! Field declaration order IS the wire key order (serde writes fields in declaration order), so
 //! do not reorder fields. Optional fields (`field?` in the contract) are omitted when `None`;
@@ -817,7 +817,7 @@ pub struct ToolResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolSnapshot {
-    /// The id streamed live (stored `_toolId`), else the call id or a fallback id (`sse-events.md` §9).
+    /// The id streamed live (stored `_toolId`), else the call id or a fallback id (`docs/contract/sse-events.md` §9).
     pub tool_id: String,
     /// The function name.
     pub tool_name: String,
@@ -904,7 +904,7 @@ pub struct ActionResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ActionSnapshot {
-    /// The id streamed live (stored `_actionId`), else the call id or a fallback id (`sse-events.md` §9).
+    /// The id streamed live (stored `_actionId`), else the call id or a fallback id (`docs/contract/sse-events.md` §9).
     pub action_id: String,
     /// The function name.
     pub action_name: String,

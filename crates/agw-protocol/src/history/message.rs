@@ -1,4 +1,4 @@
-//! Stored messages of a step line (`memory-jsonl.md` §3).
+//! Stored messages of a step line (`docs/contract/memory-jsonl.md` §3).
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
@@ -47,7 +47,7 @@ pub struct StoredMessage {
     /// The call of an assistant tool-call message (written with exactly one element).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<StoredToolCall>>,
-    /// Epoch milliseconds; which moment depends on the kind of message (`memory-jsonl.md` §3).
+    /// Epoch milliseconds; which moment depends on the kind of message (`docs/contract/memory-jsonl.md` §3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ts: Option<i64>,
     /// The tool's name, on tool results.

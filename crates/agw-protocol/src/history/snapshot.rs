@@ -1,4 +1,4 @@
-//! The system snapshot (`memory-jsonl.md` §5.3) and the plan snapshot (§5.4) of a step line.
+//! The system snapshot (`docs/contract/memory-jsonl.md` §5.3) and the plan snapshot (§5.4) of a step line.
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;

@@ -1,4 +1,4 @@
-//! Replay rules of `sse-events.md` §9 with agw's id and seq decisions.
+//! Replay rules of `docs/contract/sse-events.md` §9 with agw's id and seq decisions.
 
 use serde_json::{Value, json};
 

@@ -1,4 +1,4 @@
-//! The arguments of `_skill_run_script_` (tools-skills-viewports.md §4.5 steps 1–5), checked in the
+//! The arguments of `_skill_run_script_` (docs/contract/tools-skills-viewports.md §4.5 steps 1–5), checked in the
 //! contract's order; the error is the `error` text of the failure object.
 
 use std::time::Duration;

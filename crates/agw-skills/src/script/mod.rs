@@ -1,4 +1,4 @@
-//! `_skill_run_script_` (tools-skills-viewports.md §4.5): runs a script of a skill inside the
+//! `_skill_run_script_` (docs/contract/tools-skills-viewports.md §4.5): runs a script of a skill inside the
 //! skill's directory, or inline Python code, and reports exit code and output.
 //!
 //! This tool is a security boundary. It must never run anything through a shell, run a file that
@@ -45,7 +45,7 @@ use args::{Limits, Request, Source};
 
 /// The tool's name.
 pub const NAME: &str = "_skill_run_script_";
-/// Timeout when the call gives none (config.md §10).
+/// Timeout when the call gives none (docs/contract/config.md §10).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(10_000);
 /// Largest timeout a call may ask for.
 pub const MAX_TIMEOUT: Duration = Duration::from_millis(120_000);

@@ -1,4 +1,4 @@
-//! `agent_file_create` (tools-skills-viewports.md §4.7): writes an agent definition into the agents
+//! `agent_file_create` (docs/contract/tools-skills-viewports.md §4.7): writes an agent definition into the agents
 //! directory, where the catalog's watcher picks it up.
 //!
 //! Agent definitions are operator configuration, and the model is not the operator: a created

@@ -1,4 +1,4 @@
-//! `city_datetime` (tools-skills-viewports.md §4.6): the current date and time in a city, with the
+//! `city_datetime` (docs/contract/tools-skills-viewports.md §4.6): the current date and time in a city, with the
 //! lunar date.
 
 use futures::future::BoxFuture;

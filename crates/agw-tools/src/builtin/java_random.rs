@@ -1,4 +1,4 @@
-//! The deterministic random source of the `mock_*` tools (tools-skills-viewports.md §4.8):
+//! The deterministic random source of the `mock_*` tools (docs/contract/tools-skills-viewports.md §4.8):
 //! `java.util.Random` seeded from a Java-style rendering of the arguments, reproduced exactly so
 //! that equal arguments give the reference's results.
 

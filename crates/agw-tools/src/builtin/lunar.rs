@@ -1,4 +1,4 @@
-//! Chinese lunar calendar dates for 1900-01-31 … 2100-12-31 (tools-skills-viewports.md §4.6),
+//! Chinese lunar calendar dates for 1900-01-31 … 2100-12-31 (docs/contract/tools-skills-viewports.md §4.6),
 //! by the usual year-table method.
 
 use jiff::civil::Date;

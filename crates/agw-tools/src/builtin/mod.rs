@@ -1,4 +1,4 @@
-//! The built-in backend tools (tools-skills-viewports.md §4) and [`builtins`], which builds them
+//! The built-in backend tools (docs/contract/tools-skills-viewports.md §4) and [`builtins`], which builds them
 //! all from configuration.
 
 mod agent_file;

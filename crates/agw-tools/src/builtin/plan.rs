@@ -1,4 +1,4 @@
-//! `_plan_add_tasks_`, `_plan_update_task_`, `_plan_get_tasks_` (tools-skills-viewports.md
+//! `_plan_add_tasks_`, `_plan_update_task_`, `_plan_get_tasks_` (docs/contract/tools-skills-viewports.md
 //! §4.2–§4.4). They read and change the plan of the run that calls them, so the PLAN_EXECUTE
 //! runtime answers every call itself and never invokes these implementations. They exist so the
 //! registry lists the plan tools as BACKEND tools (with the bundled metadata); invoked directly,

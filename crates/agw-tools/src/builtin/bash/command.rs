@@ -72,7 +72,7 @@ pub struct BashCommand {
 }
 
 impl BashCommand {
-    /// Reads the `command` argument of a `_bash_` call (tools-skills-viewports.md §4.1 step 1:
+    /// Reads the `command` argument of a `_bash_` call (docs/contract/tools-skills-viewports.md §4.1 step 1:
     /// absent → missing, JSON `null` → `"null"`, other values stringified).
     pub fn from_args(args: &Value) -> Result<Self, BashCommandError> {
         Self::parse(&command_text(args))

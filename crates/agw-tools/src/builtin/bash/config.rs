@@ -1,4 +1,4 @@
-//! `_bash_` settings (config.md §4) and their defaults.
+//! `_bash_` settings (docs/contract/config.md §4) and their defaults.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

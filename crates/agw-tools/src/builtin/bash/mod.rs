@@ -1,4 +1,4 @@
-//! `_bash_` (tools-skills-viewports.md §4.1): one whitelisted command, run without a shell, with
+//! `_bash_` (docs/contract/tools-skills-viewports.md §4.1): one whitelisted command, run without a shell, with
 //! its path arguments confined to the allowed roots.
 //!
 //! This tool is a security boundary. It must never run a program outside the allow-list, hand the

@@ -1,5 +1,5 @@
 //! Turning the model's command text into a program and arguments that are safe to run, or a
-//! refusal (tools-skills-viewports.md §4.1 steps 1–6, hardened: README decision on symlinks).
+//! refusal (docs/contract/tools-skills-viewports.md §4.1 steps 1–6, hardened: README decision on symlinks).
 //!
 //! Nothing here runs anything. The rules, in order:
 //! 1. no shell syntax at all (the command is never given to a shell, so it could only mislead),

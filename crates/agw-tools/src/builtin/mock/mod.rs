@@ -1,4 +1,4 @@
-//! The deterministic mock tools (tools-skills-viewports.md §4.8–§4.14): equal arguments give equal
+//! The deterministic mock tools (docs/contract/tools-skills-viewports.md §4.8–§4.14): equal arguments give equal
 //! results, drawn from [`super::java_random::JavaRandom`] in the reference's exact order.
 
 pub(crate) mod logistics;
