@@ -16,8 +16,8 @@
 //! the day's spend passes a limit by at most one model call per run in flight: the call that
 //! was allowed while the spend was still below it.
 //!
-//! On one node the counters live in this process ([`local`]); in a cluster (`agw.redis.url`)
-//! in Redis, the same semantics across replicas ([`shared`]).
+//! On one node the counters live in this process (`local`); in a cluster (`agw.redis.url`)
+//! in Redis, the same semantics across replicas (`shared`).
 
 mod local;
 mod shared;
@@ -216,7 +216,7 @@ impl Account {
     }
 }
 
-/// A run's place in its owner's and agent's quotas, from [`admit_run`] or [`continue_run`]: it
+/// A run's place in its owner's and agent's quotas, from `admit_run` or `continue_run`: it
 /// counts as in flight and holds its reservation until released (or dropped); its model calls
 /// go through [`Self::gate`].
 #[derive(Debug)]

@@ -112,7 +112,7 @@ impl BashCommand {
     }
 
     /// What approval rules are matched against: the program and its arguments joined by one
-    /// space, without git's [neutral global options](GIT_NEUTRAL_OPTIONS) before the subcommand.
+    /// space, without git's neutral global options (`-P`, `--no-pager`, …) before the subcommand.
     pub fn approval_text(&self) -> String {
         let mut args = self.args.iter().map(String::as_str).peekable();
         if self.program == "git" {
