@@ -242,7 +242,7 @@ impl McpHub {
         self.mcp_tools().iter().filter(|tool| tool.server() == server).map(|tool| tool.name().to_owned()).collect()
     }
 
-    /// Tools whose natural name was taken and that got a suffixed one.
+    /// Tools left out of the catalog because another tool has their name (after sanitising).
     pub fn name_collisions(&self) -> Vec<NameCollision> {
         lock(&self.inner.catalog).collisions.clone()
     }
@@ -317,21 +317,22 @@ impl Inner {
         let tools: Vec<Arc<McpTool>> = listed
             .iter()
             .zip(names)
-            .map(|((server, tool), name)| Arc::new(McpTool::new(Arc::downgrade(self), server, tool, name)))
+            .filter_map(|((server, tool), name)| {
+                Some(Arc::new(McpTool::new(Arc::downgrade(self), server, tool, name?)))
+            })
             .collect();
         let unchanged = current.tools.len() == tools.len()
             && current.tools.iter().zip(&tools).all(|(old, new)| old.same_definition(new));
-        if unchanged {
-            return;
+        // A tool skipped for its name changes no name, but is still news (a second server whose
+        // tools all collide leaves the catalog as it was).
+        for collision in collisions.iter().filter(|c| !current.collisions.contains(c)) {
+            collision.log();
         }
-        for collision in &collisions {
-            tracing::warn!(
-                server = %collision.server,
-                tool = %collision.tool,
-                wanted = %collision.wanted,
-                assigned = %collision.assigned,
-                "MCP tool name collides with another after sanitising; renamed"
-            );
+        if unchanged {
+            if current.collisions != collisions {
+                *current = Arc::new(Catalog { tools: current.tools.clone(), collisions });
+            }
+            return;
         }
         *current = Arc::new(Catalog { tools, collisions });
         drop(current);

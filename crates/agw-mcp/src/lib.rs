@@ -7,8 +7,8 @@
 //!   HTTP (static headers, a bearer token read from the variable named by `bearerTokenEnv`), with
 //!   `startup` and `timeouts` ([`McpServerConfig`], [`load_dir`]); a broken file is a
 //!   [`LoadProblem`] and the others still load;
-//! * tool naming: `mcp__<server>__<tool>`, sanitised to `[a-z0-9_-]`, at most 64 characters, with
-//!   deterministic suffixes for collisions ([`naming`]);
+//! * tool naming: `mcp__<server>__<tool>`, sanitised to `[a-z0-9_-]`, at most 64 characters; of
+//!   two tools with one name the later (in server, tool order) is skipped ([`naming`]);
 //! * the connections ([`McpHub`]): one per server shared by every run, started at boot or on
 //!   first use, tool lists cached and refreshed on `tools/list_changed`, dead connections
 //!   restarted with backoff, status per server, shutdown that stops every stdio process;
@@ -47,7 +47,7 @@ pub use tool::McpTool;
 /// A tool as [`check`] saw it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolInfo {
-    /// The model-facing name (`mcp__<server>__<tool>`; collisions resolved within this server).
+    /// The model-facing name (`mcp__<server>__<tool>`).
     pub name: String,
     /// The name on the server.
     pub mcp_name: String,
@@ -70,15 +70,20 @@ pub async fn check_with_env(config: &McpServerConfig, env: EnvLookup) -> Result<
     // Closing stops a stdio process (stdin closed, then SIGTERM, then SIGKILL).
     let _ = tokio::time::timeout(connect::STOP_GRACE, running.cancel()).await;
     let pairs: Vec<(&str, &str)> = tools.iter().map(|tool| (config.name.as_str(), tool.name.as_ref())).collect();
-    let (names, _) = naming::assign_names(&pairs);
+    let (names, collisions) = naming::assign_names(&pairs);
+    for collision in &collisions {
+        collision.log();
+    }
     Ok(tools
         .iter()
         .zip(names)
-        .map(|(tool, name)| ToolInfo {
-            name,
-            mcp_name: tool.name.to_string(),
-            description: tool.description.as_deref().unwrap_or_default().to_owned(),
-            parameters: tool.schema_as_json_value(),
+        .filter_map(|(tool, name)| {
+            Some(ToolInfo {
+                name: name?,
+                mcp_name: tool.name.to_string(),
+                description: tool.description.as_deref().unwrap_or_default().to_owned(),
+                parameters: tool.schema_as_json_value(),
+            })
         })
         .collect())
 }

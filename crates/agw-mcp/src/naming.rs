@@ -3,7 +3,11 @@
 //! Model APIs accept function names of `[A-Za-z0-9_-]{1,64}`, and agw's tool registry keys tools
 //! case-insensitively ([`agw_tools::Tool::name`] is lower-case by contract), so every character
 //! outside `[a-z0-9_-]` becomes `_` (ASCII capitals are lower-cased first) and the name is cut to
-//! 64 characters. Two tools that end up with the same name are told apart deterministically.
+//! 64 characters. Of two tools that end up with the same name, one keeps it (deterministically)
+//! and the other is skipped, never renamed.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
 /// Longest tool name a model API accepts.
 pub const MAX_TOOL_NAME_CHARS: usize = 64;
@@ -32,65 +36,71 @@ pub fn base_name(server: &str, tool: &str) -> String {
     name
 }
 
-/// A tool that could not get its [`base_name`] because an earlier tool (in `(server, tool)`
-/// order) already had it.
+/// A tool that was skipped because an earlier tool (in `(server, tool)` order) already has its
+/// [`base_name`]. It is not renamed: a suffixed name would let a server steer a tool around an
+/// approval rule written for the name it wanted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NameCollision {
-    /// The server, as declared.
+    /// The skipped tool's server, as declared.
     pub server: String,
-    /// The tool's MCP name.
+    /// The skipped tool's MCP name.
     pub tool: String,
-    /// The name it would have had.
-    pub wanted: String,
-    /// The name it got.
-    pub assigned: String,
+    /// The name both tools want.
+    pub name: String,
+    /// The server of the tool that has the name.
+    pub kept_server: String,
+    /// The MCP name of the tool that has the name.
+    pub kept_tool: String,
 }
 
-/// Assigns every `(server, tool)` pair a unique model-facing name; the result is in input order.
+impl NameCollision {
+    /// The `warn` line naming both tools.
+    pub(crate) fn log(&self) {
+        tracing::warn!(
+            server = %self.server,
+            tool = %self.tool,
+            name = %self.name,
+            kept_server = %self.kept_server,
+            kept_tool = %self.kept_tool,
+            "MCP tool skipped: its name after sanitising is already another tool's"
+        );
+    }
+}
+
+/// Gives every `(server, tool)` pair its [`base_name`], unless an earlier pair has it already:
+/// the result is in input order, `None` for a skipped pair.
 ///
-/// Pairs are visited sorted by `(server, tool)`, so the outcome does not depend on listing order.
-/// First every [`base_name`] goes to the first pair that wants it; then each remaining pair takes
-/// the first free `<base>_2`, `<base>_3`, … (the base cut so the whole name stays within
-/// [`MAX_TOOL_NAME_CHARS`]). A suffixed name never displaces a tool whose own base name it is.
-/// Each renamed pair is reported as a [`NameCollision`]; an exact duplicate pair is renamed too.
-pub fn assign_names<S: AsRef<str>, T: AsRef<str>>(pairs: &[(S, T)]) -> (Vec<String>, Vec<NameCollision>) {
+/// Pairs are visited sorted by `(server, tool)`, so the outcome does not depend on listing order:
+/// the first pair that wants a name keeps it, every later one is skipped and reported as a
+/// [`NameCollision`] (an exact duplicate pair too).
+pub fn assign_names<S: AsRef<str>, T: AsRef<str>>(pairs: &[(S, T)]) -> (Vec<Option<String>>, Vec<NameCollision>) {
     let mut order: Vec<usize> = (0..pairs.len()).collect();
     order.sort_by(|&a, &b| {
         (pairs[a].0.as_ref(), pairs[a].1.as_ref()).cmp(&(pairs[b].0.as_ref(), pairs[b].1.as_ref())).then(a.cmp(&b))
     });
-    let bases: Vec<String> = pairs.iter().map(|(s, t)| base_name(s.as_ref(), t.as_ref())).collect();
-    let mut taken = std::collections::HashSet::new();
+    let mut owners: HashMap<String, usize> = HashMap::new();
     let mut assigned: Vec<Option<String>> = vec![None; pairs.len()];
-    for &index in &order {
-        if taken.insert(bases[index].clone()) {
-            assigned[index] = Some(bases[index].clone());
-        }
-    }
     let mut collisions = Vec::new();
-    for &index in &order {
-        if assigned[index].is_some() {
-            continue;
+    for index in order {
+        let (server, tool) = (pairs[index].0.as_ref(), pairs[index].1.as_ref());
+        match owners.entry(base_name(server, tool)) {
+            Entry::Vacant(free) => {
+                assigned[index] = Some(free.key().clone());
+                free.insert(index);
+            }
+            Entry::Occupied(taken) => {
+                let kept = *taken.get();
+                collisions.push(NameCollision {
+                    server: server.to_owned(),
+                    tool: tool.to_owned(),
+                    name: taken.key().clone(),
+                    kept_server: pairs[kept].0.as_ref().to_owned(),
+                    kept_tool: pairs[kept].1.as_ref().to_owned(),
+                });
+            }
         }
-        let base = &bases[index];
-        let name = (2usize..)
-            .map(|n| {
-                let suffix = format!("_{n}");
-                let mut stem = base.clone();
-                stem.truncate(MAX_TOOL_NAME_CHARS - suffix.len());
-                stem + &suffix
-            })
-            .find(|candidate| !taken.contains(candidate))
-            .unwrap_or_default();
-        taken.insert(name.clone());
-        collisions.push(NameCollision {
-            server: pairs[index].0.as_ref().to_owned(),
-            tool: pairs[index].1.as_ref().to_owned(),
-            wanted: base.clone(),
-            assigned: name.clone(),
-        });
-        assigned[index] = Some(name);
     }
-    (assigned.into_iter().map(Option::unwrap_or_default).collect(), collisions)
+    (assigned, collisions)
 }
 
 #[cfg(test)]
@@ -127,7 +137,7 @@ mod tests {
     fn every_assigned_name_is_valid() {
         let pairs = [("a b", "ü"), ("😀", "😀"), (&*"x".repeat(80), "y"), ("s", "-_-")];
         let (names, _) = assign_names(&pairs);
-        for name in names {
+        for name in names.into_iter().flatten() {
             assert!(!name.is_empty() && name.len() <= MAX_TOOL_NAME_CHARS, "{name}");
             assert!(
                 name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-'),
@@ -137,50 +147,48 @@ mod tests {
     }
 
     #[test]
-    fn collisions_get_suffixes_in_sorted_order_and_are_reported() {
+    fn the_first_in_sorted_order_keeps_a_colliding_name_and_the_others_are_skipped() {
         // Byte order: "A B" < "a.b" < "a_b", whatever order the server listed them in.
         let pairs = [("s", "a_b"), ("s", "a.b"), ("s", "A B"), ("s", "other")];
         let (names, collisions) = assign_names(&pairs);
-        assert_eq!(names, ["mcp__s__a_b_3", "mcp__s__a_b_2", "mcp__s__a_b", "mcp__s__other"]);
-        let note = |tool: &str, assigned: &str| NameCollision {
+        assert_eq!(names, [None, None, Some("mcp__s__a_b".to_owned()), Some("mcp__s__other".to_owned())]);
+        let note = |tool: &str| NameCollision {
             server: "s".into(),
             tool: tool.into(),
-            wanted: "mcp__s__a_b".into(),
-            assigned: assigned.into(),
+            name: "mcp__s__a_b".into(),
+            kept_server: "s".into(),
+            kept_tool: "A B".into(),
         };
-        assert_eq!(collisions, [note("a.b", "mcp__s__a_b_2"), note("a_b", "mcp__s__a_b_3")]);
+        assert_eq!(collisions, [note("a.b"), note("a_b")]);
         let (reversed, _) = assign_names(&[pairs[3], pairs[2], pairs[1], pairs[0]]);
-        assert_eq!(reversed, ["mcp__s__other", "mcp__s__a_b", "mcp__s__a_b_2", "mcp__s__a_b_3"]);
+        assert_eq!(reversed, [Some("mcp__s__other".to_owned()), Some("mcp__s__a_b".to_owned()), None, None]);
     }
 
     #[test]
     fn servers_that_sanitise_alike_collide_too() {
         let (names, collisions) = assign_names(&[("a.b", "t"), ("a_b", "t")]);
-        assert_eq!(names, ["mcp__a_b__t", "mcp__a_b__t_2"]);
+        assert_eq!(names, [Some("mcp__a_b__t".to_owned()), None]);
         assert_eq!(collisions.len(), 1);
-        assert_eq!(collisions[0].server, "a_b");
+        assert_eq!((collisions[0].server.as_str(), collisions[0].kept_server.as_str()), ("a_b", "a.b"));
     }
 
     #[test]
-    fn a_suffix_never_takes_an_existing_name() {
-        // "a_b_2" is a real tool: it keeps its own name, and the second of "a.b"/"a_b" skips it.
+    fn a_name_that_looks_suffixed_is_just_a_name() {
+        // No tool is ever renamed, so "a_b_2" keeps its own name and cannot be taken from it.
         let (names, collisions) = assign_names(&[("s", "a_b_2"), ("s", "a_b"), ("s", "a.b"), ("s", "a.b")]);
-        assert_eq!(names, ["mcp__s__a_b_2", "mcp__s__a_b_4", "mcp__s__a_b", "mcp__s__a_b_3"]);
+        // "a.b" < "a_b" in byte order: the first "a.b" keeps the name.
+        assert_eq!(names, [Some("mcp__s__a_b_2".to_owned()), None, Some("mcp__s__a_b".to_owned()), None]);
         assert_eq!(collisions.len(), 2);
+        assert!(collisions.iter().all(|c| c.kept_tool == "a.b"));
     }
 
     #[test]
-    fn suffixes_stay_within_64_characters() {
+    fn names_cut_to_64_characters_collide() {
         let long = "x".repeat(100);
         let pairs: Vec<(&str, String)> = (0..12).map(|i| ("server", format!("{long}{i}"))).collect();
         let (names, collisions) = assign_names(&pairs);
         assert_eq!(collisions.len(), 11);
-        let unique: std::collections::HashSet<_> = names.iter().collect();
-        assert_eq!(unique.len(), 12);
-        for name in &names {
-            assert!(name.len() <= MAX_TOOL_NAME_CHARS, "{name}");
-        }
-        // The 10th and later suffixes are longer and cut one more character of the base.
-        assert!(names.iter().any(|n| n.ends_with("_12") && n.len() == MAX_TOOL_NAME_CHARS));
+        assert_eq!(names.iter().flatten().count(), 1);
+        assert!(names.iter().flatten().all(|name| name.len() == MAX_TOOL_NAME_CHARS));
     }
 }

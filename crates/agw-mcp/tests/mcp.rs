@@ -74,21 +74,22 @@ async fn http_lists_tools() {
 }
 
 #[tokio::test]
-async fn servers_whose_names_sanitise_alike_get_suffixed_tool_names() {
+async fn servers_whose_names_sanitise_alike_keep_one_of_each_name() {
     let dot = stdio("a.b", json!({"env": {"WHO": "dot"}}));
     let underscore = stdio("a_b", json!({"env": {"WHO": "underscore"}}));
     let hub = started(vec![underscore, dot]).await;
-    // "a.b" sorts first and keeps the natural names; every tool of "a_b" is renamed and reported.
-    assert!(hub.tool_names_of("a.b").iter().all(|name| name.starts_with("mcp__a_b__") && !name.ends_with("_2")));
-    assert!(hub.tool_names_of("a_b").iter().all(|name| name.ends_with("_2")));
+    // "a.b" sorts first and keeps the names; every tool of "a_b" wants one of them and is
+    // skipped (never renamed), each reported.
+    assert_eq!(hub.tool_names_of("a.b").len(), TOOL_COUNT);
+    assert!(hub.tool_names_of("a.b").iter().all(|name| name.starts_with("mcp__a_b__")));
+    assert!(hub.tool_names_of("a_b").is_empty());
+    assert!(hub.tools().iter().all(|tool| !tool.name().ends_with("_2")));
     let collisions = hub.name_collisions();
     assert_eq!(collisions.len(), TOOL_COUNT);
-    assert!(collisions.iter().all(|c| c.server == "a_b" && c.assigned == format!("{}_2", c.wanted)));
-    // Each name calls its own server.
-    for (name, who) in [("mcp__a_b__env", "dot"), ("mcp__a_b__env_2", "underscore")] {
-        let out = tool(&hub, name).call(json!({"name": "WHO"}), &ctx()).await;
-        assert_eq!(out, Ok(ToolOutput::Json(json!({"name": "WHO", "value": who}))), "{name}");
-    }
+    assert!(collisions.iter().all(|c| c.server == "a_b" && c.kept_server == "a.b" && c.tool == c.kept_tool));
+    // The name calls the server that kept it.
+    let out = tool(&hub, "mcp__a_b__env").call(json!({"name": "WHO"}), &ctx()).await;
+    assert_eq!(out, Ok(ToolOutput::Json(json!({"name": "WHO", "value": "dot"}))));
     hub.shutdown().await;
 }
 
