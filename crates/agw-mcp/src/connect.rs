@@ -2,18 +2,19 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
-use rmcp::service::{ClientInitializeError, NotificationContext, RoleClient, RunningService};
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, PaginatedRequestParams, ProtocolVersion};
+use rmcp::service::{ClientInitializeError, NotificationContext, Peer, RoleClient, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{ClientHandler, ServiceError, ServiceExt};
+use rmcp::{ClientCacheConfig, ClientHandler, ServiceError, ServiceExt};
 use tokio::io::AsyncReadExt;
+use tokio::sync::Notify;
 
 use crate::config::{HttpConfig, McpServerConfig, McpTransport, StdioConfig};
-use crate::hub::{Inner, Slot};
+use crate::limits::{McpLimits, SkipReason, SkippedTool, fits};
 
 /// Looks up a variable of agw's environment: `envPassthrough` and `bearerTokenEnv` read through
 /// it. [`process_env`] reads the process environment; embedders and tests may pass their own.
@@ -55,22 +56,22 @@ impl StderrTail {
     }
 }
 
-/// The client side of one connection: identifies agw and refreshes the server's tools when it
-/// says they changed.
+/// The client side of one connection: identifies agw and passes `tools/list_changed` on.
 pub(crate) struct Handler {
-    hub: Weak<Inner>,
-    slot: Option<Arc<Slot>>,
-    generation: u64,
+    /// Woken by `tools/list_changed`. It holds at most one wake-up, so a flood of notifications
+    /// coalesces into one refresh (the hub's refresher lists at most once per
+    /// [`crate::limits::REFRESH_INTERVAL`]); `None` for a one-off connection ([`crate::check`]).
+    refresh: Option<Arc<Notify>>,
 }
 
 impl Handler {
-    pub(crate) fn new(hub: Weak<Inner>, slot: Arc<Slot>, generation: u64) -> Handler {
-        Handler { hub, slot: Some(slot), generation }
+    pub(crate) fn new(refresh: Arc<Notify>) -> Handler {
+        Handler { refresh: Some(refresh) }
     }
 
     /// For a one-off connection ([`crate::check`]): nothing to refresh.
     pub(crate) fn detached() -> Handler {
-        Handler { hub: Weak::new(), slot: None, generation: 0 }
+        Handler { refresh: None }
     }
 }
 
@@ -82,39 +83,114 @@ impl ClientHandler for Handler {
             .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 
-    async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
-        let Some(slot) = &self.slot else { return };
-        let server = &slot.config.name;
-        tracing::debug!(server = %server, "MCP server says its tools changed");
-        // rmcp dropped its cached `tools/list` pages before calling this, so this lists anew.
-        match tokio::time::timeout(slot.config.timeouts.connect, context.peer.list_all_tools()).await {
-            Ok(Ok(tools)) => {
-                if slot.set_tools(self.generation, tools).await
-                    && let Some(hub) = self.hub.upgrade()
-                {
-                    hub.rebuild_catalog();
-                }
-            }
-            Ok(Err(e)) => tracing::warn!(server = %server, error = %e, "MCP tools/list after list_changed failed"),
-            Err(_) => tracing::warn!(server = %server, "MCP tools/list after list_changed timed out"),
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        // No listing here: rmcp runs this in a task of its own for every notification, so a
+        // server sending them every few milliseconds would have as many listings in flight.
+        if let Some(refresh) = &self.refresh {
+            refresh.notify_one();
         }
     }
+}
+
+/// How many skipped tools a [`Listing`] names (the others are only counted), so that what is
+/// kept to log them stays small too.
+const MAX_SKIPPED_NAMED: usize = 32;
+
+/// One listing of a server's tools, within [`McpLimits`].
+#[derive(Debug, Default)]
+pub(crate) struct Listing {
+    /// The tools taken, in listing order.
+    pub tools: Vec<rmcp::model::Tool>,
+    /// What was skipped.
+    pub skipped: Skipped,
+}
+
+/// The tools a listing skipped: the first [`MAX_SKIPPED_NAMED`] by name, all by count.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Skipped {
+    pub named: Vec<SkippedTool>,
+    pub count: usize,
+    /// The server still had pages after the most agw reads.
+    pub pages_left: bool,
+}
+
+impl Skipped {
+    fn push(&mut self, tool: &rmcp::model::Tool, reason: SkipReason) {
+        // The one over the tool cap is always named: it ends the listing.
+        if self.named.len() < MAX_SKIPPED_NAMED || matches!(reason, SkipReason::TooMany { .. }) {
+            self.named.push(SkippedTool::new(tool, reason));
+        }
+        self.count += 1;
+    }
+
+    /// Logs what was skipped, naming the server and each named tool with the reason: at `warn`,
+    /// or at `debug` when `again` (the same as the server's previous listing, so a server that is
+    /// refreshed often does not repeat its warnings).
+    pub(crate) fn log(&self, server: &str, again: bool) {
+        for skipped in &self.named {
+            let (tool, reason) = (&skipped.tool, &skipped.reason);
+            if again {
+                tracing::debug!(server = %server, tool = %tool, "MCP tool skipped: {reason}");
+            } else {
+                tracing::warn!(server = %server, tool = %tool, "MCP tool skipped: {reason}");
+            }
+        }
+        let unnamed = self.count - self.named.len();
+        if unnamed > 0 && !again {
+            tracing::warn!(server = %server, "{unnamed} more MCP tools skipped as too large");
+        }
+        if self.pages_left && !again {
+            tracing::warn!(server = %server, "MCP server still lists pages of tools after the most agw reads; the rest are skipped");
+        }
+    }
+}
+
+/// Lists the server's tools page by page, keeping only what fits `limits`: a tool whose
+/// definition is too large is dropped as soon as its page is read, and once the server has offered
+/// more than `max_tools_per_server` tools no further page is asked for. So what agw holds is at
+/// most the cap's worth of tools plus one page (rmcp caps a message at 16 MiB), whatever the
+/// server lists. At most `max_tools_per_server + 1` pages are read (with at least one tool per
+/// page that is enough to fill the cap), so endless empty pages end too.
+pub(crate) async fn list_tools(peer: &Peer<RoleClient>, limits: &McpLimits) -> Result<Listing, ServiceError> {
+    let mut listing = Listing::default();
+    let mut cursor = None;
+    for _page in 0..=limits.max_tools_per_server {
+        let page = peer.list_tools(Some(PaginatedRequestParams::default().with_cursor(cursor))).await?;
+        for tool in page.tools {
+            if listing.tools.len() == limits.max_tools_per_server {
+                listing.skipped.push(&tool, SkipReason::TooMany { limit: limits.max_tools_per_server });
+                return Ok(listing);
+            }
+            if fits(&tool, limits.max_tool_bytes) {
+                listing.tools.push(tool);
+            } else {
+                listing.skipped.push(&tool, SkipReason::TooLarge { limit: limits.max_tool_bytes });
+            }
+        }
+        cursor = page.next_cursor;
+        if cursor.is_none() {
+            break;
+        }
+    }
+    listing.skipped.pages_left = cursor.is_some();
+    Ok(listing)
 }
 
 /// An open connection and what it offered.
 pub(crate) struct Connection {
     pub running: RunningService<RoleClient, Handler>,
     pub pid: Option<u32>,
-    pub tools: Vec<rmcp::model::Tool>,
+    pub listing: Listing,
 }
 
-/// Starts or dials the server, does the MCP handshake and lists every page of its tools, all
+/// Starts or dials the server, does the MCP handshake and lists its tools ([`list_tools`]), all
 /// within `timeouts.connect`. Dropping the future (or failing) stops a started process.
 pub(crate) async fn connect(
     config: &McpServerConfig,
     handler: Handler,
     env: &EnvLookup,
     stderr: Option<Arc<StderrTail>>,
+    limits: &McpLimits,
 ) -> Result<Connection, String> {
     let limit = config.timeouts.connect;
     let attempt = async {
@@ -128,12 +204,13 @@ pub(crate) async fn connect(
                 (handler.serve(transport).await.map_err(describe_init_error)?, None)
             }
         };
-        let tools = running
-            .peer()
-            .list_all_tools()
+        // rmcp would keep `tools/list` pages a server marks cacheable (up to 512 of them, each up
+        // to 16 MiB); agw keeps its own, filtered list instead.
+        running.peer().set_response_cache_config(ClientCacheConfig::disabled()).await;
+        let listing = list_tools(running.peer(), limits)
             .await
             .map_err(|e| format!("tools/list failed: {}", describe_service_error(&e)))?;
-        Ok(Connection { running, pid, tools })
+        Ok(Connection { running, pid, listing })
     };
     match tokio::time::timeout(limit, attempt).await {
         Ok(result) => result,

@@ -9,14 +9,16 @@ use rmcp::ServiceError;
 use rmcp::model::{CallToolRequestParams, ErrorCode};
 use rmcp::service::{Peer, QuitReason, RoleClient, RunningServiceCancellationToken};
 use serde_json::{Map, Value};
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
 use crate::config::{McpServerConfig, Startup};
 use crate::connect::{
-    Connection, EnvLookup, Handler, STOP_GRACE, StderrTail, connect, describe_service_error, process_env,
+    Connection, EnvLookup, Handler, Listing, STOP_GRACE, Skipped, StderrTail, connect, describe_service_error,
+    list_tools, process_env,
 };
 use crate::convert::convert_result;
+use crate::limits::{McpLimits, REFRESH_INTERVAL};
 use crate::naming::{NameCollision, assign_names};
 use crate::tool::McpTool;
 
@@ -65,10 +67,10 @@ pub struct ServerStatus {
 /// lazy ones on first use ([`Self::ensure`]); one connection per server serves every call. A
 /// connection that dies (transport closed, stdio child exited) or cannot be opened is retried
 /// with exponential backoff ([`INITIAL_BACKOFF`] doubling to [`MAX_BACKOFF`], reset by a
-/// successful call); meanwhile calls fail at once with the reason. Tool lists are cached and
-/// refreshed when a server sends `notifications/tools/list_changed`; [`Self::subscribe`] tells
-/// when the catalog changed. [`Self::shutdown`] (or dropping the hub) stops every connection and
-/// its stdio process.
+/// successful call); meanwhile calls fail at once with the reason. Tool lists are taken within
+/// [`McpLimits`], cached, and refreshed when a server sends `notifications/tools/list_changed`
+/// (at most once per [`REFRESH_INTERVAL`] per server); [`Self::subscribe`] tells when the catalog
+/// changed. [`Self::shutdown`] (or dropping the hub) stops every connection and its stdio process.
 pub struct McpHub {
     inner: Arc<Inner>,
 }
@@ -82,6 +84,7 @@ impl std::fmt::Debug for McpHub {
 pub(crate) struct Inner {
     slots: BTreeMap<String, Arc<Slot>>,
     env: EnvLookup,
+    limits: McpLimits,
     catalog: Mutex<Arc<Catalog>>,
     catalog_changes: watch::Sender<u64>,
     stopping: watch::Sender<bool>,
@@ -103,6 +106,8 @@ pub(crate) struct Slot {
     supervisor: Mutex<Option<JoinHandle<()>>>,
     /// The last failure logged at `warn`, so a server failing the same way every 30 s warns once.
     last_logged: Mutex<Option<String>>,
+    /// What the last listing skipped, so a server refreshed every second warns once.
+    last_skipped: Mutex<Option<Skipped>>,
 }
 
 struct SlotState {
@@ -146,14 +151,25 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl McpHub {
     /// A hub for these servers, reading `envPassthrough` and `bearerTokenEnv` from the process
-    /// environment. Nothing starts until [`Self::start`] or first use. A second server with an
-    /// already used name is ignored (logged); [`crate::load_dir`] never produces one.
+    /// environment, with the default [`McpLimits`]. Nothing starts until [`Self::start`] or first
+    /// use. A second server with an already used name is ignored (logged); [`crate::load_dir`]
+    /// never produces one.
     pub fn new(configs: Vec<McpServerConfig>) -> Arc<McpHub> {
         McpHub::with_env(configs, process_env())
     }
 
     /// [`Self::new`] with another source of environment variables.
     pub fn with_env(configs: Vec<McpServerConfig>, env: EnvLookup) -> Arc<McpHub> {
+        McpHub::with_env_and_limits(configs, env, McpLimits::default())
+    }
+
+    /// [`Self::new`] with other limits on what a server may offer.
+    pub fn with_limits(configs: Vec<McpServerConfig>, limits: McpLimits) -> Arc<McpHub> {
+        McpHub::with_env_and_limits(configs, process_env(), limits)
+    }
+
+    /// [`Self::new`] with another source of environment variables and other limits.
+    pub fn with_env_and_limits(configs: Vec<McpServerConfig>, env: EnvLookup, limits: McpLimits) -> Arc<McpHub> {
         let mut slots = BTreeMap::new();
         for config in configs {
             if slots.contains_key(&config.name) {
@@ -168,12 +184,14 @@ impl McpHub {
                 stderr: Arc::default(),
                 supervisor: Mutex::new(None),
                 last_logged: Mutex::new(None),
+                last_skipped: Mutex::new(None),
             };
             slots.insert(slot.config.name.clone(), Arc::new(slot));
         }
         let inner = Inner {
             slots,
             env,
+            limits,
             catalog: Mutex::default(),
             catalog_changes: watch::Sender::new(0),
             stopping: watch::Sender::new(false),
@@ -410,8 +428,13 @@ impl Slot {
             state.phase = Phase::Starting;
         }
         self.bump();
-        let handle =
-            tokio::spawn(supervise(Arc::downgrade(hub), self.clone(), hub.env.clone(), hub.stopping.subscribe()));
+        let handle = tokio::spawn(supervise(
+            Arc::downgrade(hub),
+            self.clone(),
+            hub.env.clone(),
+            hub.limits,
+            hub.stopping.subscribe(),
+        ));
         *lock(&self.supervisor) = Some(handle);
     }
 
@@ -494,29 +517,24 @@ impl Slot {
         true
     }
 
-    /// Replaces the tool list if `generation` is the current connection's; `true` when replaced.
-    /// A `list_changed` can overtake the connection's first listing on its way here: then this
-    /// waits for that listing to land and replaces it (this list was asked for later).
-    pub(crate) async fn set_tools(&self, generation: u64, tools: Vec<rmcp::model::Tool>) -> bool {
-        let mut changes = self.changes.subscribe();
-        loop {
-            {
-                let mut state = lock(&self.state);
-                if state.generation != generation {
-                    return false;
-                }
-                match state.phase {
-                    Phase::Connected(_) => {
-                        state.tools = Some(Arc::new(tools));
-                        return true;
-                    }
-                    Phase::Starting => {}
-                    _ => return false,
-                }
-            }
-            if changes.changed().await.is_err() {
-                return false;
-            }
+    /// Replaces the tool list if `generation` is the current, connected connection's; `true` when
+    /// replaced.
+    fn set_tools(&self, generation: u64, tools: Vec<rmcp::model::Tool>) -> bool {
+        let mut state = lock(&self.state);
+        if state.generation != generation || !matches!(state.phase, Phase::Connected(_)) {
+            return false;
+        }
+        state.tools = Some(Arc::new(tools));
+        true
+    }
+
+    /// Logs what `listing` skipped: at `warn` when it differs from the previous listing's.
+    fn report_skipped(&self, listing: &Listing) {
+        let mut last = lock(&self.last_skipped);
+        let again = last.as_ref() == Some(&listing.skipped);
+        listing.skipped.log(&self.config.name, again);
+        if !again {
+            *last = Some(listing.skipped.clone());
         }
     }
 
@@ -547,25 +565,31 @@ impl Slot {
 
 /// One server's life: connect, wait for the connection to end, back off, again — until the hub
 /// stops. The only task that changes a started server's phase (besides the hub stopping it).
-async fn supervise(hub: Weak<Inner>, slot: Arc<Slot>, env: EnvLookup, mut stopping: watch::Receiver<bool>) {
+async fn supervise(
+    hub: Weak<Inner>,
+    slot: Arc<Slot>,
+    env: EnvLookup,
+    limits: McpLimits,
+    mut stopping: watch::Receiver<bool>,
+) {
     let name = slot.config.name.clone();
     while let Some(generation) = slot.begin_attempt() {
-        let handler = Handler::new(hub.clone(), slot.clone(), generation);
-        let attempt = connect(&slot.config, handler, &env, Some(slot.stderr.clone()));
+        let refresh = Arc::new(Notify::new());
+        let handler = Handler::new(refresh.clone());
+        let attempt = connect(&slot.config, handler, &env, Some(slot.stderr.clone()), &limits);
         // Stopping mid-connect drops the attempt, which stops a started process.
         let outcome = tokio::select! {
             outcome = attempt => outcome,
             _ = stopping.wait_for(|stop| *stop) => return,
         };
         let delay = match outcome {
-            Ok(Connection { running, pid, tools }) => {
-                let count = tools.len();
-                let live = Arc::new(Live {
-                    peer: running.peer().clone(),
-                    pid,
-                    cancel: Mutex::new(Some(running.cancellation_token())),
-                });
-                if !slot.set_connected(live, tools) {
+            Ok(Connection { running, pid, listing }) => {
+                slot.report_skipped(&listing);
+                let count = listing.tools.len();
+                let peer = running.peer().clone();
+                let live =
+                    Arc::new(Live { peer: peer.clone(), pid, cancel: Mutex::new(Some(running.cancellation_token())) });
+                if !slot.set_connected(live, listing.tools) {
                     let _ = tokio::time::timeout(STOP_GRACE, running.cancel()).await;
                     return;
                 }
@@ -573,8 +597,12 @@ async fn supervise(hub: Weak<Inner>, slot: Arc<Slot>, env: EnvLookup, mut stoppi
                 if let Some(hub) = hub.upgrade() {
                     hub.rebuild_catalog();
                 }
-                // Until the transport closes (server exited, stream ended) or the hub stops it.
-                let quit = running.waiting().await;
+                // Until the transport closes (server exited, stream ended) or the hub stops it;
+                // the refresher lives exactly as long.
+                let quit = tokio::select! {
+                    quit = running.waiting() => quit,
+                    never = refresh_tools(&hub, &slot, generation, &peer, &refresh, &limits) => match never {},
+                };
                 if matches!(lock(&slot.state).phase, Phase::Stopped) {
                     return;
                 }
@@ -594,6 +622,41 @@ async fn supervise(hub: Weak<Inner>, slot: Arc<Slot>, env: EnvLookup, mut stoppi
             _ = tokio::time::sleep(delay) => {}
             _ = stopping.wait_for(|stop| *stop) => return,
         }
+    }
+}
+
+/// Lists the server's tools again each time it said they changed, at most once per
+/// [`REFRESH_INTERVAL`]: notifications that arrive while a listing runs or during the pause after
+/// it are one pending wake-up of `refresh`, so a flood of them costs one listing a second. A
+/// `list_changed` that overtook the connection's first listing is that wake-up too, and lists
+/// again right away. Each listing is bounded by `connectMs` and [`McpLimits`].
+async fn refresh_tools(
+    hub: &Weak<Inner>,
+    slot: &Slot,
+    generation: u64,
+    peer: &Peer<RoleClient>,
+    refresh: &Notify,
+    limits: &McpLimits,
+) -> std::convert::Infallible {
+    let server = &slot.config.name;
+    loop {
+        refresh.notified().await;
+        tracing::debug!(server = %server, "MCP server says its tools changed; listing them");
+        match tokio::time::timeout(slot.config.timeouts.connect, list_tools(peer, limits)).await {
+            Ok(Ok(listing)) => {
+                slot.report_skipped(&listing);
+                if slot.set_tools(generation, listing.tools)
+                    && let Some(hub) = hub.upgrade()
+                {
+                    hub.rebuild_catalog();
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(server = %server, error = %describe_service_error(&e), "MCP tools/list after list_changed failed")
+            }
+            Err(_) => tracing::warn!(server = %server, "MCP tools/list after list_changed timed out"),
+        }
+        tokio::time::sleep(REFRESH_INTERVAL).await;
     }
 }
 

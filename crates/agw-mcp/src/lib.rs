@@ -9,10 +9,12 @@
 //!   [`LoadProblem`] and the others still load;
 //! * tool naming: `mcp__<server>__<tool>`, sanitised to `[a-z0-9_-]`, at most 64 characters; of
 //!   two tools with one name the later (in server, tool order) is skipped ([`naming`]);
+//! * the caps on what a server may offer ([`McpLimits`]): tools per server, bytes per tool
+//!   definition; tools beyond them are skipped and logged;
 //! * the connections ([`McpHub`]): one per server shared by every run, started at boot or on
-//!   first use, tool lists cached and refreshed on `tools/list_changed`, dead connections
-//!   restarted with backoff, status per server, shutdown that stops every stdio process;
-//!   [`check`] for `agw check`;
+//!   first use, tool lists cached and refreshed on `tools/list_changed` (at most once a second),
+//!   dead connections restarted with backoff, status per server, shutdown that stops every stdio
+//!   process; [`check`] for `agw check`;
 //! * [`McpTool`]: each MCP tool as an [`agw_tools::Tool`], results converted to text or JSON
 //!   ([`convert`]).
 //!
@@ -20,8 +22,10 @@
 //! `envPassthrough`; read a credential from a server file or write one to a log, `Debug` output or
 //! error; panic or hang on a server that fails, hangs or misbehaves (every connect and call is
 //! bounded by the server's timeouts and ends in an error result); outlive [`McpHub::shutdown`]
-//! with a child process; pass binary content (images, audio, blobs) to a model; know about
-//! agents, modes, HTTP routes or model providers.
+//! with a child process; pass binary content (images, audio, blobs) to a model; hold more of a
+//! server's tools than [`McpLimits`] allows (plus one `tools/list` page while it is read), or list
+//! them more than once a second however often the server says they changed; know about agents,
+//! modes, HTTP routes or model providers.
 
 #![forbid(unsafe_code)]
 
@@ -29,6 +33,7 @@ pub mod config;
 mod connect;
 pub mod convert;
 mod hub;
+pub mod limits;
 pub mod naming;
 mod tool;
 
@@ -41,6 +46,7 @@ pub use config::{
 };
 pub use connect::{EnvLookup, process_env};
 pub use hub::{INITIAL_BACKOFF, MAX_BACKOFF, McpHub, ServerState, ServerStatus};
+pub use limits::{McpLimits, SkipReason, SkippedTool};
 pub use naming::NameCollision;
 pub use tool::McpTool;
 
@@ -58,17 +64,26 @@ pub struct ToolInfo {
 }
 
 /// Connects to `config`'s server once (within its `connectMs`), lists its tools and disconnects,
-/// for `agw check`. `Err` says why it could not (the spawn, handshake or listing error).
+/// for `agw check`. `Err` says why it could not (the spawn, handshake or listing error). The tools
+/// are those the hub would take: within the default [`McpLimits`], a tool whose name another of
+/// the server's tools has left out (both logged).
 pub async fn check(config: &McpServerConfig) -> Result<Vec<ToolInfo>, String> {
-    check_with_env(config, process_env()).await
+    check_with(config, process_env(), McpLimits::default()).await
 }
 
 /// [`check`] with another source of environment variables.
 pub async fn check_with_env(config: &McpServerConfig, env: EnvLookup) -> Result<Vec<ToolInfo>, String> {
-    let connect::Connection { running, tools, .. } =
-        connect::connect(config, connect::Handler::detached(), &env, None).await?;
+    check_with(config, env, McpLimits::default()).await
+}
+
+/// [`check`] with another source of environment variables and other limits.
+pub async fn check_with(config: &McpServerConfig, env: EnvLookup, limits: McpLimits) -> Result<Vec<ToolInfo>, String> {
+    let connect::Connection { running, listing, .. } =
+        connect::connect(config, connect::Handler::detached(), &env, None, &limits).await?;
     // Closing stops a stdio process (stdin closed, then SIGTERM, then SIGKILL).
     let _ = tokio::time::timeout(connect::STOP_GRACE, running.cancel()).await;
+    listing.skipped.log(&config.name, false);
+    let tools = listing.tools;
     let pairs: Vec<(&str, &str)> = tools.iter().map(|tool| (config.name.as_str(), tool.name.as_ref())).collect();
     let (names, collisions) = naming::assign_names(&pairs);
     for collision in &collisions {
