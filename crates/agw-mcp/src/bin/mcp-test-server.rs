@@ -7,8 +7,20 @@
 //! Tools (listed 4 per page, so clients must follow `nextCursor`): `echo {text}`, `add {a, b}`
 //! (structured result), `slow {ms}` (sleeps; counts cancellations), `cancelled_count`, `fail`
 //! (`isError`), `image`, `mixed` (audio, embedded resource, resource link), `crash` (exits at
-//! once), `add_tool {name}` (adds a tool and sends `tools/list_changed`), `env {name}`, and
-//! `weird.name/with spaces`.
+//! once), `add_tool {name}` (adds a tool and sends `tools/list_changed`), `env {name}`,
+//! `weird.name/with spaces`, and `list_count` (how many listings, i.e. `tools/list` requests
+//! without a cursor, it has answered).
+//!
+//! Hostile modes, for the tests of agw's limits (any combination):
+//! * `--tools <n>`: `n` more tools `gen_00000`, `gen_00001`, … after the others, each with a
+//!   description of `--description-bytes <b>` bytes (default 16);
+//! * `--page-size <n>`: tools per `tools/list` page (default 4);
+//! * `--huge <b>`: two more tools, `huge_description` (a description of `b` bytes) and
+//!   `huge_schema` (an input schema of about `b` bytes);
+//! * `--colliding`: one more tool, `Echo`, whose name is `echo`'s after sanitising;
+//! * `--flood-ms <ms>`: once the client is initialized, `notifications/tools/list_changed` every
+//!   `ms` milliseconds until the connection ends;
+//! * `--initialize-delay-ms <ms>`: answers `initialize` only after `ms` milliseconds.
 
 #![forbid(unsafe_code)]
 
@@ -21,10 +33,10 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper_util::rt::TokioIo;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject, ListToolsResult,
-    PaginatedRequestParams, ResourceContents, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, InitializeRequestParams, InitializeResult,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ResourceContents, ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -38,11 +50,42 @@ const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z
 struct State {
     added: Mutex<Vec<String>>,
     cancelled: AtomicU64,
+    listings: AtomicU64,
 }
 
-#[derive(Clone, Default)]
+/// The hostile modes (module docs).
+#[derive(Clone, Debug)]
+struct Options {
+    generated: usize,
+    description_bytes: usize,
+    page_size: usize,
+    huge: Option<usize>,
+    colliding: bool,
+    flood: Option<Duration>,
+    initialize_delay: Option<Duration>,
+}
+
+impl Options {
+    fn parse(args: &[String]) -> Options {
+        let value_of = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1));
+        let number = |flag: &str| value_of(flag).and_then(|v| v.parse::<u64>().ok());
+        let millis = |flag: &str| number(flag).map(Duration::from_millis);
+        Options {
+            generated: number("--tools").unwrap_or(0) as usize,
+            description_bytes: number("--description-bytes").unwrap_or(16) as usize,
+            page_size: number("--page-size").map_or(PAGE_SIZE, |n| n.max(1) as usize),
+            huge: number("--huge").map(|n| n as usize),
+            colliding: args.iter().any(|a| a == "--colliding"),
+            flood: millis("--flood-ms"),
+            initialize_delay: millis("--initialize-delay-ms"),
+        }
+    }
+}
+
+#[derive(Clone)]
 struct TestServer {
     state: Arc<State>,
+    options: Arc<Options>,
 }
 
 fn schema(properties: Value, required: &[&str]) -> Arc<JsonObject> {
@@ -69,10 +112,25 @@ impl TestServer {
             Tool::new("add_tool", "Adds a tool", schema(json!({"name": {"type": "string"}}), &["name"])),
             Tool::new("env", "Reads an environment variable", schema(json!({"name": {"type": "string"}}), &["name"])),
             Tool::new("weird.name/with spaces", "A tool whose name needs sanitising", none()),
+            Tool::new("list_count", "How many listings (tools/list without a cursor) were answered", none()),
         ];
         let added = self.state.added.lock().unwrap_or_else(|e| e.into_inner()).clone();
         tools.extend(added.into_iter().map(|name| Tool::new(name, "Added at run time", none())));
+        if let Some(bytes) = self.options.huge {
+            tools.push(Tool::new("huge_description", "d".repeat(bytes), none()));
+            let padding = json!({"padding": {"type": "string", "description": "s".repeat(bytes)}});
+            tools.push(Tool::new("huge_schema", "A tool with a huge input schema", schema(padding, &[])));
+        }
+        if self.options.colliding {
+            tools.push(Tool::new("Echo", "Collides with echo after sanitising", none()));
+        }
         tools
+    }
+
+    /// The `index`th of the `--tools` tools.
+    fn generated(&self, index: usize) -> Tool {
+        let description = "g".repeat(self.options.description_bytes);
+        Tool::new(format!("gen_{index:05}"), description, schema(json!({}), &[]))
     }
 }
 
@@ -89,16 +147,48 @@ impl ServerHandler for TestServer {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
     }
 
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        if let Some(delay) = self.options.initialize_delay {
+            tokio::time::sleep(delay).await;
+        }
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let Some(every) = self.options.flood else { return };
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                if context.peer.notify_tool_list_changed().await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        let cursor = request.and_then(|r| r.cursor);
+        if cursor.is_none() {
+            self.state.listings.fetch_add(1, Ordering::SeqCst);
+        }
+        let start: usize = cursor.and_then(|c| c.parse().ok()).unwrap_or(0);
         let tools = self.tools();
-        let start: usize = request.and_then(|r| r.cursor).and_then(|c| c.parse().ok()).unwrap_or(0);
-        let end = (start + PAGE_SIZE).min(tools.len());
-        let mut page = ListToolsResult::with_all_items(tools.get(start..end).unwrap_or_default().to_vec());
-        if end < tools.len() {
+        let total = tools.len() + self.options.generated;
+        let end = (start + self.options.page_size).min(total);
+        // Only this page's generated tools are made: a server of 10,000 tools stays cheap.
+        let page_tools: Vec<Tool> =
+            (start..end).map(|i| tools.get(i).cloned().unwrap_or_else(|| self.generated(i - tools.len()))).collect();
+        let mut page = ListToolsResult::with_all_items(page_tools);
+        if end < total {
             page.next_cursor = Some(end.to_string());
         }
         Ok(page)
@@ -152,6 +242,8 @@ impl ServerHandler for TestServer {
                 Ok(CallToolResult::structured(json!({"name": name, "value": std::env::var(name).ok()})).into())
             }
             "weird.name/with spaces" => Ok(text("weird")),
+            "list_count" => Ok(text(self.state.listings.load(Ordering::SeqCst).to_string())),
+            "Echo" => Ok(text("the colliding twin")),
             other if self.state.added.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|n| n == other) => {
                 Ok(text(format!("dynamic {other}")))
             }
@@ -164,7 +256,7 @@ impl ServerHandler for TestServer {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let value_of = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
-    let server = TestServer::default();
+    let server = TestServer { state: Arc::default(), options: Arc::new(Options::parse(&args)) };
     match value_of("--http") {
         None => {
             server.serve(rmcp::transport::stdio()).await?.waiting().await?;
