@@ -75,7 +75,7 @@ pub fn check(settings: &Settings) -> Vec<Finding> {
         for p in problems {
             error(&p.file, p.message);
         }
-        for (config, result) in connect_all(&configs) {
+        for (config, result) in connect_all(&configs, state.settings.mcp.limits) {
             let file = config.source.as_ref().map_or_else(|| config.name.clone(), |p| p.display().to_string());
             if let Err(reason) = result {
                 error(&file, format!("MCP server {:?} could not be started: {reason}", config.name));
@@ -162,10 +162,14 @@ fn references(agents: &AgentCatalog, state: &crate::AppState) -> Vec<Finding> {
     out
 }
 
-/// Connects to every enabled MCP server once (each within its `connectMs`), lists its tools and
-/// stops it: a server that cannot start is an error of `agw check`, with the reason. On a
-/// thread of its own: `check` is synchronous and may be called inside a Tokio runtime.
-fn connect_all(configs: &[agw_mcp::McpServerConfig]) -> Vec<(&agw_mcp::McpServerConfig, Result<usize, String>)> {
+/// Connects to every enabled MCP server once (each within its `connectMs`), lists its tools
+/// (within `limits`, as a run would) and stops it: a server that cannot start is an error of
+/// `agw check`, with the reason. On a thread of its own: `check` is synchronous and may be called
+/// inside a Tokio runtime.
+fn connect_all(
+    configs: &[agw_mcp::McpServerConfig],
+    limits: agw_mcp::McpLimits,
+) -> Vec<(&agw_mcp::McpServerConfig, Result<usize, String>)> {
     let enabled: Vec<&agw_mcp::McpServerConfig> = configs.iter().filter(|c| c.enabled).collect();
     if enabled.is_empty() {
         return Vec::new();
@@ -173,9 +177,9 @@ fn connect_all(configs: &[agw_mcp::McpServerConfig]) -> Vec<(&agw_mcp::McpServer
     let owned: Vec<agw_mcp::McpServerConfig> = enabled.iter().map(|c| (*c).clone()).collect();
     let results = std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
-        Ok::<_, String>(runtime.block_on(futures::future::join_all(
-            owned.iter().map(|config| async move { agw_mcp::check(config).await.map(|tools| tools.len()) }),
-        )))
+        Ok::<_, String>(runtime.block_on(futures::future::join_all(owned.iter().map(|config| async move {
+            agw_mcp::check_with(config, agw_mcp::process_env(), limits).await.map(|tools| tools.len())
+        }))))
     })
     .join()
     .unwrap_or_else(|_| Err("the check thread panicked".to_owned()));

@@ -191,7 +191,7 @@ pub fn build_state(settings: Settings) -> Result<AppState, StartError> {
             Arc::new(DemoProvider::with_chunk_delay(settings.demo.chunk_delay)),
         );
     }
-    let mcp = crate::mcp::Mcp::load(settings.resources.mcp_dir.as_deref());
+    let mcp = crate::mcp::Mcp::load(settings.resources.mcp_dir.as_deref(), settings.mcp.limits);
     Ok(AppState::new(settings, Catalogs { agents, tools, viewports, skills, providers, mcp, chats: Some(chats) }))
 }
 

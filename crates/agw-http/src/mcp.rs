@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use agw_mcp::{McpHub, ServerState};
+use agw_mcp::{McpHub, McpLimits, ServerState};
 use agw_modes::definition::{AgentDefinition, StageKind};
 use agw_modes::runtime::McpToolIndex;
 use agw_tools::Tool;
@@ -22,6 +22,8 @@ pub const RECONFIGURE_GRACE: std::time::Duration = std::time::Duration::from_sec
 pub struct Mcp {
     /// Connections and tool lists; replaced when the server files change.
     hub: ArcSwap<McpHub>,
+    /// `agw.mcp.*`: what a server's listing may add, for every hub.
+    limits: McpLimits,
     /// Server → its tools, as runs resolve `mcpServers`.
     pub index: ArcSwap<McpToolIndex>,
 }
@@ -33,8 +35,9 @@ impl std::fmt::Debug for Mcp {
 }
 
 impl Mcp {
-    /// The servers declared in `dir`; a broken file is logged and skipped. `None`: no directory.
-    pub fn load(dir: Option<&std::path::Path>) -> Option<Arc<Mcp>> {
+    /// The servers declared in `dir`, their tools taken within `limits`; a broken file is logged
+    /// and skipped. `None`: no directory.
+    pub fn load(dir: Option<&std::path::Path>, limits: McpLimits) -> Option<Arc<Mcp>> {
         let dir = dir?;
         let (configs, problems) = agw_mcp::load_dir(dir);
         for problem in &problems {
@@ -42,7 +45,8 @@ impl Mcp {
         }
         tracing::info!(dir = %dir.display(), servers = configs.len(), "MCP servers declared");
         Some(Arc::new(Mcp {
-            hub: ArcSwap::new(McpHub::new(configs)),
+            hub: ArcSwap::new(McpHub::with_limits(configs, limits)),
+            limits,
             index: ArcSwap::from_pointee(McpToolIndex::new()),
         }))
     }
@@ -74,7 +78,7 @@ impl Mcp {
             return;
         }
         tracing::info!(servers = configs.len(), "MCP server files changed: reconnecting");
-        self.hub.store(McpHub::new(configs));
+        self.hub.store(McpHub::with_limits(configs, self.limits));
         self.start(state);
         tokio::spawn(async move {
             tokio::time::sleep(RECONFIGURE_GRACE).await;

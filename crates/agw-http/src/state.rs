@@ -123,6 +123,7 @@ impl AppState {
             client_tools: names,
             tracing: services.tracing.clone(),
             mcp_tools: services.mcp_tools.clone(),
+            mcp_request_tool_bytes: services.mcp_request_tool_bytes,
         })
     }
 
@@ -141,6 +142,7 @@ impl AppState {
             client_tools: Vec::new(),
             tracing: crate::telemetry::run_tracing(),
             mcp_tools: self.mcp.as_ref().map(|m| m.index.load_full()).unwrap_or_default(),
+            mcp_request_tool_bytes: self.settings.mcp.max_request_tool_bytes,
         })
     }
 }

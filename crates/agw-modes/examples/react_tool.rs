@@ -98,6 +98,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         client_tools: Vec::new(),
         tracing: Default::default(),
         mcp_tools: Default::default(),
+        mcp_request_tool_bytes: agw_modes::runtime::DEFAULT_MCP_REQUEST_TOOL_BYTES,
     };
     let (run_id, chat_id) = ("run-1", "00000000-0000-4000-8000-000000000001");
     let message = "How many words are in 'one two three'?";

@@ -44,6 +44,7 @@ fn ctx(fixture: &FixtureServer, agent: Arc<AgentDefinition>, history: Vec<ChatMe
             client_tools: Vec::new(),
             tracing: Default::default(),
             mcp_tools: Default::default(),
+            mcp_request_tool_bytes: agw_modes::runtime::DEFAULT_MCP_REQUEST_TOOL_BYTES,
         }),
         steers: Arc::new(SteerQueue::default()),
         remembered_approvals: Vec::new(),

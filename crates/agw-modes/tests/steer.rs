@@ -82,6 +82,7 @@ fn ctx(fixture: &FixtureServer, agent: &str, tools: ToolRegistry, steers: Arc<St
             client_tools: Vec::new(),
             tracing: Default::default(),
             mcp_tools: Default::default(),
+            mcp_request_tool_bytes: agw_modes::runtime::DEFAULT_MCP_REQUEST_TOOL_BYTES,
         }),
         steers,
         remembered_approvals: Vec::new(),

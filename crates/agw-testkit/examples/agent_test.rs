@@ -53,6 +53,7 @@ async fn run(model: &FixtureServer, message: &str) -> (RunOutcome, Vec<AgentDelt
         client_tools: Vec::new(),
         tracing: Default::default(),
         mcp_tools: Default::default(),
+        mcp_request_tool_bytes: agw_modes::runtime::DEFAULT_MCP_REQUEST_TOOL_BYTES,
     };
     let ctx = RunContext {
         run_id: "run-1".into(),

@@ -13,6 +13,7 @@ mod cluster;
 mod cors;
 mod demo;
 mod logging;
+mod mcp;
 mod memory;
 mod providers;
 mod quotas;
@@ -36,6 +37,7 @@ use agw_tools::sandbox::SandboxConfig;
 pub use cluster::{ClusterSettings, DatabaseSettings, RedisSettings, masked_url};
 pub use demo::DemoSettings;
 pub use logging::LoggingSettings;
+pub use mcp::McpSettings;
 pub use memory::MemorySettings;
 pub use quotas::{QuotaLimits, QuotaSettings};
 pub use resources::{CatalogDir, ResourceSettings};
@@ -161,6 +163,8 @@ pub struct Settings {
     pub prices: std::sync::Arc<agw_protocol::usage::PriceTable>,
     /// `agw.provider.*`: caps on what one provider response may make agw hold.
     pub provider_limits: agw_llm::ResponseLimits,
+    /// `agw.mcp.*`: caps on what an MCP server may make agw hold and offer to models.
+    pub mcp: McpSettings,
     /// `agent.llm.interaction-log.*`: whether provider traffic is logged, and masked.
     pub logging: LoggingSettings,
     /// `agw.demo.*`: the offline demo model.
@@ -219,6 +223,7 @@ impl Settings {
             providers,
             prices: std::sync::Arc::new(prices),
             provider_limits: providers::limits(&src)?,
+            mcp: mcp::load(&src)?,
             logging: logging::load(&src)?,
             demo: demo::load(&src)?,
             webhook: webhook::load(&src)?,

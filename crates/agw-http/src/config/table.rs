@@ -113,6 +113,12 @@ settings! {
             "directory of *.backend / *.frontend / *.action tool files; unset = the bundled tools";
         AGENT_MCP_EXTERNAL_DIR: "agent.mcp.external-dir" = None,
             "directory of MCP server files (one *.json per server, docs/mcp.md); unset = no MCP servers";
+        AGW_MCP_MAX_TOOLS_PER_SERVER: "agw.mcp.max-tools-per-server" = Some("256"),
+            "most tools taken from one MCP server; later ones are skipped (logged) and its further tools/list pages not read";
+        AGW_MCP_MAX_TOOL_BYTES: "agw.mcp.max-tool-bytes" = Some("16384"),
+            "largest MCP tool definition (its JSON as the server lists it: description, schemas, ...); larger tools are skipped (logged)";
+        AGW_MCP_MAX_REQUEST_TOOL_BYTES: "agw.mcp.max-request-tool-bytes" = Some("2097152"),
+            "most bytes of MCP tool definitions offered in one model request; the tools past it are not offered (logged)";
         AGENT_VIEWPORT_EXTERNAL_DIR: "agent.viewport.external-dir" = None,
             "directory of viewports (.html .qlc .dqlc .json_schema .custom); unset = the bundled viewports";
         AGENT_DATA_EXTERNAL_DIR: "agent.data.external-dir" = Some("data"),

@@ -59,6 +59,9 @@ pub use trace::{Propagate, RunTracing, TRACE_TARGET};
 /// Default cap on one tool result handed to the model (50 KiB).
 pub const DEFAULT_TOOL_OUTPUT_LIMIT: usize = 50 * 1024;
 
+/// Default cap on the MCP tool definitions offered in one model request (2 MiB).
+pub const DEFAULT_MCP_REQUEST_TOOL_BYTES: usize = 2 * 1024 * 1024;
+
 /// The shared services a run uses. A run holds the snapshots it started with: reloading a
 /// registry swaps the server's copy, not the run's.
 pub struct RunServices {
@@ -87,6 +90,9 @@ pub struct RunServices {
     pub tracing: RunTracing,
     /// The tools of each MCP server, for `toolConfig.mcpServers` (empty: no MCP servers).
     pub mcp_tools: Arc<McpToolIndex>,
+    /// Most bytes of MCP tool definitions (name, description, schema) offered in one model
+    /// request: MCP servers write their own definitions, and every request carries them.
+    pub mcp_request_tool_bytes: usize,
 }
 
 /// MCP server name → its tools as `(name on the server, name in the tool registry)`.

@@ -28,6 +28,10 @@ impl StageToolSet {
                 None => tracing::warn!(tool = name, agent = %ctx.agent.key, "agent names a tool that does not exist"),
             }
         }
+        // MCP servers write their own tool definitions: together they may fill one request with
+        // no more than `mcp_request_tool_bytes` (each server's are already capped per tool).
+        let budget = ctx.services.mcp_request_tool_bytes;
+        let mut mcp_bytes = 0usize;
         for selection in &config.mcp_servers {
             let Some(tools) = ctx.services.mcp_tools.get(&selection.server) else {
                 tracing::warn!(server = %selection.server, agent = %ctx.agent.key, "agent names an MCP server that is not declared or has no tools yet");
@@ -35,10 +39,26 @@ impl StageToolSet {
             };
             let wanted =
                 |mcp_name: &str| selection.tools.as_ref().is_none_or(|names| names.iter().any(|n| n == mcp_name));
+            let mut left_out: Vec<&str> = Vec::new();
             for (_, name) in tools.iter().filter(|(mcp_name, _)| wanted(mcp_name)) {
                 if let Some(def) = ctx.services.tools.get(name).filter(|d| !defs.iter().any(|x| x.name == d.name)) {
+                    let bytes = definition_bytes(def);
+                    if mcp_bytes.saturating_add(bytes) > budget {
+                        left_out.push(&def.name);
+                        continue;
+                    }
+                    mcp_bytes += bytes;
                     defs.push(def.clone());
                 }
+            }
+            if let Some(first) = left_out.first() {
+                tracing::warn!(
+                    server = %selection.server,
+                    tool = %first,
+                    not_offered = left_out.len(),
+                    agent = %ctx.agent.key,
+                    "MCP tools not offered: the MCP tool definitions of one model request would pass {budget} bytes"
+                );
             }
         }
         if matches!(kind, StageKind::Plain | StageKind::React | StageKind::Execute) {
@@ -108,6 +128,12 @@ impl StageToolSet {
         };
         (section(&prompts.tool_description_title, descriptions), section(&prompts.after_call_hint_title, hints))
     }
+}
+
+/// What a tool's definition adds to a model request: its name, description and schema.
+fn definition_bytes(def: &ToolDef) -> usize {
+    let schema = serde_json::to_vec(&def.parameters).map_or(0, |json| json.len());
+    def.name.len() + def.description.len() + schema
 }
 
 /// How a call shows up in the stream, decided from the tool registry by name.
