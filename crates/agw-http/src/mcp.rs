@@ -118,22 +118,32 @@ impl Mcp {
         names
     }
 
-    /// Starts the servers `agent` uses that nobody started yet (lazy ones), so the run sees their
-    /// tools; a server that fails is logged by the hub and its tools stay absent.
+    /// Starts the servers `agent` uses that nobody started yet (lazy ones) and waits for those
+    /// still connecting (a boot server agw has just started, a restart), each up to its
+    /// `connectMs`, all at once: the run then sees their tools instead of none. A server that
+    /// fails is logged by the hub and its tools stay absent; a failed one waiting for its next
+    /// attempt is not waited for.
     pub async fn ensure_for(&self, state: &AppState, agent: &AgentDefinition) {
-        let mut started = false;
         let hub = self.hub();
-        for server in Self::servers_of(agent) {
-            if hub.status(&server).is_some_and(|s| matches!(s.state, ServerState::NotStarted)) {
-                if let Err(reason) = hub.ensure(&server).await {
-                    tracing::warn!(server, agent = %agent.key, "MCP server could not start: {reason}");
+        let pending: Vec<String> = Self::servers_of(agent)
+            .into_iter()
+            .filter(|server| {
+                hub.status(server).is_some_and(|s| matches!(s.state, ServerState::NotStarted | ServerState::Starting))
+            })
+            .collect();
+        if pending.is_empty() {
+            return;
+        }
+        futures::future::join_all(pending.iter().map(|server| {
+            let hub = &hub;
+            async move {
+                if let Err(reason) = hub.ensure(server).await {
+                    tracing::warn!(server = %server, agent = %agent.key, "MCP server could not start: {reason}");
                 }
-                started = true;
             }
-        }
-        if started {
-            self.refresh(state);
-        }
+        }))
+        .await;
+        self.refresh(state);
     }
 
     /// Puts the hub's current tools into the tool registry and the index.
