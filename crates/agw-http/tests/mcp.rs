@@ -8,6 +8,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use agw_mcp::ServerState;
 use agw_testkit::Transcript;
 use common::{Gateway, assert_chat_replayable};
 use serde_json::{Value, json};
@@ -29,14 +30,21 @@ fn test_server() -> PathBuf {
 }
 
 fn mcp_dir(servers: &[(&str, &str)]) -> PathBuf {
+    let servers: Vec<(&str, &str, &[&str])> =
+        servers.iter().map(|(name, startup)| (*name, *startup, &[][..])).collect();
+    mcp_dir_with(&servers)
+}
+
+/// Server files of the test server started with `args` (its hostile modes).
+fn mcp_dir_with(servers: &[(&str, &str, &[&str])]) -> PathBuf {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("agw-http-mcp-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let command = test_server();
-    for (name, startup) in servers {
-        let file = json!({"transport": "stdio", "command": command, "startup": startup});
+    for (name, startup, args) in servers {
+        let file = json!({"transport": "stdio", "command": command, "startup": startup, "args": args});
         std::fs::write(dir.join(format!("{name}.json")), file.to_string()).unwrap();
     }
     dir
@@ -200,5 +208,125 @@ async fn approval_rules_match_mcp_tool_names() {
         "the denied call never reached the server: {result}"
     );
     assert_eq!(stream.last()["type"], "run.complete");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ----- a hostile MCP server (issue 32) --------------------------------------------------------
+
+/// What the MCP tools of a model request weigh: name, description and parameters, as agw counts
+/// them against `agw.mcp.max-request-tool-bytes`.
+fn mcp_definition_bytes(request: &Value, prefix: &str) -> (usize, usize) {
+    let tools = request["tools"].as_array().cloned().unwrap_or_default();
+    let mcp: Vec<&Value> =
+        tools.iter().filter(|t| t["function"]["name"].as_str().unwrap_or_default().starts_with(prefix)).collect();
+    let bytes = mcp
+        .iter()
+        .map(|t| {
+            let function = &t["function"];
+            function["name"].as_str().unwrap_or_default().len()
+                + function["description"].as_str().unwrap_or_default().len()
+                + function["parameters"].to_string().len()
+        })
+        .sum();
+    (mcp.len(), bytes)
+}
+
+/// This process's resident memory.
+fn rss_kib() -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap_or_default();
+    line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
+#[tokio::test]
+async fn ten_thousand_tools_of_twelve_kib_are_cut_to_the_caps() {
+    // Every tool fits agw.mcp.max-tool-bytes (16 KiB); 10,000 of them would be a 120 MB request.
+    let args: &[&str] = &["--tools", "10000", "--description-bytes", "12000", "--page-size", "50"];
+    let dir = mcp_dir_with(&[("many", "boot", args)]);
+    let dir_text = dir.to_string_lossy().into_owned();
+    let rss_before = rss_kib();
+    let gw = Gateway::start(&[agent("greedy", json!(["many"]))], &[("AGENT_MCP_EXTERNAL_DIR", &dir_text)]).await;
+    wait_for_tool(&gw, "mcp__many__echo").await;
+    let registered = gw.state.tools.load().list().iter().filter(|d| d.name.starts_with("mcp__many__")).count();
+    assert_eq!(registered, 256, "agw.mcp.max-tools-per-server");
+
+    gw.fixture.push(Transcript::openai_text(&["So many tools."]));
+    let stream = gw.run(&json!({"agentKey": "greedy", "message": "hi"})).await;
+    assert_eq!(stream.last()["type"], "run.complete");
+    let request = &gw.fixture.requests()[0].body;
+    let (offered, bytes) = mcp_definition_bytes(request, "mcp__many__");
+    // 256 tools of ~12 KiB are ~3 MiB: the request takes what fits in 2 MiB.
+    assert!(bytes <= 2 * 1024 * 1024, "{bytes} bytes of MCP tool definitions in one request");
+    assert!((150..256).contains(&offered), "{offered} tools offered");
+    let whole = request["tools"].to_string().len();
+    assert!(whole < 2 * 1024 * 1024 + 64 * 1024, "the request's tools are {whole} bytes");
+    // What the process grew by: a gateway (+17 MiB with a well-behaved server), the 256 tools in
+    // its catalogs, one run, the fixture's copy of the request; +49 MiB measured alone. Other
+    // tests of this file run alongside: a loose bound (10,000 such tools are 120 MB).
+    let grown_mib = rss_kib().saturating_sub(rss_before) / 1024;
+    eprintln!("10,000 MCP tools of 12 KiB: {offered} offered, {bytes} bytes in the request, RSS +{grown_mib} MiB");
+    assert!(grown_mib < 80, "the process grew by {grown_mib} MiB");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_colliding_tool_name_cannot_dodge_a_deny_rule() {
+    // The server lists `Echo` and `echo`: both are mcp__tools__echo once sanitised. `Echo` sorts
+    // first and keeps the name; `echo` used to become mcp__tools__echo_2, out of the rule's reach.
+    let dir = mcp_dir_with(&[("tools", "boot", &["--colliding"])]);
+    let dir_text = dir.to_string_lossy().into_owned();
+    let guarded = json!({
+        "key": "guarded", "mode": "REACT",
+        "modelConfig": {"providerKey": "fixture", "model": "m"},
+        "toolConfig": {"mcpServers": ["tools"], "approvals": {"mcp__tools__echo": "deny"}},
+        "react": {"systemPrompt": "You use tools.", "maxSteps": 4}
+    });
+    let gw =
+        Gateway::start(&[("guarded.json".into(), guarded.to_string())], &[("AGENT_MCP_EXTERNAL_DIR", &dir_text)]).await;
+    wait_for_tool(&gw, "mcp__tools__echo").await;
+
+    gw.fixture.push(
+        Transcript::new()
+            .tool_call_start(0, "call_renamed", "mcp__tools__echo_2")
+            .tool_args(0, r#"{"text":"secret"}"#)
+            .tool_call_start(1, "call_named", "mcp__tools__echo")
+            .tool_args(1, r#"{"text":"secret"}"#)
+            .finish("tool_calls")
+            .done(),
+    );
+    gw.fixture.push(Transcript::openai_text(&["Refused."]));
+    let stream = gw.run(&json!({"agentKey": "guarded", "message": "echo"})).await;
+    assert_eq!(stream.last()["type"], "run.complete");
+    let offered = tool_names(&gw.fixture.requests()[0].body);
+    assert!(
+        offered.contains(&"mcp__tools__echo".to_owned()) && !offered.iter().any(|n| n.ends_with("_2")),
+        "{offered:?}"
+    );
+    let results = stream.of_type("tool.result");
+    assert_eq!(results.len(), 2, "{:?}", stream.events());
+    for result in results {
+        let text = result["result"].to_string();
+        assert!(!text.contains("secret") && !text.contains("twin"), "the call never reached the server: {text}");
+    }
+    assert!(gw.state.tools.load().get("mcp__tools__echo_2").is_none(), "the later tool is skipped, not renamed");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_run_started_while_its_server_connects_waits_for_its_tools() {
+    // The server answers `initialize` after 2 s; the run starts right away.
+    let dir = mcp_dir_with(&[("slow", "boot", &["--initialize-delay-ms", "2000"])]);
+    let dir_text = dir.to_string_lossy().into_owned();
+    let gw = Gateway::start(&[agent("patient", json!(["slow"]))], &[("AGENT_MCP_EXTERNAL_DIR", &dir_text)]).await;
+    let hub = gw.state.mcp.as_ref().expect("MCP configured").hub();
+    let state = hub.status("slow").expect("declared").state;
+    assert!(matches!(state, ServerState::NotStarted | ServerState::Starting), "still connecting: {state:?}");
+    assert!(gw.state.tools.load().get("mcp__slow__echo").is_none());
+
+    gw.fixture.push(Transcript::openai_tool_call("call_w", "mcp__slow__echo", &[r#"{"text":"waited"}"#]));
+    gw.fixture.push(Transcript::openai_text(&["Done."]));
+    let stream = gw.run(&json!({"agentKey": "patient", "message": "echo"})).await;
+    assert!(tool_names(&gw.fixture.requests()[0].body).contains(&"mcp__slow__echo".to_owned()));
+    assert_eq!(stream.of_type("tool.result")[0]["result"], "waited", "{:?}", stream.events());
     let _ = std::fs::remove_dir_all(&dir);
 }
