@@ -311,3 +311,21 @@ fn sandbox_settings_and_their_defaults() {
         assert!(err.contains("agw.sandbox.uid-base"), "{err}");
     }
 }
+
+#[test]
+fn mcp_limits_and_their_defaults() {
+    let s = Settings::load(None, env(&[])).unwrap();
+    assert_eq!(s.mcp.limits, agw_mcp::McpLimits::default());
+    assert_eq!((s.mcp.limits.max_tools_per_server, s.mcp.limits.max_tool_bytes), (256, 16 * 1024));
+    assert_eq!(s.mcp.max_request_tool_bytes, agw_modes::runtime::DEFAULT_MCP_REQUEST_TOOL_BYTES);
+    let file = config_file("mcp", "[agw.mcp]\nmax-tool-bytes = 4096\n");
+    let s = Settings::load(
+        Some(&file),
+        env(&[("AGW_MCP_MAX_TOOLS_PER_SERVER", "10"), ("AGW_MCP_MAX_REQUEST_TOOL_BYTES", "65536")]),
+    )
+    .unwrap();
+    assert_eq!(s.mcp.limits, agw_mcp::McpLimits { max_tools_per_server: 10, max_tool_bytes: 4096 });
+    assert_eq!(s.mcp.max_request_tool_bytes, 65536);
+    let err = Settings::load(None, env(&[("AGW_MCP_MAX_TOOL_BYTES", "-1")])).unwrap_err().to_string();
+    assert!(err.contains("agw.mcp.max-tool-bytes"), "{err}");
+}
