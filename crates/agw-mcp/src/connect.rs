@@ -108,7 +108,9 @@ pub(crate) struct Listing {
 /// The tools a listing skipped: the first [`MAX_SKIPPED_NAMED`] by name, all by count.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct Skipped {
+    /// The first ones, with why.
     pub named: Vec<SkippedTool>,
+    /// All of them.
     pub count: usize,
     /// The server still had pages after the most agw reads.
     pub pages_left: bool,
@@ -140,7 +142,10 @@ impl Skipped {
             tracing::warn!(server = %server, "{unnamed} more MCP tools skipped as too large");
         }
         if self.pages_left && !again {
-            tracing::warn!(server = %server, "MCP server still lists pages of tools after the most agw reads; the rest are skipped");
+            tracing::warn!(
+                server = %server,
+                "MCP server has more pages of tools than agw reads (one more than the tool cap); the rest are skipped"
+            );
         }
     }
 }
