@@ -16,6 +16,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("agw-modes", &["agw-protocol", "agw-llm", "agw-tools", "agw-skills"]),
     ("agw-testkit", &["agw-llm"]),
     ("agw-demo", &["agw-llm", "agw-modes", "agw-skills"]),
+    ("agw-runs", &["agw-protocol", "agw-modes", "agw-memory"]),
     (
         "agw-http",
         &[
@@ -28,6 +29,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "agw-memory",
             "agw-cluster",
             "agw-demo",
+            "agw-runs",
         ],
     ),
     ("agw", &["agw-http", "agw-llm"]),
@@ -92,6 +94,27 @@ fn the_protocol_crate_has_no_runtime_or_io_dependency() {
         let name = dep["name"].as_str().unwrap_or_default();
         if dep["kind"].as_str().unwrap_or("normal") == "normal" {
             assert!(!forbidden.contains(&name), "agw-protocol must not depend on {name}");
+        }
+    }
+}
+
+/// The run core is driven from routes, tools, other runs and remote agents alike: it names no
+/// HTTP type (direct dependencies and source), so only the edge turns its errors into statuses.
+#[test]
+fn the_run_core_depends_on_no_http_crate() {
+    let meta = metadata();
+    let (_, runs) = packages(&meta).into_iter().find(|(n, _)| n == "agw-runs").expect("agw-runs");
+    let forbidden = ["hyper", "hyper-util", "http", "http-body", "http-body-util", "axum", "tower", "reqwest"];
+    for dep in runs["dependencies"].as_array().into_iter().flatten() {
+        let name = dep["name"].as_str().unwrap_or_default();
+        assert!(!forbidden.contains(&name), "agw-runs must not depend on {name}");
+    }
+    let src = agw_tidy::workspace_root().join("crates/agw-runs/src");
+    for entry in std::fs::read_dir(&src).expect("crates/agw-runs/src") {
+        let path = entry.expect("a source file").path();
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        for name in ["hyper::", "http::", "axum::", "agw_http::"] {
+            assert!(!text.contains(name), "{} names {name}", path.display());
         }
     }
 }

@@ -29,13 +29,15 @@ pub mod metrics;
 pub mod quotas;
 pub mod reload;
 pub mod routes;
-pub mod runs;
 pub mod server;
 pub mod sink;
 pub mod state;
 pub mod sync;
 pub mod telemetry;
 pub mod webhook;
+
+/// The run registry, from the run core (kept at this path for the modules that use it).
+pub use agw_runs as runs;
 
 use std::sync::Arc;
 

@@ -8,8 +8,8 @@ use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-/// Gauge: runs currently streaming.
-pub const RUNS_ACTIVE: &str = "agw_runs_active";
+/// Gauge: runs currently streaming (kept by the run registry).
+pub use agw_runs::RUNS_ACTIVE;
 /// Counter: finished runs, labelled by `outcome` (completed, failed, disconnected) and error `code`.
 pub const RUNS_TOTAL: &str = "agw_runs_total";
 /// Counter: SSE events written to clients.

@@ -1,18 +1,5 @@
-//! The run registry: runs as server-side objects that outlive their connection. Each run has a
-//! [`RunHandle`] (event buffer, observers, status, cancel) registered here while it runs and,
-//! once finished, for the retention window, so clients can attach, resume, interrupt and steer
-//! it. Also: how many runs are in flight, waiting for them, and ending them at a shutdown
-//! deadline.
-
-mod buffer;
-mod chats;
-mod handle;
-
-pub use buffer::{BufferLimits, FrameBuffer, Read};
-pub use chats::{ChatBusy, ChatSlot, ChatSlots};
-pub use handle::{
-    AttachError, CancelReason, DisconnectPolicy, Mirrored, Observer, RunHandle, RunSpec, RunStatus, lagged_frame,
-};
+//! The run registry: runs by id while they run and, once finished, for the retention window;
+//! how many run tasks are in flight, waiting for them, and ending them at a shutdown deadline.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,8 +10,10 @@ use agw_memory::Owner;
 use dashmap::DashMap;
 use tokio::sync::{Notify, watch};
 
-use crate::config::RunSettings;
-use crate::metrics::RUNS_ACTIVE;
+use crate::chats::ChatSlots;
+use crate::handle::{DisconnectPolicy, RunHandle, RunSpec};
+use crate::settings::RunSettings;
+use crate::{BufferLimits, RUNS_ACTIVE};
 
 /// Tracks the runs of this server: the registry by run id, and the count of run tasks.
 #[derive(Debug)]
@@ -148,7 +137,7 @@ impl RunTracker {
     }
 
     /// The owner of a registered run: `None` when no run has this id; `Some(None)` for a run
-    /// started without auth. Check it with [`crate::auth::may_access`].
+    /// started without auth. The edge checks it against the caller (agw-http's `auth::may_access`).
     pub fn owner(&self, run_id: &str) -> Option<Option<Owner>> {
         self.get(run_id).map(|h| h.owner.clone())
     }
@@ -272,6 +261,7 @@ pub async fn drain(tracker: &RunTracker, grace: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::handle::RunStatus;
 
     fn register(tracker: &Arc<RunTracker>, run_id: &str, owner: Option<Owner>) -> (Arc<RunHandle>, RunGuard) {
         let handle = tracker.register(run_id, "chat", "agent", owner, DisconnectPolicy::Continue);

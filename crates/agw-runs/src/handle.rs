@@ -12,7 +12,7 @@ use agw_memory::Owner;
 use agw_modes::runtime::SteerQueue;
 use agw_protocol::{Event, EventPayload, sse};
 
-use super::buffer::{BufferLimits, FrameBuffer, Read};
+use crate::buffer::{BufferLimits, FrameBuffer, Read};
 
 /// Where a run is in its life (`docs/run-lifecycle.md` has the diagram).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,7 +111,7 @@ pub struct RunHandle {
     /// Input and output tokens of every model call so far, as the providers reported them.
     usage: [std::sync::atomic::AtomicU64; 2],
     /// The run waits for a person and its wait is recorded (durable waiting): another replica
-    /// may adopt it if this one is lost (`crate::cluster`).
+    /// may adopt it if this one is lost (agw-http's cluster glue).
     waits_durably: std::sync::atomic::AtomicBool,
 }
 
