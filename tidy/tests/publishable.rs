@@ -39,6 +39,7 @@ fn the_library_crates_are_the_published_ones() {
         "agw-memory",
         "agw-modes",
         "agw-protocol",
+        "agw-runs",
         "agw-skills",
         "agw-testkit",
         "agw-tools",
