@@ -1135,7 +1135,7 @@ fn clustered_mode_refuses_to_start_without_a_secret() {
 /// is accepted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signed_request_for_another_user_is_refused_by_the_replica_that_runs_the_run() {
-    use agw_cluster::{ClusterConfig, ClusterSecret, ControlRequest};
+    use agw_cluster::{ClusterConfig, ClusterSecret, ControlKind, ControlRequest};
     let Some(cluster) = Cluster::new("principal").await else { return };
     let users = Users::new();
     let a = cluster.replica_for("a", &users);
@@ -1154,25 +1154,25 @@ async fn a_signed_request_for_another_user_is_refused_by_the_replica_that_runs_t
     })
     .await
     .expect("a test node joins the cluster");
-    let send = |kind: &str, body: Value, principal: Option<Value>| {
-        let request = ControlRequest { kind: kind.into(), run_id: run_id.clone(), body, principal };
+    let send = |kind: ControlKind, body: Value, principal: Option<Value>| {
+        let request = ControlRequest { kind, run_id: run_id.clone(), body, principal };
         peer.send_control(&node, request, Duration::from_secs(5))
     };
     let bob = || Some(json!({"sub": "bob"}));
     let answer = |decision: &str| json!({"runId": run_id, "awaitingId": "call_w", "params": {"decision": decision}});
 
     for principal in [bob(), None] {
-        let reply = send("submit", answer("always"), principal.clone()).await.unwrap();
+        let reply = send(ControlKind::Submit, answer("always"), principal.clone()).await.unwrap();
         assert_eq!((reply.status, reply.body["data"]["status"].as_str()), (200, Some("unmatched")), "{principal:?}");
     }
-    let reply = send("interrupt", json!({"runId": run_id}), bob()).await.unwrap();
+    let reply = send(ControlKind::Interrupt, json!({"runId": run_id}), bob()).await.unwrap();
     assert_eq!(reply.status, 404, "{reply:?}");
-    let reply = send("steer", json!({"runId": run_id, "message": "bob was here"}), bob()).await.unwrap();
+    let reply = send(ControlKind::Steer, json!({"runId": run_id, "message": "bob was here"}), bob()).await.unwrap();
     assert_eq!(reply.status, 404, "{reply:?}");
     cluster.wait_logged("a", &["forwarded request refused", "may not act on the run"], 4).await;
     cluster.wait_logged("a", &["forwarded request refused", "names no caller"], 1).await;
 
-    let reply = send("submit", answer("once"), Some(json!({"sub": "alice"}))).await.unwrap();
+    let reply = send(ControlKind::Submit, answer("once"), Some(json!({"sub": "alice"}))).await.unwrap();
     assert_eq!(reply.body["data"]["status"], "accepted", "{reply:?}");
     let echoed = on_a.until("awaiting.answer").await;
     assert_eq!(echoed["answer"]["approvals"][0]["decision"], "once", "{echoed}");

@@ -262,7 +262,7 @@ impl Server {
         let span = tracing::info_span!("control", from = %from, kind = %request.kind, run = %request.run_id);
         tokio::spawn(
             async move {
-                let kind = request.kind.clone();
+                let kind = request.kind;
                 let reply = match AssertUnwindSafe(handler(request)).catch_unwind().await {
                     Ok(reply) => reply,
                     Err(_) => {

@@ -134,6 +134,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::ControlKind;
 
     const NOW: u64 = 1_800_000_000_000;
     const TTL: u64 = 5_000;
@@ -157,7 +158,7 @@ mod tests {
             issued_ms: NOW,
             deadline_ms: NOW + TTL,
             request: ControlRequest {
-                kind: "submit".into(),
+                kind: ControlKind::Submit,
                 run_id: "run-1".into(),
                 body: json!({"runId": "run-1", "toolId": "call_1", "params": {"decision": "once"}}),
                 principal: Some(json!({"sub": "alice"})),

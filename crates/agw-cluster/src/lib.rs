@@ -63,7 +63,7 @@ pub use cluster::Cluster;
 pub use config::ClusterConfig;
 pub use error::ClusterError;
 pub use secret::ClusterSecret;
-pub use types::{ControlReply, ControlRequest, FollowItem, Frame, RunRecord};
+pub use types::{ControlKind, ControlReply, ControlRequest, FollowItem, Frame, RunRecord};
 
 // The HTTP layer shares one cluster handle between tasks and moves followers into body streams.
 const _: () = {

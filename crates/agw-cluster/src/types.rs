@@ -40,13 +40,44 @@ pub enum FollowItem {
     Idle,
 }
 
-/// A request to the node that owns a run (cancel, resume, answer, …). It travels signed with the
+/// What a control request asks of the replica running the run. A request whose kind is none of
+/// these does not decode, so it is refused with the forged and malformed ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ControlKind {
+    /// Stop the run (its body names the run).
+    Interrupt,
+    /// Add a message the run takes at its next model turn (the body is the steer request).
+    Steer,
+    /// Answer what the run waits for: a frontend tool, an ask, an approval (the body is the
+    /// submit request).
+    Submit,
+}
+
+impl ControlKind {
+    /// The name on the wire and in logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Interrupt => "interrupt",
+            Self::Steer => "steer",
+            Self::Submit => "submit",
+        }
+    }
+}
+
+impl std::fmt::Display for ControlKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A request to the node that owns a run (interrupt, steer, submit). It travels signed with the
 /// cluster secret (sender, target, deadline and a nonce included), so the receiving node's
 /// handler only ever sees requests another node of the deployment sent, once, in time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ControlRequest {
-    /// What is asked; the handler decides what kinds exist.
-    pub kind: String,
+    /// What is asked.
+    pub kind: ControlKind,
     /// The run the request is about.
     pub run_id: String,
     /// The request's payload.

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use agw_cluster::{
-    Cluster, ClusterConfig, ClusterError, ClusterSecret, ControlReply, ControlRequest, FollowItem, Frame, RunRecord,
+    Cluster, ClusterConfig, ClusterError, ClusterSecret, ControlKind, ControlReply, ControlRequest, FollowItem, Frame,
+    RunRecord,
 };
 use bytes::Bytes;
 use futures::StreamExt;
@@ -337,9 +338,9 @@ async fn control_requests_reach_the_owner_and_a_dead_node_gives_no_reply() {
             let b_id = b_id.clone();
             async move {
                 handled.fetch_add(1, Ordering::SeqCst);
-                match req.kind.as_str() {
-                    "panic" => panic!("handler bug"),
-                    "slow" => {
+                match req.body["behave"].as_str() {
+                    Some("panic") => panic!("handler bug"),
+                    Some("slow") => {
                         tokio::time::sleep(Duration::from_millis(300)).await;
                         ControlReply { status: 202, body: json!({"slow": true}) }
                     }
@@ -351,16 +352,20 @@ async fn control_requests_reach_the_owner_and_a_dead_node_gives_no_reply() {
             }
         });
     }
-    let req = |kind: &str| ControlRequest {
-        kind: kind.into(),
+    // The transport does not care what is asked: the handler's behaviour rides in the body.
+    let req = |behave: &str| ControlRequest {
+        kind: ControlKind::Interrupt,
         run_id: "r9".into(),
-        body: json!({"reason": "user"}),
+        body: json!({"behave": behave}),
         principal: None,
     };
 
     let reply = a.send_control(b.node_id(), req("cancel"), Duration::from_secs(2)).await.unwrap();
     assert_eq!(reply.status, 200);
-    assert_eq!(reply.body, json!({"node": b.node_id(), "kind": "cancel", "run": "r9", "echo": {"reason": "user"}}));
+    assert_eq!(
+        reply.body,
+        json!({"node": b.node_id(), "kind": "interrupt", "run": "r9", "echo": {"behave": "cancel"}})
+    );
 
     // Concurrent requests are handled concurrently, each answered to its own sender.
     let started = Instant::now();
@@ -397,7 +402,7 @@ async fn control_requests_reach_the_owner_and_a_dead_node_gives_no_reply() {
     // dropped, not handled.
     let before = handled.load(Ordering::SeqCst);
     let stale = json!({"reply_to": format!("{}:reply:x", env.prefix), "deadline_ms": 1, "from": "a",
-        "request": {"kind": "cancel", "run_id": "r", "body": null}});
+        "request": {"kind": "interrupt", "run_id": "r", "body": null}});
     let _: () = redis::cmd("RPUSH")
         .arg(format!("{}:node:{}:inbox", env.prefix, b.node_id()))
         .arg(stale.to_string())
@@ -458,7 +463,7 @@ async fn forged_altered_replayed_and_misdirected_control_requests_are_never_hand
     let (a, b, c) = (env.node().await, env.node().await, env.node().await);
     let inbox = |node: &Cluster| format!("{}:node:{}:inbox", env.prefix, node.node_id());
     let steer = |who: &str| ControlRequest {
-        kind: "steer".into(),
+        kind: ControlKind::Steer,
         run_id: "r1".into(),
         body: json!({"runId": "r1", "message": "go"}),
         principal: Some(json!({"sub": who})),

@@ -24,7 +24,7 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use agw_cluster::{Cluster, ClusterConfig, ControlReply, ControlRequest, FollowItem, Frame, RunRecord};
+use agw_cluster::{Cluster, ClusterConfig, ControlKind, ControlReply, ControlRequest, FollowItem, Frame, RunRecord};
 use agw_memory::Owner;
 use agw_protocol::event::RunError;
 use agw_protocol::{ErrorCode, Event, RunErrorInfo, sse};
@@ -320,27 +320,27 @@ pub enum Forwarded {
 pub async fn forward(
     state: &AppState,
     remote: &Remote,
-    kind: &str,
+    kind: ControlKind,
     body: Value,
     principal: Option<&Principal>,
 ) -> Result<Forwarded, ApiError> {
     let Some(node) = state.cluster.get() else { return Err(ApiError::internal()) };
     let request = ControlRequest {
-        kind: kind.to_owned(),
+        kind,
         run_id: remote.record.run_id.clone(),
         body,
         principal: principal.map(Caller::of).and_then(|c| serde_json::to_value(c).ok()),
     };
     let deadline = state.settings.cluster.control_deadline;
     let reply = node.cluster.send_control(&remote.record.node_id, request, deadline).await.map_err(|e| {
-        tracing::warn!(node = %remote.record.node_id, error = %e, kind, "forwarded request not answered");
+        tracing::warn!(node = %remote.record.node_id, error = %e, %kind, "forwarded request not answered");
         ApiError::with_fields(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("the replica running run {} did not answer; retry shortly", remote.record.run_id),
             json!({"code": "owner_unreachable", "runId": remote.record.run_id}),
         )
     })?;
-    tracing::info!(runId = %remote.record.run_id, node = %remote.record.node_id, kind, status = reply.status, "forwarded");
+    tracing::info!(runId = %remote.record.run_id, node = %remote.record.node_id, %kind, status = reply.status, "forwarded");
     if reply.status == 200 {
         return Ok(Forwarded::Answer(reply.body.get("data").cloned().unwrap_or(Value::Null)));
     }
@@ -397,11 +397,11 @@ fn caller_of(state: &AppState, request: &ControlRequest) -> Result<Option<Princi
 /// check against the run's owner, for the caller the signed request names. A refusal looks like
 /// absence (404, `unmatched`), as on the local routes, and is logged.
 async fn answer_control(state: &AppState, request: ControlRequest) -> ControlReply {
-    let (run_id, kind) = (request.run_id.as_str(), request.kind.as_str());
+    let (run_id, kind) = (request.run_id.as_str(), request.kind);
     let principal = match caller_of(state, &request) {
         Ok(principal) => principal,
         Err(why) => {
-            tracing::warn!(runId = %run_id, kind, "forwarded request refused: {why}; answered as if the run did not exist");
+            tracing::warn!(runId = %run_id, %kind, "forwarded request refused: {why}; answered as if the run did not exist");
             // Owners always have a non-blank subject: this caller may access nothing.
             Some(Principal { subject: String::new(), tenant: None, operator: false })
         }
@@ -412,19 +412,18 @@ async fn answer_control(state: &AppState, request: ControlRequest) -> ControlRep
     {
         tracing::warn!(
             runId = %run_id,
-            kind,
+            %kind,
             "forwarded request refused: its caller may not act on the run; answered as if the run did not exist"
         );
     }
     let body = serde_json::to_vec(&request.body).unwrap_or_default();
     let answer = match kind {
-        "interrupt" => match state.runs.get(run_id).filter(|h| may_access(principal, h.owner.as_ref())) {
+        ControlKind::Interrupt => match state.runs.get(run_id).filter(|h| may_access(principal, h.owner.as_ref())) {
             Some(handle) => Ok(crate::routes::runs::interrupt_handle(&handle).await),
             None => Err(ApiError::not_found(format!("run not found: {run_id}"))),
         },
-        "steer" => crate::routes::runs::steer_local(state, &body, principal).await,
-        "submit" => crate::routes::submit::submit_local(state, &body, principal).await,
-        other => Err(ApiError::bad_request(format!("unknown control request {other:?}"))),
+        ControlKind::Steer => crate::routes::runs::steer_local(state, &body, principal).await,
+        ControlKind::Submit => crate::routes::submit::submit_local(state, &body, principal).await,
     };
     match answer {
         Ok(data) => reply_ok(data),

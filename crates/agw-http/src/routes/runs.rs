@@ -182,7 +182,9 @@ async fn interrupt_remote(
             "detail": format!("the run had already finished ({status})"),
         }));
     }
-    match cluster::forward(state, remote, "interrupt", json!({"runId": run_id}), principal).await? {
+    match cluster::forward(state, remote, agw_cluster::ControlKind::Interrupt, json!({"runId": run_id}), principal)
+        .await?
+    {
         cluster::Forwarded::Answer(data) => Ok(data),
         cluster::Forwarded::Refused(error) => Err(error),
     }
@@ -238,7 +240,7 @@ pub(crate) async fn steer_local(
                 ));
             }
             let body: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-            return match cluster::forward(state, &remote, "steer", body, principal).await? {
+            return match cluster::forward(state, &remote, agw_cluster::ControlKind::Steer, body, principal).await? {
                 cluster::Forwarded::Answer(data) => Ok(data),
                 cluster::Forwarded::Refused(error) => Err(error),
             };

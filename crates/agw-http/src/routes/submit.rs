@@ -43,7 +43,7 @@ pub(crate) async fn submit_local(
             owner = Some(handle.owner.clone());
         } else if !remote.finished() && !remote.lost() {
             let body: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-            return match cluster::forward(state, &remote, "submit", body, principal).await? {
+            return match cluster::forward(state, &remote, agw_cluster::ControlKind::Submit, body, principal).await? {
                 cluster::Forwarded::Answer(data) => Ok(data),
                 cluster::Forwarded::Refused(error) => Err(error),
             };
