@@ -242,21 +242,6 @@ impl Cluster {
         Events::new(resp)
     }
 
-    /// A query into a chat whose previous run has just ended. That run's replica frees the chat's
-    /// lock in Redis just after the run's last frame (its mirror does, off the run's path), so
-    /// the lock may still be held for a moment: a 409 is retried for up to 5 s.
-    async fn query_after_run(&self, on: &Agw, body: Value) -> Events {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let resp = self.client.post(format!("{}/api/ap/query", on.base)).json(&body).send().await.expect("query");
-            match resp.status().as_u16() {
-                200 => return Events::new(resp),
-                409 if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(20)).await,
-                other => panic!("query must stream, got {other}: {}", resp.text().await.unwrap_or_default()),
-            }
-        }
-    }
-
     async fn attach(&self, on: &Agw, run_id: &str, last_seq: u64) -> Events {
         let url = format!("{}/api/ap/attach?runId={run_id}&lastSeq={last_seq}", on.base);
         let resp = self.client.get(url).send().await.expect("attach");
@@ -395,7 +380,9 @@ async fn a_run_on_one_replica_is_attached_steered_and_interrupted_through_the_ot
     assert!(steer_sent, "the steer sent via C reached the model call on A");
 
     // Interrupt via C: the run on A is cancelled, A's and B's streams end with run.cancel.
-    let mut second = cluster.query_after_run(&a, json!({"agentKey": "c", "message": "long", "chatId": chat_id})).await;
+    // Sent the moment the previous run's terminal event arrived, on the replica that ran it: the
+    // chat's lock of a run that has ended is taken over, not answered with 409.
+    let mut second = cluster.query(&a, json!({"agentKey": "c", "message": "long", "chatId": chat_id})).await;
     let run2 = second.until("run.start").await["runId"].as_str().unwrap().to_owned();
     second.until("content.delta").await;
     let watcher = cluster.attach(&b, &run2, 0).await;
@@ -407,7 +394,8 @@ async fn a_run_on_one_replica_is_attached_steered_and_interrupted_through_the_ot
     assert_eq!(watcher.all().await.last().unwrap()["type"], "run.cancel");
 
     // A second query into the chat while a run is going, on another replica: 409 naming it.
-    let mut third = cluster.query_after_run(&b, json!({"agentKey": "c", "message": "again", "chatId": chat_id})).await;
+    // And on another replica than the one that ran the previous run.
+    let mut third = cluster.query(&b, json!({"agentKey": "c", "message": "again", "chatId": chat_id})).await;
     let run3 = third.until("run.start").await["runId"].as_str().unwrap().to_owned();
     let (status, busy) =
         cluster.post(&c, "/api/ap/query", json!({"agentKey": "c", "message": "x", "chatId": chat_id})).await;
@@ -1179,4 +1167,65 @@ async fn a_signed_request_for_another_user_is_refused_by_the_replica_that_runs_t
     assert_eq!(on_a.all().await.last().unwrap()["type"], "run.complete");
     assert!(!cluster.fixture.requests().iter().any(|r| r.body.to_string().contains("bob was here")));
     peer.shutdown().await;
+}
+
+/// A run's replica frees its chat's lock in Redis just after the run's last frame (its mirror
+/// does, off the run's path), so the next query, sent the moment the terminal event arrives, can
+/// find the lock still held. A lock held by a run that has ended — its record says so, or the
+/// last frame of its stream is its terminal event — is taken over instead of answering 409; a
+/// lock held by a run that is still going is 409 naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_lock_left_by_a_run_that_has_ended_is_taken_over() {
+    use agw_cluster::{ClusterConfig, ClusterSecret, Frame, RunRecord};
+    let Some(cluster) = Cluster::new("takeover").await else { return };
+    let a = cluster.replica("a");
+    cluster.fixture.set_default(Transcript::openai_text(&["fine"]));
+    // A node of the deployment whose runs hold the locks (it has the secret, so its records and
+    // frames are signed like a replica's).
+    let peer = agw_cluster::Cluster::connect(ClusterConfig {
+        url: cluster.redis.clone(),
+        prefix: cluster.prefix.clone(),
+        node_id: "test-peer".into(),
+        secret: Some(ClusterSecret::new(SECRET).unwrap()),
+        ..ClusterConfig::default()
+    })
+    .await
+    .expect("a test node joins the cluster");
+    let hold = |run: &'static str, chat: &'static str, status: &'static str, last_frame: &'static str| {
+        let peer = &peer;
+        async move {
+            let record = RunRecord {
+                run_id: run.into(),
+                chat_id: chat.into(),
+                agent_key: "c".into(),
+                node_id: "test-peer".into(),
+                owner: None,
+                status: status.into(),
+            };
+            peer.put_run(&record).await.unwrap();
+            let data = format!("{{\"seq\":1,\"type\":\"{last_frame}\",\"runId\":\"{run}\"}}");
+            let frame = Frame { seq: 1, bytes: format!("id:1\nevent:message\ndata:{data}\n\n").into_bytes().into() };
+            peer.append_frames(run, &[frame]).await.unwrap();
+            assert_eq!(peer.acquire_chat(chat, run).await.unwrap(), None, "the peer's run holds the chat");
+        }
+    };
+    let query = |chat: &str| json!({"agentKey": "c", "message": "next", "chatId": chat});
+
+    // The record already says the run ended; its replica has not freed the lock yet.
+    let ended = "7d1c0f2e-5b6a-4c3d-8e9f-0a1b2c3d4e01";
+    hold("ended-run", ended, "completed", "run.complete").await;
+    assert_eq!(cluster.query(&a, query(ended)).await.all().await.last().unwrap()["type"], "run.complete");
+
+    // The record still says running, but the terminal event is the last frame of its stream.
+    let closing = "7d1c0f2e-5b6a-4c3d-8e9f-0a1b2c3d4e02";
+    hold("closing-run", closing, "running", "run.cancel").await;
+    assert_eq!(cluster.query(&a, query(closing)).await.all().await.last().unwrap()["type"], "run.complete");
+
+    // A run that is still going keeps its chat.
+    let live = "7d1c0f2e-5b6a-4c3d-8e9f-0a1b2c3d4e03";
+    hold("live-run", live, "running", "content.delta").await;
+    let (status, busy) = cluster.post(&a, "/api/ap/query", query(live)).await;
+    assert_eq!(status, 409, "{busy}");
+    assert_eq!((busy["code"].as_str(), busy["runId"].as_str()), (Some("chat_busy"), Some("live-run")));
+    cluster.wait_logged("a", &["chat lock taken over from a run that has ended"], 2).await;
 }

@@ -132,13 +132,47 @@ fn unavailable(e: impl std::fmt::Display) -> ApiError {
 
 /// Takes the chat's cluster-wide lock for `run_id`; `Err(holder)` when another live run has it.
 /// Without a cluster there is nothing to take.
+///
+/// A run's replica frees the lock just after the run's last frame (its mirror does, off the
+/// run's path), so a client that sends its next query the moment it reads the terminal event
+/// can find the lock still held by a run that has ended. Such a lock is taken over (the release
+/// only frees it if that run still holds it) instead of answering 409.
 pub async fn lock_chat(state: &AppState, chat_id: &str, run_id: &str) -> Result<(), ChatLock> {
     let Some(node) = state.cluster.get() else { return Ok(()) };
-    match node.cluster.acquire_chat(chat_id, run_id).await {
-        Ok(None) => Ok(()),
-        Ok(Some(holder)) => Err(ChatLock::Busy(holder)),
-        Err(e) => Err(ChatLock::Unavailable(e.to_string())),
+    let unavailable = |e: agw_cluster::ClusterError| ChatLock::Unavailable(e.to_string());
+    let Some(holder) = node.cluster.acquire_chat(chat_id, run_id).await.map_err(unavailable)? else { return Ok(()) };
+    if holder == run_id || !has_ended(state, node, &holder).await {
+        return Err(ChatLock::Busy(holder));
     }
+    tracing::info!(chatId = chat_id, runId = run_id, previous = %holder, "chat lock taken over from a run that has ended");
+    node.cluster.release_chat(chat_id, &holder).await.map_err(unavailable)?;
+    match node.cluster.acquire_chat(chat_id, run_id).await.map_err(unavailable)? {
+        None => Ok(()),
+        Some(holder) => Err(ChatLock::Busy(holder)),
+    }
+}
+
+/// Whether `holder`, a run holding a chat's lock, has ended, so that its lock only waits for
+/// its mirror to free it. A run that waits durably has not ended (it keeps its chat).
+async fn has_ended(state: &AppState, node: &Node, holder: &str) -> bool {
+    if let Some(handle) = state.runs.get(holder) {
+        return handle.status().is_finished() && !handle.is_waiting();
+    }
+    // Another replica's run: its record says so once the mirror got there; before that, the
+    // last frame of its stream in Redis is its terminal event.
+    let record = match node.cluster.get_run(holder).await {
+        Ok(Some(record)) => record,
+        _ => return false,
+    };
+    if matches!(record.status.as_str(), "completed" | "failed" | "cancelled") {
+        return true;
+    }
+    let Ok(Some(last)) = node.cluster.last_seq(holder).await else { return false };
+    let mut frames = node.cluster.follow(holder, last.saturating_sub(1));
+    matches!(
+        tokio::time::timeout(Duration::from_secs(2), frames.next()).await,
+        Ok(Some(Ok(FollowItem::Frame(frame)))) if is_terminal(&frame.bytes)
+    )
 }
 
 /// Why [`lock_chat`] did not take the lock.
