@@ -327,6 +327,43 @@ impl Remote {
     }
 }
 
+/// Where a run is, for a caller: the one answer every route that acts on a run asks for
+/// ([`find_run`]), so "here, elsewhere, orphaned or ended" is decided in one place.
+pub enum Located {
+    /// No run the caller may see has this id (none at all, or another owner's): 404.
+    Nowhere,
+    /// This replica holds it (running, waiting, or retained after it ended).
+    Here(Arc<RunHandle>),
+    /// A live replica runs it: requests are forwarded there.
+    Elsewhere(Remote),
+    /// Its replica is gone while it waited for a person: whoever acts on it adopts it first.
+    Orphaned(Remote),
+    /// It has ended: on a live replica, or its replica was lost while it ran (then `run.error`
+    /// `node_lost` has been appended to its stream, once).
+    Ended(Remote),
+}
+
+/// Finds the run `run_id` for `principal`: this replica's registry first, then the cluster.
+/// A run this replica holds but the caller may not see is [`Located::Nowhere`], as is one held
+/// elsewhere for another owner.
+pub async fn find_run(state: &AppState, run_id: &str, principal: Option<&Principal>) -> Result<Located, ApiError> {
+    if let Some(handle) = state.runs.get(run_id) {
+        let visible = may_access(principal, handle.owner.as_ref());
+        return Ok(if visible { Located::Here(handle) } else { Located::Nowhere });
+    }
+    let Some(remote) = locate(state, run_id, principal).await? else { return Ok(Located::Nowhere) };
+    Ok(if remote.orphaned_wait() {
+        Located::Orphaned(remote)
+    } else if remote.lost() {
+        declare_lost(state, &remote.record).await?;
+        Located::Ended(remote)
+    } else if remote.finished() {
+        Located::Ended(remote)
+    } else {
+        Located::Elsewhere(remote)
+    })
+}
+
 /// The record of a run this replica does not hold, when the caller may see it. `Ok(None)`:
 /// no cluster, or no such run (or not the caller's): the caller answers 404.
 pub async fn locate(state: &AppState, run_id: &str, principal: Option<&Principal>) -> Result<Option<Remote>, ApiError> {

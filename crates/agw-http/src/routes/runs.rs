@@ -6,7 +6,6 @@
 //! With auth on, another user's run is indistinguishable from an absent one (404).
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Request, StatusCode};
@@ -15,29 +14,30 @@ use serde_json::json;
 
 use super::HandlerResult;
 use super::query::{read_body, sse_response};
-use crate::auth::{Principal, may_access};
+use crate::auth::Principal;
 use crate::body::RequestBody;
-use crate::cluster;
+use crate::cluster::{self, Located};
 use crate::envelope::{ApiError, success};
 use crate::runs::{AttachError, CancelReason, RunHandle, RunStatus};
 use crate::state::AppState;
+use agw_cluster::ControlKind;
 use agw_modes::runtime::{Steer, SteerRefused};
 
 /// How long `interrupt` waits for the run to end before answering `cancelling`. The run stops
 /// within milliseconds wherever it is; the wait lets the answer say `cancelled` for sure.
 const INTERRUPT_WAIT: Duration = Duration::from_secs(2);
 
-/// The run, if it exists and the caller may see it; else 404 (`run not found`).
-fn visible_run(state: &AppState, run_id: &str, principal: Option<&Principal>) -> Result<Arc<RunHandle>, ApiError> {
-    let not_found = || ApiError::not_found(format!("run not found: {}", run_id.trim()));
+/// Where the run is for this caller ([`cluster::find_run`]); 400 for a blank id.
+async fn find(state: &AppState, run_id: &str, principal: Option<&Principal>) -> Result<Located, ApiError> {
     if run_id.trim().is_empty() {
         return Err(ApiError::bad_request("runId is required"));
     }
-    let handle = state.runs.get(run_id).ok_or_else(not_found)?;
-    if !may_access(principal, handle.owner.as_ref()) {
-        return Err(not_found());
-    }
-    Ok(handle)
+    cluster::find_run(state, run_id, principal).await
+}
+
+/// 404 `run not found` (also for another owner's run: it does not exist for this caller).
+fn not_found(run_id: &str) -> ApiError {
+    ApiError::not_found(format!("run not found: {}", run_id.trim()))
 }
 
 /// `GET /api/ap/attach?runId=…&lastSeq=N`: every buffered event with `seq > N`, then live, ending
@@ -57,10 +57,10 @@ pub async fn attach(
         (None, Some(header)) => Some(parse_seq("Last-Event-ID", header)?),
         (None, None) => None,
     };
-    let handle = match visible_run(state, run_id, principal) {
-        Ok(handle) => handle,
-        Err(not_found) => {
-            let Some(remote) = cluster::locate(state, run_id, principal).await? else { return Err(not_found) };
+    let handle = match find(state, run_id, principal).await? {
+        Located::Here(handle) => handle,
+        Located::Nowhere => return Err(not_found(run_id)),
+        Located::Elsewhere(remote) | Located::Orphaned(remote) | Located::Ended(remote) => {
             return attach_remote(state, remote, requested).await;
         }
     };
@@ -124,17 +124,25 @@ pub async fn interrupt(state: &AppState, req: Request<RequestBody>) -> HandlerRe
     let body = read_body(req, server.max_request_bytes, server.limits.body_read_timeout).await?;
     let request: InterruptRequest =
         serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("invalid interrupt body: {e}")))?;
-    let handle = match visible_run(state, &request.run_id, principal.as_ref()) {
-        Ok(handle) => handle,
-        Err(not_found) => {
-            let Some(remote) = cluster::locate(state, &request.run_id, principal.as_ref()).await? else {
-                return Err(not_found);
+    let handle = match find(state, &request.run_id, principal.as_ref()).await? {
+        Located::Here(handle) => handle,
+        Located::Nowhere => return Err(not_found(&request.run_id)),
+        Located::Orphaned(remote) => cluster::adopt(state, &remote).await?,
+        Located::Ended(remote) => {
+            let status = remote.status().to_owned();
+            return Ok(success(&json!({
+                "accepted": false,
+                "status": status,
+                "runId": remote.record.run_id,
+                "detail": format!("the run had already finished ({status})"),
+            })));
+        }
+        Located::Elsewhere(remote) => {
+            let body = json!({"runId": remote.record.run_id});
+            return match cluster::forward(state, &remote, ControlKind::Interrupt, body, principal.as_ref()).await? {
+                cluster::Forwarded::Answer(data) => Ok(success(&data)),
+                cluster::Forwarded::Refused(error) => Err(error),
             };
-            if remote.orphaned_wait() {
-                cluster::adopt(state, &remote).await?
-            } else {
-                return interrupt_remote(state, &remote, principal.as_ref()).await.map(|data| success(&data));
-            }
         }
     };
     Ok(success(&interrupt_handle(&handle).await))
@@ -161,33 +169,6 @@ pub(crate) async fn interrupt_handle(handle: &RunHandle) -> serde_json::Value {
     };
     tracing::info!(runId = %run_id, status, "interrupt");
     json!({"accepted": true, "status": status, "runId": run_id, "detail": detail})
-}
-
-/// Interrupt of a run another replica holds: forwarded while it lives; a lost one has ended.
-async fn interrupt_remote(
-    state: &AppState,
-    remote: &cluster::Remote,
-    principal: Option<&Principal>,
-) -> Result<serde_json::Value, ApiError> {
-    let run_id = remote.record.run_id.clone();
-    if remote.lost() {
-        cluster::declare_lost(state, &remote.record).await?;
-    }
-    if remote.lost() || remote.finished() {
-        let status = remote.status().to_owned();
-        return Ok(json!({
-            "accepted": false,
-            "status": status,
-            "runId": run_id,
-            "detail": format!("the run had already finished ({status})"),
-        }));
-    }
-    match cluster::forward(state, remote, agw_cluster::ControlKind::Interrupt, json!({"runId": run_id}), principal)
-        .await?
-    {
-        cluster::Forwarded::Answer(data) => Ok(data),
-        cluster::Forwarded::Refused(error) => Err(error),
-    }
 }
 
 #[derive(Deserialize)]
@@ -223,24 +204,20 @@ pub(crate) async fn steer_local(
     if request.message.trim().is_empty() {
         return Err(ApiError::bad_request("message must not be blank"));
     }
-    let handle = match visible_run(state, &request.run_id, principal) {
-        Ok(handle) => handle,
-        Err(not_found) => {
-            let Some(remote) = cluster::locate(state, &request.run_id, principal).await? else {
-                return Err(not_found);
-            };
-            if remote.lost() {
-                cluster::declare_lost(state, &remote.record).await?;
-            }
-            if remote.lost() || remote.finished() || remote.orphaned_wait() {
-                let (run_id, status) = (&remote.record.run_id, remote.status());
-                return Err(ApiError::conflict(
-                    format!("run {run_id} has finished ({status}); it takes no more messages"),
-                    json!({"code": "run_finished", "runId": run_id, "status": status}),
-                ));
-            }
+    let handle = match find(state, &request.run_id, principal).await? {
+        Located::Here(handle) => handle,
+        Located::Nowhere => return Err(not_found(&request.run_id)),
+        // A run waiting on a replica that is gone takes no steer: only an answer adopts it.
+        Located::Ended(remote) | Located::Orphaned(remote) => {
+            let (run_id, status) = (&remote.record.run_id, remote.status());
+            return Err(ApiError::conflict(
+                format!("run {run_id} has finished ({status}); it takes no more messages"),
+                json!({"code": "run_finished", "runId": run_id, "status": status}),
+            ));
+        }
+        Located::Elsewhere(remote) => {
             let body: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-            return match cluster::forward(state, &remote, agw_cluster::ControlKind::Steer, body, principal).await? {
+            return match cluster::forward(state, &remote, ControlKind::Steer, body, principal).await? {
                 cluster::Forwarded::Answer(data) => Ok(data),
                 cluster::Forwarded::Refused(error) => Err(error),
             };

@@ -7,6 +7,7 @@
 use http::Request;
 use serde_json::json;
 
+use agw_cluster::ControlKind;
 use agw_modes::runtime::SubmitStatus;
 use agw_protocol::request::SubmitRequest;
 
@@ -14,7 +15,7 @@ use super::HandlerResult;
 use super::query::read_body;
 use crate::auth::{Principal, may_access};
 use crate::body::RequestBody;
-use crate::cluster;
+use crate::cluster::{self, Located};
 use crate::envelope::{ApiError, success};
 use crate::state::AppState;
 
@@ -34,19 +35,20 @@ pub(crate) async fn submit_local(
 ) -> Result<serde_json::Value, ApiError> {
     let submit = SubmitRequest::from_json(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
     submit.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
+    // A run held here decides by its owner below, whoever asks; only a run this replica does not
+    // hold is looked for in the cluster.
     let mut owner = state.runs.owner(&submit.run_id);
-    if owner.is_none()
-        && let Some(remote) = cluster::locate(state, &submit.run_id, principal).await?
-    {
-        if remote.orphaned_wait() {
-            let handle = cluster::adopt(state, &remote).await?;
-            owner = Some(handle.owner.clone());
-        } else if !remote.finished() && !remote.lost() {
-            let body: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-            return match cluster::forward(state, &remote, agw_cluster::ControlKind::Submit, body, principal).await? {
-                cluster::Forwarded::Answer(data) => Ok(data),
-                cluster::Forwarded::Refused(error) => Err(error),
-            };
+    if owner.is_none() {
+        match cluster::find_run(state, &submit.run_id, principal).await? {
+            Located::Orphaned(remote) => owner = Some(cluster::adopt(state, &remote).await?.owner.clone()),
+            Located::Elsewhere(remote) => {
+                let body: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+                return match cluster::forward(state, &remote, ControlKind::Submit, body, principal).await? {
+                    cluster::Forwarded::Answer(data) => Ok(data),
+                    cluster::Forwarded::Refused(error) => Err(error),
+                };
+            }
+            Located::Here(_) | Located::Ended(_) | Located::Nowhere => {}
         }
     }
     // No such run: nothing can be waiting, but without auth the waiters alone decide (as before).
