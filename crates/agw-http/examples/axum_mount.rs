@@ -9,9 +9,10 @@
 //!
 //! agw's handler ([`agw_http::routes::handle`]) takes any `http::Request` whose body is an
 //! `http_body::Body` of `Bytes`, so axum's `Body` works as is; its responses — including the
-//! live SSE stream, written frame by frame — are plain `http::Response`s. Settings come from the
-//! environment exactly as for `agw serve` (here: none, so the bundled demo agents and the offline
-//! demo model).
+//! live SSE stream, written frame by frame — are plain `http::Response`s. Settings are built in
+//! code (`Settings::builder()`, the same names and checks as agw's config file; no environment is
+//! read): the bundled demo agents on the offline demo model, chat history in a temp directory.
+//! The host's own shutdown signal stops axum, then agw's runs are drained.
 
 use std::convert::Infallible;
 
@@ -24,8 +25,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let serve_forever = std::env::args().any(|a| a == "--serve");
-    let settings = agw_http::Settings::load(None, std::env::vars())?;
+    let chats = std::env::temp_dir().join(format!("agw-axum-example-{}", std::process::id()));
+    let settings = agw_http::Settings::builder()
+        .set("memory.chat.dir", chats.display().to_string())
+        .set("server.shutdown-grace-ms", "5000")
+        .build()?;
+    let grace = settings.server.shutdown_grace;
     let state = agw_http::build_state(settings)?;
+    let runs = state.runs.clone();
 
     // agw as a tower service: every request goes through agw's CORS, auth and routing.
     let agw = tower::service_fn(move |req: Request<Body>| {
@@ -41,9 +48,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     println!("listening on http://{addr}");
-    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    // The host's own shutdown signal (Ctrl-C here): axum stops accepting, then agw's runs get
+    // the grace period to finish and the rest end with run.error, their history written.
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async { tokio::signal::ctrl_c().await.ok().unwrap_or(()) })
+            .await
+    });
     if serve_forever {
         server.await??;
+        agw_http::runs::drain(&runs, grace).await;
         return Ok(());
     }
 
@@ -61,5 +75,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("{response}");
     assert!(response.starts_with("HTTP/1.1 200"), "agw answered through axum");
     assert!(response.contains("\"type\":\"run.complete\""), "the run streamed to its end");
+    server.abort();
+    agw_http::runs::drain(&runs, grace).await;
+    let _ = std::fs::remove_dir_all(&chats);
     Ok(())
 }

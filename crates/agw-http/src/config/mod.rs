@@ -9,6 +9,7 @@
 //! refuses startup, an `AGENT_*` / `AGW_*` / `MEMORY_*` variable that names none is a [`ConfigWarning`].
 
 mod auth;
+mod builder;
 mod cluster;
 mod cors;
 mod demo;
@@ -34,6 +35,7 @@ use std::path::Path;
 use agw_llm::ProviderConfig;
 
 use agw_tools::sandbox::SandboxConfig;
+pub use builder::SettingsBuilder;
 pub use cluster::{ClusterSettings, DatabaseSettings, RedisSettings, masked_url};
 pub use demo::DemoSettings;
 pub use logging::LoggingSettings;
@@ -199,6 +201,12 @@ impl Settings {
             }
             None => toml::Table::new(),
         };
+        Self::from_table(table, env)
+    }
+
+    /// The defaults, then the settings of `table` (shaped like the config file, its keys
+    /// already checked), then the environment `env`.
+    fn from_table(table: toml::Table, env: impl IntoIterator<Item = (String, String)>) -> Result<Self, ConfigError> {
         let env: Vec<(String, String)> = env.into_iter().collect();
         let warnings = unknown::env_vars(env.iter().map(|(name, _)| name.as_str()))
             .into_iter()
@@ -230,6 +238,14 @@ impl Settings {
             sandbox: sandbox::load(&src)?,
             warnings,
         })
+    }
+}
+
+impl Default for Settings {
+    /// Every setting at its default: the bundled demo agents on the offline demo model, auth off,
+    /// listening on loopback (what `agw serve` does with no configuration).
+    fn default() -> Self {
+        Settings::builder().build().expect("the defaults of the settings table are valid")
     }
 }
 

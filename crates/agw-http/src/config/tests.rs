@@ -329,3 +329,25 @@ fn mcp_limits_and_their_defaults() {
     let err = Settings::load(None, env(&[("AGW_MCP_MAX_TOOL_BYTES", "-1")])).unwrap_err().to_string();
     assert!(err.contains("agw.mcp.max-tool-bytes"), "{err}");
 }
+
+#[test]
+fn the_builder_sets_settings_by_property_and_checks_them_like_the_file() {
+    let s = Settings::builder()
+        .set("server.port", "9000")
+        .set("agw.sse.heartbeat-interval", "2s")
+        .set("agent.providers.OpenAI.base-url", "http://127.0.0.1:1/v1")
+        .set("agent.providers.OpenAI.api-key", "k")
+        .set("agent.providers.OpenAI.model", "m")
+        .set("server.port", "9001")
+        .build()
+        .unwrap();
+    assert_eq!(s.server.port, 9001, "the later value wins");
+    assert_eq!(s.server.heartbeat_interval, Duration::from_secs(2));
+    assert_eq!(s.providers.len(), 1);
+    assert_eq!(Settings::default().server.port, 8080, "the defaults are the table's");
+
+    let err = Settings::builder().set("server.prot", "1").build().unwrap_err().to_string();
+    assert!(err.contains("unknown setting `server.prot`") && err.contains("did you mean `server.port`"), "{err}");
+    let err = Settings::builder().set("server.port", "eighty").build().unwrap_err().to_string();
+    assert!(err.contains("server.port") && err.contains("SERVER_PORT"), "{err}");
+}
