@@ -67,7 +67,7 @@ pub fn check(settings: &Settings) -> Vec<Finding> {
         error(&p.file, p.message.clone());
     }
     for p in state.skills.load().problems() {
-        error(&p.path.display().to_string(), p.message.clone());
+        error(&p.file, p.message.clone());
     }
     let mut declared: Option<Vec<String>> = None;
     if let Some(dir) = &state.settings.resources.mcp_dir {

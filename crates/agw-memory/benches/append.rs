@@ -200,7 +200,7 @@ fn process_cpu() -> Duration {
 }
 
 /// One run of a new chat with memory on, agw's defaults (`MEMORY_CHAT_FSYNC=run`), measured in
-/// CPU time: `store` is what agw's run path calls (`upsert_chat`, `run_context`, the step append,
+/// CPU time: `store` is what agw's run path calls (`upsert_chat`, `chat_context`, the step append,
 /// `append_final`, then `flush` so the end-of-run fsync is inside the measurement); `floor` is
 /// the same bytes with the same durability by bare `std::fs` calls — the index line appended
 /// and fdatasynced, the history file created and written, its directory fsynced, the last lines
@@ -225,7 +225,7 @@ fn new_chat_run(c: &mut Criterion) {
                 store
                     .upsert_chat(chat, "What is the weather in Tokyo?", Some("bench"), Some("bench"), TS)
                     .expect("upsert");
-                black_box(store.run_context(chat).expect("context"));
+                black_box(store.chat_context(chat).expect("context"));
                 let lines = record(chat, script.clone());
                 store.append(chat, &lines[..2]).expect("append");
                 store.append_final(chat, &lines[2..]).expect("append");

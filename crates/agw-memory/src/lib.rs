@@ -70,7 +70,7 @@ pub use index::{ChatSummary, ChatUpsert, Owner};
 #[cfg(feature = "postgres")]
 pub use pg::{MigrateReport, PgConfig, migrate_chats};
 pub use recorder::{Recorder, RecorderInit};
-pub use store::{ChatStore, RunContext, WaitingRun};
+pub use store::{ChatContext, ChatStore, WaitingRun};
 pub use window::{UNRECORDED_RESULT, Window, history_messages, window};
 
 // The HTTP layer shares one store between tasks and moves a recorder into each run task.

@@ -31,12 +31,12 @@ pub struct WaitingRun {
     /// turn's calls are not in it).
     pub conversation: Vec<ChatMessage>,
     /// The chat without this run: the model's window, the plan, remembered approvals.
-    pub context: RunContext,
+    pub context: ChatContext,
 }
 
 /// What a run needs from memory before it starts (one read of the history file).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct RunContext {
+pub struct ChatContext {
     /// [`ChatStore::history_for_model`].
     pub history: Vec<ChatMessage>,
     /// Where each run begins in `history` (a checkpoint's summary counts as one run).
@@ -239,13 +239,13 @@ impl ChatStore {
     }
 
     /// History and plan from one read of the file.
-    pub fn run_context(&self, chat_id: &str) -> Result<RunContext, MemoryError> {
-        self.run_context_of(self.read_lines(chat_id)?)
+    pub fn chat_context(&self, chat_id: &str) -> Result<ChatContext, MemoryError> {
+        self.chat_context_of(self.read_lines(chat_id)?)
     }
 
-    /// [`Self::run_context`] for regenerating the chat's last answer: the chat's last run is left
+    /// [`Self::chat_context`] for regenerating the chat's last answer: the chat's last run is left
     /// out of the history the model sees (it stays in the file and in the replay).
-    pub fn run_context_regenerating(&self, chat_id: &str) -> Result<RunContext, MemoryError> {
+    pub fn chat_context_regenerating(&self, chat_id: &str) -> Result<ChatContext, MemoryError> {
         let mut lines = self.read_lines(chat_id)?;
         // Approvals and checkpoints are the chat's, not a run's lines.
         let last_run = lines
@@ -256,7 +256,7 @@ impl ChatStore {
         if let Some(last_run) = last_run {
             lines.retain(|l| l.as_approval().is_some() || l.run_id() != last_run);
         }
-        self.run_context_of(lines)
+        self.chat_context_of(lines)
     }
 
     // -- runs waiting for a person ----------------------------------------------------------
@@ -312,12 +312,12 @@ impl ChatStore {
                 .into_iter()
                 .filter(|l| l.as_approval().is_some() || l.as_checkpoint().is_some() || l.run_id() != run_id)
                 .collect();
-        Ok(Some(WaitingRun { awaiting, conversation, context: self.run_context_of(others)? }))
+        Ok(Some(WaitingRun { awaiting, conversation, context: self.chat_context_of(others)? }))
     }
 
-    fn run_context_of(&self, lines: Vec<HistoryLine>) -> Result<RunContext, MemoryError> {
+    fn chat_context_of(&self, lines: Vec<HistoryLine>) -> Result<ChatContext, MemoryError> {
         let window = window::window(&lines, self.config.k);
-        Ok(RunContext {
+        Ok(ChatContext {
             history: window.messages,
             history_runs: window.runs,
             plan: history::latest_plan(&lines).cloned(),

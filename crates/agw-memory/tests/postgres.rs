@@ -280,7 +280,7 @@ fn the_store_works_from_spawn_blocking_on_a_multi_thread_runtime() {
                     store.append_final(&chat_id, &run.complete(3)).expect("append final");
                     assert_eq!(store.read_lines(&chat_id).expect("read"), run.lines);
                     store.ping().expect("ping");
-                    store.run_context(&chat_id).expect("context").history.len()
+                    store.chat_context(&chat_id).expect("context").history.len()
                 })
             })
             .collect();

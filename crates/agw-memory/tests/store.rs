@@ -191,7 +191,7 @@ fn latest_plan(store: &ChatStore, storage: &common::Storage) {
     let latest = store.latest_plan(CHAT).expect("read").expect("a plan");
     assert_eq!(latest.plan_id, "plan_chat_001");
     assert_eq!(latest.tasks.iter().map(|t| t.status).collect::<Vec<_>>(), [TaskStatus::Completed, TaskStatus::Init]);
-    let context = store.run_context(CHAT).expect("context");
+    let context = store.chat_context(CHAT).expect("context");
     assert_eq!(context.plan, Some(latest));
     assert_eq!(texts(&context.history), ["user plan", "assistant done"]);
 }

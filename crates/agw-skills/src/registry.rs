@@ -1,7 +1,6 @@
 //! The skill registry (docs/contract/tools-skills-viewports.md §9): an immutable snapshot of `skills/<id>/SKILL.md`.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
@@ -29,20 +28,8 @@ pub struct Skill {
     pub dir: PathBuf,
 }
 
-/// Something in the skills directory that could not be used. Also logged as a warning.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LoadProblem {
-    /// The offending file or directory.
-    pub path: PathBuf,
-    /// Why it was skipped, for people (one line).
-    pub message: String,
-}
-
-impl fmt::Display for LoadProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path.display(), self.message)
-    }
-}
+/// Something in the skills directory that could not be used (also logged as a warning).
+pub use agw_tools::LoadProblem;
 
 /// The skills of one directory, as loaded at one moment. Reloading builds a new registry.
 #[derive(Debug, Clone, Default)]
@@ -88,7 +75,7 @@ impl SkillRegistry {
             if self.skills.contains_key(id) || !skill.dir.exists() {
                 continue;
             }
-            let broken = self.problems.iter().any(|p| p.path.starts_with(&skill.dir) || p.path == skill.dir);
+            let broken = self.problems.iter().any(|p| Path::new(&p.file).starts_with(&skill.dir));
             if broken {
                 tracing::warn!(skill = %id, "skill is broken after an edit; keeping its last good version");
                 self.skills.insert(id.clone(), skill.clone());
@@ -158,7 +145,7 @@ impl SkillRegistry {
 
     fn problem(&mut self, path: &Path, message: String) {
         tracing::warn!(path = %path.display(), "{message}");
-        self.problems.push(LoadProblem { path: path.to_path_buf(), message });
+        self.problems.push(LoadProblem { file: path.display().to_string(), message });
     }
 
     /// The skill with this id (trimmed and lower-cased before the lookup).

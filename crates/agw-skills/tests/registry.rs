@@ -3,8 +3,6 @@
 
 mod common;
 
-use std::path::Path;
-
 use agw_skills::{DEFAULT_MAX_PROMPT_CHARS, SkillRegistry, truncate_body};
 use common::{temp, write};
 
@@ -45,14 +43,14 @@ fn layout_rules() {
     assert!(registry.get("broken").is_none());
     assert!(registry.get("no_skill_file").is_none());
 
-    let problems: Vec<(&Path, &str)> =
-        registry.problems().iter().map(|p| (p.path.as_path(), p.message.as_str())).collect();
+    let problems: Vec<(&str, &str)> =
+        registry.problems().iter().map(|p| (p.file.as_str(), p.message.as_str())).collect();
     assert_eq!(problems.len(), 2, "{problems:?}");
     let stray = root.join("README.md");
     assert_eq!(
         problems[0],
         (
-            stray.as_path(),
+            stray.display().to_string().as_str(),
             format!(
                 "Invalid skill layout entry '{}'. Skill files must be placed at skills/<skill-id>/SKILL.md",
                 stray.display()
@@ -60,7 +58,7 @@ fn layout_rules() {
             .as_str()
         )
     );
-    assert_eq!(problems[1].0, root.join("broken/SKILL.md"));
+    assert_eq!(problems[1].0, root.join("broken/SKILL.md").display().to_string());
     assert!(problems[1].1.starts_with("invalid SKILL.md frontmatter: "), "{}", problems[1].1);
     assert!(problems[1].1.contains("line 3"), "{}", problems[1].1);
     assert!(registry.problems()[1].to_string().starts_with(&root.join("broken/SKILL.md").display().to_string()));
@@ -77,7 +75,7 @@ fn duplicate_ids_first_in_name_order_wins() {
     assert_eq!(registry.get("dup").unwrap().description, "first");
     assert_eq!(registry.get("dup").unwrap().dir, root.join("Dup"));
     assert_eq!(registry.problems().len(), 2);
-    assert_eq!(registry.problems()[0].path, root.join("dup"));
+    assert_eq!(registry.problems()[0].file, root.join("dup").display().to_string());
     assert!(registry.problems()[0].message.starts_with("duplicate skill id 'dup'"));
 }
 
@@ -145,7 +143,7 @@ fn symlinks_leaving_the_root_are_refused() {
     let registry = SkillRegistry::load(&root);
     // A symlink to a directory inside the root is fine.
     assert_eq!(registry.ids(), ["alias", "inside"]);
-    let mut refused: Vec<_> = registry.problems().iter().map(|p| p.path.clone()).collect();
+    let mut refused: Vec<_> = registry.problems().iter().map(|p| std::path::PathBuf::from(&p.file)).collect();
     refused.sort();
     assert_eq!(refused, [root.join("dangling"), root.join("escape"), root.join("leaky/SKILL.md")]);
 }

@@ -13,13 +13,21 @@ use crate::dirscan::{SourceFile, scan};
 use crate::exec::{error_result, execute_backend};
 use crate::tool::{Tool, ToolContext};
 
-/// Something in the tools directory that did not become (part of) a tool, and why.
+/// A file that was skipped while loading a directory of definitions — tools, viewports, MCP
+/// servers, agents (agw-modes), skills (agw-skills) — and why. Loading never fails on one file:
+/// the others still load, and the problems are logged and listed by `agw check`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadProblem {
     /// Path (directory loads) or name (embedded sources) of the file.
     pub file: String,
     /// Why it was skipped, for people (one line).
     pub message: String,
+}
+
+impl std::fmt::Display for LoadProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.file, self.message)
+    }
 }
 
 /// Tools by name: what the model may call, how each call is executed, and what went wrong loading.

@@ -59,7 +59,7 @@ pub async fn compact(state: &AppState, req: http::Request<RequestBody>) -> Handl
         if !exists || !may_access(principal.as_ref(), owner) {
             return Ok(None);
         }
-        let context = store.run_context(&id)?;
+        let context = store.chat_context(&id)?;
         Ok::<_, agw_memory::MemoryError>(Some((summary.and_then(|s| s.first_agent_key), context)))
     })
     .await

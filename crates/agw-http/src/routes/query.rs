@@ -300,7 +300,7 @@ async fn prepare(
         else {
             return Ok(None);
         };
-        let context = if regenerate { store.run_context_regenerating(&chat)? } else { store.run_context(&chat)? };
+        let context = if regenerate { store.chat_context_regenerating(&chat)? } else { store.chat_context(&chat)? };
         Ok::<_, agw_memory::MemoryError>(Some((upsert, context, chat)))
     })
     .await

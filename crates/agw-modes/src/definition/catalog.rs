@@ -8,14 +8,8 @@ use std::sync::Arc;
 
 use super::agent::AgentDefinition;
 
-/// A file that did not become an agent, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LoadProblem {
-    /// Path (directory loads) or name (embedded sources) of the file.
-    pub file: String,
-    /// Why it was skipped, for people (one line).
-    pub message: String,
-}
+/// A file that did not become an agent, and why (the one type for every skipped file).
+pub use agw_tools::LoadProblem;
 
 /// Agents by key, plus the files that were skipped.
 #[derive(Debug, Clone, Default)]
