@@ -192,6 +192,30 @@ impl Cluster {
         redis::Client::open(self.redis.as_str()).unwrap().get_connection().expect("connect to the test redis")
     }
 
+    /// Alice's run on `on`, waiting for her approval of a weather call: its stream (past
+    /// `awaiting.ask`) and its id.
+    async fn alice_waiting(&self, on: &Agw, users: &Users) -> (Events, String) {
+        script_weather(&self.fixture);
+        let mut stream = self.query_as(on, &users.alice, json!({"agentKey": "ask", "message": "weather?"})).await;
+        let run_id = stream.until("run.start").await["runId"].as_str().unwrap().to_owned();
+        stream.until("awaiting.ask").await;
+        (stream, run_id)
+    }
+
+    /// A node of the deployment besides the replicas (it has the secret, so what it signs is
+    /// accepted), for what a replica with a bug or a stale view could send.
+    async fn peer(&self) -> agw_cluster::Cluster {
+        agw_cluster::Cluster::connect(agw_cluster::ClusterConfig {
+            url: self.redis.clone(),
+            prefix: self.prefix.clone(),
+            node_id: "test-peer".into(),
+            secret: Some(agw_cluster::ClusterSecret::new(SECRET).unwrap()),
+            ..agw_cluster::ClusterConfig::default()
+        })
+        .await
+        .expect("a test node joins the cluster")
+    }
+
     /// The node that runs `run_id`, as its record says.
     fn run_node(&self, run_id: &str) -> String {
         redis::cmd("HGET").arg(format!("{}:run:{run_id}", self.prefix)).arg("node_id").query(&mut self.redis()).unwrap()
@@ -836,10 +860,7 @@ async fn unsigned_and_forged_control_requests_do_not_answer_a_pending_approval()
     let Some(cluster) = Cluster::new("forged").await else { return };
     let users = Users::new();
     let (a, b) = (cluster.replica_for("a", &users), cluster.replica_for("b", &users));
-    script_weather(&cluster.fixture);
-    let mut on_a = cluster.query_as(&a, &users.alice, json!({"agentKey": "ask", "message": "weather?"})).await;
-    let run_id = on_a.until("run.start").await["runId"].as_str().unwrap().to_owned();
-    on_a.until("awaiting.ask").await;
+    let (mut on_a, run_id) = cluster.alice_waiting(&a, &users).await;
     let node = cluster.run_node(&run_id);
 
     let reply_key = format!("{}:reply:attack", cluster.prefix);
@@ -979,10 +1000,7 @@ async fn an_owner_rewritten_in_redis_does_not_hand_the_run_to_another_user() {
     let Some(cluster) = Cluster::new("owner").await else { return };
     let users = Users::new();
     let (a, b) = (cluster.replica_for("a", &users), cluster.replica_for("b", &users));
-    script_weather(&cluster.fixture);
-    let mut on_a = cluster.query_as(&a, &users.alice, json!({"agentKey": "ask", "message": "weather?"})).await;
-    let run_id = on_a.until("run.start").await["runId"].as_str().unwrap().to_owned();
-    on_a.until("awaiting.ask").await;
+    let (mut on_a, run_id) = cluster.alice_waiting(&a, &users).await;
 
     let _: () = redis::cmd("HSET")
         .arg(format!("{}:run:{run_id}", cluster.prefix))
@@ -1123,25 +1141,14 @@ fn clustered_mode_refuses_to_start_without_a_secret() {
 /// is accepted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signed_request_for_another_user_is_refused_by_the_replica_that_runs_the_run() {
-    use agw_cluster::{ClusterConfig, ClusterSecret, ControlKind, ControlRequest};
+    use agw_cluster::{ControlKind, ControlRequest};
     let Some(cluster) = Cluster::new("principal").await else { return };
     let users = Users::new();
     let a = cluster.replica_for("a", &users);
-    script_weather(&cluster.fixture);
-    let mut on_a = cluster.query_as(&a, &users.alice, json!({"agentKey": "ask", "message": "weather?"})).await;
-    let run_id = on_a.until("run.start").await["runId"].as_str().unwrap().to_owned();
-    on_a.until("awaiting.ask").await;
+    let (mut on_a, run_id) = cluster.alice_waiting(&a, &users).await;
     let node = cluster.run_node(&run_id);
 
-    let peer = agw_cluster::Cluster::connect(ClusterConfig {
-        url: cluster.redis.clone(),
-        prefix: cluster.prefix.clone(),
-        node_id: "test-peer".into(),
-        secret: Some(ClusterSecret::new(SECRET).unwrap()),
-        ..ClusterConfig::default()
-    })
-    .await
-    .expect("a test node joins the cluster");
+    let peer = cluster.peer().await;
     let send = |kind: ControlKind, body: Value, principal: Option<Value>| {
         let request = ControlRequest { kind, run_id: run_id.clone(), body, principal };
         peer.send_control(&node, request, Duration::from_secs(5))
@@ -1176,21 +1183,12 @@ async fn a_signed_request_for_another_user_is_refused_by_the_replica_that_runs_t
 /// lock held by a run that is still going is 409 naming it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chat_lock_left_by_a_run_that_has_ended_is_taken_over() {
-    use agw_cluster::{ClusterConfig, ClusterSecret, Frame, RunRecord};
+    use agw_cluster::{Frame, RunRecord};
     let Some(cluster) = Cluster::new("takeover").await else { return };
     let a = cluster.replica("a");
     cluster.fixture.set_default(Transcript::openai_text(&["fine"]));
-    // A node of the deployment whose runs hold the locks (it has the secret, so its records and
-    // frames are signed like a replica's).
-    let peer = agw_cluster::Cluster::connect(ClusterConfig {
-        url: cluster.redis.clone(),
-        prefix: cluster.prefix.clone(),
-        node_id: "test-peer".into(),
-        secret: Some(ClusterSecret::new(SECRET).unwrap()),
-        ..ClusterConfig::default()
-    })
-    .await
-    .expect("a test node joins the cluster");
+    // A node of the deployment whose runs hold the locks (its records and frames are signed).
+    let peer = cluster.peer().await;
     let hold = |run: &'static str, chat: &'static str, status: &'static str, last_frame: &'static str| {
         let peer = &peer;
         async move {

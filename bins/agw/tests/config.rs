@@ -14,6 +14,25 @@ fn with_config(tag: &str, text: &str) -> PathBuf {
     dir
 }
 
+/// `agw serve` on a free port with `cmd`'s setup, until it listens: its warnings (stderr).
+fn startup_log(mut cmd: Command) -> String {
+    let mut child = cmd
+        .args(["serve", "--port", "0"])
+        .env("AGW_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with("agw listening on "), "{line:?}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    stderr
+}
+
 /// `agw` run in `dir`, with no operator configuration leaking in.
 fn agw(dir: &std::path::Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_agw"));
@@ -81,21 +100,9 @@ fn check_warns_about_unknown_setting_variables_but_not_provider_ones() {
 #[test]
 fn serve_logs_a_warning_for_an_unknown_setting_variable() {
     let dir = with_config("env-serve", "");
-    let mut child = agw(&dir)
-        .args(["serve", "--port", "0"])
-        .env("AGW_DEMO_ENABLE", "false")
-        .env("AGW_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    assert!(line.starts_with("agw listening on "), "{line:?}");
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    let mut serve = agw(&dir);
+    serve.env("AGW_DEMO_ENABLE", "false");
+    let stderr = startup_log(serve);
     assert!(
         stderr.contains("unknown environment variable `AGW_DEMO_ENABLE` ignored; did you mean `AGW_DEMO_ENABLED`?"),
         "{stderr}"
@@ -162,16 +169,8 @@ fn unreadable_code_roots_are_named_at_startup_and_by_check() {
     }
 
     let mut serve = agw(&dir);
-    serve.args(["serve", "--port", "0"]).env("AGW_LOG", "warn").stdout(Stdio::piped()).stderr(Stdio::piped());
     configured(&mut serve);
-    let mut child = serve.spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    assert!(line.starts_with("agw listening on "), "{line:?}");
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    let stderr = startup_log(serve);
     for (role, path) in [("skills directory", &skills), ("_bash_ working directory", &work)] {
         let warned = stderr.lines().filter(|l| l.contains("WARN") && l.contains(&expected(role, path))).count();
         assert_eq!(warned, 1, "one WARN line for the {role}:\n{stderr}");
