@@ -10,10 +10,10 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use agw_testkit::{FixtureServer, StreamOutcome, Transcript};
+use agw_testkit::{FixtureServer, StreamOutcome, Transcript, slow_client};
 use common::Agw;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 
 const MIB: u64 = 1024 * 1024;
 
@@ -94,18 +94,10 @@ async fn a_slow_reader_of_an_80_mib_answer_costs_at_most_32_mib() {
     let pieces: Vec<&str> = vec![piece.as_str(); CHUNKS];
     fixture.set_default(Transcript::openai_text(&pieces));
 
-    let addr: std::net::SocketAddr = agw.base.trim_start_matches("http://").parse().unwrap();
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut conn = socket.connect(addr).await.unwrap();
     let body = json!({"agentKey": "a", "message": "a very long answer please"}).to_string();
-    let request = format!(
-        "POST /api/ap/query HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
     let baseline = proc_status(pid, "VmRSS:");
     assert!(reset_peak(pid), "clear_refs is needed to measure the peak");
-    conn.write_all(request.as_bytes()).await.unwrap();
+    let mut conn = slow_client(&agw.base, "POST", "/api/ap/query", Some(&body)).await;
 
     let upstream = tokio::time::timeout(Duration::from_secs(10), fixture.wait_for_requests(2)).await.unwrap();
     let upstream = upstream[1].clone();

@@ -429,13 +429,8 @@ async fn a_slow_observer_slows_neither_the_run_nor_the_other_observer() {
     let run_id = start["runId"].as_str().unwrap().to_owned();
 
     // The slow observer: a raw connection with a tiny receive buffer that reads nothing yet.
-    let addr: std::net::SocketAddr = gw.base.trim_start_matches("http://").parse().unwrap();
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut slow = socket.connect(addr).await.unwrap();
-    let request =
-        format!("GET /api/ap/attach?runId={run_id}&lastSeq=3 HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    slow.write_all(request.as_bytes()).await.unwrap();
+    let attach_path = format!("/api/ap/attach?runId={run_id}&lastSeq=3");
+    let mut slow = agw_testkit::slow_client(&gw.base, "GET", &attach_path, None).await;
 
     let started = Instant::now();
     let events = fast.rest().await;

@@ -373,17 +373,9 @@ async fn slow_reader_neither_slows_the_run_nor_grows_the_gateway() {
     let pieces: Vec<&str> = vec![piece.as_str(); CHUNKS];
     gw.fixture.set_default(Transcript::openai_text(&pieces));
 
-    let addr: std::net::SocketAddr = gw.base.trim_start_matches("http://").parse().unwrap();
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut conn = socket.connect(addr).await.unwrap();
     let body = json!({"agentKey": "a", "message": "a very long answer please"}).to_string();
-    let request = format!(
-        "POST /api/ap/query HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
     let rss_before = common::rss_bytes();
-    conn.write_all(request.as_bytes()).await.unwrap();
+    let mut conn = agw_testkit::slow_client(&gw.base, "POST", "/api/ap/query", Some(&body)).await;
 
     let upstream = tokio::time::timeout(Duration::from_secs(5), gw.fixture.wait_for_requests(1)).await.unwrap();
     let upstream = upstream[0].clone();

@@ -41,11 +41,13 @@
 pub mod drive;
 pub mod otlp;
 mod server;
+mod slow_client;
 mod transcript;
 
 use std::path::PathBuf;
 
 pub use server::{FIXTURE_API_KEY, FIXTURE_MODEL, FixtureServer, RecordedRequest, Responder, StreamOutcome};
+pub use slow_client::slow_client;
 pub use transcript::{
     CHUNK_CREATED, CHUNK_ID, CHUNK_MODEL, End, RawFrame, Transcript, chunk_json, providers_dir, sse_data,
     usage_chunk_json,
