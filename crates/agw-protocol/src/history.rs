@@ -116,7 +116,7 @@ pub struct AwaitingLine {
     /// Where the run continues: the stage marker of the step that waits (`react-step-2`,
     /// `oneshot`); empty when the mode cannot continue a run in a new process.
     #[serde(default)]
-    pub resume_at: String,
+    pub resume_at: ResumeAt,
     /// The tool calls of the model turn that waits, in call order.
     #[serde(default)]
     pub calls: Vec<AwaitingCall>,
@@ -136,6 +136,67 @@ pub struct AwaitingLine {
     /// The step the wait interrupted, as far as it got: written as a step line once the run
     /// goes on (or ends), never before — its calls are answered after the wait.
     pub step: PendingStep,
+}
+
+/// Where a waiting run continues in another process: the `resumeAt` of an [`AwaitingLine`],
+/// spelled as the stage marker of the step that waits. Written and read as that text, so old
+/// history files load unchanged and a line is written exactly as it was read.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ResumeAt {
+    /// `""`: the mode cannot go on from here in another process (PLAN_EXECUTE, REACT's forced
+    /// final turn).
+    #[default]
+    Nowhere,
+    /// `oneshot`: ONESHOT's tool round.
+    Oneshot,
+    /// `react-step-N`: REACT step N (counted from 1).
+    ReactStep(u32),
+    /// Any other text, e.g. from another version: kept as written (a line round-trips), but no
+    /// mode continues from it.
+    Unknown(String),
+}
+
+impl ResumeAt {
+    const REACT_STEP_PREFIX: &'static str = "react-step-";
+
+    /// Reads a written position. Never fails: text this version does not know is
+    /// [`ResumeAt::Unknown`]; only the canonical spelling of a step number is a step, so every
+    /// value is written back exactly as read.
+    pub fn parse(text: &str) -> ResumeAt {
+        match text {
+            "" => ResumeAt::Nowhere,
+            "oneshot" => ResumeAt::Oneshot,
+            other => other
+                .strip_prefix(Self::REACT_STEP_PREFIX)
+                .filter(|n| n.bytes().all(|b| b.is_ascii_digit()) && (n.len() == 1 || !n.starts_with('0')))
+                .and_then(|n| n.parse().ok())
+                .map_or_else(|| ResumeAt::Unknown(other.to_owned()), ResumeAt::ReactStep),
+        }
+    }
+}
+
+/// The written spelling, which is also the stage marker of that step.
+impl std::fmt::Display for ResumeAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ResumeAt::Nowhere => Ok(()),
+            ResumeAt::Oneshot => f.write_str("oneshot"),
+            ResumeAt::ReactStep(step) => write!(f, "{}{step}", Self::REACT_STEP_PREFIX),
+            ResumeAt::Unknown(text) => f.write_str(text),
+        }
+    }
+}
+
+impl Serialize for ResumeAt {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ResumeAt {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(ResumeAt::parse(&String::deserialize(d)?))
+    }
 }
 
 /// A step being recorded when its run began to wait (see [`AwaitingLine::step`]).

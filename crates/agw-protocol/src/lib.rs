@@ -33,8 +33,8 @@ pub use assembler::{Assembler, CANCELLED_RESULT, CallKind, Clock, ProtocolError,
 pub use delta::{ActionStartMeta, AgentDelta, CallUsage, FrontendMeta, LlmDelta, ToolCallFragment, ToolStartMeta};
 pub use event::{ErrorCode, Event, EventPayload, PlanTask, RunErrorInfo, TaskError, TaskStatus};
 pub use history::{
-    ApprovalLine, HistoryLine, PlanSnapshot, QueryLine, Stage, StepLine, StoredFunction, StoredMessage, StoredToolCall,
-    SystemMessage, SystemSnapshot, SystemTool,
+    ApprovalLine, HistoryLine, PlanSnapshot, QueryLine, ResumeAt, Stage, StepLine, StoredFunction, StoredMessage,
+    StoredToolCall, SystemMessage, SystemSnapshot, SystemTool,
 };
 pub use replay::{chat_references, raw_messages, replay_chat};
 pub use request::{OnDisconnect, QueryRequest, Reference, RequestError, Scene, SubmitRequest};

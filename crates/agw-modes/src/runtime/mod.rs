@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use agw_llm::{ChatMessage, ProviderRegistry};
 use agw_protocol::RunErrorInfo;
-use agw_protocol::history::PlanSnapshot;
+use agw_protocol::history::{PlanSnapshot, ResumeAt};
 use agw_skills::SkillRegistry;
 use agw_tools::ToolRegistry;
 use agw_tools::templates::RecordedCall;
@@ -159,9 +159,9 @@ pub(crate) struct RunState {
     /// `(tool, rule)` of this agent's calls answered `always` (in this chat, or earlier in
     /// this run): not asked about again.
     pub approved: std::collections::HashSet<(String, String)>,
-    /// Where a wait that begins now would continue in another process: the stage marker of
-    /// the current step (`react-step-2`, `oneshot`); empty where that is not possible.
-    pub resume_at: String,
+    /// Where a wait that begins now would continue in another process: the current step
+    /// (`react-step-2`, `oneshot`), or nowhere where that is not possible.
+    pub resume_at: ResumeAt,
     /// Token estimates corrected by what the provider reported (context compaction).
     pub context: context::ContextState,
     /// The run's latest repeated tool calls (doom-loop detection).
@@ -200,7 +200,7 @@ fn new_state(ctx: &RunContext) -> RunState {
             .filter_map(|line| line.remembered_for(&ctx.agent.key))
             .map(|(tool, rule)| (tool.to_owned(), rule.to_owned()))
             .collect(),
-        resume_at: String::new(),
+        resume_at: ResumeAt::Nowhere,
         context: Default::default(),
         doom: Default::default(),
         usage: Default::default(),
@@ -309,7 +309,7 @@ pub struct Resume {
     /// chat's earlier turns are the context's `history`.
     pub conversation: Vec<ChatMessage>,
     /// [`WaitPoint::resume_at`] of the wait.
-    pub resume_at: String,
+    pub resume_at: ResumeAt,
     /// The tool calls of the turn that waited, in call order.
     pub calls: Vec<agw_protocol::history::AwaitingCall>,
     /// Results of the calls of that turn that ran before the wait.
@@ -352,19 +352,19 @@ pub async fn resume<S: DeltaSink>(ctx: RunContext, resume: Resume, sink: &mut S)
     });
     let mut conversation = ctx.history.clone();
     conversation.extend(so_far);
-    let step = resume_at.strip_prefix("react-step-").and_then(|n| n.parse::<u32>().ok());
     let fut = async {
-        match (&ctx.agent.mode, step) {
-            (ModeDef::React { react, max_steps }, Some(step)) => {
+        match (&ctx.agent.mode, &resume_at) {
+            (ModeDef::React { react, max_steps }, ResumeAt::ReactStep(step)) => {
                 let batch = (calls.as_slice(), answers);
-                react::resume(&ctx, react, *max_steps, step, conversation, batch, &mut state, sink).await
+                react::resume(&ctx, react, *max_steps, *step, conversation, batch, &mut state, sink).await
             }
-            (ModeDef::Oneshot { plain }, None) if resume_at == "oneshot" => {
+            (ModeDef::Oneshot { plain }, ResumeAt::Oneshot) => {
                 oneshot::resume(&ctx, plain, conversation, (calls.as_slice(), answers), &mut state, sink).await
             }
             _ => Err(RunFailure::Internal(format!(
-                "this run of agent {} waited at {resume_at:?} and cannot continue after a restart",
-                ctx.agent.key
+                "this run of agent {} waited at {:?} and cannot continue after a restart",
+                ctx.agent.key,
+                resume_at.to_string()
             ))),
         }
     };

@@ -5,6 +5,7 @@
 
 use agw_llm::{ChatMessage, ToolChoice};
 use agw_protocol::AgentDelta;
+use agw_protocol::history::ResumeAt;
 
 use crate::definition::{ResolvedModel, Stage, StageKind};
 
@@ -22,7 +23,7 @@ pub(super) async fn run<S: DeltaSink>(
     state: &mut RunState,
     sink: &mut S,
 ) -> Result<String, RunFailure> {
-    sink.emit(AgentDelta::StageMarker("oneshot".into())).await?;
+    sink.emit(AgentDelta::StageMarker(ResumeAt::Oneshot.to_string())).await?;
     let model = ctx.agent.resolve_model(StageKind::Plain, |key| ctx.services.providers.default_model(key));
     let tools = StageToolSet::for_stage(ctx, StageKind::Plain);
     let system = stage_prompt(ctx, &plain.system_prompt, &tools, true);
@@ -63,7 +64,7 @@ pub(super) async fn run<S: DeltaSink>(
         // AUTO and no tool: the streamed text was the answer.
         return Ok("stop".into());
     }
-    state.resume_at = "oneshot".into();
+    state.resume_at = ResumeAt::Oneshot;
     execute_batch(ctx, &tools, &first.calls, Answers::Live(first.frontend_waiters), &mut conversation, state, sink)
         .await?;
     model_turn(ctx, turns.spec("agent-oneshot-tool-final", None, &mut conversation), state, sink).await?;
@@ -85,7 +86,7 @@ pub(super) async fn resume<S: DeltaSink>(
     let tools = StageToolSet::for_stage(ctx, StageKind::Plain);
     let system = stage_prompt(ctx, &plain.system_prompt, &tools, true);
     let turns = Turns { model: &model, system: &system, tools: &tools };
-    state.resume_at = "oneshot".into();
+    state.resume_at = ResumeAt::Oneshot;
     execute_batch(ctx, &tools, batch.0, batch.1, &mut conversation, state, sink).await?;
     model_turn(ctx, turns.spec("agent-oneshot-tool-final", None, &mut conversation), state, sink).await?;
     Ok("stop".into())

@@ -8,6 +8,7 @@
 
 use agw_llm::{ChatMessage, ToolChoice};
 use agw_protocol::AgentDelta;
+use agw_protocol::history::ResumeAt;
 
 use crate::definition::{Stage, StageKind};
 
@@ -44,7 +45,7 @@ pub(super) async fn resume<S: DeltaSink>(
     sink: &mut S,
 ) -> Result<String, RunFailure> {
     let tools = StageToolSet::for_stage(ctx, StageKind::React);
-    state.resume_at = format!("react-step-{step}");
+    state.resume_at = ResumeAt::ReactStep(step);
     execute_batch(ctx, &tools, batch.0, batch.1, &mut conversation, state, sink).await?;
     steps_from(ctx, react, max_steps, step + 1, conversation, state, sink).await
 }
@@ -71,8 +72,9 @@ async fn steps_from<S: DeltaSink>(
     // The last step ended with a final answer, but steers were waiting, so the run went on.
     let mut answered = false;
     for step in first..=max_steps {
-        state.resume_at = format!("react-step-{step}");
-        sink.emit(AgentDelta::StageMarker(state.resume_at.clone())).await?;
+        // A wait in this step continues here; the position is spelled as the step's marker.
+        state.resume_at = ResumeAt::ReactStep(step);
+        sink.emit(AgentDelta::StageMarker(state.resume_at.to_string())).await?;
         let mut attempt = 0;
         let turn = loop {
             let name = if attempt == 0 {
@@ -122,9 +124,9 @@ async fn steps_from<S: DeltaSink>(
         answered = true;
     }
 
-    // The forced answer has no tools: nothing waits in it.
-    state.resume_at.clear();
-    sink.emit(AgentDelta::StageMarker(format!("react-step-{}", max_steps + 1))).await?;
+    // The forced answer has no tools: nothing waits in it. It is marked as one more step.
+    state.resume_at = ResumeAt::Nowhere;
+    sink.emit(AgentDelta::StageMarker(ResumeAt::ReactStep(max_steps + 1).to_string())).await?;
     let spec = TurnSpec {
         stage_name: "agent-react-final",
         model: &model,

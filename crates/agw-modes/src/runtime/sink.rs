@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use agw_protocol::AgentDelta;
 use agw_protocol::event::AwaitingAsk;
-use agw_protocol::history::{AwaitingCall, AwaitingResult};
+use agw_protocol::history::{AwaitingCall, AwaitingResult, ResumeAt};
 
 /// Why a sink refused a delta. Either way the run must stop.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -31,9 +31,9 @@ pub struct WaitPoint {
     pub ask: AwaitingAsk,
     /// How long the run waits from now.
     pub timeout: Duration,
-    /// The stage marker of the step that waits (`react-step-2`, `oneshot`); empty when the
-    /// mode cannot go on from here in another process (PLAN_EXECUTE).
-    pub resume_at: String,
+    /// The step that waits (`react-step-2`, `oneshot`); nowhere when the mode cannot go on
+    /// from here in another process (PLAN_EXECUTE).
+    pub resume_at: ResumeAt,
     /// The tool calls of the model turn that waits, in call order.
     pub calls: Vec<AwaitingCall>,
     /// Results of the calls of that turn that already ran.

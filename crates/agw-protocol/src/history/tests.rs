@@ -299,6 +299,45 @@ fn awaiting_lines_parse_and_round_trip_and_replay_skips_them() {
 }
 
 #[test]
+fn resume_positions_are_typed_and_written_as_read() {
+    let cases = [
+        ("react-step-1", ResumeAt::ReactStep(1)),
+        ("react-step-12", ResumeAt::ReactStep(12)),
+        ("oneshot", ResumeAt::Oneshot),
+        ("", ResumeAt::Nowhere),
+        // Not this version's spelling of a position: kept as written, continued nowhere.
+        ("execute-task-2", ResumeAt::Unknown("execute-task-2".into())),
+        ("react-step-", ResumeAt::Unknown("react-step-".into())),
+        ("react-step-01", ResumeAt::Unknown("react-step-01".into())),
+        ("react-step-+1", ResumeAt::Unknown("react-step-+1".into())),
+        ("react-step-99999999999", ResumeAt::Unknown("react-step-99999999999".into())),
+    ];
+    for (text, position) in cases {
+        assert_eq!(ResumeAt::parse(text), position, "{text:?}");
+        assert_eq!(position.to_string(), text);
+    }
+    // In an awaiting line (old files): each value loads, and the line is written exactly as read.
+    let line = |resume_at: &str| {
+        format!(
+            r#"{{"_type":"awaiting","chatId":"c","runId":"r","updatedAt":5,"awaitingId":"call_1","lastSeq":9,"timeoutAt":300005,"resumeAt":"{resume_at}","calls":[],"results":[],"ask":{{"awaitingId":"call_1","runId":"r","mode":"form","timeout":300000,"toolName":"confirm_dialog","arguments":{{}},"viewportType":"html","viewportKey":"confirm_dialog"}},"query":{{"requestId":"r","chatId":"c","agentKey":null,"role":"user","message":"q","references":null,"params":null,"scene":null,"stream":null}},"stepsWritten":0,"step":{{"stage":"react","messages":[],"calls":[]}}}}"#
+        )
+    };
+    for (text, position) in [
+        ("react-step-1", ResumeAt::ReactStep(1)),
+        ("", ResumeAt::Nowhere),
+        ("plan-9", ResumeAt::Unknown("plan-9".into())),
+    ] {
+        let parsed = HistoryLine::parse(&line(text)).unwrap().unwrap();
+        assert_eq!(parsed.as_awaiting().unwrap().resume_at, position, "{text:?}");
+        assert_eq!(parsed.to_json().unwrap(), line(text), "{text:?} written exactly as read");
+    }
+    // A line without the key (the field's default) continues nowhere.
+    let without = line("").replace(r#""resumeAt":"","#, "");
+    let parsed = HistoryLine::parse(&without).unwrap().unwrap();
+    assert_eq!(parsed.as_awaiting().unwrap().resume_at, ResumeAt::Nowhere);
+}
+
+#[test]
 fn checkpoint_lines_parse_and_round_trip_and_replay_skips_them() {
     let text = r#"{"_type":"checkpoint","chatId":"c","runId":"r3","updatedAt":5,"throughRunId":"r1","summary":"Goals: …","tokensBefore":90000,"tokensAfter":12000}"#;
     let line = HistoryLine::parse(text).unwrap().unwrap();
