@@ -90,6 +90,15 @@ pub fn validate_file(file_name: &str, text: &str) -> Result<(), String> {
     }
 }
 
+/// The usable definitions of one definition file, for a tool implemented outside this crate that
+/// ships its own file (its metadata, as [`crate::ToolRegistry`] would list it). A file that is
+/// unusable as a whole, or has a suffix of no kind, gives none ([`validate_file`] says why).
+pub fn definitions_in(file_name: &str, text: &str) -> Vec<ToolDef> {
+    ToolKind::from_file_name(file_name)
+        .and_then(|kind| parse_file(kind, file_name, text).ok())
+        .map_or_else(Vec::new, |parsed| parsed.defs)
+}
+
 /// Reads one definition file. `Err` means the whole file is unusable (not JSON, no `tools` array).
 pub(crate) fn parse_file(kind: ToolKind, file_name: &str, text: &str) -> Result<ParsedFile, String> {
     let root: Value = serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
@@ -177,6 +186,16 @@ mod tests {
         assert_eq!(parsed.defs[1].parameters, json!({"type":"object","required":["a"]}));
         assert_eq!(parsed.skipped.len(), 3);
         assert!(parsed.skipped[0].contains("tools[1]"), "{:?}", parsed.skipped);
+    }
+
+    #[test]
+    fn definitions_in_gives_the_usable_entries_only() {
+        let text = r#"{"tools":[{"type":"function","name":"A","description":" d "},{"type":"nope","name":"b"}]}"#;
+        let defs = definitions_in("a.backend", text);
+        assert_eq!(defs.len(), 1);
+        assert_eq!((defs[0].name.as_str(), defs[0].description.as_str(), defs[0].kind), ("a", "d", ToolKind::Backend));
+        assert!(definitions_in("a.backend", "{").is_empty());
+        assert!(definitions_in("a.txt", text).is_empty());
     }
 
     #[test]

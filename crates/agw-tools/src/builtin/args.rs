@@ -1,4 +1,5 @@
-//! Reading tool arguments leniently: models send numbers as strings and strings as numbers.
+//! Reading tool arguments leniently: models send numbers as strings and strings as numbers. Public
+//! so that tools implemented in other crates read arguments the way the built-ins do.
 
 use serde_json::Value;
 
@@ -6,7 +7,7 @@ use super::java_random::java_to_string;
 
 /// The argument as text: strings as-is, other values as Java would print them; absent or JSON
 /// null → `None`.
-pub(crate) fn text(args: &Value, key: &str) -> Option<String> {
+pub fn text(args: &Value, key: &str) -> Option<String> {
     match args.get(key)? {
         Value::Null => None,
         Value::String(s) => Some(s.clone()),
@@ -15,12 +16,12 @@ pub(crate) fn text(args: &Value, key: &str) -> Option<String> {
 }
 
 /// The argument as trimmed, non-blank text.
-pub(crate) fn non_blank(args: &Value, key: &str) -> Option<String> {
+pub fn non_blank(args: &Value, key: &str) -> Option<String> {
     text(args, key).map(|s| s.trim().to_owned()).filter(|s| !s.is_empty())
 }
 
 /// The first of `keys` that gives non-blank text.
-pub(crate) fn first_non_blank(args: &Value, keys: &[&str]) -> Option<String> {
+pub fn first_non_blank(args: &Value, keys: &[&str]) -> Option<String> {
     keys.iter().find_map(|key| non_blank(args, key))
 }
 
