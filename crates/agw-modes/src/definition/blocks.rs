@@ -5,7 +5,7 @@ use agw_llm::ReasoningEffort;
 
 use super::error::DefinitionError;
 use super::model::{AgentMode, McpSelection, ModeDef, ModelConfig, ReasoningConfig, Stage, StageTools, ToolConfig};
-use super::raw::{Either, Obj, non_blank, normalize_names};
+use super::raw::{Either, Obj, named, non_blank, normalize_names};
 
 const DEFAULT_REACT_MAX_STEPS: u32 = 6;
 /// The reference's value; CLAUDE.md's example shows 10 (docs/contract/agent-definitions.md §6).
@@ -35,19 +35,17 @@ pub fn model_config(obj: &Obj<'_>) -> Result<ModelConfig, DefinitionError> {
     })
 }
 
+/// The `reasoning.effort` names (exact, upper-case: [`ReasoningEffort`]'s serde names), for messages.
+pub(crate) const REASONING_EFFORT_NAMES: &str = "LOW, MEDIUM, HIGH";
+
 fn reasoning(obj: &Obj<'_>) -> Result<ReasoningConfig, DefinitionError> {
     let effort = match obj.str("effort")? {
         None => ReasoningEffort::Medium,
-        Some("LOW") => ReasoningEffort::Low,
-        Some("MEDIUM") => ReasoningEffort::Medium,
-        Some("HIGH") => ReasoningEffort::High,
-        Some(other) => {
-            return Err(DefinitionError::InvalidEnum {
-                field: obj.field("effort"),
-                value: other.to_owned(),
-                expected: "LOW, MEDIUM, HIGH",
-            });
-        }
+        Some(name) => named(name).ok_or_else(|| DefinitionError::InvalidEnum {
+            field: obj.field("effort"),
+            value: name.to_owned(),
+            expected: REASONING_EFFORT_NAMES,
+        })?,
     };
     Ok(ReasoningConfig { enabled: obj.bool("enabled")?.unwrap_or(false), effort })
 }

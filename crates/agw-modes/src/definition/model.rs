@@ -5,7 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use agw_llm::{ReasoningEffort, ReasoningSetting, ToolChoice};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Name of the plan tool forced into the plan stage of PLAN_EXECUTE.
 pub const PLAN_ADD_TASKS_TOOL: &str = "_plan_add_tasks_";
@@ -59,8 +59,9 @@ impl FromStr for AgentMode {
     }
 }
 
-/// The agent's `toolChoice`: whether tools are offered and whether a call is mandatory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+/// The agent's `toolChoice`: whether tools are offered and whether a call is mandatory. Its serde
+/// names are the file's spelling, exact and upper-case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ToolChoicePolicy {
     /// No tools are offered.
@@ -70,6 +71,9 @@ pub enum ToolChoicePolicy {
     /// The model must call a tool.
     Required,
 }
+
+/// The `toolChoice` names, for messages.
+pub(crate) const TOOL_CHOICE_NAMES: &str = "NONE, AUTO, REQUIRED";
 
 impl ToolChoicePolicy {
     /// The wire `tool_choice`; `None` means "offer no tools at all".

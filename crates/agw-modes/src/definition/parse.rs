@@ -4,10 +4,10 @@ use super::agent::AgentDefinition;
 use super::blocks::{StageBlocks, model_config, tool_config};
 use super::budget::{self, Budget};
 use super::error::DefinitionError;
-use super::model::{AgentMode, StageKind, StageTools, ToolChoicePolicy};
+use super::model::{AgentMode, StageKind, StageTools, TOOL_CHOICE_NAMES, ToolChoicePolicy};
 use super::preprocess;
 use super::prompts;
-use super::raw::{Obj, non_blank, normalize_names};
+use super::raw::{Obj, named, non_blank, normalize_names};
 use super::rejected;
 
 impl AgentDefinition {
@@ -105,17 +105,12 @@ fn agent_mode(root: &Obj<'_>) -> Result<AgentMode, DefinitionError> {
 
 /// Exact upper-case names only, unlike `mode` (the reference binds it to an enum directly).
 fn tool_choice(root: &Obj<'_>) -> Result<Option<ToolChoicePolicy>, DefinitionError> {
-    match root.str("toolChoice")? {
-        None => Ok(None),
-        Some("NONE") => Ok(Some(ToolChoicePolicy::None)),
-        Some("AUTO") => Ok(Some(ToolChoicePolicy::Auto)),
-        Some("REQUIRED") => Ok(Some(ToolChoicePolicy::Required)),
-        Some(other) => Err(DefinitionError::InvalidEnum {
-            field: root.field("toolChoice"),
-            value: other.to_owned(),
-            expected: "NONE, AUTO, REQUIRED",
-        }),
-    }
+    let Some(name) = root.str("toolChoice")? else { return Ok(None) };
+    named(name).map(Some).ok_or_else(|| DefinitionError::InvalidEnum {
+        field: root.field("toolChoice"),
+        value: name.to_owned(),
+        expected: TOOL_CHOICE_NAMES,
+    })
 }
 
 /// §6: ONESHOT offers tools only when its stage has some; the other modes always may.

@@ -132,6 +132,13 @@ pub fn normalize_names<'s>(names: impl IntoIterator<Item = &'s str>) -> Vec<Stri
     out
 }
 
+/// The unit variant of `T` whose serde name is exactly `name`. Agent files spell enums as their
+/// types serialise, so reading a file and writing one ([`super::file`]) share one spelling.
+pub fn named<T: serde::de::DeserializeOwned>(name: &str) -> Option<T> {
+    use serde::de::IntoDeserializer;
+    T::deserialize(IntoDeserializer::<serde::de::value::Error>::into_deserializer(name)).ok()
+}
+
 /// `None` for blank strings: the schema treats blank like absent for optional texts.
 pub fn non_blank(s: Option<&str>) -> Option<&str> {
     s.filter(|s| !s.trim().is_empty())
