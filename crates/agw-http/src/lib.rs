@@ -43,12 +43,12 @@ use std::sync::Arc;
 
 use agw_demo::{DEMO_MODEL, DEMO_PROVIDER_KEY, DemoProvider};
 use agw_llm::ProviderRegistry;
-use agw_modes::definition::AgentCatalog;
+use agw_modes::definition::{
+    AgentCatalog, AgentFileCreate, AgentFileCreateConfig, AgentLookup, DEFAULT_GRANTABLE_TOOLS,
+};
 use agw_skills::{SkillRegistry, SkillRunScript, SkillScriptConfig};
 use agw_tools::ToolRegistry;
-use agw_tools::builtin::{
-    AgentFileCreateConfig, AgentLookup, BashConfig, BuiltinsConfig, DEFAULT_GRANTABLE_TOOLS, builtins,
-};
+use agw_tools::builtin::{BashConfig, BuiltinsConfig, builtins};
 use agw_tools::viewport::ViewportRegistry;
 use arc_swap::ArcSwap;
 
@@ -141,34 +141,33 @@ pub fn build_state(settings: Settings) -> Result<AppState, StartError> {
     let bash = bash_config(&settings);
     warn_if_bash_reaches_chats(&bash, &settings);
     let loaded = Arc::clone(&agents);
-    let mut builtins = builtins(BuiltinsConfig {
-        bash,
-        agent_file_create: AgentFileCreateConfig {
-            agents_dir: settings.resources.agents.dir.clone().unwrap_or_else(|| "agents".into()),
-            default_system_prompt: settings
-                .tools
-                .agent_file_default_prompt
-                .clone()
-                .unwrap_or_else(|| AgentFileCreateConfig::default().default_system_prompt),
-            allowed_tools: settings
-                .tools
-                .agent_file_allowed_tools
-                .clone()
-                .unwrap_or_else(|| DEFAULT_GRANTABLE_TOOLS.iter().map(|t| (*t).to_string()).collect()),
-            allowed_skills: settings.tools.agent_file_allowed_skills.clone(),
-            allow_overwrite: settings.tools.agent_file_allow_overwrite,
-            protected_keys: bundled_agent_keys(),
-            existing_agents: Some(AgentLookup::new(move |key| {
-                loaded.load().keys().any(|loaded| loaded.eq_ignore_ascii_case(key))
-            })),
-        },
-    });
+    let mut builtins = builtins(BuiltinsConfig { bash });
+    // agw-modes' tool, next to the agent file format it writes.
+    builtins.push(Arc::new(AgentFileCreate::new(AgentFileCreateConfig {
+        agents_dir: settings.resources.agents.dir.clone().unwrap_or_else(|| "agents".into()),
+        default_system_prompt: settings
+            .tools
+            .agent_file_default_prompt
+            .clone()
+            .unwrap_or_else(|| AgentFileCreateConfig::default().default_system_prompt),
+        allowed_tools: settings
+            .tools
+            .agent_file_allowed_tools
+            .clone()
+            .unwrap_or_else(|| DEFAULT_GRANTABLE_TOOLS.iter().map(|t| (*t).to_string()).collect()),
+        allowed_skills: settings.tools.agent_file_allowed_skills.clone(),
+        allow_overwrite: settings.tools.agent_file_allow_overwrite,
+        protected_keys: bundled_agent_keys(),
+        existing_agents: Some(AgentLookup::new(move |key| {
+            loaded.load().keys().any(|loaded| loaded.eq_ignore_ascii_case(key))
+        })),
+    })));
     let mut script_config = SkillScriptConfig::new(&skills_root);
     script_config.sandbox = settings.sandbox.clone();
     builtins.push(Arc::new(SkillRunScript::new(script_config)));
     let tools = match &settings.resources.tools.dir {
         Some(dir) => ToolRegistry::load(Some(dir), builtins),
-        None => ToolRegistry::from_sources(agw_tools::bundled::TOOL_FILES.iter().copied(), builtins),
+        None => ToolRegistry::from_sources(bundled_tool_files(), builtins),
     };
     for problem in tools.problems() {
         tracing::warn!(file = %problem.file, "tool definition skipped: {}", problem.message);
@@ -195,6 +194,11 @@ pub fn build_state(settings: Settings) -> Result<AppState, StartError> {
     }
     let mcp = crate::mcp::Mcp::load(settings.resources.mcp_dir.as_deref(), settings.mcp.limits);
     Ok(AppState::new(settings, Catalogs { agents, tools, viewports, skills, providers, mcp, chats: Some(chats) }))
+}
+
+/// The bundled tool definition files: agw-tools' and those of agw-modes' tools.
+fn bundled_tool_files() -> impl Iterator<Item = (&'static str, &'static str)> {
+    agw_tools::bundled::TOOL_FILES.iter().chain(agw_modes::bundled::TOOL_FILES).copied()
 }
 
 /// `_bash_`'s configuration from the settings, confined by the settings' sandbox.
@@ -272,9 +276,10 @@ pub(crate) fn skills_dir(settings: &Settings) -> std::path::PathBuf {
 /// Copies the bundled demo resources into the configured directories, never overwriting.
 fn sync_bundled(settings: &Settings) {
     type Files = &'static [(&'static str, &'static str)];
-    let targets: [(Option<&std::path::PathBuf>, Files); 4] = [
+    let targets: [(Option<&std::path::PathBuf>, Files); 5] = [
         (settings.resources.agents.dir.as_ref(), agw_demo::bundled::AGENT_FILES),
         (settings.resources.tools.dir.as_ref(), agw_tools::bundled::TOOL_FILES),
+        (settings.resources.tools.dir.as_ref(), agw_modes::bundled::TOOL_FILES),
         (settings.resources.viewports.dir.as_ref(), agw_tools::bundled::VIEWPORT_FILES),
         (settings.resources.skills.dir.as_ref(), agw_skills::bundled::SKILL_FILES),
     ];

@@ -8,7 +8,6 @@ pub const TOOL_FILES: &[(&str, &str)] = &[
     ("_plan_add_tasks_.backend", include_str!("../bundled/tools/_plan_add_tasks_.backend")),
     ("_plan_get_tasks_.backend", include_str!("../bundled/tools/_plan_get_tasks_.backend")),
     ("_plan_update_task_.backend", include_str!("../bundled/tools/_plan_update_task_.backend")),
-    ("agent_file_create.backend", include_str!("../bundled/tools/agent_file_create.backend")),
     ("city_datetime.backend", include_str!("../bundled/tools/city_datetime.backend")),
     ("confirm_dialog.frontend", include_str!("../bundled/tools/confirm_dialog.frontend")),
     ("launch_fireworks.action", include_str!("../bundled/tools/launch_fireworks.action")),

@@ -8,7 +8,8 @@
 //!   retries, error result objects) and [`truncate_output`];
 //! * argument templates `{{tool.field±Nd}}` ([`resolve`]);
 //! * the built-in tools ([`builtins`]): `_bash_`, `city_datetime`, the deterministic `mock_*` tools,
-//!   `agent_file_create`, and the plan tools (listed only: the PLAN_EXECUTE runtime answers them);
+//!   and the plan tools (listed only: the PLAN_EXECUTE runtime answers them); the lenient reading
+//!   of tool arguments ([`builtin::args`]) shared with tools implemented elsewhere;
 //! * the one reading of a `_bash_` command text into program and arguments ([`BashCommand`]),
 //!   which agw-modes' approval rules match, so a rule and `_bash_` never disagree on a command;
 //! * the [`ViewportRegistry`] (`.html`, `.qlc`, `.dqlc`, `.json_schema`, `.custom`);
@@ -19,12 +20,12 @@
 //!
 //! Contract: docs/contract/tools-skills-viewports.md §1–§8, §10–§11 and docs/contract/config.md §4 of the shared spec.
 //!
-//! Must never: talk to a model provider, write SSE, know about HTTP or agents' modes, or block a
-//! run beyond the timeout it was given. `_bash_` must never start a shell, run a program outside
-//! its allow-list or outside the [`sandbox`], or let a path argument reach outside its allowed
-//! roots (symlinks are followed before the check); `agent_file_create` must never write outside
-//! the agents directory; reading a definition or viewport directory never follows a symlink out
-//! of it.
+//! Must never: talk to a model provider, write SSE, know about HTTP or agents' modes or agent
+//! files (`agent_file_create`, which writes them, is agw-modes'), or block a run beyond the timeout
+//! it was given. `_bash_` must never start a shell, run a program outside its allow-list or
+//! outside the [`sandbox`], or let a path argument reach outside its allowed roots (symlinks are
+//! followed before the check); reading a definition or viewport directory never follows a symlink
+//! out of it.
 
 pub mod builtin;
 pub mod bundled;
@@ -42,8 +43,8 @@ pub mod tool;
 pub mod viewport;
 
 pub use builtin::{
-    AgentFileCreate, AgentFileCreateConfig, BUILTIN_NAMES, BashCommand, BashCommandError, BashConfig, BashTool,
-    BuiltinsConfig, CityDatetime, PLAN_CONTEXT_UNAVAILABLE, PlanTool, builtins,
+    BUILTIN_NAMES, BashCommand, BashCommandError, BashConfig, BashTool, BuiltinsConfig, CityDatetime,
+    PLAN_CONTEXT_UNAVAILABLE, PlanTool, builtins,
 };
 pub use definition::{ToolDef, ToolKind, default_parameters};
 

@@ -247,7 +247,6 @@ fn bundled_files_load_cleanly_with_the_builtins() {
             "_plan_add_tasks_",
             "_plan_get_tasks_",
             "_plan_update_task_",
-            "agent_file_create",
             "city_datetime",
             "mock_city_weather",
             "mock_logistics_status",

@@ -6,6 +6,8 @@
 //!   `budget`, `prompts`).
 //! * [`AgentCatalog`] loads a directory (or embedded sources) into an immutable snapshot,
 //!   skipping and reporting broken files.
+//! * [`AgentFileCreate`] (`agent_file_create`) writes one: the model's arguments become a typed
+//!   file (`file`), which is checked by [`AgentDefinition::from_json`] before it is written.
 //!
 //! Deliberate deviation from the reference: a stage `toolConfig: null` means "no tools" and an
 //! empty stage tool list is never widened to "all agent tools" (README decision table).
@@ -16,7 +18,9 @@ mod blocks;
 mod budget;
 mod catalog;
 mod context;
+mod create;
 mod error;
+mod file;
 mod model;
 mod parse;
 mod preprocess;
@@ -29,6 +33,9 @@ pub use approvals::{ApprovalDecision, ApprovalRule, Approvals};
 pub use budget::{Budget, BudgetScope};
 pub use catalog::{AgentCatalog, LoadProblem};
 pub use context::{ContextPolicy, DEFAULT_PROTECTED_TOOLS};
+pub use create::{
+    AgentFileCreate, AgentFileCreateConfig, AgentLookup, DEFAULT_AGENT_SYSTEM_PROMPT, DEFAULT_GRANTABLE_TOOLS,
+};
 pub use error::DefinitionError;
 pub use model::{
     AgentMode, McpSelection, ModeDef, ModelConfig, PLAN_ADD_TASKS_TOOL, PLAN_GET_TASKS_TOOL, PLAN_TOOL_PREFIX,

@@ -1,8 +1,7 @@
 //! The built-in backend tools (docs/contract/tools-skills-viewports.md §4) and [`builtins`], which builds them
 //! all from configuration.
 
-mod agent_file;
-mod args;
+pub mod args;
 pub(crate) mod bash;
 mod city_datetime;
 mod java_random;
@@ -13,9 +12,6 @@ mod plan;
 
 use std::sync::Arc;
 
-pub use agent_file::{
-    AgentFileCreate, AgentFileCreateConfig, AgentLookup, DEFAULT_AGENT_SYSTEM_PROMPT, DEFAULT_GRANTABLE_TOOLS,
-};
 pub use bash::{
     BashCommand, BashCommandError, BashConfig, BashTool, DEFAULT_ALLOWED_COMMANDS, DEFAULT_PATH_CHECKED_COMMANDS,
     DEFAULT_WORKING_DIRECTORY,
@@ -31,17 +27,14 @@ use meta::PureTool;
 pub struct BuiltinsConfig {
     /// Settings of `_bash_`.
     pub bash: BashConfig,
-    /// Settings of `agent_file_create`.
-    pub agent_file_create: AgentFileCreateConfig,
 }
 
 /// Names of every built-in [`builtins`] returns, sorted.
-pub const BUILTIN_NAMES: [&str; 12] = [
+pub const BUILTIN_NAMES: [&str; 11] = [
     bash::NAME,
     plan::ADD_TASKS,
     plan::GET_TASKS,
     plan::UPDATE_TASK,
-    agent_file::NAME,
     city_datetime::NAME,
     mock::weather::NAME,
     mock::logistics::NAME,
@@ -51,15 +44,14 @@ pub const BUILTIN_NAMES: [&str; 12] = [
     mock::transport::NAME,
 ];
 
-/// Every built-in tool: `_bash_`, the plan tools, `agent_file_create`, `city_datetime` and the
-/// `mock_*` tools. Their metadata (description, schema, hint) is that of the bundled definition files.
+/// Every built-in tool: `_bash_`, the plan tools, `city_datetime` and the `mock_*` tools
+/// (`agent_file_create` is agw-modes', next to the agent file format). Their metadata (description, schema, hint) is that of the bundled definition files.
 pub fn builtins(config: BuiltinsConfig) -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(BashTool::new(config.bash)),
         Arc::new(PlanTool::add_tasks()),
         Arc::new(PlanTool::get_tasks()),
         Arc::new(PlanTool::update_task()),
-        Arc::new(AgentFileCreate::new(config.agent_file_create)),
         Arc::new(CityDatetime::new()),
         Arc::new(PureTool { name: mock::weather::NAME, run: mock::weather::run }),
         Arc::new(PureTool { name: mock::logistics::NAME, run: mock::logistics::run }),
