@@ -232,14 +232,9 @@ async fn serve(port: Option<u16>, config: Option<PathBuf>) -> anyhow::Result<()>
     }
     agw_llm::interaction::configure(settings.logging.interaction_log, settings.logging.mask_sensitive);
     agw_http::metrics::install();
-    let grace = settings.server.shutdown_grace;
-    let state = agw_http::build_state(settings)?;
-    // Several replicas: join the cluster (Redis) before the first request.
-    agw_http::cluster::join(&state).await.map_err(|e| anyhow::anyhow!(e)).context("cannot join the cluster")?;
-    // Watch the configured directories; dropped (stopped) when serve returns.
-    let _reload =
-        agw_http::reload::Reloader::new(state.clone(), agw_http::reload::watched_dirs(&state.settings)).start();
-    let server = agw_http::Server::bind(state.clone()).await.with_context(|| {
+    let gateway = agw_http::Gateway::start(settings).await?;
+    let state = gateway.state().clone();
+    let server = gateway.bind().await.with_context(|| {
         format!("cannot listen on {}:{}", state.settings.server.address, state.settings.server.port)
     })?;
     let addr = server.local_addr()?;
@@ -264,26 +259,11 @@ async fn serve(port: Option<u16>, config: Option<PathBuf>) -> anyhow::Result<()>
     println!("agw listening on http://{addr}");
     tracing::info!(%addr, "agw listening");
     server.run(shutdown_signal()).await;
-    // Stopped accepting; let in-flight runs finish within the grace period, end the rest.
-    agw_http::runs::drain(&state.runs, grace).await;
-    flush_chats(&state).await;
-    // A replica that stops is not a lost one: its lease goes at once.
-    agw_http::cluster::leave(&state).await;
-    // MCP servers' child processes end with agw.
-    if let Some(mcp) = &state.mcp {
-        mcp.shutdown().await;
-    }
+    // Stopped accepting: runs get the grace period, then the cluster and MCP servers are left.
+    gateway.shutdown().await;
     // Give the last frames a moment to leave the sockets.
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    tracing::info!("agw stopped");
     Ok(())
-}
-
-/// The end-of-run fsyncs still on the chat store's fsync thread (`MEMORY_CHAT_FSYNC=run`)
-/// finish before agw exits.
-async fn flush_chats(state: &agw_http::AppState) {
-    let chats = state.chats.clone();
-    let _ = tokio::task::spawn_blocking(move || chats.flush()).await;
 }
 
 /// `agw mcp-stdio`: the state `serve` builds (agents, tools, providers, memory, MCP servers,
@@ -295,25 +275,12 @@ async fn mcp_stdio(config: Option<PathBuf>) -> anyhow::Result<()> {
         tracing::warn!("{warning}");
     }
     agw_llm::interaction::configure(settings.logging.interaction_log, settings.logging.mask_sensitive);
-    let grace = settings.server.shutdown_grace;
-    let state = agw_http::build_state(settings)?;
-    agw_http::cluster::join(&state).await.map_err(|e| anyhow::anyhow!(e)).context("cannot join the cluster")?;
-    let _reload =
-        agw_http::reload::Reloader::new(state.clone(), agw_http::reload::watched_dirs(&state.settings)).start();
-    // What `Server::run` does before its first request: MCP servers with `startup: boot` connect.
-    if let Some(mcp) = &state.mcp {
-        mcp.start(&state);
-    }
+    let gateway = agw_http::Gateway::start(settings).await?;
     tracing::info!("agw serving its agents as MCP tools over stdio");
-    let served = agw_http::mcp_server::serve_stdio(&state, shutdown_signal()).await;
+    let served = gateway.serve_stdio(shutdown_signal()).await;
     // The host is gone: its calls were cancelled; let what still runs end within the grace.
-    agw_http::runs::drain(&state.runs, grace).await;
-    flush_chats(&state).await;
-    if let Some(mcp) = &state.mcp {
-        mcp.shutdown().await;
-    }
+    gateway.shutdown().await;
     served.context("MCP over stdio")?;
-    tracing::info!("agw stopped");
     Ok(())
 }
 

@@ -1137,7 +1137,7 @@ fn clustered_mode_refuses_to_start_without_a_secret() {
 /// A node of the deployment (it has the secret) forwards for the wrong caller — a replica with a
 /// bug, or with a stale idea of the owner. The replica that runs alice's run checks the caller
 /// the signed request names against the run's owner, as its own routes do: bob's (or nobody's)
-/// answer is `unmatched`, his interrupt and steer 404, each logged; alice's, sent the same way,
+/// answer is `unmatched`, his interrupt and steer `run_not_found`, each logged; alice's, sent the same way,
 /// is accepted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signed_request_for_another_user_is_refused_by_the_replica_that_runs_the_run() {
@@ -1160,10 +1160,11 @@ async fn a_signed_request_for_another_user_is_refused_by_the_replica_that_runs_t
         let reply = send(ControlKind::Submit, answer("always"), principal.clone()).await.unwrap();
         assert_eq!((reply.status, reply.body["data"]["status"].as_str()), (200, Some("unmatched")), "{principal:?}");
     }
+    // Refused as the run service refuses a run the caller may not see: `run_not_found`.
     let reply = send(ControlKind::Interrupt, json!({"runId": run_id}), bob()).await.unwrap();
-    assert_eq!(reply.status, 404, "{reply:?}");
+    assert_eq!((reply.status, reply.body["error"]["code"].as_str()), (409, Some("run_not_found")), "{reply:?}");
     let reply = send(ControlKind::Steer, json!({"runId": run_id, "message": "bob was here"}), bob()).await.unwrap();
-    assert_eq!(reply.status, 404, "{reply:?}");
+    assert_eq!((reply.status, reply.body["error"]["code"].as_str()), (409, Some("run_not_found")), "{reply:?}");
     cluster.wait_logged("a", &["forwarded request refused", "may not act on the run"], 4).await;
     cluster.wait_logged("a", &["forwarded request refused", "names no caller"], 1).await;
 

@@ -91,7 +91,8 @@ pub struct ControlRequest {
 /// The answer of a control handler.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ControlReply {
-    /// An HTTP-like status code.
+    /// 200: answered (the answer is the body's `data`); anything else: refused (agw's run
+    /// service puts its typed refusal in the body's `error`).
     pub status: u16,
     /// The reply's payload.
     pub body: serde_json::Value,

@@ -12,7 +12,8 @@
 //! live SSE stream, written frame by frame — are plain `http::Response`s. Settings are built in
 //! code (`Settings::builder()`, the same names and checks as agw's config file; no environment is
 //! read): the bundled demo agents on the offline demo model, chat history in a temp directory.
-//! The host's own shutdown signal stops axum, then agw's runs are drained.
+//! [`agw_http::Gateway`] starts agw without listening; the host's own shutdown signal stops axum,
+//! then `Gateway::shutdown` drains agw's runs and stops what it started.
 
 use std::convert::Infallible;
 
@@ -30,9 +31,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .set("memory.chat.dir", chats.display().to_string())
         .set("server.shutdown-grace-ms", "5000")
         .build()?;
-    let grace = settings.server.shutdown_grace;
-    let state = agw_http::build_state(settings)?;
-    let runs = state.runs.clone();
+    // Everything agw needs before its first request: catalogs, chat store, run service.
+    let gateway = agw_http::Gateway::start(settings).await?;
+    let state = gateway.state().clone();
 
     // agw as a tower service: every request goes through agw's CORS, auth and routing.
     let agw = tower::service_fn(move |req: Request<Body>| {
@@ -57,7 +58,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
     if serve_forever {
         server.await??;
-        agw_http::runs::drain(&runs, grace).await;
+        gateway.shutdown().await;
         return Ok(());
     }
 
@@ -76,7 +77,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert!(response.starts_with("HTTP/1.1 200"), "agw answered through axum");
     assert!(response.contains("\"type\":\"run.complete\""), "the run streamed to its end");
     server.abort();
-    agw_http::runs::drain(&runs, grace).await;
+    gateway.shutdown().await;
     let _ = std::fs::remove_dir_all(&chats);
     Ok(())
 }

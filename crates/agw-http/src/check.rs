@@ -56,17 +56,17 @@ pub fn check(settings: &Settings) -> Vec<Finding> {
     let mut error = |file: &str, message: String| {
         out.push(Finding { severity: Severity::Error, file: file.to_string(), message });
     };
-    let agents = state.agents.load();
+    let agents = state.catalogs().agents.load();
     for p in agents.problems() {
         error(&p.file, p.message.clone());
     }
-    for p in state.tools.load().problems() {
+    for p in state.catalogs().tools.load().problems() {
         error(&p.file, p.message.clone());
     }
-    for p in state.viewports.load().problems() {
+    for p in state.catalogs().viewports.load().problems() {
         error(&p.file, p.message.clone());
     }
-    for p in state.skills.load().problems() {
+    for p in state.catalogs().skills.load().problems() {
         error(&p.file, p.message.clone());
     }
     let mut declared: Option<Vec<String>> = None;
@@ -118,17 +118,18 @@ pub fn check(settings: &Settings) -> Vec<Finding> {
 /// Agents that name providers, tools or skills that do not exist.
 fn references(agents: &AgentCatalog, state: &crate::AppState) -> Vec<Finding> {
     let mut out = Vec::new();
-    let tools = state.tools.load();
-    let skills = state.skills.load();
+    let tools = state.catalogs().tools.load();
+    let skills = state.catalogs().skills.load();
     for agent in agents.iter() {
         let mut providers = BTreeSet::new();
         for kind in [StageKind::Plain, StageKind::React, StageKind::Plan, StageKind::Execute, StageKind::Summary] {
             if agent.stage(kind).is_some() {
-                providers.insert(agent.resolve_model(kind, |k| state.providers.default_model(k)).provider_key);
+                providers
+                    .insert(agent.resolve_model(kind, |k| state.catalogs().providers.default_model(k)).provider_key);
             }
         }
         for key in providers {
-            if state.providers.get(&key).is_err() {
+            if state.catalogs().providers.get(&key).is_err() {
                 out.push(Finding {
                     severity: Severity::Error,
                     file: agent.source_file.clone(),

@@ -6,6 +6,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::body::{BoxBody, full};
+use crate::runs::RunError;
 
 /// A request that cannot be served: the status and the message for `msg`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,4 +119,73 @@ pub fn json_response<T: Serialize>(status: StatusCode, value: &T) -> Response<Bo
     *resp.status_mut() = status;
     resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     resp
+}
+
+/// The one place the run core's refusals become status codes and bodies: each machine-readable
+/// `code` of `docs/contract/http-api.md` comes from its variant.
+impl From<RunError> for ApiError {
+    fn from(error: RunError) -> Self {
+        let msg = error.to_string();
+        match error {
+            RunError::Invalid { .. } | RunError::NoAgents | RunError::SeqAhead { .. } => ApiError::bad_request(msg),
+            RunError::AgentNotFound { .. }
+            | RunError::ChatNotFound { .. }
+            | RunError::RunNotFound { .. }
+            | RunError::NotWaiting { .. } => ApiError::not_found(msg),
+            RunError::ChatBusy { chat_id, run_id } => {
+                ApiError::conflict(msg, json!({"code": "chat_busy", "chatId": chat_id, "runId": run_id}))
+            }
+            RunError::QuotaExceeded { exceeded } => ApiError::with_fields(
+                StatusCode::TOO_MANY_REQUESTS,
+                msg,
+                json!({
+                    "code": "quota_exceeded",
+                    "quota": exceeded.quota,
+                    "limit": exceeded.limit,
+                    "retryAfter": exceeded.retry_after_secs(),
+                }),
+            )
+            .with_retry_after(exceeded.retry_after),
+            RunError::RunFinished { run_id, status } => {
+                ApiError::conflict(msg, json!({"code": "run_finished", "runId": run_id, "status": status}))
+            }
+            RunError::SteerQueueFull { run_id, .. } => ApiError::with_fields(
+                StatusCode::TOO_MANY_REQUESTS,
+                msg,
+                json!({"code": "steer_queue_full", "runId": run_id}),
+            ),
+            RunError::TooManyObservers { run_id, .. } => ApiError::with_fields(
+                StatusCode::TOO_MANY_REQUESTS,
+                msg,
+                json!({"code": "too_many_observers", "runId": run_id}),
+            ),
+            RunError::SeqExpired { run_id, last_seq, oldest, latest } => ApiError::conflict(
+                msg,
+                json!({"code": "seq_expired", "runId": run_id, "oldestSeq": oldest, "latestSeq": latest, "lastSeq": last_seq}),
+            ),
+            RunError::ClusterUnavailable => {
+                ApiError::with_fields(StatusCode::SERVICE_UNAVAILABLE, msg, json!({"code": "cluster_unavailable"}))
+            }
+            RunError::OwnerUnreachable { run_id } => ApiError::with_fields(
+                StatusCode::SERVICE_UNAVAILABLE,
+                msg,
+                json!({"code": "owner_unreachable", "runId": run_id}),
+            ),
+            RunError::RunMoving { run_id } => ApiError::with_fields(
+                StatusCode::SERVICE_UNAVAILABLE,
+                msg,
+                json!({"code": "run_moving", "runId": run_id}),
+            ),
+            RunError::Stopping => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, msg),
+            RunError::MemoryDisabled => ApiError::conflict(msg, json!({"code": "memory_disabled"})),
+            RunError::Memory => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, msg),
+            RunError::SummaryFailed { .. } => {
+                ApiError::with_fields(StatusCode::BAD_GATEWAY, msg, json!({"code": "summary_failed"}))
+            }
+            RunError::Internal { message } => {
+                tracing::error!(%message, "internal error");
+                ApiError::internal()
+            }
+        }
+    }
 }

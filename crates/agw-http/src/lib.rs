@@ -14,29 +14,27 @@
 pub mod auth;
 pub mod body;
 pub mod check;
-pub mod cluster;
 pub mod code_roots;
 pub mod config;
 pub mod cors;
 pub mod cross_site;
-pub mod durable;
 pub mod envelope;
+pub mod gateway;
 pub mod hosts;
 pub mod limits;
 pub mod mcp;
 pub mod mcp_server;
 pub mod metrics;
-pub mod quotas;
 pub mod reload;
+pub mod request;
 pub mod routes;
 pub mod server;
-pub mod sink;
 pub mod state;
 pub mod sync;
 pub mod telemetry;
-pub mod webhook;
 
-/// The run registry, from the run core (kept at this path for the modules that use it).
+/// The run core: the run service the routes call ([`runs::RunService`]), its registry, quotas
+/// and webhook.
 pub use agw_runs as runs;
 
 use std::sync::Arc;
@@ -53,6 +51,7 @@ use agw_tools::viewport::ViewportRegistry;
 use arc_swap::ArcSwap;
 
 pub use config::Settings;
+pub use gateway::{Gateway, Reload};
 pub use server::Server;
 pub use state::{AppState, Catalogs};
 
@@ -114,6 +113,9 @@ pub enum StartError {
     /// The configured chat store cannot be opened.
     #[error("chat memory: {0}")]
     ChatStore(String),
+    /// The cluster's Redis cannot be joined.
+    #[error("cannot join the cluster: {0}")]
+    Cluster(String),
 }
 
 /// Builds the server state from settings: loads agents, tools and viewports (a configured

@@ -7,10 +7,9 @@ use std::sync::Arc;
 use agw_mcp::{McpHub, McpLimits, ServerState};
 use agw_modes::definition::{AgentDefinition, StageKind};
 use agw_modes::runtime::McpToolIndex;
-use agw_tools::Tool;
+use agw_tools::{Tool, ToolRegistry};
 use arc_swap::ArcSwap;
-
-use crate::state::AppState;
+use futures::future::BoxFuture;
 
 /// The tool-name namespace of MCP tools in the tool registry.
 pub const NAMESPACE: &str = "mcp__";
@@ -65,7 +64,7 @@ impl Mcp {
     /// servers start, the tool registry follows it) and the old one is stopped after
     /// [`RECONFIGURE_GRACE`], so calls already running on it can finish. Runs started after the
     /// swap see the new servers' tools.
-    pub fn reconfigure(self: &Arc<Self>, state: &AppState, configs: Vec<agw_mcp::McpServerConfig>) {
+    pub fn reconfigure(self: &Arc<Self>, tools: &Arc<ArcSwap<ToolRegistry>>, configs: Vec<agw_mcp::McpServerConfig>) {
         let old = self.hub();
         let comparable = |configs: Vec<agw_mcp::McpServerConfig>| {
             let mut configs: Vec<_> =
@@ -79,7 +78,7 @@ impl Mcp {
         }
         tracing::info!(servers = configs.len(), "MCP server files changed: reconnecting");
         self.hub.store(McpHub::with_limits(configs, self.limits));
-        self.start(state);
+        self.start(tools);
         tokio::spawn(async move {
             tokio::time::sleep(RECONFIGURE_GRACE).await;
             old.shutdown().await;
@@ -123,7 +122,7 @@ impl Mcp {
     /// `connectMs`, all at once: the run then sees their tools instead of none. A server that
     /// fails is logged by the hub and its tools stay absent; a failed one waiting for its next
     /// attempt is not waited for.
-    pub async fn ensure_for(&self, state: &AppState, agent: &AgentDefinition) {
+    pub async fn ensure_for(&self, tools: &ArcSwap<ToolRegistry>, agent: &AgentDefinition) {
         let hub = self.hub();
         let pending: Vec<String> = Self::servers_of(agent)
             .into_iter()
@@ -143,11 +142,11 @@ impl Mcp {
             }
         }))
         .await;
-        self.refresh(state);
+        self.refresh(tools);
     }
 
     /// Puts the hub's current tools into the tool registry and the index.
-    pub fn refresh(&self, state: &AppState) {
+    pub fn refresh(&self, registry: &ArcSwap<ToolRegistry>) {
         let tools = self.hub().mcp_tools();
         let mut index = McpToolIndex::new();
         for tool in &tools {
@@ -157,27 +156,36 @@ impl Mcp {
                 .push((tool.mcp_name().to_owned(), tool.name().to_owned()));
         }
         let tools: Vec<Arc<dyn Tool>> = tools.into_iter().map(|t| t as Arc<dyn Tool>).collect();
-        let registry = state.tools.load().with_namespace(NAMESPACE, tools);
-        state.tools.store(Arc::new(registry));
+        registry.store(Arc::new(registry.load().with_namespace(NAMESPACE, tools)));
         self.index.store(Arc::new(index));
     }
 
     /// Starts the boot servers, loads their tools, and keeps the registry in step with every
     /// later change (a lazy server started, `tools/list_changed`, a restart).
-    pub fn start(self: &Arc<Self>, state: &AppState) {
+    pub fn start(self: &Arc<Self>, tools: &Arc<ArcSwap<ToolRegistry>>) {
         let mcp = self.clone();
-        let state = state.clone();
+        let tools = tools.clone();
         let hub = self.hub();
         tokio::spawn(async move {
             let mut changes = hub.subscribe();
             hub.start().await;
             // Until a reconfiguration replaced this hub.
             while Arc::ptr_eq(&mcp.hub(), &hub) {
-                mcp.refresh(&state);
+                mcp.refresh(&tools);
                 if changes.changed().await.is_err() {
                     break;
                 }
             }
         });
+    }
+}
+
+impl agw_runs::ToolSources for Mcp {
+    fn prepare<'a>(&'a self, agent: &'a AgentDefinition, tools: &'a ArcSwap<ToolRegistry>) -> BoxFuture<'a, ()> {
+        Box::pin(self.ensure_for(tools, agent))
+    }
+
+    fn index(&self) -> Arc<McpToolIndex> {
+        self.index.load_full()
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! `tools/list` offers one tool per agent of the current catalog; `tools/call` starts a run of it
 //! exactly as `POST /api/ap/query` would (same principal, quotas, chat ownership: the shared
-//! `routes::query::start_run`), reads the run's events to its terminal event and answers with the text of its
+//! `RunService::start`), reads the run's events to its terminal event and answers with the text of its
 //! content deltas. The streamed text goes to the host as `notifications/progress` when the call
 //! carries a progress token; a cancelled call interrupts the run like `POST /api/ap/interrupt`.
 
@@ -37,7 +37,8 @@ use agw_protocol::{Event, EventPayload, RunErrorInfo};
 use crate::auth::Principal;
 use crate::body::{BoxBody, RequestBody, full};
 use crate::envelope::ApiError;
-use crate::routes::query::{NewRun, read_body, start_run};
+use crate::request::read_body;
+use crate::runs::NewRun;
 use crate::runs::{CancelReason, Observer, RunHandle};
 use crate::state::{AppState, Inner};
 
@@ -150,7 +151,7 @@ impl ServerHandler for AgentTools {
     ) -> Result<ListToolsResult, ErrorData> {
         let state = self.state()?;
         self.principal(&context)?;
-        let catalog = state.agents.load();
+        let catalog = state.catalogs().agents.load();
         let input = Arc::new(object(input_schema()));
         let output = Arc::new(object(output_schema()));
         let tools = agent_tools(&catalog, true)
@@ -172,7 +173,7 @@ impl ServerHandler for AgentTools {
     ) -> Result<CallToolResponse, ErrorData> {
         let state = self.state()?;
         let principal = self.principal(&context)?;
-        let agent = agent_tools(&state.agents.load(), false)
+        let agent = agent_tools(&state.catalogs().agents.load(), false)
             .into_iter()
             .find_map(|(name, agent)| (name == request.name).then_some(agent))
             .ok_or_else(|| {
@@ -189,11 +190,9 @@ impl ServerHandler for AgentTools {
             ..QueryRequest::default()
         };
         query.validate().map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
-        let new =
-            NewRun { agent, request: query, principal, history: None, client_tools: Vec::new(), regenerate: false };
-        let (handle, observer) = match start_run(&state, new).await {
+        let (handle, observer) = match state.runs.start(NewRun::new(agent, query, principal)).await {
             Ok(started) => started,
-            Err(e) => return refused(e).map(Into::into),
+            Err(e) => return refused(e.into()).map(Into::into),
         };
         tracing::info!(runId = %handle.run_id, chatId = %handle.chat_id, agentKey = %handle.agent_key, "MCP tools/call started a run");
         let progress = context.meta.get_progress_token().map(|token| ProgressFeed::start(context.peer.clone(), token));
@@ -551,7 +550,9 @@ pub struct Mount {
 /// The state's mount, made the first time `/mcp` is used (so the service exists only then); the
 /// state owns it, and its handler holds the state weakly (no cycle).
 fn mount(state: &AppState) -> Arc<Mount> {
-    state.mcp_mount.get_or_init(|| new_mount(state)).clone()
+    let slot = state.mcp_mount.get_or_init(|| new_mount(state)).clone();
+    // Only this function fills the slot, always with a `Mount`.
+    slot.downcast::<Mount>().unwrap_or_else(|_| new_mount(state))
 }
 
 fn new_mount(state: &AppState) -> Arc<Mount> {

@@ -1,19 +1,16 @@
 //! Prometheus metrics (`GET /metrics`; with auth on it needs a verified token, like `/api/**`).
 //!
 //! Crates record through the `metrics` facade (agw-llm: provider latency to first token;
-//! agw-modes: tool durations; this crate: runs and streamed events). The server installs one
+//! agw-modes: tool durations; agw-runs: runs and streamed events). The server installs one
 //! Prometheus recorder per process and renders its text format on request.
 
 use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-/// Gauge: runs currently streaming (kept by the run registry).
-pub use agw_runs::RUNS_ACTIVE;
-/// Counter: finished runs, labelled by `outcome` (completed, failed, disconnected) and error `code`.
-pub const RUNS_TOTAL: &str = "agw_runs_total";
-/// Counter: SSE events written to clients.
-pub const EVENTS_STREAMED: &str = "agw_events_streamed_total";
+/// Recorded by agw-runs: runs in flight (gauge), finished runs by `outcome` (completed, failed,
+/// cancelled, disconnected) and error `code`, events streamed.
+pub use agw_runs::{EVENTS_STREAMED, RUNS_ACTIVE, RUNS_TOTAL};
 /// Recorded by agw-llm.
 pub const PROVIDER_FIRST_TOKEN: &str = "agw_provider_first_token_seconds";
 /// Recorded by agw-modes.

@@ -182,18 +182,18 @@ impl Reloader {
             Catalog::Agents => {
                 let catalog = AgentCatalog::from_sources(last_good.sources(dir, validate_agent));
                 tracing::info!(dir = %dir.display(), agents = catalog.len(), problems = catalog.problems().len(), "agents reloaded");
-                self.state.agents.store(Arc::new(catalog));
+                self.state.catalogs().agents.store(Arc::new(catalog));
             }
             Catalog::Tools => {
-                let builtins = self.state.tools.load().builtins();
+                let builtins = self.state.catalogs().tools.load().builtins();
                 let registry = ToolRegistry::from_sources(last_good.sources(dir, validate_tool_file), builtins);
                 tracing::info!(dir = %dir.display(), tools = registry.list().len(), "tools reloaded");
-                self.state.tools.store(Arc::new(registry));
+                self.state.catalogs().tools.store(Arc::new(registry));
             }
             Catalog::Viewports => {
                 let registry = ViewportRegistry::from_sources(last_good.sources(dir, ViewportRegistry::validate_file));
                 tracing::info!(dir = %dir.display(), viewports = registry.len(), "viewports reloaded");
-                self.state.viewports.store(Arc::new(registry));
+                self.state.catalogs().viewports.store(Arc::new(registry));
             }
             Catalog::Mcp => {
                 let (configs, problems) = agw_mcp::load_sources(last_good.sources(dir, validate_mcp_file));
@@ -201,13 +201,13 @@ impl Reloader {
                     tracing::warn!(file = %problem.file, "MCP server file skipped: {}", problem.message);
                 }
                 if let Some(mcp) = &self.state.mcp {
-                    mcp.reconfigure(&self.state, configs);
+                    mcp.reconfigure(&self.state.catalogs().tools, configs);
                 }
             }
             Catalog::Skills => {
-                let registry = SkillRegistry::load(dir).with_fallback(&self.state.skills.load());
+                let registry = SkillRegistry::load(dir).with_fallback(&self.state.catalogs().skills.load());
                 tracing::info!(dir = %dir.display(), skills = registry.len(), "skills reloaded");
-                self.state.skills.store(Arc::new(registry));
+                self.state.catalogs().skills.store(Arc::new(registry));
             }
         }
         true

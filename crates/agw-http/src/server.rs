@@ -37,20 +37,9 @@ impl Server {
     }
 
     /// Serves until `shutdown` resolves; then stops accepting. In-flight streams keep running
-    /// in their own tasks.
+    /// in their own tasks. Only accepts: [`crate::Gateway`] starts what requests need first.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let Server { listener, state } = self;
-        // Embedders that did not join the cluster themselves: joined here (readiness reports a
-        // replica that could not join).
-        if let Err(e) = crate::cluster::join(&state).await {
-            tracing::error!(error = %e, "not joined to the cluster: runs of other replicas are out of reach");
-        }
-        // Before the first request: a submit or attach for a run that waited across the
-        // restart finds it registered.
-        crate::durable::restore_waiting_runs(&state).await;
-        if let Some(mcp) = &state.mcp {
-            mcp.start(&state);
-        }
         let limits = state.settings.server.limits;
         let clients = ClientLimits::new(limits);
         let mut builder = auto::Builder::new(TokioExecutor::new());

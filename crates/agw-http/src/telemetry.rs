@@ -230,6 +230,25 @@ pub fn run_tracing() -> RunTracing {
     RunTracing { propagate: Some(Arc::new(current_headers)), capture_content: CAPTURE_CONTENT.load(Ordering::Relaxed) }
 }
 
+/// The run core's tracing hooks, reporting to OpenTelemetry while spans are exported.
+#[derive(Debug, Default)]
+pub struct OtelTelemetry;
+
+impl agw_runs::Telemetry for OtelTelemetry {
+    fn run_tracing(&self) -> RunTracing {
+        run_tracing()
+    }
+
+    fn carry(&self, run: futures::future::BoxFuture<'static, ()>) -> futures::future::BoxFuture<'static, ()> {
+        if !enabled() {
+            return run;
+        }
+        // The run's spans continue the trace of the request that started it.
+        let cx = opentelemetry::Context::current();
+        Box::pin(opentelemetry::context::FutureExt::with_context(run, cx))
+    }
+}
+
 /// Hands spans to the batch processor with the array attributes restored.
 #[derive(Debug)]
 struct ArrayAttributes<P>(P);

@@ -147,7 +147,7 @@ async fn deny_never_asks_and_an_unanswered_ask_expires() {
     let expired: Value = serde_json::from_str(results[1]["result"].as_str().unwrap()).unwrap();
     assert_eq!((expired["executed"].as_bool(), expired["reason"].as_str()), (Some(false), Some("approval_expired")));
     assert_eq!(stream.last()["type"], "run.complete", "the run goes on without the call");
-    assert_eq!(gw.state.submits.pending(), 0);
+    assert_eq!(gw.state.runs.submits().pending(), 0);
 }
 
 // -- durable waiting: the server stops while a run waits for an approval ----------------------
@@ -162,7 +162,7 @@ async fn marked(gw: &Gateway, run_id: &str) -> bool {
 /// (a busy machine) ends the run with `run.error` instead of leaving it to the next server.
 async fn wait_for_mark(gw: &Gateway, run_id: &str) {
     for _ in 0..200 {
-        let durable = gw.state.runs.get(run_id).is_some_and(|run| run.is_waiting());
+        let durable = gw.state.runs.tracker().get(run_id).is_some_and(|run| run.is_waiting());
         if durable && marked(gw, run_id).await {
             return;
         }
@@ -174,7 +174,7 @@ async fn wait_for_mark(gw: &Gateway, run_id: &str) {
 /// A second server on the first one's chats (its chat directory, or its PostgreSQL schema), as
 /// after a restart; the first one is stopped the way a graceful shutdown ends its grace period.
 async fn restart(first: &Gateway, approvals: Value, env: &[(&str, &str)]) -> Gateway {
-    first.state.runs.stop_all();
+    first.state.runs.tracker().stop_all();
     let store = first.store_env();
     let mut vars: Vec<(&str, &str)> = store.iter().map(|(k, v)| (*k, v.as_str())).collect();
     vars.extend_from_slice(env);
@@ -266,7 +266,7 @@ async fn a_restored_wait_can_be_interrupted_and_one_that_expired_while_down_goes
     )
     .await;
     let (run_id, _, last_seq) = ask_then_stop_watching(&first).await;
-    first.state.runs.stop_all();
+    first.state.runs.tracker().stop_all();
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     let second = restart(&first, json!({"mock_city_weather": "ask"}), &[]).await;
     second.fixture.on_stage("agent-react-step-2", Transcript::openai_text(&["Nobody approved."]));
@@ -536,7 +536,7 @@ async fn a_denied_frontend_tool_is_not_shown_and_nothing_waits_for_it() {
     assert!(start.get("toolKey").is_none() && start["toolType"] == "function", "not rendered as a form: {start}");
     assert_eq!(result_of(&stream.events(), "call_f")["reason"], "denied");
     assert_eq!(stream.last()["type"], "run.complete", "nothing waited for a submit");
-    assert_eq!(gw.state.submits.pending(), 0);
+    assert_eq!(gw.state.runs.submits().pending(), 0);
 }
 
 #[tokio::test]
@@ -634,7 +634,7 @@ async fn always_is_remembered_for_one_agent_and_one_tool_only() {
         decision: "always".into(),
         agent_key: String::new(),
     };
-    let store = gw.state.chats.clone();
+    let store = gw.state.runs.chat_store().clone();
     let chat = chat_id.clone();
     tokio::task::spawn_blocking(move || {
         store.append(&chat, &[agw_protocol::history::HistoryLine::Approval(old_format)]).unwrap()
@@ -656,7 +656,7 @@ async fn always_is_remembered_for_one_agent_and_one_tool_only() {
 
 /// A second server on the first one's chats with these agents, as after a restart.
 async fn restart_with(first: &Gateway, agents: &[(String, String)]) -> Gateway {
-    first.state.runs.stop_all();
+    first.state.runs.tracker().stop_all();
     let store = first.store_env();
     let vars: Vec<(&str, &str)> = store.iter().map(|(k, v)| (*k, v.as_str())).collect();
     Gateway::start(agents, &vars).await

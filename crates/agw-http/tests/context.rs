@@ -244,7 +244,7 @@ async fn a_failed_summary_falls_back_to_dropping_older_turns_and_the_run_goes_on
     assert!(contents(sent, "assistant")[0].contains("4 earlier messages"));
     assert!(request_tokens(sent) < TRIGGER);
     // No checkpoint: the next run tries to summarise again.
-    let lines = std::fs::read_to_string(gw.state.chats.history_path(&chat).unwrap()).unwrap();
+    let lines = std::fs::read_to_string(gw.state.runs.chat_store().history_path(&chat).unwrap()).unwrap();
     assert!(!lines.contains(r#""_type":"checkpoint""#));
     assert_chat_files_valid(&gw);
 }

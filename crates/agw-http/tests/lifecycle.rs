@@ -408,7 +408,7 @@ async fn interrupt_while_waiting_for_a_frontend_submit() {
     let (_, late) =
         post(&gw, "/api/ap/submit", &json!({"runId": run_id, "toolId": "call_fe", "params": {"ok": true}})).await;
     assert_eq!(late["data"]["accepted"], false, "nothing waits any more: {late}");
-    assert_eq!(gw.state.submits.pending(), 0);
+    assert_eq!(gw.state.runs.submits().pending(), 0);
 }
 
 /// Two observers of one run, one of them reading nothing: the other gets every event at the
@@ -560,7 +560,7 @@ async fn an_attach_storm_is_capped_and_shares_one_buffer() {
         observers.push(conn);
     }
     // Wait until every attach is registered, then one more is refused.
-    let handle = gw.state.runs.get(&run_id).unwrap();
+    let handle = gw.state.runs.tracker().get(&run_id).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while handle.observers() < ATTACHES + 1 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;

@@ -69,7 +69,7 @@ fn tool_names(request: &Value) -> Vec<String> {
 /// Waits until the gateway's tool registry lists `name` (boot servers start in the background).
 async fn wait_for_tool(gw: &Gateway, name: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while gw.state.tools.load().get(name).is_none() {
+    while gw.state.catalogs().tools.load().get(name).is_none() {
         assert!(std::time::Instant::now() < deadline, "{name} never appeared in the tool registry");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -128,7 +128,7 @@ async fn a_model_calls_an_mcp_tool_and_sees_its_result() {
     assert_eq!(stream.last()["type"], "run.complete");
 
     // A lazy server starts for the first run that needs it, which is offered its tools.
-    assert!(gw.state.tools.load().get("mcp__later__echo").is_none(), "lazy: not started before use");
+    assert!(gw.state.catalogs().tools.load().get("mcp__later__echo").is_none(), "lazy: not started before use");
     gw.fixture.forget_requests();
     gw.fixture.push(Transcript::openai_tool_call("call_l", "mcp__later__echo", &[r#"{"text":"late"}"#]));
     gw.fixture.push(Transcript::openai_text(&["Late."]));
@@ -164,7 +164,7 @@ async fn server_files_are_hot_reloaded_and_a_broken_edit_keeps_the_last_good_ver
     let second = json!({"transport": "stdio", "command": test_server(), "startup": "boot"});
     std::fs::write(dir.join("second.json"), second.to_string()).unwrap();
     wait_for_tool(&gw, "mcp__second__echo").await;
-    assert!(gw.state.tools.load().get("mcp__first__echo").is_some(), "unchanged servers keep their tools");
+    assert!(gw.state.catalogs().tools.load().get("mcp__first__echo").is_some(), "unchanged servers keep their tools");
     gw.fixture.push(Transcript::openai_text(&["Both."]));
     gw.run(&json!({"agentKey": "both", "message": "hi"})).await;
     let offered = tool_names(&gw.fixture.requests()[0].body);
@@ -176,10 +176,10 @@ async fn server_files_are_hot_reloaded_and_a_broken_edit_keeps_the_last_good_ver
     // A broken edit keeps the last good declaration; deleting the file removes the server's tools.
     std::fs::write(dir.join("second.json"), "{ broken").unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
-    assert!(gw.state.tools.load().get("mcp__second__echo").is_some(), "the last good version keeps serving");
+    assert!(gw.state.catalogs().tools.load().get("mcp__second__echo").is_some(), "the last good version keeps serving");
     std::fs::remove_file(dir.join("second.json")).unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while gw.state.tools.load().get("mcp__second__echo").is_some() {
+    while gw.state.catalogs().tools.load().get("mcp__second__echo").is_some() {
         assert!(std::time::Instant::now() < deadline, "the removed server's tools are still offered");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -247,7 +247,8 @@ async fn ten_thousand_tools_of_twelve_kib_are_cut_to_the_caps() {
     let rss_before = rss_kib();
     let gw = Gateway::start(&[agent("greedy", json!(["many"]))], &[("AGENT_MCP_EXTERNAL_DIR", &dir_text)]).await;
     wait_for_tool(&gw, "mcp__many__echo").await;
-    let registered = gw.state.tools.load().list().iter().filter(|d| d.name.starts_with("mcp__many__")).count();
+    let registered =
+        gw.state.catalogs().tools.load().list().iter().filter(|d| d.name.starts_with("mcp__many__")).count();
     assert_eq!(registered, 256, "agw.mcp.max-tools-per-server");
 
     gw.fixture.push(Transcript::openai_text(&["So many tools."]));
@@ -308,7 +309,10 @@ async fn a_colliding_tool_name_cannot_dodge_a_deny_rule() {
         let text = result["result"].to_string();
         assert!(!text.contains("secret") && !text.contains("twin"), "the call never reached the server: {text}");
     }
-    assert!(gw.state.tools.load().get("mcp__tools__echo_2").is_none(), "the later tool is skipped, not renamed");
+    assert!(
+        gw.state.catalogs().tools.load().get("mcp__tools__echo_2").is_none(),
+        "the later tool is skipped, not renamed"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -321,7 +325,7 @@ async fn a_run_started_while_its_server_connects_waits_for_its_tools() {
     let hub = gw.state.mcp.as_ref().expect("MCP configured").hub();
     let state = hub.status("slow").expect("declared").state;
     assert!(matches!(state, ServerState::NotStarted | ServerState::Starting), "still connecting: {state:?}");
-    assert!(gw.state.tools.load().get("mcp__slow__echo").is_none());
+    assert!(gw.state.catalogs().tools.load().get("mcp__slow__echo").is_none());
 
     gw.fixture.push(Transcript::openai_tool_call("call_w", "mcp__slow__echo", &[r#"{"text":"waited"}"#]));
     gw.fixture.push(Transcript::openai_text(&["Done."]));

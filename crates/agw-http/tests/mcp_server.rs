@@ -140,7 +140,12 @@ async fn tools_list_offers_every_agent_with_the_message_schema() {
     let result = call(&client, "odd_key", json!({"message": "hi"})).await.expect("tools/call");
     assert_eq!(text_of(&result), "odd");
     assert_eq!(
-        gw.state.runs.get(result.structured_content.as_ref().unwrap()["runId"].as_str().unwrap()).unwrap().agent_key,
+        gw.state
+            .runs
+            .tracker()
+            .get(result.structured_content.as_ref().unwrap()["runId"].as_str().unwrap())
+            .unwrap()
+            .agent_key,
         "odd.key"
     );
     client.cancel().await.ok();
@@ -174,7 +179,7 @@ async fn a_call_answers_with_the_final_text_and_streams_it_as_progress() {
     assert_eq!(gw.fixture.requests()[0].last_user_message(), Some("say hello"));
     let events = assert_chat_replayable(&gw, &chat_id).await;
     assert_eq!(events.last().unwrap()["type"], "run.complete", "{events:#?}");
-    assert_eq!(gw.state.runs.get(&run_id).unwrap().status(), RunStatus::Completed);
+    assert_eq!(gw.state.runs.tracker().get(&run_id).unwrap().status(), RunStatus::Completed);
     client.cancel().await.ok();
 }
 
@@ -258,8 +263,8 @@ async fn cancelling_a_call_ends_the_run_with_run_cancel() {
     pending.abort();
     let _ = pending.await;
 
-    let run_id = gw.state.runs.ids().pop().expect("the call's run");
-    let handle = gw.state.runs.get(&run_id).unwrap();
+    let run_id = gw.state.runs.tracker().ids().pop().expect("the call's run");
+    let handle = gw.state.runs.tracker().get(&run_id).unwrap();
     assert_eq!(handle.wait_finished(Duration::from_secs(5)).await, RunStatus::Cancelled);
     // Interrupted by the call's cancellation (as `POST /api/ap/interrupt` does), not merely
     // abandoned by a vanished reader.
@@ -301,8 +306,8 @@ async fn ending_the_session_cancels_its_calls() {
     }
     let ended = gw.client.delete(format!("{}/mcp", gw.base)).header("mcp-session-id", &session).send().await.unwrap();
     assert_eq!(ended.status(), 204);
-    let run_id = gw.state.runs.ids().pop().expect("the call's run");
-    let handle = gw.state.runs.get(&run_id).unwrap();
+    let run_id = gw.state.runs.tracker().ids().pop().expect("the call's run");
+    let handle = gw.state.runs.tracker().get(&run_id).unwrap();
     // rmcp first lets the session's calls answer for 5 s, then cancels them.
     assert_eq!(handle.wait_finished(Duration::from_secs(10)).await, RunStatus::Cancelled);
     let reason = tokio::time::timeout(Duration::from_secs(1), handle.cancelled()).await.unwrap();
@@ -319,7 +324,7 @@ async fn a_failed_run_is_an_error_result_and_bad_calls_are_invalid_params() {
     assert!(text_of(&failed).starts_with("the run failed (provider_error)"), "{}", text_of(&failed));
     let meta = failed.meta.expect("_meta names the run");
     let run_id = meta.0["runId"].as_str().unwrap();
-    assert_eq!(gw.state.runs.get(run_id).unwrap().status(), RunStatus::Failed);
+    assert_eq!(gw.state.runs.tracker().get(run_id).unwrap().status(), RunStatus::Failed);
 
     for (tool, arguments, needle) in [
         ("nope", json!({"message": "hi"}), "unknown tool"),
@@ -444,7 +449,7 @@ async fn with_auth_mcp_needs_the_token_and_runs_and_sessions_belong_to_the_calle
     let result = call(&client, "helper", json!({"message": "hello"})).await.unwrap();
     assert_eq!(text_of(&result), "Hi Alice.");
     let structured = result.structured_content.clone().unwrap();
-    let run = gw.state.runs.get(structured["runId"].as_str().unwrap()).unwrap();
+    let run = gw.state.runs.tracker().get(structured["runId"].as_str().unwrap()).unwrap();
     assert_eq!(run.owner.as_ref().map(|o| o.sub.as_str()), Some("alice"));
     let chat_id = structured["chatId"].as_str().unwrap().to_owned();
 

@@ -495,7 +495,7 @@ async fn legacy_plan_snapshot_is_replayed_and_restored_at_the_next_run() {
             {"role": "assistant", "content": [{"type": "text", "text": "Planned."}], "ts": 1_771_000_000_060_i64}]});
     std::fs::write(dir.join(format!("{chat_id}.json")), format!("{query}\n{step}\n")).unwrap();
     if gw.on_postgres() {
-        let store = gw.state.chats.clone();
+        let store = gw.state.runs.chat_store().clone();
         let source = agw_memory::MemoryConfig { dir: dir.clone(), ..agw_memory::MemoryConfig::default() };
         let report = tokio::task::spawn_blocking(move || agw_memory::migrate_chats(&source, &store, None))
             .await

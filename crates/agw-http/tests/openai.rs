@@ -64,7 +64,7 @@ async fn a_streaming_completion_sends_one_chunk_per_delta_then_usage_and_done() 
         upstream.body["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
     assert_eq!(roles, ["system", "user"], "the agent's prompt, then the user message");
     assert_eq!(upstream.body["messages"][0]["content"], "You are a test agent.");
-    assert_eq!(gw.state.chats.list_chats().unwrap_or_default().len(), 0, "stateless: nothing recorded");
+    assert_eq!(gw.state.runs.chat_store().list_chats().unwrap_or_default().len(), 0, "stateless: nothing recorded");
 }
 
 #[tokio::test]

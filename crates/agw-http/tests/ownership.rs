@@ -135,14 +135,14 @@ async fn bob_cannot_list_read_or_continue_alices_chat() {
 
     // Continuing: 404 before anything streams; the model is not called, her chat is unchanged.
     let calls = users.gw.fixture.request_count();
-    let index_before = users.gw.state.chats.get_chat(&alices).unwrap().unwrap();
+    let index_before = users.gw.state.runs.chat_store().get_chat(&alices).unwrap().unwrap();
     let resp = users.query(&users.bob, &json!({"agentKey": "a", "message": "tell me", "chatId": alices})).await;
     assert_eq!(resp.status(), 404);
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["msg"], format!("chat not found: {alices}"));
     assert_eq!(users.gw.fixture.request_count(), calls, "no model call for a refused query");
-    assert_eq!(users.gw.state.chats.get_chat(&alices).unwrap().unwrap(), index_before);
-    let history = users.gw.state.chats.read_lines(&alices).unwrap();
+    assert_eq!(users.gw.state.runs.chat_store().get_chat(&alices).unwrap().unwrap(), index_before);
+    let history = users.gw.state.runs.chat_store().read_lines(&alices).unwrap();
     assert_eq!(history.iter().filter(|l| l.to_json().unwrap().contains("tell me")).count(), 0);
 
     // She still can.
@@ -234,7 +234,7 @@ async fn the_operator_role_sees_and_continues_every_chat() {
 async fn chats_made_without_auth_are_only_the_operators_once_auth_is_on() {
     let users = gateway_with_users(&[], &[oneshot_agent("a", false, 5000)]).await;
     // An ownerless chat, as a gateway without auth (or an older agw) left it.
-    users.gw.state.chats.upsert_chat(NEVER_CREATED, "from before", Some("a"), None, 1).unwrap();
+    users.gw.state.runs.chat_store().upsert_chat(NEVER_CREATED, "from before", Some("a"), None, 1).unwrap();
     assert!(users.chat_ids(&users.alice).await.is_empty());
     assert_eq!(users.get(&users.alice, &format!("/api/ap/chat?chatId={NEVER_CREATED}")).await.0, 404);
     let resp =

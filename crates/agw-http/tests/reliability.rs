@@ -406,8 +406,8 @@ async fn slow_reader_neither_slows_the_run_nor_grows_the_gateway() {
     // The history write of a 24 MiB answer holds it once; the buffer holds at most 1 MiB.
     assert!(rss_growth < 96 * MIB, "the gateway's memory stays bounded: RSS grew {} KiB", rss_growth / 1024);
 
-    let run_id = gw.state.runs.ids().pop().expect("the run is registered");
-    let handle = gw.state.runs.get(&run_id).unwrap();
+    let run_id = gw.state.runs.tracker().ids().pop().expect("the run is registered");
+    let handle = gw.state.runs.tracker().get(&run_id).unwrap();
     let status = handle.wait_finished(Duration::from_secs(10)).await;
     assert_eq!(status.as_str(), "completed");
     assert!(handle.buffered_bytes() <= MIB as usize + PIECE_BYTES * 2, "buffer bounded: {}", handle.buffered_bytes());
@@ -438,7 +438,7 @@ async fn a_flood_of_wrong_submits_matches_nothing_and_leaves_nothing_behind() {
     let mut live = LiveStream::new(gw.post_query(&json!({"agentKey": "r", "message": "ask me"})).await);
     live.until(|e| e["type"] == "tool.end").await;
     let run_id = live.seen.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_string();
-    assert_eq!(gw.state.submits.pending(), 1, "one frontend tool is waiting");
+    assert_eq!(gw.state.runs.submits().pending(), 1, "one frontend tool is waiting");
 
     let submit_url = format!("{}/api/ap/submit", gw.base);
     let started = Instant::now();
@@ -484,7 +484,7 @@ async fn a_flood_of_wrong_submits_matches_nothing_and_leaves_nothing_behind() {
     }
     let elapsed = started.elapsed();
     eprintln!("submit flood: {FLOOD} submits in {elapsed:?}: {unmatched} unmatched, {rejected} rejected with 400");
-    assert_eq!(gw.state.submits.pending(), 1, "the flood neither matched nor removed the real waiter");
+    assert_eq!(gw.state.runs.submits().pending(), 1, "the flood neither matched nor removed the real waiter");
 
     let ok: Value = gw
         .client
@@ -499,7 +499,7 @@ async fn a_flood_of_wrong_submits_matches_nothing_and_leaves_nothing_behind() {
     assert_eq!(ok["data"]["status"], "accepted");
     let rest = live.rest().await;
     assert_eq!(rest.last().unwrap()["type"], "run.complete");
-    assert_eq!(gw.state.submits.pending(), 0, "nothing left behind");
+    assert_eq!(gw.state.runs.submits().pending(), 0, "nothing left behind");
     assert_chat_files_valid(&gw);
     assert_still_serving(&gw).await;
 }

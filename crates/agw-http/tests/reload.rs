@@ -147,12 +147,12 @@ async fn tools_and_viewports_reload_too() {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let html = gw.get_json("/api/ap/viewport?viewportKey=card").await.1["data"]["html"].clone();
-        let has_tool = gw.state.tools.load().get("ring_bell").is_some();
+        let has_tool = gw.state.catalogs().tools.load().get("ring_bell").is_some();
         if html == "<p>v2</p>" && has_tool {
             break;
         }
         assert!(Instant::now() < deadline, "reload missed: html={html} tool={has_tool}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(gw.state.tools.load().get("_bash_").is_some(), "built-ins survive a tools reload");
+    assert!(gw.state.catalogs().tools.load().get("_bash_").is_some(), "built-ins survive a tools reload");
 }

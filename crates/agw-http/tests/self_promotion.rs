@@ -59,7 +59,7 @@ async fn a_self_promoting_agent_is_refused_with_readable_results() {
         assert!(!gw.agents_dir.join(format!("{key}.json")).exists() || key == "creator");
     }
     assert_eq!(std::fs::read_to_string(&own_file).unwrap(), CREATOR, "its own definition is unchanged");
-    let catalog = gw.state.agents.load();
+    let catalog = gw.state.catalogs().agents.load();
     assert_eq!(catalog.get("creator").unwrap().tool_names(), ["agent_file_create"]);
 
     // What the operator allows still works.

@@ -507,7 +507,7 @@ async fn soak() {
             over_http += 1;
             assert_chat_replayable(&gw, chat_id).await
         } else {
-            let lines = gw.state.chats.read_lines(chat_id).expect("history readable");
+            let lines = gw.state.runs.chat_store().read_lines(chat_id).expect("history readable");
             let events = agw_protocol::replay_chat(chat_id, None, &lines, 1);
             events.iter().enumerate().for_each(|(i, e)| assert_eq!(e.seq, i as u64 + 1, "replay seq 1..N"));
             events.iter().map(|e| serde_json::from_str(&e.to_json().unwrap()).unwrap()).collect()
@@ -580,7 +580,7 @@ async fn soak() {
     assert!(tasks_after <= tasks_before, "tokio tasks leaked: {tasks_before} before, {tasks_after} after");
     assert!(fds_after <= fds_before, "file descriptors leaked: {fds_before} before, {fds_after} after");
     assert!(threads_after <= threads_before, "threads leaked: {threads_before} before, {threads_after} after");
-    assert_eq!(gw.state.submits.pending(), 0, "no frontend waiter left behind");
+    assert_eq!(gw.state.runs.submits().pending(), 0, "no frontend waiter left behind");
 
     // The real leak check: bytes still allocated once the test's own records are gone. What may
     // stay is the chat index the store caches (one record per chat, a few hundred bytes).

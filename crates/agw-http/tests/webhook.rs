@@ -37,7 +37,7 @@ async fn first_content_delta_posts_one_signed_chat_event() {
     assert_eq!(parsed["chatName"], "Hello webhook");
     assert_eq!(header(headers, "content-type"), "application/json");
     let ts: i64 = header(headers, "x-agent-timestamp").parse().unwrap();
-    assert_eq!(header(headers, "x-agent-signature"), agw_http::webhook::signature("s3cret", ts, body));
+    assert_eq!(header(headers, "x-agent-signature"), agw_http::runs::webhook::signature("s3cret", ts, body));
 }
 
 #[tokio::test]

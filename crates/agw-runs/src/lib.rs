@@ -1,33 +1,59 @@
 //! agw-runs — the run core: a run is a server-side object that outlives the connection that
 //! started it, so clients can leave, come back, stop it, redirect it and answer it.
 //!
-//! Owns: the run registry ([`RunTracker`]: runs by id while they run and for the retention
-//! window, the count of run tasks, draining them at shutdown), each run's [`RunHandle`] (its
-//! bounded buffer of encoded frames, observers, status, cancellation, steering queue), one run
-//! per chat ([`ChatSlots`]) and the registry's limits ([`RunSettings`]).
+//! Owns: the run service ([`RunService`]: start, attach, interrupt, steer, submit, compact,
+//! restoring waiting runs) and its one error type ([`RunError`]); the run loop every run goes
+//! through, live, restored after a restart or adopted from another replica; the sink that turns
+//! a run's deltas into events, its history and its buffer ([`sink`]); the run registry
+//! ([`RunTracker`]) with each run's [`RunHandle`] (bounded buffer of encoded frames, observers,
+//! status, cancellation, steering queue) and one run per chat ([`ChatSlots`]); durable waiting;
+//! quotas ([`quotas`]); the chat-event webhook ([`webhook`]); this replica's part in a cluster
+//! (announcing and mirroring runs, forwarding control requests, adopting waiting runs); who may
+//! act on what ([`Principal`], [`may_access`]).
 //!
 //! Must never: depend on hyper, http or any route (the edge — agw-http — turns requests into
 //! calls on this crate and its errors into status codes), hold more of a run than its buffer
 //! bounds allow, or let an observer slow the run down (a lagging observer is cut off instead).
-//!
-//! This is the first part of the run core to leave agw-http; the run service itself (start,
-//! attach, interrupt, steer, submit, durable waiting, cluster glue) follows it here.
 
 #![forbid(unsafe_code)]
 
 mod buffer;
+mod calls;
 mod chats;
+mod cluster;
+mod control;
+mod drive;
+mod durable;
+mod error;
 mod handle;
+mod node;
+mod principal;
+pub mod quotas;
 mod registry;
+mod replica;
+mod service;
 mod settings;
+pub mod sink;
+mod start;
+pub mod webhook;
 
 pub use buffer::{BufferLimits, FrameBuffer, Read};
+pub use calls::{Attached, Compacted, Interrupted, SteerRequest, Steered, Submitted};
 pub use chats::{ChatBusy, ChatSlot, ChatSlots};
+pub use error::RunError;
 pub use handle::{
     AttachError, CancelReason, DisconnectPolicy, Mirrored, Observer, RunHandle, RunSpec, RunStatus, lagged_frame,
 };
+pub use node::Node;
+pub use principal::{ANONYMOUS_SUBJECT, Principal, anonymous, may_access};
 pub use registry::{RunGuard, RunTracker, drain};
+pub use service::{Catalogs, NoTelemetry, Parts, RunService, ServiceSettings, Telemetry, ToolSources};
 pub use settings::{ChatConcurrency, RunSettings};
+pub use start::NewRun;
 
 /// Gauge (`metrics` crate): run tasks in flight on this process.
 pub const RUNS_ACTIVE: &str = "agw_runs_active";
+/// Counter: runs ended, by `outcome` and `code`.
+pub const RUNS_TOTAL: &str = "agw_runs_total";
+/// Counter: events streamed to observers.
+pub const EVENTS_STREAMED: &str = "agw_events_streamed_total";

@@ -28,7 +28,6 @@ pub use jwks::{JwksSource, MIN_CACHE as MIN_JWKS_CACHE};
 pub use key::{KeyProblem, LocalPublicKey, MIN_RSA_BITS};
 pub use token::RSA_ALGORITHMS;
 
-use agw_memory::Owner;
 use serde_json::Value;
 
 use crate::body::BoxBody;
@@ -140,36 +139,9 @@ pub fn protects(method: &Method, path: &str) -> bool {
     (path.starts_with("/api/") || path.starts_with("/v1/") || path == "/metrics") && method != Method::OPTIONS
 }
 
-/// The verified caller, attached to the request's extensions.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Principal {
-    /// The token's `sub`, never blank.
-    pub subject: String,
-    /// From `agw.auth.tenant-claim`, when configured.
-    pub tenant: Option<String>,
-    /// Holds the operator role: may see and act on every chat and run.
-    pub operator: bool,
-}
-
-impl Principal {
-    /// What chats and runs this caller creates are owned by.
-    pub fn owner(&self) -> Owner {
-        Owner { sub: self.subject.clone(), tenant: self.tenant.clone() }
-    }
-
-    /// Whether this caller may see or act on something owned by `owner`. Ownerless things (made
-    /// without auth) belong to nobody, so only the operator reaches them.
-    pub fn can_access(&self, owner: Option<&Owner>) -> bool {
-        self.operator || owner.is_some_and(|o| o.sub == self.subject && o.tenant == self.tenant)
-    }
-}
-
-/// The access rule for every handler that touches a chat or a run: without auth (`None`, the
-/// single-user loopback setup) everything is reachable; with auth, [`Principal::can_access`].
-/// Refusals must look like absence (404, `unmatched`): existence is not revealed.
-pub fn may_access(principal: Option<&Principal>, owner: Option<&Owner>) -> bool {
-    principal.is_none_or(|p| p.can_access(owner))
-}
+/// The verified caller (attached to the request's extensions) and the access rule, from the run
+/// core.
+pub use agw_runs::{Principal, may_access};
 
 /// Why a request was not authenticated. The `Display` text is the reason in the 401 `msg`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -299,6 +271,7 @@ fn bearer(headers: &HeaderMap) -> Result<&str, AuthError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agw_memory::Owner;
 
     fn with_auth(value: &str) -> HeaderMap {
         let mut h = HeaderMap::new();

@@ -52,7 +52,7 @@ pub use value::duration as parse_duration;
 
 use crate::auth::AuthSettings;
 use crate::cors::CorsConfig;
-use crate::webhook::WebhookConfig;
+use agw_runs::webhook::WebhookConfig;
 use source::Source;
 
 /// A configuration problem, always naming the setting.
@@ -180,6 +180,38 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// What the run service is told: the part of these settings runs read.
+    pub fn service(&self) -> agw_runs::ServiceSettings {
+        agw_runs::ServiceSettings {
+            runs: self.runs.clone(),
+            memory: self.memory.enabled,
+            prices: self.prices.clone(),
+            frontend_submit_timeout: self.tools.frontend_submit_timeout,
+            tool_output_limit: self.tools.max_output_bytes,
+            skill_max_prompt_chars: self.resources.skill_max_prompt_chars,
+            mcp_request_tool_bytes: self.mcp.max_request_tool_bytes,
+            quotas: self.quotas,
+            webhook: self.webhook.clone(),
+            callers_authenticated: self.auth.enforced(),
+        }
+    }
+
+    /// The cluster this replica joins (`agw.redis.url`); `None`: it runs alone.
+    pub fn cluster_config(&self) -> Option<agw_cluster::ClusterConfig> {
+        let redis = self.cluster.redis.as_ref()?;
+        Some(agw_cluster::ClusterConfig {
+            url: redis.url.clone(),
+            prefix: redis.prefix.clone(),
+            node_id: self.cluster.node_id.clone(),
+            lease: self.cluster.lease,
+            stream_max_events: self.runs.buffer_events,
+            retention: self.runs.retention.max(std::time::Duration::from_secs(1)),
+            secret: self.cluster.secret.clone(),
+            control_ttl: self.cluster.control_deadline,
+            ..agw_cluster::ClusterConfig::default()
+        })
+    }
+
     /// Reads `config_file` (if any), then the environment `env` (pass `std::env::vars()`).
     pub fn load(
         config_file: Option<&Path>,

@@ -6,7 +6,7 @@ use super::table::{
     AGENT_CHAT_EVENT_CALLBACK_REQUEST_TIMEOUT_MS, AGENT_CHAT_EVENT_CALLBACK_SECRET, AGENT_CHAT_EVENT_CALLBACK_URL,
 };
 use super::{ConfigError, value};
-use crate::webhook::WebhookConfig;
+use agw_runs::webhook::WebhookConfig;
 
 pub(super) fn load(src: &Source) -> Result<WebhookConfig, ConfigError> {
     Ok(WebhookConfig {

@@ -23,10 +23,11 @@ use agw_protocol::request::{OnDisconnect, QueryRequest};
 use super::HandlerResult;
 use super::ai_sdk::chat_id_for;
 use super::events::{self, Events};
-use super::query::{NewRun, read_body, resolve_agent, start_run};
-use crate::auth::{Principal, may_access};
+use crate::auth::Principal;
 use crate::body::{BoxBody, RequestBody};
 use crate::envelope::ApiError;
+use crate::request::read_body;
+use crate::runs::NewRun;
 use crate::runs::{Observer, RunHandle};
 use crate::state::AppState;
 
@@ -58,7 +59,7 @@ pub async fn run(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
     let body = read_body(req, server.max_request_bytes, server.limits.body_read_timeout).await?;
     let input: RunAgentInput =
         serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("invalid RunAgentInput: {e}")))?;
-    let agent = resolve_agent(state, Some(agent_key))?;
+    let agent = state.runs.agent(Some(agent_key))?;
     // Tools the client declares are frontend tools of this run: the stream ends at their calls
     // and the client answers with tool messages.
     let client_tools: Vec<agw_tools::ToolDef> = input
@@ -86,10 +87,11 @@ pub async fn run(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
         // Results of the frontend calls the chat's waiting run asked for.
         let waiting = state
             .runs
+            .tracker()
             .chats()
             .holder(&chat_id)
-            .and_then(|run_id| state.runs.get(&run_id))
-            .filter(|h| !h.status().is_finished() && may_access(principal.as_ref(), h.owner.as_ref()));
+            .and_then(|run_id| state.runs.local_run(&run_id, principal.as_ref()))
+            .filter(|h| !h.status().is_finished());
         let Some(handle) = waiting else {
             return Err(ApiError::not_found(format!("no run of thread {} waits for tool results", input.thread_id)));
         };
@@ -100,7 +102,9 @@ pub async fn run(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
             let Some(call_id) = message["toolCallId"].as_str() else { continue };
             let text = text_of(message);
             let params = serde_json::from_str(&text).unwrap_or(Value::String(text));
-            if state.submits.submit(&handle.run_id, call_id, params) == agw_modes::runtime::SubmitStatus::Accepted {
+            if state.runs.submits().submit(&handle.run_id, call_id, params)
+                == agw_modes::runtime::SubmitStatus::Accepted
+            {
                 answered += 1;
             }
         }
@@ -127,9 +131,7 @@ pub async fn run(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
         on_disconnect: Some(OnDisconnect::Continue),
         ..QueryRequest::default()
     };
-    let (handle, observer) =
-        start_run(state, NewRun { agent, request: query, principal, history: None, client_tools, regenerate: false })
-            .await?;
+    let (handle, observer) = state.runs.start(NewRun { client_tools, ..NewRun::new(agent, query, principal) }).await?;
     let mapper = AgUiMapper::new(&chat_id, &handle.run_id);
     Ok(stream_response(handle, observer, mapper, Vec::new(), heartbeat))
 }

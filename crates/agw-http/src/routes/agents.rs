@@ -40,7 +40,7 @@ struct Detail<'a> {
 }
 
 fn meta<'a>(state: &AppState, agent: &'a AgentDefinition) -> Meta<'a> {
-    let provider_default = state.providers.default_model(&agent.agent_provider_key());
+    let provider_default = state.catalogs().providers.default_model(&agent.agent_provider_key());
     let mut tools = agent.tool_names();
     // agw: the tools of the MCP servers the agent opts into, as they are offered now.
     if let Some(mcp) = &state.mcp {
@@ -56,7 +56,7 @@ fn meta<'a>(state: &AppState, agent: &'a AgentDefinition) -> Meta<'a> {
 }
 
 pub fn list(state: &AppState, params: &HashMap<String, String>) -> HandlerResult {
-    let catalog = state.agents.load();
+    let catalog = state.catalogs().agents.load();
     let tag = params.get("tag").map(|t| t.trim().to_lowercase()).filter(|t| !t.is_empty());
     let items: Vec<Summary> = catalog
         .iter()
@@ -82,7 +82,7 @@ pub fn list(state: &AppState, params: &HashMap<String, String>) -> HandlerResult
 
 pub fn detail(state: &AppState, params: &HashMap<String, String>) -> HandlerResult {
     let key = params.get("agentKey").ok_or_else(|| ApiError::bad_request("agentKey is required"))?;
-    let catalog = state.agents.load();
+    let catalog = state.catalogs().agents.load();
     let agent = catalog.get(key).ok_or_else(|| ApiError::not_found(format!("agent not found: {key}")))?;
     Ok(success(&Detail {
         key: &agent.key,

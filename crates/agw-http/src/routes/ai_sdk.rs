@@ -30,10 +30,11 @@ use agw_protocol::request::{OnDisconnect, QueryRequest};
 
 use super::HandlerResult;
 use super::events::{self, Events};
-use super::query::{NewRun, read_body, resolve_agent, start_run};
-use crate::auth::{Principal, may_access};
+use crate::auth::Principal;
 use crate::body::{BoxBody, RequestBody, full};
 use crate::envelope::ApiError;
+use crate::request::read_body;
+use crate::runs::NewRun;
 use crate::runs::{Observer, RunHandle};
 use crate::state::AppState;
 
@@ -117,7 +118,7 @@ pub async fn chat(state: &AppState, agent_key: &str, req: Request<RequestBody>) 
     let body = read_body(req, server.max_request_bytes, server.limits.body_read_timeout).await?;
     let request: ChatRequest =
         serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("invalid chat request: {e}")))?;
-    let agent = resolve_agent(state, Some(agent_key))?;
+    let agent = state.runs.agent(Some(agent_key))?;
     let chat_id = chat_id_for(&request.id, principal.as_ref());
     let Some(last) = request.messages.last() else {
         return Err(ApiError::bad_request("messages must not be empty"));
@@ -127,7 +128,7 @@ pub async fn chat(state: &AppState, agent_key: &str, req: Request<RequestBody>) 
     if last["role"] == "assistant" {
         // The client answered client-side tool calls (`addToolResult`): resume the waiting run.
         let run_id = last["id"].as_str().unwrap_or_default();
-        let handle = state.runs.get(run_id).filter(|h| may_access(principal.as_ref(), h.owner.as_ref()));
+        let handle = state.runs.local_run(run_id, principal.as_ref());
         let Some(handle) = handle else {
             return Err(ApiError::not_found(format!("no waiting run for message {run_id}")));
         };
@@ -144,14 +145,18 @@ pub async fn chat(state: &AppState, agent_key: &str, req: Request<RequestBody>) 
             mapper.expect_server_call(&call_id, &name);
             let decision = if approved { "once" } else { "reject" };
             let params = serde_json::json!({ "decision": decision });
-            if state.submits.submit(&handle.run_id, &call_id, params) == agw_modes::runtime::SubmitStatus::Accepted {
+            if state.runs.submits().submit(&handle.run_id, &call_id, params)
+                == agw_modes::runtime::SubmitStatus::Accepted
+            {
                 answered += 1;
             }
         }
         for (call_id, name, output) in outputs {
             mapper.expect_client_call(&call_id, &name);
             let params = if output.is_null() { Value::Object(Default::default()) } else { output };
-            if state.submits.submit(&handle.run_id, &call_id, params) == agw_modes::runtime::SubmitStatus::Accepted {
+            if state.runs.submits().submit(&handle.run_id, &call_id, params)
+                == agw_modes::runtime::SubmitStatus::Accepted
+            {
                 answered += 1;
             }
         }
@@ -177,11 +182,7 @@ pub async fn chat(state: &AppState, agent_key: &str, req: Request<RequestBody>) 
         on_disconnect: Some(OnDisconnect::Continue),
         ..QueryRequest::default()
     };
-    let (handle, observer) = start_run(
-        state,
-        NewRun { agent, request: query, principal, history: None, client_tools: Vec::new(), regenerate },
-    )
-    .await?;
+    let (handle, observer) = state.runs.start(NewRun { regenerate, ..NewRun::new(agent, query, principal) }).await?;
     Ok(stream_response(handle, observer, UiMessageMapper::new(), heartbeat))
 }
 
@@ -190,10 +191,11 @@ pub fn resume(state: &AppState, id: &str, principal: Option<&Principal>) -> Hand
     let chat_id = chat_id_for(id, principal);
     let running = state
         .runs
+        .tracker()
         .chats()
         .holder(&chat_id)
-        .and_then(|run_id| state.runs.get(&run_id))
-        .filter(|h| !h.status().is_finished() && may_access(principal, h.owner.as_ref()));
+        .and_then(|run_id| state.runs.local_run(&run_id, principal))
+        .filter(|h| !h.status().is_finished());
     let Some(handle) = running else {
         let mut resp = Response::new(full(Bytes::new()));
         *resp.status_mut() = StatusCode::NO_CONTENT;

@@ -31,7 +31,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 }
 
 pub async fn list(state: &AppState, principal: Option<&Principal>) -> HandlerResult {
-    let store = state.chats.clone();
+    let store = state.runs.chat_store().clone();
     let mut chats = blocking(move || store.list_chats()).await?.map_err(memory_error)?;
     chats.retain(|chat| may_access(principal, chat.owner.as_ref()));
     Ok(success(&chats))
@@ -100,7 +100,7 @@ pub async fn detail(
         Some(v) => parse_bool("includeRawMessages", v)?,
         None => false,
     };
-    let store = state.chats.clone();
+    let store = state.runs.chat_store().clone();
     let id = chat_id.clone();
     let caller = principal.cloned();
     let (summary, exists, lines) = blocking(move || {

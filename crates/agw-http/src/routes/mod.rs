@@ -14,7 +14,7 @@ pub(crate) mod runs;
 pub(crate) mod submit;
 mod viewport;
 
-pub use query::read_body;
+pub use crate::request::read_body;
 
 use std::collections::HashMap;
 

@@ -20,10 +20,11 @@ use agw_protocol::request::{OnDisconnect, QueryRequest};
 
 use super::HandlerResult;
 use super::events::{self, Events};
-use super::query::{NewRun, read_body, start_run};
 use crate::auth::Principal;
 use crate::body::{BoxBody, RequestBody};
 use crate::envelope::{ApiError, json_response};
+use crate::request::read_body;
+use crate::runs::NewRun;
 use crate::runs::{Observer, RunHandle};
 use crate::state::AppState;
 
@@ -58,7 +59,7 @@ fn from_api(e: ApiError) -> Response<BoxBody> {
 
 /// `GET /v1/models`: the agents, as models.
 pub fn models(state: &AppState) -> HandlerResult {
-    let catalog = state.agents.load();
+    let catalog = state.catalogs().agents.load();
     let data: Vec<Value> = catalog
         .iter()
         .map(|agent| json!({"id": agent.key, "object": "model", "created": 0, "owned_by": "agw"}))
@@ -147,7 +148,7 @@ async fn completions_inner(
     let body = read_body(req, server.max_request_bytes, server.limits.body_read_timeout).await.map_err(from_api)?;
     let request: CompletionRequest =
         serde_json::from_slice(&body).map_err(|e| invalid(format!("invalid request body: {e}")))?;
-    let agent = state.agents.load().get(request.model.trim()).ok_or_else(|| {
+    let agent = state.catalogs().agents.load().get(request.model.trim()).ok_or_else(|| {
         error(
             StatusCode::NOT_FOUND,
             format!("The model `{}` does not exist", request.model),
@@ -177,12 +178,11 @@ async fn completions_inner(
     };
     query.validate().map_err(|e| invalid(e.to_string()))?;
     let model = agent.key.clone();
-    let (handle, observer) = start_run(
-        state,
-        NewRun { agent, request: query, principal, history, client_tools: Vec::new(), regenerate: false },
-    )
-    .await
-    .map_err(from_api)?;
+    let (handle, observer) = state
+        .runs
+        .start(NewRun { history, ..NewRun::new(agent, query, principal) })
+        .await
+        .map_err(|e| from_api(e.into()))?;
     let created = now_secs();
     if request.stream {
         let include_usage = request.stream_options.is_some_and(|o| o.include_usage);

@@ -17,10 +17,10 @@ pub fn healthz() -> http::Response<BoxBody> {
 /// and the shared state this replica needs answers — the chat store (its directory, or
 /// PostgreSQL) when memory is on, Redis when the replica is in a cluster. 503 names what fails.
 pub async fn readyz(state: &AppState) -> http::Response<BoxBody> {
-    let agents = state.agents.load().len();
+    let agents = state.catalogs().agents.load().len();
     let mut failing = serde_json::Map::new();
     if state.settings.memory.enabled {
-        let store = state.chats.clone();
+        let store = state.runs.chat_store().clone();
         let backend = store.backend_name();
         let ping = tokio::time::timeout(PING_TIMEOUT, tokio::task::spawn_blocking(move || store.ping())).await;
         let problem = match ping {
@@ -34,7 +34,7 @@ pub async fn readyz(state: &AppState) -> http::Response<BoxBody> {
         }
     }
     if state.settings.cluster.redis.is_some() {
-        let problem = match state.cluster.get() {
+        let problem = match state.runs.node() {
             None => Some("not joined".to_owned()),
             Some(node) => match tokio::time::timeout(PING_TIMEOUT, node.cluster.ping()).await {
                 Ok(Ok(())) => None,

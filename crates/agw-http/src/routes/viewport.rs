@@ -16,7 +16,7 @@ pub fn get(state: &AppState, params: &HashMap<String, String>) -> HandlerResult 
     if raw.trim().is_empty() {
         return Err(ApiError::bad_request("viewportKey is required"));
     }
-    let viewports = state.viewports.load();
+    let viewports = state.catalogs().viewports.load();
     let viewport = viewports.get(raw).ok_or_else(|| ApiError::not_found(format!("Viewport not found: {raw}")))?;
     let data: Value = match &viewport.payload {
         // Text viewports (`html`, `custom`) are wrapped under their type name; JSON ones are

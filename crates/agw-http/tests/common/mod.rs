@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use agw_http::{Server, Settings};
+use agw_http::Settings;
 use agw_protocol::sse::SseDecoder;
 use agw_testkit::FixtureServer;
 use futures::StreamExt;
@@ -201,7 +201,8 @@ impl Gateway {
             settings.providers.push(second.provider_config(SECOND_FIXTURE_PROVIDER));
         }
         let state = agw_http::build_state(settings).expect("state");
-        let server = Server::bind(state.clone()).await.expect("bind");
+        let gateway = agw_http::Gateway::from_state(state.clone(), agw_http::Reload::Off).await.expect("start");
+        let server = gateway.bind().await.expect("bind");
         let base = format!("http://{}", server.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
         tokio::spawn(server.run(async move {
@@ -212,13 +213,13 @@ impl Gateway {
 
     /// Whether this gateway keeps its chats in PostgreSQL (`AGW_TEST_CHAT_STORE=postgres`).
     pub fn on_postgres(&self) -> bool {
-        self.state.chats.backend_name() == "postgres"
+        self.state.runs.chat_store().backend_name() == "postgres"
     }
 
     /// The settings that start another gateway on this one's chats (as after a restart): its
     /// chat directory, and on PostgreSQL its schema.
     pub fn store_env(&self) -> Vec<(&'static str, String)> {
-        let mut vars = vec![("MEMORY_CHAT_DIR", self.state.chats.config().dir.display().to_string())];
+        let mut vars = vec![("MEMORY_CHAT_DIR", self.state.runs.chat_store().config().dir.display().to_string())];
         if let Some(schema) = &self.schema {
             vars.push(("AGW_DATABASE_SCHEMA", schema.name.clone()));
         }
@@ -237,7 +238,7 @@ impl Gateway {
     /// [`agw_memory::ChatStore::read_lines`] of the gateway's store, on a blocking thread (the
     /// PostgreSQL store must not be called on the async test thread).
     pub async fn history(&self, chat_id: &str) -> Vec<agw_protocol::history::HistoryLine> {
-        let (store, id) = (self.state.chats.clone(), chat_id.to_owned());
+        let (store, id) = (self.state.runs.chat_store().clone(), chat_id.to_owned());
         tokio::task::spawn_blocking(move || store.read_lines(&id)).await.unwrap().expect("read the chat's history")
     }
 
@@ -252,7 +253,7 @@ impl Gateway {
 
     /// [`agw_memory::ChatStore::waiting_runs`] of the gateway's store, on a blocking thread.
     pub async fn waiting_runs(&self) -> Vec<(String, String)> {
-        let store = self.state.chats.clone();
+        let store = self.state.runs.chat_store().clone();
         tokio::task::spawn_blocking(move || store.waiting_runs()).await.unwrap().expect("list the waiting runs")
     }
 
@@ -418,7 +419,7 @@ pub fn assert_chat_files_valid(gw: &Gateway) -> ChatFiles {
     if gw.on_postgres() {
         return assert_chat_rows_valid(gw);
     }
-    let dir = gw.state.chats.config().dir.clone();
+    let dir = gw.state.runs.chat_store().config().dir.clone();
     let mut out = ChatFiles::default();
     let Ok(entries) = std::fs::read_dir(&dir) else { return out };
     // Files only: `_waiting/` holds the marks of runs that wait for a person.

@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 use agw_memory::Owner;
 use agw_modes::runtime::CallSpend;
 
+use super::QuotaSettings;
 use super::{
     Account, DAY, HELD_RETRY, MINUTE, QuotaExceeded, QuotaPermit, Scope, Store, scopes, today, until_midnight,
 };
-use crate::config::QuotaSettings;
 
 /// How long a run does without Redis after one of its quota operations failed.
 pub(super) const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(10);

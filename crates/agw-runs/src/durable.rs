@@ -17,29 +17,38 @@ use std::time::Duration;
 use agw_memory::WaitingRun;
 use agw_modes::runtime::{self, DeltaSink, Resume, RunContext, WaitPoint};
 use agw_protocol::event::EventPayload;
-use agw_protocol::history::{AwaitingCall, AwaitingLine, StreamedAs};
+use agw_protocol::history::{AwaitingCall, StreamedAs};
 use agw_protocol::{AgentDelta, Assembler, ErrorCode, RunErrorInfo, SystemClock};
 use agw_tools::ToolKind;
 use tracing::Instrument;
 
-use crate::routes::query::{Ended, ForgetAnswers, end_run, resolve_agent};
-use crate::runs::{ChatSlot, DisconnectPolicy, RunHandle};
-use crate::sink::{Persistence, SseSink, now_ms};
-use crate::state::AppState;
+use crate::drive::{Ended, Entry, ForgetAnswers, LiveRun, RunGuards, end_run};
+use crate::principal::anonymous;
+use crate::service::{Core, RunService};
+use crate::sink::{Persistence, RunSink, now_ms};
+use crate::{ChatSlot, DisconnectPolicy, RunHandle};
 
-/// Registers every run that was waiting for a person when the server last stopped, and starts
-/// waiting for its answer again. Returns how many were restored. Marks of runs that no longer
-/// wait are removed; a chat that cannot be read is logged and skipped.
-pub async fn restore_waiting_runs(state: &AppState) -> usize {
-    if !state.settings.memory.enabled {
+impl RunService {
+    /// Registers every run that was waiting for a person when the server last stopped, and
+    /// starts waiting for its answer again. Returns how many were restored. Marks of runs that
+    /// no longer wait are removed; a chat that cannot be read is logged and skipped. Call it
+    /// after joining the cluster (if any) and before serving requests.
+    pub async fn restore_waiting_runs(&self) -> usize {
+        restore_waiting_runs(self).await
+    }
+}
+
+async fn restore_waiting_runs(service: &RunService) -> usize {
+    let core = &service.core;
+    if !core.settings.memory {
         return 0;
     }
-    if state.cluster.get().is_some() {
+    if core.cluster.get().is_some() {
         // Replicas share the chats: a waiting run is adopted by the replica its answer
         // reaches (`crate::cluster::adopt`), never by every replica that starts.
         return 0;
     }
-    let store = state.chats.clone();
+    let store = core.chats.clone();
     let found = tokio::task::spawn_blocking(move || {
         let marked = store.waiting_runs()?;
         let mut waiting = Vec::new();
@@ -74,18 +83,18 @@ pub async fn restore_waiting_runs(state: &AppState) -> usize {
     for (run, owner) in waiting {
         let line = &run.awaiting;
         let (run_id, chat_id) = (line.run_id.clone(), line.chat_id.clone());
-        if state.runs.get(&run_id).is_some() {
+        if core.tracker.get(&run_id).is_some() {
             continue;
         }
-        let Ok(slot) = state.runs.chats().try_acquire(&chat_id, &run_id) else {
+        let Ok(slot) = core.tracker.chats().try_acquire(&chat_id, &run_id) else {
             tracing::warn!(runId = %run_id, chatId = %chat_id, "the chat is busy; waiting run not restored");
             continue;
         };
         let agent_key = line.query.agent_key.clone().unwrap_or_default();
         // Nobody watches a restored run when it comes back; it waits for its answer however
         // long the submit timeout allows.
-        let handle = state.runs.register(&run_id, &chat_id, &agent_key, owner, DisconnectPolicy::Continue);
-        spawn_wait_again(state, handle, slot, run, None);
+        let handle = core.tracker.register(&run_id, &chat_id, &agent_key, owner, DisconnectPolicy::Continue);
+        spawn_wait_again(service, handle, slot, run, None);
         restored += 1;
     }
     if restored > 0 {
@@ -97,7 +106,7 @@ pub async fn restore_waiting_runs(state: &AppState) -> usize {
 /// Starts the task of a registered run that waits again (restored at start, or adopted from a
 /// lost replica). `ready` is told once the run's waiter is registered.
 pub(crate) fn spawn_wait_again(
-    state: &AppState,
+    service: &RunService,
     handle: Arc<RunHandle>,
     slot: ChatSlot,
     run: WaitingRun,
@@ -105,22 +114,22 @@ pub(crate) fn spawn_wait_again(
 ) {
     let span =
         tracing::info_span!("run", runId = %handle.run_id, chatId = %handle.chat_id, agentKey = %handle.agent_key);
-    tokio::spawn(wait_again(state.clone(), handle, slot, run, ready).instrument(span));
+    tokio::spawn(wait_again(service.clone(), handle, slot, run, ready).instrument(span));
 }
 
 /// The restored run's task: show the wait, wait for the answer (or the timeout, or a cancel),
 /// then continue the run.
 async fn wait_again(
-    state: AppState,
+    service: RunService,
     handle: Arc<RunHandle>,
     slot: ChatSlot,
     run: WaitingRun,
     ready: Option<tokio::sync::oneshot::Sender<()>>,
 ) {
-    let _slot = slot;
+    let core: &Core = &service.core;
     let WaitingRun { awaiting, conversation, context } = run;
     let (run_id, chat_id) = (handle.run_id.clone(), handle.chat_id.clone());
-    let tools = state.tools.load();
+    let tools = core.catalogs.tools.load();
     // How the client had been shown each call; a call withheld until its approval is neither.
     let streamed_as = |call: &AwaitingCall| {
         call.streamed_as.unwrap_or(match tools.kind_of(&call.name.trim().to_lowercase()) {
@@ -141,17 +150,17 @@ async fn wait_again(
         &open_actions,
     )
     // Usage from before the restart is not carried over (docs/observability.md).
-    .with_prices(state.settings.prices.clone());
-    let recorder = state.chats.resumed_recorder(&awaiting);
-    let persistence = Persistence { store: state.chats.clone(), chat_id: chat_id.clone(), recorder };
-    let mut sink = SseSink::new(assembler, handle.clone(), Some(persistence));
+    .with_prices(core.settings.prices.clone());
+    let recorder = core.chats.resumed_recorder(&awaiting);
+    let persistence = Persistence { store: core.chats.clone(), chat_id: chat_id.clone(), recorder };
+    let mut sink = RunSink::new(assembler, handle.clone(), Some(persistence));
     sink.adopt_mark();
 
     // Registered before the wait is shown, so an early submit is matched.
     let remaining = Duration::from_millis(u64::try_from(awaiting.timeout_at - now_ms()).unwrap_or(0));
     let mut ask = awaiting.ask.clone();
     ask.timeout = u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX).max(1);
-    let waiter = state.submits.register(&run_id, &awaiting.awaiting_id);
+    let waiter = core.submits.register(&run_id, &awaiting.awaiting_id);
     if let Some(ready) = ready {
         let _ = ready.send(());
     }
@@ -159,7 +168,7 @@ async fn wait_again(
     let shown = sink.emit(AgentDelta::Awaiting(EventPayload::AwaitingAsk(ask.clone()))).await;
     let (Some(waiter), Ok(())) = (waiter, shown) else {
         // Neither should happen (one task per restored run); end it rather than leave it hanging.
-        let _guard = state.runs.enter_run(&handle);
+        let _guard = core.tracker.enter_run(&handle);
         let failed = fail(format!("the wait for {} could not be restored", awaiting.awaiting_id));
         end_run(&mut sink, Ended::Mode(runtime::RunOutcome::Failed(failed)), &handle.steers).await;
         return;
@@ -177,21 +186,21 @@ async fn wait_again(
     let answer = tokio::select! {
         answer = waiter.wait(remaining) => answer,
         reason = handle.cancelled() => {
-            let _guard = state.runs.enter_run(&handle);
+            let _guard = core.tracker.enter_run(&handle);
             end_run(&mut sink, Ended::Cancelled(reason), &handle.steers).await;
             return;
         }
         // Still waiting when this server stops: the next start restores it again.
-        () = state.runs.stopped() => return,
+        () = core.tracker.stopped() => return,
     };
     sink.wait_over();
     // From here the run is in flight again: counted, and finished (then retained) on return.
-    let _guard = state.runs.enter_run(&handle);
-    let _answers = ForgetAnswers(state.submits.clone(), run_id.clone());
+    let guard = core.tracker.enter_run(&handle);
+    let answers = ForgetAnswers(core.submits.clone(), run_id.clone());
     if answer.is_none() {
         tracing::info!(awaitingId = %awaiting.awaiting_id, "the wait timed out");
     }
-    let Some(agent) = agent_of(&state, &awaiting) else {
+    let Ok(agent) = core.agent(awaiting.query.agent_key.as_deref()) else {
         let message = format!(
             "agent {} is no longer loaded; the run cannot continue",
             awaiting.query.agent_key.as_deref().unwrap_or("(default)")
@@ -202,8 +211,8 @@ async fn wait_again(
     let steers = handle.steers.clone();
     // Not admitted again (it was, before the wait), but every model call from here on is
     // checked against and counted in its owner's and agent's daily quotas like any run's.
-    let owner = handle.owner.clone().unwrap_or_else(crate::quotas::anonymous);
-    let quota = crate::quotas::continue_run(&state, &owner, &agent.key, &run_id);
+    let owner = handle.owner.clone().unwrap_or_else(anonymous);
+    let quota = core.quotas.continue_run(core.cluster(), &owner, &agent.key, &run_id);
     let ctx = RunContext {
         run_id,
         chat_id,
@@ -212,7 +221,7 @@ async fn wait_again(
         history: context.history,
         history_runs: context.history_runs,
         initial_plan: context.plan,
-        services: state.run_services(),
+        services: core.run_services(Vec::new()),
         steers: steers.clone(),
         remembered_approvals: context.remembered_approvals,
         quota: quota.gate(),
@@ -227,18 +236,16 @@ async fn wait_again(
         approval: awaiting.ask.mode == "approval",
     };
     tracing::info!("run continues after the wait");
-    let ended = tokio::select! {
-        outcome = runtime::resume(ctx, resume, &mut sink) => Ended::Mode(outcome),
-        reason = handle.cancelled() => Ended::Cancelled(reason),
-        () = state.runs.stopped() => Ended::Shutdown,
-    };
-    end_run(&mut sink, ended, &steers).await;
-    drop(quota);
-}
-
-/// The agent the run started with, by key, as loaded now.
-fn agent_of(state: &AppState, awaiting: &AwaitingLine) -> Option<Arc<agw_modes::definition::AgentDefinition>> {
-    resolve_agent(state, awaiting.query.agent_key.as_deref()).ok()
+    let live = Box::new(LiveRun {
+        ctx,
+        entry: Entry::Resume(Box::new(resume)),
+        sink,
+        steers,
+        _guards: RunGuards { _slot: slot, _answers: answers, _guard: guard },
+        handle,
+        quota,
+    });
+    Box::pin(live.run(core)).await;
 }
 
 fn fail(message: String) -> RunErrorInfo {

@@ -1,11 +1,11 @@
-//! The HTTP side of a run: assembler + chat-memory recorder + publishing into the run's handle,
-//! which its observers (the query's response, attaches) read.
+//! Where a run's deltas go: assembler + chat-memory recorder + publishing into the run's handle,
+//! which its observers (the query's response, attaches, mirrors) read.
 
 use std::sync::Arc;
 
 use agw_memory::{ChatStore, Recorder};
 
-use crate::runs::RunHandle;
+use crate::RunHandle;
 use crate::webhook::RunTrigger;
 use agw_modes::runtime::{DeltaSink, EmitError, WaitPoint};
 use agw_protocol::event::{ChatStart, RequestQuery};
@@ -27,7 +27,7 @@ pub struct Persistence {
 ///
 /// Publishing never waits for an observer: a slow client falls behind in the run's buffer (and
 /// is dropped once the buffer lost what it had not read), it does not slow the run.
-pub struct SseSink {
+pub struct RunSink {
     assembler: Assembler,
     handle: Arc<RunHandle>,
     events: Vec<Event>,
@@ -41,7 +41,7 @@ pub struct SseSink {
     waiting: bool,
 }
 
-impl SseSink {
+impl RunSink {
     /// A sink with no webhook; `persistence` `None`: the run is not recorded (memory disabled).
     pub fn new(assembler: Assembler, handle: Arc<RunHandle>, persistence: Option<Persistence>) -> Self {
         Self {
@@ -146,7 +146,7 @@ impl SseSink {
         if let Some(trigger) = self.webhook.as_mut() {
             trigger.observe(&self.events);
         }
-        metrics::counter!(crate::metrics::EVENTS_STREAMED).increment(self.events.len() as u64);
+        metrics::counter!(crate::EVENTS_STREAMED).increment(self.events.len() as u64);
         self.handle.publish(&self.events);
         self.events.clear();
         Ok(())
@@ -235,7 +235,7 @@ pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
-impl DeltaSink for SseSink {
+impl DeltaSink for RunSink {
     async fn waiting(&mut self, wait: &WaitPoint) -> Result<(), EmitError> {
         self.record_wait(wait).await;
         self.waiting = true;

@@ -1,4 +1,5 @@
-//! agw as one of several replicas (`docs/deployment.md`): runs that any replica can reach.
+//! The run service as one of several replicas (`docs/deployment.md`): runs that any replica can
+//! reach.
 //!
 //! With `agw.redis.url` set, every run this replica starts is *announced* (a run record naming
 //! this node) and *mirrored*: a task reads the run's event buffer like an observer that never
@@ -6,7 +7,7 @@
 //! itself never waits for Redis: a Redis outage delays the mirror (it retries from its cursor),
 //! not the run or its own clients.
 //!
-//! A request for a run this replica does not hold ([`locate`]) finds the record and:
+//! A request for a run this replica does not hold ([`find_run`]) finds the record and:
 //! - `attach` follows the run's stream ([`follow`]) — the retained frames, then live ones;
 //! - `interrupt`, `steer`, `submit` are forwarded to the owner ([`forward`]) with the caller,
 //!   signed with the cluster secret; the owner answers them exactly as if they had arrived
@@ -21,95 +22,24 @@
 //! One run per chat holds across replicas through a chat lock in Redis taken next to the local
 //! slot; a lock whose node lease expired is free.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
-use agw_cluster::{Cluster, ClusterConfig, ControlKind, ControlReply, ControlRequest, FollowItem, Frame, RunRecord};
+use agw_cluster::{ControlRequest, FollowItem, Frame, RunRecord};
 use agw_memory::Owner;
-use agw_protocol::event::RunError;
 use agw_protocol::{ErrorCode, Event, RunErrorInfo, sse};
 use bytes::Bytes;
 use futures::StreamExt;
-use http::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::auth::{Principal, may_access};
-use crate::envelope::ApiError;
-use crate::runs::{DisconnectPolicy, RunHandle, RunStatus};
-use crate::state::{AppState, Inner};
+use crate::calls::{Caller, Control, decode_reply};
+use crate::node::Node;
+use crate::principal::{Principal, may_access};
+use crate::service::{Core, RunService};
+use crate::{DisconnectPolicy, RunError, RunHandle, RunStatus};
 
 /// Longest pause between retries of a mirror append while Redis is unreachable.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
-
-/// This replica's membership: the Redis connection and its lease.
-pub struct Node {
-    /// The shared Redis state.
-    pub cluster: Cluster,
-}
-
-impl std::fmt::Debug for Node {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Node").field("id", &self.cluster.node_id()).finish()
-    }
-}
-
-impl Node {
-    /// This replica's id.
-    pub fn id(&self) -> &str {
-        self.cluster.node_id()
-    }
-}
-
-/// Joins the cluster when `agw.redis.url` is set: connects, takes this node's lease and serves
-/// control requests for the runs it owns. Idempotent; an error says why Redis is unusable.
-pub async fn join(state: &AppState) -> Result<(), String> {
-    let Some(redis) = &state.settings.cluster.redis else { return Ok(()) };
-    if state.cluster.get().is_some() {
-        return Ok(());
-    }
-    let settings = &state.settings;
-    // Each start is a new incarnation: a replica restarted under the same `agw.node.id` must
-    // not look like the owner of the runs (and chat locks) its previous life left behind.
-    let incarnation = &agw_protocol::ids::new_run_id().replace('-', "")[..6];
-    let config = ClusterConfig {
-        url: redis.url.clone(),
-        prefix: redis.prefix.clone(),
-        node_id: format!("{}.{incarnation}", settings.cluster.node_id),
-        lease: settings.cluster.lease,
-        stream_max_events: settings.runs.buffer_events,
-        retention: settings.runs.retention.max(Duration::from_secs(1)),
-        secret: settings.cluster.secret.clone(),
-        control_ttl: settings.cluster.control_deadline,
-        ..ClusterConfig::default()
-    };
-    let cluster = Cluster::connect(config)
-        .await
-        .map_err(|e| format!("Redis at {} is unusable: {e}", crate::config::masked_url(&redis.url)))?;
-    let weak: Weak<Inner> = Arc::downgrade(&state.inner);
-    cluster.serve_control(move |request| {
-        let weak = weak.clone();
-        async move {
-            match weak.upgrade() {
-                Some(inner) => answer_control(&AppState { inner }, request).await,
-                None => reply_error(&ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the replica is stopping")),
-            }
-        }
-    });
-    tracing::info!(node = %cluster.node_id(), prefix = %redis.prefix, "joined the cluster");
-    if state.cluster.set(Arc::new(Node { cluster })).is_err() {
-        tracing::debug!("cluster joined twice; the second connection is dropped");
-    }
-    Ok(())
-}
-
-/// Leaves the cluster at shutdown: the lease is deleted at once (a stopped replica is not a
-/// lost one: its waiting runs can be adopted right away).
-pub async fn leave(state: &AppState) {
-    if let Some(node) = state.cluster.get() {
-        node.cluster.shutdown().await;
-        tracing::info!(node = %node.id(), "left the cluster");
-    }
-}
 
 fn owner_json(owner: Option<&Owner>) -> Option<String> {
     owner.and_then(|o| serde_json::to_string(o).ok())
@@ -119,13 +49,8 @@ fn owner_of(record: &RunRecord) -> Option<Owner> {
     record.owner.as_deref().and_then(|o| serde_json::from_str(o).ok())
 }
 
-fn unavailable(e: impl std::fmt::Display) -> ApiError {
-    tracing::error!(error = %e, "cluster state unavailable");
-    ApiError::with_fields(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "the cluster's shared state (Redis) is unavailable; retry shortly",
-        json!({"code": "cluster_unavailable"}),
-    )
+fn unavailable(e: impl std::fmt::Display) -> RunError {
+    RunError::cluster(e)
 }
 
 // -- the replica that runs a run ------------------------------------------------------------
@@ -137,11 +62,11 @@ fn unavailable(e: impl std::fmt::Display) -> ApiError {
 /// run's path), so a client that sends its next query the moment it reads the terminal event
 /// can find the lock still held by a run that has ended. Such a lock is taken over (the release
 /// only frees it if that run still holds it) instead of answering 409.
-pub async fn lock_chat(state: &AppState, chat_id: &str, run_id: &str) -> Result<(), ChatLock> {
-    let Some(node) = state.cluster.get() else { return Ok(()) };
+pub(crate) async fn lock_chat(core: &Core, chat_id: &str, run_id: &str) -> Result<(), ChatLock> {
+    let Some(node) = core.cluster.get() else { return Ok(()) };
     let unavailable = |e: agw_cluster::ClusterError| ChatLock::Unavailable(e.to_string());
     let Some(holder) = node.cluster.acquire_chat(chat_id, run_id).await.map_err(unavailable)? else { return Ok(()) };
-    if holder == run_id || !has_ended(state, node, &holder).await {
+    if holder == run_id || !has_ended(core, node, &holder).await {
         return Err(ChatLock::Busy(holder));
     }
     tracing::info!(chatId = chat_id, runId = run_id, previous = %holder, "chat lock taken over from a run that has ended");
@@ -154,8 +79,8 @@ pub async fn lock_chat(state: &AppState, chat_id: &str, run_id: &str) -> Result<
 
 /// Whether `holder`, a run holding a chat's lock, has ended, so that its lock only waits for
 /// its mirror to free it. A run that waits durably has not ended (it keeps its chat).
-async fn has_ended(state: &AppState, node: &Node, holder: &str) -> bool {
-    if let Some(handle) = state.runs.get(holder) {
+async fn has_ended(core: &Core, node: &Node, holder: &str) -> bool {
+    if let Some(handle) = core.tracker.get(holder) {
         return handle.status().is_finished() && !handle.is_waiting();
     }
     // Another replica's run: its record says so once the mirror got there; before that, the
@@ -177,7 +102,7 @@ async fn has_ended(state: &AppState, node: &Node, holder: &str) -> bool {
 
 /// Why [`lock_chat`] did not take the lock.
 #[derive(Debug)]
-pub enum ChatLock {
+pub(crate) enum ChatLock {
     /// This run holds it.
     Busy(String),
     /// Redis did not answer.
@@ -185,9 +110,9 @@ pub enum ChatLock {
 }
 
 /// Waits for the chat's cluster-wide lock (the `queue` policy): polls until it is free.
-pub async fn wait_chat(state: &AppState, chat_id: &str, run_id: &str) {
+pub(crate) async fn wait_chat(core: &Core, chat_id: &str, run_id: &str) {
     loop {
-        match lock_chat(state, chat_id, run_id).await {
+        match lock_chat(core, chat_id, run_id).await {
             Ok(()) => return,
             Err(ChatLock::Busy(_)) => {}
             Err(ChatLock::Unavailable(e)) => tracing::warn!(error = %e, "chat lock unavailable; retrying"),
@@ -197,8 +122,8 @@ pub async fn wait_chat(state: &AppState, chat_id: &str, run_id: &str) {
 }
 
 /// Frees the chat's lock when a run that could not start took it.
-pub async fn unlock_chat(state: &AppState, chat_id: &str, run_id: &str) {
-    if let Some(node) = state.cluster.get()
+pub(crate) async fn unlock_chat(core: &Core, chat_id: &str, run_id: &str) {
+    if let Some(node) = core.cluster.get()
         && let Err(e) = node.cluster.release_chat(chat_id, run_id).await
     {
         tracing::warn!(error = %e, chatId = chat_id, runId = run_id, "chat lock not released");
@@ -207,8 +132,8 @@ pub async fn unlock_chat(state: &AppState, chat_id: &str, run_id: &str) {
 
 /// Announces a run this replica starts (its record, naming this node) and starts its mirror.
 /// Awaited before the query answers, so an attach on another replica right after finds it.
-pub async fn announce(state: &AppState, handle: &Arc<RunHandle>, status: &str) -> Result<(), ApiError> {
-    let Some(node) = state.cluster.get() else { return Ok(()) };
+pub(crate) async fn announce(core: &Core, handle: &Arc<RunHandle>, status: &str) -> Result<(), RunError> {
+    let Some(node) = core.cluster.get() else { return Ok(()) };
     let record = RunRecord {
         run_id: handle.run_id.clone(),
         chat_id: handle.chat_id.clone(),
@@ -293,7 +218,7 @@ async fn mirror(node: Arc<Node>, handle: Arc<RunHandle>) {
 // -- a replica that does not hold the run ---------------------------------------------------
 
 /// A run held by another replica (or by none, since its node was lost).
-pub struct Remote {
+pub(crate) struct Remote {
     /// Its record.
     pub record: RunRecord,
     /// Whether the node that holds it is alive.
@@ -329,7 +254,7 @@ impl Remote {
 
 /// Where a run is, for a caller: the one answer every route that acts on a run asks for
 /// ([`find_run`]), so "here, elsewhere, orphaned or ended" is decided in one place.
-pub enum Located {
+pub(crate) enum Located {
     /// No run the caller may see has this id (none at all, or another owner's): 404.
     Nowhere,
     /// This replica holds it (running, waiting, or retained after it ended).
@@ -346,16 +271,16 @@ pub enum Located {
 /// Finds the run `run_id` for `principal`: this replica's registry first, then the cluster.
 /// A run this replica holds but the caller may not see is [`Located::Nowhere`], as is one held
 /// elsewhere for another owner.
-pub async fn find_run(state: &AppState, run_id: &str, principal: Option<&Principal>) -> Result<Located, ApiError> {
-    if let Some(handle) = state.runs.get(run_id) {
+pub(crate) async fn find_run(core: &Core, run_id: &str, principal: Option<&Principal>) -> Result<Located, RunError> {
+    if let Some(handle) = core.tracker.get(run_id) {
         let visible = may_access(principal, handle.owner.as_ref());
         return Ok(if visible { Located::Here(handle) } else { Located::Nowhere });
     }
-    let Some(remote) = locate(state, run_id, principal).await? else { return Ok(Located::Nowhere) };
+    let Some(remote) = locate(core, run_id, principal).await? else { return Ok(Located::Nowhere) };
     Ok(if remote.orphaned_wait() {
         Located::Orphaned(remote)
     } else if remote.lost() {
-        declare_lost(state, &remote.record).await?;
+        declare_lost(core, &remote.record).await?;
         Located::Ended(remote)
     } else if remote.finished() {
         Located::Ended(remote)
@@ -366,8 +291,8 @@ pub async fn find_run(state: &AppState, run_id: &str, principal: Option<&Princip
 
 /// The record of a run this replica does not hold, when the caller may see it. `Ok(None)`:
 /// no cluster, or no such run (or not the caller's): the caller answers 404.
-pub async fn locate(state: &AppState, run_id: &str, principal: Option<&Principal>) -> Result<Option<Remote>, ApiError> {
-    let Some(node) = state.cluster.get() else { return Ok(None) };
+async fn locate(core: &Core, run_id: &str, principal: Option<&Principal>) -> Result<Option<Remote>, RunError> {
+    let Some(node) = core.cluster.get() else { return Ok(None) };
     let Some(record) = node.cluster.get_run(run_id.trim()).await.map_err(unavailable)? else { return Ok(None) };
     if !may_access(principal, owner_of(&record).as_ref()) {
         return Ok(None);
@@ -377,129 +302,31 @@ pub async fn locate(state: &AppState, run_id: &str, principal: Option<&Principal
     Ok(Some(Remote { record, alive }))
 }
 
-/// What a forwarded request turned into.
-pub enum Forwarded {
-    /// The owner answered (2xx: the `data` of the success envelope).
-    Answer(Value),
-    /// The owner refused it.
-    Refused(ApiError),
-}
-
-/// Sends a control request (`interrupt`, `steer`, `submit` with its JSON body) on behalf of
-/// `principal` to the replica that holds the run and returns its answer. The request is signed
-/// with the cluster secret, valid for `agw.cluster.control-deadline`.
-pub async fn forward(
-    state: &AppState,
+/// Sends a control request on behalf of `principal` to the replica that holds the run and
+/// returns its answer, or its refusal. The request is signed with the cluster secret, valid for
+/// the cluster's control deadline.
+pub(crate) async fn forward<T: serde::de::DeserializeOwned>(
+    core: &Core,
     remote: &Remote,
-    kind: ControlKind,
-    body: Value,
+    control: Control,
     principal: Option<&Principal>,
-) -> Result<Forwarded, ApiError> {
-    let Some(node) = state.cluster.get() else { return Err(ApiError::internal()) };
+) -> Result<T, RunError> {
+    let Some(node) = core.cluster.get() else { return Err(RunError::internal("not in a cluster")) };
+    let kind = control.kind();
+    let run_id = remote.record.run_id.clone();
     let request = ControlRequest {
         kind,
-        run_id: remote.record.run_id.clone(),
-        body,
+        run_id: run_id.clone(),
+        body: control.body(),
         principal: principal.map(Caller::of).and_then(|c| serde_json::to_value(c).ok()),
     };
-    let deadline = state.settings.cluster.control_deadline;
+    let deadline = node.cluster.config().control_ttl;
     let reply = node.cluster.send_control(&remote.record.node_id, request, deadline).await.map_err(|e| {
         tracing::warn!(node = %remote.record.node_id, error = %e, %kind, "forwarded request not answered");
-        ApiError::with_fields(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("the replica running run {} did not answer; retry shortly", remote.record.run_id),
-            json!({"code": "owner_unreachable", "runId": remote.record.run_id}),
-        )
+        RunError::OwnerUnreachable { run_id: run_id.clone() }
     })?;
-    tracing::info!(runId = %remote.record.run_id, node = %remote.record.node_id, %kind, status = reply.status, "forwarded");
-    if reply.status == 200 {
-        return Ok(Forwarded::Answer(reply.body.get("data").cloned().unwrap_or(Value::Null)));
-    }
-    let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let msg = reply.body.get("msg").and_then(Value::as_str).unwrap_or("refused by the run's replica").to_owned();
-    let error = match reply.body.get("fields") {
-        Some(fields @ Value::Object(_)) => ApiError::with_fields(status, msg, fields.clone()),
-        _ => ApiError::new(status, msg),
-    };
-    Ok(Forwarded::Refused(error))
-}
-
-fn reply_ok(data: Value) -> ControlReply {
-    ControlReply { status: 200, body: json!({ "data": data }) }
-}
-
-fn reply_error(error: &ApiError) -> ControlReply {
-    let fields = error.body.clone().map(Value::Object).unwrap_or(Value::Null);
-    ControlReply { status: error.status.as_u16(), body: json!({ "msg": error.msg, "fields": fields }) }
-}
-
-/// The caller of a forwarded request as it travels (the [`Principal`] the forwarding replica
-/// authenticated).
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Caller {
-    sub: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    tenant: Option<String>,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    operator: bool,
-}
-
-impl Caller {
-    fn of(p: &Principal) -> Caller {
-        Caller { sub: p.subject.clone(), tenant: p.tenant.clone(), operator: p.operator }
-    }
-}
-
-/// The caller a forwarded request acts for, or why it acts for nobody.
-fn caller_of(state: &AppState, request: &ControlRequest) -> Result<Option<Principal>, &'static str> {
-    match &request.principal {
-        // Auth is on here: every caller of the local routes has a principal, so must this one.
-        None if state.settings.auth.enforced() => Err("it names no caller while auth is on"),
-        None => Ok(None),
-        Some(value) => serde_json::from_value::<Caller>(value.clone())
-            .ok()
-            .filter(|c| !c.sub.trim().is_empty())
-            .map(|c| Some(Principal { subject: c.sub, tenant: c.tenant, operator: c.operator }))
-            .ok_or("its caller does not decode"),
-    }
-}
-
-/// The owner's side of [`forward`]: the same handling as the HTTP endpoint, with the same access
-/// check against the run's owner, for the caller the signed request names. A refusal looks like
-/// absence (404, `unmatched`), as on the local routes, and is logged.
-async fn answer_control(state: &AppState, request: ControlRequest) -> ControlReply {
-    let (run_id, kind) = (request.run_id.as_str(), request.kind);
-    let principal = match caller_of(state, &request) {
-        Ok(principal) => principal,
-        Err(why) => {
-            tracing::warn!(runId = %run_id, %kind, "forwarded request refused: {why}; answered as if the run did not exist");
-            // Owners always have a non-blank subject: this caller may access nothing.
-            Some(Principal { subject: String::new(), tenant: None, operator: false })
-        }
-    };
-    let principal = principal.as_ref();
-    if let Some(owner) = state.runs.owner(run_id)
-        && !may_access(principal, owner.as_ref())
-    {
-        tracing::warn!(
-            runId = %run_id,
-            %kind,
-            "forwarded request refused: its caller may not act on the run; answered as if the run did not exist"
-        );
-    }
-    let body = serde_json::to_vec(&request.body).unwrap_or_default();
-    let answer = match kind {
-        ControlKind::Interrupt => match state.runs.get(run_id).filter(|h| may_access(principal, h.owner.as_ref())) {
-            Some(handle) => Ok(crate::routes::runs::interrupt_handle(&handle).await),
-            None => Err(ApiError::not_found(format!("run not found: {run_id}"))),
-        },
-        ControlKind::Steer => crate::routes::runs::steer_local(state, &body, principal).await,
-        ControlKind::Submit => crate::routes::submit::submit_local(state, &body, principal).await,
-    };
-    match answer {
-        Ok(data) => reply_ok(data),
-        Err(error) => reply_error(&error),
-    }
+    tracing::info!(runId = %run_id, node = %remote.record.node_id, %kind, status = reply.status, "forwarded");
+    decode_reply(reply)
 }
 
 /// Whether an SSE frame carries a run's terminal event (its `type` is the first one in it).
@@ -521,9 +348,9 @@ fn unavailable_frame(error: &str) -> Bytes {
 
 /// Ends a run whose node was lost for every observer: appends `run.error` `node_lost` to its
 /// stream — once, whichever replica notices first — and marks the record failed.
-pub async fn declare_lost(state: &AppState, record: &RunRecord) -> Result<(), ApiError> {
-    let Some(node) = state.cluster.get() else { return Ok(()) };
-    let retention = state.settings.runs.retention.max(Duration::from_secs(60));
+pub(crate) async fn declare_lost(core: &Core, record: &RunRecord) -> Result<(), RunError> {
+    let Some(node) = core.cluster.get() else { return Ok(()) };
+    let retention = core.settings.runs.retention.max(Duration::from_secs(60));
     let key = format!("lost:{}:{}", record.run_id, record.node_id);
     if !node.cluster.claim(&key, retention).await.map_err(unavailable)? {
         return Ok(());
@@ -540,20 +367,20 @@ pub async fn declare_lost(state: &AppState, record: &RunRecord) -> Result<(), Ap
     let event = Event::new(
         seq,
         crate::sink::now_ms(),
-        RunError { run_id: record.run_id.clone(), error, totals: Default::default() },
+        agw_protocol::event::RunError { run_id: record.run_id.clone(), error, totals: Default::default() },
     );
     let frame = Frame { seq, bytes: Bytes::from(sse::event_frame(&event)) };
     node.cluster.append_frames(&record.run_id, &[frame]).await.map_err(unavailable)?;
     node.cluster.set_run_status(&record.run_id, "failed", true).await.map_err(unavailable)?;
     tracing::warn!(runId = %record.run_id, node = %record.node_id, "run ended with node_lost: its replica is gone");
-    crate::routes::query::count_outcome("failed", "node_lost");
+    crate::drive::count_outcome("failed", "node_lost");
     Ok(())
 }
 
 /// The first seq an attach without `lastSeq` starts after, and whether `last_seq` can still be
 /// served: `Err((oldest, latest))` when the stream no longer holds the next event.
-pub async fn stream_bounds(state: &AppState, run_id: &str) -> Result<(u64, u64), ApiError> {
-    let Some(node) = state.cluster.get() else { return Ok((1, 0)) };
+pub(crate) async fn stream_bounds(core: &Core, run_id: &str) -> Result<(u64, u64), RunError> {
+    let Some(node) = core.cluster.get() else { return Ok((1, 0)) };
     let first = node.cluster.first_seq(run_id).await.map_err(unavailable)?;
     let last = node.cluster.last_seq(run_id).await.map_err(unavailable)?.unwrap_or(0);
     Ok((first.unwrap_or(last + 1), last))
@@ -562,11 +389,15 @@ pub async fn stream_bounds(state: &AppState, run_id: &str) -> Result<(u64, u64),
 /// The frames of a remote run after `last_seq`, then live, ending after its terminal event.
 /// While the stream is quiet, the owner's lease is checked: a lost owner's running run gets
 /// `run.error` `node_lost` ([`declare_lost`]); a waiting run keeps waiting for its adopter.
-pub fn follow(state: &AppState, remote: Remote, last_seq: u64) -> futures::stream::BoxStream<'static, Bytes> {
-    let Some(node) = state.cluster.get().cloned() else { return futures::stream::empty().boxed() };
+pub(crate) fn follow(
+    service: &RunService,
+    remote: Remote,
+    last_seq: u64,
+) -> futures::stream::BoxStream<'static, Bytes> {
+    let Some(node) = service.core.cluster.get().cloned() else { return futures::stream::empty().boxed() };
     let frames = node.cluster.follow(&remote.record.run_id, last_seq);
     struct Follow {
-        state: AppState,
+        service: RunService,
         node: Arc<Node>,
         frames: futures::stream::BoxStream<'static, Result<FollowItem, agw_cluster::ClusterError>>,
         run_id: String,
@@ -574,7 +405,7 @@ pub fn follow(state: &AppState, remote: Remote, last_seq: u64) -> futures::strea
         quiet_after_end: u8,
     }
     let follow = Follow {
-        state: state.clone(),
+        service: service.clone(),
         node,
         frames,
         run_id: remote.record.run_id.clone(),
@@ -602,9 +433,9 @@ pub fn follow(state: &AppState, remote: Remote, last_seq: u64) -> futures::strea
                             f.done = f.quiet_after_end >= 2;
                         } else if !remote.alive
                             && !remote.waiting()
-                            && let Err(e) = declare_lost(&f.state, &remote.record).await
+                            && let Err(e) = declare_lost(&f.service.core, &remote.record).await
                         {
-                            tracing::warn!(runId = %f.run_id, error = %e.msg, "could not declare the run lost");
+                            tracing::warn!(runId = %f.run_id, error = %e, "could not declare the run lost");
                         }
                     }
                     // Expired with its retention: nothing more will come.
@@ -627,37 +458,32 @@ pub fn follow(state: &AppState, remote: Remote, last_seq: u64) -> futures::strea
 /// registers it here under its id (the chat's lock and the record move to this node) and waits
 /// for its answer again, as after a restart (`crate::durable`). Returns once the run's waiters
 /// are registered, so the submit that triggered the adoption is matched.
-pub async fn adopt(state: &AppState, remote: &Remote) -> Result<Arc<RunHandle>, ApiError> {
-    let Some(node) = state.cluster.get().cloned() else { return Err(ApiError::internal()) };
+pub(crate) async fn adopt(service: &RunService, remote: &Remote) -> Result<Arc<RunHandle>, RunError> {
+    let core = &service.core;
+    let Some(node) = core.cluster.get().cloned() else { return Err(RunError::internal("not in a cluster")) };
     let record = &remote.record;
     let claim = format!("adopt:{}:{}", record.run_id, record.node_id);
     if !node.cluster.claim(&claim, Duration::from_secs(30)).await.map_err(unavailable)? {
-        return Err(ApiError::with_fields(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("run {} is being taken over by another replica; retry shortly", record.run_id),
-            json!({"code": "run_moving", "runId": record.run_id}),
-        ));
+        return Err(RunError::RunMoving { run_id: record.run_id.clone() });
     }
-    let store = state.chats.clone();
+    let store = core.chats.clone();
     let (chat_id, run_id) = (record.chat_id.clone(), record.run_id.clone());
     let waiting = tokio::task::spawn_blocking(move || store.waiting_run(&chat_id, &run_id))
         .await
-        .map_err(|_| ApiError::internal())?
-        .map_err(|e| {
-            tracing::error!(error = %e, "chat memory unavailable");
-            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "chat memory unavailable")
-        })?;
+        .map_err(RunError::memory)?
+        .map_err(RunError::memory)?;
     let Some(waiting) = waiting else {
-        return Err(ApiError::not_found(format!("run {} no longer waits", record.run_id)));
+        return Err(RunError::NotWaiting { run_id: record.run_id.clone() });
     };
-    if let Err(ChatLock::Unavailable(e)) = lock_chat(state, &record.chat_id, &record.run_id).await {
+    if let Err(ChatLock::Unavailable(e)) = lock_chat(core, &record.chat_id, &record.run_id).await {
         return Err(unavailable(e));
     }
-    let slot =
-        state.runs.chats().try_acquire(&record.chat_id, &record.run_id).map_err(|busy| {
-            ApiError::conflict("the chat is busy", json!({"code": "chat_busy", "runId": busy.run_id}))
-        })?;
-    let handle = state.runs.register(
+    let slot = core
+        .tracker
+        .chats()
+        .try_acquire(&record.chat_id, &record.run_id)
+        .map_err(|busy| RunError::ChatBusy { chat_id: record.chat_id.clone(), run_id: busy.run_id })?;
+    let handle = core.tracker.register(
         &record.run_id,
         &record.chat_id,
         &record.agent_key,
@@ -667,7 +493,7 @@ pub async fn adopt(state: &AppState, remote: &Remote) -> Result<Arc<RunHandle>, 
     node.cluster.set_run_node(&record.run_id, node.id()).await.map_err(unavailable)?;
     tokio::spawn(mirror(node.clone(), handle.clone()));
     let (ready, registered) = tokio::sync::oneshot::channel();
-    crate::durable::spawn_wait_again(state, handle.clone(), slot, waiting, Some(ready));
+    crate::durable::spawn_wait_again(service, handle.clone(), slot, waiting, Some(ready));
     let _ = tokio::time::timeout(Duration::from_secs(5), registered).await;
     tracing::info!(runId = %record.run_id, from = %record.node_id, "adopted a waiting run of a lost replica");
     Ok(handle)

@@ -10,7 +10,7 @@ use agw_modes::runtime::CallSpend;
 use super::{
     Account, HELD_RETRY, Key, MINUTE, QuotaExceeded, QuotaPermit, Scope, Store, scopes, today, until_midnight,
 };
-use crate::config::{QuotaLimits, QuotaSettings};
+use super::{QuotaLimits, QuotaSettings};
 
 #[derive(Debug, Default)]
 struct Counters {
@@ -79,6 +79,11 @@ impl Quotas {
     /// Counters for these limits.
     pub fn new(settings: QuotaSettings) -> Self {
         Self { settings, counters: Mutex::default() }
+    }
+
+    /// The limits counted.
+    pub fn settings(&self) -> &QuotaSettings {
+        &self.settings
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<Key, Counters>> {

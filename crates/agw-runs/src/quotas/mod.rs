@@ -20,6 +20,7 @@
 //! in Redis, the same semantics across replicas (`shared`).
 
 mod local;
+mod settings;
 mod shared;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,22 +31,15 @@ use agw_memory::Owner;
 use agw_modes::runtime::{CallSpend, QuotaGate, QuotaRefused};
 use futures::future::BoxFuture;
 
-use crate::config::{QuotaLimits, QuotaSettings};
-use crate::state::AppState;
-
 pub use local::Quotas;
-pub use shared::admit_shared;
+pub use settings::{QuotaLimits, QuotaSettings};
+pub(crate) use shared::admit_shared;
 
 const MINUTE: Duration = Duration::from_secs(60);
 const DAY: Duration = Duration::from_secs(86_400);
 
-/// The owner of every unauthenticated caller's runs (auth off: one user).
-pub fn anonymous() -> Owner {
-    Owner { sub: crate::routes::query::ANONYMOUS_SUBJECT.to_owned(), tenant: None }
-}
-
 /// Which quota refused a run or a model call.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct QuotaExceeded {
     /// `subject.concurrent-runs`, `agent.tokens-per-day`, …
     pub quota: String,
@@ -285,35 +279,45 @@ impl QuotaGate for Gate {
     }
 }
 
-/// Admits a run of `agent` for `owner`: counted in this process, or in Redis in a cluster.
-pub(crate) async fn admit_run(
-    state: &AppState,
-    owner: &Owner,
-    agent: &str,
-    run_id: &str,
-) -> Result<QuotaPermit, QuotaExceeded> {
-    let settings = &state.settings.quotas;
-    match state.cluster.get() {
-        Some(node) if settings.any() => admit_shared(&node.cluster, settings, owner, agent, run_id).await,
-        _ => state.quotas.admit(owner, agent),
+impl Quotas {
+    /// Admits a run of `agent` for `owner`: counted in this process, or in the cluster's Redis.
+    pub(crate) async fn admit_run(
+        self: &Arc<Self>,
+        cluster: Option<&agw_cluster::Cluster>,
+        owner: &Owner,
+        agent: &str,
+        run_id: &str,
+    ) -> Result<QuotaPermit, QuotaExceeded> {
+        match cluster {
+            Some(cluster) if self.settings().any() => {
+                admit_shared(cluster, self.settings(), owner, agent, run_id).await
+            }
+            _ => self.admit(owner, agent),
+        }
     }
-}
 
-/// The quotas of a run that continues after a restart (durable waiting): not admitted again
-/// (it was, before the restart), but its model calls are checked and counted like any run's.
-/// Also those of a model call outside any run (`POST /api/ap/compact`).
-pub(crate) fn continue_run(state: &AppState, owner: &Owner, agent: &str, run_id: &str) -> QuotaPermit {
-    let settings = &state.settings.quotas;
-    let scopes: Vec<Scope> = scopes(settings, owner, agent).into_iter().filter(|s| s.limits.daily()).collect();
-    if scopes.is_empty() {
-        return QuotaPermit::unlimited();
+    /// The quotas of a run that continues after a restart (durable waiting): not admitted again
+    /// (it was, before the restart), but its model calls are checked and counted like any run's.
+    /// Also those of a model call outside any run (a compaction).
+    pub(crate) fn continue_run(
+        self: &Arc<Self>,
+        cluster: Option<&agw_cluster::Cluster>,
+        owner: &Owner,
+        agent: &str,
+        run_id: &str,
+    ) -> QuotaPermit {
+        let scopes: Vec<Scope> =
+            scopes(self.settings(), owner, agent).into_iter().filter(|s| s.limits.daily()).collect();
+        if scopes.is_empty() {
+            return QuotaPermit::unlimited();
+        }
+        let store = match cluster {
+            Some(cluster) => Store::Shared(shared::SharedStore::new(cluster, run_id)),
+            None => Store::Local(self.clone()),
+        };
+        let account = Account { scopes, store, day: today(), reserved: Mutex::new(0), in_flight: false };
+        QuotaPermit { account: Some(Arc::new(account)) }
     }
-    let store = match state.cluster.get() {
-        Some(node) => Store::Shared(shared::SharedStore::new(&node.cluster, run_id)),
-        None => Store::Local(state.quotas.clone()),
-    };
-    let account = Account { scopes, store, day: today(), reserved: Mutex::new(0), in_flight: false };
-    QuotaPermit { account: Some(Arc::new(account)) }
 }
 
 /// How long admission says to wait when the day's tokens are held by runs in flight (their

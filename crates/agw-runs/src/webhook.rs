@@ -11,7 +11,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 /// Webhook settings (`agent.chat-event-callback.*`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct WebhookConfig {
     /// `agent.chat-event-callback.enabled`; calls also need a URL and a secret ([`WebhookConfig::active`]).
     pub enabled: bool,
@@ -71,8 +71,9 @@ impl Webhook {
         Some(Self { config: Arc::new(config), client, warned: Arc::default() })
     }
 
-    /// Sends one chat event in the background.
-    pub fn notify(&self, chat_id: &str, run_id: &str, chat_name: &str) {
+    /// Sends one chat event in the background, with `trace_headers` (the run's trace context,
+    /// so the receiver's trace continues the run's).
+    pub fn notify(&self, chat_id: &str, run_id: &str, chat_name: &str, trace_headers: Vec<(String, String)>) {
         if chat_id.trim().is_empty() || run_id.trim().is_empty() {
             return;
         }
@@ -93,8 +94,7 @@ impl Webhook {
             .header("X-AGENT-Timestamp", timestamp.to_string())
             .header("X-AGENT-Signature", sig)
             .body(body);
-        // The receiver's trace continues the run's (W3C trace context; only while tracing is on).
-        for (name, value) in crate::telemetry::current_headers() {
+        for (name, value) in trace_headers {
             request = request.header(name, value);
         }
         let run_id = run_id.to_string();
@@ -119,19 +119,32 @@ impl Webhook {
 }
 
 /// Fires the webhook once per run, at its first content delta.
-#[derive(Debug)]
 pub struct RunTrigger {
     webhook: Webhook,
     chat_id: String,
     run_id: String,
     chat_name: String,
+    /// The run's trace headers, taken when it fires (W3C trace context while tracing is on).
+    propagate: Option<agw_modes::runtime::Propagate>,
     fired: bool,
+}
+
+impl std::fmt::Debug for RunTrigger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunTrigger").field("runId", &self.run_id).field("fired", &self.fired).finish_non_exhaustive()
+    }
 }
 
 impl RunTrigger {
     /// A trigger for one run that has not fired yet.
-    pub fn new(webhook: Webhook, chat_id: String, run_id: String, chat_name: String) -> Self {
-        Self { webhook, chat_id, run_id, chat_name, fired: false }
+    pub fn new(
+        webhook: Webhook,
+        chat_id: String,
+        run_id: String,
+        chat_name: String,
+        propagate: Option<agw_modes::runtime::Propagate>,
+    ) -> Self {
+        Self { webhook, chat_id, run_id, chat_name, propagate, fired: false }
     }
 
     /// Looks at a batch of events about to be streamed.
@@ -143,7 +156,8 @@ impl RunTrigger {
         if events.iter().any(|e| matches!(e.payload, EventPayload::ContentDelta(_) | EventPayload::ContentSnapshot(_)))
         {
             self.fired = true;
-            self.webhook.notify(&self.chat_id, &self.run_id, &self.chat_name);
+            let headers = self.propagate.as_ref().map(|p| p()).unwrap_or_default();
+            self.webhook.notify(&self.chat_id, &self.run_id, &self.chat_name, headers);
         }
     }
 }

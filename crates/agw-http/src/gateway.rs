@@ -1,0 +1,97 @@
+//! The gateway in one piece: everything built from [`Settings`], served over HTTP or stdio MCP,
+//! and shut down in the right order. The binary only parses its arguments and calls this; an
+//! embedder calls it too, and either lets it listen ([`Gateway::bind`]) or mounts
+//! [`Gateway::state`] in its own server through [`crate::routes::handle`].
+//!
+//! The order lives here once: start — the state (catalogs, chat store, run service, auth), the
+//! cluster (before the first request, so other replicas' runs are reachable), runs that waited
+//! for a person before the last stop, MCP servers that start at boot, the directory watcher;
+//! stop — runs get the grace period, the chat store's pending fsyncs finish, the cluster lease
+//! goes, MCP servers' processes end.
+
+use std::future::Future;
+
+use crate::config::{Settings, masked_url};
+use crate::mcp_server::McpServeError;
+use crate::reload::{ReloadHandle, Reloader, watched_dirs};
+use crate::server::Server;
+use crate::state::AppState;
+use crate::{StartError, build_state};
+
+/// Whether the gateway follows changes in its configured directories.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reload {
+    /// Watch the agents, tools, MCP, viewports and skills directories and reload on change.
+    Watch,
+    /// Keep what was loaded at start.
+    Off,
+}
+
+/// A started gateway.
+pub struct Gateway {
+    state: AppState,
+    _reload: Option<ReloadHandle>,
+}
+
+impl Gateway {
+    /// Builds everything `settings` describe and starts it ([`Reload::Watch`]). Fails when the
+    /// chat store cannot be opened or the cluster cannot be joined.
+    pub async fn start(settings: Settings) -> Result<Self, StartError> {
+        Self::from_state(build_state(settings)?, Reload::Watch).await
+    }
+
+    /// Starts a gateway on a state built by [`build_state`] (or by hand).
+    pub async fn from_state(state: AppState, reload: Reload) -> Result<Self, StartError> {
+        join_cluster(&state).await?;
+        // Before the first request: a submit or attach for a run that waited across the
+        // restart finds it registered.
+        state.runs.restore_waiting_runs().await;
+        if let Some(mcp) = &state.mcp {
+            mcp.start(&state.catalogs().tools);
+        }
+        let reload = match reload {
+            Reload::Watch => Some(Reloader::new(state.clone(), watched_dirs(&state.settings)).start()),
+            Reload::Off => None,
+        };
+        Ok(Self { state, _reload: reload })
+    }
+
+    /// What every request handler reaches; pass it to [`crate::routes::handle`].
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Binds the configured address and port (port 0 picks a free one); [`Server::run`] serves.
+    pub async fn bind(&self) -> std::io::Result<Server> {
+        Server::bind(self.state.clone()).await
+    }
+
+    /// Serves the agents as MCP tools over stdin/stdout until the host closes stdin or
+    /// `shutdown` resolves.
+    pub async fn serve_stdio(&self, shutdown: impl Future<Output = ()>) -> Result<(), McpServeError> {
+        crate::mcp_server::serve_stdio(&self.state, shutdown).await
+    }
+
+    /// Stops, after the listener (or the host's server) stopped accepting: runs in flight get
+    /// `server.shutdown-grace-ms` to finish and the rest end with `run.error`; pending chat
+    /// fsyncs finish; the cluster lease is deleted at once (a stopped replica is not a lost
+    /// one); MCP servers' processes end; the directory watcher stops.
+    pub async fn shutdown(self) {
+        let state = self.state;
+        state.runs.drain(state.settings.server.shutdown_grace).await;
+        let chats = state.runs.chat_store().clone();
+        let _ = tokio::task::spawn_blocking(move || chats.flush()).await;
+        state.runs.leave_cluster().await;
+        if let Some(mcp) = &state.mcp {
+            mcp.shutdown().await;
+        }
+        tracing::info!("agw stopped");
+    }
+}
+
+/// Joins the cluster `agw.redis.url` names (nothing without one). Idempotent.
+pub async fn join_cluster(state: &AppState) -> Result<(), StartError> {
+    let Some(config) = state.settings.cluster_config() else { return Ok(()) };
+    let url = masked_url(&config.url);
+    state.runs.join_cluster(config).await.map_err(|e| StartError::Cluster(format!("Redis at {url} is unusable: {e}")))
+}
