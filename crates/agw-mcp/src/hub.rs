@@ -20,7 +20,10 @@ use crate::connect::{
 use crate::convert::convert_result;
 use crate::limits::{McpLimits, REFRESH_INTERVAL};
 use crate::naming::{NameCollision, assign_names};
-use crate::tool::McpTool;
+
+mod tool;
+
+pub use tool::McpTool;
 
 /// First delay before restarting a server that failed or died.
 pub const INITIAL_BACKOFF: Duration = Duration::from_millis(500);
@@ -81,7 +84,8 @@ impl std::fmt::Debug for McpHub {
     }
 }
 
-pub(crate) struct Inner {
+/// What [`McpHub`] shares with its supervisors and (weakly) with its [`McpTool`]s.
+struct Inner {
     slots: BTreeMap<String, Arc<Slot>>,
     env: EnvLookup,
     limits: McpLimits,
@@ -359,7 +363,7 @@ impl Inner {
 
     /// One `tools/call` of `tool` (its MCP name) on `server`, within the server's `callMs`.
     /// Dropping the future cancels the request (rmcp sends `notifications/cancelled`).
-    pub(crate) async fn call(self: &Arc<Self>, server: &str, tool: &str, args: Value) -> Result<ToolOutput, ToolError> {
+    async fn call(self: &Arc<Self>, server: &str, tool: &str, args: Value) -> Result<ToolOutput, ToolError> {
         let failed = |reason: String| ToolError::Failed(format!("MCP server {server}: {reason}"));
         let slot = self.slots.get(server).ok_or_else(|| failed("not declared".to_owned()))?;
         let live = slot.live(self).await.map_err(failed)?;

@@ -35,7 +35,6 @@ pub mod convert;
 mod hub;
 pub mod limits;
 pub mod naming;
-mod tool;
 
 use serde_json::Value;
 
@@ -45,10 +44,9 @@ pub use config::{
     parse_server,
 };
 pub use connect::{EnvLookup, process_env};
-pub use hub::{INITIAL_BACKOFF, MAX_BACKOFF, McpHub, ServerState, ServerStatus};
+pub use hub::{INITIAL_BACKOFF, MAX_BACKOFF, McpHub, McpTool, ServerState, ServerStatus};
 pub use limits::{McpLimits, SkipReason, SkippedTool};
 pub use naming::NameCollision;
-pub use tool::McpTool;
 
 /// A tool as [`check`] saw it.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,4 +1,6 @@
-//! [`McpTool`]: one MCP server tool as an [`agw_tools::Tool`].
+//! [`McpTool`]: one MCP server tool as an [`agw_tools::Tool`]. Part of the hub: the hub makes
+//! each tool, and a tool calls through the hub's connection to its server (by a weak handle: a
+//! tool kept after the hub is gone fails its calls).
 
 use std::sync::Weak;
 
@@ -6,7 +8,7 @@ use agw_tools::{Tool, ToolContext, ToolError, ToolOutput};
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use crate::hub::Inner;
+use super::Inner;
 
 /// A tool of an MCP server, offered to the model as `mcp__<server>__<tool>`.
 ///
@@ -35,7 +37,7 @@ impl std::fmt::Debug for McpTool {
 }
 
 impl McpTool {
-    pub(crate) fn new(hub: Weak<Inner>, server: &str, tool: &rmcp::model::Tool, name: String) -> McpTool {
+    pub(super) fn new(hub: Weak<Inner>, server: &str, tool: &rmcp::model::Tool, name: String) -> McpTool {
         McpTool {
             hub,
             server: server.to_owned(),
@@ -63,7 +65,7 @@ impl McpTool {
     }
 
     /// Same server, names, description and schema (the hub's "did the catalog change" test).
-    pub(crate) fn same_definition(&self, other: &McpTool) -> bool {
+    pub(super) fn same_definition(&self, other: &McpTool) -> bool {
         self.server == other.server
             && self.mcp_name == other.mcp_name
             && self.name == other.name
