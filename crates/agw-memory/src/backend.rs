@@ -1,8 +1,8 @@
 //! The storage seam of [`crate::ChatStore`]: a sealed enum of backends, each offering the same
 //! few primitives — append whole lines, read a chat's lines, whether a chat has history, trim
 //! (rewrite) a chat's history, apply an update to one chat's index record atomically, get/list
-//! index records, waiting marks, ping. Everything built on them lives in `store.rs` and
-//! `index.rs` and is shared.
+//! index records, waiting marks, ping. Everything built on them lives in `store.rs`, `index.rs`
+//! and `lines.rs` and is shared.
 //!
 //! The caller (`ChatStore`) has already checked that chat and run ids are canonical UUIDs.
 
@@ -19,8 +19,9 @@ use crate::encoded::EncodedLines;
 use crate::error::MemoryError;
 use crate::file;
 use crate::flusher::{Flusher, Target};
-use crate::index::{ChatIndex, ChatSummary, Refused, UpsertRequest};
-use crate::store::{Trim, is_canonical, parse_history, trim_selection};
+use crate::ids::is_canonical;
+use crate::index::{ChatIndex, ChatSummary, Refused, UpsertRequest, Upserted};
+use crate::lines::{Trim, parse_history, trim_selection};
 
 /// Number of append locks. Chats hash onto them: memory stays bounded however many chats
 /// exist, and two chats sharing a lock only wait for one short write.
@@ -38,17 +39,6 @@ pub(crate) enum Backend {
     /// Tables in a PostgreSQL schema shared by replicas.
     #[cfg(feature = "postgres")]
     Postgres(crate::pg::PgBackend),
-}
-
-/// The outcome of an index upsert that was not refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Upserted {
-    /// The chat had an index record before.
-    pub(crate) was_indexed: bool,
-    /// The chat had history before (without a record: an orphan).
-    pub(crate) had_history: bool,
-    /// The chat's name after the upsert.
-    pub(crate) chat_name: String,
 }
 
 /// Dispatches one primitive to the backend.

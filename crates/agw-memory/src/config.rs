@@ -26,6 +26,15 @@ impl Default for MemoryConfig {
     }
 }
 
+/// `dir` absolute, `k` at least 1.
+pub(crate) fn normalise(mut config: MemoryConfig) -> MemoryConfig {
+    if let Ok(absolute) = std::path::absolute(&config.dir) {
+        config.dir = absolute;
+    }
+    config.k = config.k.max(1);
+    config
+}
+
 /// When appended history is forced to stable storage.
 ///
 /// Every append is one `write` of whole lines to a file opened with `O_APPEND`; once `write`

@@ -244,6 +244,17 @@ impl UpsertRequest<'_> {
     }
 }
 
+/// The outcome of an index upsert that was not refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Upserted {
+    /// The chat had an index record before.
+    pub(crate) was_indexed: bool,
+    /// The chat had history before (without a record: an orphan).
+    pub(crate) had_history: bool,
+    /// The chat's name after the upsert.
+    pub(crate) chat_name: String,
+}
+
 /// Adds a finished run's usage and cost to the chat's record; [`Refused`] (nothing to write)
 /// when there is no record.
 pub(crate) fn add_totals(

@@ -57,7 +57,11 @@ mod error;
 mod file;
 mod flusher;
 mod group_sync;
+mod ids;
 mod index;
+mod lines;
+#[cfg(feature = "postgres")]
+mod migrate;
 #[cfg(feature = "postgres")]
 mod pg;
 mod recorder;
@@ -68,7 +72,9 @@ pub use config::{DEFAULT_K, FsyncPolicy, MemoryConfig};
 pub use error::MemoryError;
 pub use index::{ChatSummary, ChatUpsert, Owner};
 #[cfg(feature = "postgres")]
-pub use pg::{MigrateReport, PgConfig, migrate_chats};
+pub use migrate::{MigrateReport, migrate_chats};
+#[cfg(feature = "postgres")]
+pub use pg::PgConfig;
 pub use recorder::{Recorder, RecorderInit};
 pub use store::{ChatContext, ChatStore, WaitingRun};
 pub use window::{UNRECORDED_RESULT, Window, history_messages, window};

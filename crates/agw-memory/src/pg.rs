@@ -7,7 +7,7 @@
 //!   index line exactly as `_chats.jsonl` writes it. Updates go through the shared rules of
 //!   `index.rs` inside one transaction.
 //! * `waiting (run_id, chat_id, marked_at)`: the waiting marks.
-//! * `migrated`: bookkeeping of [`migrate_chats`].
+//! * `migrated`: bookkeeping of [`crate::migrate_chats`].
 //!
 //! Every write to one chat (append, trim, index update, migration copy) runs in a transaction
 //! that first takes the chat's transaction-scoped advisory lock
@@ -30,15 +30,9 @@ use postgres::{Client, NoTls, Transaction};
 use r2d2::{Pool, PooledConnection};
 use r2d2_postgres::PostgresConnectionManager;
 
-use crate::backend::{Backend, Upserted};
-use crate::config::MemoryConfig;
 use crate::error::MemoryError;
-use crate::index::{self, ChatSummary, Encoded, Record, Refused, UpsertRequest};
-use crate::store::{ChatStore, Trim, normalise, parse_history, trim_selection};
-
-mod migrate;
-
-pub use migrate::{MigrateReport, migrate_chats};
+use crate::index::{self, ChatSummary, Encoded, Record, Refused, UpsertRequest, Upserted};
+use crate::lines::{Trim, parse_history, trim_selection};
 
 /// The embedded migrations, in order: (version, name, SQL). Each is applied once per schema, in
 /// its own transaction, and recorded in `schema_migrations`. Append new ones; never edit one
@@ -60,7 +54,7 @@ const TCP_USER_TIMEOUT: Duration = Duration::from_secs(30);
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 
-/// How to reach the database of a PostgreSQL chat store ([`ChatStore::postgres`]).
+/// How to reach the database of a PostgreSQL chat store ([`crate::ChatStore::postgres`]).
 ///
 /// `Debug` masks the password of `url`.
 #[derive(Clone, PartialEq, Eq)]
@@ -117,40 +111,6 @@ fn mask_password(url: &str) -> String {
         from = start + 3;
     }
     out
-}
-
-impl ChatStore {
-    /// The chat store on PostgreSQL (feature `postgres`), for several agw replicas sharing
-    /// one database. `config.k` and `config.action_tools` apply as for files; `config.dir` and
-    /// `config.fsync` are not used (a commit is durable).
-    ///
-    /// Connects (within `pg.connect_timeout`: an unreachable server is an error, not a hang),
-    /// creates the schema when missing and applies the embedded migrations that the schema has
-    /// not seen (`schema_migrations` records them), under a session advisory lock so that
-    /// replicas starting together apply each migration once. Then opens the connection pool
-    /// (connections on demand, at most `pg.pool_size`).
-    ///
-    /// What the backend guarantees:
-    /// - An append is one transaction: all its lines are stored, or none (an error is
-    ///   returned). A committed append is visible to every replica at once.
-    /// - [`Self::read_lines`] returns a chat's lines in append order; appends to one chat are
-    ///   serialised by the chat's advisory lock, so two appends never interleave.
-    /// - Index updates ([`Self::upsert_chat`], [`Self::upsert_owned_chat`], run totals) read
-    ///   the record `FOR UPDATE` in a transaction that holds the chat's advisory lock: when
-    ///   replicas upsert the same new chat at once, exactly one gets `created: true`, and only
-    ///   the first owner is recorded.
-    /// - [`Self::trim`] rewrites the chat's history in one transaction.
-    /// - Failures are [`MemoryError::Database`] naming the operation and the chat.
-    ///
-    /// Every method blocks on the network: call them from `spawn_blocking` (the synchronous
-    /// client runs a small runtime of its own, which must not be entered on a thread that drives
-    /// async tasks: that would panic). This function blocks too, but does its work on a thread
-    /// of its own, and dropping the store closes its connections on one: both are safe on any
-    /// thread.
-    pub fn postgres(config: MemoryConfig, pg: PgConfig) -> Result<ChatStore, MemoryError> {
-        let backend = PgBackend::connect(&pg)?;
-        Ok(ChatStore::with_backend(normalise(config), Backend::Postgres(backend)))
-    }
 }
 
 /// A [`MemoryError::Database`] maker for `op` on `chat_id`.
@@ -341,7 +301,7 @@ impl r2d2::HandleError<Cause> for LogErrors {
 }
 
 impl PgBackend {
-    fn connect(pg: &PgConfig) -> Result<Self, MemoryError> {
+    pub(crate) fn connect(pg: &PgConfig) -> Result<Self, MemoryError> {
         check_schema_name(&pg.schema)?;
         let timeout = pg.connect_timeout.max(MIN_TIMEOUT);
         let mut config: postgres::Config = pg.url.parse().map_err(db("read the database URL", None))?;
@@ -597,7 +557,7 @@ impl PgBackend {
     // -- for `migrate_chats` ----------------------------------------------------------------
 
     /// What `migrated` says was copied: chat id → (source length, source hash).
-    fn migrated(&self) -> Result<HashMap<String, (i64, String)>, MemoryError> {
+    pub(crate) fn migrated(&self) -> Result<HashMap<String, (i64, String)>, MemoryError> {
         let op = "read the migration records";
         let rows = self.conn(op, None)?.query(&self.sql.migrated, &[]).map_err(db(op, None))?;
         let mut out = HashMap::with_capacity(rows.len());
@@ -612,7 +572,7 @@ impl PgBackend {
 
     /// Replaces the chat's history and record with the source's, and records the copy, in one
     /// transaction.
-    fn copy_chat(
+    pub(crate) fn copy_chat(
         &self,
         chat_id: &str,
         lines: &[String],
@@ -637,7 +597,7 @@ impl PgBackend {
     }
 
     /// Copies a waiting mark unless the run has one; whether it was copied.
-    fn copy_mark(&self, run_id: &str, chat_id: &str) -> Result<bool, MemoryError> {
+    pub(crate) fn copy_mark(&self, run_id: &str, chat_id: &str) -> Result<bool, MemoryError> {
         let op = "copy a waiting run's mark";
         let n = self
             .conn(op, Some(chat_id))?
@@ -667,7 +627,7 @@ fn check_schema_name(schema: &str) -> Result<(), MemoryError> {
 }
 
 /// Connects and applies the migrations ([`migrate_schema`]) on a helper thread of its own, so
-/// that [`ChatStore::postgres`] may be called on any thread. Waits at most `timeout` (plus a
+/// that [`crate::ChatStore::postgres`] may be called on any thread. Waits at most `timeout` (plus a
 /// little) for the connection: the driver bounds the TCP connect, this also bounds a server that
 /// accepts and then never answers. The migrations themselves wait at most
 /// [`MIGRATION_LOCK_TIMEOUT`] for another replica's.

@@ -1,24 +1,24 @@
 //! [`ChatStore`]: chat memory behind one API, whatever keeps it — per-chat history files
 //! `<dir>/<chatId>.json` ([`ChatStore::new`]) or PostgreSQL (`ChatStore::postgres`, feature
 //! `postgres`). Everything derived from the stored lines and records (window, run context,
-//! waiting runs, trim's selection, the index update rules of `index.rs`) is shared; a backend
-//! (`backend.rs`, `pg.rs`) only stores and returns lines, records and marks.
+//! waiting runs, trim's selection in `lines.rs`, the index update rules of `index.rs`) is shared;
+//! a backend (`backend.rs`, `pg.rs`) only stores and returns lines, records and marks.
 
-use std::collections::HashSet;
-use std::fmt::Display;
 use std::path::PathBuf;
 
 use agw_protocol::chat::ChatMessage;
 use agw_protocol::history::{self, HistoryLine, PlanSnapshot, SystemSnapshot};
 use agw_protocol::ids;
 use agw_protocol::request::QueryRequest;
-use serde_json::Value;
 
 use crate::backend::{Backend, FileBackend};
-use crate::config::{FsyncPolicy, MemoryConfig};
+use crate::config::{FsyncPolicy, MemoryConfig, normalise};
 use crate::encoded::EncodedLines;
 use crate::error::MemoryError;
+use crate::ids::is_canonical;
 use crate::index::{ChatSummary, ChatUpsert, Owner, UpsertRequest};
+#[cfg(feature = "postgres")]
+use crate::pg::{PgBackend, PgConfig};
 use crate::recorder::{Recorder, RecorderInit};
 use crate::window;
 
@@ -96,6 +96,39 @@ impl ChatStore {
         let config = normalise(config);
         let backend = Backend::Files(FileBackend::new(&config));
         Self::with_backend(config, backend)
+    }
+
+    #[cfg(feature = "postgres")]
+    /// The chat store on PostgreSQL (feature `postgres`), for several agw replicas sharing
+    /// one database. `config.k` and `config.action_tools` apply as for files; `config.dir` and
+    /// `config.fsync` are not used (a commit is durable).
+    ///
+    /// Connects (within `pg.connect_timeout`: an unreachable server is an error, not a hang),
+    /// creates the schema when missing and applies the embedded migrations that the schema has
+    /// not seen (`schema_migrations` records them), under a session advisory lock so that
+    /// replicas starting together apply each migration once. Then opens the connection pool
+    /// (connections on demand, at most `pg.pool_size`).
+    ///
+    /// What the backend guarantees:
+    /// - An append is one transaction: all its lines are stored, or none (an error is
+    ///   returned). A committed append is visible to every replica at once.
+    /// - [`Self::read_lines`] returns a chat's lines in append order; appends to one chat are
+    ///   serialised by the chat's advisory lock, so two appends never interleave.
+    /// - Index updates ([`Self::upsert_chat`], [`Self::upsert_owned_chat`], run totals) read
+    ///   the record `FOR UPDATE` in a transaction that holds the chat's advisory lock: when
+    ///   replicas upsert the same new chat at once, exactly one gets `created: true`, and only
+    ///   the first owner is recorded.
+    /// - [`Self::trim`] rewrites the chat's history in one transaction.
+    /// - Failures are [`MemoryError::Database`] naming the operation and the chat.
+    ///
+    /// Every method blocks on the network: call them from `spawn_blocking` (the synchronous
+    /// client runs a small runtime of its own, which must not be entered on a thread that drives
+    /// async tasks: that would panic). This function blocks too, but does its work on a thread
+    /// of its own, and dropping the store closes its connections on one: both are safe on any
+    /// thread.
+    pub fn postgres(config: MemoryConfig, pg: PgConfig) -> Result<ChatStore, MemoryError> {
+        let backend = PgBackend::connect(&pg)?;
+        Ok(ChatStore::with_backend(normalise(config), Backend::Postgres(backend)))
     }
 
     /// A store on an opened backend; `config` is normalised ([`normalise`]).
@@ -411,85 +444,6 @@ impl ChatStore {
         }
         Ok(self.backend.history_exists(chat_id)? || self.get_chat(chat_id)?.is_some())
     }
-}
-
-/// `dir` absolute, `k` at least 1.
-pub(crate) fn normalise(mut config: MemoryConfig) -> MemoryConfig {
-    if let Ok(absolute) = std::path::absolute(&config.dir) {
-        config.dir = absolute;
-    }
-    config.k = config.k.max(1);
-    config
-}
-
-pub(crate) fn is_canonical(chat_id: &str) -> bool {
-    ids::canonical_uuid(chat_id).is_some_and(|c| c == chat_id)
-}
-
-/// Splits a history — a file's bytes, or the stored lines each followed by `\n` — into lines
-/// and parses each; see [`ChatStore::read_lines`]. `source` names it in warnings.
-pub(crate) fn parse_history(bytes: &[u8], source: &dyn Display) -> Vec<HistoryLine> {
-    let mut segments: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
-    // `split` yields an empty tail after a final `\n`; a non-empty tail is an unterminated line.
-    let unterminated = segments.pop().filter(|tail| !tail.is_empty());
-    let mut out = Vec::new();
-    let numbered = segments.into_iter().map(|s| (s, false)).chain(unterminated.map(|s| (s, true)));
-    for (number, (segment, last)) in numbered.enumerate() {
-        let parsed = std::str::from_utf8(segment)
-            .map_err(|e| e.to_string())
-            .and_then(|text| HistoryLine::parse(text).map_err(|e| e.to_string()));
-        match parsed {
-            Ok(Some(line)) => out.push(line),
-            Ok(None) => {}
-            Err(error) if last => {
-                tracing::warn!(path = %source, line = number + 1, %error, "skipping a torn last history line");
-            }
-            Err(error) => {
-                tracing::warn!(path = %source, line = number + 1, %error, "skipping an unreadable history line");
-            }
-        }
-    }
-    out
-}
-
-/// What [`ChatStore::trim`] does with one stored line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Trim {
-    /// A line of the last k runs, a line without a `runId`, or one that does not parse.
-    Keep,
-    /// A line of an older run: removed, and counted.
-    Remove,
-    /// A blank line: removed silently.
-    Blank,
-}
-
-/// Trim's selection over a chat's stored lines, in order (every backend uses it).
-pub(crate) fn trim_selection(lines: &[&[u8]], k: usize) -> Vec<Trim> {
-    let run_ids: Vec<Option<String>> = lines
-        .iter()
-        .map(|line| {
-            serde_json::from_slice::<Value>(line)
-                .ok()
-                .and_then(|v| v.get("runId").and_then(Value::as_str).map(str::to_owned))
-        })
-        .collect();
-    let mut order: Vec<&str> = Vec::new();
-    let mut seen = HashSet::new();
-    for run_id in run_ids.iter().filter_map(Option::as_deref) {
-        if seen.insert(run_id) {
-            order.push(run_id);
-        }
-    }
-    let keep: HashSet<&str> = order.iter().rev().take(k).copied().collect();
-    lines
-        .iter()
-        .zip(&run_ids)
-        .map(|(line, run_id)| match run_id.as_deref() {
-            _ if line.trim_ascii().is_empty() => Trim::Blank,
-            Some(id) if !keep.contains(id) => Trim::Remove,
-            _ => Trim::Keep,
-        })
-        .collect()
 }
 
 /// Only a fallback for a record without `createdAt` (hand-edited) that gets totals.

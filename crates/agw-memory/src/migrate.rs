@@ -1,4 +1,5 @@
 //! [`migrate_chats`]: copies a JSONL chat directory (the file store) into a PostgreSQL store.
+//! It reads the one backend and writes the other, through the store: it sits above both.
 
 use std::collections::{HashMap, HashSet};
 
@@ -7,10 +8,12 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::backend::{Backend, FileBackend};
-use crate::config::MemoryConfig;
+use crate::config::{MemoryConfig, normalise};
 use crate::error::MemoryError;
+use crate::ids::is_canonical;
 use crate::index::{self, ChatSummary, Record};
-use crate::store::{ChatStore, is_canonical, normalise, parse_history};
+use crate::lines::parse_history;
+use crate::store::ChatStore;
 
 /// What one [`migrate_chats`] call did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
