@@ -21,6 +21,7 @@ pub mod adapters;
 pub mod assembler;
 pub mod chat;
 pub mod delta;
+mod echoed;
 pub mod event;
 pub mod history;
 pub mod ids;

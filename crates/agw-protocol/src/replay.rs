@@ -14,6 +14,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
+use crate::echoed::Reference;
 use crate::event::{
     ActionResult, ActionSnapshot, ChatStart, ContentSnapshot, Event, EventPayload, PlanUpdate, ReasoningSnapshot,
     RequestQuery, RequestSteer, RunComplete, RunStart, RunTotals, ToolResult, ToolSnapshot,
@@ -21,7 +22,6 @@ use crate::event::{
 use crate::history::{
     HistoryLine, PlanSnapshot, QueryLine, ROLE_USER, StepCompaction, StepLine, StoredMessage, StoredToolCall,
 };
-use crate::request::Reference;
 
 /// Finish reason of every replayed run.
 pub const REPLAY_FINISH_REASON: &str = "end_turn";

@@ -1,7 +1,7 @@
 use serde_json::{Map, json};
 
 use super::*;
-use crate::request::{Reference, Scene};
+use crate::echoed::{Reference, Scene};
 
 fn s(v: &str) -> String {
     v.to_owned()

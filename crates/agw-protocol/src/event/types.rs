@@ -8,7 +8,7 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use crate::request::{Reference, Scene};
+use crate::echoed::{Reference, Scene};
 
 // ---------------------------------------------------------------------------------------------
 // Request / chat / run (§3.1)
@@ -39,7 +39,7 @@ pub struct RequestQuery {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::request::deserialize_lenient_scene"
+        deserialize_with = "crate::echoed::deserialize_lenient_scene"
     )]
     pub scene: Option<Scene>,
     /// The client's `stream` flag as sent; informational only (the response is always SSE).
