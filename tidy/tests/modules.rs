@@ -1,10 +1,7 @@
-//! The module structure inside the crates that hold the most: no two modules import each other
+//! The module structure inside the crates: in no library crate do two modules import each other
 //! (directly or through others), and in the HTTP crate only the protocol modules act on runs.
 
 use agw_tidy::{circles, module_graph, rust_files, top_module, workspace_root};
-
-/// The crates checked so far (the rest follow as their circles are taken apart).
-const CHECKED: &[&str] = &["agw-http", "agw-runs", "agw-modes", "agw-llm", "agw-tools", "agw-skills", "agw-cluster"];
 
 /// A circle of imports makes every module in it depend on all the others: none can be read,
 /// tested or moved alone. Checked on the top-level modules of each library crate.
@@ -14,7 +11,7 @@ fn no_library_crate_has_a_circle_of_module_imports() {
     let mut found = Vec::new();
     for entry in std::fs::read_dir(&crates).expect("crates/").flatten() {
         let src = entry.path().join("src");
-        if !src.join("lib.rs").exists() || !CHECKED.contains(&entry.file_name().to_string_lossy().as_ref()) {
+        if !src.join("lib.rs").exists() {
             continue;
         }
         for circle in circles(&module_graph(&src)) {
