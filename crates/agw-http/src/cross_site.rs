@@ -43,7 +43,7 @@ pub enum CrossSite {
     Unreadable,
     /// No `Origin`, but the browser says the request comes from another site.
     #[error("origin not allowed: Sec-Fetch-Site: cross-site")]
-    CrossSiteFetch,
+    SecFetchSite,
 }
 
 impl From<CrossSite> for ApiError {
@@ -67,7 +67,7 @@ pub fn check<B>(cors: &CorsConfig, req: &Request<B>) -> Result<(), CrossSite> {
     let Some(origin) = origins.next() else {
         let site = headers.get(SEC_FETCH_SITE).and_then(|v| v.to_str().ok()).map(str::trim);
         return match site {
-            Some(site) if site.eq_ignore_ascii_case("cross-site") => Err(CrossSite::CrossSiteFetch),
+            Some(site) if site.eq_ignore_ascii_case("cross-site") => Err(CrossSite::SecFetchSite),
             _ => Ok(()),
         };
     };
@@ -106,7 +106,7 @@ mod tests {
             (vec![host, ("origin", "https://evil.example")], CrossSite::Foreign("https://evil.example".into())),
             (vec![host, ("origin", "null")], CrossSite::Null),
             (vec![host, ("origin", "NULL")], CrossSite::Null),
-            (vec![host, ("sec-fetch-site", "cross-site")], CrossSite::CrossSiteFetch),
+            (vec![host, ("sec-fetch-site", "cross-site")], CrossSite::SecFetchSite),
             (
                 vec![host, ("origin", "http://localhost:5173"), ("origin", "https://evil.example")],
                 CrossSite::Unreadable,

@@ -1,36 +1,40 @@
-//! agw-http — the gateway's HTTP face: hyper server, routes, SSE bodies, configuration.
+//! agw-http — the gateway's edge: everything between a socket (or stdio) and the run service.
 //!
-//! Owns: settings (TOML file + environment, [`config::SETTINGS`]), the shared state (agent
-//! catalog behind `arc-swap`, provider registry), routing and the `{code,msg,data}` envelope,
-//! the SSE response body with heartbeats, and the run driver that connects a mode to a client
-//! through the event assembler.
+//! Owns: settings (TOML file + environment, [`config::SETTINGS`]) and their builder; the door
+//! (Host allow-list, the cross-site rule, CORS, per-client limits, auth); reading bodies and the
+//! `{code,msg,data}` envelope; one module per protocol — native (`routes::query`, `runs`,
+//! `submit`, `compact`), AI SDK, AG-UI, OpenAI, the MCP server — each decoding a request, calling
+//! [`runs::RunService`] and mapping its [`runs::RunError`] to a status; the SSE response body
+//! with heartbeats; reloading catalogs; the MCP client glue; OpenTelemetry and Prometheus; and
+//! [`Gateway`], which starts and stops all of it in one order.
 //!
-//! Must never: contain mode logic, provider wire formats or event-shaping rules (those live in
-//! agw-modes, agw-llm and agw-protocol), or merge stream frames. A run outlives its connection by
-//! design (attach, durable waiting); what it holds for observers is bounded by the run buffer, and
-//! a run nobody attaches to within the grace period is cancelled.
+//! Must never: keep a run's state or decide a run's life (the run service does: a run outlives
+//! its connection by design), contain mode logic, provider wire formats or event-shaping rules
+//! (agw-modes, agw-llm, agw-protocol), or merge stream frames.
 
 #![forbid(unsafe_code)]
+// What an embedder reaches is re-exported below or lives in one of the `pub` modules; the rest
+// is the edge's own machinery.
 pub mod auth;
-pub mod body;
+mod body;
 pub mod check;
-pub mod code_roots;
+mod code_roots;
 pub mod config;
-pub mod cors;
-pub mod cross_site;
-pub mod envelope;
-pub mod gateway;
-pub mod hosts;
-pub mod limits;
-pub mod mcp;
-pub mod mcp_server;
+mod cors;
+mod cross_site;
+mod envelope;
+mod gateway;
+mod hosts;
+mod limits;
+mod mcp;
+mod mcp_server;
 pub mod metrics;
 pub mod reload;
-pub mod request;
+mod request;
 pub mod routes;
-pub mod server;
-pub mod state;
-pub mod sync;
+mod server;
+mod state;
+mod sync;
 pub mod telemetry;
 
 /// The run core: the run service the routes call ([`runs::RunService`]), its registry, quotas
@@ -50,8 +54,10 @@ use agw_tools::builtin::{BashConfig, BuiltinsConfig, builtins};
 use agw_tools::viewport::ViewportRegistry;
 use arc_swap::ArcSwap;
 
+pub use body::BoxBody;
 pub use config::Settings;
 pub use gateway::{Gateway, Reload};
+pub use mcp_server::McpServeError;
 pub use server::Server;
 pub use state::{AppState, Catalogs};
 

@@ -104,6 +104,7 @@ impl ClientLimits {
     }
 
     /// Connections open right now.
+    #[cfg(test)]
     pub fn open_connections(&self) -> usize {
         self.open.load(Ordering::Acquire)
     }

@@ -87,7 +87,7 @@ fn entries_fingerprint(dir: &Path) -> Fingerprint {
 
 /// The last text of each file that validated, per directory.
 #[derive(Debug, Default)]
-pub struct LastGood {
+pub(crate) struct LastGood {
     files: BTreeMap<String, String>,
 }
 

@@ -30,9 +30,9 @@ pub struct Inner {
     /// The run service: runs, their registries and stores, quotas, the cluster.
     pub runs: RunService,
     /// Bearer-token verification; `None` when auth is not enforced.
-    pub auth: Option<Authenticator>,
+    pub(crate) auth: Option<Authenticator>,
     /// MCP servers and their tools (`None`: no `AGENT_MCP_EXTERNAL_DIR`).
-    pub mcp: Option<Arc<crate::mcp::Mcp>>,
+    pub(crate) mcp: Option<Arc<crate::mcp::Mcp>>,
     /// `/mcp`: the agents as MCP tools, set up on first use by `mcp_server` (held here as `Any`
     /// so the state does not import the protocol module that reads it).
     pub(crate) mcp_mount: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
@@ -82,6 +82,11 @@ impl AppState {
                 settings,
             }),
         }
+    }
+
+    /// The MCP servers' connections and their status (`None`: no `AGENT_MCP_EXTERNAL_DIR`).
+    pub fn mcp_hub(&self) -> Option<Arc<agw_mcp::McpHub>> {
+        self.mcp.as_ref().map(|m| m.hub())
     }
 
     /// The registries runs snapshot (agents, tools, viewports, skills, providers).

@@ -192,13 +192,13 @@ impl Telemetry {
 }
 
 /// Whether spans are being exported.
-pub fn enabled() -> bool {
+pub(crate) fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
 }
 
 /// The remote parent a request names in `traceparent`/`tracestate`; `None` when tracing is off
 /// or the request names none (a malformed one is ignored, as the W3C spec asks).
-pub fn remote_parent(headers: &http::HeaderMap) -> Option<opentelemetry::Context> {
+pub(crate) fn remote_parent(headers: &http::HeaderMap) -> Option<opentelemetry::Context> {
     if !enabled() || !headers.contains_key("traceparent") {
         return None;
     }
@@ -209,7 +209,7 @@ pub fn remote_parent(headers: &http::HeaderMap) -> Option<opentelemetry::Context
 
 /// The current trace context as request headers (`traceparent`, `tracestate`); empty when
 /// tracing is off or no span is current.
-pub fn current_headers() -> Vec<(String, String)> {
+pub(crate) fn current_headers() -> Vec<(String, String)> {
     if !enabled() {
         return Vec::new();
     }
@@ -223,7 +223,7 @@ pub fn current_headers() -> Vec<(String, String)> {
 /// How runs report to tracing in this process: trace headers on provider requests while spans
 /// are exported; message contents on spans only with
 /// `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`.
-pub fn run_tracing() -> RunTracing {
+pub(crate) fn run_tracing() -> RunTracing {
     if !enabled() {
         return RunTracing::default();
     }

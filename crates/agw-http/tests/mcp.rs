@@ -322,7 +322,7 @@ async fn a_run_started_while_its_server_connects_waits_for_its_tools() {
     let dir = mcp_dir_with(&[("slow", "boot", &["--initialize-delay-ms", "2000"])]);
     let dir_text = dir.to_string_lossy().into_owned();
     let gw = Gateway::start(&[agent("patient", json!(["slow"]))], &[("AGENT_MCP_EXTERNAL_DIR", &dir_text)]).await;
-    let hub = gw.state.mcp.as_ref().expect("MCP configured").hub();
+    let hub = gw.state.mcp_hub().expect("MCP configured");
     let state = hub.status("slow").expect("declared").state;
     assert!(matches!(state, ServerState::NotStarted | ServerState::Starting), "still connecting: {state:?}");
     assert!(gw.state.catalogs().tools.load().get("mcp__slow__echo").is_none());

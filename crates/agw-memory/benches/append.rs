@@ -80,7 +80,7 @@ fn react_run() -> Vec<AgentDelta> {
     deltas
 }
 
-/// What `agw_http::sink::SseSink` does with memory on: assembler events feed the recorder;
+/// What `agw_runs::sink::RunSink` does with memory on: assembler events feed the recorder;
 /// stage markers and usage go to the recorder directly. Returns every line the run appends.
 fn record(chat_id: &str, deltas: Vec<AgentDelta>) -> Vec<HistoryLine> {
     let mut assembler = Assembler::new(RUN_ID, chat_id, Box::new(|| TS));

@@ -1,7 +1,7 @@
 //! Durable waiting: runs that wait for a person survive a restart of agw.
 //!
 //! While a run waits for a frontend tool's submit or a tool approval, its chat's history ends
-//! with an `awaiting` line for it and the chat store marks the run (`SseSink` writes both when
+//! with an `awaiting` line for it and the chat store marks the run (`RunSink` writes both when
 //! the wait begins). At start, [`restore_waiting_runs`] finds the marked runs whose last line is
 //! still `awaiting` and registers each again under its id: `GET /api/ap/attach` shows the wait
 //! (`awaiting.ask`, numbered after the last event the run streamed), `POST /api/ap/submit`

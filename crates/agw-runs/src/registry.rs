@@ -137,7 +137,7 @@ impl RunTracker {
     }
 
     /// The owner of a registered run: `None` when no run has this id; `Some(None)` for a run
-    /// started without auth. The edge checks it against the caller (agw-http's `auth::may_access`).
+    /// started without auth. The edge checks it against the caller ([`crate::may_access`]).
     pub fn owner(&self, run_id: &str) -> Option<Option<Owner>> {
         self.get(run_id).map(|h| h.owner.clone())
     }

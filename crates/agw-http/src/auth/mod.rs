@@ -2,7 +2,7 @@
 //!
 //! Enforced whenever a key source is configured (a local RSA public key and/or a JWKS URI) unless
 //! `AGENT_AUTH_ENABLED=false`. Every request to `/api/**`, `/v1/**`, `/mcp` and `/metrics`
-//! except `OPTIONS` ([`protects`], `mcp_server::protects`) then needs
+//! except `OPTIONS` (`protects`, `mcp_server::protects`) then needs
 //! `Authorization: Bearer <token>`: an RSA-signed JWS (RS256/384/512, PS256/384/512; `none` and
 //! HMAC tokens are refused from the header, before any key is tried) whose signature verifies with
 //! the local key or, failing that, a JWKS key; `exp` required, `nbf` honoured, both with
@@ -135,7 +135,7 @@ impl AuthSettings {
 /// endpoints), `/v1/**` (the OpenAI façade) and `/metrics` (agent keys, models, token and cost
 /// counters are not for anyone who can reach the port), every method but `OPTIONS`. The probes
 /// (`/healthz`, `/readyz`) stay open.
-pub fn protects(method: &Method, path: &str) -> bool {
+pub(crate) fn protects(method: &Method, path: &str) -> bool {
     (path.starts_with("/api/") || path.starts_with("/v1/") || path == "/metrics") && method != Method::OPTIONS
 }
 

@@ -28,7 +28,7 @@ macro_rules! settings {
         $(
             // The help is `--help` text, not Markdown (`<chatId>`, `[::1]`): shown verbatim.
             #[doc = concat!("`", $property, "` (`", stringify!($name), "`):\n\n```text\n", $help, "\n```")]
-            pub const $name: SettingSpec = SettingSpec {
+            pub(crate) const $name: SettingSpec = SettingSpec {
                 property: $property,
                 env: stringify!($name),
                 default: $default,
@@ -38,7 +38,7 @@ macro_rules! settings {
         )*
         $(
             #[doc = concat!("`", $iproperty, "` (`", stringify!($iname), "`), no effect:\n\n```text\n", $ihelp, "\n```")]
-            pub const $iname: SettingSpec = SettingSpec {
+            pub(crate) const $iname: SettingSpec = SettingSpec {
                 property: $iproperty,
                 env: stringify!($iname),
                 default: $idefault,

@@ -14,8 +14,6 @@ pub(crate) mod runs;
 pub(crate) mod submit;
 mod viewport;
 
-pub use crate::request::read_body;
-
 use std::collections::HashMap;
 
 use http::{Method, Request, Response, header};
@@ -28,7 +26,7 @@ use crate::envelope::ApiError;
 use crate::state::AppState;
 
 /// What a route handler produces: a response, or an error rendered as the envelope.
-pub type HandlerResult = Result<Response<BoxBody>, ApiError>;
+pub(crate) type HandlerResult = Result<Response<BoxBody>, ApiError>;
 
 const ROUTES: [&str; 16] = [
     "/v1/models",
@@ -51,7 +49,7 @@ const ROUTES: [&str; 16] = [
 
 /// Handles one request: the Host allow-list first (a rebinding page looks same-origin to CORS),
 /// then the cross-site rule (a foreign page may not start or change anything, on any path:
-/// [`crate::cross_site`]), then CORS (preflights and foreign origins under its path patterns are
+/// docs/security.md, "At the door"), then CORS (preflights and foreign origins under its path patterns are
 /// answered there), then auth for `/api/**`, `/v1/**`, `/mcp` and `/metrics` except `OPTIONS`,
 /// then the route (a POST body's content type first: [`PostRoute`]); CORS headers go on whatever
 /// comes back.
@@ -196,7 +194,7 @@ fn unrouted(path: &str) -> ApiError {
 }
 
 /// The routes that take a body (every one a POST). One table: the router dispatches every POST
-/// through it after [`require_json`], and `tests/cross_site.rs` attacks every entry, so a route
+/// through it after the JSON content-type check, and `tests/cross_site.rs` attacks every entry, so a route
 /// added here is covered by both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PostRoute {
@@ -282,13 +280,13 @@ impl PostRoute {
 }
 
 /// The string `code` of a 415.
-pub const UNSUPPORTED_MEDIA_TYPE: &str = "unsupported_media_type";
+pub(crate) const UNSUPPORTED_MEDIA_TYPE: &str = "unsupported_media_type";
 
 /// `Ok` when the request declares one JSON body (`application/json`, parameters such as
 /// `charset` allowed): what every POST route's protocol sends (the native API, the AI SDK, AG-UI,
 /// the OpenAI API, MCP's streamable HTTP). Anything else is 415 before the body is read; the
 /// types a web page may post without a preflight (`text/plain`, forms) never reach a handler.
-pub fn require_json(headers: &http::HeaderMap) -> Result<(), ApiError> {
+pub(crate) fn require_json(headers: &http::HeaderMap) -> Result<(), ApiError> {
     let mut declared = headers.get_all(header::CONTENT_TYPE).iter();
     let (first, second) = (declared.next(), declared.next());
     let essence = first.filter(|_| second.is_none()).and_then(|v| v.to_str().ok()).map(|v| match v.split_once(';') {
@@ -330,7 +328,7 @@ fn ai_sdk_resume(path: &str) -> Option<(&str, &str)> {
 }
 
 /// Decoded query-string parameters (first value wins).
-pub fn query_params<B>(req: &Request<B>) -> HashMap<String, String> {
+pub(crate) fn query_params<B>(req: &Request<B>) -> HashMap<String, String> {
     let mut out = HashMap::new();
     if let Some(q) = req.uri().query() {
         for (k, v) in form_urlencoded::parse(q.as_bytes()) {
