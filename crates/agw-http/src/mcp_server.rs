@@ -31,8 +31,7 @@ use tokio::sync::Notify;
 use agw_memory::Owner;
 use agw_modes::definition::{AgentCatalog, AgentDefinition};
 use agw_protocol::request::{OnDisconnect, QueryRequest};
-use agw_protocol::sse::SseDecoder;
-use agw_protocol::{Event, EventPayload, RunErrorInfo};
+use agw_protocol::{EventPayload, RunErrorInfo};
 
 use crate::auth::Principal;
 use crate::body::{BoxBody, RequestBody, full};
@@ -190,7 +189,8 @@ impl ServerHandler for AgentTools {
             ..QueryRequest::default()
         };
         query.validate().map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
-        let (handle, observer) = match state.runs.start(NewRun::new(agent, query, principal)).await {
+        let new = NewRun { keep_events: true, ..NewRun::new(agent, query, principal) };
+        let (handle, observer) = match state.runs.start(new).await {
             Ok(started) => started,
             Err(e) => return refused(e.into()).map(Into::into),
         };
@@ -375,13 +375,13 @@ async fn follow(
     progress: Option<&ProgressFeed>,
     context: &RequestContext<RoleServer>,
 ) -> Outcome {
-    let mut events = Events::new(observer);
+    let mut events = observer;
     let mut answer = String::new();
     let mut cancel_deadline: Option<tokio::time::Instant> = None;
     loop {
         let batch = match cancel_deadline {
             None => tokio::select! {
-                batch = events.next_batch() => batch,
+                batch = events.next_events() => batch,
                 () = context.ct.cancelled() => {
                     tracing::info!(runId = %handle.run_id, "the MCP host cancelled the call; interrupting the run");
                     // As `POST /api/ap/interrupt` does; then keep reading to the run's end.
@@ -392,7 +392,7 @@ async fn follow(
             },
             // The result of a cancelled call is not sent; this wait only keeps the call from
             // ending before its run does.
-            Some(deadline) => match tokio::time::timeout_at(deadline, events.next_batch()).await {
+            Some(deadline) => match tokio::time::timeout_at(deadline, events.next_events()).await {
                 Ok(batch) => batch,
                 Err(_) => return Outcome { answer, end: End::Cancelled },
             },
@@ -401,7 +401,7 @@ async fn follow(
             return Outcome { answer, end: End::Lost };
         };
         for event in batch {
-            match event.payload {
+            match &event.payload {
                 EventPayload::ContentStart(_) if !answer.is_empty() && !answer.ends_with('\n') => {
                     // Blocks of different model turns would otherwise run into one another.
                     answer.push_str("\n\n");
@@ -416,38 +416,10 @@ async fn follow(
                     }
                 }
                 EventPayload::RunComplete(_) => return Outcome { answer, end: End::Completed },
-                EventPayload::RunError(e) => return Outcome { answer, end: End::Failed(e.error) },
+                EventPayload::RunError(e) => return Outcome { answer, end: End::Failed(e.error.clone()) },
                 EventPayload::RunCancel(_) => return Outcome { answer, end: End::Cancelled },
                 _ => {}
             }
-        }
-    }
-}
-
-/// An observer's frames as typed events, as `routes::events::Events` reads them for the other
-/// protocol façades (that module is private to `routes`).
-struct Events {
-    observer: Observer,
-    decoder: SseDecoder,
-    pending: Vec<Event>,
-}
-
-impl Events {
-    fn new(observer: Observer) -> Self {
-        Self { observer, decoder: SseDecoder::new(), pending: Vec::new() }
-    }
-
-    /// The next batch of events; `None` at the end of the run (or after a `lagged` frame).
-    /// Cancel-safe: nothing is lost when the future is dropped between chunks.
-    async fn next_batch(&mut self) -> Option<Vec<Event>> {
-        loop {
-            if !self.pending.is_empty() {
-                return Some(std::mem::take(&mut self.pending));
-            }
-            let chunk = self.observer.next_chunk().await?;
-            let mut frames = Vec::new();
-            self.decoder.feed(&chunk, &mut frames);
-            self.pending.extend(frames.iter().filter(|f| f.event == "message").filter_map(|f| f.parse_event().ok()));
         }
     }
 }

@@ -1,9 +1,13 @@
 //! One run's event buffer: the SSE frames of its events in seq order, bounded by a number of
 //! events and of bytes, oldest dropped first. Every observer reads it by cursor (the last seq it
-//! has), so observers share the frames instead of each holding a queue of its own.
+//! has), so observers share the frames instead of each holding a queue of its own. A run whose
+//! observers map events to another protocol also keeps each event typed next to its frame, so
+//! they never decode agw's own bytes back.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
+use agw_protocol::Event;
 use bytes::{Bytes, BytesMut};
 
 /// How much one buffer may hold.
@@ -36,35 +40,93 @@ pub enum Read {
     },
 }
 
+/// What an observer reading typed events at a cursor gets next.
+#[derive(Debug)]
+pub enum ReadEvents {
+    /// Events after the cursor; `last` is the seq of the last one.
+    Events {
+        /// The events, in seq order.
+        events: Vec<Arc<Event>>,
+        /// The new cursor.
+        last: u64,
+    },
+    /// The buffer keeps no typed events: the frames, to decode ([`Read::Frames`]).
+    Frames {
+        /// Whole frames, in seq order.
+        bytes: Bytes,
+        /// The new cursor.
+        last: u64,
+    },
+    /// Nothing after the cursor yet.
+    Nothing,
+    /// See [`Read::Expired`].
+    Expired {
+        /// The oldest seq still held.
+        oldest: u64,
+        /// The newest seq.
+        latest: u64,
+    },
+}
+
 /// The frames of one run.
 #[derive(Debug)]
 pub struct FrameBuffer {
     frames: VecDeque<(u64, Bytes)>,
+    /// The event of each frame, same order, when typed readers were asked for (`None`: frames
+    /// only, the native protocol's case: nothing more per event).
+    events: Option<VecDeque<Arc<Event>>>,
     bytes: usize,
     latest: u64,
     limits: BufferLimits,
 }
+
+/// Most typed events handed out at once (as [`MAX_CHUNK_BYTES`] bounds a chunk of frames).
+const MAX_EVENTS_PER_READ: usize = 256;
 
 /// A chunk handed to an observer at once stops growing past this many bytes (more frames follow
 /// in the next chunk), so a re-attach of a long run does not copy the whole buffer in one go.
 const MAX_CHUNK_BYTES: usize = 64 * 1024;
 
 impl FrameBuffer {
-    /// An empty buffer.
+    /// An empty buffer of frames only.
     pub fn new(limits: BufferLimits) -> Self {
-        Self { frames: VecDeque::new(), bytes: 0, latest: 0, limits }
+        Self { frames: VecDeque::new(), events: None, bytes: 0, latest: 0, limits }
     }
 
-    /// Appends the frame of event `seq` (seqs only grow) and drops the oldest beyond the limits.
-    pub fn push(&mut self, seq: u64, frame: Bytes) {
-        self.bytes += frame.len();
+    /// An empty buffer that keeps each event typed next to its frame ([`Self::events_after`]).
+    pub fn with_events(limits: BufferLimits) -> Self {
+        Self { events: Some(VecDeque::new()), ..Self::new(limits) }
+    }
+
+    /// Whether it keeps typed events.
+    pub fn keeps_events(&self) -> bool {
+        self.events.is_some()
+    }
+
+    /// What one entry counts against the byte limit: its frame, twice when its event is kept
+    /// too (a typed event takes about as much memory as its encoding), so the limit bounds both.
+    fn weight(&self, frame: &Bytes) -> usize {
+        if self.events.is_some() { frame.len() * 2 } else { frame.len() }
+    }
+
+    /// Appends the frame of `event` (seqs only grow), and the event itself when this buffer
+    /// keeps them, and drops the oldest beyond the limits.
+    pub fn push(&mut self, event: Event, frame: Bytes) {
+        let seq = event.seq;
+        self.bytes += self.weight(&frame);
         self.frames.push_back((seq, frame));
+        if let Some(events) = &mut self.events {
+            events.push_back(Arc::new(event));
+        }
         self.latest = self.latest.max(seq);
         while self.frames.len() > self.limits.max_events.max(1)
             || (self.bytes > self.limits.max_bytes && self.frames.len() > 1)
         {
             if let Some((_, dropped)) = self.frames.pop_front() {
-                self.bytes -= dropped.len();
+                self.bytes -= self.weight(&dropped);
+                if let Some(events) = &mut self.events {
+                    events.pop_front();
+                }
             }
         }
     }
@@ -120,6 +182,28 @@ impl FrameBuffer {
         }
         Read::Frames { bytes: chunk.freeze(), last }
     }
+
+    /// The typed events after `cursor`, at most [`MAX_EVENTS_PER_READ`] of them; the frames
+    /// instead when this buffer keeps no events.
+    pub fn events_after(&self, cursor: u64) -> ReadEvents {
+        let Some(events) = &self.events else {
+            return match self.read_after(cursor) {
+                Read::Frames { bytes, last } => ReadEvents::Frames { bytes, last },
+                Read::Nothing => ReadEvents::Nothing,
+                Read::Expired { oldest, latest } => ReadEvents::Expired { oldest, latest },
+            };
+        };
+        if cursor >= self.latest {
+            return ReadEvents::Nothing;
+        }
+        if !self.can_serve(cursor) {
+            return ReadEvents::Expired { oldest: self.oldest(), latest: self.latest };
+        }
+        let start = self.frames.partition_point(|(seq, _)| *seq <= cursor);
+        let events: Vec<Arc<Event>> = events.iter().skip(start).take(MAX_EVENTS_PER_READ).cloned().collect();
+        let last = events.last().map_or(cursor, |e| e.seq);
+        ReadEvents::Events { events, last }
+    }
 }
 
 #[cfg(test)]
@@ -132,10 +216,14 @@ mod tests {
         Bytes::from(f)
     }
 
+    fn event(seq: u64) -> Event {
+        Event::new(seq, 0, agw_protocol::event::RunCancel { run_id: "r".into(), totals: Default::default() })
+    }
+
     fn filled(limits: BufferLimits, n: u64, len: usize) -> FrameBuffer {
         let mut buffer = FrameBuffer::new(limits);
         for seq in 1..=n {
-            buffer.push(seq, frame(seq, len));
+            buffer.push(event(seq), frame(seq, len));
         }
         buffer
     }
@@ -178,5 +266,22 @@ mod tests {
         }
         assert_eq!(cursor, 1000);
         assert_eq!(chunks, 1000 / (MAX_CHUNK_BYTES / 1000) + 1);
+    }
+
+    #[test]
+    fn typed_events_come_with_their_frames_and_count_twice_against_the_byte_limit() {
+        let mut buffer = FrameBuffer::with_events(BufferLimits { max_events: 100, max_bytes: 45 });
+        for seq in 1..=5 {
+            buffer.push(event(seq), frame(seq, 10));
+        }
+        assert_eq!(buffer.oldest(), 4, "two entries of 2 × 10 bytes fit in 45");
+        let ReadEvents::Events { events, last } = buffer.events_after(3) else { panic!("events expected") };
+        assert_eq!((events.iter().map(|e| e.seq).collect::<Vec<_>>(), last), (vec![4, 5], 5));
+        assert!(matches!(buffer.events_after(5), ReadEvents::Nothing));
+        assert!(matches!(buffer.events_after(1), ReadEvents::Expired { oldest: 4, latest: 5 }));
+
+        let frames_only = filled(BufferLimits { max_events: 100, max_bytes: 1 << 20 }, 3, 10);
+        let ReadEvents::Frames { bytes, last } = frames_only.events_after(1) else { panic!("frames expected") };
+        assert_eq!((bytes, last), ([frame(2, 10), frame(3, 10)].concat().into(), 3));
     }
 }

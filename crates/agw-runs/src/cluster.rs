@@ -489,6 +489,7 @@ pub(crate) async fn adopt(service: &RunService, remote: &Remote) -> Result<Arc<R
         &record.agent_key,
         owner_of(record),
         DisconnectPolicy::Continue,
+        false,
     );
     node.cluster.set_run_node(&record.run_id, node.id()).await.map_err(unavailable)?;
     tokio::spawn(mirror(node.clone(), handle.clone()));

@@ -93,7 +93,7 @@ async fn restore_waiting_runs(service: &RunService) -> usize {
         let agent_key = line.query.agent_key.clone().unwrap_or_default();
         // Nobody watches a restored run when it comes back; it waits for its answer however
         // long the submit timeout allows.
-        let handle = core.tracker.register(&run_id, &chat_id, &agent_key, owner, DisconnectPolicy::Continue);
+        let handle = core.tracker.register(&run_id, &chat_id, &agent_key, owner, DisconnectPolicy::Continue, false);
         spawn_wait_again(service, handle, slot, run, None);
         restored += 1;
     }

@@ -12,7 +12,7 @@ use agw_memory::Owner;
 use agw_modes::runtime::SteerQueue;
 use agw_protocol::{Event, EventPayload, sse};
 
-use crate::buffer::{BufferLimits, FrameBuffer, Read};
+use crate::buffer::{BufferLimits, FrameBuffer, Read, ReadEvents};
 
 /// Where a run is in its life (`docs/run-lifecycle.md` has the diagram).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,6 +151,9 @@ pub struct RunSpec {
     pub limits: BufferLimits,
     /// Observer cap.
     pub max_observers: usize,
+    /// Keep each event typed next to its frame, for observers that read events
+    /// ([`Observer::next_events`]) rather than frames.
+    pub keep_events: bool,
 }
 
 impl RunHandle {
@@ -165,7 +168,11 @@ impl RunHandle {
             policy: spec.policy,
             max_observers: spec.max_observers,
             state: Mutex::new(State {
-                buffer: FrameBuffer::new(spec.limits),
+                buffer: if spec.keep_events {
+                    FrameBuffer::with_events(spec.limits)
+                } else {
+                    FrameBuffer::new(spec.limits)
+                },
                 status: RunStatus::Running,
                 observers: 0,
                 answered: Vec::new(),
@@ -234,23 +241,26 @@ impl RunHandle {
     }
 
     /// Appends the frames of `events` (one delta's worth, written out as one chunk to observers
-    /// that keep up) and wakes the observers. A terminal event ends the run.
-    pub fn publish(&self, events: &[Event]) {
-        if events.is_empty() {
-            return;
-        }
+    /// that keep up) — and the events themselves when the run keeps them — and wakes the
+    /// observers. A terminal event ends the run.
+    pub fn publish(&self, events: impl IntoIterator<Item = Event>) {
         let mut state = self.lock();
+        let mut published = false;
         for event in events {
-            state.buffer.push(event.seq, Bytes::from(sse::event_frame(event)));
+            let frame = Bytes::from(sse::event_frame(&event));
             match event.payload {
                 EventPayload::RunComplete(_) => state.status = RunStatus::Completed,
                 EventPayload::RunError(_) => state.status = RunStatus::Failed,
                 EventPayload::RunCancel(_) => state.status = RunStatus::Cancelled,
                 _ => {}
             }
+            state.buffer.push(event, frame);
+            published = true;
         }
         drop(state);
-        self.wake.send_modify(|n| *n += 1);
+        if published {
+            self.wake.send_modify(|n| *n += 1);
+        }
     }
 
     /// Marks the run as waiting durably for a person (or not any more) and wakes its readers.
@@ -442,6 +452,58 @@ impl Observer {
                     return None;
                 }
                 Read::Nothing => {}
+            }
+            if self.rx.changed().await.is_err() {
+                return None;
+            }
+        }
+    }
+
+    /// The next events, typed: kept by the run ([`RunSpec::keep_events`]), or decoded from its
+    /// frames when it keeps none (a run started by the native endpoint, attached to by another
+    /// protocol). `None` after the terminal event, or when the observer fell behind the buffer
+    /// (logged). Cancel-safe: nothing is lost when the future is dropped between reads.
+    pub async fn next_events(&mut self) -> Option<Vec<Arc<Event>>> {
+        loop {
+            if self.done {
+                return None;
+            }
+            self.rx.borrow_and_update();
+            let (read, finished) = {
+                let state = self.handle.lock();
+                (state.buffer.events_after(self.cursor), state.status.is_finished())
+            };
+            match read {
+                ReadEvents::Events { events, last } => {
+                    self.cursor = last;
+                    return Some(events);
+                }
+                ReadEvents::Frames { bytes, last } => {
+                    self.cursor = last;
+                    // Whole frames: each chunk decodes on its own.
+                    let mut frames = Vec::new();
+                    agw_protocol::SseDecoder::new().feed(&bytes, &mut frames);
+                    let events: Vec<Arc<Event>> = frames
+                        .iter()
+                        .filter(|f| f.event == "message")
+                        .filter_map(|f| f.parse_event().ok())
+                        .map(Arc::new)
+                        .collect();
+                    if !events.is_empty() {
+                        return Some(events);
+                    }
+                    continue;
+                }
+                ReadEvents::Expired { oldest, .. } => {
+                    self.done = true;
+                    tracing::info!(runId = %self.handle.run_id, last_seq = self.cursor, oldest, "observer lagged; closing its stream");
+                    return None;
+                }
+                ReadEvents::Nothing if finished => {
+                    self.done = true;
+                    return None;
+                }
+                ReadEvents::Nothing => {}
             }
             if self.rx.changed().await.is_err() {
                 return None;

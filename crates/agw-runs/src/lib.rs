@@ -37,7 +37,7 @@ pub mod sink;
 mod start;
 pub mod webhook;
 
-pub use buffer::{BufferLimits, FrameBuffer, Read};
+pub use buffer::{BufferLimits, FrameBuffer, Read, ReadEvents};
 pub use calls::{Attached, Compacted, Interrupted, SteerRequest, Steered, Submitted};
 pub use chats::{ChatBusy, ChatSlot, ChatSlots};
 pub use error::RunError;

@@ -99,7 +99,8 @@ impl RunTracker {
     }
 
     /// A new run's handle, registered under its id (buffer bounds and observer cap from the
-    /// settings). Start its task with [`Self::enter_run`].
+    /// settings; `keep_events`: its buffer keeps typed events for readers that map them to
+    /// another protocol). Start its task with [`Self::enter_run`].
     pub fn register(
         &self,
         run_id: &str,
@@ -107,6 +108,7 @@ impl RunTracker {
         agent_key: &str,
         owner: Option<Owner>,
         policy: DisconnectPolicy,
+        keep_events: bool,
     ) -> Arc<RunHandle> {
         self.sweep();
         let handle = RunHandle::new(RunSpec {
@@ -117,6 +119,7 @@ impl RunTracker {
             policy,
             limits: BufferLimits { max_events: self.settings.buffer_events, max_bytes: self.settings.buffer_bytes },
             max_observers: self.settings.max_observers,
+            keep_events,
         });
         self.runs.insert(handle.run_id.clone(), handle.clone());
         handle
@@ -264,7 +267,7 @@ mod tests {
     use crate::handle::RunStatus;
 
     fn register(tracker: &Arc<RunTracker>, run_id: &str, owner: Option<Owner>) -> (Arc<RunHandle>, RunGuard) {
-        let handle = tracker.register(run_id, "chat", "agent", owner, DisconnectPolicy::Continue);
+        let handle = tracker.register(run_id, "chat", "agent", owner, DisconnectPolicy::Continue, false);
         let guard = tracker.enter_run(&handle);
         (handle, guard)
     }
@@ -304,7 +307,7 @@ mod tests {
                 0,
                 agw_protocol::event::RunCancel { run_id: id.into(), totals: Default::default() },
             );
-            handle.publish(&[event]);
+            handle.publish([event]);
             drop(guard);
         }
         assert!(tracker.get("a").is_none() && tracker.get("b").is_none(), "over the byte cap nothing is kept");
@@ -331,5 +334,34 @@ mod tests {
         drain(&tracker, Duration::from_millis(50)).await;
         run.await.unwrap();
         assert_eq!(tracker.active(), 0);
+    }
+
+    /// Protocol adapters read a run as typed events: the events the run kept, or, for a run
+    /// that keeps none (started by the native endpoint), the same events decoded from its
+    /// frames; either way up to and including the terminal event, then the end.
+    #[tokio::test]
+    async fn observers_read_the_same_typed_events_whether_the_run_keeps_them_or_not() {
+        use agw_protocol::event::{ContentDelta, RunComplete};
+        let tracker = Arc::new(RunTracker::default());
+        let mut read = Vec::new();
+        for keep_events in [true, false] {
+            let run_id = if keep_events { "kept" } else { "decoded" };
+            let handle = tracker.register(run_id, "chat", "agent", None, DisconnectPolicy::Continue, keep_events);
+            let mut observer = handle.observe(0).expect("observer");
+            let delta = |seq, text: &str| {
+                agw_protocol::Event::new(seq, 0, ContentDelta { content_id: "c".into(), delta: text.into() })
+            };
+            handle.publish([delta(1, "Hel"), delta(2, "lo")]);
+            let first = observer.next_events().await.expect("a batch");
+            let complete =
+                RunComplete { run_id: run_id.into(), finish_reason: "stop".into(), totals: Default::default() };
+            handle.publish([agw_protocol::Event::new(3, 0, complete)]);
+            let second = observer.next_events().await.expect("the terminal event");
+            assert!(observer.next_events().await.is_none(), "the end after the terminal event");
+            let seqs: Vec<u64> = first.iter().chain(&second).map(|e| e.seq).collect();
+            assert_eq!(seqs, [1, 2, 3], "keep_events: {keep_events}");
+            read.push(first.iter().map(|e| e.payload.clone()).collect::<Vec<_>>());
+        }
+        assert_eq!(read[0], read[1], "kept and decoded events are the same");
     }
 }

@@ -147,8 +147,7 @@ impl RunSink {
             trigger.observe(&self.events);
         }
         metrics::counter!(crate::EVENTS_STREAMED).increment(self.events.len() as u64);
-        self.handle.publish(&self.events);
-        self.events.clear();
+        self.handle.publish(self.events.drain(..));
         Ok(())
     }
 

@@ -39,12 +39,24 @@ pub struct NewRun {
     /// The run answers the chat's last message again (AI SDK `regenerate-message`): the chat's
     /// last run is left out of what the model sees.
     pub regenerate: bool,
+    /// The caller reads the run as typed events ([`crate::Observer::next_events`]) to map them
+    /// to another protocol: the run keeps each event next to its frame instead of having them
+    /// decoded back from its SSE bytes.
+    pub keep_events: bool,
 }
 
 impl NewRun {
     /// A run of `agent` for `request`, with no history of its own, no client tools.
     pub fn new(agent: Arc<AgentDefinition>, request: QueryRequest, principal: Option<Principal>) -> Self {
-        Self { agent, request, principal, history: None, client_tools: Vec::new(), regenerate: false }
+        Self {
+            agent,
+            request,
+            principal,
+            history: None,
+            client_tools: Vec::new(),
+            regenerate: false,
+            keep_events: false,
+        }
     }
 }
 
@@ -55,7 +67,7 @@ impl RunService {
     /// the run can publish anything.
     pub async fn start(&self, new: NewRun) -> Result<(Arc<RunHandle>, Observer), RunError> {
         let core = &self.core;
-        let NewRun { agent, request, principal, history, client_tools, regenerate } = new;
+        let NewRun { agent, request, principal, history, client_tools, regenerate, keep_events } = new;
         let given = request.canonical_chat_id().map_err(|e| RunError::invalid(e.to_string()))?;
         if let Some(chat_id) = &given {
             check_chat_access(core, principal.as_ref(), chat_id).await?;
@@ -89,8 +101,8 @@ impl RunService {
                 Err(ChatLock::Unavailable(e)) => return Err(RunError::cluster(e)),
             }
         }
-        let handle =
-            core.tracker.register(&run_id, &chat_id, &agent.key, principal.as_ref().map(Principal::owner), policy);
+        let owner = principal.as_ref().map(Principal::owner);
+        let handle = core.tracker.register(&run_id, &chat_id, &agent.key, owner, policy, keep_events);
         let observer = handle.observe(0).map_err(|e| RunError::internal(format!("the run's first observer: {e:?}")))?;
         if let Err(e) = cluster::announce(core, &handle, "running").await {
             // Not started: the handle is forgotten with its observer, the chat's lock released.

@@ -22,7 +22,7 @@ use agw_protocol::request::{OnDisconnect, QueryRequest};
 
 use super::HandlerResult;
 use super::ai_sdk::chat_id_for;
-use super::events::{self, Events};
+use super::events;
 use crate::auth::Principal;
 use crate::body::{BoxBody, RequestBody};
 use crate::envelope::ApiError;
@@ -131,7 +131,8 @@ pub async fn run(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
         on_disconnect: Some(OnDisconnect::Continue),
         ..QueryRequest::default()
     };
-    let (handle, observer) = state.runs.start(NewRun { client_tools, ..NewRun::new(agent, query, principal) }).await?;
+    let (handle, observer) =
+        state.runs.start(NewRun { client_tools, keep_events: true, ..NewRun::new(agent, query, principal) }).await?;
     let mapper = AgUiMapper::new(&chat_id, &handle.run_id);
     Ok(stream_response(handle, observer, mapper, Vec::new(), heartbeat))
 }
@@ -144,13 +145,13 @@ fn stream_response(
     heartbeat: std::time::Duration,
 ) -> Response<BoxBody> {
     struct St {
-        events: Events,
+        events: Observer,
         mapper: AgUiMapper,
         first: Vec<Value>,
         done: bool,
         handle: Arc<RunHandle>,
     }
-    let start = St { events: Events::new(observer), mapper, first, done: false, handle };
+    let start = St { events: observer, mapper, first, done: false, handle };
     let frames = futures::stream::unfold(start, |mut st| async move {
         if st.done {
             return None;
@@ -159,7 +160,7 @@ fn stream_response(
         for value in st.first.drain(..) {
             out.extend_from_slice(&ag_ui::frame(&value));
         }
-        match st.events.next_batch().await {
+        match st.events.next_events().await {
             Some(batch) => {
                 let mut values = Vec::new();
                 for event in &batch {

@@ -29,7 +29,7 @@ use agw_protocol::adapters::ai_sdk::{self, UiMessageMapper};
 use agw_protocol::request::{OnDisconnect, QueryRequest};
 
 use super::HandlerResult;
-use super::events::{self, Events};
+use super::events;
 use crate::auth::Principal;
 use crate::body::{BoxBody, RequestBody, full};
 use crate::envelope::ApiError;
@@ -182,7 +182,8 @@ pub async fn chat(state: &AppState, agent_key: &str, req: Request<RequestBody>) 
         on_disconnect: Some(OnDisconnect::Continue),
         ..QueryRequest::default()
     };
-    let (handle, observer) = state.runs.start(NewRun { regenerate, ..NewRun::new(agent, query, principal) }).await?;
+    let (handle, observer) =
+        state.runs.start(NewRun { regenerate, keep_events: true, ..NewRun::new(agent, query, principal) }).await?;
     Ok(stream_response(handle, observer, UiMessageMapper::new(), heartbeat))
 }
 
@@ -212,18 +213,18 @@ fn stream_response(
     heartbeat: std::time::Duration,
 ) -> Response<BoxBody> {
     struct St {
-        events: Events,
+        events: Observer,
         mapper: UiMessageMapper,
         done: bool,
         _handle: Arc<RunHandle>,
     }
-    let start = St { events: Events::new(observer), mapper, done: false, _handle: handle };
+    let start = St { events: observer, mapper, done: false, _handle: handle };
     let frames = futures::stream::unfold(start, |mut st| async move {
         if st.done {
             return None;
         }
         let mut out = Vec::new();
-        match st.events.next_batch().await {
+        match st.events.next_events().await {
             Some(batch) => {
                 let mut chunks = Vec::new();
                 for event in &batch {

@@ -1,5 +1,6 @@
-//! Reading a run's observer as typed events, for the endpoints that speak other protocols (their
-//! adapters map events, not agw's SSE bytes).
+//! The streaming response of the endpoints that speak other protocols. They read their run as
+//! typed events (`Observer::next_events`: the run keeps them, so nothing decodes agw's own SSE
+//! bytes back) and write their own frames.
 
 use std::time::Duration;
 
@@ -7,10 +8,7 @@ use bytes::Bytes;
 use http::{HeaderValue, Response, header};
 use http_body_util::BodyExt;
 
-use agw_protocol::{Event, SseDecoder};
-
 use crate::body::{BoxBody, SseBody};
-use crate::runs::Observer;
 
 /// The streaming response of another protocol: its frames as they come, an SSE comment as the
 /// heartbeat (their clients skip comments; agw's `event:heartbeat` would be a frame to them).
@@ -25,34 +23,4 @@ pub fn sse_response(
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     resp
-}
-
-/// Reads an observer's frames as events (shared by the other-protocol endpoints).
-pub struct Events {
-    observer: Observer,
-    decoder: SseDecoder,
-    pending: std::collections::VecDeque<Event>,
-}
-
-impl Events {
-    pub fn new(observer: Observer) -> Self {
-        Self { observer, decoder: SseDecoder::new(), pending: Default::default() }
-    }
-
-    /// The next batch of events (one published delta's worth); `None` at the end of the run.
-    pub async fn next_batch(&mut self) -> Option<Vec<Event>> {
-        loop {
-            if !self.pending.is_empty() {
-                return Some(self.pending.drain(..).collect());
-            }
-            let chunk = self.observer.next_chunk().await?;
-            let mut frames = Vec::new();
-            self.decoder.feed(&chunk, &mut frames);
-            for frame in frames.iter().filter(|f| f.event == "message") {
-                if let Ok(event) = frame.parse_event() {
-                    self.pending.push_back(event);
-                }
-            }
-        }
-    }
 }

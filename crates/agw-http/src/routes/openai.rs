@@ -19,7 +19,7 @@ use agw_protocol::adapters::openai_chat::{self, ChunkMapper, CompletionAggregate
 use agw_protocol::request::{OnDisconnect, QueryRequest};
 
 use super::HandlerResult;
-use super::events::{self, Events};
+use super::events;
 use crate::auth::Principal;
 use crate::body::{BoxBody, RequestBody};
 use crate::envelope::{ApiError, json_response};
@@ -180,7 +180,7 @@ async fn completions_inner(
     let model = agent.key.clone();
     let (handle, observer) = state
         .runs
-        .start(NewRun { history, ..NewRun::new(agent, query, principal) })
+        .start(NewRun { history, keep_events: true, ..NewRun::new(agent, query, principal) })
         .await
         .map_err(|e| from_api(e.into()))?;
     let created = now_secs();
@@ -197,8 +197,8 @@ fn now_secs() -> i64 {
 
 async fn complete(handle: Arc<RunHandle>, observer: Observer, model: &str, created: i64) -> Response<BoxBody> {
     let mut aggregate = CompletionAggregate::new(&handle.run_id, model, created);
-    let mut events = Events::new(observer);
-    while let Some(batch) = events.next_batch().await {
+    let mut events = observer;
+    while let Some(batch) = events.next_events().await {
         for event in &batch {
             aggregate.push(event);
         }
@@ -223,19 +223,19 @@ fn stream_response(
     state: &AppState,
 ) -> Response<BoxBody> {
     struct State {
-        events: Events,
+        events: Observer,
         mapper: ChunkMapper,
         handle: Arc<RunHandle>,
         include_usage: bool,
         done: bool,
     }
     let mapper = ChunkMapper::new(&handle.run_id, &model, created);
-    let start = State { events: Events::new(observer), mapper, handle, include_usage, done: false };
+    let start = State { events: observer, mapper, handle, include_usage, done: false };
     let frames = futures::stream::unfold(start, |mut st| async move {
         if st.done {
             return None;
         }
-        match st.events.next_batch().await {
+        match st.events.next_events().await {
             Some(batch) => {
                 let mut chunks = Vec::new();
                 for event in &batch {
