@@ -93,6 +93,33 @@ impl Cluster {
         Ok(())
     }
 
+    /// Ends a run in Redis in one atomic step: appends its last `frames` (the terminal one among
+    /// them), sets its final `status` with the retention expiry on its record and stream, and
+    /// frees `chat_id`'s lock if the run still holds it. A replica that reads the terminal frame
+    /// from the stream can take the chat at once.
+    pub async fn finish_run(
+        &self,
+        run_id: &str,
+        chat_id: &str,
+        frames: &[Frame],
+        status: &str,
+    ) -> Result<(), ClusterError> {
+        let keys = &self.inner.keys;
+        let key = keys.frames(run_id);
+        let mut inv = self.inner.scripts.finish_run.key(&key);
+        inv.key(keys.run(run_id)).key(keys.chat(chat_id));
+        inv.arg(self.inner.cfg.stream_max_events)
+            .arg(status)
+            .arg(crate::conn::millis(self.inner.cfg.retention))
+            .arg(run_id);
+        let secret = &self.inner.secret;
+        for f in frames.iter().filter(|f| f.seq > 0) {
+            inv.arg(format!("{}-0", f.seq)).arg(f.bytes.as_ref()).arg(&frame_mac(secret, run_id, f.seq, &f.bytes)[..]);
+        }
+        let _added: u64 = self.eval(|| format!("finish {key}"), &inv).await?;
+        Ok(())
+    }
+
     /// The seq of the oldest retained frame, `None` when the stream is empty or gone.
     pub async fn first_seq(&self, run_id: &str) -> Result<Option<u64>, ClusterError> {
         self.edge_seq(run_id, "XRANGE", "-", "+").await

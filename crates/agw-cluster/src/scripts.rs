@@ -51,6 +51,47 @@ end
 return 1
 "#;
 
+/// A run's end in one step: appends its last frames (as [`APPEND_FRAMES`]), sets its final
+/// status with the retention expiry (as [`SET_RUN_STATUS`]), and releases its chat's lock if the
+/// run still holds it (as [`RELEASE_CHAT`]) — so whoever reads the terminal frame from Redis finds
+/// the chat free. KEYS: frames stream, run record, chat lock. ARGV: maxlen (0 = none), status,
+/// retention ms, run id, then `id, bytes, mac` triples. Returns how many frames were added.
+const FINISH_RUN: &str = r#"
+local key = KEYS[1]
+local maxlen = ARGV[1]
+local added = 0
+for i = 5, #ARGV, 3 do
+  local res
+  if maxlen == '0' then
+    res = redis.pcall('XADD', key, ARGV[i], 'f', ARGV[i + 1], 'm', ARGV[i + 2])
+  else
+    res = redis.pcall('XADD', key, 'MAXLEN', '~', maxlen, ARGV[i], 'f', ARGV[i + 1], 'm', ARGV[i + 2])
+  end
+  if type(res) == 'table' and res.err then
+    if not string.find(res.err, 'equal or smaller', 1, true) then
+      return redis.error_reply(res.err)
+    end
+  else
+    added = added + 1
+  end
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('HSET', KEYS[2], 'status', ARGV[2])
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+end
+if redis.call('EXISTS', key) == 1 then
+  redis.call('PEXPIRE', key, ARGV[3])
+end
+local v = redis.call('GET', KEYS[3])
+if v then
+  local sep = string.find(v, '|', 1, true)
+  if sep and string.sub(v, sep + 1) == ARGV[4] then
+    redis.call('DEL', KEYS[3])
+  end
+end
+return added
+"#;
+
 /// Sets one field of an existing hash. KEYS: hash. ARGV: field, value. Returns 0 when missing.
 const HSET_IF_EXISTS: &str = r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -203,6 +244,7 @@ return 1
 /// The scripts, hashed once per [`crate::Cluster`].
 pub(crate) struct Scripts {
     pub(crate) append_frames: Script,
+    pub(crate) finish_run: Script,
     pub(crate) set_run_status: Script,
     pub(crate) hset_if_exists: Script,
     pub(crate) acquire_chat: Script,
@@ -219,6 +261,7 @@ impl Scripts {
     pub(crate) fn new() -> Self {
         Self {
             append_frames: Script::new(APPEND_FRAMES),
+            finish_run: Script::new(FINISH_RUN),
             set_run_status: Script::new(SET_RUN_STATUS),
             hset_if_exists: Script::new(HSET_IF_EXISTS),
             acquire_chat: Script::new(ACQUIRE_CHAT),

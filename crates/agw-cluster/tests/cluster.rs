@@ -206,6 +206,41 @@ async fn run_records_are_shared_and_expire_once_finished() {
     b.shutdown().await;
 }
 
+/// A run's end is one step in Redis: whoever sees its terminal frame in the stream finds its
+/// record finished and its chat free, never one without the other.
+#[tokio::test]
+async fn finishing_a_run_appends_its_last_frames_sets_its_status_and_frees_its_chat_at_once() {
+    let Some(env) = Env::new() else { return };
+    let (a, b) = (env.node().await, env.node().await);
+    let run = RunRecord {
+        run_id: "r1".into(),
+        chat_id: "c1".into(),
+        agent_key: "demo".into(),
+        node_id: a.node_id().into(),
+        owner: None,
+        status: "running".into(),
+    };
+    a.put_run(&run).await.unwrap();
+    assert_eq!(a.acquire_chat("c1", "r1").await.unwrap(), None);
+    a.append_frames("r1", &frames(1..=3)).await.unwrap();
+    assert_eq!(b.acquire_chat("c1", "r2").await.unwrap(), Some("r1".into()), "held while running");
+
+    a.finish_run("r1", "c1", &frames(3..=5), "completed").await.unwrap();
+    assert_eq!(b.last_seq("r1").await.unwrap(), Some(5), "the last frames are there (3 not twice)");
+    assert_eq!(b.get_run("r1").await.unwrap().map(|r| r.status), Some("completed".into()));
+    for key in ["run:r1", "run:r1:frames"] {
+        let ttl = env.pttl(key);
+        assert!(ttl > 50_000 && ttl <= 60_000, "{key} expires after the retention, got {ttl} ms");
+    }
+    assert_eq!(b.acquire_chat("c1", "r2").await.unwrap(), None, "the chat is free");
+
+    // A chat another run holds by now is not freed by a late finish.
+    a.finish_run("r1", "c1", &[], "completed").await.unwrap();
+    assert_eq!(a.acquire_chat("c1", "r3").await.unwrap(), Some("r2".into()));
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
 #[tokio::test]
 async fn frames_appended_on_one_node_are_followed_on_another_from_a_cursor() {
     let Some(env) = Env::new() else { return };

@@ -166,17 +166,32 @@ async fn mirror(node: Arc<Node>, handle: Arc<RunHandle>) {
         if read.skipped {
             tracing::warn!(runId = %run_id, cursor, "the run's buffer dropped frames before they reached Redis");
         }
+        // The run has ended and nothing waits durably: its last frames, its status and its
+        // chat's lock go to Redis in one step (a replica reading the terminal frame finds the
+        // chat free).
+        let ended = read.status.is_finished() && !read.waiting;
         let step = if let Some((last, _)) = read.frames.last() {
             let last = *last;
             let frames: Vec<Frame> = read.frames.into_iter().map(|(seq, bytes)| Frame { seq, bytes }).collect();
-            node.cluster.append_frames(&run_id, &frames).await.map(|()| cursor = last)
+            if ended && last == read.latest {
+                match node.cluster.finish_run(&run_id, &handle.chat_id, &frames, read.status.as_str()).await {
+                    Ok(()) => return,
+                    Err(e) => Err(e),
+                }
+            } else {
+                node.cluster.append_frames(&run_id, &frames).await.map(|()| cursor = last)
+            }
         } else if read.waiting != reported_waiting {
             let status = if read.waiting { "waiting" } else { "running" };
             node.cluster.set_run_status(&run_id, status, false).await.map(|()| reported_waiting = read.waiting)
+        } else if ended {
+            match node.cluster.finish_run(&run_id, &handle.chat_id, &[], read.status.as_str()).await {
+                Ok(()) => return,
+                Err(e) => Err(e),
+            }
         } else if read.status.is_finished() {
             // A run that stops (server shutdown) while it waits durably stays adoptable.
-            let (status, finished) = if read.waiting { ("waiting", false) } else { (read.status.as_str(), true) };
-            match node.cluster.set_run_status(&run_id, status, finished).await {
+            match node.cluster.set_run_status(&run_id, "waiting", false).await {
                 Ok(()) => {
                     if let Err(e) = node.cluster.release_chat(&handle.chat_id, &run_id).await {
                         tracing::warn!(runId = %run_id, error = %e, "chat lock not released");

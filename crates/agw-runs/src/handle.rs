@@ -122,6 +122,8 @@ pub struct Mirrored {
     pub frames: Vec<(u64, Bytes)>,
     /// Frames between the cursor and the first of `frames` were dropped from the buffer.
     pub skipped: bool,
+    /// The newest seq published (so the reader knows whether `frames` ends with it).
+    pub latest: u64,
     /// The run's status at the time of the read.
     pub status: RunStatus,
     /// Whether the run waits durably for a person.
@@ -286,7 +288,7 @@ impl RunHandle {
     pub fn frames_after(&self, cursor: u64) -> Mirrored {
         let state = self.lock();
         let (frames, skipped) = state.buffer.frames_after(cursor, 256);
-        Mirrored { frames, skipped, status: state.status, waiting: self.is_waiting() }
+        Mirrored { frames, skipped, latest: state.buffer.latest(), status: state.status, waiting: self.is_waiting() }
     }
 
     /// Ends a run that could not publish its terminal event (its task failed); observers end.
