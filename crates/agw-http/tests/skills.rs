@@ -10,12 +10,11 @@
 
 mod common;
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+
 use std::time::{Duration, Instant};
 
-use agw_testkit::{RecordedRequest, Transcript};
+use agw_testkit::{LogCapture, RecordedRequest, Transcript};
 use common::Gateway;
 use serde_json::{Value, json};
 
@@ -255,34 +254,6 @@ async fn oneshot_discloses_in_the_final_turn_truncated_to_the_limit() {
     assert!(!last.contains(BODY_LINE), "{last}");
 }
 
-/// Event messages of the `tracing` events emitted on this thread while it is installed.
-#[derive(Clone, Default)]
-struct LogCapture(Arc<Mutex<String>>);
-
-impl tracing::Subscriber for LogCapture {
-    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        struct Message<'a>(&'a mut String);
-        impl tracing::field::Visit for Message<'_> {
-            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-                if field.name() == "message" {
-                    let _ = writeln!(self.0, "{value:?}");
-                }
-            }
-        }
-        event.record(&mut Message(&mut self.0.lock().unwrap()));
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
-
 #[tokio::test]
 async fn unknown_or_unconfigured_skills_are_never_disclosed() {
     // The test runtime is single-threaded: the run task logs on this thread.
@@ -313,7 +284,7 @@ async fn unknown_or_unconfigured_skills_are_never_disclosed() {
     assert!(last.contains("skillId: probe"), "{last}");
     assert_no_disclosure(&last);
     assert!(!last.contains("skillId: math_basic"), "{last}");
-    let logs = logs.0.lock().unwrap().clone();
+    let logs = logs.text();
     assert!(logs.contains("requested unknown skill 'unknown_skill'"), "{logs}");
     assert!(logs.contains("requested unknown skill 'math_basic'"), "{logs}");
 }

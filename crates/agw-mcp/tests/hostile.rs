@@ -8,9 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agw_mcp::{McpHub, McpLimits, McpServerConfig};
+use agw_testkit::LogCapture;
 use agw_tools::{ToolContext, ToolOutput};
 use serde_json::json;
-use support::{LogCapture, TOOL_COUNT, stdio};
+use support::{TOOL_COUNT, stdio};
 
 async fn started(configs: Vec<McpServerConfig>, limits: McpLimits) -> Arc<McpHub> {
     let hub = McpHub::with_limits(configs, limits);

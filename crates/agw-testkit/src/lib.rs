@@ -39,6 +39,7 @@
 
 #![forbid(unsafe_code)]
 pub mod drive;
+mod logs;
 pub mod otlp;
 mod server;
 mod slow_client;
@@ -46,6 +47,7 @@ mod transcript;
 
 use std::path::PathBuf;
 
+pub use logs::LogCapture;
 pub use server::{FIXTURE_API_KEY, FIXTURE_MODEL, FixtureServer, RecordedRequest, Responder, StreamOutcome};
 pub use slow_client::slow_client;
 pub use transcript::{
