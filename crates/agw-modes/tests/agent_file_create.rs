@@ -255,56 +255,5 @@ async fn agent_file_create_cannot_overwrite_or_shadow_a_bundled_or_loaded_agent(
 }
 
 mod support {
-    use std::path::{Path, PathBuf};
-    use std::sync::atomic::{AtomicU64, Ordering};
-
-    /// A fresh directory under the system temp dir, removed (with its contents) on drop.
-    pub struct TempDir(PathBuf);
-
-    impl TempDir {
-        pub fn new(label: &str) -> TempDir {
-            static COUNTER: AtomicU64 = AtomicU64::new(0);
-            let nanos =
-                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-            let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-            let path = std::env::temp_dir().join(format!("agw-modes-{label}-{}-{n}-{nanos}", std::process::id()));
-            std::fs::create_dir_all(&path).expect("create temp dir");
-            // Canonical, so paths compare equal to what the tool reports (e.g. /tmp behind a symlink).
-            TempDir(path.canonicalize().expect("canonical temp dir"))
-        }
-
-        pub fn path(&self) -> &Path {
-            &self.0
-        }
-
-        /// Writes `text` to `relative` (parents created) and returns the full path.
-        pub fn write(&self, relative: &str, text: &str) -> PathBuf {
-            let path = self.0.join(relative);
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).expect("create parent");
-            }
-            std::fs::write(&path, text).expect("write file");
-            path
-        }
-
-        pub fn mkdir(&self, relative: &str) -> PathBuf {
-            let path = self.0.join(relative);
-            std::fs::create_dir_all(&path).expect("create dir");
-            path
-        }
-
-        /// A symlink at `relative` pointing to `target` (as given, relative or absolute).
-        #[cfg(unix)]
-        pub fn symlink(&self, target: impl AsRef<Path>, relative: &str) -> PathBuf {
-            let path = self.0.join(relative);
-            std::os::unix::fs::symlink(target, &path).expect("create symlink");
-            path
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    pub use agw_testkit::TempDir;
 }

@@ -43,6 +43,7 @@ mod logs;
 pub mod otlp;
 mod server;
 mod slow_client;
+mod temp;
 mod transcript;
 
 use std::path::PathBuf;
@@ -50,6 +51,7 @@ use std::path::PathBuf;
 pub use logs::LogCapture;
 pub use server::{FIXTURE_API_KEY, FIXTURE_MODEL, FixtureServer, RecordedRequest, Responder, StreamOutcome};
 pub use slow_client::slow_client;
+pub use temp::TempDir;
 pub use transcript::{
     CHUNK_CREATED, CHUNK_ID, CHUNK_MODEL, End, RawFrame, Transcript, chunk_json, providers_dir, sse_data,
     usage_chunk_json,

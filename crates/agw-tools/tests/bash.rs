@@ -4,13 +4,11 @@
 
 #![cfg(unix)]
 
-mod common;
-
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use agw_testkit::TempDir;
 use agw_tools::{BashConfig, BashTool, Tool, ToolContext, ToolOutput};
-use common::TempDir;
 use serde_json::json;
 
 const SECRET: &str = "TOP-SECRET-3141";

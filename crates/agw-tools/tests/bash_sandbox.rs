@@ -6,15 +6,13 @@
 
 #![cfg(target_os = "linux")]
 
-mod common;
-
 use std::net::TcpListener;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 
+use agw_testkit::TempDir;
 use agw_tools::sandbox::{SandboxConfig, SandboxSupport, probe};
 use agw_tools::{BashConfig, BashTool, CodeGrants};
-use common::TempDir;
 
 const SECRET: &str = "TOP-SECRET-2718";
 

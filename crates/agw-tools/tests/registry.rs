@@ -1,12 +1,10 @@
 //! Loading tool definition files and merging them with built-ins (docs/contract/tools-skills-viewports.md §2).
 
-mod common;
-
 use std::sync::Arc;
 
+use agw_testkit::TempDir;
 use agw_tools::bundled::TOOL_FILES;
 use agw_tools::{BuiltinsConfig, Tool, ToolContext, ToolKind, ToolOutput, ToolRegistry, builtins, default_parameters};
-use common::TempDir;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 

@@ -1,10 +1,8 @@
 //! The viewport registry (docs/contract/tools-skills-viewports.md §10; agw serves all five types).
 
-mod common;
-
+use agw_testkit::TempDir;
 use agw_tools::bundled::VIEWPORT_FILES;
 use agw_tools::{ViewportKind, ViewportPayload, ViewportRegistry};
-use common::TempDir;
 use serde_json::json;
 
 #[test]

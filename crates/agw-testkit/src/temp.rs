@@ -1,6 +1,4 @@
-//! Test support: temporary directories that remove themselves.
-
-#![allow(dead_code)]
+//! Temporary directories that remove themselves, for tests that read and write files.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,16 +7,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct TempDir(PathBuf);
 
 impl TempDir {
+    /// A directory named after `label`, the process, a counter and the clock.
     pub fn new(label: &str) -> TempDir {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("agw-tools-{label}-{}-{n}-{nanos}", std::process::id()));
+        let path = std::env::temp_dir().join(format!("agw-{label}-{}-{n}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&path).expect("create temp dir");
         // Canonical, so paths compare equal to what the tools report (e.g. /tmp behind a symlink).
         TempDir(path.canonicalize().expect("canonical temp dir"))
     }
 
+    /// Its (canonical) path.
     pub fn path(&self) -> &Path {
         &self.0
     }
@@ -33,6 +33,7 @@ impl TempDir {
         path
     }
 
+    /// Creates `relative` (parents too) and returns its full path.
     pub fn mkdir(&self, relative: &str) -> PathBuf {
         let path = self.0.join(relative);
         std::fs::create_dir_all(&path).expect("create dir");
