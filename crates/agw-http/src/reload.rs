@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime};
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
-use agw_modes::definition::{AgentCatalog, AgentDefinition};
+use agw_modes::definition::{AgentCatalog, AgentDefinition, DefinitionError};
 use agw_skills::SkillRegistry;
 use agw_tools::ToolRegistry;
 use agw_tools::definition::validate_file as validate_tool_file;
@@ -93,11 +93,12 @@ pub(crate) struct LastGood {
 
 impl LastGood {
     /// The directory's regular files (symlinks to files included, dot-files skipped), each invalid
-    /// one replaced by its last good version when there is one.
-    pub fn sources(
+    /// one replaced by its last good version when there is one. `validate` says why a file is
+    /// invalid in its own error type; the reason is only logged.
+    pub fn sources<E: std::fmt::Display>(
         &mut self,
         dir: &Path,
-        validate: impl Fn(&str, &str) -> Result<(), String>,
+        validate: impl Fn(&str, &str) -> Result<(), E>,
     ) -> Vec<(String, String)> {
         let mut names: Vec<String> = std::fs::read_dir(dir)
             .map(|entries| {
@@ -116,7 +117,7 @@ impl LastGood {
             let text = std::fs::read(dir.join(&name))
                 .map_err(|e| e.to_string())
                 .and_then(|bytes| String::from_utf8(bytes).map_err(|_| "not UTF-8".to_string()));
-            match text.and_then(|t| validate(&name, &t).map(|()| t)) {
+            match text.and_then(|t| validate(&name, &t).map(|()| t).map_err(|e| e.to_string())) {
                 Ok(text) => {
                     self.files.insert(name.clone(), text.clone());
                     out.push((name, text));
@@ -140,19 +141,19 @@ impl LastGood {
 }
 
 /// An MCP server file that no longer parses keeps its last good version (like every catalog).
-fn validate_mcp_file(name: &str, text: &str) -> Result<(), String> {
+fn validate_mcp_file(name: &str, text: &str) -> Result<(), agw_mcp::ConfigError> {
     if !name.to_ascii_lowercase().ends_with(".json") {
         return Ok(());
     }
     let stem = std::path::Path::new(name).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    agw_mcp::parse_server(&stem, text).map(|_| ()).map_err(|e| e.to_string())
+    agw_mcp::parse_server(&stem, text).map(|_| ())
 }
 
-fn validate_agent(name: &str, text: &str) -> Result<(), String> {
+fn validate_agent(name: &str, text: &str) -> Result<(), DefinitionError> {
     if !name.ends_with(".json") {
         return Ok(());
     }
-    AgentDefinition::from_json(name, text).map(|_| ()).map_err(|e| e.to_string())
+    AgentDefinition::from_json(name, text).map(|_| ())
 }
 
 /// Rebuilds registries from their directories.
