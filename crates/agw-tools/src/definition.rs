@@ -80,10 +80,22 @@ pub(crate) struct ParsedFile {
     pub skipped: Vec<String>,
 }
 
+/// Why a whole definition file is unusable (its entries may still be skipped one by one: those
+/// are load problems, not this). The display text is the reason reported for the file.
+#[derive(Debug, thiserror::Error)]
+pub enum DefinitionFileError {
+    /// The text is not JSON.
+    #[error("invalid JSON: {0}")]
+    InvalidJson(#[source] serde_json::Error),
+    /// The JSON has no `tools` array.
+    #[error("no \"tools\" array")]
+    NoToolsArray,
+}
+
 /// Checks one definition file on its own: `Err` when the whole file is unusable (not JSON, no
 /// `tools` array). Files with other suffixes are not definition files and always pass. Used by
 /// hot reload to keep serving a file's last good version.
-pub fn validate_file(file_name: &str, text: &str) -> Result<(), String> {
+pub fn validate_file(file_name: &str, text: &str) -> Result<(), DefinitionFileError> {
     match ToolKind::from_file_name(file_name) {
         Some(kind) => parse_file(kind, file_name, text).map(|_| ()),
         None => Ok(()),
@@ -100,10 +112,10 @@ pub fn definitions_in(file_name: &str, text: &str) -> Vec<ToolDef> {
 }
 
 /// Reads one definition file. `Err` means the whole file is unusable (not JSON, no `tools` array).
-pub(crate) fn parse_file(kind: ToolKind, file_name: &str, text: &str) -> Result<ParsedFile, String> {
-    let root: Value = serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
+pub(crate) fn parse_file(kind: ToolKind, file_name: &str, text: &str) -> Result<ParsedFile, DefinitionFileError> {
+    let root: Value = serde_json::from_str(text).map_err(DefinitionFileError::InvalidJson)?;
     let Some(entries) = root.get("tools").and_then(Value::as_array) else {
-        return Err("no \"tools\" array".to_owned());
+        return Err(DefinitionFileError::NoToolsArray);
     };
     let viewport_key = (kind == ToolKind::Frontend).then(|| viewport_key_of(file_name, kind));
     let mut parsed = ParsedFile::default();
@@ -206,9 +218,10 @@ mod tests {
 
     #[test]
     fn whole_file_failures() {
-        assert!(parse_file(ToolKind::Action, "a.action", "{").unwrap_err().starts_with("invalid JSON"));
-        assert_eq!(parse_file(ToolKind::Action, "a.action", r#"{"tools":{}}"#).unwrap_err(), "no \"tools\" array");
-        assert_eq!(parse_file(ToolKind::Action, "a.action", "[]").unwrap_err(), "no \"tools\" array");
+        assert!(parse_file(ToolKind::Action, "a.action", "{").unwrap_err().to_string().starts_with("invalid JSON"));
+        let no_tools = |text| parse_file(ToolKind::Action, "a.action", text).unwrap_err().to_string();
+        assert_eq!(no_tools(r#"{"tools":{}}"#), "no \"tools\" array");
+        assert_eq!(no_tools("[]"), "no \"tools\" array");
     }
 
     #[test]

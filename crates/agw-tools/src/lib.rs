@@ -46,7 +46,7 @@ pub use builtin::{
     BUILTIN_NAMES, BashCommand, BashCommandError, BashConfig, BashTool, BuiltinsConfig, CityDatetime,
     PLAN_CONTEXT_UNAVAILABLE, PlanTool, builtins,
 };
-pub use definition::{ToolDef, ToolKind, default_parameters};
+pub use definition::{DefinitionFileError, ToolDef, ToolKind, default_parameters};
 
 /// Shell-style wildcard match of a whole string (`*`, `?`, `[abc]`, `[a-z]`, `[!x]`; an unclosed
 /// `[` is literal) — the matcher `_bash_` uses for file names, shared with the modes' tool-approval
@@ -58,4 +58,4 @@ pub use exec::{DEFAULT_RESULT_LIMIT_BYTES, error_result, execute_backend, trunca
 pub use registry::{LoadProblem, ToolRegistry};
 pub use templates::{RecordedCall, resolve};
 pub use tool::{CodeGrants, Tool, ToolContext, ToolError, ToolOutput};
-pub use viewport::{Viewport, ViewportKind, ViewportPayload, ViewportRegistry};
+pub use viewport::{Viewport, ViewportFileError, ViewportKind, ViewportPayload, ViewportRegistry};

@@ -95,7 +95,11 @@ impl ToolRegistry {
         let mut found = Vec::new();
         for source in sources {
             let Some(kind) = ToolKind::from_file_name(&source.file_name) else { continue };
-            match source.text.and_then(|text| parse_file(kind, &source.file_name, &text)) {
+            let parsed = match source.text {
+                Ok(text) => parse_file(kind, &source.file_name, &text).map_err(|e| e.to_string()),
+                Err(message) => Err(message),
+            };
+            match parsed {
                 Ok(parsed) => {
                     for message in parsed.skipped {
                         registry.problem(&source.origin, message);

@@ -88,6 +88,12 @@ impl Viewport {
     }
 }
 
+/// Why a viewport file is unusable: a JSON kind (`.qlc`, `.dqlc`, `.json_schema`) whose text does
+/// not parse. The display text is the reason reported for the file.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid JSON: {0}")]
+pub struct ViewportFileError(#[source] serde_json::Error);
+
 /// Viewports by key; an immutable snapshot, rebuilt on reload.
 #[derive(Debug, Clone, Default)]
 pub struct ViewportRegistry {
@@ -104,10 +110,10 @@ impl ViewportRegistry {
 
     /// Checks one viewport file on its own (JSON kinds must parse). Files with other suffixes
     /// always pass. Used by hot reload to keep serving a file's last good version.
-    pub fn validate_file(file_name: &str, text: &str) -> Result<(), String> {
+    pub fn validate_file(file_name: &str, text: &str) -> Result<(), ViewportFileError> {
         match ViewportKind::split_file_name(file_name) {
             Some((kind, _)) if !kind.is_text() => {
-                serde_json::from_str::<Value>(text).map(|_| ()).map_err(|e| format!("invalid JSON: {e}"))
+                serde_json::from_str::<Value>(text).map(|_| ()).map_err(ViewportFileError)
             }
             _ => Ok(()),
         }
@@ -139,7 +145,7 @@ impl ViewportRegistry {
                 if kind.is_text() {
                     Ok(ViewportPayload::Text(text))
                 } else {
-                    serde_json::from_str(&text).map(ViewportPayload::Json).map_err(|e| format!("invalid JSON: {e}"))
+                    serde_json::from_str(&text).map(ViewportPayload::Json).map_err(|e| ViewportFileError(e).to_string())
                 }
             });
             match payload {

@@ -138,13 +138,16 @@ impl Cell {
                     scratch,
                     network: policy.network,
                 };
-                Some(landlock_rules::build(abi, &paths).map_err(SandboxError::Setup)?)
+                Some(landlock_rules::build(abi, &paths).map_err(|e| SandboxError::Setup(e.to_string()))?)
             }
             None => None,
         };
         let ruleset = self.ruleset.as_ref().map(landlock_rules::raw);
         let filters = if support.seccomp {
-            Some(seccomp_rules::build(policy.network, policy.unix_sockets).map_err(SandboxError::Setup)?)
+            Some(
+                seccomp_rules::build(policy.network, policy.unix_sockets)
+                    .map_err(|e| SandboxError::Setup(e.to_string()))?,
+            )
         } else {
             None
         };

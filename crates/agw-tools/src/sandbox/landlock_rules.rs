@@ -60,25 +60,36 @@ pub(crate) struct Paths<'a> {
     pub network: bool,
 }
 
+/// Why the ruleset of a call could not be built.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LandlockError {
+    /// The kernel or the crate refused the ruleset or one of its rules.
+    #[error("landlock ruleset: {0}")]
+    Ruleset(#[from] landlock::RulesetError),
+    /// A path the child must reach (a root, the program, the scratch directory) cannot be opened.
+    #[error("landlock rule for {}: {source}", path.display())]
+    Rule { path: PathBuf, source: landlock::PathFdError },
+    /// The ruleset was built but no file descriptor came out of it.
+    #[error("landlock ruleset: not created")]
+    NotCreated,
+}
+
 /// Builds the ruleset for `abi` and returns its file descriptor (close-on-exec).
-pub(crate) fn build(abi: i32, paths: &Paths<'_>) -> Result<OwnedFd, String> {
-    let fail = |e: &dyn std::fmt::Display| format!("landlock ruleset: {e}");
+pub(crate) fn build(abi: i32, paths: &Paths<'_>) -> Result<OwnedFd, LandlockError> {
     let abi = ABI::from(abi);
     let read = AccessFs::from_read(abi);
     let read_only = read & !AccessFs::Execute;
     let write_no_exec = AccessFs::from_all(abi) & !AccessFs::Execute;
-    let mut ruleset = Ruleset::default()
-        .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(AccessFs::from_all(abi))
-        .map_err(|e| fail(&e))?;
+    let mut ruleset =
+        Ruleset::default().set_compatibility(CompatLevel::BestEffort).handle_access(AccessFs::from_all(abi))?;
     // Handled with no rule = denied; an agent allowed on the network leaves TCP unhandled.
     if abi >= ABI::V4 && !paths.network {
-        ruleset = ruleset.handle_access(AccessNet::from_all(abi)).map_err(|e| fail(&e))?;
+        ruleset = ruleset.handle_access(AccessNet::from_all(abi))?;
     }
     if abi >= ABI::V6 {
-        ruleset = ruleset.scope(Scope::AbstractUnixSocket | Scope::Signal).map_err(|e| fail(&e))?;
+        ruleset = ruleset.scope(Scope::AbstractUnixSocket | Scope::Signal)?;
     }
-    let mut created = ruleset.create().map_err(|e| fail(&e))?;
+    let mut created = ruleset.create()?;
 
     let mut rules: Vec<(PathBuf, BitFlags<AccessFs>, bool)> = Vec::new();
     let optional = |path: &str, access| (PathBuf::from(path), access, false);
@@ -98,14 +109,14 @@ pub(crate) fn build(abi: i32, paths: &Paths<'_>) -> Result<OwnedFd, String> {
         let fd = match PathFd::new(&path) {
             Ok(fd) => fd,
             Err(_) if !required => continue,
-            Err(e) => return Err(format!("landlock rule for {}: {e}", path.display())),
+            Err(source) => return Err(LandlockError::Rule { path, source }),
         };
         // A rule on a file may only carry file rights (the crate drops the rest in best-effort
         // mode); directories get the whole set.
-        created = created.add_rule(PathBeneath::new(fd, access)).map_err(|e| fail(&e))?;
+        created = created.add_rule(PathBeneath::new(fd, access))?;
     }
     let fd: Option<OwnedFd> = created.into();
-    fd.ok_or_else(|| "landlock ruleset: not created".to_owned())
+    fd.ok_or(LandlockError::NotCreated)
 }
 
 /// `struct landlock_path_beneath_attr`: packed, as in the kernel's UAPI.
@@ -169,7 +180,7 @@ mod tests {
         let scratch = std::env::temp_dir();
         let paths =
             Paths { read_exec: &[], read_only: &[PathBuf::from("/no/such/dir")], scratch: &scratch, network: false };
-        let err = build(abi, &paths).unwrap_err();
+        let err = build(abi, &paths).unwrap_err().to_string();
         assert!(err.contains("/no/such/dir"), "{err}");
         let paths = Paths { read_exec: &[], read_only: &[], scratch: &scratch, network: true };
         assert!(build(abi, &paths).is_ok());

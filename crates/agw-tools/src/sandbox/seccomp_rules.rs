@@ -102,6 +102,11 @@ mod linux {
 
     use super::DENIED;
 
+    /// A filter that seccompiler refused to compile.
+    #[derive(Debug, thiserror::Error)]
+    #[error("seccomp filter: {0}")]
+    pub(crate) struct SeccompError(#[from] seccompiler::BackendError);
+
     const NAMESPACE_FLAGS: [libc::c_int; 8] = [
         libc::CLONE_NEWNS,
         libc::CLONE_NEWUTS,
@@ -122,12 +127,11 @@ mod linux {
 
     /// The child's filters, in installation order. `network`: the agent grants IP sockets;
     /// `unix_sockets`: it grants `AF_UNIX` sockets.
-    pub(crate) fn build(network: bool, unix_sockets: bool) -> Result<Vec<BpfProgram>, String> {
-        let fail = |e: seccompiler::BackendError| format!("seccomp filter: {e}");
+    pub(crate) fn build(network: bool, unix_sockets: bool) -> Result<Vec<BpfProgram>, SeccompError> {
         let cond = |arg: u8, op: SeccompCmpOp, value: u64| {
-            SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(fail)
+            SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(SeccompError)
         };
-        let rule = |conditions: Vec<SeccompCondition>| SeccompRule::new(conditions).map_err(fail);
+        let rule = |conditions: Vec<SeccompCondition>| SeccompRule::new(conditions).map_err(SeccompError);
 
         // 1. Syscalls denied outright, clone with namespace flags, terminal injection: EPERM.
         let mut denied: BTreeMap<i64, Vec<SeccompRule>> = DENIED.iter().map(|nr| (*nr, Vec::new())).collect();
@@ -191,10 +195,9 @@ mod linux {
         Ok(vec![first, clone3, sockets])
     }
 
-    fn program(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: libc::c_int) -> Result<BpfProgram, String> {
-        let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(errno as u32), ARCH)
-            .map_err(|e| format!("seccomp filter: {e}"))?;
-        BpfProgram::try_from(filter).map_err(|e| format!("seccomp filter: {e}"))
+    fn program(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: libc::c_int) -> Result<BpfProgram, SeccompError> {
+        let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(errno as u32), ARCH)?;
+        Ok(BpfProgram::try_from(filter)?)
     }
 
     /// x32 syscall numbers (bit 30 set) share the x86-64 audit arch, so the lists keyed by x86-64

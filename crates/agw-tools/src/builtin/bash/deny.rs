@@ -36,8 +36,30 @@ enum Opt {
     Short(char),
 }
 
-/// A check of a command's whole argument list; the refusal message when it fails.
-type ArgumentsCheck = fn(&[String]) -> Result<(), String>;
+/// A check of a command's whole argument list; the refusal when it fails.
+type ArgumentsCheck = fn(&[String]) -> Result<(), Denied>;
+
+/// Why the deny table refused a command. The display text is what the model reads.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Denied {
+    /// The program is refused whatever its arguments (`xargs`, `less`, `dd`, …).
+    #[error("Command not allowed: {program} ({why})")]
+    Program { program: String, why: &'static str },
+    /// An option that runs programs or writes files.
+    #[error("Option not allowed: {program} {option} (it runs programs or writes files)")]
+    Option { program: String, option: String },
+    /// A letter of a traditional `tar` bundle (`tar xf`) that writes files or runs programs.
+    #[error("Option not allowed: tar {0} (it writes files or runs programs)")]
+    TarLetter(char),
+    /// A sed command that runs programs or reads or writes files.
+    #[error(
+        "sed command not allowed: {0} (sed may only print and substitute, not run programs or read or write files)"
+    )]
+    SedCommand(String),
+    /// An awk program that runs commands or loads code.
+    #[error("awk program not allowed: {0} (awk may not run commands or load code)")]
+    AwkProgram(&'static str),
+}
 
 /// The rules for one program.
 struct Entry {
@@ -199,10 +221,10 @@ const TABLE: &[Entry] = &[
 
 /// Refuses `program` (the allow-listed name; a path is judged by its file name) with `args` when
 /// the table says so.
-pub(crate) fn check(program: &str, args: &[String]) -> Result<(), String> {
+pub(crate) fn check(program: &str, args: &[String]) -> Result<(), Denied> {
     let name = program.rsplit('/').next().unwrap_or(program);
     if let Some((_, why)) = NEVER.iter().find(|(programs, _)| programs.contains(&name)) {
-        return Err(format!("Command not allowed: {name} ({why})"));
+        return Err(Denied::Program { program: name.to_owned(), why });
     }
     let Some(entry) = TABLE.iter().find(|entry| entry.programs.contains(&name)) else { return Ok(()) };
     let mut options_end = false;
@@ -223,7 +245,7 @@ pub(crate) fn check(program: &str, args: &[String]) -> Result<(), String> {
                 Word(w) | Long(w) => (*w).to_owned(),
                 Short(letter) => format!("-{letter}"),
             };
-            return Err(format!("Option not allowed: {name} {shown} (it runs programs or writes files)"));
+            return Err(Denied::Option { program: name.to_owned(), option: shown });
         }
     }
     entry.extra.map_or(Ok(()), |check| check(args))
@@ -256,12 +278,12 @@ fn matches(word: &str, option: Opt, value_letters: &str) -> bool {
 }
 
 /// `tar xvf a.tar`: a first word without a dash is a bundle of option letters.
-fn tar_traditional_bundle(args: &[String]) -> Result<(), String> {
+fn tar_traditional_bundle(args: &[String]) -> Result<(), Denied> {
     let Some(first) = args.first().filter(|first| !first.starts_with('-')) else { return Ok(()) };
     let bundle = format!("-{first}");
     for letter in ['x', 'c', 'r', 'u', 'A', 'g', 'I', 'F'] {
         if matches(&bundle, Short(letter), TAR_VALUE_LETTERS) {
-            return Err(format!("Option not allowed: tar {letter} (it writes files or runs programs)"));
+            return Err(Denied::TarLetter(letter));
         }
     }
     Ok(())
@@ -270,12 +292,10 @@ fn tar_traditional_bundle(args: &[String]) -> Result<(), String> {
 /// sed commands that run programs (`e`, the `e` flag of `s`), write files (`w`, `W`, the `w` flag)
 /// or read files the checks cannot see (`r`, `R`). Scripts are single commands here: `;` and line
 /// breaks are refused before this runs, so every script is one command (plus `{…}` blocks).
-fn sed_scripts(args: &[String]) -> Result<(), String> {
+fn sed_scripts(args: &[String]) -> Result<(), Denied> {
     for script in programs(args, SED_VALUE_LETTERS, 'e', &["--expression", "--line-length", "--file"], "--expression") {
         if let Some(command) = dangerous_sed_command(&script) {
-            return Err(format!(
-                "sed command not allowed: {command} (sed may only print and substitute, not run programs or read or write files)"
-            ));
+            return Err(Denied::SedCommand(command));
         }
     }
     Ok(())
@@ -374,12 +394,12 @@ fn skip_delimited(text: &str, delimiter: char) -> Option<&str> {
 
 /// awk programs that run commands (`system(…)`) or load code (`@load`, `@include`). Output
 /// redirection and pipes (`>`, `|`) are already refused as shell syntax.
-fn awk_programs(args: &[String]) -> Result<(), String> {
+fn awk_programs(args: &[String]) -> Result<(), Denied> {
     let value_longs = ["--source", "--field-separator", "--assign", "--file", "--include", "--load", "--exec"];
     for program in programs(args, AWK_VALUE_LETTERS, 'e', &value_longs, "--source") {
         for needle in ["system", "@load", "@include"] {
             if program.contains(needle) {
-                return Err(format!("awk program not allowed: {needle} (awk may not run commands or load code)"));
+                return Err(Denied::AwkProgram(needle));
             }
         }
     }
@@ -512,12 +532,17 @@ mod tests {
     fn refusals_name_what_was_refused() {
         let (program, args) = words("find . -exec rm {} +");
         assert_eq!(
-            check(&program, &args).unwrap_err(),
+            check(&program, &args).unwrap_err().to_string(),
             "Option not allowed: find -exec (it runs programs or writes files)"
         );
         let (program, args) = words("xargs rm");
-        assert!(check(&program, &args).unwrap_err().starts_with("Command not allowed: xargs (it runs another program"));
+        assert!(
+            check(&program, &args)
+                .unwrap_err()
+                .to_string()
+                .starts_with("Command not allowed: xargs (it runs another program")
+        );
         let (program, args) = words("sed s/a/b/w out x");
-        assert!(check(&program, &args).unwrap_err().starts_with("sed command not allowed: s///w"));
+        assert!(check(&program, &args).unwrap_err().to_string().starts_with("sed command not allowed: s///w"));
     }
 }

@@ -70,11 +70,11 @@ impl BashTool {
             }
             planned.map(|invocation| (invocation, roots.all().to_vec()))
         })
-        .await
-        .unwrap_or_else(|e| Err(format!("internal error while checking the command: {e}")));
+        .await;
         let (invocation, roots) = match planned {
-            Ok(planned) => planned,
-            Err(message) => return self.render(-1, "", &message),
+            Ok(Ok(planned)) => planned,
+            Ok(Err(refusal)) => return self.render(-1, "", &refusal.to_string()),
+            Err(e) => return self.render(-1, "", &format!("internal error while checking the command: {e}")),
         };
         match process::run(&invocation, &self.config, &roots, grants).await {
             Ok(done) => self.render(done.exit_code, &done.stdout, &done.stderr),

@@ -16,9 +16,9 @@
 //! 6. `git` runs only in a repository whose `.git` directory is the working directory's own
 //!    (it never looks above it: see [`super::process`] for the environment that enforces this).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use super::command::{BashCommand, GIT_NEUTRAL_OPTIONS};
+use super::command::{BashCommand, BashCommandError, GIT_NEUTRAL_OPTIONS};
 use super::config::BashConfig;
 use super::paths::Roots;
 use super::{deny, glob};
@@ -28,6 +28,55 @@ use super::{deny, glob};
 pub(crate) struct Invocation {
     pub program: String,
     pub args: Vec<String>,
+}
+
+/// Why a command is refused before it runs. The display text is what the model reads (the
+/// `stderr` of the `_bash_` result).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Refusal {
+    /// The command text itself is unusable (empty, shell syntax, control characters).
+    #[error(transparent)]
+    Command(#[from] BashCommandError),
+    /// The program is not in the allow-list.
+    #[error("Command not allowed: {0}")]
+    NotAllowed(String),
+    /// A git option, global or of the subcommand, that reconfigures git, points it elsewhere,
+    /// writes files or runs programs.
+    #[error("git option not allowed: {0}")]
+    GitOption(String),
+    /// A git subcommand that is not read-only.
+    #[error("git subcommand not allowed: {0} (read-only subcommands only: {list})", list = GIT_SUBCOMMANDS.join(", "))]
+    GitSubcommand(String),
+    /// A pathspec with magic (`:(top)`, `:/`), which re-roots paths.
+    #[error("git pathspec magic not allowed: {0}")]
+    GitPathspecMagic(String),
+    /// `git branch` / `git tag` in a form that creates, renames, deletes or signs a ref.
+    #[error(
+        "git {subcommand} is allowed only for listing: {word} would create, rename, delete or sign a ref \
+         (use `git {subcommand} --list [pattern]`)"
+    )]
+    GitNotListing { subcommand: &'static str, word: String },
+    /// The working directory holds no repository of its own.
+    #[error(
+        "git: {} is not a git repository (git only works on a repository whose .git is in the working directory; it never looks above it)",
+        .0.display()
+    )]
+    NotARepository(PathBuf),
+    /// `.git` is a link or a `gitdir:` file.
+    #[error("git: .git is not a directory inside the working directory (a link or a gitdir file points elsewhere)")]
+    GitDirElsewhere,
+    /// The repository borrows objects or refs from elsewhere (the file under `.git/` that does).
+    #[error("git: the repository reads from elsewhere (.git/{0}); refused")]
+    BorrowedRepository(&'static str),
+    /// An option that reads file names from a file (`--files0-from`), which cannot be checked.
+    #[error("Option not allowed: {0} (it reads file names from a file, which cannot be checked)")]
+    PathListOption(String),
+    /// A path argument (as the model wrote it, or as a glob expanded) outside the allowed roots.
+    #[error("Path not allowed outside authorized directories: {0}")]
+    PathOutsideRoots(String),
+    /// The deny table refused the program or one of its options.
+    #[error(transparent)]
+    Denied(#[from] deny::Denied),
 }
 
 /// Read-only git subcommands. Everything else (config, checkout, commit, fetch, clone, submodule,
@@ -63,11 +112,11 @@ fn git_global_option_allowed(word: &str) -> bool {
 /// Subcommand options that write files or run other programs.
 const GIT_FORBIDDEN_OPTIONS: [&str; 5] = ["--output", "-O", "--open-files-in-pager", "--edit-description", "--exec"];
 
-pub(crate) fn plan(command: &str, config: &BashConfig, roots: &Roots) -> Result<Invocation, String> {
+pub(crate) fn plan(command: &str, config: &BashConfig, roots: &Roots) -> Result<Invocation, Refusal> {
     // The one reading of a command text, shared with the approval rules.
-    let (program, args) = BashCommand::parse(command).map_err(|e| e.to_string())?.into_parts();
+    let (program, args) = BashCommand::parse(command)?.into_parts();
     if !config.allowed_commands.contains(&program) {
-        return Err(format!("Command not allowed: {program}"));
+        return Err(Refusal::NotAllowed(program));
     }
     if program == "git" {
         check_git(&args)?;
@@ -83,24 +132,21 @@ pub(crate) fn plan(command: &str, config: &BashConfig, roots: &Roots) -> Result<
     Ok(platform_variant(program, args))
 }
 
-fn check_git(args: &[String]) -> Result<(), String> {
+fn check_git(args: &[String]) -> Result<(), Refusal> {
     let mut words = args.iter();
     let subcommand = loop {
         match words.next() {
             None => return Ok(()),
             Some(word) if word.starts_with('-') => {
                 if !git_global_option_allowed(word) {
-                    return Err(format!("git option not allowed: {word}"));
+                    return Err(Refusal::GitOption(word.clone()));
                 }
             }
             Some(word) => break word,
         }
     };
     if !GIT_SUBCOMMANDS.contains(&subcommand.as_str()) {
-        return Err(format!(
-            "git subcommand not allowed: {subcommand} (read-only subcommands only: {})",
-            GIT_SUBCOMMANDS.join(", ")
-        ));
+        return Err(Refusal::GitSubcommand(subcommand.clone()));
     }
     let rest: Vec<&String> = words.collect();
     match subcommand.as_str() {
@@ -114,11 +160,11 @@ fn check_git(args: &[String]) -> Result<(), String> {
             options_end = true;
         } else if !options_end && word.starts_with('-') {
             if let Some(option) = GIT_FORBIDDEN_OPTIONS.iter().find(|option| git_option_matches(word, option)) {
-                return Err(format!("git option not allowed: {option}"));
+                return Err(Refusal::GitOption((*option).to_owned()));
             }
         } else if word.starts_with(':') {
             // Pathspec magic (`:(top)`, `:/`) re-roots paths; keep paths plain so the checks hold.
-            return Err(format!("git pathspec magic not allowed: {word}"));
+            return Err(Refusal::GitPathspecMagic(word.clone()));
         }
     }
     Ok(())
@@ -177,13 +223,8 @@ const TAG_LISTING: &[(&str, bool)] = &[
 
 /// `git branch` / `git tag` in their listing forms only: every option is a listing option, and a
 /// name (which would create a ref) is only accepted as a pattern after `-l`/`--list`.
-fn check_listing(subcommand: &str, args: &[&String], listing: &[(&str, bool)]) -> Result<(), String> {
-    let refused = |word: &str| {
-        Err(format!(
-            "git {subcommand} is allowed only for listing: {word} would create, rename, delete or sign a ref \
-             (use `git {subcommand} --list [pattern]`)"
-        ))
-    };
+fn check_listing(subcommand: &'static str, args: &[&String], listing: &[(&str, bool)]) -> Result<(), Refusal> {
+    let refused = |word: &str| Err(Refusal::GitNotListing { subcommand, word: word.to_owned() });
     let lists = args.iter().any(|w| *w == "-l" || *w == "--list");
     let mut words = args.iter();
     while let Some(word) = words.next() {
@@ -213,7 +254,7 @@ fn check_listing(subcommand: &str, args: &[&String], listing: &[(&str, bool)]) -
 /// inside the root (a symlink, or a `gitdir:` file of a worktree or submodule) is refused, as are
 /// repositories that borrow objects or refs from elsewhere (`objects/info/alternates`,
 /// `commondir`): each would let git read outside the root.
-fn check_git_repository(args: &[String], roots: &Roots) -> Result<(), String> {
+fn check_git_repository(args: &[String], roots: &Roots) -> Result<(), Refusal> {
     let subcommand = args.iter().find(|a| !a.starts_with('-'));
     let needs_repository = subcommand.is_some_and(|s| s != "version") && !args.iter().any(|a| a == "--no-index");
     if !needs_repository {
@@ -221,20 +262,14 @@ fn check_git_repository(args: &[String], roots: &Roots) -> Result<(), String> {
     }
     let dot_git = roots.working_directory().join(".git");
     let Ok(meta) = dot_git.symlink_metadata() else {
-        return Err(format!(
-            "git: {} is not a git repository (git only works on a repository whose .git is in the working directory; it never looks above it)",
-            roots.working_directory().display()
-        ));
+        return Err(Refusal::NotARepository(roots.working_directory().to_path_buf()));
     };
     if !meta.is_dir() {
-        return Err(
-            "git: .git is not a directory inside the working directory (a link or a gitdir file points elsewhere)"
-                .to_owned(),
-        );
+        return Err(Refusal::GitDirElsewhere);
     }
     for borrowed in ["objects/info/alternates", "commondir"] {
         if dot_git.join(borrowed).symlink_metadata().is_ok() {
-            return Err(format!("git: the repository reads from elsewhere (.git/{borrowed}); refused"));
+            return Err(Refusal::BorrowedRepository(borrowed));
         }
     }
     Ok(())
@@ -268,7 +303,7 @@ fn git_option_matches(word: &str, option: &str) -> bool {
 }
 
 /// Path checks and glob expansion for one path-checked command (§4.1 steps 4–5).
-fn check_paths(args: Vec<String>, roots: &Roots) -> Result<Vec<String>, String> {
+fn check_paths(args: Vec<String>, roots: &Roots) -> Result<Vec<String>, Refusal> {
     let mut checked = Vec::with_capacity(args.len());
     let mut operands_only = false;
     for arg in args {
@@ -279,9 +314,7 @@ fn check_paths(args: Vec<String>, roots: &Roots) -> Result<Vec<String>, String> 
         }
         if !operands_only && arg.starts_with('-') {
             if reads_a_path_list(&arg) {
-                return Err(format!(
-                    "Option not allowed: {arg} (it reads file names from a file, which cannot be checked)"
-                ));
+                return Err(Refusal::PathListOption(arg));
             }
             if let Some(value) = option_value(&arg) {
                 require_allowed(roots, value, &arg)?;
@@ -314,8 +347,8 @@ fn option_value(option: &str) -> Option<&str> {
     option.get(2..).filter(|rest| !rest.is_empty())
 }
 
-fn require_allowed(roots: &Roots, path: &str, shown: &str) -> Result<(), String> {
-    if roots.allows(path) { Ok(()) } else { Err(format!("Path not allowed outside authorized directories: {shown}")) }
+fn require_allowed(roots: &Roots, path: &str, shown: &str) -> Result<(), Refusal> {
+    if roots.allows(path) { Ok(()) } else { Err(Refusal::PathOutsideRoots(shown.to_owned())) }
 }
 
 /// Expands a glob in the last path component against an allowed, existing directory; returns the
@@ -390,7 +423,7 @@ mod tests {
     fn plan_in_root(command: &str) -> Result<Invocation, String> {
         let config = config();
         let roots = Roots::new(&config.working_directory, &config.allowed_paths);
-        plan(command, &config, &roots)
+        plan(command, &config, &roots).map_err(|refusal| refusal.to_string())
     }
 
     /// Passes every check that does not depend on a repository being there (`/` has none).
@@ -425,6 +458,31 @@ mod tests {
         assert!(plan_in_root("git grep -e x -- :(top)").unwrap_err().starts_with("git pathspec magic not allowed"));
         // `--` ends option parsing: what follows are paths, checked as such.
         assert!(passes("git log -- -O"));
+    }
+
+    #[test]
+    fn refusal_texts() {
+        assert_eq!(
+            plan_in_root("git config x").unwrap_err(),
+            "git subcommand not allowed: config (read-only subcommands only: status, log, show, diff, blame, \
+             shortlog, describe, rev-parse, rev-list, ls-files, ls-tree, cat-file, grep, branch, tag, count-objects, \
+             version)"
+        );
+        assert_eq!(
+            plan_in_root("git branch new").unwrap_err(),
+            "git branch is allowed only for listing: new would create, rename, delete or sign a ref \
+             (use `git branch --list [pattern]`)"
+        );
+        assert_eq!(
+            plan_in_root("git status").unwrap_err(),
+            "git: / is not a git repository (git only works on a repository whose .git is in the working \
+             directory; it never looks above it)"
+        );
+        assert_eq!(
+            plan_in_root("ls --files0-from=x").unwrap_err(),
+            "Option not allowed: --files0-from=x (it reads file names from a file, which cannot be checked)"
+        );
+        assert_eq!(plan_in_root("ls a;b").unwrap_err(), BashCommand::parse("ls a;b").unwrap_err().to_string());
     }
 
     #[test]
