@@ -23,10 +23,18 @@ pub struct SkillText {
     pub body: String,
 }
 
-/// Parses the text of a `SKILL.md`. The error is a one-line message naming the line (counted in
-/// the file) and column of the YAML problem. Pure (no I/O): public as
+/// A frontmatter block that is not valid YAML, or not a mapping with scalar `name`/`description`.
+/// Its display is a one-line message naming the line (counted in the file) and column of the
+/// problem.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct FrontmatterError {
+    message: String,
+}
+
+/// Parses the text of a `SKILL.md`. Pure (no I/O): public as
 /// [`parse_skill_md`](crate::parse_skill_md) for the fuzz targets.
-pub fn parse(text: &str) -> Result<SkillText, String> {
+pub fn parse(text: &str) -> Result<SkillText, FrontmatterError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text).replace("\r\n", "\n");
     let lines: Vec<&str> = text.split('\n').collect();
     let closing = match lines.first() {
@@ -42,7 +50,7 @@ pub fn parse(text: &str) -> Result<SkillText, String> {
     let fields = serde_saphyr::from_str::<Fields>(&yaml).map_err(|e| {
         // The YAML starts on line 2 of the file.
         let options = serde_saphyr::render_options! { snippets: serde_saphyr::SnippetMode::Off, line_offset: 1 };
-        e.render_with_options(options).replace('\n', " ")
+        FrontmatterError { message: e.render_with_options(options).replace('\n', " ") }
     })?;
     Ok(SkillText {
         name: non_blank(fields.name),
@@ -178,7 +186,7 @@ mod tests {
 
     #[test]
     fn broken_yaml_is_an_error_with_its_file_line() {
-        let err = parse("---\nname: n\ndescription: use it for: x\n---\nbody").unwrap_err();
+        let err = parse("---\nname: n\ndescription: use it for: x\n---\nbody").unwrap_err().to_string();
         assert!(err.contains("line 3"), "{err}");
         assert!(!err.contains('\n'), "{err}");
         assert!(parse("---\nname: [a, b]\n---\n").is_err());

@@ -29,7 +29,7 @@ mod prompt;
 mod registry;
 mod script;
 
-pub use frontmatter::{SkillText, parse as parse_skill_md};
+pub use frontmatter::{FrontmatterError, SkillText, parse as parse_skill_md};
 pub use prompt::{DEFAULT_MAX_PROMPT_CHARS, truncate_body};
 pub use registry::{LoadProblem, MAX_SKILL_FILE_BYTES, SKILL_FILE, Skill, SkillRegistry, normalize_id};
 pub use script::{

@@ -127,7 +127,7 @@ impl SkillRegistry {
         };
         let parsed = match frontmatter::parse(&text) {
             Ok(parsed) => parsed,
-            Err(message) => return self.problem(&file, format!("invalid SKILL.md frontmatter: {message}")),
+            Err(error) => return self.problem(&file, format!("invalid SKILL.md frontmatter: {error}")),
         };
         if let Some(first) = self.skills.get(&id) {
             let message = format!("duplicate skill id '{id}' (already defined by '{}'); skipped", first.dir.display());

@@ -23,29 +23,46 @@ pub(crate) enum Source {
     Inline(String),
 }
 
+/// Arguments that do not make a call (§4.5 steps 1–4). The display text is the `error` of the
+/// failure object.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ArgsError {
+    #[error("Missing argument: skill")]
+    MissingSkill,
+    #[error("Missing argument: script or pythonCode")]
+    MissingSource,
+    #[error("Arguments script and pythonCode are mutually exclusive.")]
+    BothSources,
+    /// Longer than the limit, which it carries (in characters).
+    #[error("pythonCode too long. Maximum length is {0} characters.")]
+    InlineTooLong(usize),
+    #[error("Invalid args. Expected array of strings.")]
+    InvalidArgs,
+}
+
 pub(crate) struct Limits {
     pub default_timeout: Duration,
     pub max_timeout: Duration,
     pub inline_max_chars: usize,
 }
 
-pub(crate) fn parse(input: &Value, limits: &Limits) -> Result<Request, String> {
+pub(crate) fn parse(input: &Value, limits: &Limits) -> Result<Request, ArgsError> {
     // 1.
     let skill = text(input.get("skill")).map(|s| s.trim().to_owned()).unwrap_or_default();
     if skill.is_empty() {
-        return Err("Missing argument: skill".to_owned());
+        return Err(ArgsError::MissingSkill);
     }
     // 2.
     let script = text(input.get("script")).map(|s| s.trim().to_owned()).filter(|s| !s.is_empty());
     let code = text(input.get("pythonCode")).filter(|s| !s.trim().is_empty());
     let source = match (script, code) {
-        (None, None) => return Err("Missing argument: script or pythonCode".to_owned()),
-        (Some(_), Some(_)) => return Err("Arguments script and pythonCode are mutually exclusive.".to_owned()),
+        (None, None) => return Err(ArgsError::MissingSource),
+        (Some(_), Some(_)) => return Err(ArgsError::BothSources),
         (Some(script), None) => Source::File(script),
         (None, Some(code)) => {
             // 3.
             if code.chars().count() > limits.inline_max_chars {
-                return Err(format!("pythonCode too long. Maximum length is {} characters.", limits.inline_max_chars));
+                return Err(ArgsError::InlineTooLong(limits.inline_max_chars));
             }
             Source::Inline(code)
         }
@@ -61,7 +78,7 @@ pub(crate) fn parse(input: &Value, limits: &Limits) -> Result<Request, String> {
                 other => other.to_string(),
             })
             .collect(),
-        Some(_) => return Err("Invalid args. Expected array of strings.".to_owned()),
+        Some(_) => return Err(ArgsError::InvalidArgs),
     };
     // 5.
     let timeout_ms = timeout_ms(input.get("timeoutMs"), limits);
@@ -111,7 +128,7 @@ mod tests {
     };
 
     fn err(args: Value) -> String {
-        parse(&args, &LIMITS).unwrap_err()
+        parse(&args, &LIMITS).unwrap_err().to_string()
     }
 
     fn ok(args: Value) -> Request {

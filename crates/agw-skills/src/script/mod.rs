@@ -105,6 +105,47 @@ struct Inner {
     description: String,
 }
 
+/// Why a call is refused before anything runs (§4.5 steps 1–8, the agent's grants, the sandbox).
+/// The display text is the `error` of the failure object.
+#[derive(Debug, thiserror::Error)]
+enum Refusal {
+    #[error(transparent)]
+    Args(#[from] args::ArgsError),
+    /// The skill is not one of the agent's (`allowed`: the agent's skill ids).
+    #[error("Skill not enabled for this agent: {skill}. {}", granted(.allowed))]
+    SkillNotEnabled { skill: String, allowed: Vec<String> },
+    #[error(
+        "Inline pythonCode is not enabled for this agent (skillConfig.allowInlineCode is false); \
+         run one of the skill's scripts instead."
+    )]
+    InlineNotEnabled,
+    /// `skill` is not one directory name strictly inside the skills root.
+    #[error("Illegal skill path: {0}")]
+    IllegalSkillPath(String),
+    #[error("Skill directory not found: {0}")]
+    SkillNotFound(String),
+    /// `script` is absolute, or resolves outside the skill directory.
+    #[error("Illegal script path: {0}")]
+    IllegalScriptPath(String),
+    #[error("Script file not found: {0}")]
+    ScriptNotFound(String),
+    #[error("Unsupported script type. Only .py and .sh are allowed.")]
+    UnsupportedScriptType,
+    #[error(transparent)]
+    Sandbox(#[from] sandbox::SandboxError),
+    #[error("Cannot write inline pythonCode: {0}")]
+    WriteInline(#[source] std::io::Error),
+}
+
+/// The end of a [`Refusal::SkillNotEnabled`] message: the agent's skills, or that it has none.
+fn granted(allowed: &[String]) -> String {
+    if allowed.is_empty() {
+        "This agent has no skills configured.".to_owned()
+    } else {
+        format!("Allowed skills: {}", allowed.join(", "))
+    }
+}
+
 /// What to run once every check passed.
 struct Plan {
     /// Lower-cased skill argument.
@@ -160,7 +201,7 @@ impl SkillRunScript {
         let root = self.root_for_display();
         let mut plan = match self.plan(args, grants) {
             Ok(plan) => plan,
-            Err(message) => return failure(&root, &message),
+            Err(refusal) => return failure(&root, &refusal.to_string()),
         };
         let mut command = vec![plan.program.clone(), plan.script.display().to_string()];
         command.extend(plan.args.iter().cloned());
@@ -169,7 +210,7 @@ impl SkillRunScript {
         let config = &self.inner.config;
         let timeout = Duration::from_millis(plan.timeout_ms);
         let outcome = match &plan.interpreter {
-            None => Err(format!("Cannot run program \"{}\": not found in PATH", plan.program)),
+            None => Err(process::CannotRun { program: plan.program.clone(), reason: process::StartFailure::NotFound }),
             Some(interpreter) => {
                 let mut policy = Policy { network: plan.network, unix_sockets: plan.unix_sockets, ..Policy::default() };
                 policy.read_exec.push(plan.cwd.clone());
@@ -184,7 +225,7 @@ impl SkillRunScript {
         };
         let (ok, timed_out, exit_code, stdout, stderr) = match outcome {
             Ok(o) => (o.exit_code == 0 && !o.timed_out, o.timed_out, o.exit_code, o.stdout, o.stderr),
-            Err(message) => (false, false, -1, String::new(), message),
+            Err(cannot_run) => (false, false, -1, String::new(), cannot_run.to_string()),
         };
         if timed_out {
             tracing::info!(skill = %plan.skill, script = %plan.script.display(), timeout_ms = plan.timeout_ms, "skill script timed out; process group killed");
@@ -216,7 +257,7 @@ impl SkillRunScript {
 
     /// §4.5 steps 1–8, with the agent's grants checked after step 5 and the sandbox prepared
     /// before anything is written.
-    fn plan(&self, input: &Value, grants: &CodeGrants) -> Result<Plan, String> {
+    fn plan(&self, input: &Value, grants: &CodeGrants) -> Result<Plan, Refusal> {
         let config = &self.inner.config;
         let limits = Limits {
             default_timeout: config.default_timeout,
@@ -234,17 +275,16 @@ impl SkillRunScript {
                 match extension.as_deref() {
                     Some("py") => ("file", path, true, None),
                     Some("sh") => ("file", path, false, None),
-                    _ => return Err("Unsupported script type. Only .py and .sh are allowed.".to_owned()),
+                    _ => return Err(Refusal::UnsupportedScriptType),
                 }
             }
             Source::Inline(code) => ("inline", PathBuf::new(), true, Some(code)),
         };
-        let cell = Cell::new(&config.sandbox).map_err(|e| e.to_string())?;
-        cell.check_readable(std::slice::from_ref(&skill_dir)).map_err(|e| e.to_string())?;
+        let cell = Cell::new(&config.sandbox)?;
+        cell.check_readable(std::slice::from_ref(&skill_dir))?;
         let (script, inline_dir) = match inline_code {
             Some(code) => {
-                let (dir, file) =
-                    write_inline(&code, &cell).map_err(|e| format!("Cannot write inline pythonCode: {e}"))?;
+                let (dir, file) = write_inline(&code, &cell).map_err(Refusal::WriteInline)?;
                 (file, Some(dir))
             }
             None => (script, None),
@@ -273,9 +313,9 @@ impl SkillRunScript {
 
     /// §4.5 step 6: one directory name whose real location is a directory strictly inside the real
     /// skills root.
-    fn skill_dir(&self, skill: &str) -> Result<PathBuf, String> {
-        let illegal = || format!("Illegal skill path: {skill}");
-        let not_found = || format!("Skill directory not found: {skill}");
+    fn skill_dir(&self, skill: &str) -> Result<PathBuf, Refusal> {
+        let illegal = || Refusal::IllegalSkillPath(skill.to_owned());
+        let not_found = || Refusal::SkillNotFound(skill.to_owned());
         let mut components = Path::new(skill).components();
         let single_name = matches!((components.next(), components.next()), (Some(Component::Normal(_)), None));
         if !single_name || skill.contains(['/', '\\']) {
@@ -294,26 +334,20 @@ impl SkillRunScript {
 }
 
 /// The agent's grants: its configured skills only, and inline code only when it enables it.
-fn check_grants(skill_id: &str, source: &Source, grants: &CodeGrants) -> Result<(), String> {
+fn check_grants(skill_id: &str, source: &Source, grants: &CodeGrants) -> Result<(), Refusal> {
     if !grants.skills.iter().any(|allowed| allowed == skill_id) {
-        return Err(if grants.skills.is_empty() {
-            format!("Skill not enabled for this agent: {skill_id}. This agent has no skills configured.")
-        } else {
-            format!("Skill not enabled for this agent: {skill_id}. Allowed skills: {}", grants.skills.join(", "))
-        });
+        return Err(Refusal::SkillNotEnabled { skill: skill_id.to_owned(), allowed: grants.skills.clone() });
     }
     if matches!(source, Source::Inline(_)) && !grants.allow_inline_code {
-        return Err("Inline pythonCode is not enabled for this agent (skillConfig.allowInlineCode is false); \
-                    run one of the skill's scripts instead."
-            .to_owned());
+        return Err(Refusal::InlineNotEnabled);
     }
     Ok(())
 }
 
 /// §4.5 step 7: a relative path whose real location is a regular file inside the (canonical) skill
 /// directory. Returns that real location.
-fn script_path(skill_dir: &Path, script: &str) -> Result<PathBuf, String> {
-    let illegal = || format!("Illegal script path: {script}");
+fn script_path(skill_dir: &Path, script: &str) -> Result<PathBuf, Refusal> {
+    let illegal = || Refusal::IllegalScriptPath(script.to_owned());
     let relative = Path::new(script);
     if relative.has_root() || relative.components().any(|c| matches!(c, Component::Prefix(_) | Component::RootDir)) {
         return Err(illegal());
@@ -323,7 +357,7 @@ fn script_path(skill_dir: &Path, script: &str) -> Result<PathBuf, String> {
         return Err(illegal());
     }
     if !std::fs::metadata(&resolved).is_ok_and(|m| m.is_file()) {
-        return Err(format!("Script file not found: {script}"));
+        return Err(Refusal::ScriptNotFound(script.to_owned()));
     }
     Ok(resolved)
 }

@@ -49,8 +49,34 @@ pub(crate) struct Start<'a> {
     pub args: &'a [OsString],
 }
 
-/// Runs `start` in `cwd`, confined by `cell` to `policy`. `Err` is the text for a process that
-/// could not be started; it names the program.
+/// A process that could not be started. The display text names the program and is what the
+/// script's `stderr` reports.
+#[derive(Debug, thiserror::Error)]
+#[error("Cannot run program \"{program}\": {reason}")]
+pub(crate) struct CannotRun {
+    /// The interpreter as configured.
+    pub program: String,
+    pub reason: StartFailure,
+}
+
+/// Why a process could not be started.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StartFailure {
+    /// No usable interpreter of that name.
+    #[error("not found in PATH")]
+    NotFound,
+    /// The sandbox could not confine it.
+    #[error(transparent)]
+    Sandbox(#[from] sandbox::SandboxError),
+    /// The OS refused to start it.
+    #[error(transparent)]
+    Spawn(#[from] std::io::Error),
+    /// Started without its output pipes.
+    #[error("output pipes unavailable")]
+    NoPipes,
+}
+
+/// Runs `start` in `cwd`, confined by `cell` to `policy`.
 pub(crate) async fn run(
     start: Start<'_>,
     cwd: &Path,
@@ -58,9 +84,8 @@ pub(crate) async fn run(
     cap_chars: usize,
     cell: &mut Cell,
     policy: &Policy,
-) -> Result<Outcome, String> {
-    let program = start.program;
-    let cannot_run = |reason: &dyn std::fmt::Display| format!("Cannot run program \"{program}\": {reason}");
+) -> Result<Outcome, CannotRun> {
+    let cannot_run = |reason: StartFailure| CannotRun { program: start.program.to_owned(), reason };
     let mut command = Command::new(start.executable);
     command
         .args(start.args)
@@ -77,13 +102,13 @@ pub(crate) async fn run(
         command.arg0(&start.arg0);
         command.process_group(0);
     }
-    cell.confine(&mut command, policy).map_err(|e| cannot_run(&e))?;
-    let mut child = command.spawn().map_err(|e| cannot_run(&e))?;
+    cell.confine(&mut command, policy).map_err(|e| cannot_run(e.into()))?;
+    let mut child = command.spawn().map_err(|e| cannot_run(e.into()))?;
     // Armed for the whole call: a dropped future (cancelled run, outer timeout) kills the group.
     let mut group = GroupKiller::new(child.id());
     let pgid = child.id();
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        return Err(cannot_run(&"output pipes unavailable"));
+        return Err(cannot_run(StartFailure::NoPipes));
     };
     let waiter = async {
         let status = child.wait().await;
@@ -150,8 +175,10 @@ mod tests {
         let mut cell = Cell::new(&config).unwrap();
         let start =
             Start { program: "python3", executable: Path::new("/no/such/python3"), arg0: "python3".into(), args: &[] };
-        let err =
-            run(start, Path::new("/"), Duration::from_secs(1), 10, &mut cell, &Policy::default()).await.unwrap_err();
+        let err = run(start, Path::new("/"), Duration::from_secs(1), 10, &mut cell, &Policy::default())
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("Cannot run program \"python3\": "), "{err}");
     }
 }
