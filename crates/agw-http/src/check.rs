@@ -179,7 +179,10 @@ fn connect_all(
     let results = std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
         Ok::<_, String>(runtime.block_on(futures::future::join_all(owned.iter().map(|config| async move {
-            agw_mcp::check_with(config, agw_mcp::process_env(), limits).await.map(|tools| tools.len())
+            agw_mcp::check_with(config, agw_mcp::process_env(), limits)
+                .await
+                .map(|tools| tools.len())
+                .map_err(|e| e.to_string())
         }))))
     })
     .join()

@@ -181,6 +181,59 @@ pub(crate) async fn list_tools(peer: &Peer<RoleClient>, limits: &McpLimits) -> R
     Ok(listing)
 }
 
+/// Why a server could not be connected: spawned or dialled, handshaken and listed. The display
+/// text is for operators (`agw check`, logs, [`crate::ServerState::Failed`]); rmcp's errors are
+/// kept as their description ([`describe_service_error`]), which leaves out Rust type names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// The stdio server's program could not be started.
+    #[error("cannot start `{command}`: {reason}")]
+    Spawn {
+        /// `command` as declared.
+        command: String,
+        /// The OS error.
+        reason: String,
+    },
+    /// A declared HTTP header is not a valid header name or value.
+    #[error("header `{name}`: {reason}")]
+    Header {
+        /// The header name (lower-cased once it parsed).
+        name: String,
+        /// Why it is invalid.
+        reason: String,
+    },
+    /// The variable named by `bearerTokenEnv` is unset or blank.
+    #[error("environment variable {variable} (bearerTokenEnv) is not set")]
+    BearerTokenUnset {
+        /// The variable's name.
+        variable: String,
+    },
+    /// The MCP `initialize` handshake failed.
+    #[error(
+        "MCP handshake failed: {}{detail}",
+        if *.authorization_refused { "authorization refused (check bearerTokenEnv); " } else { "" }
+    )]
+    Handshake {
+        /// The server asked for authorization (HTTP 401/403).
+        authorization_refused: bool,
+        /// The error chain and the step that failed.
+        detail: String,
+    },
+    /// The first `tools/list` failed.
+    #[error("tools/list failed: {detail}")]
+    ListTools {
+        /// The request error.
+        detail: String,
+    },
+    /// Not connected within `timeouts.connectMs`.
+    #[error("not connected within {} ms (timeouts.connectMs)", .limit.as_millis())]
+    Timeout {
+        /// `timeouts.connectMs`.
+        limit: Duration,
+    },
+}
+
 /// An open connection and what it offered.
 pub(crate) struct Connection {
     pub running: RunningService<RoleClient, Handler>,
@@ -196,7 +249,7 @@ pub(crate) async fn connect(
     env: &EnvLookup,
     stderr: Option<Arc<StderrTail>>,
     limits: &McpLimits,
-) -> Result<Connection, String> {
+) -> Result<Connection, ConnectError> {
     let limit = config.timeouts.connect;
     let attempt = async {
         let (running, pid) = match &config.transport {
@@ -214,26 +267,25 @@ pub(crate) async fn connect(
         running.peer().set_response_cache_config(ClientCacheConfig::disabled()).await;
         let listing = list_tools(running.peer(), limits)
             .await
-            .map_err(|e| format!("tools/list failed: {}", describe_service_error(&e)))?;
+            .map_err(|e| ConnectError::ListTools { detail: describe_service_error(&e) })?;
         Ok(Connection { running, pid, listing })
     };
     match tokio::time::timeout(limit, attempt).await {
         Ok(result) => result,
-        Err(_) => Err(format!("not connected within {} ms (timeouts.connectMs)", limit.as_millis())),
+        Err(_) => Err(ConnectError::Timeout { limit }),
     }
 }
 
 /// A handshake error for people: rmcp's transport errors name the transport's Rust type, which
 /// says nothing to an operator, so only the error chain and the step are kept.
-fn describe_init_error(error: ClientInitializeError) -> String {
-    let auth = if error.is_authorization_required() { "authorization refused (check bearerTokenEnv); " } else { "" };
+fn describe_init_error(error: ClientInitializeError) -> ConnectError {
     let detail = match &error {
         ClientInitializeError::TransportError { error, context } => {
             format!("{} (while trying to {context})", error_chain(error.error.as_ref()))
         }
         other => other.to_string(),
     };
-    format!("MCP handshake failed: {auth}{detail}")
+    ConnectError::Handshake { authorization_refused: error.is_authorization_required(), detail }
 }
 
 /// A request error for people (see [`describe_init_error`]).
@@ -265,7 +317,7 @@ fn spawn(
     stdio: &StdioConfig,
     env: &EnvLookup,
     stderr: Option<Arc<StderrTail>>,
-) -> Result<(TokioChildProcess, Option<u32>), String> {
+) -> Result<(TokioChildProcess, Option<u32>), ConnectError> {
     let mut command = tokio::process::Command::new(&stdio.command);
     command.args(&stdio.args).env_clear().kill_on_drop(true);
     for name in &stdio.env_passthrough {
@@ -282,7 +334,7 @@ fn spawn(
     let (child, child_stderr) = TokioChildProcess::builder(command)
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot start `{}`: {e}", stdio.command))?;
+        .map_err(|e| ConnectError::Spawn { command: stdio.command.clone(), reason: e.to_string() })?;
     if let Some(child_stderr) = child_stderr {
         tokio::spawn(forward_stderr(server.to_owned(), child_stderr, stderr));
     }
@@ -322,11 +374,18 @@ async fn forward_stderr(server: String, mut stderr: tokio::process::ChildStderr,
     emit(&line);
 }
 
-fn http_transport_config(http: &HttpConfig, env: &EnvLookup) -> Result<StreamableHttpClientTransportConfig, String> {
+fn http_transport_config(
+    http: &HttpConfig,
+    env: &EnvLookup,
+) -> Result<StreamableHttpClientTransportConfig, ConnectError> {
+    let invalid = |name: &dyn std::fmt::Display, e: &dyn std::fmt::Display| ConnectError::Header {
+        name: name.to_string(),
+        reason: e.to_string(),
+    };
     let mut headers = HashMap::new();
     for (name, value) in &http.headers {
-        let name = http::HeaderName::from_bytes(name.as_bytes()).map_err(|e| format!("header `{name}`: {e}"))?;
-        let value = http::HeaderValue::from_str(value).map_err(|e| format!("header `{name}`: {e}"))?;
+        let name = http::HeaderName::from_bytes(name.as_bytes()).map_err(|e| invalid(name, &e))?;
+        let value = http::HeaderValue::from_str(value).map_err(|e| invalid(&name, &e))?;
         headers.insert(name, value);
     }
     let mut transport = StreamableHttpClientTransportConfig::with_uri(http.url.as_str()).custom_headers(headers);
@@ -334,7 +393,7 @@ fn http_transport_config(http: &HttpConfig, env: &EnvLookup) -> Result<Streamabl
         // Read at every connect, so a rotated token is picked up by the next (re)connect.
         match env(variable) {
             Some(token) if !token.trim().is_empty() => transport = transport.auth_header(token.trim()),
-            _ => return Err(format!("environment variable {variable} (bearerTokenEnv) is not set")),
+            _ => return Err(ConnectError::BearerTokenUnset { variable: variable.clone() }),
         }
     }
     Ok(transport)

@@ -53,6 +53,33 @@ pub enum ServerState {
     Stopped,
 }
 
+/// Why [`McpHub::ensure`] has no connection to offer. The display text is for people (logs).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerUnavailable {
+    /// No server of that name is declared.
+    #[error("no MCP server named \"{0}\"")]
+    NotDeclared(String),
+    /// Not started (the hub is shutting down, so it will not be).
+    #[error("not started")]
+    NotStarted,
+    /// Still starting when its `connectMs` (plus a second) ran out.
+    #[error("still starting")]
+    StillStarting,
+    /// The last start failed or the connection died; a restart is scheduled (with backoff).
+    #[error("{reason}")]
+    Failed {
+        /// Why, as [`ServerState::Failed`] says.
+        reason: String,
+    },
+    /// `enabled: false`.
+    #[error("disabled (enabled: false)")]
+    Disabled,
+    /// The hub was shut down.
+    #[error("agw's MCP client is shut down")]
+    ShutDown,
+}
+
 /// One server's state and what it offers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerStatus {
@@ -222,8 +249,8 @@ impl McpHub {
 
     /// Starts `server` if it has not started yet (a lazy server's first use) and waits for the
     /// outcome: `Ok` once connected (its tools are then in [`Self::tools`]), else why not.
-    pub async fn ensure(&self, server: &str) -> Result<(), String> {
-        let slot = self.inner.slots.get(server).ok_or_else(|| format!("no MCP server named \"{server}\""))?;
+    pub async fn ensure(&self, server: &str) -> Result<(), ServerUnavailable> {
+        let slot = self.inner.slots.get(server).ok_or_else(|| ServerUnavailable::NotDeclared(server.to_owned()))?;
         slot.start(&self.inner);
         slot.settled().await
     }
@@ -443,7 +470,7 @@ impl Slot {
     }
 
     /// Waits until the server is connected (`Ok`) or is not going to be soon (`Err` with why).
-    async fn settled(&self) -> Result<(), String> {
+    async fn settled(&self) -> Result<(), ServerUnavailable> {
         let mut changes = self.changes.subscribe();
         let deadline = tokio::time::Instant::now() + self.config.timeouts.connect + Duration::from_secs(1);
         loop {
@@ -451,13 +478,13 @@ impl Slot {
             match phase {
                 Phase::Connected(_) => return Ok(()),
                 Phase::Starting => {}
-                Phase::NotStarted => return Err("not started".to_owned()),
-                Phase::Failed { reason, .. } => return Err(reason),
-                Phase::Disabled => return Err("disabled (enabled: false)".to_owned()),
-                Phase::Stopped => return Err("agw's MCP client is shut down".to_owned()),
+                Phase::NotStarted => return Err(ServerUnavailable::NotStarted),
+                Phase::Failed { reason, .. } => return Err(ServerUnavailable::Failed { reason }),
+                Phase::Disabled => return Err(ServerUnavailable::Disabled),
+                Phase::Stopped => return Err(ServerUnavailable::ShutDown),
             }
             if tokio::time::timeout_at(deadline, changes.changed()).await.is_err() {
-                return Err("still starting".to_owned());
+                return Err(ServerUnavailable::StillStarting);
             }
         }
     }
@@ -474,7 +501,7 @@ impl Slot {
                 Phase::Connected(live) => return Ok(live),
                 Phase::NotStarted if hub.is_stopping() => return Err("agw's MCP client is shut down".to_owned()),
                 Phase::NotStarted => self.start(hub),
-                Phase::Starting => self.settled().await?,
+                Phase::Starting => self.settled().await.map_err(|e| e.to_string())?,
                 Phase::Failed { reason, retry_at, .. } => {
                     let wait = retry_at.saturating_duration_since(Instant::now());
                     return Err(format!("{reason} (next start attempt in {} ms)", wait.as_millis()));
@@ -620,7 +647,7 @@ async fn supervise(
                 };
                 slot.set_failed(slot.stderr.explain(reason))
             }
-            Err(reason) => slot.set_failed(slot.stderr.explain(reason)),
+            Err(error) => slot.set_failed(slot.stderr.explain(error.to_string())),
         };
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
@@ -696,8 +723,9 @@ mod tests {
         assert_eq!(hub.status("lazy").unwrap().state, ServerState::NotStarted);
         assert_eq!(hub.status("off").unwrap().state, ServerState::Disabled);
         assert!(hub.status("missing").is_none());
-        assert_eq!(hub.ensure("off").await, Err("disabled (enabled: false)".to_owned()));
-        assert!(hub.ensure("missing").await.unwrap_err().contains("no MCP server"));
+        assert_eq!(hub.ensure("off").await, Err(ServerUnavailable::Disabled));
+        assert_eq!(hub.ensure("off").await.unwrap_err().to_string(), "disabled (enabled: false)");
+        assert_eq!(hub.ensure("missing").await.unwrap_err().to_string(), "no MCP server named \"missing\"");
         assert!(hub.tools().is_empty());
         hub.shutdown().await;
         assert_eq!(hub.status("lazy").unwrap().state, ServerState::Stopped);

@@ -43,8 +43,8 @@ pub use config::{
     ConfigError, HttpConfig, McpServerConfig, McpTransport, Startup, StdioConfig, Timeouts, load_dir, load_sources,
     parse_server,
 };
-pub use connect::{EnvLookup, process_env};
-pub use hub::{INITIAL_BACKOFF, MAX_BACKOFF, McpHub, McpTool, ServerState, ServerStatus};
+pub use connect::{ConnectError, EnvLookup, process_env};
+pub use hub::{INITIAL_BACKOFF, MAX_BACKOFF, McpHub, McpTool, ServerState, ServerStatus, ServerUnavailable};
 pub use limits::{McpLimits, SkipReason, SkippedTool};
 pub use naming::NameCollision;
 
@@ -65,17 +65,21 @@ pub struct ToolInfo {
 /// for `agw check`. `Err` says why it could not (the spawn, handshake or listing error). The tools
 /// are those the hub would take: within the default [`McpLimits`], a tool whose name another of
 /// the server's tools has left out (both logged).
-pub async fn check(config: &McpServerConfig) -> Result<Vec<ToolInfo>, String> {
+pub async fn check(config: &McpServerConfig) -> Result<Vec<ToolInfo>, ConnectError> {
     check_with(config, process_env(), McpLimits::default()).await
 }
 
 /// [`check`] with another source of environment variables.
-pub async fn check_with_env(config: &McpServerConfig, env: EnvLookup) -> Result<Vec<ToolInfo>, String> {
+pub async fn check_with_env(config: &McpServerConfig, env: EnvLookup) -> Result<Vec<ToolInfo>, ConnectError> {
     check_with(config, env, McpLimits::default()).await
 }
 
 /// [`check`] with another source of environment variables and other limits.
-pub async fn check_with(config: &McpServerConfig, env: EnvLookup, limits: McpLimits) -> Result<Vec<ToolInfo>, String> {
+pub async fn check_with(
+    config: &McpServerConfig,
+    env: EnvLookup,
+    limits: McpLimits,
+) -> Result<Vec<ToolInfo>, ConnectError> {
     let connect::Connection { running, listing, .. } =
         connect::connect(config, connect::Handler::detached(), &env, None, &limits).await?;
     // Closing stops a stdio process (stdin closed, then SIGTERM, then SIGKILL).

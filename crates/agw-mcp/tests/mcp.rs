@@ -247,7 +247,7 @@ async fn a_server_that_cannot_start_fails_with_its_reason() {
     // Another server is unaffected.
     assert!(is_connected(&hub.status("local").unwrap()));
     assert!(hub.tools_of("broken").is_empty());
-    assert!(hub.ensure("broken").await.unwrap_err().contains("cannot start"));
+    assert!(hub.ensure("broken").await.unwrap_err().to_string().contains("cannot start"));
     let Err(ToolError::Failed(message)) = hub.call("broken", "echo", json!({"text": "x"})).await else {
         panic!("call on a failed server")
     };
@@ -374,8 +374,11 @@ async fn check_connects_lists_and_disconnects() {
     let server = http_server(Some("t0k")).await;
     let secure = http("secure", &server.url, json!({"bearerTokenEnv": "T"}));
     assert_eq!(check_with_env(&secure, env(&[("T", "t0k")])).await.map(|t| t.len()), Ok(TOOL_COUNT));
-    assert!(check_with_env(&secure, env(&[])).await.unwrap_err().contains("T (bearerTokenEnv) is not set"));
+    assert_eq!(
+        check_with_env(&secure, env(&[])).await.unwrap_err().to_string(),
+        "environment variable T (bearerTokenEnv) is not set"
+    );
 
     let err = check(&stdio("broken", json!({"command": "/nonexistent/agw-mcp-server"}))).await.unwrap_err();
-    assert!(err.contains("cannot start"), "{err}");
+    assert!(err.to_string().starts_with("cannot start `/nonexistent/agw-mcp-server`: "), "{err}");
 }
