@@ -17,7 +17,7 @@ use crate::conn::{Shared, bounded, dedicated, lock, millis};
 use crate::keys::Keys;
 use crate::replay::{self, ReplayCache};
 use crate::scripts::Scripts;
-use crate::{ClusterConfig, ClusterError, ClusterSecret, RunRecord};
+use crate::{ClusterConfig, ClusterConfigError, ClusterError, ClusterSecret, RunRecord};
 
 /// Idle dedicated connections kept for blocking reads of control replies.
 const POOL_MAX: usize = 8;
@@ -72,8 +72,8 @@ impl Cluster {
     /// takes this node's lease `{prefix}:node:{id}` and starts the heartbeat that refreshes it
     /// every lease/3.
     pub async fn connect(cfg: ClusterConfig) -> Result<Cluster, ClusterError> {
-        cfg.validate().map_err(ClusterError::Config)?;
-        let secret = cfg.secret.clone().ok_or_else(|| ClusterError::Config("a cluster secret is required".into()))?;
+        cfg.validate()?;
+        let secret = cfg.secret.clone().ok_or(ClusterConfigError::MissingSecret)?;
         let shown = redact_url(&cfg.url);
         let client =
             Client::open(cfg.url.as_str()).map_err(|e| ClusterError::Redis(format!("invalid redis url {shown}"), e))?;

@@ -32,6 +32,39 @@ pub struct ClusterConfig {
     pub control_ttl: Duration,
 }
 
+/// Why a [`ClusterConfig`] or a [`ClusterSecret`] is not usable; carried by
+/// [`crate::ClusterError::Config`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClusterConfigError {
+    /// [`ClusterConfig::prefix`] is empty.
+    #[error("prefix must not be empty")]
+    EmptyPrefix,
+    /// [`ClusterConfig::node_id`] is empty or contains `|`; carries it.
+    #[error("node id {0:?} must be non-empty and contain no '|'")]
+    NodeId(String),
+    /// [`ClusterConfig::lease`] is under 30 ms; carries it.
+    #[error("lease {0:?} is too short (at least 30 ms)")]
+    LeaseTooShort(Duration),
+    /// [`ClusterConfig::op_timeout`] is zero.
+    #[error("op_timeout must be positive")]
+    ZeroOpTimeout,
+    /// [`ClusterConfig::secret`] is `None`.
+    #[error(
+        "a cluster secret is required: nodes sign control requests and run records with it, so that a write to Redis alone cannot act on a run"
+    )]
+    MissingSecret,
+    /// [`ClusterConfig::control_ttl`] is under 100 ms; carries it.
+    #[error("control_ttl {0:?} is too short (at least 100 ms)")]
+    ControlTtlTooShort(Duration),
+    /// The secret given to [`ClusterSecret::new`] is shorter than [`ClusterSecret::MIN_LEN`].
+    #[error("the cluster secret has {len} bytes; at least {} are required", ClusterSecret::MIN_LEN)]
+    SecretTooShort {
+        /// Its length in bytes.
+        len: usize,
+    },
+}
+
 impl ClusterConfig {
     /// The defaults with the given Redis URL.
     pub fn new(url: impl Into<String>) -> Self {
@@ -39,26 +72,24 @@ impl ClusterConfig {
     }
 
     /// Checks the values [`crate::Cluster::connect`] relies on.
-    pub(crate) fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), ClusterConfigError> {
         if self.prefix.is_empty() {
-            return Err("prefix must not be empty".into());
+            return Err(ClusterConfigError::EmptyPrefix);
         }
         if self.node_id.is_empty() || self.node_id.contains('|') {
-            return Err(format!("node id {:?} must be non-empty and contain no '|'", self.node_id));
+            return Err(ClusterConfigError::NodeId(self.node_id.clone()));
         }
         if self.lease < Duration::from_millis(30) {
-            return Err(format!("lease {:?} is too short (at least 30 ms)", self.lease));
+            return Err(ClusterConfigError::LeaseTooShort(self.lease));
         }
         if self.op_timeout.is_zero() {
-            return Err("op_timeout must be positive".into());
+            return Err(ClusterConfigError::ZeroOpTimeout);
         }
         if self.secret.is_none() {
-            return Err(
-                "a cluster secret is required: nodes sign control requests and run records with it, so that a write to Redis alone cannot act on a run".into(),
-            );
+            return Err(ClusterConfigError::MissingSecret);
         }
         if self.control_ttl < Duration::from_millis(100) {
-            return Err(format!("control_ttl {:?} is too short (at least 100 ms)", self.control_ttl));
+            return Err(ClusterConfigError::ControlTtlTooShort(self.control_ttl));
         }
         Ok(())
     }
@@ -128,7 +159,7 @@ mod tests {
 
     #[test]
     fn a_secret_is_required_and_never_shown() {
-        assert!(ClusterConfig::default().validate().unwrap_err().contains("secret"));
+        assert_eq!(ClusterConfig::default().validate(), Err(ClusterConfigError::MissingSecret));
         let cfg = ClusterConfig {
             secret: Some(ClusterSecret::new("s3cret-s3cret-s3cret-s3cret-s3cret").unwrap()),
             ..ClusterConfig::default()
@@ -142,7 +173,7 @@ mod tests {
         let mut cfg = with_secret();
         assert!(cfg.validate().is_ok());
         cfg.node_id = "a|b".into();
-        assert!(cfg.validate().is_err());
+        assert_eq!(cfg.validate().unwrap_err().to_string(), "node id \"a|b\" must be non-empty and contain no '|'");
         cfg.node_id = String::new();
         assert!(cfg.validate().is_err());
     }

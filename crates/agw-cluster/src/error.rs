@@ -23,7 +23,7 @@ pub enum ClusterError {
     Decode(String),
     /// The [`crate::ClusterConfig`] is not usable (e.g. a node id containing `|`).
     #[error("cluster: invalid configuration: {0}")]
-    Config(String),
+    Config(#[from] crate::ClusterConfigError),
 }
 
 impl ClusterError {

@@ -60,7 +60,7 @@ mod types;
 
 pub use budgets::Reservation;
 pub use cluster::Cluster;
-pub use config::ClusterConfig;
+pub use config::{ClusterConfig, ClusterConfigError};
 pub use error::ClusterError;
 pub use secret::ClusterSecret;
 pub use types::{ControlKind, ControlReply, ControlRequest, FollowItem, Frame, RunRecord};

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::ClusterError;
+use crate::{ClusterConfigError, ClusterError};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -31,11 +31,7 @@ impl ClusterSecret {
     pub fn new(bytes: impl AsRef<[u8]>) -> Result<Self, ClusterError> {
         let bytes = bytes.as_ref();
         if bytes.len() < Self::MIN_LEN {
-            return Err(ClusterError::Config(format!(
-                "the cluster secret has {} bytes; at least {} are required",
-                bytes.len(),
-                Self::MIN_LEN
-            )));
+            return Err(ClusterConfigError::SecretTooShort { len: bytes.len() }.into());
         }
         Ok(Self(Arc::from(bytes)))
     }
