@@ -29,6 +29,14 @@ pub enum AllowedHosts {
     Only(Vec<HostPattern>),
 }
 
+/// An entry of `server.allowed-hosts` that is not a host name (a URL, a path, a bracketed
+/// wildcard); carries the entry, trimmed. The display text is the setting's error message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{entry:?} is not a host name (give names such as gw.example.com, gw.example.com:8443 or *.example.com)")]
+pub struct NotAHost {
+    entry: String,
+}
+
 /// One entry: a name (or `*.domain`: any name under it) and an optional port.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostPattern {
@@ -39,7 +47,7 @@ pub struct HostPattern {
 
 impl AllowedHosts {
     /// From `server.allowed-hosts` (`None`: unset) and the address the server listens on.
-    pub fn new(configured: Option<&[String]>, listen: IpAddr) -> Result<Self, String> {
+    pub fn new(configured: Option<&[String]>, listen: IpAddr) -> Result<Self, NotAHost> {
         match configured {
             None if listen.is_loopback() => Ok(Self::Only(Vec::new())),
             None => Ok(Self::Any),
@@ -87,13 +95,9 @@ impl AllowedHosts {
 }
 
 impl HostPattern {
-    fn parse(entry: &str) -> Result<Self, String> {
+    fn parse(entry: &str) -> Result<Self, NotAHost> {
         let entry = entry.trim();
-        let not_a_host = || {
-            format!(
-                "{entry:?} is not a host name (give names such as gw.example.com, gw.example.com:8443 or *.example.com)"
-            )
-        };
+        let not_a_host = || NotAHost { entry: entry.to_owned() };
         let (wildcard, rest) = match entry.strip_prefix("*.") {
             Some(rest) => (true, rest),
             None => (false, entry),
@@ -200,6 +204,10 @@ mod tests {
         }
         assert_eq!(hosts.describe(), "localhost, 127.0.0.1, [::1], gw.example.com, *.corp.example:8443, [fd00::1]");
         let bad = AllowedHosts::new(Some(&["http://gw.example".to_string()]), IpAddr::from([127, 0, 0, 1]));
-        assert!(bad.unwrap_err().contains("is not a host name"));
+        assert_eq!(
+            bad.unwrap_err().to_string(),
+            "\"http://gw.example\" is not a host name (give names such as gw.example.com, gw.example.com:8443 or \
+             *.example.com)"
+        );
     }
 }

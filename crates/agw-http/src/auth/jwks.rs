@@ -26,14 +26,45 @@ pub enum JwksSource {
     File(PathBuf),
 }
 
+/// Why a JWKS URI is not a place [`JwksSource`] can read a key set from. The display text is what
+/// the `agent.auth.jwks-uri` configuration error says after the setting's name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JwksUriError {
+    /// Not a URL at all.
+    #[error("{uri:?} is not a URL: {reason}")]
+    NotAUrl {
+        /// The URI as given.
+        uri: String,
+        /// The URL parser's description.
+        reason: String,
+    },
+    /// A `file:` URL that names no local path.
+    #[error("{uri:?} is not a usable file: URL")]
+    NotAFilePath {
+        /// The URI as given.
+        uri: String,
+    },
+    /// A scheme other than `http`, `https` and `file`.
+    #[error("{uri:?}: unsupported scheme {scheme:?} (use http, https or file)")]
+    UnsupportedScheme {
+        /// The URI as given.
+        uri: String,
+        /// Its scheme.
+        scheme: String,
+    },
+}
+
 impl JwksSource {
     /// Accepts `http:`, `https:` and `file:` URLs.
-    pub fn parse(uri: &str) -> Result<Self, String> {
-        let url = reqwest::Url::parse(uri).map_err(|e| format!("{uri:?} is not a URL: {e}"))?;
+    pub fn parse(uri: &str) -> Result<Self, JwksUriError> {
+        let url = reqwest::Url::parse(uri)
+            .map_err(|e| JwksUriError::NotAUrl { uri: uri.to_owned(), reason: e.to_string() })?;
         match url.scheme() {
             "http" | "https" => Ok(Self::Http(url)),
-            "file" => url.to_file_path().map(Self::File).map_err(|()| format!("{uri:?} is not a usable file: URL")),
-            other => Err(format!("{uri:?}: unsupported scheme {other:?} (use http, https or file)")),
+            "file" => {
+                url.to_file_path().map(Self::File).map_err(|()| JwksUriError::NotAFilePath { uri: uri.to_owned() })
+            }
+            other => Err(JwksUriError::UnsupportedScheme { uri: uri.to_owned(), scheme: other.to_owned() }),
         }
     }
 }
@@ -217,7 +248,10 @@ mod tests {
         assert!(
             matches!(JwksSource::parse("file:///etc/agw/jwks.json").unwrap(), JwksSource::File(p) if p == std::path::Path::new("/etc/agw/jwks.json"))
         );
-        assert!(JwksSource::parse("ftp://x/y").is_err());
+        assert_eq!(
+            JwksSource::parse("ftp://x/y").unwrap_err().to_string(),
+            "\"ftp://x/y\": unsupported scheme \"ftp\" (use http, https or file)"
+        );
         assert!(JwksSource::parse("not a url").is_err());
     }
 

@@ -10,7 +10,8 @@ use super::table::{
     AGW_CLUSTER_CONTROL_DEADLINE, AGW_CLUSTER_LEASE, AGW_CLUSTER_SECRET, AGW_CLUSTER_SECRET_FILE,
     AGW_DATABASE_POOL_SIZE, AGW_DATABASE_SCHEMA, AGW_DATABASE_URL, AGW_NODE_ID, AGW_REDIS_PREFIX, AGW_REDIS_URL,
 };
-use super::{ConfigError, SettingSpec, value};
+use super::value::{self, ValueError};
+use super::{ConfigError, SettingSpec};
 
 /// Where shared state lives when agw runs as several replicas. Both unset: one process, chats
 /// in files, runs in memory (the default).
@@ -110,12 +111,12 @@ fn random_node_id() -> String {
     format!("node-{}", &agw_protocol::ids::new_run_id().replace('-', "")[..12])
 }
 
-fn identifier(s: &str) -> Result<String, String> {
+fn identifier(s: &str) -> Result<String, ValueError> {
     let s = s.trim();
     let ok = !s.is_empty()
         && s.len() <= 63
         && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == ':' || c == '.');
-    if ok { Ok(s.to_owned()) } else { Err("expected 1–63 characters of a-z, 0-9, _, -, :, .".into()) }
+    if ok { Ok(s.to_owned()) } else { Err(ValueError::Expected("1–63 characters of a-z, 0-9, _, -, :, .")) }
 }
 
 pub(super) fn load(src: &Source) -> Result<ClusterSettings, ConfigError> {

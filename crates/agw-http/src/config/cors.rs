@@ -2,18 +2,19 @@
 
 use http::{HeaderName, Method};
 
+use super::ConfigError;
 use super::source::Source;
 use super::table::{
     AGENT_CORS_ALLOW_CREDENTIALS, AGENT_CORS_ALLOWED_HEADERS, AGENT_CORS_ALLOWED_METHODS,
     AGENT_CORS_ALLOWED_ORIGIN_PATTERNS, AGENT_CORS_EXPOSED_HEADERS, AGENT_CORS_MAX_AGE_SECONDS,
     AGENT_CORS_PATH_PATTERN,
 };
-use super::{ConfigError, value};
+use super::value::{self, ValueError};
 use crate::cors::CorsConfig;
 
 pub(super) fn load(src: &Source) -> Result<CorsConfig, ConfigError> {
     let path_patterns = src.parse(&AGENT_CORS_PATH_PATTERN, |s| {
-        let patterns = value::list(s)?;
+        let Ok(patterns) = value::list(s);
         match patterns.iter().find(|p| !p.starts_with('/')) {
             Some(bad) => Err(format!("{bad:?} must start with /")),
             None if patterns.is_empty() => Err("give at least one path pattern".into()),
@@ -33,18 +34,18 @@ pub(super) fn load(src: &Source) -> Result<CorsConfig, ConfigError> {
     })
 }
 
-fn methods(s: &str) -> Result<Vec<String>, String> {
-    let items = value::list(s)?;
+fn methods(s: &str) -> Result<Vec<String>, ValueError> {
+    let Ok(items) = value::list(s);
     match items.iter().find(|m| m.as_str() != "*" && Method::from_bytes(m.as_bytes()).is_err()) {
-        Some(bad) => Err(format!("{bad:?} is not an HTTP method")),
+        Some(bad) => Err(ValueError::Item { item: bad.clone(), kind: "an HTTP method" }),
         None => Ok(items.into_iter().map(|m| m.to_ascii_uppercase()).collect()),
     }
 }
 
-fn headers(s: &str) -> Result<Vec<String>, String> {
-    let items = value::list(s)?;
+fn headers(s: &str) -> Result<Vec<String>, ValueError> {
+    let Ok(items) = value::list(s);
     match items.iter().find(|h| h.as_str() != "*" && HeaderName::from_bytes(h.as_bytes()).is_err()) {
-        Some(bad) => Err(format!("{bad:?} is not a header name")),
+        Some(bad) => Err(ValueError::Item { item: bad.clone(), kind: "a header name" }),
         None => Ok(items),
     }
 }

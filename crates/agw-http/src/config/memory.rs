@@ -2,9 +2,10 @@
 
 use agw_memory::{FsyncPolicy, MemoryConfig};
 
+use super::ConfigError;
 use super::source::Source;
 use super::table::{AGW_MEMORY_ENABLED, MEMORY_CHAT_ACTION_TOOLS, MEMORY_CHAT_DIR, MEMORY_CHAT_FSYNC, MEMORY_CHAT_K};
-use super::{ConfigError, value};
+use super::value::{self, ValueError};
 
 /// `memory.chat.*` and `agw.memory.enabled`: chat history on disk.
 #[derive(Debug, Clone)]
@@ -32,12 +33,12 @@ pub(super) fn load(src: &Source) -> Result<MemorySettings, ConfigError> {
     })
 }
 
-fn fsync(s: &str) -> Result<FsyncPolicy, String> {
+fn fsync(s: &str) -> Result<FsyncPolicy, ValueError> {
     match s.trim().to_ascii_lowercase().as_str() {
         "never" => Ok(FsyncPolicy::Never),
         "step" => Ok(FsyncPolicy::EveryStep),
         "run" => Ok(FsyncPolicy::EveryRun),
         "complete" => Ok(FsyncPolicy::Complete),
-        _ => Err("expected never, step, run or complete".into()),
+        _ => Err(ValueError::Expected("never, step, run or complete")),
     }
 }

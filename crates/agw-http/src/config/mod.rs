@@ -48,7 +48,7 @@ pub use server::{ConnectionLimits, ServerSettings};
 pub use table::{PROVIDER_FIELDS, SETTINGS, SettingSpec};
 pub use tools::{BashSettings, ToolSettings};
 pub use unknown::UnknownName;
-pub use value::duration as parse_duration;
+pub use value::{ValueError, duration as parse_duration};
 
 use crate::auth::AuthSettings;
 use crate::cors::CorsConfig;

@@ -3,6 +3,7 @@
 //! token quota when admitted (`docs/observability.md#quotas`). Counted in memory on one node, in
 //! Redis in a cluster (`agw_runs::quotas`).
 
+use super::ConfigError;
 use super::source::Source;
 use super::table::{
     AGW_QUOTAS_AGENT_CONCURRENT_RUNS, AGW_QUOTAS_AGENT_COST_PER_DAY, AGW_QUOTAS_AGENT_RUNS_PER_MINUTE,
@@ -10,13 +11,13 @@ use super::table::{
     AGW_QUOTAS_SUBJECT_COST_PER_DAY, AGW_QUOTAS_SUBJECT_RUNS_PER_MINUTE, AGW_QUOTAS_SUBJECT_TOKENS_PER_DAY,
     SettingSpec,
 };
-use super::{ConfigError, value};
+use super::value::{self, ValueError};
 pub use agw_runs::quotas::{QuotaLimits, QuotaSettings};
 
-fn cost(s: &str) -> Result<f64, String> {
+fn cost(s: &str) -> Result<f64, ValueError> {
     match s.trim().parse::<f64>() {
         Ok(n) if n >= 0.0 && n.is_finite() => Ok(n),
-        _ => Err("expected a non-negative amount, e.g. 2.50".into()),
+        _ => Err(ValueError::Expected("a non-negative amount, e.g. 2.50")),
     }
 }
 

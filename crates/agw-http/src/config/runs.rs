@@ -1,12 +1,13 @@
 //! `agw.runs.*`: the run registry — event buffers, retention, observers, disconnect policy and
 //! concurrent queries on one chat (`docs/run-lifecycle.md`).
 
+use super::ConfigError;
 use super::source::Source;
 use super::table::{
     AGW_RUNS_BUFFER_BYTES, AGW_RUNS_BUFFER_EVENTS, AGW_RUNS_CHAT_CONCURRENCY, AGW_RUNS_DETACH_GRACE,
     AGW_RUNS_MAX_OBSERVERS, AGW_RUNS_RETAINED_BYTES, AGW_RUNS_RETENTION,
 };
-use super::{ConfigError, value};
+use super::value::{self, ValueError};
 
 pub use agw_runs::{ChatConcurrency, RunSettings};
 
@@ -33,10 +34,10 @@ pub(super) fn load(src: &Source) -> Result<RunSettings, ConfigError> {
     })
 }
 
-fn chat_concurrency(s: &str) -> Result<ChatConcurrency, String> {
+fn chat_concurrency(s: &str) -> Result<ChatConcurrency, ValueError> {
     match s.trim().to_ascii_lowercase().as_str() {
         "reject" => Ok(ChatConcurrency::Reject),
         "queue" => Ok(ChatConcurrency::Queue),
-        _ => Err("expected reject or queue".into()),
+        _ => Err(ValueError::Expected("reject or queue")),
     }
 }

@@ -67,10 +67,10 @@ pub(super) fn load(src: &Source, auth: &AuthSettings) -> Result<ServerSettings, 
         });
     }
     let hosts = src.parse_opt(&SERVER_ALLOWED_HOSTS, value::list)?;
-    let allowed_hosts = AllowedHosts::new(hosts.as_deref(), address).map_err(|message| ConfigError::Invalid {
+    let allowed_hosts = AllowedHosts::new(hosts.as_deref(), address).map_err(|e| ConfigError::Invalid {
         property: SERVER_ALLOWED_HOSTS.property,
         env: SERVER_ALLOWED_HOSTS.env,
-        message,
+        message: e.to_string(),
     })?;
     Ok(ServerSettings {
         port: src.parse(&SERVER_PORT, value::whole)?,

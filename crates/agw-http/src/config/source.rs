@@ -2,6 +2,7 @@
 //! table's default.
 
 use std::collections::HashMap;
+use std::fmt::Display;
 
 use super::ConfigError;
 use super::table::SettingSpec;
@@ -23,11 +24,11 @@ impl Source {
     }
 
     /// The setting parsed by `f`; `None` when it is unset and has no default. A parse failure
-    /// names the setting and its variable.
-    pub fn parse_opt<T>(
+    /// names the setting and its variable, then the value and `f`'s error.
+    pub fn parse_opt<T, E: Display>(
         &self,
         spec: &SettingSpec,
-        f: impl Fn(&str) -> Result<T, String>,
+        f: impl Fn(&str) -> Result<T, E>,
     ) -> Result<Option<T>, ConfigError> {
         self.text(spec)
             .map(|v| {
@@ -41,7 +42,7 @@ impl Source {
     }
 
     /// Like [`Source::parse_opt`], for settings with a default.
-    pub fn parse<T>(&self, spec: &SettingSpec, f: impl Fn(&str) -> Result<T, String>) -> Result<T, ConfigError> {
+    pub fn parse<T, E: Display>(&self, spec: &SettingSpec, f: impl Fn(&str) -> Result<T, E>) -> Result<T, ConfigError> {
         self.parse_opt(spec, f)?.ok_or(ConfigError::Invalid {
             property: spec.property,
             env: spec.env,

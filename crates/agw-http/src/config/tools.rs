@@ -1,6 +1,7 @@
 //! `agent.tools.*` and `agw.tools.*`: frontend waits, result size, the `_bash_` sandbox and
 //! `agent_file_create`.
 
+use std::convert::Infallible;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -68,9 +69,10 @@ pub(super) fn load(src: &Source) -> Result<ToolSettings, ConfigError> {
 
 /// A list of tool or skill names, lower-cased; the single word `none` is the empty list (an
 /// empty value means "unset", i.e. the default).
-fn names(s: &str) -> Result<Vec<String>, String> {
+fn names(s: &str) -> Result<Vec<String>, Infallible> {
     if s.trim().eq_ignore_ascii_case("none") {
         return Ok(Vec::new());
     }
-    Ok(value::list(s)?.into_iter().map(|n| n.to_lowercase()).collect())
+    let Ok(names) = value::list(s);
+    Ok(names.into_iter().map(|n| n.to_lowercase()).collect())
 }
