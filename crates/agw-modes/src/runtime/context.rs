@@ -182,7 +182,7 @@ pub(crate) async fn fit<S: DeltaSink>(
                 }
                 Err((reason, _)) => {
                     tracing::warn!(run_id = %ctx.run_id, %reason, "summary failed; dropping older turns instead");
-                    reason
+                    reason.to_string()
                 }
             }
         }
@@ -353,10 +353,22 @@ struct SummaryCall<'a> {
 
 /// One summary call: the older turns as a transcript, no tools, output capped. Returns the
 /// summary, or why there is none, with the usage the provider reported either way.
+/// Why a summary call produced no summary. The display text is the reason the compaction event
+/// and `POST /api/ap/compact`'s error give.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SummaryError {
+    /// The summary model's provider is unknown, or the call or its stream failed.
+    #[error(transparent)]
+    Call(#[from] agw_llm::LlmError),
+    /// The model answered with nothing but whitespace.
+    #[error("the summary came back empty")]
+    Empty,
+}
+
 async fn summarise(
     call: SummaryCall<'_>,
     older: &[ChatMessage],
-) -> Result<(String, Vec<CallUsage>), (String, Vec<CallUsage>)> {
+) -> Result<(String, Vec<CallUsage>), (SummaryError, Vec<CallUsage>)> {
     let policy = call.policy;
     let chosen = policy.summary_model.as_ref();
     let provider_key = chosen.and_then(|c| c.provider_key.clone()).unwrap_or_else(|| call.model.provider_key.clone());
@@ -364,7 +376,7 @@ async fn summarise(
     let mut usages = Vec::new();
     let provider = match call.services.providers.get(&provider_key) {
         Ok(provider) => provider,
-        Err(e) => return Err((e.to_string(), usages)),
+        Err(e) => return Err((e.into(), usages)),
     };
     // The transcript must fit the summary call itself: its oldest part goes first.
     let room = call.budget.saturating_sub(u64::from(policy.summary_max_tokens) + estimate_text(SUMMARY_PROMPT) + 64);
@@ -390,7 +402,7 @@ async fn summarise(
     };
     let mut stream = match super::trace::open_chat(call.services, provider, request, options).await {
         Ok(stream) => stream,
-        Err(e) => return Err((e.to_string(), usages)),
+        Err(e) => return Err((e.into(), usages)),
     };
     let mut summary = String::new();
     while let Some(item) = stream.next().await {
@@ -400,12 +412,12 @@ async fn summarise(
                 usages.push(CallUsage { provider: provider_key.clone(), model: model_name.clone(), usage });
             }
             Ok(_) => {}
-            Err(e) => return Err((e.to_string(), usages)),
+            Err(e) => return Err((e.into(), usages)),
         }
     }
     let summary = summary.trim();
     if summary.is_empty() {
-        return Err(("the summary came back empty".into(), usages));
+        return Err((SummaryError::Empty, usages));
     }
     Ok((summary.to_owned(), usages))
 }
@@ -436,7 +448,7 @@ pub async fn compact_history(
     history: &[ChatMessage],
     runs: &[HistoryRun],
     run_id: &str,
-) -> Result<Option<HistoryCompaction>, String> {
+) -> Result<Option<HistoryCompaction>, SummaryError> {
     let kind = match agent.mode_kind() {
         AgentMode::Oneshot => StageKind::Plain,
         AgentMode::React => StageKind::React,
@@ -455,7 +467,7 @@ pub async fn compact_history(
         timeout: Duration::from_millis(agent.budget.model.timeout_ms),
         run_id,
     };
-    let (summary, usage) = summarise(call, &history[..cut]).await.map_err(|(reason, _)| reason)?;
+    let (summary, usage) = summarise(call, &history[..cut]).await.map_err(|(error, _)| error)?;
     let tokens_before = estimate_messages(history);
     let tokens_after = estimate_messages(&summary_turn(&summary)) + estimate_messages(&history[cut..]);
     Ok(Some(HistoryCompaction {

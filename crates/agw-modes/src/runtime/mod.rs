@@ -46,7 +46,7 @@ use crate::definition::{AgentDefinition, ModeDef};
 pub use budget::BudgetTracker;
 pub use context::{
     DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_OUTPUT_TOKENS, HistoryCompaction, OUTPUT_RESERVE_CAP, SUMMARY_STAGE,
-    compact_history, pruned_marker, usable_tokens,
+    SummaryError, compact_history, pruned_marker, usable_tokens,
 };
 pub use failure::RunFailure;
 pub use meter::{COST_METRIC, MODEL_CALL_DURATION_METRIC, TOKENS_METRIC};
