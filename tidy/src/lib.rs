@@ -1,8 +1,10 @@
 //! agw-tidy — checks of the workspace itself, run by `cargo test` (like rust-analyzer's tidy
 //! tests): the dependency graph between agw's crates points downward only, every library crate
-//! is ready to publish, and says in its crate docs what it owns and what it must never do.
+//! is ready to publish, and says in its crate docs what it owns and what it must never do, and no
+//! function visible outside its module returns a `String` error.
 //!
-//! The checks live in `tests/`; this library only reads `cargo metadata`.
+//! The checks live in `tests/`; this library reads `cargo metadata` and the sources (module
+//! imports, the signatures of visible functions).
 
 #![forbid(unsafe_code)]
 use std::path::{Path, PathBuf};
@@ -183,4 +185,325 @@ pub fn circles(graph: &std::collections::BTreeMap<String, std::collections::BTre
         }
     }
     circles
+}
+
+/// `text` with comments and the contents of string and character literals blanked out (spaces,
+/// line breaks kept), so that braces, `fn` and `#[cfg(test)]` found in it are code. Lifetimes
+/// (`'a`) are kept; string literals keep their quotes.
+pub fn code_only(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        let ident_before = i > 0 && (chars[i - 1].is_alphanumeric() || chars[i - 1] == '_');
+        if c == '/' && next == Some('/') {
+            while i < chars.len() && chars[i] != '\n' {
+                out.push(' ');
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0usize;
+            while i < chars.len() {
+                if chars[i] == '/' && chars.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    out.push_str("  ");
+                    i += 2;
+                } else if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    out.push_str("  ");
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    out.push(blank(chars[i]));
+                    i += 1;
+                }
+            }
+        } else if (c == 'r' || (c == 'b' && next == Some('r')))
+            && !ident_before
+            && matches!(chars.get(i + 1 + usize::from(c == 'b')), Some('"' | '#'))
+        {
+            // A raw string `r#"…"#` (or `br…`), or a raw identifier `r#name`.
+            let start = i + 1 + usize::from(c == 'b');
+            let hashes = chars[start..].iter().take_while(|&&h| h == '#').count();
+            if chars.get(start + hashes) != Some(&'"') {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            out.extend(&chars[i..=start + hashes]);
+            i = start + hashes + 1;
+            while i < chars.len() {
+                if chars[i] == '"' && chars[i + 1..].iter().take(hashes).filter(|&&h| h == '#').count() == hashes {
+                    out.push('"');
+                    out.extend(std::iter::repeat_n('#', hashes));
+                    i += 1 + hashes;
+                    break;
+                }
+                out.push(blank(chars[i]));
+                i += 1;
+            }
+        } else if c == '"' {
+            out.push('"');
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                if chars[i] == '\\' {
+                    out.push(' ');
+                    i += 1;
+                }
+                if let Some(&c) = chars.get(i) {
+                    out.push(blank(c));
+                }
+                i += 1;
+            }
+            if i < chars.len() {
+                out.push('"');
+                i += 1;
+            }
+        } else if c == '\'' && (next == Some('\\') || chars.get(i + 2) == Some(&'\'')) {
+            // A character literal (a lifetime has no closing quote right after one character).
+            out.push('\'');
+            i += 1;
+            while i < chars.len() && chars[i] != '\'' {
+                if chars[i] == '\\' {
+                    out.push(' ');
+                    i += 1;
+                }
+                if let Some(&c) = chars.get(i) {
+                    out.push(blank(c));
+                }
+                i += 1;
+            }
+            if i < chars.len() {
+                out.push('\'');
+                i += 1;
+            }
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// A function declared with a visibility (`pub`, `pub(crate)`, `pub(super)`, `pub(in …)`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VisibleFn {
+    /// The line of `pub` (1-based).
+    pub line: usize,
+    /// The function's name.
+    pub name: String,
+    /// Its return type, tokens joined by spaces (`Result < Vec < String > , String >`); empty for `()`.
+    pub returns: String,
+    /// The return type mentions `Result<…, String>` (at any depth: `BoxFuture<Result<_, String>>`).
+    pub string_error: bool,
+}
+
+/// What [`visible_fns`] found in one file.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct FnScan {
+    /// The functions with a visibility other than `pub(self)`, outside `#[cfg(test)]` items.
+    pub fns: Vec<VisibleFn>,
+    /// Modules declared `#[cfg(test)] mod name;` (their files are test code).
+    pub test_modules: Vec<String>,
+}
+
+/// The functions of a Rust source file that are visible outside their module, skipping every
+/// item marked `#[cfg(test)]` (test modules, test-only helpers).
+pub fn visible_fns(text: &str) -> FnScan {
+    let tokens = tokens(&code_only(text));
+    let mut scan = FnScan::default();
+    let mut i = 0;
+    while i < tokens.len() {
+        let at = |k: usize| tokens.get(k).map_or("", |(t, _)| t.as_str());
+        if at(i) == "#" && (i + 1..i + 7).map(at).eq(["[", "cfg", "(", "test", ")", "]"]) {
+            let (end, module) = skip_item(&tokens, i + 7);
+            scan.test_modules.extend(module);
+            i = end;
+            continue;
+        }
+        if at(i) != "pub" {
+            i += 1;
+            continue;
+        }
+        let line = tokens[i].1;
+        let mut k = i + 1;
+        if at(k) == "(" {
+            let private = at(k + 1) == "self";
+            while k < tokens.len() && at(k) != ")" {
+                k += 1;
+            }
+            k += 1;
+            if private {
+                i = k;
+                continue;
+            }
+        }
+        while matches!(at(k), "const" | "async" | "unsafe" | "extern" | "default") || at(k).starts_with('"') {
+            k += 1;
+        }
+        if at(k) != "fn" {
+            i = k.max(i + 1);
+            continue;
+        }
+        let name = at(k + 1).to_owned();
+        // The signature runs to the body or the `;` of a declaration; the return type follows the
+        // first `->` outside parentheses and angle brackets.
+        let (mut parens, mut angles) = (0i32, 0i32);
+        let mut returns: Option<Vec<&str>> = None;
+        k += 2;
+        while k < tokens.len() {
+            let token = at(k);
+            if parens == 0 && angles == 0 && (token == "{" || token == ";") {
+                break;
+            }
+            match token {
+                "(" | "[" => parens += 1,
+                ")" | "]" => parens -= 1,
+                "<" => angles += 1,
+                ">" => angles -= 1,
+                _ => {}
+            }
+            if let Some(returns) = returns.as_mut() {
+                if token == "where" && angles == 0 && parens == 0 {
+                    break;
+                }
+                returns.push(token);
+            } else if token == "->" && parens == 0 && angles == 0 {
+                returns = Some(Vec::new());
+            }
+            k += 1;
+        }
+        let returns = returns.unwrap_or_default();
+        let string_error = mentions_string_error(&returns);
+        scan.fns.push(VisibleFn { line, name, returns: returns.join(" "), string_error });
+        i = k;
+    }
+    scan
+}
+
+/// Whether `tokens` (a type) contain `Result<…, String>`.
+fn mentions_string_error(tokens: &[&str]) -> bool {
+    (0..tokens.len()).any(|start| {
+        if tokens[start] != "Result" || tokens.get(start + 1) != Some(&"<") {
+            return false;
+        }
+        let mut depth = 0i32;
+        let mut last_arg: Vec<&str> = Vec::new();
+        for &token in &tokens[start + 1..] {
+            match token {
+                "<" | "(" | "[" => depth += 1,
+                ">" | ")" | "]" => depth -= 1,
+                _ => {}
+            }
+            if depth == 0 {
+                break;
+            }
+            if depth == 1 && token == "," {
+                last_arg.clear();
+            } else if !(depth == 1 && token == "<") {
+                last_arg.push(token);
+            }
+        }
+        let last_arg = last_arg.concat();
+        matches!(last_arg.as_str(), "String" | "std::string::String" | "alloc::string::String")
+    })
+}
+
+/// Skips the item an attribute applies to, from `start` (after the attribute): further
+/// attributes, then up to its `;`, its body's closing brace, or the `,` or closing bracket that
+/// ends a field, variant or argument. Returns where the next item starts, and the module's name
+/// when the item is `mod name;`.
+fn skip_item(tokens: &[(String, usize)], start: usize) -> (usize, Option<String>) {
+    let at = |k: usize| tokens.get(k).map_or("", |(t, _)| t.as_str());
+    let mut k = start;
+    while at(k) == "#" && at(k + 1) == "[" {
+        let mut depth = 0;
+        k += 1;
+        while k < tokens.len() {
+            match at(k) {
+                "[" => depth += 1,
+                "]" => depth -= 1,
+                _ => {}
+            }
+            k += 1;
+            if depth == 0 {
+                break;
+            }
+        }
+    }
+    let first = k;
+    let mut depth = 0i32;
+    while k < tokens.len() {
+        match at(k) {
+            "(" | "[" => depth += 1,
+            ")" | "]" | "}" if depth == 0 => return (k, None),
+            ")" | "]" => depth -= 1,
+            "," if depth == 0 => return (k + 1, None),
+            ";" if depth == 0 => {
+                let module = (k >= first + 2 && at(k - 2) == "mod").then(|| at(k - 1).to_owned());
+                return (k + 1, module);
+            }
+            "{" if depth == 0 => {
+                let mut braces = 0i32;
+                while k < tokens.len() {
+                    match at(k) {
+                        "{" => braces += 1,
+                        "}" => braces -= 1,
+                        _ => {}
+                    }
+                    k += 1;
+                    if braces == 0 {
+                        return (k, None);
+                    }
+                }
+            }
+            _ => {}
+        }
+        k += 1;
+    }
+    (k, None)
+}
+
+/// Tokens of code (see [`code_only`]) with their lines: identifiers and numbers, string literals
+/// (as `""`), `->`, `::`, and single punctuation characters.
+fn tokens(code: &str) -> Vec<(String, usize)> {
+    let chars: Vec<char> = code.chars().collect();
+    let mut out = Vec::new();
+    let (mut i, mut line) = (0, 1);
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\n' {
+            line += 1;
+            i += 1;
+        } else if c.is_whitespace() {
+            i += 1;
+        } else if c.is_alphanumeric() || c == '_' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
+                i += 1;
+            }
+            out.push((chars[start..i].iter().collect(), line));
+        } else if c == '"' {
+            let start_line = line;
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                line += usize::from(chars[i] == '\n');
+                i += 1;
+            }
+            i += 1;
+            out.push(("\"\"".to_owned(), start_line));
+        } else if (c == '-' && chars.get(i + 1) == Some(&'>')) || (c == ':' && chars.get(i + 1) == Some(&':')) {
+            out.push((chars[i..i + 2].iter().collect(), line));
+            i += 2;
+        } else {
+            out.push((c.to_string(), line));
+            i += 1;
+        }
+    }
+    out
 }
