@@ -183,7 +183,7 @@ impl FrameBuffer {
         Read::Frames { bytes: chunk.freeze(), last }
     }
 
-    /// The typed events after `cursor`, at most [`MAX_EVENTS_PER_READ`] of them; the frames
+    /// The typed events after `cursor`, at most 256 of them; the frames
     /// instead when this buffer keeps no events.
     pub fn events_after(&self, cursor: u64) -> ReadEvents {
         let Some(events) = &self.events else {
