@@ -183,7 +183,7 @@ pub(crate) async fn list_tools(peer: &Peer<RoleClient>, limits: &McpLimits) -> R
 
 /// Why a server could not be connected: spawned or dialled, handshaken and listed. The display
 /// text is for operators (`agw check`, logs, [`crate::ServerState::Failed`]); rmcp's errors are
-/// kept as their description ([`describe_service_error`]), which leaves out Rust type names.
+/// kept as their description (`describe_service_error`), which leaves out Rust type names.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConnectError {
