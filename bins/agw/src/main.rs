@@ -238,23 +238,6 @@ async fn serve(port: Option<u16>, config: Option<PathBuf>) -> anyhow::Result<()>
         format!("cannot listen on {}:{}", state.settings.server.address, state.settings.server.port)
     })?;
     let addr = server.local_addr()?;
-    let auth = &state.settings.auth;
-    if auth.enforced() {
-        tracing::info!(keys = %auth.describe(), "auth: bearer JWT required on /api/** and /v1/** (except OPTIONS)");
-    } else if auth.enabled == Some(false) {
-        tracing::warn!(
-            %addr,
-            "auth disabled by AGENT_AUTH_ENABLED=false: /api/** and /v1/** answer anyone who can reach this address"
-        );
-    } else {
-        tracing::info!(
-            "auth is not configured (no agent.auth.local-public-key or agent.auth.jwks-uri): serving without auth, listening on loopback only"
-        );
-    }
-    tracing::info!(
-        hosts = %state.settings.server.allowed_hosts.describe(),
-        "accepted Host values (server.allowed-hosts; others get 403)"
-    );
     // The integration tests read this line to find the port when started with --port 0.
     println!("agw listening on http://{addr}");
     tracing::info!(%addr, "agw listening");

@@ -4,16 +4,14 @@
 
 use redis::Script;
 
-/// Appends frames, skipping those at or below the stream's last id.
-/// KEYS: frames stream, run record. ARGV: maxlen (0 = none), then `id, bytes, mac` triples.
-/// A stream created here copies the run record's remaining expiry (a finished run).
-/// Returns how many frames were added.
-const APPEND_FRAMES: &str = r#"
-local key = KEYS[1]
-local maxlen = ARGV[1]
-local fresh = redis.call('EXISTS', key) == 0
+/// The frames of a script's ARGV from index `first` on (`id, bytes, mac` triples), appended to
+/// the stream `key` (capped at `maxlen`, 0 = none), skipping those at or below its last id;
+/// counts them in `added`. A Lua fragment shared by the scripts that append frames.
+macro_rules! xadd_frames {
+    () => {
+        r#"
 local added = 0
-for i = 2, #ARGV, 3 do
+for i = first, #ARGV, 3 do
   local res
   if maxlen == '0' then
     res = redis.pcall('XADD', key, ARGV[i], 'f', ARGV[i + 1], 'm', ARGV[i + 2])
@@ -28,12 +26,30 @@ for i = 2, #ARGV, 3 do
     added = added + 1
   end
 end
+"#
+    };
+}
+
+/// Appends frames, skipping those at or below the stream's last id.
+/// KEYS: frames stream, run record. ARGV: maxlen (0 = none), then `id, bytes, mac` triples.
+/// A stream created here copies the run record's remaining expiry (a finished run).
+/// Returns how many frames were added.
+const APPEND_FRAMES: &str = concat!(
+    r#"
+local key = KEYS[1]
+local maxlen = ARGV[1]
+local fresh = redis.call('EXISTS', key) == 0
+local first = 2
+"#,
+    xadd_frames!(),
+    r#"
 if fresh and added > 0 then
   local ttl = redis.call('PTTL', KEYS[2])
   if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
 end
 return added
-"#;
+"#
+);
 
 /// Sets a run's status; finished: record and frames expire after the retention, else persist.
 /// KEYS: run record, frames stream. ARGV: status, '1' when finished, retention ms.
@@ -56,26 +72,14 @@ return 1
 /// run still holds it (as [`RELEASE_CHAT`]) — so whoever reads the terminal frame from Redis finds
 /// the chat free. KEYS: frames stream, run record, chat lock. ARGV: maxlen (0 = none), status,
 /// retention ms, run id, then `id, bytes, mac` triples. Returns how many frames were added.
-const FINISH_RUN: &str = r#"
+const FINISH_RUN: &str = concat!(
+    r#"
 local key = KEYS[1]
 local maxlen = ARGV[1]
-local added = 0
-for i = 5, #ARGV, 3 do
-  local res
-  if maxlen == '0' then
-    res = redis.pcall('XADD', key, ARGV[i], 'f', ARGV[i + 1], 'm', ARGV[i + 2])
-  else
-    res = redis.pcall('XADD', key, 'MAXLEN', '~', maxlen, ARGV[i], 'f', ARGV[i + 1], 'm', ARGV[i + 2])
-  end
-  if type(res) == 'table' and res.err then
-    if not string.find(res.err, 'equal or smaller', 1, true) then
-      return redis.error_reply(res.err)
-    end
-  else
-    added = added + 1
-  end
-end
-if redis.call('EXISTS', KEYS[2]) == 1 then
+local first = 5
+"#,
+    xadd_frames!(),
+    r#"if redis.call('EXISTS', KEYS[2]) == 1 then
   redis.call('HSET', KEYS[2], 'status', ARGV[2])
   redis.call('PEXPIRE', KEYS[2], ARGV[3])
 end
@@ -90,7 +94,8 @@ if v then
   end
 end
 return added
-"#;
+"#
+);
 
 /// Sets one field of an existing hash. KEYS: hash. ARGV: field, value. Returns 0 when missing.
 const HSET_IF_EXISTS: &str = r#"

@@ -61,9 +61,30 @@ impl Gateway {
         &self.state
     }
 
-    /// Binds the configured address and port (port 0 picks a free one); [`Server::run`] serves.
+    /// Binds the configured address and port (port 0 picks a free one) and logs who the server
+    /// answers (its auth mode, its accepted `Host` values); [`Server::run`] serves.
     pub async fn bind(&self) -> std::io::Result<Server> {
-        Server::bind(self.state.clone()).await
+        let server = Server::bind(self.state.clone()).await?;
+        let addr = server.local_addr()?;
+        let settings = &self.state.settings;
+        let auth = &settings.auth;
+        if auth.enforced() {
+            tracing::info!(keys = %auth.describe(), "auth: bearer JWT required on /api/** and /v1/** (except OPTIONS)");
+        } else if auth.enabled == Some(false) {
+            tracing::warn!(
+                %addr,
+                "auth disabled by AGENT_AUTH_ENABLED=false: /api/** and /v1/** answer anyone who can reach this address"
+            );
+        } else {
+            tracing::info!(
+                "auth is not configured (no agent.auth.local-public-key or agent.auth.jwks-uri): serving without auth, listening on loopback only"
+            );
+        }
+        tracing::info!(
+            hosts = %settings.server.allowed_hosts.describe(),
+            "accepted Host values (server.allowed-hosts; others get 403)"
+        );
+        Ok(server)
     }
 
     /// Serves the agents as MCP tools over stdin/stdout until the host closes stdin or
