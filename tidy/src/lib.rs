@@ -193,7 +193,6 @@ pub fn circles(graph: &std::collections::BTreeMap<String, std::collections::BTre
 pub fn code_only(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
-    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
@@ -248,46 +247,44 @@ pub fn code_only(text: &str) -> String {
                 i += 1;
             }
         } else if c == '"' {
-            out.push('"');
-            i += 1;
-            while i < chars.len() && chars[i] != '"' {
-                if chars[i] == '\\' {
-                    out.push(' ');
-                    i += 1;
-                }
-                if let Some(&c) = chars.get(i) {
-                    out.push(blank(c));
-                }
-                i += 1;
-            }
-            if i < chars.len() {
-                out.push('"');
-                i += 1;
-            }
+            i = blank_quoted(&chars, i, '"', &mut out);
         } else if c == '\'' && (next == Some('\\') || chars.get(i + 2) == Some(&'\'')) {
             // A character literal (a lifetime has no closing quote right after one character).
-            out.push('\'');
-            i += 1;
-            while i < chars.len() && chars[i] != '\'' {
-                if chars[i] == '\\' {
-                    out.push(' ');
-                    i += 1;
-                }
-                if let Some(&c) = chars.get(i) {
-                    out.push(blank(c));
-                }
-                i += 1;
-            }
-            if i < chars.len() {
-                out.push('\'');
-                i += 1;
-            }
+            i = blank_quoted(&chars, i, '\'', &mut out);
         } else {
             out.push(c);
             i += 1;
         }
     }
     out
+}
+
+/// What a character of a blanked literal or comment becomes: a space, or itself if a newline
+/// (line numbers stay right).
+fn blank(c: char) -> char {
+    if c == '\n' { '\n' } else { ' ' }
+}
+
+/// A string or character literal opening at `chars[start]` (`quote`), copied to `out` with its
+/// quotes kept and its contents blanked (escapes included); the index after its closing quote.
+fn blank_quoted(chars: &[char], start: usize, quote: char, out: &mut String) -> usize {
+    out.push(quote);
+    let mut i = start + 1;
+    while i < chars.len() && chars[i] != quote {
+        if chars[i] == '\\' {
+            out.push(' ');
+            i += 1;
+        }
+        if let Some(&c) = chars.get(i) {
+            out.push(blank(c));
+        }
+        i += 1;
+    }
+    if i < chars.len() {
+        out.push(quote);
+        i += 1;
+    }
+    i
 }
 
 /// A function declared with a visibility (`pub`, `pub(crate)`, `pub(super)`, `pub(in …)`).
