@@ -187,5 +187,5 @@ fn stream_response(
         }
         Some((Bytes::from(out), st))
     });
-    events::sse_response(frames, heartbeat)
+    events::frames_response(frames, heartbeat)
 }

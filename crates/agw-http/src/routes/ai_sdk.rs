@@ -255,7 +255,7 @@ fn stream_response(
         }
         Some((Bytes::from(out), st))
     });
-    let mut resp = events::sse_response(frames, heartbeat);
+    let mut resp = events::frames_response(frames, heartbeat);
     let h = resp.headers_mut();
     h.insert(ai_sdk::HEADER_NAME, HeaderValue::from_static(ai_sdk::HEADER_VALUE));
     resp

@@ -259,5 +259,5 @@ fn stream_response(
             }
         }
     });
-    events::sse_response(frames, state.settings.server.heartbeat_interval)
+    events::frames_response(frames, state.settings.server.heartbeat_interval)
 }

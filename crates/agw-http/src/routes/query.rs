@@ -50,7 +50,9 @@ fn sse_stream_response(
     sse_body_response(SseBody::from_stream(frames, heartbeat))
 }
 
-fn sse_body_response(body: SseBody) -> Response<BoxBody> {
+/// An SSE response around `body`: the headers every stream of agw sends (no caching, no proxy
+/// buffering).
+pub(super) fn sse_body_response(body: SseBody) -> Response<BoxBody> {
     let mut resp = Response::new(BodyExt::boxed_unsync(body));
     *resp.status_mut() = StatusCode::OK;
     let h = resp.headers_mut();
