@@ -111,7 +111,7 @@ impl Gateway {
 }
 
 /// Joins the cluster `agw.redis.url` names (nothing without one). Idempotent.
-pub async fn join_cluster(state: &AppState) -> Result<(), StartError> {
+async fn join_cluster(state: &AppState) -> Result<(), StartError> {
     let Some(config) = state.settings.cluster_config() else { return Ok(()) };
     let url = masked_url(&config.url);
     state.runs.join_cluster(config).await.map_err(|e| StartError::Cluster(format!("Redis at {url} is unusable: {e}")))

@@ -49,10 +49,6 @@ fn owner_of(record: &RunRecord) -> Option<Owner> {
     record.owner.as_deref().and_then(|o| serde_json::from_str(o).ok())
 }
 
-fn unavailable(e: impl std::fmt::Display) -> RunError {
-    RunError::cluster(e)
-}
-
 // -- the replica that runs a run ------------------------------------------------------------
 
 /// Takes the chat's cluster-wide lock for `run_id`; `Err(holder)` when another live run has it.
@@ -142,7 +138,7 @@ pub(crate) async fn announce(core: &Core, handle: &Arc<RunHandle>, status: &str)
         owner: owner_json(handle.owner.as_ref()),
         status: status.to_owned(),
     };
-    node.cluster.put_run(&record).await.map_err(unavailable)?;
+    node.cluster.put_run(&record).await.map_err(RunError::cluster)?;
     tokio::spawn(mirror(node.clone(), handle.clone()));
     Ok(())
 }
@@ -308,12 +304,13 @@ pub(crate) async fn find_run(core: &Core, run_id: &str, principal: Option<&Princ
 /// no cluster, or no such run (or not the caller's): the caller answers 404.
 async fn locate(core: &Core, run_id: &str, principal: Option<&Principal>) -> Result<Option<Remote>, RunError> {
     let Some(node) = core.cluster.get() else { return Ok(None) };
-    let Some(record) = node.cluster.get_run(run_id.trim()).await.map_err(unavailable)? else { return Ok(None) };
+    let Some(record) = node.cluster.get_run(run_id.trim()).await.map_err(RunError::cluster)? else { return Ok(None) };
     if !may_access(principal, owner_of(&record).as_ref()) {
         return Ok(None);
     }
     // A record naming this node that is not in the registry is from before a restart.
-    let alive = record.node_id != node.id() && node.cluster.node_alive(&record.node_id).await.map_err(unavailable)?;
+    let alive =
+        record.node_id != node.id() && node.cluster.node_alive(&record.node_id).await.map_err(RunError::cluster)?;
     Ok(Some(Remote { record, alive }))
 }
 
@@ -367,10 +364,10 @@ pub(crate) async fn declare_lost(core: &Core, record: &RunRecord) -> Result<(), 
     let Some(node) = core.cluster.get() else { return Ok(()) };
     let retention = core.settings.runs.retention.max(Duration::from_secs(60));
     let key = format!("lost:{}:{}", record.run_id, record.node_id);
-    if !node.cluster.claim(&key, retention).await.map_err(unavailable)? {
+    if !node.cluster.claim(&key, retention).await.map_err(RunError::cluster)? {
         return Ok(());
     }
-    let seq = node.cluster.last_seq(&record.run_id).await.map_err(unavailable)?.unwrap_or(0) + 1;
+    let seq = node.cluster.last_seq(&record.run_id).await.map_err(RunError::cluster)?.unwrap_or(0) + 1;
     let error = RunErrorInfo::new(
         ErrorCode::NodeLost,
         format!(
@@ -385,8 +382,8 @@ pub(crate) async fn declare_lost(core: &Core, record: &RunRecord) -> Result<(), 
         agw_protocol::event::RunError { run_id: record.run_id.clone(), error, totals: Default::default() },
     );
     let frame = Frame { seq, bytes: Bytes::from(sse::event_frame(&event)) };
-    node.cluster.append_frames(&record.run_id, &[frame]).await.map_err(unavailable)?;
-    node.cluster.set_run_status(&record.run_id, "failed", true).await.map_err(unavailable)?;
+    node.cluster.append_frames(&record.run_id, &[frame]).await.map_err(RunError::cluster)?;
+    node.cluster.set_run_status(&record.run_id, "failed", true).await.map_err(RunError::cluster)?;
     tracing::warn!(runId = %record.run_id, node = %record.node_id, "run ended with node_lost: its replica is gone");
     crate::drive::count_outcome("failed", "node_lost");
     Ok(())
@@ -396,8 +393,8 @@ pub(crate) async fn declare_lost(core: &Core, record: &RunRecord) -> Result<(), 
 /// served: `Err((oldest, latest))` when the stream no longer holds the next event.
 pub(crate) async fn stream_bounds(core: &Core, run_id: &str) -> Result<(u64, u64), RunError> {
     let Some(node) = core.cluster.get() else { return Ok((1, 0)) };
-    let first = node.cluster.first_seq(run_id).await.map_err(unavailable)?;
-    let last = node.cluster.last_seq(run_id).await.map_err(unavailable)?.unwrap_or(0);
+    let first = node.cluster.first_seq(run_id).await.map_err(RunError::cluster)?;
+    let last = node.cluster.last_seq(run_id).await.map_err(RunError::cluster)?.unwrap_or(0);
     Ok((first.unwrap_or(last + 1), last))
 }
 
@@ -478,7 +475,7 @@ pub(crate) async fn adopt(service: &RunService, remote: &Remote) -> Result<Arc<R
     let Some(node) = core.cluster.get().cloned() else { return Err(RunError::internal("not in a cluster")) };
     let record = &remote.record;
     let claim = format!("adopt:{}:{}", record.run_id, record.node_id);
-    if !node.cluster.claim(&claim, Duration::from_secs(30)).await.map_err(unavailable)? {
+    if !node.cluster.claim(&claim, Duration::from_secs(30)).await.map_err(RunError::cluster)? {
         return Err(RunError::RunMoving { run_id: record.run_id.clone() });
     }
     let store = core.chats.clone();
@@ -491,7 +488,7 @@ pub(crate) async fn adopt(service: &RunService, remote: &Remote) -> Result<Arc<R
         return Err(RunError::NotWaiting { run_id: record.run_id.clone() });
     };
     if let Err(ChatLock::Unavailable(e)) = lock_chat(core, &record.chat_id, &record.run_id).await {
-        return Err(unavailable(e));
+        return Err(RunError::cluster(e));
     }
     let slot = core
         .tracker
@@ -506,7 +503,7 @@ pub(crate) async fn adopt(service: &RunService, remote: &Remote) -> Result<Arc<R
         DisconnectPolicy::Continue,
         false,
     );
-    node.cluster.set_run_node(&record.run_id, node.id()).await.map_err(unavailable)?;
+    node.cluster.set_run_node(&record.run_id, node.id()).await.map_err(RunError::cluster)?;
     tokio::spawn(mirror(node.clone(), handle.clone()));
     let (ready, registered) = tokio::sync::oneshot::channel();
     crate::durable::spawn_wait_again(service, handle.clone(), slot, waiting, Some(ready));
