@@ -20,7 +20,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::delta::{ActionStartMeta, AgentDelta, ToolStartMeta};
+use crate::delta::{ActionStartMeta, AgentDelta, ChildEnd, ChildTask, ToolStartMeta};
 use crate::event::RunTotals;
 use crate::event::{
     ActionArgs, ActionEnd, ActionResult, ActionStart, ChatStart, ContentDelta, ContentEnd, ContentStart, ErrorCode,
@@ -135,6 +135,18 @@ pub enum ProtocolError {
         /// The task the delta named.
         task_id: String,
     },
+    /// A child task's delta or end for a child that is not open.
+    #[error("child task {task_id}: not open")]
+    ChildNotOpen {
+        /// The child task the delta named.
+        task_id: String,
+    },
+    /// A child task started with the id of a task already open.
+    #[error("child task {task_id}: already open")]
+    ChildAlreadyOpen {
+        /// The child task that was to start.
+        task_id: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,6 +222,14 @@ pub struct Assembler {
     usage: RunUsage,
     /// Prices the terminal event's `cost` is computed with.
     prices: Arc<PriceTable>,
+    /// Block ids are `{id_base}_c_{n}`: the run id, or for a child task the parent's base and
+    /// the task id (so a child's blocks never share an id with the run's).
+    id_base: String,
+    /// `Some(task id)`: this assembler assembles a child task's lane; every event it emits is
+    /// tagged with it, and the child's own plan tasks produce no `task.*` events.
+    lane: Option<String>,
+    /// Open child tasks, in start order: each assembles its own blocks and calls.
+    children: Vec<(String, Box<Assembler>)>,
 }
 
 impl std::fmt::Debug for Assembler {
@@ -228,8 +248,10 @@ impl Assembler {
     /// A fresh assembler for one run; the first event it emits gets seq 1. `run_id` and
     /// `chat_id` are written into the events that carry them; `clock` stamps every event.
     pub fn new(run_id: impl Into<String>, chat_id: impl Into<String>, clock: Box<dyn Clock>) -> Self {
+        let run_id = run_id.into();
         Self {
-            run_id: run_id.into(),
+            id_base: run_id.clone(),
+            run_id,
             chat_id: chat_id.into(),
             clock,
             next_seq: 1,
@@ -246,6 +268,8 @@ impl Assembler {
             finished: false,
             usage: RunUsage::default(),
             prices: Arc::default(),
+            lane: None,
+            children: Vec::new(),
         }
     }
 
@@ -389,6 +413,9 @@ impl Assembler {
                 compact.run_id.clone_from(&self.run_id);
                 self.emit(compact, out);
             }
+            AgentDelta::ChildStart(child) => self.child_start(child, out)?,
+            AgentDelta::Child { task_id, delta } => self.child_delta(&task_id, *delta, out)?,
+            AgentDelta::ChildEnd { task_id, end } => self.child_end(&task_id, end, out)?,
         }
         Ok(())
     }
@@ -401,6 +428,7 @@ impl Assembler {
             return;
         }
         self.call_ts = None;
+        self.end_children(&ChildEnd::Cancel, out);
         self.close_all(out);
         if let Some(task_id) = self.active_task.take() {
             self.emit(TaskComplete { task_id }, out);
@@ -417,6 +445,7 @@ impl Assembler {
             return;
         }
         self.call_ts = None;
+        self.end_children(&ChildEnd::Fail(TaskError::new(error.code.as_str(), error.message.clone())), out);
         self.close_all(out);
         if let Some(task_id) = self.active_task.take() {
             let task_error = TaskError::new(error.code.as_str(), error.message.clone());
@@ -435,7 +464,18 @@ impl Assembler {
             return;
         }
         self.call_ts = None;
+        self.end_children(&ChildEnd::Cancel, out);
         self.close_all(out);
+        self.answer_cancelled(out);
+        if let Some(task_id) = self.active_task.take() {
+            self.emit(TaskCancel { task_id }, out);
+        }
+        self.emit(RunCancel { run_id: self.run_id.clone(), totals: self.totals() }, out);
+        self.finished = true;
+    }
+
+    /// Gives every call that has no result yet the result [`CANCELLED_RESULT`].
+    fn answer_cancelled(&mut self, out: &mut Vec<Event>) {
         for tool_id in self.tools.unanswered() {
             self.tools.record_result(&tool_id);
             self.emit(ToolResult { tool_id, result: CANCELLED_RESULT.to_owned() }, out);
@@ -445,11 +485,6 @@ impl Assembler {
             let result = serde_json::from_str(CANCELLED_RESULT).unwrap_or(Value::Null);
             self.emit(ActionResult { action_id, result }, out);
         }
-        if let Some(task_id) = self.active_task.take() {
-            self.emit(TaskCancel { task_id }, out);
-        }
-        self.emit(RunCancel { run_id: self.run_id.clone(), totals: self.totals() }, out);
-        self.finished = true;
     }
 
     /// Convenience for turning a [`ProtocolError`] into the run's `run.error`.
@@ -486,13 +521,13 @@ impl Assembler {
         let id = match kind {
             TextKind::Reasoning => {
                 self.reasoning_blocks += 1;
-                let id = ids::reasoning_id(&run_id, self.reasoning_blocks);
+                let id = ids::reasoning_id(&self.id_base, self.reasoning_blocks);
                 self.emit(ReasoningStart { reasoning_id: id.clone(), run_id, task_id }, out);
                 id
             }
             TextKind::Content => {
                 self.content_blocks += 1;
-                let id = ids::content_id(&run_id, self.content_blocks);
+                let id = ids::content_id(&self.id_base, self.content_blocks);
                 self.emit(ContentStart { content_id: id.clone(), run_id, task_id }, out);
                 id
             }
@@ -653,13 +688,18 @@ impl Assembler {
         }
         // Blocks opened before the task must not appear to belong to it.
         self.close_all(out);
-        let start = TaskStart {
-            task_id: task_id.clone(),
-            run_id: self.run_id.clone(),
-            task_name: Some(task_id.clone()),
-            description: description.and_then(non_blank),
-        };
-        self.emit(start, out);
+        if self.lane.is_none() {
+            let start = TaskStart {
+                task_id: task_id.clone(),
+                run_id: self.run_id.clone(),
+                task_name: Some(task_id.clone()),
+                description: description.and_then(non_blank),
+                sub_agent_key: None,
+                tool_id: None,
+            };
+            self.emit(start, out);
+        }
+        // A child's own plan tasks show in its `plan.update`s; its events carry the child's id.
         self.active_task = Some(task_id);
         Ok(())
     }
@@ -670,6 +710,9 @@ impl Assembler {
         }
         self.close_all(out);
         self.active_task = None;
+        if self.lane.is_some() {
+            return Ok(());
+        }
         match end {
             TaskEnd::Complete => self.emit(TaskComplete { task_id }, out),
             TaskEnd::Cancel => self.emit(TaskCancel { task_id }, out),
@@ -692,8 +735,109 @@ impl Assembler {
 
     fn emit(&mut self, payload: impl Into<EventPayload>, out: &mut Vec<Event>) {
         let timestamp = self.now();
-        out.push(Event { seq: self.next_seq, timestamp, payload: payload.into() });
+        let mut payload = payload.into();
+        // A lane tags its events: in the payload's own `taskId` field where it has an optional
+        // one, else on the event (`task.*` name their task themselves).
+        let task_id = match &self.lane {
+            None => None,
+            Some(lane) => {
+                let tag_event = payload.task_field() == crate::event::TaskField::None;
+                if let Some(slot) = payload.task_slot_mut() {
+                    *slot = Some(lane.clone());
+                }
+                tag_event.then(|| lane.clone())
+            }
+        };
+        out.push(Event { seq: self.next_seq, timestamp, payload, task_id });
         self.next_seq += 1;
+    }
+
+    // -- child tasks ------------------------------------------------------------------------
+
+    /// `task.start` of a child task; a non-text event of this lane, so it closes an open text
+    /// block and leaves tools open (the invoking call is still running).
+    fn child_start(&mut self, child: ChildTask, out: &mut Vec<Event>) -> Result<(), ProtocolError> {
+        if self.children.iter().any(|(id, _)| *id == child.task_id) || self.active_task.as_ref() == Some(&child.task_id)
+        {
+            return Err(ProtocolError::ChildAlreadyOpen { task_id: child.task_id });
+        }
+        self.close_text(out);
+        let start = TaskStart {
+            task_id: child.task_id.clone(),
+            run_id: self.run_id.clone(),
+            task_name: Some(child.task_name.and_then(non_blank).unwrap_or_else(|| child.task_id.clone())),
+            description: child.description.and_then(non_blank),
+            sub_agent_key: child.sub_agent_key,
+            tool_id: child.tool_id,
+        };
+        self.emit(start, out);
+        // The child's clock is never read for what reaches the stream: its events are
+        // renumbered and restamped here.
+        let mut lane = Assembler::new(self.run_id.clone(), self.chat_id.clone(), Box::new(|| 0_i64));
+        lane.id_base = format!("{}_{}", self.id_base, child.task_id);
+        lane.lane = Some(child.task_id.clone());
+        self.children.push((child.task_id, Box::new(lane)));
+        Ok(())
+    }
+
+    fn child_index(&self, task_id: &str) -> Result<usize, ProtocolError> {
+        self.children
+            .iter()
+            .position(|(id, _)| id == task_id)
+            .ok_or_else(|| ProtocolError::ChildNotOpen { task_id: task_id.to_owned() })
+    }
+
+    fn child_delta(&mut self, task_id: &str, delta: AgentDelta, out: &mut Vec<Event>) -> Result<(), ProtocolError> {
+        let index = self.child_index(task_id)?;
+        if let Some(call) = delta.usage() {
+            self.usage.add(&call.provider, &call.model, &call.usage);
+        }
+        let from = out.len();
+        self.children[index].1.push(delta, out)?;
+        self.renumber(from, out);
+        Ok(())
+    }
+
+    fn child_end(&mut self, task_id: &str, end: ChildEnd, out: &mut Vec<Event>) -> Result<(), ProtocolError> {
+        let index = self.child_index(task_id)?;
+        let (task_id, lane) = self.children.remove(index);
+        self.close_child(task_id, lane, end, out);
+        Ok(())
+    }
+
+    /// Ends every open child the same way (the run ends while they run).
+    fn end_children(&mut self, end: &ChildEnd, out: &mut Vec<Event>) {
+        for (task_id, lane) in std::mem::take(&mut self.children) {
+            self.close_child(task_id, lane, end.clone(), out);
+        }
+    }
+
+    fn close_child(&mut self, task_id: String, mut lane: Box<Assembler>, end: ChildEnd, out: &mut Vec<Event>) {
+        let from = out.len();
+        lane.end_children(&end, out);
+        lane.close_all(out);
+        if end == ChildEnd::Cancel {
+            lane.answer_cancelled(out);
+        }
+        self.renumber(from, out);
+        match end {
+            ChildEnd::Complete => self.emit(TaskComplete { task_id }, out),
+            ChildEnd::Cancel => self.emit(TaskCancel { task_id }, out),
+            ChildEnd::Fail(error) => self.emit(TaskFail { task_id, error }, out),
+        }
+    }
+
+    /// Gives `out[from..]`, a child's events, this stream's seqs and this call's timestamp.
+    fn renumber(&mut self, from: usize, out: &mut [Event]) {
+        if from == out.len() {
+            return;
+        }
+        let timestamp = self.now();
+        for event in &mut out[from..] {
+            event.seq = self.next_seq;
+            event.timestamp = timestamp;
+            self.next_seq += 1;
+        }
     }
 }
 

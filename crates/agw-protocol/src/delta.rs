@@ -204,6 +204,64 @@ pub enum AgentDelta {
     /// `context.compact`: the run shrank its conversation before a model call; emitted as is
     /// (with the assembler's run id) after closing an open text block.
     Compact(crate::event::ContextCompact),
+    /// A child task opens beside the run's own work (a sub-agent of `agent_invoke`, a plan task
+    /// run in parallel): `task.start` with the child's fields. Its deltas follow as
+    /// [`AgentDelta::Child`], interleaved with other children's, until [`AgentDelta::ChildEnd`].
+    ChildStart(ChildTask),
+    /// One delta of an open child task: assembled in the child's own blocks and calls (a text
+    /// block of one child never closes another's), numbered into the run's stream, every
+    /// resulting event tagged with the child's `taskId`.
+    Child {
+        /// The child task the delta belongs to.
+        task_id: String,
+        /// The delta, as the child's mode emitted it (a grandchild's is nested again).
+        delta: Box<AgentDelta>,
+    },
+    /// A child task ends: its open blocks close (a cancelled child's unanswered calls get the
+    /// cancelled result), then `task.complete`, `task.cancel` or `task.fail`.
+    ChildEnd {
+        /// The child task that ends.
+        task_id: String,
+        /// How it ended.
+        end: ChildEnd,
+    },
+}
+
+/// What `task.start` says of a child task ([`AgentDelta::ChildStart`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChildTask {
+    /// Unique in the run: every event of the child carries it.
+    pub task_id: String,
+    /// A name for people (the `taskName` the model gave, else the task id).
+    pub task_name: Option<String>,
+    /// What the child was asked to do; omitted from the event when blank.
+    pub description: Option<String>,
+    /// The agent a sub-agent task runs; `None` for a plan task.
+    pub sub_agent_key: Option<String>,
+    /// The call that started the child (`agent_invoke`'s id); `None` for a plan task.
+    pub tool_id: Option<String>,
+}
+
+/// How a child task ended ([`AgentDelta::ChildEnd`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChildEnd {
+    /// `task.complete`.
+    Complete,
+    /// `task.cancel`; its unanswered calls get the cancelled result.
+    Cancel,
+    /// `task.fail` with this error.
+    Fail(TaskError),
+}
+
+impl AgentDelta {
+    /// The usage this delta reports, a child's included (children's usage is the run's).
+    pub fn usage(&self) -> Option<&CallUsage> {
+        match self {
+            Self::Usage(call) => Some(call),
+            Self::Child { delta, .. } => delta.usage(),
+            _ => None,
+        }
+    }
 }
 
 /// The usage object of one model call, and where the call went.

@@ -26,12 +26,26 @@ pub struct Event {
     pub timestamp: i64,
     /// What happened; decides the wire `type` and the fields after `timestamp`.
     pub payload: EventPayload,
+    /// agw: the child task (a sub-agent's, or a plan task running beside others) an event
+    /// belongs to, for event types that have no `taskId` field of their own (`content.delta`,
+    /// `tool.result`, `awaiting.ask`, …); written as `taskId` after `timestamp`. `None` for
+    /// every other event: where the payload has a `taskId` field, the task is there.
+    pub task_id: Option<String>,
 }
 
 impl Event {
     /// Wraps a payload struct (or an [`EventPayload`]) with its `seq` and epoch-ms `timestamp`.
     pub fn new(seq: u64, timestamp: i64, payload: impl Into<EventPayload>) -> Self {
-        Self { seq, timestamp, payload: payload.into() }
+        Self { seq, timestamp, payload: payload.into(), task_id: None }
+    }
+
+    /// The task the event belongs to: the payload's own `taskId` field, else [`Self::task_id`].
+    pub fn task(&self) -> Option<&str> {
+        match self.payload.task_field() {
+            TaskField::Required(id) => Some(id),
+            TaskField::Optional(id) => id,
+            TaskField::None => self.task_id.as_deref(),
+        }
     }
 
     /// The wire `type` (`"content.delta"`, …).
@@ -173,6 +187,63 @@ event_payloads! {
     SourceSnapshot = "source.snapshot",
 }
 
+/// Whether a payload type has a `taskId` field of its own, and its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskField<'a> {
+    /// `task.*`: the task the event is about.
+    Required(&'a str),
+    /// Leaf `*.start` events, text snapshots and `request.steer`: the task, if any.
+    Optional(Option<&'a str>),
+    /// No `taskId` field: [`Event::task_id`] says which child task the event belongs to.
+    None,
+}
+
+impl EventPayload {
+    /// The payload's own `taskId` field (see [`TaskField`]).
+    pub fn task_field(&self) -> TaskField<'_> {
+        match self {
+            Self::TaskStart(e) => TaskField::Required(&e.task_id),
+            Self::TaskComplete(e) => TaskField::Required(&e.task_id),
+            Self::TaskCancel(e) => TaskField::Required(&e.task_id),
+            Self::TaskFail(e) => TaskField::Required(&e.task_id),
+            _ => match self.task_slot() {
+                Some(slot) => TaskField::Optional(slot.as_deref()),
+                None => TaskField::None,
+            },
+        }
+    }
+
+    fn task_slot(&self) -> Option<&Option<String>> {
+        match self {
+            Self::RequestSteer(e) => Some(&e.task_id),
+            Self::ReasoningStart(e) => Some(&e.task_id),
+            Self::ReasoningSnapshot(e) => Some(&e.task_id),
+            Self::ContentStart(e) => Some(&e.task_id),
+            Self::ContentSnapshot(e) => Some(&e.task_id),
+            Self::ToolStart(e) => Some(&e.task_id),
+            Self::ActionStart(e) => Some(&e.task_id),
+            Self::SourceSnapshot(e) => Some(&e.task_id),
+            _ => None,
+        }
+    }
+
+    /// The optional `taskId` field of payload types that have one (leaf starts, text snapshots,
+    /// `request.steer`); `None` for the others.
+    pub fn task_slot_mut(&mut self) -> Option<&mut Option<String>> {
+        match self {
+            Self::RequestSteer(e) => Some(&mut e.task_id),
+            Self::ReasoningStart(e) => Some(&mut e.task_id),
+            Self::ReasoningSnapshot(e) => Some(&mut e.task_id),
+            Self::ContentStart(e) => Some(&mut e.task_id),
+            Self::ContentSnapshot(e) => Some(&mut e.task_id),
+            Self::ToolStart(e) => Some(&mut e.task_id),
+            Self::ActionStart(e) => Some(&mut e.task_id),
+            Self::SourceSnapshot(e) => Some(&mut e.task_id),
+            _ => None,
+        }
+    }
+}
+
 /// Wire form of an [`Event`]: the field order here is the key order on the wire. Flattening
 /// makes serde_json stream the payload fields straight into the same object (no intermediate
 /// `Value`).
@@ -182,6 +253,8 @@ struct WireOut<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
     timestamp: i64,
+    #[serde(rename = "taskId", skip_serializing_if = "Option::is_none")]
+    task_id: Option<&'a str>,
     #[serde(flatten)]
     payload: PayloadFields<'a>,
 }
@@ -192,6 +265,11 @@ impl Serialize for Event {
             seq: self.seq,
             kind: self.type_name(),
             timestamp: self.timestamp,
+            // A payload's own field wins: `taskId` is never written twice.
+            task_id: match self.payload.task_field() {
+                TaskField::None => self.task_id.as_deref(),
+                _ => None,
+            },
             payload: PayloadFields(&self.payload),
         }
         .serialize(s)
@@ -209,10 +287,25 @@ struct WireIn {
     payload: EventPayload,
 }
 
+/// `taskId` read beside the payload (which, where it has the field, reads it too).
+#[derive(Deserialize)]
+struct WireTask {
+    #[serde(default, rename = "taskId")]
+    task_id: Option<String>,
+}
+
 impl<'de> Deserialize<'de> for Event {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let wire = WireIn::deserialize(d)?;
-        Ok(Self { seq: wire.seq, timestamp: wire.timestamp, payload: wire.payload })
+        // Parsed twice from one buffered value: events are parsed by tests and embedders' clients,
+        // never on a run's path.
+        let value = serde_json::Value::deserialize(d)?;
+        let task = WireTask::deserialize(&value).map_err(serde::de::Error::custom)?;
+        let wire = WireIn::deserialize(value).map_err(serde::de::Error::custom)?;
+        let task_id = match wire.payload.task_field() {
+            TaskField::None => task.task_id,
+            _ => None,
+        };
+        Ok(Self { seq: wire.seq, timestamp: wire.timestamp, payload: wire.payload, task_id })
     }
 }
 

@@ -31,7 +31,10 @@ pub mod sse;
 pub mod usage;
 
 pub use assembler::{Assembler, CANCELLED_RESULT, CallKind, Clock, ProtocolError, SystemClock};
-pub use delta::{ActionStartMeta, AgentDelta, CallUsage, FrontendMeta, LlmDelta, ToolCallFragment, ToolStartMeta};
+pub use delta::{
+    ActionStartMeta, AgentDelta, CallUsage, ChildEnd, ChildTask, FrontendMeta, LlmDelta, ToolCallFragment,
+    ToolStartMeta,
+};
 pub use event::{ErrorCode, Event, EventPayload, PlanTask, RunErrorInfo, TaskError, TaskStatus};
 pub use history::{
     ApprovalLine, HistoryLine, PlanSnapshot, QueryLine, ResumeAt, Stage, StepLine, StoredFunction, StoredMessage,

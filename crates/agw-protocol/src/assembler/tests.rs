@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::delta::FrontendMeta;
+use crate::delta::{CallUsage, FrontendMeta};
 use crate::event::{ContextCompact, TaskStatus};
 
 /// Assembler with a clock that advances by 10 ms on every read and counts reads.
@@ -845,4 +845,152 @@ fn a_compaction_closes_the_open_text_block_and_carries_the_run_id() {
     let EventPayload::ContextCompact(event) = &rig.events.last().unwrap().payload else { panic!("context.compact") };
     assert_eq!(event.run_id, "run");
     assert_eq!(rig.push(content("b")), ["content.start c_2", "content.delta c_2"]);
+}
+
+// -- child tasks (sub-agents, parallel plan tasks) ------------------------------------------
+
+fn child_start(task: &str) -> AgentDelta {
+    AgentDelta::ChildStart(ChildTask {
+        task_id: task.into(),
+        task_name: Some(format!("{task} name")),
+        description: Some("look it up".into()),
+        sub_agent_key: Some("researcher".into()),
+        tool_id: Some("call_1".into()),
+    })
+}
+fn child(task: &str, delta: AgentDelta) -> AgentDelta {
+    AgentDelta::Child { task_id: task.into(), delta: Box::new(delta) }
+}
+fn child_end(task: &str, end: ChildEnd) -> AgentDelta {
+    AgentDelta::ChildEnd { task_id: task.into(), end }
+}
+
+/// `sig` plus the task the event belongs to, as a client reads it from the wire.
+fn lane_sig(event: &Event) -> String {
+    let value: Value = serde_json::from_str(&event.to_json().expect("serialise")).expect("json");
+    if event.type_name().starts_with("task.") || event.type_name().starts_with("run.") {
+        return match value.get("taskId").and_then(Value::as_str) {
+            Some(task) => format!("{} {task}", event.type_name()),
+            None => event.type_name().to_owned(),
+        };
+    }
+    let id = ["reasoningId", "contentId", "toolId", "actionId", "planId"]
+        .iter()
+        .find_map(|k| value.get(*k).and_then(Value::as_str))
+        .map(|id| id.trim_start_matches("run_").to_owned());
+    let mut sig = event.type_name().to_owned();
+    if let Some(id) = id {
+        sig = format!("{sig} {id}");
+    }
+    match value.get("taskId").and_then(Value::as_str) {
+        Some(task) => format!("{sig} @{task}"),
+        None => sig,
+    }
+}
+
+impl Rig {
+    fn lane_push(&mut self, delta: AgentDelta) -> Vec<String> {
+        let before = self.events.len();
+        self.asm.push(delta, &mut self.events).expect("delta accepted");
+        self.events[before..].iter().map(lane_sig).collect()
+    }
+}
+
+#[test]
+fn children_interleave_each_in_its_own_blocks_and_every_child_event_names_its_task() {
+    let mut rig = Rig::new();
+    rig.push(args("call_1", "{}"));
+    rig.push(tool_end("call_1"));
+    assert_eq!(rig.lane_push(child_start("a")), ["task.start a"]);
+    assert_eq!(rig.lane_push(child_start("b")), ["task.start b"]);
+    // Text of one child never closes the other's.
+    assert_eq!(rig.lane_push(child("a", content("x"))), ["content.start a_c_1 @a", "content.delta a_c_1 @a"]);
+    assert_eq!(rig.lane_push(child("b", reasoning("y"))), ["reasoning.start b_r_1 @b", "reasoning.delta b_r_1 @b"]);
+    assert_eq!(rig.lane_push(child("a", content("z"))), ["content.delta a_c_1 @a"]);
+    assert_eq!(
+        rig.lane_push(child("b", args("t_b_1", r#"{"q":1}"#))),
+        ["reasoning.end b_r_1 @b", "tool.start t_b_1 @b", "tool.args t_b_1 @b"]
+    );
+    assert_eq!(rig.lane_push(child("b", tool_result("t_b_1"))), ["tool.end t_b_1 @b", "tool.result t_b_1 @b"]);
+    assert_eq!(rig.lane_push(child_end("a", ChildEnd::Complete)), ["content.end a_c_1 @a", "task.complete a"]);
+    let error = TaskError::new("provider_error", "boom");
+    assert_eq!(rig.lane_push(child_end("b", ChildEnd::Fail(error))), ["task.fail b"]);
+    // The run's own call is answered once the children ended; seqs run on without gaps.
+    assert_eq!(rig.lane_push(tool_result("call_1")), ["tool.result call_1"]);
+    let seqs: Vec<u64> = rig.events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+
+    let start = rig.events.iter().find(|e| e.type_name() == "task.start").expect("task.start");
+    let json: Value = serde_json::from_str(&start.to_json().expect("json")).expect("json");
+    assert_eq!(json["subAgentKey"], "researcher");
+    assert_eq!(json["toolId"], "call_1");
+    assert_eq!(json["taskName"], "a name");
+    assert_eq!(json["description"], "look it up");
+}
+
+#[test]
+fn every_child_event_survives_a_round_trip_through_its_json() {
+    let mut rig = Rig::new();
+    rig.push(child_start("a"));
+    rig.push(child("a", content("x")));
+    rig.push(child("a", args("t1", "{}")));
+    rig.push(child("a", tool_result("t1")));
+    rig.push(child_end("a", ChildEnd::Complete));
+    for event in &rig.events {
+        let parsed: Event = serde_json::from_str(&event.to_json().expect("json")).expect("parses");
+        assert_eq!(&parsed, event);
+        if event.type_name() != "task.start" && event.type_name() != "task.complete" {
+            assert_eq!(parsed.task(), Some("a"), "{}", event.type_name());
+        }
+    }
+    // `taskId` is written once, whether the payload or the event holds it.
+    let start = rig.events.iter().find(|e| e.type_name() == "content.start").expect("content.start");
+    assert_eq!(start.to_json().expect("json").matches("taskId").count(), 1);
+    assert_eq!(start.task_id, None, "content.start carries its task in its own field");
+}
+
+#[test]
+fn a_childs_usage_is_the_runs_and_a_run_that_ends_closes_its_children() {
+    let mut rig = Rig::new();
+    rig.push(child_start("a"));
+    rig.push(child_start("b"));
+    rig.push(child("a", AgentDelta::Usage(CallUsage::from(json!({"prompt_tokens": 3, "completion_tokens": 4})))));
+    rig.push(child("b", args("t1", "{}")));
+    rig.push(child("a", content("x")));
+    let types = rig.fail(RunErrorInfo::new(ErrorCode::BudgetExceeded, "too much", false));
+    assert_eq!(types, ["content.end a_c_1", "task.fail a", "tool.end t1", "task.fail b", "run.error"]);
+    let usage = rig.json(0)["usage"].clone();
+    assert_eq!(usage["inputTokens"], 3, "{usage}");
+}
+
+#[test]
+fn cancelling_a_run_cancels_its_children_and_answers_their_calls() {
+    let mut rig = Rig::new();
+    rig.push(child_start("a"));
+    rig.push(child("a", args("t1", "{}")));
+    rig.push(child("a", tool_end("t1")));
+    let before = rig.events.len();
+    rig.asm.cancel(&mut rig.events);
+    let types: Vec<String> = rig.events[before..].iter().map(lane_sig).collect();
+    assert_eq!(types, ["tool.result t1 @a", "task.cancel a", "run.cancel"]);
+}
+
+#[test]
+fn child_deltas_are_refused_for_a_child_not_open_and_a_child_id_is_used_once() {
+    let mut rig = Rig::new();
+    assert_eq!(rig.push_err(child("a", content("x"))), ProtocolError::ChildNotOpen { task_id: "a".into() });
+    rig.push(child_start("a"));
+    assert_eq!(rig.push_err(child_start("a")), ProtocolError::ChildAlreadyOpen { task_id: "a".into() });
+    rig.push(child_end("a", ChildEnd::Complete));
+    assert_eq!(rig.push_err(child_end("a", ChildEnd::Complete)), ProtocolError::ChildNotOpen { task_id: "a".into() });
+}
+
+#[test]
+fn a_child_running_a_plan_shows_it_by_plan_updates_without_task_events_of_its_own() {
+    let mut rig = Rig::new();
+    rig.push(child_start("a"));
+    assert_eq!(rig.lane_push(child("a", plan())), ["plan.update plan_x @a"]);
+    assert_eq!(rig.lane_push(child("a", task_start("t1"))), Vec::<String>::new());
+    assert_eq!(rig.lane_push(child("a", content("x"))), ["content.start a_c_1 @a", "content.delta a_c_1 @a"]);
+    assert_eq!(rig.lane_push(child("a", AgentDelta::TaskComplete { task_id: "t1".into() })), ["content.end a_c_1 @a"]);
 }

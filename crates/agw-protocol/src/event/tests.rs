@@ -18,7 +18,7 @@ fn catalogue() -> Vec<(Event, &'static str)> {
         PlanTask { task_id: s("a1b2c3d4"), description: s("查询"), status: TaskStatus::Init },
         PlanTask { task_id: s("e5f6a7b8"), description: s("建议"), status: TaskStatus::Canceled },
     ];
-    let ev = |payload: EventPayload| Event { seq: 3, timestamp: 1_771_000_000_000, payload };
+    let ev = |payload: EventPayload| Event { seq: 3, timestamp: 1_771_000_000_000, payload, task_id: None };
     vec![
         (
             ev(RequestQuery {
@@ -141,7 +141,15 @@ fn catalogue() -> Vec<(Event, &'static str)> {
             r#"{"seq":3,"type":"plan.update","timestamp":1771000000000,"planId":"plan_1","chatId":"c","plan":[{"taskId":"a1b2c3d4","description":"查询","status":"init"},{"taskId":"e5f6a7b8","description":"建议","status":"canceled"}]}"#,
         ),
         (
-            ev(TaskStart { task_id: s("t1"), run_id: s("run"), task_name: some("t1"), description: None }.into()),
+            ev(TaskStart {
+                task_id: s("t1"),
+                run_id: s("run"),
+                task_name: some("t1"),
+                description: None,
+                sub_agent_key: None,
+                tool_id: None,
+            }
+            .into()),
             r#"{"seq":3,"type":"task.start","timestamp":1771000000000,"taskId":"t1","runId":"run","taskName":"t1"}"#,
         ),
         (

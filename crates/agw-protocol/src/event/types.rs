@@ -589,7 +589,7 @@ pub struct PlanUpdate {
     pub plan: Vec<PlanTask>,
 }
 
-/// `task.start` (PLAN_EXECUTE only).
+/// `task.start`: a plan task, or a concurrent child task (a sub-agent, a parallel plan task).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskStart {
@@ -603,6 +603,14 @@ pub struct TaskStart {
     /// The task's description; omitted when blank.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// agw: the agent a sub-agent task runs (`agent_invoke`, docs/multi-agent.md); omitted for
+    /// plan tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_agent_key: Option<String>,
+    /// agw: the tool call that started the task (`agent_invoke`'s `toolId`); omitted for plan
+    /// tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_id: Option<String>,
 }
 
 /// `task.complete`.
