@@ -21,7 +21,7 @@ use std::collections::{HashMap, HashSet};
 use agw_protocol::event::{ContextCompact, Event, EventPayload, RunTotals};
 use agw_protocol::history::{
     ApprovalLine, CheckpointLine, HistoryLine, PendingCall, PendingStep, PlanSnapshot, QueryLine, ROLE_ASSISTANT,
-    ROLE_TOOL, Stage, StepCompaction, StepLine, StoredMessage, StoredToolCall, SystemSnapshot,
+    ROLE_TOOL, Stage, StepCompaction, StepLine, StoredMessage, StoredToolCall, SubAgentStep, SystemSnapshot,
 };
 use agw_protocol::request::QueryRequest;
 use agw_protocol::{AgentDelta, Clock, SystemClock, ids};
@@ -71,6 +71,25 @@ pub struct Recorder {
     /// Usage and cost from the run's terminal event, for its last step line.
     totals: RunTotals,
     finished: bool,
+    /// Sub-agent tasks running now, each recorded as its own step line when it ends.
+    children: Vec<ChildRecord>,
+    /// Step lines of children that ended while a sibling still runs, with their start order.
+    ended_children: Vec<(u64, HistoryLine)>,
+    /// Children started so far (their start order).
+    children_started: u64,
+}
+
+/// A sub-agent's task being recorded beside the run's own step (docs/multi-agent.md): one step
+/// line with `taskId` and `_subAgent`, written when the task ends.
+#[derive(Debug)]
+struct ChildRecord {
+    task_id: String,
+    order: u64,
+    frame: SubAgentStep,
+    started_at: i64,
+    step: Step,
+    msg_id: String,
+    renew_msg_id: bool,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -180,6 +199,9 @@ impl Recorder {
             pending: Vec::new(),
             totals: RunTotals::default(),
             finished: false,
+            children: Vec::new(),
+            ended_children: Vec::new(),
+            children_started: 0,
         }
     }
 
@@ -291,7 +313,11 @@ impl Recorder {
             self.apply(event);
         }
         self.finished = true;
-        self.flush()
+        // Children the run's end closed are written before its last step.
+        let mut lines: Vec<HistoryLine> =
+            self.pending.extract_if(.., |line| matches!(line, HistoryLine::Step(_))).collect();
+        lines.extend(self.flush());
+        lines
     }
 
     /// Lines to append now that no step boundary produced: an approval answered `always` is
@@ -367,6 +393,7 @@ impl Recorder {
             // The run's last line carries what the whole run used.
             run_usage: if self.finished { self.totals.usage.take() } else { None },
             run_cost: if self.finished { self.totals.cost.take() } else { None },
+            sub_agent: None,
         };
         let mut lines = Vec::with_capacity(2);
         if first {
@@ -389,7 +416,104 @@ impl Recorder {
 
     // -- events -----------------------------------------------------------------------------
 
+    /// Routes a sub-agent's events to its own record; the rest are the run's.
     fn apply(&mut self, event: &Event) {
+        if let EventPayload::TaskStart(start) = &event.payload
+            && let Some(key) = &start.sub_agent_key
+        {
+            let frame = SubAgentStep {
+                sub_agent_key: key.clone(),
+                task_name: start.task_name.clone(),
+                description: start.description.clone(),
+                tool_id: start.tool_id.clone(),
+                status: String::new(),
+                error: None,
+            };
+            self.children_started += 1;
+            self.children.push(ChildRecord {
+                task_id: start.task_id.clone(),
+                order: self.children_started,
+                frame,
+                started_at: event.timestamp,
+                step: Step::new(SUB_AGENT_STAGE),
+                msg_id: ids::new_msg_id(),
+                renew_msg_id: false,
+            });
+            return;
+        }
+        let Some(index) = event.task().and_then(|task| self.children.iter().position(|c| c.task_id == task)) else {
+            return self.apply_own(event);
+        };
+        let ended = match &event.payload {
+            EventPayload::TaskComplete(_) => Some(("completed", None)),
+            EventPayload::TaskCancel(_) => Some(("cancelled", None)),
+            EventPayload::TaskFail(fail) => Some(("failed", Some(fail.error.clone()))),
+            _ => None,
+        };
+        self.swap_child(index);
+        match ended {
+            None => self.apply_own(event),
+            Some((status, error)) => {
+                let flushed_at = event.timestamp;
+                self.settle(flushed_at);
+                self.swap_child(index);
+                let child = self.children.remove(index);
+                let order = child.order;
+                let line = self.child_line(child, status, error, flushed_at);
+                self.ended_children.push((order, line));
+                // Written once the last sibling ended, in the order they started (as replayed).
+                if self.children.is_empty() {
+                    self.ended_children.sort_by_key(|(order, _)| *order);
+                    self.pending.extend(self.ended_children.drain(..).map(|(_, line)| line));
+                }
+                return;
+            }
+        }
+        self.swap_child(index);
+    }
+
+    /// Exchanges the run's step (and message id state) with child `index`'s: what is applied in
+    /// between is recorded for the child.
+    fn swap_child(&mut self, index: usize) {
+        let child = &mut self.children[index];
+        std::mem::swap(&mut self.step, &mut child.step);
+        std::mem::swap(&mut self.msg_id, &mut child.msg_id);
+        std::mem::swap(&mut self.renew_msg_id, &mut child.renew_msg_id);
+    }
+
+    /// A finished child's step line: its task as the user message, then what it streamed.
+    fn child_line(
+        &mut self,
+        child: ChildRecord,
+        status: &str,
+        error: Option<agw_protocol::TaskError>,
+        ts: i64,
+    ) -> HistoryLine {
+        let mut frame = child.frame;
+        frame.status = status.to_owned();
+        frame.error = error;
+        let mut messages = child.step.messages;
+        messages.insert(0, StoredMessage::user(frame.description.clone().unwrap_or_default(), child.started_at));
+        let updated_at = self.now().max(ts);
+        HistoryLine::Step(StepLine {
+            chat_id: self.chat_id.clone(),
+            run_id: self.run_id.clone(),
+            stage: SUB_AGENT_STAGE.to_owned(),
+            // Children do not count among the run's own steps (the first of those carries the query).
+            seq: self.seq,
+            task_id: Some(child.task_id),
+            updated_at,
+            system: None,
+            plan: child.step.plan.filter(|p| !p.is_empty()),
+            messages,
+            compactions: child.step.compactions,
+            run_usage: None,
+            run_cost: None,
+            sub_agent: Some(Box::new(frame)),
+        })
+    }
+
+    fn apply_own(&mut self, event: &Event) {
         let ts = event.timestamp;
         self.last_ts = self.last_ts.max(ts);
         match &event.payload {
@@ -610,6 +734,9 @@ impl Recorder {
         if is_action { (None, Some(id.to_owned())) } else { (Some(id.to_owned()), None) }
     }
 }
+
+/// `_stage` of a sub-agent's step line.
+pub const SUB_AGENT_STAGE: &str = "subagent";
 
 /// `_timing`: omitted when ≤ 0.
 fn timing(from: i64, to: i64) -> Option<i64> {

@@ -89,7 +89,10 @@ fn last_runs_with_steps<'a>(lines: &[&'a HistoryLine], k: usize) -> Vec<(&'a str
         if seen.insert(run_id) {
             order.push(run_id);
         }
-        if let HistoryLine::Step(step) = line {
+        // A sub-agent's step is not part of what the run's model saw: only its aggregate is.
+        if let HistoryLine::Step(step) = line
+            && step.sub_agent.is_none()
+        {
             runs.entry(run_id).or_default().push(step);
         }
     }

@@ -99,6 +99,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         tracing: Default::default(),
         mcp_tools: Default::default(),
         mcp_request_tool_bytes: agw_modes::runtime::DEFAULT_MCP_REQUEST_TOOL_BYTES,
+        agents: Default::default(),
+        sub_agents: Default::default(),
     };
     let (run_id, chat_id) = ("run-1", "00000000-0000-4000-8000-000000000001");
     let message = "How many words are in 'one two three'?";
@@ -116,6 +118,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         history_runs: Vec::new(),
         // No quotas shared with other runs.
         quota: None,
+        nesting: Default::default(),
     };
 
     let mut sink = PrintingSink { assembler: Assembler::new(run_id, chat_id, Box::new(SystemClock)), events: vec![] };

@@ -45,11 +45,14 @@ fn ctx(fixture: &FixtureServer, agent: Arc<AgentDefinition>, history: Vec<ChatMe
             tracing: Default::default(),
             mcp_tools: Default::default(),
             mcp_request_tool_bytes: agw_modes::runtime::DEFAULT_MCP_REQUEST_TOOL_BYTES,
+            agents: Default::default(),
+            sub_agents: Default::default(),
         }),
         steers: Arc::new(SteerQueue::default()),
         remembered_approvals: Vec::new(),
         history_runs: Vec::new(),
         quota: None,
+        nesting: Default::default(),
     }
 }
 

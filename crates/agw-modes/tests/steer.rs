@@ -83,11 +83,14 @@ fn ctx(fixture: &FixtureServer, agent: &str, tools: ToolRegistry, steers: Arc<St
             tracing: Default::default(),
             mcp_tools: Default::default(),
             mcp_request_tool_bytes: agw_modes::runtime::DEFAULT_MCP_REQUEST_TOOL_BYTES,
+            agents: Default::default(),
+            sub_agents: Default::default(),
         }),
         steers,
         remembered_approvals: Vec::new(),
         history_runs: Vec::new(),
         quota: None,
+        nesting: Default::default(),
     }
 }
 

@@ -735,20 +735,12 @@ impl Assembler {
 
     fn emit(&mut self, payload: impl Into<EventPayload>, out: &mut Vec<Event>) {
         let timestamp = self.now();
-        let mut payload = payload.into();
-        // A lane tags its events: in the payload's own `taskId` field where it has an optional
-        // one, else on the event (`task.*` name their task themselves).
-        let task_id = match &self.lane {
-            None => None,
-            Some(lane) => {
-                let tag_event = payload.task_field() == crate::event::TaskField::None;
-                if let Some(slot) = payload.task_slot_mut() {
-                    *slot = Some(lane.clone());
-                }
-                tag_event.then(|| lane.clone())
-            }
-        };
-        out.push(Event { seq: self.next_seq, timestamp, payload, task_id });
+        let mut event = Event { seq: self.next_seq, timestamp, payload: payload.into(), task_id: None };
+        // A child's lane tags every event it emits.
+        if let Some(lane) = &self.lane {
+            event.tag_task(lane);
+        }
+        out.push(event);
         self.next_seq += 1;
     }
 

@@ -39,6 +39,18 @@ impl Event {
         Self { seq, timestamp, payload: payload.into(), task_id: None }
     }
 
+    /// Marks the event as one of child task `task`'s: in the payload's own optional `taskId`
+    /// field where it has one, else on the event (`task.*` events name their task already).
+    pub fn tag_task(&mut self, task: &str) {
+        let on_event = self.payload.task_field() == TaskField::None;
+        if let Some(slot) = self.payload.task_slot_mut() {
+            *slot = Some(task.to_owned());
+        }
+        if on_event {
+            self.task_id = Some(task.to_owned());
+        }
+    }
+
     /// The task the event belongs to: the payload's own `taskId` field, else [`Self::task_id`].
     pub fn task(&self) -> Option<&str> {
         match self.payload.task_field() {

@@ -458,7 +458,8 @@ pub struct StepLine {
     /// 1, 2, 3 … per run, in flush order.
     #[serde(rename = "_seq")]
     pub seq: i64,
-    /// Never written by agw (nor by the reference's live code); accepted when reading.
+    /// The child task the step belongs to: written by agw for a sub-agent's step (with
+    /// [`Self::sub_agent`]); the reference never writes it, readers accept it.
     #[serde(rename = "taskId", skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
     /// Epoch milliseconds when the line was appended; 0 when absent.
@@ -482,6 +483,33 @@ pub struct StepLine {
     /// agw (`_runCost`, next to `_runUsage`): what the run cost, when prices were configured.
     #[serde(rename = "_runCost", skip_serializing_if = "Option::is_none")]
     pub run_cost: Option<crate::usage::Cost>,
+    /// agw (`_subAgent`): this step is a sub-agent's whole task (docs/multi-agent.md), not a
+    /// step of the run's own conversation: replayed inside its `task.start`/`task.*` frame,
+    /// never sent to the run's model.
+    #[serde(rename = "_subAgent", skip_serializing_if = "Option::is_none")]
+    pub sub_agent: Option<Box<SubAgentStep>>,
+}
+
+/// What a sub-agent step line keeps of its task's frame (`_subAgent`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubAgentStep {
+    /// The agent that ran the task.
+    pub sub_agent_key: String,
+    /// `task.start`'s `taskName`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_name: Option<String>,
+    /// The task text (`task.start`'s `description`; the step's first message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The `agent_invoke` call that started it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_id: Option<String>,
+    /// `completed`, `failed` or `cancelled`.
+    pub status: String,
+    /// Why it failed (`task.fail`'s error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<crate::event::TaskError>,
 }
 
 impl<'de> Deserialize<'de> for StepLine {
@@ -516,6 +544,8 @@ impl<'de> Deserialize<'de> for StepLine {
             run_usage: Option<Value>,
             #[serde(default, rename = "_runCost")]
             run_cost: Option<Value>,
+            #[serde(default, rename = "_subAgent")]
+            sub_agent: Option<Value>,
         }
 
         let wire = Wire::deserialize(d)?;
@@ -537,6 +567,7 @@ impl<'de> Deserialize<'de> for StepLine {
             compactions: wire.compactions.into_iter().filter_map(|v| StepCompaction::deserialize(v).ok()).collect(),
             run_usage: wire.run_usage.and_then(|v| crate::usage::RunUsage::deserialize(v).ok()),
             run_cost: wire.run_cost.and_then(|v| crate::usage::Cost::deserialize(v).ok()),
+            sub_agent: wire.sub_agent.and_then(|v| SubAgentStep::deserialize(v).ok()).map(Box::new),
         })
     }
 }

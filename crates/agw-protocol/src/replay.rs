@@ -17,7 +17,8 @@ use serde_json::Value;
 use crate::echoed::Reference;
 use crate::event::{
     ActionResult, ActionSnapshot, ChatStart, ContentSnapshot, Event, EventPayload, PlanUpdate, ReasoningSnapshot,
-    RequestQuery, RequestSteer, RunComplete, RunStart, RunTotals, ToolResult, ToolSnapshot,
+    RequestQuery, RequestSteer, RunComplete, RunStart, RunTotals, TaskCancel, TaskComplete, TaskError, TaskFail,
+    TaskStart, ToolResult, ToolSnapshot,
 };
 use crate::history::{
     HistoryLine, PlanSnapshot, QueryLine, ROLE_USER, StepCompaction, StepLine, StoredMessage, StoredToolCall,
@@ -97,6 +98,9 @@ struct Run<'a> {
     query: Option<&'a QueryLine>,
     /// Sorted by `_seq` (stable: equal seqs keep file order).
     steps: Vec<&'a StepLine>,
+    /// Sub-agent task steps (`_subAgent`), in file order: replayed after the call that started
+    /// them.
+    children: Vec<&'a StepLine>,
 }
 
 impl<'a> Run<'a> {
@@ -160,7 +164,13 @@ fn ordered_runs(lines: &[HistoryLine]) -> Vec<Run<'_>> {
             continue;
         }
         let slot = *by_id.entry(line.run_id()).or_insert_with(|| {
-            runs.push(Run { run_id: line.run_id(), first_line: index, query: None, steps: Vec::new() });
+            runs.push(Run {
+                run_id: line.run_id(),
+                first_line: index,
+                query: None,
+                steps: Vec::new(),
+                children: Vec::new(),
+            });
             runs.len() - 1
         });
         let run = &mut runs[slot];
@@ -168,6 +178,7 @@ fn ordered_runs(lines: &[HistoryLine]) -> Vec<Run<'_>> {
             HistoryLine::Query(query) => {
                 run.query.get_or_insert(query);
             }
+            HistoryLine::Step(step) if step.sub_agent.is_some() => run.children.push(step),
             HistoryLine::Step(step) => run.steps.push(step),
             HistoryLine::Approval(_) | HistoryLine::Awaiting(_) | HistoryLine::Checkpoint(_) => {}
         }
@@ -190,6 +201,8 @@ fn ordered_runs(lines: &[HistoryLine]) -> Vec<Run<'_>> {
 struct Emitter {
     events: Vec<Event>,
     cursor: i64,
+    /// The sub-agent task being replayed: its events carry its id, as they did live.
+    task: Option<String>,
 }
 
 impl Emitter {
@@ -197,7 +210,11 @@ impl Emitter {
     fn at(&mut self, ts: i64, payload: impl Into<EventPayload>) {
         self.cursor = ts;
         let seq = self.events.len() as u64 + 1;
-        self.events.push(Event::new(seq, ts, payload));
+        let mut event = Event::new(seq, ts, payload);
+        if let Some(task) = &self.task {
+            event.tag_task(task);
+        }
+        self.events.push(event);
     }
 
     /// An event at `max(candidate, previous + 1)` (a candidate ≤ 0 means previous + 1).
@@ -244,9 +261,43 @@ fn replay_run(run: &Run<'_>, chat_id: &str, chat_start: Option<&str>, now_ms: i6
         out.next(0, update);
     }
 
-    let mut counters = Counters::default();
-    let mut bindings: HashMap<&str, Binding> = HashMap::new();
-    for item in run.items() {
+    let mut children: Vec<&StepLine> = run.children.clone();
+    let mut state = Replaying { run_id, chat_id, counters: Counters::default(), bindings: HashMap::new() };
+    replay_items(run.items(), &mut state, &mut children, out);
+    // Children whose call is not in the history (a run that ended while they ran) go last.
+    for child in std::mem::take(&mut children) {
+        replay_child(child, &mut state, out);
+    }
+
+    let complete_ts = end.map_or(0, |end| end.saturating_add(1));
+    out.next(
+        complete_ts,
+        RunComplete {
+            run_id: run_id.to_owned(),
+            finish_reason: REPLAY_FINISH_REASON.to_owned(),
+            // What the live terminal event carried.
+            totals: run.totals(),
+        },
+    );
+}
+
+/// What the replay of one run keeps across its messages (and its children's).
+struct Replaying<'a> {
+    run_id: &'a str,
+    chat_id: &'a str,
+    counters: Counters,
+    bindings: HashMap<&'a str, Binding>,
+}
+
+/// Replays a run's (or a child's) messages and compactions; a call's children follow its snapshot.
+fn replay_items<'a>(
+    items: impl Iterator<Item = Item<'a>>,
+    state: &mut Replaying<'a>,
+    children: &mut Vec<&'a StepLine>,
+    out: &mut Emitter,
+) {
+    let (run_id, chat_id) = (state.run_id, state.chat_id);
+    for item in items {
         let message = match item {
             Item::Message(message) => message,
             Item::Compact(compaction) => {
@@ -259,21 +310,31 @@ fn replay_run(run: &Run<'_>, chat_id: &str, chat_start: Option<&str>, now_ms: i6
         let ts = message.ts.unwrap_or(0);
         if message.is_assistant() {
             if let Some(text) = message.reasoning() {
-                let reasoning_id = stored_or(&message.reasoning_id, || format!("{run_id}_r_{}", counters.reasoning));
-                counters.reasoning += 1;
+                let reasoning_id =
+                    stored_or(&message.reasoning_id, || format!("{run_id}_r_{}", state.counters.reasoning));
+                state.counters.reasoning += 1;
                 out.next(ts, ReasoningSnapshot { reasoning_id, text: text.to_owned(), task_id: None });
             }
             if let Some(text) = message.content.as_deref().filter(|t| !t.is_empty()) {
-                let content_id = stored_or(&message.content_id, || format!("{run_id}_c_{}", counters.content));
-                counters.content += 1;
+                let content_id = stored_or(&message.content_id, || format!("{run_id}_c_{}", state.counters.content));
+                state.counters.content += 1;
                 out.next(ts, ContentSnapshot { content_id, text: text.to_owned(), task_id: None });
             }
             for call in message.calls().iter().filter(|c| !c.function.name.trim().is_empty()) {
-                let binding = bind_call(message, call, run_id, &counters);
+                let binding = bind_call(message, call, run_id, &state.counters);
                 if !call.id.is_empty() {
-                    bindings.insert(&call.id, binding.clone());
+                    state.bindings.insert(&call.id, binding.clone());
                 }
-                out.next(ts, call_snapshot(call, &binding, &mut counters));
+                out.next(ts, call_snapshot(call, &binding, &mut state.counters));
+                // What the call started, where it ran live: between its call and its result.
+                let started: Vec<&StepLine> = children
+                    .extract_if(.., |c| {
+                        c.sub_agent.as_ref().and_then(|s| s.tool_id.as_deref()) == Some(call.id.as_str())
+                    })
+                    .collect();
+                for child in started {
+                    replay_child(child, state, out);
+                }
             }
         } else if let Some(steer_id) = message.steer_id() {
             // A steer the run took: the live `request.steer` at its position (no `taskId`, like
@@ -295,12 +356,12 @@ fn replay_run(run: &Run<'_>, chat_id: &str, chat_start: Option<&str>, now_ms: i6
                 Binding::Action(id.clone())
             } else if let Some(id) = &message.tool_id {
                 Binding::Tool(id.clone())
-            } else if let Some(known) = call_id.and_then(|id| bindings.get(id)) {
+            } else if let Some(known) = call_id.and_then(|id| state.bindings.get(id)) {
                 known.clone()
             } else if let Some(id) = call_id {
                 Binding::Tool(id.to_owned())
             } else if message.name.as_deref().is_some_and(|n| !n.trim().is_empty()) {
-                Binding::Tool(format!("{run_id}_tool_result_{}", counters.tools))
+                Binding::Tool(format!("{run_id}_tool_result_{}", state.counters.tools))
             } else {
                 continue;
             };
@@ -311,17 +372,36 @@ fn replay_run(run: &Run<'_>, chat_id: &str, chat_start: Option<&str>, now_ms: i6
             }
         }
     }
+}
 
-    let complete_ts = end.map_or(0, |end| end.saturating_add(1));
-    out.next(
-        complete_ts,
-        RunComplete {
-            run_id: run_id.to_owned(),
-            finish_reason: REPLAY_FINISH_REASON.to_owned(),
-            // What the live terminal event carried.
-            totals: run.totals(),
-        },
-    );
+/// One sub-agent task: `task.start`, its messages tagged with its id, then how it ended.
+fn replay_child<'a>(child: &'a StepLine, state: &mut Replaying<'a>, out: &mut Emitter) {
+    let Some(frame) = &child.sub_agent else { return };
+    let task_id = child.task_id.clone().unwrap_or_default();
+    let first_ts = child.messages.iter().filter_map(|m| m.ts).find(|ts| *ts > 0).unwrap_or(0);
+    let start = TaskStart {
+        task_id: task_id.clone(),
+        run_id: state.run_id.to_owned(),
+        task_name: frame.task_name.clone(),
+        description: frame.description.clone(),
+        sub_agent_key: Some(frame.sub_agent_key.clone()),
+        tool_id: frame.tool_id.clone(),
+    };
+    out.next(first_ts, start);
+    let outer = out.task.replace(task_id.clone());
+    let items = child.messages.iter().map(Item::Message);
+    // A grandchild's steps are not kept apart from its parent's (one level deep by default).
+    replay_items(items, state, &mut Vec::new(), out);
+    out.task = outer;
+    let last_ts = child.messages.iter().filter_map(|m| m.ts).max().unwrap_or(0);
+    match frame.status.as_str() {
+        "failed" => {
+            let error = frame.error.clone().unwrap_or_else(|| TaskError::new("internal", "the task failed"));
+            out.next(last_ts, TaskFail { task_id, error });
+        }
+        "cancelled" => out.next(last_ts, TaskCancel { task_id }),
+        _ => out.next(last_ts, TaskComplete { task_id }),
+    }
 }
 
 fn request_query(run: &Run<'_>, chat_id: &str) -> RequestQuery {

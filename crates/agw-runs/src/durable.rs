@@ -225,6 +225,7 @@ async fn wait_again(
         steers: steers.clone(),
         remembered_approvals: context.remembered_approvals,
         quota: quota.gate(),
+        nesting: Default::default(),
     };
     let resume = Resume {
         conversation,

@@ -37,6 +37,8 @@ pub struct ServiceSettings {
     pub frontend_submit_timeout: Duration,
     /// Most bytes of one tool result the model sees.
     pub tool_output_limit: usize,
+    /// How many tasks one `agent_invoke` starts, how deep sub-agents nest.
+    pub sub_agents: agw_modes::runtime::SubAgentLimits,
     /// Most characters of skill prompts in one system prompt.
     pub skill_max_prompt_chars: usize,
     /// Most bytes of MCP tool definitions one model request carries.
@@ -231,6 +233,8 @@ impl Core {
             tracing: self.telemetry.run_tracing(),
             mcp_tools: self.tool_sources.as_ref().map(|s| s.index()).unwrap_or_default(),
             mcp_request_tool_bytes: self.settings.mcp_request_tool_bytes,
+            agents: self.catalogs.agents.load_full(),
+            sub_agents: self.settings.sub_agents,
         })
     }
 }

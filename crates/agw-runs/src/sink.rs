@@ -250,7 +250,8 @@ impl DeltaSink for RunSink {
 
     async fn emit(&mut self, delta: AgentDelta) -> Result<(), EmitError> {
         self.stop_waiting();
-        if let AgentDelta::Usage(call) = &delta {
+        // A child's usage is the run's (sub-agents, docs/multi-agent.md).
+        if let Some(call) = delta.usage() {
             self.handle.add_usage(&call.usage);
         }
         let mut lines = Vec::new();

@@ -360,6 +360,11 @@ async fn start_phase(core: &Core, run: RunStart) -> Option<Box<LiveRun>> {
     // A lazy MCP server the agent uses starts now, so this run is offered its tools.
     if let Some(sources) = &core.tool_sources {
         sources.prepare(&agent, &core.catalogs.tools).await;
+        // So are its sub-agents' (one level: the default depth).
+        let agents = core.catalogs.agents.load_full();
+        for sub_agent in agent.sub_agents.iter().filter_map(|key| agents.get(key)) {
+            sources.prepare(&sub_agent, &core.catalogs.tools).await;
+        }
     }
     let services = core.run_services(client_tools);
     let ctx = RunContext {
@@ -375,6 +380,7 @@ async fn start_phase(core: &Core, run: RunStart) -> Option<Box<LiveRun>> {
         steers: steers.clone(),
         remembered_approvals: prepared.remembered_approvals,
         quota: quota.gate(),
+        nesting: Default::default(),
     };
     Some(Box::new(LiveRun {
         ctx,

@@ -54,6 +54,8 @@ async fn run(model: &FixtureServer, message: &str) -> (RunOutcome, Vec<AgentDelt
         tracing: Default::default(),
         mcp_tools: Default::default(),
         mcp_request_tool_bytes: agw_modes::runtime::DEFAULT_MCP_REQUEST_TOOL_BYTES,
+        agents: Default::default(),
+        sub_agents: Default::default(),
     };
     let ctx = RunContext {
         run_id: "run-1".into(),
@@ -67,6 +69,7 @@ async fn run(model: &FixtureServer, message: &str) -> (RunOutcome, Vec<AgentDelt
         remembered_approvals: Vec::new(),
         history_runs: Vec::new(),
         quota: None,
+        nesting: Default::default(),
     };
     let mut sink = CollectingSink::default();
     let outcome = execute(ctx, &mut sink).await;

@@ -188,6 +188,7 @@ impl Settings {
             prices: self.prices.clone(),
             frontend_submit_timeout: self.tools.frontend_submit_timeout,
             tool_output_limit: self.tools.max_output_bytes,
+            sub_agents: self.tools.sub_agents,
             skill_max_prompt_chars: self.resources.skill_max_prompt_chars,
             mcp_request_tool_bytes: self.mcp.max_request_tool_bytes,
             quotas: self.quotas,

@@ -127,6 +127,10 @@ settings! {
             "how long a frontend tool waits for POST /api/ap/submit (also tool.start toolTimeout)";
         AGW_TOOLS_MAX_OUTPUT_BYTES: "agw.tools.max-output-bytes" = Some("51200"),
             "tool results longer than this are cut on a UTF-8 boundary with a notice to the model";
+        AGW_SUB_AGENTS_MAX_TASKS: "agw.sub-agents.max-tasks" = Some("5"),
+            "most sub-agent tasks one agent_invoke call may start (docs/multi-agent.md)";
+        AGW_SUB_AGENTS_MAX_DEPTH: "agw.sub-agents.max-depth" = Some("1"),
+            "levels of sub-agents below a run: 1 = sub-agents cannot invoke agents themselves; at most 4";
         AGENT_BASH_WORKING_DIRECTORY: "agent.tools.bash.working-directory" = Some("bash-workspace"),
             "_bash_ working directory and first allowed root (created 0755 on first use: sandboxed commands read it under their own uid); git works only on its own .git";
         AGENT_BASH_ALLOWED_PATHS: "agent.tools.bash.allowed-paths" = None,

@@ -9,8 +9,9 @@ use super::source::Source;
 use super::table::{
     AGENT_BASH_ALLOWED_COMMANDS, AGENT_BASH_ALLOWED_PATHS, AGENT_BASH_PATH_CHECKED_COMMANDS,
     AGENT_BASH_WORKING_DIRECTORY, AGENT_TOOLS_AGENT_FILE_CREATE_DEFAULT_SYSTEM_PROMPT,
-    AGENT_TOOLS_FRONTEND_SUBMIT_TIMEOUT_MS, AGW_TOOLS_AGENT_FILE_CREATE_ALLOW_OVERWRITE,
-    AGW_TOOLS_AGENT_FILE_CREATE_ALLOWED_SKILLS, AGW_TOOLS_AGENT_FILE_CREATE_ALLOWED_TOOLS, AGW_TOOLS_MAX_OUTPUT_BYTES,
+    AGENT_TOOLS_FRONTEND_SUBMIT_TIMEOUT_MS, AGW_SUB_AGENTS_MAX_DEPTH, AGW_SUB_AGENTS_MAX_TASKS,
+    AGW_TOOLS_AGENT_FILE_CREATE_ALLOW_OVERWRITE, AGW_TOOLS_AGENT_FILE_CREATE_ALLOWED_SKILLS,
+    AGW_TOOLS_AGENT_FILE_CREATE_ALLOWED_TOOLS, AGW_TOOLS_MAX_OUTPUT_BYTES,
 };
 use super::{ConfigError, value};
 
@@ -31,6 +32,8 @@ pub struct ToolSettings {
     pub agent_file_allowed_skills: Vec<String>,
     /// Whether `agent_file_create` may replace an existing or bundled agent.
     pub agent_file_allow_overwrite: bool,
+    /// `agw.sub-agents.*`: how many tasks one `agent_invoke` starts, how deep sub-agents nest.
+    pub sub_agents: agw_modes::runtime::SubAgentLimits,
 }
 
 /// `agent.tools.bash.*`, as configured (the tool applies its defaults to empty lists).
@@ -64,6 +67,13 @@ pub(super) fn load(src: &Source) -> Result<ToolSettings, ConfigError> {
             .parse_opt(&AGW_TOOLS_AGENT_FILE_CREATE_ALLOWED_SKILLS, names)?
             .unwrap_or_default(),
         agent_file_allow_overwrite: src.parse(&AGW_TOOLS_AGENT_FILE_CREATE_ALLOW_OVERWRITE, value::bool)?,
+        sub_agents: agw_modes::runtime::SubAgentLimits {
+            max_tasks: src.parse::<usize, _>(&AGW_SUB_AGENTS_MAX_TASKS, value::whole)?.max(1),
+            // Deeper than the hard cap is the cap (the run core enforces it too).
+            max_depth: src
+                .parse::<u32, _>(&AGW_SUB_AGENTS_MAX_DEPTH, value::whole)?
+                .min(agw_modes::runtime::MAX_DEPTH_CAP),
+        },
     })
 }
 

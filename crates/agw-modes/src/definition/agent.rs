@@ -35,6 +35,9 @@ pub struct AgentDefinition {
     pub tool_config: Option<ToolConfig>,
     /// Top-level `toolConfig.approvals`: backend calls that need a person's approval.
     pub approvals: super::Approvals,
+    /// `toolConfig.subAgents` (agw extension, docs/multi-agent.md): the agents this one may run
+    /// as sub-agents through `agent_invoke`, by key; empty: no `agent_invoke`.
+    pub sub_agents: Vec<String>,
     /// `skills[]` then `skillConfig.skills[]`: trimmed, lower-cased, distinct.
     pub skills: Vec<String>,
     /// `skillConfig.allowInlineCode` (agw extension, default false): `_skill_run_script_` may run

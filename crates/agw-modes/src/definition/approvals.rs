@@ -97,6 +97,15 @@ impl Approvals {
         self.rules.is_empty()
     }
 
+    /// These rules and `parent`'s together: the strictest matching rule decides, so a sub-agent
+    /// run under `parent` is asked or denied whatever either asks or denies, and a parent's
+    /// `allow` never loosens the child's own `ask` (docs/multi-agent.md).
+    pub fn narrowed_by(&self, parent: &Approvals) -> Approvals {
+        let mut rules = self.rules.clone();
+        rules.extend(parent.rules.iter().filter(|rule| !self.rules.contains(rule)).cloned());
+        Approvals { rules }
+    }
+
     /// The rule that decides a call of `tool` (normalized name) with `args`: the strictest of
     /// the matching rules; `Ok(None)` when none matches (allow). A `_bash_` call whose command
     /// `_bash_` would refuse to read is `Err` whatever the rules say: it never runs, and what a

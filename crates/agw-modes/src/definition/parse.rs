@@ -29,9 +29,13 @@ fn build(root: &Obj<'_>, file_name: &str) -> Result<AgentDefinition, DefinitionE
     let mode = agent_mode(root)?;
     let model_config = root.obj("modelConfig")?.map(|m| model_config(&m)).transpose()?;
     let tool_config = root.obj("toolConfig")?.map(|t| tool_config(&t)).transpose()?;
-    let approvals = match root.obj("toolConfig")? {
-        Some(tools) => super::Approvals::parse(tools.obj("approvals")?)?,
-        None => super::Approvals::default(),
+    let (approvals, sub_agents) = match root.obj("toolConfig")? {
+        Some(tools) => {
+            let sub_agents =
+                distinct(tools.str_list("subAgents")?.into_iter().map(str::trim).filter(|k| !k.is_empty()));
+            (super::Approvals::parse(tools.obj("approvals")?)?, sub_agents)
+        }
+        None => (super::Approvals::default(), Vec::new()),
     };
     let blocks = StageBlocks::parse(root)?;
     if model_config.is_none() && blocks.all().all(|stage| stage.model_config.is_none()) {
@@ -71,6 +75,7 @@ fn build(root: &Obj<'_>, file_name: &str) -> Result<AgentDefinition, DefinitionE
         model_config,
         tool_config,
         approvals,
+        sub_agents,
         skills,
         allow_inline_code,
         sandbox_network,
@@ -116,7 +121,22 @@ fn tool_choice(root: &Obj<'_>) -> Result<Option<ToolChoicePolicy>, DefinitionErr
 /// §6: ONESHOT offers tools only when its stage has some; the other modes always may.
 fn default_tool_choice(definition: &AgentDefinition) -> ToolChoicePolicy {
     match definition.mode_kind() {
-        AgentMode::Oneshot if definition.stage_tools(StageKind::Plain).is_empty() => ToolChoicePolicy::None,
+        AgentMode::Oneshot
+            if definition.stage_tools(StageKind::Plain).is_empty() && definition.sub_agents.is_empty() =>
+        {
+            ToolChoicePolicy::None
+        }
         _ => ToolChoicePolicy::Auto,
     }
+}
+
+/// Agent keys as written (keys are case-sensitive), first occurrence kept.
+fn distinct<'a>(keys: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for key in keys {
+        if !out.iter().any(|k| k == key) {
+            out.push(key.to_owned());
+        }
+    }
+    out
 }

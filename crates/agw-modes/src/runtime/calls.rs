@@ -155,12 +155,21 @@ impl CallAccumulator {
 pub struct RunCallIds {
     used: HashSet<String>,
     synthetic: u32,
+    /// Put before every id (a sub-agent's task id: its calls never share an id with the
+    /// parent's or a sibling's in the stream they share).
+    prefix: String,
 }
 
 impl RunCallIds {
+    /// Ids that all begin with `prefix` (empty: the ids as the model sent them).
+    pub fn with_prefix(prefix: &str) -> Self {
+        Self { prefix: prefix.to_owned(), ..Self::default() }
+    }
+
     /// `id` if the run has not used it yet, else `id_2`, `id_3`, … (the first free one).
     pub fn claim(&mut self, id: &str) -> String {
-        let mut candidate = id.to_string();
+        let id = format!("{}{id}", self.prefix);
+        let mut candidate = id.clone();
         let mut n = 1;
         while self.used.contains(&candidate) {
             n += 1;
@@ -174,7 +183,7 @@ impl RunCallIds {
     pub fn synthetic(&mut self) -> String {
         loop {
             self.synthetic += 1;
-            let id = ids::native_tool_id(self.synthetic);
+            let id = format!("{}{}", self.prefix, ids::native_tool_id(self.synthetic));
             if self.used.insert(id.clone()) {
                 return id;
             }

@@ -23,6 +23,7 @@ use tracing::Instrument;
 use super::approval;
 use super::calls::StreamedCall;
 use super::doom::Doom;
+use super::invoke::AGENT_INVOKE_TOOL;
 use super::plan::is_plan_tool;
 use super::submit::PendingSubmit;
 use super::tools::{Decoration, StageToolSet, decorate, plain_tool_meta};
@@ -180,6 +181,7 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
         let name = call.normalized_name();
         let args = templates::resolve(&call.arguments_object(), &state.recorded);
         let mut plan_after = None;
+        let is_invoke = name == AGENT_INVOKE_TOOL;
         let done = answers.done(&call.id);
         // A call that ran before a restart was counted in the process that ran it.
         let doom = match &done {
@@ -204,7 +206,7 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
                 plan_after = Some((state.plan.plan_id.clone(), state.plan.tasks.clone()));
             }
             answer.text
-        } else if kind == ToolKind::Backend && ctx.services.tools.implementation(&name).is_none() {
+        } else if kind == ToolKind::Backend && !is_invoke && ctx.services.tools.implementation(&name).is_none() {
             exec::error_result(&name, &format!("Unknown tool: {name}"))
         } else if let approval::Verdict::Refused(text) = approve(
             ctx,
@@ -263,6 +265,7 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
                         }
                     }
                 }
+                ToolKind::Backend if is_invoke => super::invoke::invoke(ctx, &call.id, &args, state, sink).await?,
                 ToolKind::Backend => match ctx.services.tools.implementation(&name) {
                     Some(tool) => {
                         let scope = state.budget.budget().tool;

@@ -11,10 +11,12 @@
 mod approval;
 mod budget;
 mod calls;
+mod children;
 mod context;
 mod doom;
 mod execute;
 mod failure;
+mod invoke;
 mod meter;
 mod oneshot;
 mod plan;
@@ -49,6 +51,7 @@ pub use context::{
     SummaryError, compact_history, pruned_marker, usable_tokens,
 };
 pub use failure::RunFailure;
+pub use invoke::{AGENT_INVOKE_TOOL, MAX_DEPTH_CAP, Nesting, SubAgentLimits};
 pub use meter::{COST_METRIC, MODEL_CALL_DURATION_METRIC, TOKENS_METRIC};
 pub use quota::{CallSpend, QuotaGate, QuotaRefused};
 pub use sink::{CollectingSink, DeltaSink, EmitError, WaitPoint};
@@ -64,6 +67,7 @@ pub const DEFAULT_MCP_REQUEST_TOOL_BYTES: usize = 2 * 1024 * 1024;
 
 /// The shared services a run uses. A run holds the snapshots it started with: reloading a
 /// registry swaps the server's copy, not the run's.
+#[derive(Clone)]
 pub struct RunServices {
     /// Model providers by key.
     pub providers: Arc<ProviderRegistry>,
@@ -93,6 +97,10 @@ pub struct RunServices {
     /// Most bytes of MCP tool definitions (name, description, schema) offered in one model
     /// request: MCP servers write their own definitions, and every request carries them.
     pub mcp_request_tool_bytes: usize,
+    /// The agents `agent_invoke` may run, as of the run's start (docs/multi-agent.md).
+    pub agents: Arc<crate::definition::AgentCatalog>,
+    /// How many sub-agent tasks one call may start, and how deep they may nest.
+    pub sub_agents: SubAgentLimits,
 }
 
 /// MCP server name → its tools as `(name on the server, name in the tool registry)`.
@@ -129,6 +137,8 @@ pub struct RunContext {
     /// Quotas shared with other runs (the user's, the agent's), asked before every model call
     /// and told each call's usage; `None`: none.
     pub quota: Option<Arc<dyn QuotaGate>>,
+    /// Where the run sits below the run its client started (sub-agents, docs/multi-agent.md).
+    pub nesting: Nesting,
 }
 
 /// How a run ended.
@@ -187,7 +197,7 @@ fn new_state(ctx: &RunContext) -> RunState {
     let restored = ctx.initial_plan.as_ref().filter(|p| !p.is_empty());
     RunState {
         budget: BudgetTracker::new(ctx.agent.budget),
-        call_ids: Default::default(),
+        call_ids: calls::RunCallIds::with_prefix(&ctx.nesting.call_prefix),
         recorded: Vec::new(),
         plan: match restored {
             Some(snapshot) => plan::PlanState::restored(snapshot, &ctx.chat_id),

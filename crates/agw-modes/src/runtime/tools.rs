@@ -62,6 +62,9 @@ impl StageToolSet {
             }
         }
         if matches!(kind, StageKind::Plain | StageKind::React | StageKind::Execute) {
+            if let Some(def) = super::invoke::tool_def(ctx).filter(|d| !defs.iter().any(|x| x.name == d.name)) {
+                defs.push(def);
+            }
             for name in &ctx.services.client_tools {
                 if let Some(def) = ctx.services.tools.get(name).filter(|d| !defs.iter().any(|x| x.name == d.name)) {
                     defs.push(def.clone());

@@ -80,6 +80,7 @@ fn built_lines_use_the_contract_key_order_and_omit_nulls() {
         compactions: Vec::new(),
         run_usage: None,
         run_cost: None,
+        sub_agent: None,
     });
     assert_eq!(
         line.to_json().expect("serialise"),

@@ -1,0 +1,281 @@
+//! Sub-agents over loopback HTTP (issue 34, `docs/multi-agent.md`): `agent_invoke` runs other
+//! agents in parallel inside the run, streams every child live and framed by `task.*` into the
+//! parent's stream and replay, keeps the children out of the parent model's context, narrows
+//! their permissions by the parent's, answers their asks through the root run, rolls their
+//! usage up, and stops them with the parent.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use agw_testkit::Transcript;
+use common::{Gateway, LiveStream, assert_chat_files_valid, assert_chat_replayable};
+use serde_json::{Value, json};
+
+fn agents(lead_approvals: Value) -> Vec<(String, String)> {
+    let model = json!({"providerKey": "fixture", "model": "m"});
+    let lead = json!({"key": "lead", "mode": "REACT", "modelConfig": model,
+        "toolConfig": {"backends": [], "subAgents": ["researcher", "writer"], "approvals": lead_approvals},
+        "react": {"systemPrompt": "LEAD: you run a team.", "maxSteps": 4}});
+    let researcher = json!({"key": "researcher", "description": "Looks things up.", "mode": "REACT",
+        "modelConfig": model, "toolConfig": {"backends": ["mock_city_weather"]},
+        "react": {"systemPrompt": "RESEARCHER: you look things up.", "maxSteps": 3}});
+    let writer = json!({"key": "writer", "description": "Writes short texts.", "mode": "ONESHOT",
+        "modelConfig": model, "plain": {"systemPrompt": "WRITER: you write."}});
+    let outsider = json!({"key": "outsider", "mode": "ONESHOT", "modelConfig": model,
+        "plain": {"systemPrompt": "OUTSIDER"}});
+    [("lead", lead), ("researcher", researcher), ("writer", writer), ("outsider", outsider)]
+        .into_iter()
+        .map(|(key, text)| (format!("{key}.json"), text.to_string()))
+        .collect()
+}
+
+fn system(body: &Value) -> &str {
+    body["messages"][0]["content"].as_str().unwrap_or("")
+}
+
+fn has_tool_result(body: &Value) -> bool {
+    body["messages"].as_array().is_some_and(|m| m.iter().any(|m| m["role"] == "tool"))
+}
+
+fn invoke(tasks: Value) -> Transcript {
+    let args = json!({ "tasks": tasks }).to_string();
+    Transcript::openai_tool_call("call_team", "agent_invoke", &[&args])
+}
+
+/// The lead invokes both agents, then answers; the researcher calls the weather tool once, the
+/// writer writes. Each child's first model call takes `child_delay_ms` to answer.
+fn script_team(gw: &Gateway, child_delay_ms: u64) {
+    gw.fixture.set_responder(move |_, body| {
+        let system = system(body);
+        let answered = has_tool_result(body);
+        Some(if system.starts_with("LEAD") {
+            if answered {
+                Transcript::openai_text(&["Team ", "done."])
+            } else {
+                invoke(json!([
+                    {"subAgentKey": "researcher", "task": "Weather in Paris?", "taskName": "research"},
+                    {"subAgentKey": "writer", "task": "A haiku about rain."}
+                ]))
+            }
+        } else if system.starts_with("RESEARCHER") {
+            if answered {
+                Transcript::openai_text(&["Paris ", "is sunny."])
+            } else {
+                Transcript::openai_tool_call("call_w", "mock_city_weather", &["{\"city\":\"Paris\"}"])
+                    .with_headers_delay_ms(child_delay_ms)
+            }
+        } else if system.starts_with("WRITER") {
+            Transcript::openai_text(&["Soft ", "rain ", "falls."]).with_headers_delay_ms(child_delay_ms)
+        } else {
+            Transcript::openai_text(&["?"])
+        })
+    });
+}
+
+fn lead_run_id(events: &[Value]) -> String {
+    events.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_owned()
+}
+
+fn chat_id_of(events: &[&Value]) -> String {
+    events.iter().find(|e| e["type"] == "run.start").unwrap()["chatId"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn children_run_in_parallel_stream_live_with_their_task_ids_and_the_parent_gets_one_aggregate() {
+    let gw = Gateway::start(&agents(json!({})), &[]).await;
+    script_team(&gw, 700);
+    let started = Instant::now();
+    let stream = gw.run(&json!({"agentKey": "lead", "message": "Research and write."})).await;
+    let took = started.elapsed();
+    let events = stream.events();
+    assert_eq!(stream.last()["type"], "run.complete", "{:?}", stream.types());
+
+    // Framing: task.start per task with the agent and the invoking call, in input order.
+    let starts = stream.of_type("task.start");
+    assert_eq!(starts.len(), 2, "{:?}", stream.types());
+    assert_eq!(
+        (starts[0]["subAgentKey"].as_str(), starts[0]["taskName"].as_str()),
+        (Some("researcher"), Some("research"))
+    );
+    assert_eq!(starts[1]["subAgentKey"], "writer");
+    assert!(starts.iter().all(|s| s["toolId"] == "call_team"), "{starts:?}");
+    let (research, write) = (starts[0]["taskId"].as_str().unwrap(), starts[1]["taskId"].as_str().unwrap());
+    assert_eq!(stream.of_type("task.complete").len(), 2);
+
+    // Every event between a child's task.start and its end carries its taskId; the writer's text
+    // streams before the researcher has finished: they ran at the same time.
+    let position = |pred: &dyn Fn(&Value) -> bool| events.iter().position(|e| pred(e)).unwrap();
+    let research_end = position(&|e| e["type"] == "task.complete" && e["taskId"] == research);
+    let write_text = position(&|e| e["type"] == "content.delta" && e["taskId"] == write);
+    let research_text = position(&|e| e["type"] == "content.delta" && e["taskId"] == research);
+    assert!(write_text < research_end, "the writer streamed while the researcher ran: {:?}", stream.types());
+    for event in events.iter().filter(|e| e["type"] != "task.start" && e["type"] != "task.complete") {
+        if event["taskId"] == research || event["taskId"] == write {
+            continue;
+        }
+        assert!(
+            !(event["type"] == "content.delta" && (event["delta"] == "Soft " || event["delta"] == "Paris ")),
+            "child text without its taskId: {event}"
+        );
+    }
+    assert!(research_text < research_end);
+    // Each child waited 0.7 s for its first answer; one after the other would take 1.4 s.
+    assert!(took < Duration::from_millis(1300), "the children ran one after the other: {took:?}");
+
+    // One aggregate, in input order, is the parent's tool result — and all the lead's model saw.
+    let result = stream.of_type("tool.result").into_iter().find(|r| r["toolId"] == "call_team").unwrap();
+    let aggregate: Value = serde_json::from_str(result["result"].as_str().unwrap()).unwrap();
+    let tasks = aggregate["tasks"].as_array().unwrap();
+    assert_eq!(tasks[0]["subAgentKey"], "researcher");
+    assert_eq!(
+        (tasks[0]["status"].as_str(), tasks[0]["answer"].as_str()),
+        (Some("completed"), Some("Paris is sunny."))
+    );
+    assert_eq!(
+        (tasks[1]["status"].as_str(), tasks[1]["answer"].as_str()),
+        (Some("completed"), Some("Soft rain falls."))
+    );
+    let lead_second = gw.fixture.requests().into_iter().filter(|r| system(&r.body).starts_with("LEAD")).nth(1).unwrap();
+    let messages = lead_second.body["messages"].as_array().unwrap();
+    assert!(
+        !messages.iter().any(|m| m["role"] == "assistant" && m.to_string().contains("mock_city_weather")),
+        "a child's call reached the parent's context: {messages:?}"
+    );
+    assert_eq!(messages.iter().filter(|m| m["role"] == "tool").count(), 1, "only the aggregate");
+
+    // Child call ids never collide with the parent's: they are prefixed with their task.
+    let weather = stream.of_type("tool.start").into_iter().find(|t| t["toolName"] == "mock_city_weather").unwrap();
+    assert!(weather["toolId"].as_str().unwrap().starts_with(research), "{weather}");
+    assert_eq!(weather["taskId"], research);
+
+    // Usage rolls up: two lead calls, two researcher calls, one writer call.
+    let usage = &stream.last()["usage"];
+    assert_eq!(usage["calls"], 5, "{usage}");
+    assert_chat_files_valid(&gw);
+}
+
+#[tokio::test]
+async fn the_replay_shows_the_children_where_they_ran_and_the_next_turn_sees_only_what_the_parent_saw() {
+    let gw = Gateway::start(&agents(json!({})), &[]).await;
+    script_team(&gw, 0);
+    let stream = gw.run(&json!({"agentKey": "lead", "message": "Research and write."})).await;
+    let chat_id = chat_id_of(&stream.events());
+    let replay = assert_chat_replayable(&gw, &chat_id).await;
+    let types: Vec<&str> = replay.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    let invoke_at =
+        replay.iter().position(|e| e["type"] == "tool.snapshot" && e["toolName"] == "agent_invoke").unwrap();
+    let result_at = replay.iter().position(|e| e["type"] == "tool.result" && e["toolId"] == "call_team").unwrap();
+    let starts: Vec<usize> = (0..replay.len()).filter(|i| replay[*i]["type"] == "task.start").collect();
+    assert_eq!(starts.len(), 2, "{types:?}");
+    assert!(starts.iter().all(|i| *i > invoke_at && *i < result_at), "children between call and result: {types:?}");
+
+    // The same children, ids and texts as live.
+    let live_starts = stream.of_type("task.start");
+    for (replayed, live) in starts.iter().map(|i| &replay[*i]).zip(&live_starts) {
+        for key in ["taskId", "subAgentKey", "taskName", "toolId", "description"] {
+            assert_eq!(replayed[key], live[key], "{key}");
+        }
+    }
+    let research = live_starts[0]["taskId"].as_str().unwrap();
+    let replayed_text = replay
+        .iter()
+        .find(|e| e["type"] == "content.snapshot" && e["taskId"] == research)
+        .expect("researcher's answer");
+    assert_eq!(replayed_text["text"], "Paris is sunny.");
+    let live_content_id =
+        stream.of_type("content.start").into_iter().find(|e| e["taskId"] == research).unwrap()["contentId"].clone();
+    assert_eq!(replayed_text["contentId"], live_content_id);
+    let weather = replay.iter().find(|e| e["type"] == "tool.result" && e["taskId"] == research).expect("child result");
+    assert!(weather["toolId"].as_str().unwrap().starts_with(research));
+    assert_eq!(replay.iter().filter(|e| e["type"] == "task.complete").count(), 2);
+
+    // The next turn of the chat: the lead's model sees its own call and the aggregate only.
+    gw.fixture.forget_requests();
+    let again = gw.run(&json!({"agentKey": "lead", "message": "Thanks!", "chatId": chat_id})).await;
+    assert_eq!(again.last()["type"], "run.complete");
+    let first = gw.fixture.requests().into_iter().find(|r| system(&r.body).starts_with("LEAD")).unwrap();
+    let text = first.body["messages"].to_string();
+    assert!(text.contains("agent_invoke"), "the parent's own call is in its history");
+    assert!(!text.contains("RESEARCHER") && !text.contains("call_w"), "a child's step leaked into the history: {text}");
+}
+
+#[tokio::test]
+async fn a_parent_deny_is_a_deny_in_the_child_and_unlisted_agents_cannot_be_invoked() {
+    let gw = Gateway::start(&agents(json!({"mock_city_weather": "deny"})), &[]).await;
+    script_team(&gw, 0);
+    let stream = gw.run(&json!({"agentKey": "lead", "message": "Research."})).await;
+    let weather = stream
+        .of_type("tool.result")
+        .into_iter()
+        .find(|r| r["toolId"].as_str().is_some_and(|id| id.ends_with("call_w")))
+        .expect("the child's call got a result");
+    assert!(weather["result"].as_str().unwrap().contains("denied"), "{weather}");
+    assert!(!weather["result"].as_str().unwrap().contains("temperatureC"), "the tool must not have run");
+
+    // The model names an agent outside `subAgents`: an error result, nothing started.
+    gw.fixture.set_responder(|_, body| {
+        Some(if has_tool_result(body) {
+            Transcript::openai_text(&["ok"])
+        } else {
+            invoke(json!([{"subAgentKey": "outsider", "task": "Hi"}]))
+        })
+    });
+    let stream = gw.run(&json!({"agentKey": "lead", "message": "Ask the outsider."})).await;
+    assert!(stream.of_type("task.start").is_empty());
+    let result = stream.of_type("tool.result")[0]["result"].as_str().unwrap().to_owned();
+    assert!(result.contains("not an agent this agent may invoke"), "{result}");
+    assert!(!gw.fixture.requests().iter().any(|r| system(&r.body).starts_with("OUTSIDER")));
+}
+
+#[tokio::test]
+async fn a_childs_approval_is_asked_and_answered_through_the_root_run() {
+    let gw = Gateway::start(&agents(json!({"mock_city_weather": "ask"})), &[]).await;
+    script_team(&gw, 0);
+    let mut live = LiveStream::new(gw.post_query(&json!({"agentKey": "lead", "message": "Research."})).await);
+    let ask = live.until(|e| e["type"] == "awaiting.ask").await;
+    let start = live.seen.iter().find(|e| e["type"] == "task.start" && e["subAgentKey"] == "researcher").unwrap();
+    assert_eq!(ask["taskId"], start["taskId"], "the ask names its child: {ask}");
+    let run_id = lead_run_id(&live.seen);
+    assert_eq!(ask["runId"], run_id, "asked on the root run");
+    let awaiting_id = ask["awaitingId"].as_str().unwrap().to_owned();
+    let resp = gw
+        .client
+        .post(format!("{}/api/ap/submit", gw.base))
+        .json(&json!({"runId": run_id, "awaitingId": awaiting_id, "params": {"decision": "once"}}))
+        .send()
+        .await
+        .unwrap();
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["data"]["status"], "accepted", "{body}");
+    let result = live.until(|e| e["type"] == "tool.result" && e["toolId"] == awaiting_id.as_str()).await;
+    assert!(result["result"].as_str().unwrap().contains("temperatureC"), "{result}");
+    let rest = live.rest().await;
+    assert_eq!(rest.last().unwrap()["type"], "run.complete");
+}
+
+#[tokio::test]
+async fn interrupting_the_parent_cancels_every_child() {
+    let gw = Gateway::start(&agents(json!({})), &[]).await;
+    gw.fixture.set_responder(|_, body| {
+        let system = system(body);
+        Some(if system.starts_with("LEAD") {
+            invoke(json!([{"subAgentKey": "writer", "task": "A long poem."}, {"subAgentKey": "writer", "task": "Another."}]))
+        } else {
+            Transcript::openai_text(&["One ", "line ", "a ", "second"]).with_chunk_delay_ms(1000)
+        })
+    });
+    let mut live = LiveStream::new(gw.post_query(&json!({"agentKey": "lead", "message": "Poems."})).await);
+    live.until(|e| e["type"] == "content.delta" && e["taskId"].is_string()).await;
+    let run_id = lead_run_id(&live.seen);
+    let resp =
+        gw.client.post(format!("{}/api/ap/interrupt", gw.base)).json(&json!({"runId": run_id})).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let rest = live.rest().await;
+    let types: Vec<&str> = rest.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(rest.iter().filter(|e| e["type"] == "task.cancel").count(), 2, "{types:?}");
+    assert_eq!(types.last(), Some(&"run.cancel"));
+    let chat_id = chat_id_of(&live.seen.iter().collect::<Vec<_>>());
+    let replay = assert_chat_replayable(&gw, &chat_id).await;
+    assert_eq!(replay.iter().filter(|e| e["type"] == "task.cancel").count(), 2, "the cancelled children are kept");
+}

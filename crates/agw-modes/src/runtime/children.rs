@@ -1,0 +1,115 @@
+//! Child tasks: runs of a mode that stream into their parent's stream while siblings run beside
+//! them (sub-agents of `agent_invoke`; docs/multi-agent.md).
+//!
+//! Every child emits into a [`ChildSink`], which wraps each delta as [`AgentDelta::Child`] and
+//! sends it down one bounded channel shared by the siblings; [`run_children`] polls the children
+//! and forwards what arrives to the parent's sink in arrival order. Nothing is spawned: the
+//! children live inside the parent's future, so dropping the parent (an interrupt, a timeout)
+//! drops them, and a slow client slows them through the channel like any run.
+
+use agw_protocol::{AgentDelta, CallUsage, ChildEnd};
+use futures::future::join_all;
+use tokio::sync::mpsc;
+
+use super::{DeltaSink, EmitError, RunOutcome, WaitPoint};
+
+/// Deltas the children may have in flight before they wait for the parent's sink.
+const CHILD_DELTA_BUFFER: usize = 32;
+
+/// What a child left besides its deltas: the answer, the usage, how it ended.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ChildReport {
+    /// The text of the child's last stage (its final answer), as streamed.
+    pub answer: String,
+    /// Every model call's usage.
+    pub usage: Vec<CallUsage>,
+    /// How the child's run ended.
+    pub outcome: RunOutcome,
+}
+
+/// Where a child's mode emits: into its parent's stream, tagged with the child's task.
+pub(crate) struct ChildSink {
+    task_id: String,
+    tx: mpsc::Sender<AgentDelta>,
+    answer: String,
+    usage: Vec<CallUsage>,
+}
+
+impl ChildSink {
+    async fn send(&self, delta: AgentDelta) -> Result<(), EmitError> {
+        self.tx.send(delta).await.map_err(|_| EmitError::Closed)
+    }
+
+    /// Ends the child in the parent's stream and hands back what it left.
+    async fn finish(self, outcome: RunOutcome) -> ChildReport {
+        let end = match &outcome {
+            RunOutcome::Completed { .. } => ChildEnd::Complete,
+            RunOutcome::Failed(info) => {
+                ChildEnd::Fail(agw_protocol::TaskError::new(info.code.as_str(), info.message.clone()))
+            }
+            RunOutcome::Disconnected => ChildEnd::Cancel,
+        };
+        // The parent gone, nobody is left to tell.
+        let _ = self.send(AgentDelta::ChildEnd { task_id: self.task_id.clone(), end }).await;
+        ChildReport { answer: self.answer, usage: self.usage, outcome }
+    }
+}
+
+impl DeltaSink for ChildSink {
+    async fn emit(&mut self, delta: AgentDelta) -> Result<(), EmitError> {
+        match &delta {
+            AgentDelta::StageMarker(_) => self.answer.clear(),
+            AgentDelta::Content(text) => self.answer.push_str(text),
+            AgentDelta::Usage(call) => self.usage.push(call.clone()),
+            // A grandchild's usage is this child's too.
+            AgentDelta::Child { .. } => self.usage.extend(delta.usage().cloned()),
+            _ => {}
+        }
+        self.send(AgentDelta::Child { task_id: self.task_id.clone(), delta: Box::new(delta) }).await
+    }
+
+    /// A child's wait is not made durable: it lasts as long as this process (a restart ends
+    /// the run, docs/multi-agent.md).
+    async fn waiting(&mut self, _wait: &WaitPoint) -> Result<(), EmitError> {
+        Ok(())
+    }
+}
+
+/// Runs every child at once, each with its own [`ChildSink`] (`run(task_id, sink)` makes the
+/// child's future), forwarding their deltas into `sink`; their `task.start`s must have been
+/// emitted already. Returns the reports in input order once all ended — a failing child never
+/// stops its siblings — or the parent sink's error (the children are dropped with it).
+pub(crate) async fn run_children<S, F, Fut>(
+    sink: &mut S,
+    task_ids: &[String],
+    mut run: F,
+) -> Result<Vec<ChildReport>, EmitError>
+where
+    S: DeltaSink,
+    F: FnMut(usize, ChildSink) -> Fut,
+    Fut: Future<Output = (ChildSink, RunOutcome)>,
+{
+    let (tx, mut rx) = mpsc::channel(CHILD_DELTA_BUFFER);
+    let children = task_ids.iter().enumerate().map(|(index, task_id)| {
+        let child = ChildSink { task_id: task_id.clone(), tx: tx.clone(), answer: String::new(), usage: Vec::new() };
+        let fut = run(index, child);
+        async move {
+            let (child, outcome) = fut.await;
+            child.finish(outcome).await
+        }
+    });
+    let all = join_all(children);
+    drop(tx);
+    tokio::pin!(all);
+    let mut reports = None;
+    loop {
+        tokio::select! {
+            // Deltas first: a child's end reaches the stream before the parent moves on.
+            biased;
+            Some(delta) = rx.recv() => sink.emit(delta).await?,
+            done = &mut all, if reports.is_none() => reports = Some(done),
+            else => break,
+        }
+    }
+    Ok(reports.unwrap_or_default())
+}

@@ -1,0 +1,268 @@
+//! `agent_invoke`: an agent runs other agents as sub-agents, in parallel, and gets their answers
+//! back as one tool result (docs/multi-agent.md).
+//!
+//! The model may only name the agents its definition lists in `toolConfig.subAgents`. Each task
+//! is a whole run of its agent (any mode) inside this run: same run id and chat, its own
+//! budget, its own tools, skills and code grants narrowed by the parent's (approval rules and
+//! sandbox grants only narrow), no memory of the chat, and no steers. Its deltas stream into
+//! the parent's stream as a child task ([`super::children`]); its messages never enter the
+//! parent's conversation — only the aggregate answer does.
+
+use std::sync::Arc;
+
+use agw_protocol::{AgentDelta, ChildTask, ids};
+use agw_tools::{ToolDef, ToolKind, exec};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::children::{ChildReport, run_children};
+use super::{DeltaSink, RunContext, RunFailure, RunOutcome, RunServices, RunState, SteerQueue};
+use crate::definition::AgentDefinition;
+
+/// The built-in tool's name.
+pub const AGENT_INVOKE_TOOL: &str = "agent_invoke";
+
+/// The hard cap on [`SubAgentLimits::max_depth`], whatever the settings say.
+pub const MAX_DEPTH_CAP: u32 = 4;
+
+/// How far sub-agents may go (settings `subAgentMaxTasks`, `subAgentMaxDepth`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubAgentLimits {
+    /// Most tasks in one `agent_invoke` call.
+    pub max_tasks: usize,
+    /// How many levels of sub-agents below a run (1: sub-agents cannot invoke agents
+    /// themselves); capped at [`MAX_DEPTH_CAP`].
+    pub max_depth: u32,
+}
+
+impl Default for SubAgentLimits {
+    fn default() -> Self {
+        Self { max_tasks: 5, max_depth: 1 }
+    }
+}
+
+/// Where a run sits below the run its client started.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Nesting {
+    /// 0 for a run a client started; a sub-agent's run is one deeper than its parent.
+    pub depth: u32,
+    /// Put before every tool-call id the run mints, so a sub-agent's calls never share an id
+    /// with the rest of the stream (empty at depth 0).
+    pub call_prefix: String,
+}
+
+/// `agent_invoke`'s definition for this run's agent: `None` when it lists no sub-agents or is
+/// as deep as runs may go.
+pub(crate) fn tool_def(ctx: &RunContext) -> Option<ToolDef> {
+    if ctx.agent.sub_agents.is_empty() || ctx.nesting.depth >= depth_limit(&ctx.services) {
+        return None;
+    }
+    let mut lines = Vec::new();
+    for key in &ctx.agent.sub_agents {
+        match ctx.services.agents.get(key) {
+            Some(agent) => lines.push(format!("- {key}: {}", agent.description.trim())),
+            None => {
+                tracing::warn!(agent = %ctx.agent.key, sub_agent = %key, "toolConfig.subAgents names an agent that does not exist")
+            }
+        }
+    }
+    let max_tasks = ctx.services.sub_agents.max_tasks.max(1);
+    let description = format!(
+        "Run tasks on other agents (sub-agents). The tasks run at the same time, each as a whole run of its agent \
+         that starts with nothing but the task text, and you get every task's final answer back in input order. \
+         Give each task everything it needs to know. At most {max_tasks} tasks per call. Agents:\n{}",
+        lines.join("\n")
+    );
+    let parameters = json!({
+        "type": "object",
+        "properties": {
+            "tasks": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": max_tasks,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "subAgentKey": {"type": "string", "enum": ctx.agent.sub_agents, "description": "The agent that does the task."},
+                        "task": {"type": "string", "description": "What the agent is asked to do: its whole user message."},
+                        "taskName": {"type": "string", "description": "A short name for people watching."}
+                    },
+                    "required": ["subAgentKey", "task"]
+                }
+            }
+        },
+        "required": ["tasks"]
+    });
+    Some(ToolDef {
+        name: AGENT_INVOKE_TOOL.to_owned(),
+        description,
+        after_call_hint: String::new(),
+        parameters,
+        kind: ToolKind::Backend,
+        tool_api: None,
+        viewport_key: None,
+    })
+}
+
+fn depth_limit(services: &RunServices) -> u32 {
+    services.sub_agents.max_depth.min(MAX_DEPTH_CAP)
+}
+
+/// One entry of `tasks`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TaskArg {
+    sub_agent_key: String,
+    task: String,
+    #[serde(default)]
+    task_name: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct InvokeArgs {
+    tasks: Vec<TaskArg>,
+}
+
+/// A task that passed the checks.
+struct Planned {
+    task_id: String,
+    arg: TaskArg,
+    agent: Arc<AgentDefinition>,
+}
+
+/// Runs an `agent_invoke` call: the tasks' children stream into `sink`; the result is the
+/// aggregate the model reads (or an error result naming what was wrong with the call, with
+/// nothing run). The children's usage becomes this run's (budgets).
+pub(crate) async fn invoke<S: DeltaSink>(
+    ctx: &RunContext,
+    call_id: &str,
+    args: &Value,
+    state: &mut RunState,
+    sink: &mut S,
+) -> Result<String, RunFailure> {
+    let planned = match plan(ctx, args) {
+        Ok(planned) => planned,
+        Err(message) => return Ok(exec::error_result(AGENT_INVOKE_TOOL, &message)),
+    };
+    for task in &planned {
+        let child = ChildTask {
+            task_id: task.task_id.clone(),
+            task_name: task.arg.task_name.clone(),
+            description: Some(task.arg.task.clone()),
+            sub_agent_key: Some(task.arg.sub_agent_key.clone()),
+            tool_id: Some(call_id.to_owned()),
+        };
+        sink.emit(AgentDelta::ChildStart(child)).await?;
+    }
+    let task_ids: Vec<String> = planned.iter().map(|t| t.task_id.clone()).collect();
+    let reports = run_children(sink, &task_ids, |index, mut child_sink| {
+        let child_ctx = child_context(ctx, &planned[index]);
+        async move {
+            // Boxed: a run that invokes runs is a recursive future.
+            let outcome = Box::pin(super::execute(child_ctx, &mut child_sink)).await;
+            (child_sink, outcome)
+        }
+    })
+    .await?;
+    for report in &reports {
+        for call in &report.usage {
+            let tokens = agw_protocol::usage::TokenCounts::from_usage(&call.usage);
+            state.usage.add_counts(&call.provider, &call.model, &tokens, 1);
+        }
+    }
+    Ok(aggregate(&planned, &reports))
+}
+
+/// Checks the call against the agent's `subAgents`, the catalog and the limits.
+fn plan(ctx: &RunContext, args: &Value) -> Result<Vec<Planned>, String> {
+    if ctx.nesting.depth >= depth_limit(&ctx.services) {
+        return Err("sub-agents cannot invoke agents at this depth".to_owned());
+    }
+    let parsed: InvokeArgs = serde_json::from_value(args.clone())
+        .map_err(|e| format!("arguments must be {{\"tasks\": [{{\"subAgentKey\", \"task\", \"taskName\"?}}]}}: {e}"))?;
+    let max_tasks = ctx.services.sub_agents.max_tasks.max(1);
+    if parsed.tasks.is_empty() || parsed.tasks.len() > max_tasks {
+        return Err(format!("give 1 to {max_tasks} tasks, not {}", parsed.tasks.len()));
+    }
+    let mut planned = Vec::with_capacity(parsed.tasks.len());
+    for arg in parsed.tasks {
+        let key = arg.sub_agent_key.trim();
+        if !ctx.agent.sub_agents.iter().any(|k| k == key) {
+            return Err(format!(
+                "`{key}` is not an agent this agent may invoke (it may invoke: {})",
+                ctx.agent.sub_agents.join(", ")
+            ));
+        }
+        let agent = ctx.services.agents.get(key).ok_or_else(|| format!("no agent `{key}` is loaded"))?;
+        if arg.task.trim().is_empty() {
+            return Err(format!("the task for `{key}` is empty"));
+        }
+        planned.push(Planned { task_id: ids::new_task_id(), arg, agent });
+    }
+    Ok(planned)
+}
+
+/// The child's context: its own definition with the parent's approval rules and sandbox grants
+/// on top (permissions only narrow), the parent's run, chat, quotas and services, but none of
+/// the chat's history, no client-declared tools and no steers.
+fn child_context(ctx: &RunContext, task: &Planned) -> RunContext {
+    let parent = &ctx.agent;
+    let mut agent = (*task.agent).clone();
+    agent.approvals = agent.approvals.narrowed_by(&parent.approvals);
+    agent.sandbox_network &= parent.sandbox_network;
+    agent.sandbox_unix_sockets &= parent.sandbox_unix_sockets;
+    agent.allow_inline_code &= parent.allow_inline_code;
+    let services = if ctx.services.client_tools.is_empty() {
+        ctx.services.clone()
+    } else {
+        Arc::new(RunServices { client_tools: Vec::new(), ..(*ctx.services).clone() })
+    };
+    RunContext {
+        run_id: ctx.run_id.clone(),
+        chat_id: ctx.chat_id.clone(),
+        agent: Arc::new(agent),
+        user_message: task.arg.task.clone(),
+        history: Vec::new(),
+        history_runs: Vec::new(),
+        initial_plan: None,
+        services,
+        remembered_approvals: ctx.remembered_approvals.clone(),
+        steers: Arc::new(SteerQueue::default()),
+        quota: ctx.quota.clone(),
+        nesting: Nesting {
+            depth: ctx.nesting.depth + 1,
+            call_prefix: format!("{}{}_", ctx.nesting.call_prefix, task.task_id),
+        },
+    }
+}
+
+/// `{"tasks": [...]}` in input order: each task's agent, name, status and answer or error.
+fn aggregate(planned: &[Planned], reports: &[ChildReport]) -> String {
+    let tasks: Vec<Value> = planned
+        .iter()
+        .zip(reports)
+        .map(|(task, report)| {
+            let mut entry = json!({
+                "taskId": task.task_id,
+                "subAgentKey": task.arg.sub_agent_key.trim(),
+                "taskName": task.arg.task_name.clone().unwrap_or_else(|| task.task_id.clone()),
+            });
+            match &report.outcome {
+                RunOutcome::Completed { .. } => {
+                    entry["status"] = "completed".into();
+                    entry["answer"] = report.answer.clone().into();
+                }
+                RunOutcome::Failed(info) => {
+                    entry["status"] = "failed".into();
+                    entry["error"] = json!({"code": info.code.as_str(), "message": info.message});
+                }
+                RunOutcome::Disconnected => {
+                    entry["status"] = "cancelled".into();
+                    entry["error"] = json!({"code": "cancelled", "message": "the task was cancelled"});
+                }
+            }
+            entry
+        })
+        .collect();
+    json!({ "tasks": tasks }).to_string()
+}
