@@ -60,7 +60,8 @@ fn script_team(gw: &Gateway, child_delay_ms: u64) {
             }
         } else if system.starts_with("RESEARCHER") {
             if answered {
-                Transcript::openai_text(&["Paris ", "is sunny."])
+                // Still thinking while the writer streams: the two overlap for certain.
+                Transcript::openai_text(&["Paris ", "is sunny."]).with_headers_delay_ms(child_delay_ms)
             } else {
                 Transcript::openai_tool_call("call_w", "mock_city_weather", &["{\"city\":\"Paris\"}"])
                     .with_headers_delay_ms(child_delay_ms)
@@ -84,7 +85,7 @@ fn chat_id_of(events: &[&Value]) -> String {
 #[tokio::test]
 async fn children_run_in_parallel_stream_live_with_their_task_ids_and_the_parent_gets_one_aggregate() {
     let gw = Gateway::start(&agents(json!({})), &[]).await;
-    script_team(&gw, 700);
+    script_team(&gw, 1000);
     let started = Instant::now();
     let stream = gw.run(&json!({"agentKey": "lead", "message": "Research and write."})).await;
     let took = started.elapsed();
@@ -120,8 +121,9 @@ async fn children_run_in_parallel_stream_live_with_their_task_ids_and_the_parent
         );
     }
     assert!(research_text < research_end);
-    // Each child waited 0.7 s for its first answer; one after the other would take 1.4 s.
-    assert!(took < Duration::from_millis(1300), "the children ran one after the other: {took:?}");
+    // The researcher waits 2 × 1 s on its model, the writer 1 s: one after the other would take
+    // 3 s, at once 2 s.
+    assert!(took < Duration::from_millis(2700), "the children ran one after the other: {took:?}");
 
     // One aggregate, in input order, is the parent's tool result — and all the lead's model saw.
     let result = stream.of_type("tool.result").into_iter().find(|r| r["toolId"] == "call_team").unwrap();
@@ -278,4 +280,146 @@ async fn interrupting_the_parent_cancels_every_child() {
     let chat_id = chat_id_of(&live.seen.iter().collect::<Vec<_>>());
     let replay = assert_chat_replayable(&gw, &chat_id).await;
     assert_eq!(replay.iter().filter(|e| e["type"] == "task.cancel").count(), 2, "the cancelled children are kept");
+}
+
+// -- PLAN_EXECUTE with `planExecute.parallel` ------------------------------------------------------
+
+fn planner(parallel: u32) -> (String, String) {
+    let text = json!({"key": "planner", "mode": "PLAN_EXECUTE", "modelConfig": {"providerKey": "fixture", "model": "m"},
+        "toolConfig": {"backends": ["mock_city_weather"]},
+        "planExecute": {"parallel": parallel, "maxSteps": 8,
+            "plan": {"systemPrompt": "PLAN"}, "execute": {"systemPrompt": "EXECUTE"}, "summary": {"systemPrompt": "SUMMARY"}}});
+    ("planner.json".into(), text.to_string())
+}
+
+/// The task the request works on: `Current task ID:` of its last user message.
+fn task_of(body: &Value) -> Option<String> {
+    let messages = body["messages"].as_array()?;
+    let prompt = messages.iter().rev().find(|m| m["role"] == "user")?["content"].as_str()?;
+    let line = prompt.lines().find_map(|l| l.strip_prefix("Current task ID:"))?;
+    Some(line.trim().to_owned())
+}
+
+/// Whether the request's last message is a tool result (the task's weather call came back).
+fn after_tool(body: &Value) -> bool {
+    body["messages"].as_array().and_then(|m| m.last()).is_some_and(|m| m["role"] == "tool")
+}
+
+/// Plans `tasks` (`_plan_add_tasks_` arguments); every task calls the weather tool (its model
+/// answering after `delay_ms`) and then marks itself completed; `replan` answers the planner's
+/// look after each round (`None`: a short note, no tool).
+fn script_plan(
+    gw: &Gateway,
+    tasks: Value,
+    delay_ms: u64,
+    replan: impl Fn(u32) -> Option<Transcript> + Send + Sync + 'static,
+) {
+    gw.fixture.set_responder(move |stage, body| {
+        let stage = stage.unwrap_or("");
+        Some(if stage == "agent-plan-generate" {
+            Transcript::openai_tool_call("call_plan", "_plan_add_tasks_", &[&json!({"tasks": tasks}).to_string()])
+        } else if let Some(round) = stage.strip_prefix("agent-plan-replan-") {
+            replan(round.parse().unwrap_or(0)).unwrap_or_else(|| Transcript::openai_text(&["Nothing to change."]))
+        } else if stage == "agent-plan-final" {
+            Transcript::openai_text(&["All ", "done."])
+        } else if let Some(task) = task_of(body) {
+            if after_tool(body) && body["messages"].as_array().unwrap().last().unwrap()["name"] == "mock_city_weather" {
+                let args = json!({"taskId": task, "status": "completed"}).to_string();
+                Transcript::openai_tool_call(&format!("call_done_{task}"), "_plan_update_task_", &[&args])
+            } else {
+                Transcript::openai_tool_call(&format!("call_w_{task}"), "mock_city_weather", &["{\"city\":\"Oslo\"}"])
+                    .with_headers_delay_ms(delay_ms)
+            }
+        } else {
+            Transcript::openai_text(&["?"])
+        })
+    });
+}
+
+#[tokio::test]
+async fn independent_plan_tasks_run_at_once_interleave_with_their_task_ids_and_replay() {
+    let gw = Gateway::start(&[planner(3)], &[]).await;
+    let tasks = json!([{"description": "Weather in Oslo"}, {"description": "Weather in Rome"}, {"description": "Weather in Lima"}]);
+    script_plan(&gw, tasks, 1000, |_| None);
+    let started = Instant::now();
+    let stream = gw.run(&json!({"agentKey": "planner", "message": "Three forecasts."})).await;
+    let took = started.elapsed();
+    assert_eq!(stream.last()["type"], "run.complete", "{:?}", stream.types());
+    // Each task waits 1 s on its model; one after the other would take 3 s.
+    assert!(took < Duration::from_millis(2500), "the tasks ran one after the other: {took:?}");
+
+    let events = stream.events();
+    let starts: Vec<usize> = (0..events.len()).filter(|i| events[*i]["type"] == "task.start").collect();
+    let first_end = events.iter().position(|e| e["type"] == "task.complete").unwrap();
+    assert_eq!(starts.len(), 3);
+    assert!(starts.iter().all(|i| *i < first_end), "all three started before one ended: {:?}", stream.types());
+    let ids: Vec<&str> = starts.iter().map(|i| events[*i]["taskId"].as_str().unwrap()).collect();
+    // Their calls interleave, each tagged with its task.
+    let calls: Vec<&str> = stream
+        .of_type("tool.start")
+        .iter()
+        .filter(|t| t["toolName"] == "mock_city_weather")
+        .map(|t| t["taskId"].as_str().unwrap())
+        .collect();
+    assert_eq!(calls.len(), 3);
+    let first_result = events.iter().position(|e| e["type"] == "tool.result" && e["taskId"].is_string()).unwrap();
+    let weather_starts = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e["type"] == "tool.start" && e["toolName"] == "mock_city_weather")
+        .map(|(i, _)| i);
+    assert!(weather_starts.clone().all(|i| i < first_result), "every task called before any result came back");
+    for id in &ids {
+        assert!(calls.contains(id));
+    }
+    // The merged plan is shown once the round ended: all three completed.
+    let plan = stream.of_type("plan.update").last().unwrap()["plan"].clone();
+    assert!(plan.as_array().unwrap().iter().all(|t| t["status"] == "completed"), "{plan}");
+
+    let chat_id = chat_id_of(&events);
+    let replay = assert_chat_replayable(&gw, &chat_id).await;
+    let replayed: Vec<&str> =
+        replay.iter().filter(|e| e["type"] == "task.start").map(|e| e["taskId"].as_str().unwrap()).collect();
+    assert_eq!(replayed, ids, "the tasks replay framed, in plan order");
+    assert_eq!(replay.iter().filter(|e| e["type"] == "task.complete").count(), 3);
+    for id in &ids {
+        assert!(
+            replay.iter().any(|e| e["type"] == "tool.result" && e["taskId"] == *id),
+            "task {id}'s result replays with its id"
+        );
+    }
+    assert_chat_files_valid(&gw);
+}
+
+#[tokio::test]
+async fn a_task_waits_for_its_dependencies_and_the_planner_adds_a_task_after_a_round() {
+    let gw = Gateway::start(&[planner(3)], &[]).await;
+    let tasks = json!([{"description": "Fetch A"}, {"description": "Fetch B"}, {"description": "Compare", "dependsOn": [1, 2]}]);
+    script_plan(&gw, tasks, 0, |round| {
+        (round == 1).then(|| {
+            let args = json!({"tasks": [{"description": "Double-check"}]}).to_string();
+            Transcript::openai_tool_call("call_more", "_plan_add_tasks_", &[&args])
+        })
+    });
+    let stream = gw.run(&json!({"agentKey": "planner", "message": "Compare A and B."})).await;
+    assert_eq!(stream.last()["type"], "run.complete", "{:?}", stream.types());
+    let events = stream.events();
+    let frames: Vec<(String, String)> = events
+        .iter()
+        .filter(|e| e["type"] == "task.start" || e["type"] == "task.complete")
+        .map(|e| (e["type"].as_str().unwrap().to_owned(), e["taskId"].as_str().unwrap().to_owned()))
+        .collect();
+    let plan = stream.of_type("plan.update").last().unwrap()["plan"].as_array().unwrap().clone();
+    let id = |description: &str| {
+        plan.iter().find(|t| t["description"] == description).unwrap()["taskId"].as_str().unwrap().to_owned()
+    };
+    let at = |kind: &str, task: &str| frames.iter().position(|(k, t)| k == kind && *t == task).unwrap();
+    // Round 1: A and B at once; Compare only once both completed; the planner's new task runs
+    // beside it in round 2.
+    assert!(at("task.start", &id("Fetch B")) < at("task.complete", &id("Fetch A")));
+    assert!(at("task.start", &id("Compare")) > at("task.complete", &id("Fetch A")));
+    assert!(at("task.start", &id("Compare")) > at("task.complete", &id("Fetch B")));
+    assert!(at("task.start", &id("Double-check")) < at("task.complete", &id("Compare")));
+    assert_eq!(plan.len(), 4);
+    assert!(plan.iter().all(|t| t["status"] == "completed"), "{plan:?}");
 }

@@ -77,6 +77,8 @@ pub struct Recorder {
     ended_children: Vec<(u64, HistoryLine)>,
     /// Children started so far (their start order).
     children_started: u64,
+    /// Step lines of a round of parallel plan tasks, written with the run's next step.
+    held: Vec<HistoryLine>,
 }
 
 /// A sub-agent's task being recorded beside the run's own step (docs/multi-agent.md): one step
@@ -85,7 +87,8 @@ pub struct Recorder {
 struct ChildRecord {
     task_id: String,
     order: u64,
-    frame: SubAgentStep,
+    /// `Some` for a sub-agent; `None` for a plan task run beside others.
+    frame: Option<SubAgentStep>,
     started_at: i64,
     step: Step,
     msg_id: String,
@@ -202,6 +205,7 @@ impl Recorder {
             children: Vec::new(),
             ended_children: Vec::new(),
             children_started: 0,
+            held: Vec::new(),
         }
     }
 
@@ -279,6 +283,8 @@ impl Recorder {
         match delta {
             AgentDelta::StageMarker(marker) => lines = self.stage_marker(marker),
             AgentDelta::Usage(call) if !call.usage.is_null() => self.step.usage = Some(call.usage.clone()),
+            // Its `task.start` does not tell a child (run beside others) from the run's plan task.
+            AgentDelta::ChildStart(child) => self.open_child(child),
             _ => {}
         }
         for event in events {
@@ -355,11 +361,22 @@ impl Recorder {
             }
         }
         let next = Step::new(&self.step.stage);
-        let step = std::mem::replace(&mut self.step, next);
+        let mut step = std::mem::replace(&mut self.step, next);
         self.msg_id = ids::new_msg_id();
         self.renew_msg_id = false;
+        let mut held = std::mem::take(&mut self.held);
+        for line in &mut held {
+            if let HistoryLine::Step(task) = line {
+                self.seq += 1;
+                task.seq = self.seq;
+            }
+        }
         if step.messages.is_empty() {
-            return Vec::new();
+            // The plan merged after a round of parallel tasks goes with their last line.
+            if let (Some(HistoryLine::Step(last)), Some(plan)) = (held.last_mut(), step.plan.take()) {
+                last.plan = Some(plan).filter(|p| !p.is_empty());
+            }
+            return held;
         }
 
         let mut messages = step.messages;
@@ -395,7 +412,7 @@ impl Recorder {
             run_cost: if self.finished { self.totals.cost.take() } else { None },
             sub_agent: None,
         };
-        let mut lines = Vec::with_capacity(2);
+        let mut lines = held;
         if first {
             lines.push(HistoryLine::Query(QueryLine {
                 chat_id: self.chat_id.clone(),
@@ -416,35 +433,37 @@ impl Recorder {
 
     // -- events -----------------------------------------------------------------------------
 
-    /// Routes a sub-agent's events to its own record; the rest are the run's.
+    /// Opens the record of a child task (its `task.start` follows as its frame).
+    fn open_child(&mut self, child: &agw_protocol::ChildTask) {
+        let frame = child.sub_agent_key.as_ref().map(|key| SubAgentStep {
+            sub_agent_key: key.clone(),
+            task_name: Some(child.name()),
+            description: child.description.clone(),
+            tool_id: child.tool_id.clone(),
+            status: String::new(),
+            error: None,
+        });
+        self.children_started += 1;
+        let stage = if frame.is_some() { SUB_AGENT_STAGE } else { Stage::Execute.as_str() };
+        self.children.push(ChildRecord {
+            task_id: child.task_id.clone(),
+            order: self.children_started,
+            frame,
+            started_at: self.last_ts,
+            step: Step::new(stage),
+            msg_id: ids::new_msg_id(),
+            renew_msg_id: false,
+        });
+    }
+
+    /// Routes a child task's events to its own record; the rest are the run's.
     fn apply(&mut self, event: &Event) {
-        if let EventPayload::TaskStart(start) = &event.payload
-            && let Some(key) = &start.sub_agent_key
-        {
-            let frame = SubAgentStep {
-                sub_agent_key: key.clone(),
-                task_name: start.task_name.clone(),
-                description: start.description.clone(),
-                tool_id: start.tool_id.clone(),
-                status: String::new(),
-                error: None,
-            };
-            self.children_started += 1;
-            self.children.push(ChildRecord {
-                task_id: start.task_id.clone(),
-                order: self.children_started,
-                frame,
-                started_at: event.timestamp,
-                step: Step::new(SUB_AGENT_STAGE),
-                msg_id: ids::new_msg_id(),
-                renew_msg_id: false,
-            });
-            return;
-        }
         let Some(index) = event.task().and_then(|task| self.children.iter().position(|c| c.task_id == task)) else {
             return self.apply_own(event);
         };
         let ended = match &event.payload {
+            // The child's frame: its record is open already.
+            EventPayload::TaskStart(_) => return,
             EventPayload::TaskComplete(_) => Some(("completed", None)),
             EventPayload::TaskCancel(_) => Some(("cancelled", None)),
             EventPayload::TaskFail(fail) => Some(("failed", Some(fail.error.clone()))),
@@ -461,10 +480,17 @@ impl Recorder {
                 let order = child.order;
                 let line = self.child_line(child, status, error, flushed_at);
                 self.ended_children.push((order, line));
-                // Written once the last sibling ended, in the order they started (as replayed).
+                // Written once the last sibling ended, in the order they started (as replayed):
+                // sub-agents' lines at once, plan tasks' with the run's next step (they are its
+                // steps, and the merged plan comes after them).
                 if self.children.is_empty() {
                     self.ended_children.sort_by_key(|(order, _)| *order);
-                    self.pending.extend(self.ended_children.drain(..).map(|(_, line)| line));
+                    for (_, line) in std::mem::take(&mut self.ended_children) {
+                        match &line {
+                            HistoryLine::Step(step) if step.sub_agent.is_none() => self.held.push(line),
+                            _ => self.pending.push(line),
+                        }
+                    }
                 }
                 return;
             }
@@ -481,7 +507,9 @@ impl Recorder {
         std::mem::swap(&mut self.renew_msg_id, &mut child.renew_msg_id);
     }
 
-    /// A finished child's step line: its task as the user message, then what it streamed.
+    /// A finished child's step line: a sub-agent's with its task as the user message and its
+    /// frame; a plan task's as the `execute` step it is (`taskId` set, no plan: the run's merged
+    /// plan follows).
     fn child_line(
         &mut self,
         child: ChildRecord,
@@ -489,27 +517,30 @@ impl Recorder {
         error: Option<agw_protocol::TaskError>,
         ts: i64,
     ) -> HistoryLine {
-        let mut frame = child.frame;
-        frame.status = status.to_owned();
-        frame.error = error;
         let mut messages = child.step.messages;
-        messages.insert(0, StoredMessage::user(frame.description.clone().unwrap_or_default(), child.started_at));
+        let sub_agent = child.frame.map(|mut frame| {
+            frame.status = status.to_owned();
+            frame.error = error;
+            messages.insert(0, StoredMessage::user(frame.description.clone().unwrap_or_default(), child.started_at));
+            Box::new(frame)
+        });
         let updated_at = self.now().max(ts);
         HistoryLine::Step(StepLine {
             chat_id: self.chat_id.clone(),
             run_id: self.run_id.clone(),
-            stage: SUB_AGENT_STAGE.to_owned(),
-            // Children do not count among the run's own steps (the first of those carries the query).
+            stage: child.step.stage,
+            // Sub-agents do not count among the run's own steps (the first of those carries the
+            // query); a plan task's line is numbered when it is written.
             seq: self.seq,
             task_id: Some(child.task_id),
             updated_at,
             system: None,
-            plan: child.step.plan.filter(|p| !p.is_empty()),
+            plan: if sub_agent.is_some() { child.step.plan.filter(|p| !p.is_empty()) } else { None },
             messages,
             compactions: child.step.compactions,
             run_usage: None,
             run_cost: None,
-            sub_agent: Some(Box::new(frame)),
+            sub_agent,
         })
     }
 

@@ -32,7 +32,7 @@ fn loader_01_plan_execute_file_with_name_icon_and_tools() {
     assert_eq!(def.icon.as_deref(), Some("emoji:📅"));
     assert_eq!(def.mode_kind(), AgentMode::PlanExecute);
     assert_eq!(def.tool_names(), names(&["_bash_", "_plan_add_tasks_", "_plan_update_task_"]));
-    let ModeDef::PlanExecute { plan, deep_thinking, execute, summary, max_steps } = &def.mode else {
+    let ModeDef::PlanExecute { plan, deep_thinking, execute, summary, max_steps, .. } = &def.mode else {
         panic!("not plan-execute: {:?}", def.mode);
     };
     assert_eq!(plan.system_prompt, "先规划");

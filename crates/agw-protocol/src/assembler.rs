@@ -757,7 +757,7 @@ impl Assembler {
         let start = TaskStart {
             task_id: child.task_id.clone(),
             run_id: self.run_id.clone(),
-            task_name: Some(child.task_name.and_then(non_blank).unwrap_or_else(|| child.task_id.clone())),
+            task_name: Some(child.name()),
             description: child.description.and_then(non_blank),
             sub_agent_key: child.sub_agent_key,
             tool_id: child.tool_id,

@@ -242,6 +242,13 @@ pub struct ChildTask {
     pub tool_id: Option<String>,
 }
 
+impl ChildTask {
+    /// `task.start`'s `taskName`: the name given when it is not blank, else the task id.
+    pub fn name(&self) -> String {
+        self.task_name.as_deref().map(str::trim).filter(|n| !n.is_empty()).unwrap_or(&self.task_id).to_owned()
+    }
+}
+
 /// How a child task ended ([`AgentDelta::ChildEnd`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChildEnd {

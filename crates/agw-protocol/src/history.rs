@@ -604,6 +604,8 @@ impl Stage {
         match marker {
             "oneshot" => Some(Self::Oneshot),
             "plan-draft" | "plan-generate" => Some(Self::Plan),
+            // Parallel plans: the planner's look at a round's results.
+            m if m.starts_with("plan-replan") => Some(Self::Plan),
             "summary" => Some(Self::Summary),
             m if m.starts_with("react-step") => Some(Self::React),
             m if m.starts_with("execute-task") => Some(Self::Execute),

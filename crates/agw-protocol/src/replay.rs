@@ -18,7 +18,7 @@ use crate::echoed::Reference;
 use crate::event::{
     ActionResult, ActionSnapshot, ChatStart, ContentSnapshot, Event, EventPayload, PlanUpdate, ReasoningSnapshot,
     RequestQuery, RequestSteer, RunComplete, RunStart, RunTotals, TaskCancel, TaskComplete, TaskError, TaskFail,
-    TaskStart, ToolResult, ToolSnapshot,
+    TaskStart, TaskStatus, ToolResult, ToolSnapshot,
 };
 use crate::history::{
     HistoryLine, PlanSnapshot, QueryLine, ROLE_USER, StepCompaction, StepLine, StoredMessage, StoredToolCall,
@@ -108,22 +108,6 @@ impl<'a> Run<'a> {
         self.steps.iter().flat_map(|step| step.messages.iter())
     }
 
-    /// Messages and recorded compactions in stream order: a compaction before the message it
-    /// preceded live (those recorded after a step's last message, at its end).
-    fn items(&self) -> impl Iterator<Item = Item<'a>> + '_ {
-        self.steps.iter().flat_map(|step| {
-            let mut compactions = step.compactions.iter().peekable();
-            let mut messages = step.messages.iter().enumerate().peekable();
-            std::iter::from_fn(move || {
-                let next_at = messages.peek().map_or(usize::MAX, |(i, _)| *i);
-                if compactions.peek().is_some_and(|c| c.at <= next_at) {
-                    return compactions.next().map(Item::Compact);
-                }
-                messages.next().map(|(_, m)| Item::Message(m))
-            })
-        })
-    }
-
     /// The run's usage and cost, as its last step line recorded them.
     fn totals(&self) -> RunTotals {
         self.steps
@@ -143,6 +127,20 @@ impl<'a> Run<'a> {
     fn plan(&self) -> Option<&'a PlanSnapshot> {
         self.steps.iter().rev().find_map(|s| s.plan.as_ref())
     }
+}
+
+/// One step's messages and recorded compactions in stream order: a compaction before the
+/// message it preceded live (those recorded after the step's last message, at its end).
+fn step_items(step: &StepLine) -> impl Iterator<Item = Item<'_>> + '_ {
+    let mut compactions = step.compactions.iter().peekable();
+    let mut messages = step.messages.iter().enumerate().peekable();
+    std::iter::from_fn(move || {
+        let next_at = messages.peek().map_or(usize::MAX, |(i, _)| *i);
+        if compactions.peek().is_some_and(|c| c.at <= next_at) {
+            return compactions.next().map(Item::Compact);
+        }
+        messages.next().map(|(_, m)| Item::Message(m))
+    })
 }
 
 /// What a replayed run is made of.
@@ -263,7 +261,14 @@ fn replay_run(run: &Run<'_>, chat_id: &str, chat_start: Option<&str>, now_ms: i6
 
     let mut children: Vec<&StepLine> = run.children.clone();
     let mut state = Replaying { run_id, chat_id, counters: Counters::default(), bindings: HashMap::new() };
-    replay_items(run.items(), &mut state, &mut children, out);
+    let plan = run.plan();
+    for step in &run.steps {
+        match &step.task_id {
+            // A plan task that ran beside others: framed as it streamed.
+            Some(task_id) => replay_plan_task(step, task_id, plan, &mut state, &mut children, out),
+            None => replay_items(step_items(step), &mut state, &mut children, out),
+        }
+    }
     // Children whose call is not in the history (a run that ended while they ran) go last.
     for child in std::mem::take(&mut children) {
         replay_child(child, &mut state, out);
@@ -371,6 +376,40 @@ fn replay_items<'a>(
                 Binding::Action(action_id) => out.next(ts, ActionResult { action_id, result: Value::String(result) }),
             }
         }
+    }
+}
+
+/// A plan task's step that ran beside others: `task.start`, its messages tagged with its id,
+/// then its end as the run's plan records it.
+fn replay_plan_task<'a>(
+    step: &'a StepLine,
+    task_id: &str,
+    plan: Option<&PlanSnapshot>,
+    state: &mut Replaying<'a>,
+    children: &mut Vec<&'a StepLine>,
+    out: &mut Emitter,
+) {
+    let task = plan.and_then(|p| p.tasks.iter().find(|t| t.task_id == task_id));
+    let first_ts = step.messages.iter().filter_map(|m| m.ts).find(|ts| *ts > 0).unwrap_or(0);
+    let start = TaskStart {
+        task_id: task_id.to_owned(),
+        run_id: state.run_id.to_owned(),
+        task_name: Some(task_id.to_owned()),
+        description: task.map(|t| t.description.clone()).filter(|d| !d.trim().is_empty()),
+        sub_agent_key: None,
+        tool_id: None,
+    };
+    out.next(first_ts, start);
+    let outer = out.task.replace(task_id.to_owned());
+    replay_items(step_items(step), state, children, out);
+    out.task = outer;
+    let last_ts = step.messages.iter().filter_map(|m| m.ts).max().unwrap_or(0);
+    let task_id = task_id.to_owned();
+    match task.map(|t| t.status) {
+        Some(TaskStatus::Canceled) => out.next(last_ts, TaskCancel { task_id }),
+        Some(TaskStatus::Failed) => out
+            .next(last_ts, TaskFail { task_id, error: TaskError::new("task_failed", "Task status updated to failed") }),
+        _ => out.next(last_ts, TaskComplete { task_id }),
     }
 }
 

@@ -256,7 +256,9 @@ impl DeltaSink for RunSink {
         }
         let mut lines = Vec::new();
         // Markers and usage produce no events; the recorder reads them from the delta itself.
-        if let (Some(p), AgentDelta::StageMarker(_) | AgentDelta::Usage(_)) = (self.persistence.as_mut(), &delta) {
+        if let (Some(p), AgentDelta::StageMarker(_) | AgentDelta::Usage(_) | AgentDelta::ChildStart(_)) =
+            (self.persistence.as_mut(), &delta)
+        {
             lines = p.recorder.observe(&delta, &[]);
         }
         if let Err(e) = self.assembler.push(delta, &mut self.events) {

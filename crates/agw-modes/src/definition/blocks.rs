@@ -111,6 +111,7 @@ pub struct StageBlocks {
     pub summary: Option<RawStage>,
     react_max_steps: Option<i64>,
     plan_execute_max_steps: Option<i64>,
+    plan_execute_parallel: u32,
 }
 
 impl StageBlocks {
@@ -137,6 +138,10 @@ impl StageBlocks {
             execute: read(nested("execute")?)?,
             summary: read(nested("summary")?)?,
             plan_execute_max_steps: plan_execute.as_ref().map(|pe| pe.i64("maxSteps")).transpose()?.flatten(),
+            plan_execute_parallel: match &plan_execute {
+                Some(pe) => parallel(pe)?,
+                None => 1,
+            },
         })
     }
 
@@ -178,10 +183,30 @@ impl StageBlocks {
                     execute: execute.stage,
                     summary,
                     max_steps: max_steps(self.plan_execute_max_steps, DEFAULT_PLAN_EXECUTE_MAX_STEPS),
+                    parallel: self.plan_execute_parallel,
                 })
             }
         }
     }
+}
+
+/// Most tasks a plan may run at once: more would only queue on the provider's rate limits.
+pub const MAX_PARALLEL_TASKS: u32 = 16;
+
+/// `planExecute.parallel`: absent, `false`, 0 or 1 → one task at a time; `true` → 4; a number
+/// → that many (at most [`MAX_PARALLEL_TASKS`]).
+fn parallel(plan_execute: &Obj<'_>) -> Result<u32, DefinitionError> {
+    if let Ok(Some(on)) = plan_execute.bool("parallel") {
+        return Ok(if on { 4 } else { 1 });
+    }
+    let n = plan_execute.i64("parallel")?.unwrap_or(1);
+    if n < 0 {
+        return Err(DefinitionError::InvalidValue {
+            field: plan_execute.field("parallel"),
+            reason: format!("must be false, true or the number of tasks run at once, not {n}"),
+        });
+    }
+    Ok(u32::try_from(n).unwrap_or(u32::MAX).clamp(1, MAX_PARALLEL_TASKS))
 }
 
 /// Absent or ≤ 0 → the mode default; values beyond `u32` saturate (no run gets that far).

@@ -89,6 +89,14 @@ pub enum DefinitionError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A field of the right type whose value is out of range.
+    #[error("field \"{field}\" {reason}")]
+    InvalidValue {
+        /// Dotted path of the field, e.g. `planExecute.parallel`.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// No usable key: `key` is blank and the file name has no stem; carries the file name.
     #[error("agent key is empty: no non-blank \"key\" field and file name \"{0}\" has no stem")]
     EmptyKey(String),

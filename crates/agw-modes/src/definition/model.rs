@@ -228,6 +228,10 @@ pub enum ModeDef {
         summary: Stage,
         /// Most task executions (`planExecute.maxSteps`; absent or ≤ 0 → 15).
         max_steps: u32,
+        /// `planExecute.parallel` (agw extension, docs/multi-agent.md): how many independent
+        /// tasks run at once; 1 (absent, `false`, 0 or 1) runs them one by one as the contract
+        /// describes.
+        parallel: u32,
     },
 }
 

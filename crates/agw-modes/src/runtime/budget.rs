@@ -9,7 +9,7 @@ use crate::definition::Budget;
 use super::RunFailure;
 
 /// Counts model calls and tool calls of one run against its [`Budget`].
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct BudgetTracker {
     budget: Budget,
     started: Instant,
@@ -75,5 +75,25 @@ impl BudgetTracker {
     /// Model turns begun so far.
     pub fn model_calls(&self) -> u32 {
         self.model_calls
+    }
+
+    /// A tracker for a task running beside others: the run's limits and clock, counting from
+    /// what the run used so far (so each task alone stays within the run's limits).
+    pub(crate) fn fork(&self) -> Self {
+        self.clone()
+    }
+
+    /// Adds what a forked task used beyond the point it was forked at, then checks the limits
+    /// (a round of parallel tasks may pass them by what its tasks used at once).
+    pub(crate) fn absorb(&mut self, forked_at: &Self, task: &Self) -> Result<(), RunFailure> {
+        self.model_calls += task.model_calls.saturating_sub(forked_at.model_calls);
+        self.tool_calls += task.tool_calls.saturating_sub(forked_at.tool_calls);
+        if self.model_calls > self.budget.model.max_calls {
+            return Err(RunFailure::Budget(format!("model.maxCalls={}", self.budget.model.max_calls)));
+        }
+        if self.tool_calls > self.budget.tool.max_calls {
+            return Err(RunFailure::Budget(format!("tool.maxCalls={}", self.budget.tool.max_calls)));
+        }
+        self.check_run_time()
     }
 }

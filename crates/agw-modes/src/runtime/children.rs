@@ -16,15 +16,24 @@ use super::{DeltaSink, EmitError, RunOutcome, WaitPoint};
 /// Deltas the children may have in flight before they wait for the parent's sink.
 const CHILD_DELTA_BUFFER: usize = 32;
 
-/// What a child left besides its deltas: the answer, the usage, how it ended.
-#[derive(Debug, Clone, PartialEq)]
+/// What a child left besides its deltas and its own result: its answer and its usage.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct ChildReport {
     /// The text of the child's last stage (its final answer), as streamed.
     pub answer: String,
     /// Every model call's usage.
     pub usage: Vec<CallUsage>,
-    /// How the child's run ended.
-    pub outcome: RunOutcome,
+}
+
+/// How a child's run ended, as its frame shows it.
+pub(crate) fn end_of(outcome: &RunOutcome) -> ChildEnd {
+    match outcome {
+        RunOutcome::Completed { .. } => ChildEnd::Complete,
+        RunOutcome::Failed(info) => {
+            ChildEnd::Fail(agw_protocol::TaskError::new(info.code.as_str(), info.message.clone()))
+        }
+        RunOutcome::Disconnected => ChildEnd::Cancel,
+    }
 }
 
 /// Where a child's mode emits: into its parent's stream, tagged with the child's task.
@@ -41,17 +50,10 @@ impl ChildSink {
     }
 
     /// Ends the child in the parent's stream and hands back what it left.
-    async fn finish(self, outcome: RunOutcome) -> ChildReport {
-        let end = match &outcome {
-            RunOutcome::Completed { .. } => ChildEnd::Complete,
-            RunOutcome::Failed(info) => {
-                ChildEnd::Fail(agw_protocol::TaskError::new(info.code.as_str(), info.message.clone()))
-            }
-            RunOutcome::Disconnected => ChildEnd::Cancel,
-        };
+    async fn finish(self, end: ChildEnd) -> ChildReport {
         // The parent gone, nobody is left to tell.
         let _ = self.send(AgentDelta::ChildEnd { task_id: self.task_id.clone(), end }).await;
-        ChildReport { answer: self.answer, usage: self.usage, outcome }
+        ChildReport { answer: self.answer, usage: self.usage }
     }
 }
 
@@ -75,27 +77,28 @@ impl DeltaSink for ChildSink {
     }
 }
 
-/// Runs every child at once, each with its own [`ChildSink`] (`run(task_id, sink)` makes the
-/// child's future), forwarding their deltas into `sink`; their `task.start`s must have been
-/// emitted already. Returns the reports in input order once all ended — a failing child never
-/// stops its siblings — or the parent sink's error (the children are dropped with it).
-pub(crate) async fn run_children<S, F, Fut>(
+/// Runs every child (task id and input) at once, each with its own [`ChildSink`] (`run(input, sink)` makes the
+/// child's future, which hands the sink back with how the child ended and its result),
+/// forwarding their deltas into `sink`; their `task.start`s must have been emitted already.
+/// Returns the reports and results in input order once all ended — a failing child never stops
+/// its siblings — or the parent sink's error (the children are dropped with it).
+pub(crate) async fn run_children<S, I, F, Fut, T>(
     sink: &mut S,
-    task_ids: &[String],
+    children: Vec<(String, I)>,
     mut run: F,
-) -> Result<Vec<ChildReport>, EmitError>
+) -> Result<Vec<(ChildReport, T)>, EmitError>
 where
     S: DeltaSink,
-    F: FnMut(usize, ChildSink) -> Fut,
-    Fut: Future<Output = (ChildSink, RunOutcome)>,
+    F: FnMut(I, ChildSink) -> Fut,
+    Fut: Future<Output = (ChildSink, ChildEnd, T)>,
 {
     let (tx, mut rx) = mpsc::channel(CHILD_DELTA_BUFFER);
-    let children = task_ids.iter().enumerate().map(|(index, task_id)| {
-        let child = ChildSink { task_id: task_id.clone(), tx: tx.clone(), answer: String::new(), usage: Vec::new() };
-        let fut = run(index, child);
+    let children = children.into_iter().map(|(task_id, input)| {
+        let child = ChildSink { task_id, tx: tx.clone(), answer: String::new(), usage: Vec::new() };
+        let fut = run(input, child);
         async move {
-            let (child, outcome) = fut.await;
-            child.finish(outcome).await
+            let (child, end, result) = fut.await;
+            (child.finish(end).await, result)
         }
     });
     let all = join_all(children);

@@ -202,7 +202,9 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
         } else if is_plan_tool(&name)
             && let Some(answer) = state.plan.call(&name, &args)
         {
-            if answer.changed {
+            // A task running beside others changes its own copy of the plan: the run shows the
+            // plan once their round ended and the copies were merged.
+            if answer.changed && state.shows_plan {
                 plan_after = Some((state.plan.plan_id.clone(), state.plan.tasks.clone()));
             }
             answer.text

@@ -15,7 +15,7 @@ use agw_tools::{ToolDef, ToolKind, exec};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::children::{ChildReport, run_children};
+use super::children::{ChildReport, end_of, run_children};
 use super::{DeltaSink, RunContext, RunFailure, RunOutcome, RunServices, RunState, SteerQueue};
 use crate::definition::AgentDefinition;
 
@@ -154,17 +154,17 @@ pub(crate) async fn invoke<S: DeltaSink>(
         };
         sink.emit(AgentDelta::ChildStart(child)).await?;
     }
-    let task_ids: Vec<String> = planned.iter().map(|t| t.task_id.clone()).collect();
-    let reports = run_children(sink, &task_ids, |index, mut child_sink| {
-        let child_ctx = child_context(ctx, &planned[index]);
+    let children = planned.iter().map(|t| (t.task_id.clone(), t)).collect();
+    let reports = run_children(sink, children, |task, mut child_sink| {
+        let child_ctx = child_context(ctx, task);
         async move {
             // Boxed: a run that invokes runs is a recursive future.
             let outcome = Box::pin(super::execute(child_ctx, &mut child_sink)).await;
-            (child_sink, outcome)
+            (child_sink, end_of(&outcome), outcome)
         }
     })
     .await?;
-    for report in &reports {
+    for (report, _) in &reports {
         for call in &report.usage {
             let tokens = agw_protocol::usage::TokenCounts::from_usage(&call.usage);
             state.usage.add_counts(&call.provider, &call.model, &tokens, 1);
@@ -237,17 +237,17 @@ fn child_context(ctx: &RunContext, task: &Planned) -> RunContext {
 }
 
 /// `{"tasks": [...]}` in input order: each task's agent, name, status and answer or error.
-fn aggregate(planned: &[Planned], reports: &[ChildReport]) -> String {
+fn aggregate(planned: &[Planned], reports: &[(ChildReport, RunOutcome)]) -> String {
     let tasks: Vec<Value> = planned
         .iter()
         .zip(reports)
-        .map(|(task, report)| {
+        .map(|(task, (report, outcome))| {
             let mut entry = json!({
                 "taskId": task.task_id,
                 "subAgentKey": task.arg.sub_agent_key.trim(),
                 "taskName": task.arg.task_name.clone().unwrap_or_else(|| task.task_id.clone()),
             });
-            match &report.outcome {
+            match outcome {
                 RunOutcome::Completed { .. } => {
                     entry["status"] = "completed".into();
                     entry["answer"] = report.answer.clone().into();

@@ -19,6 +19,7 @@ mod failure;
 mod invoke;
 mod meter;
 mod oneshot;
+mod parallel;
 mod plan;
 mod plan_execute;
 mod prompt;
@@ -178,6 +179,46 @@ pub(crate) struct RunState {
     pub doom: doom::DoomWatch,
     /// Every model call's usage so far (`budget.maxTokens` / `maxCost`).
     pub usage: agw_protocol::usage::RunUsage,
+    /// Plan changes stream as `plan.update`; false in a task running beside others, whose plan
+    /// is a copy merged back after its round ([`RunState::fork`]).
+    pub shows_plan: bool,
+}
+
+impl RunState {
+    /// The state of a plan task run beside others: the run's budget (counting on from here),
+    /// plan, recorded calls and approvals as they are now; its own call ids (prefixed with
+    /// `call_prefix`), usage and context accounting. [`Self::join`] merges it back.
+    pub(crate) fn fork(&self, ctx: &RunContext, call_prefix: &str) -> RunState {
+        RunState {
+            budget: self.budget.fork(),
+            call_ids: calls::RunCallIds::with_prefix(call_prefix),
+            recorded: self.recorded.clone(),
+            plan: self.plan.clone(),
+            skills: skills::SkillPrompts::for_run(ctx),
+            approved: self.approved.clone(),
+            resume_at: ResumeAt::Nowhere,
+            context: Default::default(),
+            doom: Default::default(),
+            usage: Default::default(),
+            shows_plan: false,
+        }
+    }
+
+    /// Takes back what forked task `task_id` did: its budget use and usage, its task's status
+    /// and description, its recorded calls and remembered approvals. Fails when the run's
+    /// budget is now spent.
+    pub(crate) fn join(&mut self, forked_at: &BudgetTracker, task: RunState, task_id: &str) -> Result<(), RunFailure> {
+        self.usage.merge(&task.usage);
+        if let Some(done) = task.plan.tasks.iter().find(|t| t.task_id == task_id)
+            && let Some(mine) = self.plan.tasks.iter_mut().find(|t| t.task_id == task_id)
+        {
+            mine.clone_from(done);
+        }
+        let known = self.recorded.len().min(task.recorded.len());
+        self.recorded.extend(task.recorded.into_iter().skip(known));
+        self.approved.extend(task.approved);
+        self.budget.absorb(forked_at, &task.budget)
+    }
 }
 
 /// The fixed parts of a stage's system prompt: the stage prompt and the tool appendix (after-call
@@ -214,6 +255,7 @@ fn new_state(ctx: &RunContext) -> RunState {
         context: Default::default(),
         doom: Default::default(),
         usage: Default::default(),
+        shows_plan: true,
     }
 }
 
@@ -299,8 +341,9 @@ pub async fn execute<S: DeltaSink>(ctx: RunContext, sink: &mut S) -> RunOutcome 
         match &ctx.agent.mode {
             ModeDef::Oneshot { plain } => oneshot::run(&ctx, plain, &mut state, sink).await,
             ModeDef::React { react, max_steps } => react::run(&ctx, react, *max_steps, &mut state, sink).await,
-            ModeDef::PlanExecute { plan, deep_thinking, execute, summary, max_steps } => {
-                let stages = plan_execute::Stages { plan, deep_thinking: *deep_thinking, execute, summary };
+            ModeDef::PlanExecute { plan, deep_thinking, execute, summary, max_steps, parallel } => {
+                let stages =
+                    plan_execute::Stages { plan, deep_thinking: *deep_thinking, execute, summary, parallel: *parallel };
                 plan_execute::run(&ctx, stages, *max_steps, &mut state, sink).await
             }
         }

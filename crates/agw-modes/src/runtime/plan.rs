@@ -66,19 +66,23 @@ impl PlanToolResult {
 pub struct PlanState {
     pub plan_id: String,
     pub tasks: Vec<PlanTask>,
+    /// `dependsOn` of the tasks added in this run (task id → the tasks it waits for): which
+    /// tasks may run at once (`planExecute.parallel`). Not stored: a restored plan's tasks are
+    /// independent.
+    pub depends_on: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl PlanState {
     /// An empty plan for this chat: `plan_` + MD5 prefix of the chat id.
     pub fn for_chat(chat_id: &str) -> Self {
-        Self { plan_id: ids::plan_id_for_chat(chat_id), tasks: Vec::new() }
+        Self { plan_id: ids::plan_id_for_chat(chat_id), tasks: Vec::new(), depends_on: Default::default() }
     }
 
     /// A plan restored from history keeps its stored id (a blank one is replaced by the chat's).
     pub fn restored(snapshot: &PlanSnapshot, chat_id: &str) -> Self {
         let plan_id =
             if snapshot.plan_id.trim().is_empty() { ids::plan_id_for_chat(chat_id) } else { snapshot.plan_id.clone() };
-        Self { plan_id, tasks: snapshot.tasks.clone() }
+        Self { plan_id, tasks: snapshot.tasks.clone(), depends_on: Default::default() }
     }
 
     /// The `plan.update` delta showing the plan as it is now.
@@ -89,6 +93,17 @@ impl PlanState {
     /// Index of the first task that still has to run.
     pub fn first_open(&self) -> Option<usize> {
         self.tasks.iter().position(|t| is_open(t.status))
+    }
+
+    /// Indexes of the open tasks whose `dependsOn` tasks have all ended, in plan order: what may
+    /// run at once now. A task waiting on an open task is not ready; a dependency that names no
+    /// task of the plan is ignored.
+    pub fn ready(&self) -> Vec<usize> {
+        let open = |id: &str| self.tasks.iter().any(|t| t.task_id == id && is_open(t.status));
+        (0..self.tasks.len())
+            .filter(|&i| is_open(self.tasks[i].status))
+            .filter(|&i| self.depends_on.get(&self.tasks[i].task_id).is_none_or(|deps| !deps.iter().any(|d| open(d))))
+            .collect()
     }
 
     pub fn status_of(&self, task_id: &str) -> Option<TaskStatus> {
@@ -110,7 +125,7 @@ impl PlanState {
     /// status fails the whole call. Ids proposed by the model are ignored: each task gets fresh
     /// 8 hex chars, unique within the plan. Result: `<taskId> | <status> | <description>` lines.
     pub fn add_tasks(&mut self, args: &Value) -> PlanToolResult {
-        let mut drafts: Vec<(String, TaskStatus)> = Vec::new();
+        let mut drafts: Vec<(String, TaskStatus, Vec<Value>)> = Vec::new();
         let items: Vec<&Value> = match args.get("tasks") {
             Some(Value::Array(items)) => items.iter().collect(),
             Some(single @ Value::Object(_)) => vec![single],
@@ -124,7 +139,8 @@ impl PlanState {
             let Some(status) = parse_status(&text_arg(item.get("status"))) else {
                 return PlanToolResult::unchanged(RESULT_INVALID_STATUS);
             };
-            drafts.push((description, status));
+            let depends_on = item.get("dependsOn").and_then(Value::as_array).cloned().unwrap_or_default();
+            drafts.push((description, status, depends_on));
         }
         if drafts.is_empty() {
             let description = text_arg(args.get("description"));
@@ -132,17 +148,35 @@ impl PlanState {
                 let Some(status) = parse_status(&text_arg(args.get("status"))) else {
                     return PlanToolResult::unchanged(RESULT_INVALID_STATUS);
                 };
-                drafts.push((description, status));
+                drafts.push((description, status, Vec::new()));
             }
         }
         if drafts.is_empty() {
             return PlanToolResult::unchanged(RESULT_MISSING_DESCRIPTION);
         }
         let mut lines = Vec::with_capacity(drafts.len());
-        for (description, status) in drafts {
+        let mut added: Vec<String> = Vec::with_capacity(drafts.len());
+        for (description, status, _) in &drafts {
             let task_id = self.fresh_task_id();
-            lines.push(task_line(&task_id, status, &description));
-            self.tasks.push(PlanTask { task_id, description, status });
+            lines.push(task_line(&task_id, *status, description));
+            self.tasks.push(PlanTask { task_id: task_id.clone(), description: description.clone(), status: *status });
+            added.push(task_id);
+        }
+        // `dependsOn`: a task of the plan by id, or one of this call's tasks by its 1-based
+        // position (the model cannot know the ids the gateway is about to mint).
+        for ((_, _, depends_on), task_id) in drafts.iter().zip(&added) {
+            let deps: Vec<String> = depends_on
+                .iter()
+                .filter_map(|d| match d {
+                    Value::Number(n) => n.as_u64().and_then(|k| added.get((k as usize).checked_sub(1)?)).cloned(),
+                    Value::String(id) => self.tasks.iter().find(|t| t.task_id == id.trim()).map(|t| t.task_id.clone()),
+                    _ => None,
+                })
+                .filter(|d| d != task_id)
+                .collect();
+            if !deps.is_empty() {
+                self.depends_on.insert(task_id.clone(), deps);
+            }
         }
         PlanToolResult { text: lines.join("\n"), changed: true }
     }
@@ -280,7 +314,29 @@ mod tests {
                 .iter()
                 .map(|(id, d, s)| PlanTask { task_id: (*id).into(), description: (*d).into(), status: *s })
                 .collect(),
+            depends_on: Default::default(),
         }
+    }
+
+    #[test]
+    fn depends_on_names_tasks_of_the_call_by_position_or_of_the_plan_by_id_and_decides_what_is_ready() {
+        let mut plan = plan(&[("aaaaaaaa", "earlier", TaskStatus::Init)]);
+        let args = serde_json::json!({"tasks": [
+            {"description": "fetch A"},
+            {"description": "fetch B", "dependsOn": ["aaaaaaaa"]},
+            {"description": "compare", "dependsOn": [1, 2, 3, 9, "nope"]}
+        ]});
+        assert!(plan.add_tasks(&args).changed);
+        let ids: Vec<String> = plan.tasks.iter().map(|t| t.task_id.clone()).collect();
+        assert_eq!(plan.depends_on.get(&ids[2]), Some(&vec!["aaaaaaaa".to_owned()]));
+        // Itself (3), a position past the call (9) and an unknown id are dropped.
+        assert_eq!(plan.depends_on.get(&ids[3]), Some(&vec![ids[1].clone(), ids[2].clone()]));
+        assert_eq!(plan.ready(), [0, 1], "the earlier task and fetch A run first");
+        plan.update_task(&serde_json::json!({"taskId": "aaaaaaaa", "status": "completed"}));
+        assert_eq!(plan.ready(), [1, 2]);
+        plan.update_task(&serde_json::json!({"taskId": ids[1], "status": "completed"}));
+        plan.update_task(&serde_json::json!({"taskId": ids[2], "status": "canceled"}));
+        assert_eq!(plan.ready(), [3], "a cancelled dependency has ended too");
     }
 
     #[test]
@@ -444,7 +500,7 @@ mod tests {
         );
         let done = plan(&[("t1", "a", TaskStatus::Completed), ("t2", "b", TaskStatus::Failed)]);
         assert!(done.get_tasks_text().ends_with("- t2 | failed | b\n当前应执行 taskId: none"));
-        let empty = PlanState { plan_id: "p".into(), tasks: vec![] };
+        let empty = PlanState { plan_id: "p".into(), tasks: vec![], depends_on: Default::default() };
         assert_eq!(empty.get_tasks_text(), "计划ID: p\n任务列表:\n- (空)\n当前应执行 taskId: none");
     }
 

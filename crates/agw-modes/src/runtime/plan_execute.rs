@@ -20,7 +20,7 @@
 //! more steers arrived meanwhile (they come back from `SteerQueue::close`).
 
 use agw_llm::{ChatMessage, ReasoningSetting, ToolCallMessage, ToolChoice};
-use agw_protocol::{AgentDelta, TaskError, TaskStatus};
+use agw_protocol::{AgentDelta, ChildEnd, PlanTask, TaskError, TaskStatus};
 use serde_json::json;
 use tracing::Instrument;
 
@@ -54,6 +54,8 @@ pub(super) struct Stages<'a> {
     pub deep_thinking: bool,
     pub execute: &'a Stage,
     pub summary: &'a Stage,
+    /// Tasks run at once (`planExecute.parallel`); 1: one by one.
+    pub parallel: u32,
 }
 
 pub(super) async fn run<S: DeltaSink>(
@@ -80,13 +82,19 @@ pub(super) async fn run<S: DeltaSink>(
     execute.push(ChatMessage::User { content: ctx.user_message.clone() });
 
     plan_stage(ctx, &stages, &plan_tools, &execute_tools, &mut execute, state, sink).await?;
-    task_loop(ctx, stages.execute, &execute_tools, choice, max_steps, &mut execute, state, sink).await?;
+    if stages.parallel > 1 {
+        let replan = super::parallel::Replan::new(ctx, stages.plan, &plan_tools, &execute_tools);
+        let tasks = TaskLoop::new(ctx, stages.execute, &execute_tools, choice);
+        super::parallel::run(ctx, &tasks, &replan, stages.parallel, max_steps, &mut execute, state, sink).await?;
+    } else {
+        task_loop(ctx, stages.execute, &execute_tools, choice, max_steps, &mut execute, state, sink).await?;
+    }
     summary_stage(ctx, stages.summary, &mut execute, state, sink).await
 }
 
 /// The plan stage prompt (§5.2): the stage prompt, the execute tools for reference, the callable
 /// plan tool; then the tool appendix of the plan stage without after-call hints.
-fn plan_system_prompt(
+pub(super) fn plan_system_prompt(
     ctx: &RunContext,
     stage: &Stage,
     plan_tools: &StageToolSet,
@@ -110,12 +118,12 @@ fn with_reasoning(model: &ResolvedModel, enabled: bool) -> ResolvedModel {
     ResolvedModel { reasoning: ReasoningSetting { enabled, ..model.reasoning }, ..model.clone() }
 }
 
-fn model_for(ctx: &RunContext, kind: StageKind) -> ResolvedModel {
+pub(super) fn model_for(ctx: &RunContext, kind: StageKind) -> ResolvedModel {
     ctx.agent.resolve_model(kind, |key| ctx.services.providers.default_model(key))
 }
 
 /// Non-blank text of a turn, trimmed, as an assistant message.
-fn push_text(messages: &mut Vec<ChatMessage>, out: &TurnOutput) {
+pub(super) fn push_text(messages: &mut Vec<ChatMessage>, out: &TurnOutput) {
     let text = out.text.trim();
     if !text.is_empty() {
         messages.push(ChatMessage::Assistant { content: text.to_owned(), tool_calls: Vec::new() });
@@ -189,6 +197,115 @@ enum TaskEnd {
     Stalled { attempts: u32 },
 }
 
+/// What every task of a plan runs with: the execute stage's model, prompt, tools and template.
+pub(super) struct TaskLoop<'a> {
+    model: ResolvedModel,
+    system: prompt::StagePrompt,
+    tools: &'a StageToolSet,
+    choice: ToolChoice,
+    template: &'a str,
+}
+
+impl<'a> TaskLoop<'a> {
+    pub(super) fn new(ctx: &'a RunContext, stage: &Stage, tools: &'a StageToolSet, choice: ToolChoice) -> Self {
+        TaskLoop {
+            model: model_for(ctx, StageKind::Execute),
+            system: stage_prompt(ctx, &stage.system_prompt, tools, true),
+            tools,
+            choice,
+            template: &ctx.agent.runtime_prompts.task_execution_prompt_template,
+        }
+    }
+
+    /// The task prompt of `task`, with the plan as it stands.
+    pub(super) fn prompt(&self, plan: &super::plan::PlanState, task: &PlanTask) -> String {
+        let task_list = plan.task_list_text();
+        render_template(
+            self.template,
+            &[("task_list", &task_list), ("task_id", &task.task_id), ("task_description", &task.description)],
+        )
+    }
+
+    /// One task, framed by `task.start` and its end: the contract's sequential execution.
+    pub(super) async fn one<S: DeltaSink>(
+        &self,
+        ctx: &RunContext,
+        step: u32,
+        index: usize,
+        execute: &mut Vec<ChatMessage>,
+        state: &mut RunState,
+        sink: &mut S,
+    ) -> Result<(), RunFailure> {
+        let task = state.plan.tasks[index].clone();
+        sink.emit(AgentDelta::TaskStart { task_id: task.task_id.clone(), description: Some(task.description.clone()) })
+            .await?;
+        sink.emit(AgentDelta::StageMarker(format!("execute-task-{step}"))).await?;
+        execute.push(ChatMessage::User { content: self.prompt(&state.plan, &task) });
+        let (end, failure) = self.work(ctx, step, &task, execute, state, sink).await?;
+        let task_id = task.task_id;
+        let frame = match end {
+            ChildEnd::Complete => AgentDelta::TaskComplete { task_id },
+            ChildEnd::Cancel => AgentDelta::TaskCancel { task_id },
+            ChildEnd::Fail(error) => AgentDelta::TaskFail { task_id, error },
+        };
+        sink.emit(frame).await?;
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// The rounds of one task (its prompt already in `execute`), traced: how its frame ends
+    /// and, when the plan must stop, why. `Err`: the run failed inside the task (a provider
+    /// error, a budget) — the caller ends the task with that error.
+    pub(super) async fn work<S: DeltaSink>(
+        &self,
+        ctx: &RunContext,
+        step: u32,
+        task: &PlanTask,
+        execute: &mut Vec<ChatMessage>,
+        state: &mut RunState,
+        sink: &mut S,
+    ) -> Result<(ChildEnd, Option<RunFailure>), RunFailure> {
+        let task_id = task.task_id.as_str();
+        let rounds = TaskRounds { model: &self.model, system: &self.system, tools: self.tools, choice: self.choice };
+        let span = super::trace::task(task_id, &task.description);
+        let end = match rounds.run(ctx, step, task_id, execute, state, sink).instrument(span.clone()).await {
+            Ok(end) => end,
+            Err(failure) => {
+                let info = failure.to_error_info();
+                super::trace::task_ended(&span, "failed", Some((info.code.as_str(), &info.message)));
+                return Err(failure);
+            }
+        };
+        let fail = |code: &str, message: &str| ChildEnd::Fail(TaskError::new(code, message));
+        if let TaskEnd::Stalled { attempts } = end {
+            let message = format!(
+                "task [{task_id}] was never updated: no valid {PLAN_UPDATE_TASK} call after \
+                 {MAX_WORK_ROUNDS_PER_TASK} work rounds and {attempts} update attempts"
+            );
+            super::trace::task_ended(&span, "failed", Some(("task_execution_error", &message)));
+            return Ok((fail("task_execution_error", &message), Some(RunFailure::PlanStalled(message))));
+        }
+        let status = state.plan.status_of(task_id).unwrap_or_default();
+        let failure = match status {
+            TaskStatus::Failed => Some(("task_failed", "Task status updated to failed")),
+            TaskStatus::Init => Some(("task_execution_error", "the task was not updated")),
+            TaskStatus::Completed | TaskStatus::Canceled => None,
+        };
+        super::trace::task_ended(&span, status.as_str(), failure);
+        Ok(match status {
+            TaskStatus::Completed => (ChildEnd::Complete, None),
+            TaskStatus::Canceled => (ChildEnd::Cancel, None),
+            TaskStatus::Failed => (
+                fail("task_failed", "Task status updated to failed"),
+                Some(RunFailure::PlanStalled(format!("task [{task_id}] was marked failed; the plan was stopped"))),
+            ),
+            TaskStatus::Init => {
+                let message = format!("task [{task_id}] was not updated to completed/canceled/failed");
+                (fail("task_execution_error", &message), Some(RunFailure::PlanStalled(message)))
+            }
+        })
+    }
+}
+
 #[expect(clippy::too_many_arguments, reason = "the stage pieces and the run's mutable state, passed once")]
 async fn task_loop<S: DeltaSink>(
     ctx: &RunContext,
@@ -200,79 +317,20 @@ async fn task_loop<S: DeltaSink>(
     state: &mut RunState,
     sink: &mut S,
 ) -> Result<(), RunFailure> {
-    let model = model_for(ctx, StageKind::Execute);
-    let system = stage_prompt(ctx, &stage.system_prompt, tools, true);
-    let template = &ctx.agent.runtime_prompts.task_execution_prompt_template;
-    let rounds = TaskRounds { model: &model, system: &system, tools, choice };
-
+    let tasks = TaskLoop::new(ctx, stage, tools, choice);
     let mut step = 0;
     while step < max_steps {
         let Some(index) = state.plan.first_open() else {
             break;
         };
         step += 1;
-        let task = state.plan.tasks[index].clone();
-        sink.emit(AgentDelta::TaskStart { task_id: task.task_id.clone(), description: Some(task.description.clone()) })
-            .await?;
-        sink.emit(AgentDelta::StageMarker(format!("execute-task-{step}"))).await?;
-        let task_list = state.plan.task_list_text();
-        let prompt = render_template(
-            template,
-            &[("task_list", &task_list), ("task_id", &task.task_id), ("task_description", &task.description)],
-        );
-        execute.push(ChatMessage::User { content: prompt });
-
-        let task_id = task.task_id;
-        let span = super::trace::task(&task_id, &task.description);
-        let end = match rounds.run(ctx, step, &task_id, execute, state, sink).instrument(span.clone()).await {
-            Ok(end) => end,
-            Err(failure) => {
-                let info = failure.to_error_info();
-                super::trace::task_ended(&span, "failed", Some((info.code.as_str(), &info.message)));
-                return Err(failure);
-            }
-        };
-        let fail = |code: &str, message: String| AgentDelta::TaskFail {
-            task_id: task_id.clone(),
-            error: TaskError::new(code, message),
-        };
-        if let TaskEnd::Stalled { attempts } = end {
-            let message = format!(
-                "task [{task_id}] was never updated: no valid {PLAN_UPDATE_TASK} call after \
-                 {MAX_WORK_ROUNDS_PER_TASK} work rounds and {attempts} update attempts"
-            );
-            super::trace::task_ended(&span, "failed", Some(("task_execution_error", &message)));
-            sink.emit(fail("task_execution_error", message.clone())).await?;
-            return Err(RunFailure::PlanStalled(message));
-        }
-        let status = state.plan.status_of(&task_id).unwrap_or_default();
-        let failure = match status {
-            TaskStatus::Failed => Some(("task_failed", "Task status updated to failed")),
-            TaskStatus::Init => Some(("task_execution_error", "the task was not updated")),
-            TaskStatus::Completed | TaskStatus::Canceled => None,
-        };
-        super::trace::task_ended(&span, status.as_str(), failure);
-        match status {
-            TaskStatus::Completed => sink.emit(AgentDelta::TaskComplete { task_id }).await?,
-            TaskStatus::Canceled => sink.emit(AgentDelta::TaskCancel { task_id }).await?,
-            TaskStatus::Failed => {
-                sink.emit(fail("task_failed", "Task status updated to failed".into())).await?;
-                return Err(RunFailure::PlanStalled(format!(
-                    "task [{task_id}] was marked failed; the plan was stopped"
-                )));
-            }
-            TaskStatus::Init => {
-                let message = format!("task [{task_id}] was not updated to completed/canceled/failed");
-                sink.emit(fail("task_execution_error", message.clone())).await?;
-                return Err(RunFailure::PlanStalled(message));
-            }
-        }
+        tasks.one(ctx, step, index, execute, state, sink).await?;
     }
     Ok(())
 }
 
 /// The model rounds of one task (§5.3 steps 4–5).
-struct TaskRounds<'a> {
+pub(super) struct TaskRounds<'a> {
     model: &'a ResolvedModel,
     system: &'a prompt::StagePrompt,
     tools: &'a StageToolSet,

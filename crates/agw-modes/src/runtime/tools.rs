@@ -83,6 +83,14 @@ impl StageToolSet {
         self.defs.iter().any(|d| d.name == name)
     }
 
+    /// These tools and `other`'s, sorted by name, each once.
+    pub fn with(&self, other: &StageToolSet) -> Self {
+        let mut defs = self.defs.clone();
+        defs.extend(other.defs.iter().filter(|d| !self.contains(&d.name)).cloned());
+        defs.sort_by(|a, b| a.name.cmp(&b.name));
+        Self { defs }
+    }
+
     /// The subset of these tools named `name` (empty when it is not among them).
     pub fn only(&self, name: &str) -> Self {
         Self { defs: self.defs.iter().filter(|d| d.name == name).cloned().collect() }

@@ -1,0 +1,182 @@
+//! PLAN_EXECUTE with `planExecute.parallel` (docs/multi-agent.md): the tasks whose `dependsOn`
+//! tasks have ended run at once, up to `parallel` of them, each in its own executor context
+//! cloned from the shared one; their messages are merged back in plan order, the planner looks
+//! at the round's results (and may add, update or cancel tasks), and the next round starts.
+//!
+//! A round of one task runs exactly like the sequential mode (`task.start` … `task.complete`);
+//! a round of several streams each task as a child task ([`super::children`]): their events
+//! interleave, each tagged with its `taskId`. Each task works on a fork of the run's state
+//! ([`RunState::fork`]): its own call ids and usage, a copy of the plan; the copies are joined
+//! back after the round, in plan order, and the merged plan is shown once.
+
+use agw_llm::ChatMessage;
+use agw_protocol::{AgentDelta, ChildTask, PlanTask};
+
+use super::children::run_children;
+use super::execute::{Answers, execute_batch};
+use super::plan::{PLAN_ADD_TASKS, PLAN_UPDATE_TASK};
+use super::plan_execute::{TaskLoop, model_for, plan_system_prompt, push_text};
+use super::tools::StageToolSet;
+use super::turn::{TurnSpec, model_turn};
+use super::{DeltaSink, RunContext, RunFailure, RunState, prompt};
+use crate::definition::{ResolvedModel, Stage, StageKind};
+
+/// What the planner is asked after a round.
+pub const REPLAN_PROMPT: &str = "A round of tasks has ended; their results are above. The plan now:\n{{task_list}}\n\
+     If the results call for it, add tasks with _plan_add_tasks_, or update or cancel open tasks with \
+     _plan_update_task_. Otherwise answer in one short sentence and call no tool.";
+
+/// The planner's turn after each round: the plan stage's model and prompt, both plan tools.
+pub(super) struct Replan {
+    model: ResolvedModel,
+    system: prompt::StagePrompt,
+    tools: StageToolSet,
+}
+
+impl Replan {
+    pub(super) fn new(ctx: &RunContext, plan: &Stage, plan_tools: &StageToolSet, execute_tools: &StageToolSet) -> Self {
+        Replan {
+            model: model_for(ctx, StageKind::Plan),
+            system: plan_system_prompt(ctx, plan, plan_tools, execute_tools),
+            tools: plan_tools.only(PLAN_ADD_TASKS).with(&execute_tools.only(PLAN_UPDATE_TASK)),
+        }
+    }
+
+    /// One planner turn over the execute context; its calls (plan tools only) and their
+    /// results join the context, so later tasks and the summary see them.
+    async fn turn<S: DeltaSink>(
+        &self,
+        ctx: &RunContext,
+        round: u32,
+        execute: &mut Vec<ChatMessage>,
+        state: &mut RunState,
+        sink: &mut S,
+    ) -> Result<(), RunFailure> {
+        sink.emit(AgentDelta::StageMarker(format!("plan-replan-{round}"))).await?;
+        let mut messages = execute.clone();
+        let prompt = REPLAN_PROMPT.replace("{{task_list}}", &state.plan.task_list_text());
+        messages.push(ChatMessage::User { content: prompt });
+        let name = format!("agent-plan-replan-{round}");
+        let spec = TurnSpec {
+            stage_name: &name,
+            model: &self.model,
+            system_prompt: &self.system,
+            messages: &mut messages,
+            tools: &self.tools,
+            tool_choice: Some(agw_llm::ToolChoice::Auto),
+            emit_reasoning: self.model.reasoning.enabled,
+        };
+        let out = model_turn(ctx, spec, state, sink).await?;
+        execute.extend(out.steers.iter().cloned());
+        if out.calls.is_empty() {
+            return Ok(());
+        }
+        push_text(execute, &out);
+        execute_batch(ctx, &self.tools, &out.calls, Answers::Live(out.frontend_waiters), execute, state, sink).await?;
+        Ok(())
+    }
+}
+
+/// The task loop with up to `parallel` tasks at once, then the planner after every round;
+/// `max_steps` bounds the tasks run, as in the sequential loop.
+#[expect(clippy::too_many_arguments, reason = "the stage pieces and the run's mutable state, passed once")]
+pub(super) async fn run<S: DeltaSink>(
+    ctx: &RunContext,
+    tasks: &TaskLoop<'_>,
+    replan: &Replan,
+    parallel: u32,
+    max_steps: u32,
+    execute: &mut Vec<ChatMessage>,
+    state: &mut RunState,
+    sink: &mut S,
+) -> Result<(), RunFailure> {
+    let mut step = 0u32;
+    let mut round = 0u32;
+    while step < max_steps {
+        let Some(first_open) = state.plan.first_open() else {
+            break;
+        };
+        let mut batch = state.plan.ready();
+        if batch.is_empty() {
+            // Every open task waits on another open one: run them in plan order.
+            batch.push(first_open);
+        }
+        batch.truncate(parallel.min(max_steps - step).max(1) as usize);
+        round += 1;
+        if let [index] = batch[..] {
+            step += 1;
+            tasks.one(ctx, step, index, execute, state, sink).await?;
+        } else {
+            let ran = parallel_round(ctx, tasks, step, &batch, execute, state, sink).await;
+            step += batch.len() as u32;
+            ran?;
+        }
+        replan.turn(ctx, round, execute, state, sink).await?;
+    }
+    Ok(())
+}
+
+/// One round of several tasks at once (see the module docs). The first failure in plan order
+/// ends the run, once every task of the round has ended.
+async fn parallel_round<S: DeltaSink>(
+    ctx: &RunContext,
+    tasks: &TaskLoop<'_>,
+    step: u32,
+    batch: &[usize],
+    execute: &mut Vec<ChatMessage>,
+    state: &mut RunState,
+    sink: &mut S,
+) -> Result<(), RunFailure> {
+    let chosen: Vec<PlanTask> = batch.iter().map(|&i| state.plan.tasks[i].clone()).collect();
+    // The run's own step of this round stays empty: each task is recorded as its own step.
+    sink.emit(AgentDelta::StageMarker(format!("execute-task-{}", step + 1))).await?;
+    for task in &chosen {
+        let child = ChildTask {
+            task_id: task.task_id.clone(),
+            task_name: None,
+            description: Some(task.description.clone()),
+            sub_agent_key: None,
+            tool_id: None,
+        };
+        sink.emit(AgentDelta::ChildStart(child)).await?;
+    }
+    let forked_at = state.budget.clone();
+    let base = execute.len();
+    let children: Vec<_> = chosen
+        .iter()
+        .enumerate()
+        .map(|(offset, task)| {
+            let mut context = execute.clone();
+            context.push(ChatMessage::User { content: tasks.prompt(&state.plan, task) });
+            let fork = state.fork(ctx, &format!("{}_", task.task_id));
+            (task.task_id.clone(), (step + 1 + offset as u32, task, context, fork))
+        })
+        .collect();
+    let ended = run_children(sink, children, |(task_step, task, mut context, mut fork), mut child_sink| async move {
+        let worked = tasks.work(ctx, task_step, task, &mut context, &mut fork, &mut child_sink).await;
+        let end = match &worked {
+            Ok((end, _)) => end.clone(),
+            Err(failure) => {
+                let info = failure.to_error_info();
+                agw_protocol::ChildEnd::Fail(agw_protocol::TaskError::new(info.code.as_str(), info.message))
+            }
+        };
+        (child_sink, end, (context, fork, worked))
+    })
+    .await?;
+
+    let mut first_failure = None;
+    for ((_, (context, fork, worked)), task) in ended.into_iter().zip(&chosen) {
+        execute.extend(context.into_iter().skip(base));
+        let joined = state.join(&forked_at, fork, &task.task_id);
+        let failure = match worked {
+            Ok((_, failure)) => failure,
+            Err(failure) => Some(failure),
+        };
+        if first_failure.is_none() {
+            first_failure = failure.or(joined.err());
+        }
+    }
+    sink.emit(state.plan.update_delta()).await?;
+    first_failure.map_or(Ok(()), Err)
+}
