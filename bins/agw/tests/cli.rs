@@ -136,6 +136,28 @@ async fn the_demo_model_drives_tools_viewports_and_the_frontend_round_trip() {
         events.iter().filter(|e| e["type"] == "content.delta").map(|e| e["delta"].as_str().unwrap()).collect();
     assert!(answer.contains("```viewport\ntype=html, key=show_weather_card\n{"), "{answer}");
 
+    // A team: one agent_invoke runs two demo agents at once, each framed by its task.
+    let events = events_of(
+        query(serde_json::json!({"agentKey": "demoTeam", "message": "What's the weather in Tokyo?"})).await.unwrap(),
+    )
+    .await;
+    let agents: Vec<&str> =
+        events.iter().filter(|e| e["type"] == "task.start").map(|e| e["subAgentKey"].as_str().unwrap()).collect();
+    assert_eq!(agents, ["demoModeReact", "demoModePlain"]);
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "tool.start" && e["toolName"] == "mock_city_weather" && e["taskId"].is_string())
+    );
+    assert_eq!(events.iter().filter(|e| e["type"] == "task.complete").count(), 2);
+    let answer: String = events
+        .iter()
+        .filter(|e| e["type"] == "content.delta" && e["taskId"].is_null())
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert!(answer.contains("`demoModeReact` →") && answer.contains("`demoModePlain` →"), "{answer}");
+    assert_eq!(events.last().unwrap()["type"], "run.complete");
+
     // Actions: fire and forget.
     let events = events_of(
         query(serde_json::json!({"agentKey": "demoAction", "message": "switch to the dark theme"})).await.unwrap(),

@@ -50,6 +50,7 @@ use agw_llm::request::ChatMessage;
 pub mod bundled;
 mod plan;
 mod skills;
+mod team;
 mod tools;
 use agw_llm::{CallOptions, ChatProvider, ChatRequest, DeltaStream, LlmDelta, LlmError};
 pub use tools::DemoToolCall;
@@ -124,6 +125,9 @@ pub fn plan_turn(request: &ChatRequest) -> DemoTurn {
         return DemoTurn { reasoning, content, tool_call: Some(call), finish_reason: "tool_calls" };
     }
     if let Some(turn) = skills::answer(request, &question) {
+        return turn;
+    }
+    if let Some(turn) = team::turn(request, &question) {
         return turn;
     }
     if let Some(call) = tools::next_call(request, &question) {

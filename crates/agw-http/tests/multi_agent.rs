@@ -423,3 +423,57 @@ async fn a_task_waits_for_its_dependencies_and_the_planner_adds_a_task_after_a_r
     assert_eq!(plan.len(), 4);
     assert!(plan.iter().all(|t| t["status"] == "completed"), "{plan:?}");
 }
+
+#[tokio::test]
+async fn the_childrens_tokens_count_against_the_parents_budget() {
+    let mut team = agents(json!({}));
+    let mut lead: Value = serde_json::from_str(&team[0].1).unwrap();
+    // The lead alone uses 11 tokens before its second call; with its children's, 47.
+    lead["budget"] = json!({"maxTokens": 30});
+    team[0].1 = lead.to_string();
+    let gw = Gateway::start(&team, &[]).await;
+    script_team(&gw, 0);
+    let stream = gw.run(&json!({"agentKey": "lead", "message": "Research and write."})).await;
+    assert_eq!(stream.of_type("task.complete").len(), 2, "the children ran");
+    let error = &stream.last()["error"];
+    assert_eq!(stream.last()["type"], "run.error", "{:?}", stream.types());
+    assert_eq!(error["code"], "budget_exceeded", "{error}");
+    assert!(error["message"].as_str().unwrap().contains("maxTokens=30"), "{error}");
+    let lead_calls = gw.fixture.requests().iter().filter(|r| system(&r.body).starts_with("LEAD")).count();
+    assert_eq!(lead_calls, 1, "the lead's second call was refused");
+}
+
+#[tokio::test]
+async fn sub_agents_cannot_invoke_agents_unless_the_depth_setting_allows_it() {
+    let mut team = agents(json!({}));
+    let mut researcher: Value = serde_json::from_str(&team[1].1).unwrap();
+    researcher["toolConfig"]["subAgents"] = json!(["writer"]);
+    team[1].1 = researcher.to_string();
+    for (depth, offered) in [("1", false), ("2", true)] {
+        let gw = Gateway::start(&team, &[("AGW_SUB_AGENTS_MAX_DEPTH", depth)]).await;
+        script_team(&gw, 0);
+        let stream = gw.run(&json!({"agentKey": "lead", "message": "Research."})).await;
+        assert_eq!(stream.last()["type"], "run.complete");
+        let researcher_call =
+            gw.fixture.requests().into_iter().find(|r| system(&r.body).starts_with("RESEARCHER")).unwrap();
+        let tools = researcher_call.body["tools"].to_string();
+        assert_eq!(tools.contains("agent_invoke"), offered, "depth {depth}: {tools}");
+        let lead_call = gw.fixture.requests().into_iter().find(|r| system(&r.body).starts_with("LEAD")).unwrap();
+        assert!(lead_call.body["tools"].to_string().contains("agent_invoke"), "the lead is at depth 0");
+    }
+}
+
+#[tokio::test]
+async fn the_childrens_tokens_count_against_the_owners_daily_quota() {
+    // 30 tokens a day: the lead alone would use 23 in its two calls; its children use 36 more.
+    let env = [("AGW_QUOTAS_SUBJECT_TOKENS_PER_DAY", "30"), ("AGW_QUOTAS_RESERVE_TOKENS", "0")];
+    let gw = Gateway::start(&agents(json!({})), &env).await;
+    script_team(&gw, 0);
+    let stream = gw.run(&json!({"agentKey": "lead", "message": "Research and write."})).await;
+    assert!(!stream.of_type("task.start").is_empty(), "{:?}", stream.types());
+    let quota_hit = stream.events().iter().any(|e| e.to_string().contains("quota_exceeded"));
+    assert!(quota_hit, "a call past the quota was refused: {:?}", stream.types());
+    // The next run is refused at admission: the day's tokens are spent.
+    let resp = gw.post_query(&json!({"agentKey": "lead", "message": "Again."})).await;
+    assert_eq!(resp.status(), 429, "{}", resp.text().await.unwrap());
+}
