@@ -240,3 +240,22 @@ fn markdown_cells(line: &str) -> Vec<String> {
 fn markdown_escape(text: &str) -> String {
     text.replace('_', "\\_").replace('*', "\\*").replace('|', "\\|")
 }
+
+#[test]
+fn check_warns_about_a_sub_agent_that_is_not_loaded() {
+    let dir = with_config("sub-agents", "");
+    let agents = dir.join("agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    let lead = serde_json::json!({"key": "lead", "mode": "REACT", "modelConfig": {"providerKey": "demo"},
+        "toolConfig": {"subAgents": ["demoModePlain", "ghost"]}, "react": {"systemPrompt": "Lead."}});
+    std::fs::write(agents.join("lead.json"), lead.to_string()).unwrap();
+    let plain = serde_json::json!({"key": "demoModePlain", "mode": "ONESHOT", "modelConfig": {"providerKey": "demo"},
+        "plain": {"systemPrompt": "Plain."}});
+    std::fs::write(agents.join("plain.json"), plain.to_string()).unwrap();
+    let out = agw(&dir).arg("check").env("AGENT_EXTERNAL_DIR", &agents).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "a warning does not fail the check: {stdout}");
+    assert!(stdout.contains("agent lead lists sub-agent \"ghost\", which is not loaded"), "{stdout}");
+    assert!(!stdout.contains("\"demoModePlain\", which is not loaded"), "{stdout}");
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -159,6 +159,13 @@ fn references(agents: &AgentCatalog, state: &crate::AppState) -> Vec<Finding> {
                 });
             }
         }
+        for sub_agent in agent.sub_agents.iter().filter(|key| agents.get(key).is_none()) {
+            out.push(Finding {
+                severity: Severity::Warning,
+                file: agent.source_file.clone(),
+                message: format!("agent {} lists sub-agent {sub_agent:?}, which is not loaded", agent.key),
+            });
+        }
     }
     out
 }
