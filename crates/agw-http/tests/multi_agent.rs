@@ -477,3 +477,53 @@ async fn the_childrens_tokens_count_against_the_owners_daily_quota() {
     let resp = gw.post_query(&json!({"agentKey": "lead", "message": "Again."})).await;
     assert_eq!(resp.status(), 429, "{}", resp.text().await.unwrap());
 }
+
+#[tokio::test]
+async fn a_childs_frontend_tool_waits_on_the_root_run_and_is_answered_through_it() {
+    let mut team = agents(json!({}));
+    let mut writer: Value = serde_json::from_str(&team[2].1).unwrap();
+    writer["mode"] = json!("REACT");
+    writer["react"] = json!({"systemPrompt": "WRITER: you write.", "maxSteps": 3});
+    writer["toolConfig"] = json!({"frontends": ["confirm_dialog"]});
+    team[2].1 = writer.to_string();
+    let gw = Gateway::start(&team, &[]).await;
+    gw.fixture.set_responder(|_, body| {
+        let system = system(body);
+        let answered = has_tool_result(body);
+        Some(if system.starts_with("LEAD") {
+            if answered {
+                Transcript::openai_text(&["ok"])
+            } else {
+                invoke(json!([{"subAgentKey": "writer", "task": "Ask first."}]))
+            }
+        } else if answered {
+            Transcript::openai_text(&["Confirmed."])
+        } else {
+            Transcript::openai_tool_call(
+                "call_ask",
+                "confirm_dialog",
+                &["{\"question\":\"Go?\",\"options\":[\"Yes\",\"No\"]}"],
+            )
+        })
+    });
+    let mut live = LiveStream::new(gw.post_query(&json!({"agentKey": "lead", "message": "Write."})).await);
+    let start = live.until(|e| e["type"] == "tool.start" && e["toolName"] == "confirm_dialog").await;
+    let task = live.seen.iter().find(|e| e["type"] == "task.start").unwrap()["taskId"].clone();
+    assert_eq!(start["taskId"], task, "the form names its child: {start}");
+    assert!(start["toolKey"].is_string(), "a frontend tool's start: {start}");
+    let tool_id = start["toolId"].as_str().unwrap().to_owned();
+    let run_id = lead_run_id(&live.seen);
+    let resp = gw
+        .client
+        .post(format!("{}/api/ap/submit", gw.base))
+        .json(&json!({"runId": run_id, "toolId": tool_id, "params": {"selectedOption": "Yes"}}))
+        .send()
+        .await
+        .unwrap();
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["data"]["accepted"], true, "{body}");
+    let result = live.until(|e| e["type"] == "tool.result" && e["toolId"] == tool_id.as_str()).await;
+    assert_eq!(result["result"], "{\"selectedOption\":\"Yes\"}");
+    assert_eq!(result["taskId"], task);
+    assert_eq!(live.rest().await.last().unwrap()["type"], "run.complete");
+}
