@@ -377,6 +377,8 @@ async fn follow(
 ) -> Outcome {
     let mut events = observer;
     let mut answer = String::new();
+    // A content block began: its first delta of the run's own text is set apart.
+    let mut new_block = false;
     let mut cancel_deadline: Option<tokio::time::Instant> = None;
     loop {
         let batch = match cancel_deadline {
@@ -402,14 +404,18 @@ async fn follow(
         };
         for event in batch {
             match &event.payload {
-                EventPayload::ContentStart(_) if !answer.is_empty() && !answer.ends_with('\n') => {
-                    // Blocks of different model turns would otherwise run into one another.
-                    answer.push_str("\n\n");
-                    if let Some(p) = progress {
-                        p.push("\n\n", false);
-                    }
-                }
+                EventPayload::ContentStart(_) => new_block = true,
+                // A child task's text (a sub-agent's, a parallel plan task's) is its parent's
+                // business: the answer is the run's own text.
+                EventPayload::ContentDelta(_) if event.task_id.is_some() => {}
                 EventPayload::ContentDelta(d) => {
+                    if std::mem::take(&mut new_block) && !answer.is_empty() && !answer.ends_with('\n') {
+                        // Blocks of different model turns would otherwise run into one another.
+                        answer.push_str("\n\n");
+                        if let Some(p) = progress {
+                            p.push("\n\n", false);
+                        }
+                    }
                     answer.push_str(&d.delta);
                     if let Some(p) = progress {
                         p.push(&d.delta, true);

@@ -507,3 +507,29 @@ async fn a_browser_client_may_read_the_session_id() {
         .unwrap();
     assert_eq!(agents.headers()["access-control-expose-headers"], "Content-Type");
 }
+
+#[tokio::test]
+async fn a_call_on_an_agent_with_sub_agents_answers_with_its_own_text_only() {
+    let mut lead: Value = serde_json::from_str(&agent("lead", "Leads").1).unwrap();
+    lead["mode"] = json!("REACT");
+    lead["react"] = json!({"systemPrompt": "LEAD", "maxSteps": 3});
+    lead["toolConfig"] = json!({"subAgents": ["helper"]});
+    let gw = Gateway::start(&[("lead.json".into(), lead.to_string()), agent("helper", "Helps")], &[]).await;
+    gw.fixture.set_responder(|_, body| {
+        let lead = body["messages"][0]["content"].as_str().is_some_and(|s| s.starts_with("LEAD"));
+        let answered = body["messages"].as_array().is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+        Some(match (lead, answered) {
+            (true, false) => Transcript::openai_tool_call(
+                "call_team",
+                "agent_invoke",
+                &[&json!({"tasks": [{"subAgentKey": "helper", "task": "Say hi."}]}).to_string()],
+            ),
+            (true, true) => Transcript::openai_text(&["The helper said hi."]),
+            (false, _) => Transcript::openai_text(&["Hi from the child."]),
+        })
+    });
+    let (client, _host) = connect(&gw, None).await;
+    let result = call(&client, "lead", json!({"message": "Ask the helper."})).await.expect("tools/call");
+    assert_eq!(text_of(&result), "The helper said hi.", "a child's text is not the answer");
+    client.cancel().await.ok();
+}
