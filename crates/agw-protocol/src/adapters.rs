@@ -14,6 +14,73 @@ pub(crate) fn compact_summary(e: &crate::event::ContextCompact) -> serde_json::V
     serde_json::json!({"level": e.level.as_str(), "tokensBefore": e.tokens_before, "tokensAfter": e.tokens_after, "budget": e.budget})
 }
 
+/// A run whose `agent_invoke` call runs two children that interleave (text and a tool call
+/// each; the second child's call errs and the child fails), then the parent answers.
+#[cfg(test)]
+pub(crate) fn children_run() -> Vec<crate::Event> {
+    use crate::event::*;
+    let child = |task: &str, payload: EventPayload| {
+        let mut event = crate::Event::new(0, 0, payload);
+        event.tag_task(task);
+        event
+    };
+    let parent = |payload: EventPayload| crate::Event::new(0, 0, payload);
+    let tool = |id: &str, name: &str| ToolStart {
+        tool_id: id.into(),
+        run_id: "r".into(),
+        task_id: None,
+        tool_name: Some(name.into()),
+        tool_type: Some("function".into()),
+        tool_api: None,
+        tool_params: None,
+        description: None,
+        tool_key: None,
+        tool_timeout: None,
+    };
+    let text = |id: &str| ContentStart { content_id: id.into(), run_id: "r".into(), task_id: None };
+    let delta = |id: &str, d: &str| ContentDelta { content_id: id.into(), delta: d.into() };
+    let task = |id: &str, agent: &str, name: Option<&str>| TaskStart {
+        task_id: id.into(),
+        run_id: "r".into(),
+        task_name: name.map(str::to_owned),
+        description: Some(format!("task for {agent}")),
+        sub_agent_key: Some(agent.into()),
+        tool_id: Some("call_team".into()),
+    };
+    let mut events = vec![
+        parent(RunStart { run_id: "r".into(), chat_id: "c".into() }.into()),
+        parent(tool("call_team", "agent_invoke").into()),
+        parent(ToolArgs { tool_id: "call_team".into(), delta: "{\"tasks\":[]}".into(), chunk_index: 0 }.into()),
+        parent(ToolEnd { tool_id: "call_team".into() }.into()),
+        parent(task("t1", "researcher", Some("research")).into()),
+        parent(task("t2", "writer", None).into()),
+        child("t1", text("r_t1_c_1").into()),
+        child("t2", text("r_t2_c_1").into()),
+        child("t1", delta("r_t1_c_1", "Paris ").into()),
+        child("t2", delta("r_t2_c_1", "Soft ").into()),
+        child("t1", ContentEnd { content_id: "r_t1_c_1".into() }.into()),
+        child("t1", tool("t1_call_w", "weather").into()),
+        child("t2", delta("r_t2_c_1", "rain").into()),
+        child("t1", ToolEnd { tool_id: "t1_call_w".into() }.into()),
+        child("t2", ContentEnd { content_id: "r_t2_c_1".into() }.into()),
+        child("t2", tool("t2_call_x", "weather").into()),
+        child("t2", ToolEnd { tool_id: "t2_call_x".into() }.into()),
+        child("t1", ToolResult { tool_id: "t1_call_w".into(), result: "{\"temp\":21}".into() }.into()),
+        child("t2", ToolResult { tool_id: "t2_call_x".into(), result: r#"{"ok":false,"error":"down"}"#.into() }.into()),
+        parent(TaskComplete { task_id: "t1".into() }.into()),
+        parent(TaskFail { task_id: "t2".into(), error: TaskError::new("provider_error", "boom") }.into()),
+        parent(ToolResult { tool_id: "call_team".into(), result: "{\"tasks\":[]}".into() }.into()),
+        parent(text("r_c_2").into()),
+        parent(delta("r_c_2", "Team done.").into()),
+        parent(ContentEnd { content_id: "r_c_2".into() }.into()),
+        parent(RunComplete { run_id: "r".into(), finish_reason: "stop".into(), totals: Default::default() }.into()),
+    ];
+    for (seq, event) in events.iter_mut().enumerate() {
+        event.seq = seq as u64 + 1;
+    }
+    events
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -10,9 +10,30 @@
 //! stream with [`AgUiMapper::suspend`] (`RUN_FINISHED`, outcome `success` with
 //! `pendingToolCallIds`); the client's next `RunAgentInput` carries the `tool` message.
 
+//!
+//! Child tasks (sub-agents, issue 34) use AG-UI's own subagent model: `task.start` of a sub-agent
+//! is `SUBAGENT_STARTED {subagentRunId: taskId, name: subAgentKey, parentToolCallId}`, every
+//! event of the child carries `subagentRunId`, and its end is `SUBAGENT_FINISHED` (completed) or
+//! `SUBAGENT_ERROR` (failed, cancelled). A stream that suspends while children still stream ends
+//! their open messages, calls and subagents (`outcome: suspended`) so that `RUN_FINISHED` finds
+//! nothing open; the continuation, primed with the events up to there, reopens them
+//! ([`AgUiMapper::resume`]): the client appends to the messages it has under the same ids.
+
+use std::collections::HashMap;
+
 use serde_json::{Value, json};
 
 use crate::event::{Event, EventPayload};
+
+/// Something open in the client's view of the stream, reopened by [`AgUiMapper::resume`].
+#[derive(Debug, Clone, PartialEq)]
+enum Open {
+    Text(String),
+    Reasoning(String),
+    Call { id: String, name: String, parent: Option<String> },
+    Step(String),
+    Subagent(String),
+}
 
 /// Maps one run's events to AG-UI events. One mapper per stream.
 #[derive(Debug, Default)]
@@ -23,6 +44,15 @@ pub struct AgUiMapper {
     pending: Vec<String>,
     frontend: Vec<String>,
     finished: bool,
+    /// What is open now, in opening order, with the child task it belongs to.
+    open: Vec<(Open, Option<String>)>,
+    /// What [`Self::suspend`] closed.
+    suspended: Vec<(Open, Option<String>)>,
+    /// Each sub-agent's `SUBAGENT_STARTED`, to repeat when a continuation reopens it.
+    subagents: HashMap<String, Value>,
+    /// Per lane (the parent: `None`, or a child task): the text message the lane's next tool
+    /// call belongs to (an assistant message with text and tool calls), until a tool result.
+    last_text: HashMap<Option<String>, String>,
 }
 
 /// `data: <event>\n\n`.
@@ -31,6 +61,29 @@ pub fn frame(event: &Value) -> Vec<u8> {
     out.extend_from_slice(event.to_string().as_bytes());
     out.extend_from_slice(b"\n\n");
     out
+}
+
+/// The AG-UI events that end `open` (in a suspended stream).
+fn close_events(open: &Open) -> Vec<Value> {
+    match open {
+        Open::Text(id) => vec![json!({"type": "TEXT_MESSAGE_END", "messageId": id})],
+        Open::Reasoning(id) => vec![
+            json!({"type": "REASONING_MESSAGE_END", "messageId": id}),
+            json!({"type": "REASONING_END", "messageId": id}),
+        ],
+        Open::Call { id, .. } => vec![json!({"type": "TOOL_CALL_END", "toolCallId": id})],
+        Open::Step(name) => vec![json!({"type": "STEP_FINISHED", "stepName": name})],
+        Open::Subagent(id) => {
+            vec![json!({"type": "SUBAGENT_FINISHED", "subagentRunId": id, "outcome": {"type": "suspended"}})]
+        }
+    }
+}
+
+/// Marks an event as a child's (`subagentRunId`); subagent frames name it themselves.
+fn attribute(value: &mut Value, task: Option<&str>) {
+    if let Some(task) = task {
+        value["subagentRunId"] = json!(task);
+    }
 }
 
 impl AgUiMapper {
@@ -49,20 +102,77 @@ impl AgUiMapper {
         &self.pending
     }
 
+    /// The client answered frontend call `id` (in the input that continues the run).
+    pub fn answered(&mut self, id: &str) {
+        self.pending.retain(|p| p != id);
+    }
+
     /// `RUN_STARTED` for a stream that continues a run (its `run.start` was in an earlier stream).
     pub fn start(&mut self, out: &mut Vec<Value>) {
         out.push(json!({"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id}));
     }
 
-    /// Ends the stream of a run that now waits for the client (its frontend calls): `RUN_FINISHED`
-    /// with outcome `success` and the pending call ids.
+    /// Ends the stream of a run that now waits for the client (its frontend calls): what
+    /// children still have open ends, then `RUN_FINISHED` with outcome `success` and the
+    /// pending call ids.
     pub fn suspend(&mut self, out: &mut Vec<Value>) {
         if self.finished {
             return;
         }
         self.finished = true;
+        // Innermost first: a child's message before its subagent.
+        while let Some((open, task)) = self.open.pop() {
+            for mut value in close_events(&open) {
+                if !matches!(open, Open::Subagent(_)) {
+                    attribute(&mut value, task.as_deref());
+                }
+                out.push(value);
+            }
+            self.suspended.insert(0, (open, task));
+        }
         out.push(json!({"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id,
             "outcome": {"type": "success", "pendingToolCallIds": self.pending}}));
+    }
+
+    /// Continues, in a new stream, a run this mapper was primed with up to where its previous
+    /// stream suspended (the events mapped, then [`Self::suspend`]): `RUN_STARTED`, then what
+    /// the suspension closed opens again under the same ids.
+    pub fn resume(&mut self, out: &mut Vec<Value>) {
+        self.finished = false;
+        self.start(out);
+        for (open, task) in std::mem::take(&mut self.suspended) {
+            let mut values = match &open {
+                Open::Text(id) => vec![json!({"type": "TEXT_MESSAGE_START", "messageId": id, "role": "assistant"})],
+                Open::Reasoning(id) => vec![
+                    json!({"type": "REASONING_START", "messageId": id}),
+                    json!({"type": "REASONING_MESSAGE_START", "messageId": id, "role": "reasoning"}),
+                ],
+                Open::Call { id, name, parent } => {
+                    let mut start = json!({"type": "TOOL_CALL_START", "toolCallId": id, "toolCallName": name});
+                    if let Some(parent) = parent {
+                        start["parentMessageId"] = json!(parent);
+                    }
+                    vec![start]
+                }
+                Open::Step(name) => vec![json!({"type": "STEP_STARTED", "stepName": name})],
+                Open::Subagent(id) => self.subagents.get(id).cloned().into_iter().collect(),
+            };
+            if !matches!(open, Open::Subagent(_)) {
+                for value in &mut values {
+                    attribute(value, task.as_deref());
+                }
+            }
+            out.extend(values);
+            self.open.push((open, task));
+        }
+    }
+
+    fn close(&mut self, open: &Open) {
+        self.open.retain(|(o, _)| o != open);
+    }
+
+    fn close_call(&mut self, id: &str) {
+        self.open.retain(|(o, _)| !matches!(o, Open::Call { id: open, .. } if open == id));
     }
 
     /// Appends the AG-UI events `event` becomes.
@@ -71,81 +181,125 @@ impl AgUiMapper {
             return;
         }
         let ts = event.timestamp;
-        let mut push = |mut value: Value| {
-            value["timestamp"] = json!(ts);
-            out.push(value);
-        };
+        let task = event.task().map(str::to_owned);
+        let mut values = Vec::new();
         match &event.payload {
             EventPayload::RunStart(e) => {
                 self.thread_id.clone_from(&e.chat_id);
                 self.run_id.clone_from(&e.run_id);
-                push(json!({"type": "RUN_STARTED", "threadId": e.chat_id, "runId": e.run_id}));
+                values.push(json!({"type": "RUN_STARTED", "threadId": e.chat_id, "runId": e.run_id}));
             }
             EventPayload::ReasoningStart(e) => {
-                push(json!({"type": "REASONING_START", "messageId": e.reasoning_id}));
-                push(json!({"type": "REASONING_MESSAGE_START", "messageId": e.reasoning_id, "role": "reasoning"}));
+                self.open.push((Open::Reasoning(e.reasoning_id.clone()), task.clone()));
+                values.push(json!({"type": "REASONING_START", "messageId": e.reasoning_id}));
+                values
+                    .push(json!({"type": "REASONING_MESSAGE_START", "messageId": e.reasoning_id, "role": "reasoning"}));
             }
             EventPayload::ReasoningDelta(e) => {
-                push(json!({"type": "REASONING_MESSAGE_CONTENT", "messageId": e.reasoning_id, "delta": e.delta}))
+                values.push(json!({"type": "REASONING_MESSAGE_CONTENT", "messageId": e.reasoning_id, "delta": e.delta}))
             }
             EventPayload::ReasoningEnd(e) => {
-                push(json!({"type": "REASONING_MESSAGE_END", "messageId": e.reasoning_id}));
-                push(json!({"type": "REASONING_END", "messageId": e.reasoning_id}));
+                self.close(&Open::Reasoning(e.reasoning_id.clone()));
+                values.push(json!({"type": "REASONING_MESSAGE_END", "messageId": e.reasoning_id}));
+                values.push(json!({"type": "REASONING_END", "messageId": e.reasoning_id}));
             }
             EventPayload::ContentStart(e) => {
-                push(json!({"type": "TEXT_MESSAGE_START", "messageId": e.content_id, "role": "assistant"}))
+                self.open.push((Open::Text(e.content_id.clone()), task.clone()));
+                self.last_text.insert(task.clone(), e.content_id.clone());
+                values.push(json!({"type": "TEXT_MESSAGE_START", "messageId": e.content_id, "role": "assistant"}))
             }
             EventPayload::ContentDelta(e) => {
-                push(json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": e.content_id, "delta": e.delta}))
+                values.push(json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": e.content_id, "delta": e.delta}))
             }
-            EventPayload::ContentEnd(e) => push(json!({"type": "TEXT_MESSAGE_END", "messageId": e.content_id})),
+            EventPayload::ContentEnd(e) => {
+                self.close(&Open::Text(e.content_id.clone()));
+                values.push(json!({"type": "TEXT_MESSAGE_END", "messageId": e.content_id}))
+            }
             EventPayload::ToolStart(e) => {
                 if e.tool_key.is_some() {
                     self.frontend.push(e.tool_id.clone());
                 }
                 let name = e.tool_name.clone().unwrap_or_default();
-                push(json!({"type": "TOOL_CALL_START", "toolCallId": e.tool_id, "toolCallName": name}))
+                values.push(self.call_start(&e.tool_id, &name, task.as_deref()));
             }
             EventPayload::ToolArgs(e) => {
-                push(json!({"type": "TOOL_CALL_ARGS", "toolCallId": e.tool_id, "delta": e.delta}))
+                values.push(json!({"type": "TOOL_CALL_ARGS", "toolCallId": e.tool_id, "delta": e.delta}))
             }
             EventPayload::ToolEnd(e) => {
                 if self.frontend.contains(&e.tool_id) {
                     self.pending.push(e.tool_id.clone());
                 }
-                push(json!({"type": "TOOL_CALL_END", "toolCallId": e.tool_id}))
+                self.close_call(&e.tool_id);
+                values.push(json!({"type": "TOOL_CALL_END", "toolCallId": e.tool_id}))
             }
             EventPayload::ToolResult(e) => {
                 self.pending.retain(|id| *id != e.tool_id);
-                push(json!({"type": "TOOL_CALL_RESULT", "messageId": format!("{}_result", e.tool_id),
+                // The lane's next text is a new assistant message: the model read the result.
+                self.last_text.remove(&task);
+                values.push(json!({"type": "TOOL_CALL_RESULT", "messageId": format!("{}_result", e.tool_id),
                     "toolCallId": e.tool_id, "content": e.result, "role": "tool"}))
             }
             EventPayload::ActionStart(e) => {
                 let name = e.action_name.clone().unwrap_or_default();
-                push(json!({"type": "TOOL_CALL_START", "toolCallId": e.action_id, "toolCallName": name}))
+                values.push(self.call_start(&e.action_id, &name, task.as_deref()));
             }
             EventPayload::ActionArgs(e) => {
-                push(json!({"type": "TOOL_CALL_ARGS", "toolCallId": e.action_id, "delta": e.delta}))
+                values.push(json!({"type": "TOOL_CALL_ARGS", "toolCallId": e.action_id, "delta": e.delta}))
             }
-            EventPayload::ActionEnd(e) => push(json!({"type": "TOOL_CALL_END", "toolCallId": e.action_id})),
+            EventPayload::ActionEnd(e) => {
+                self.close_call(&e.action_id);
+                values.push(json!({"type": "TOOL_CALL_END", "toolCallId": e.action_id}))
+            }
             EventPayload::ActionResult(e) => {
                 let content = match &e.result {
                     Value::String(s) => s.clone(),
                     other => other.to_string(),
                 };
-                push(json!({"type": "TOOL_CALL_RESULT", "messageId": format!("{}_result", e.action_id),
+                self.last_text.remove(&task);
+                values.push(json!({"type": "TOOL_CALL_RESULT", "messageId": format!("{}_result", e.action_id),
                     "toolCallId": e.action_id, "content": content, "role": "tool"}))
             }
-            EventPayload::PlanUpdate(e) => {
-                push(json!({"type": "STATE_SNAPSHOT", "snapshot": {"plan": {"planId": e.plan_id, "tasks": e.plan}}}))
-            }
-            EventPayload::TaskStart(e) => push(json!({"type": "STEP_STARTED", "stepName": e.task_id})),
-            EventPayload::TaskComplete(e) => push(json!({"type": "STEP_FINISHED", "stepName": e.task_id})),
-            EventPayload::TaskCancel(e) => push(json!({"type": "STEP_FINISHED", "stepName": e.task_id})),
-            EventPayload::TaskFail(e) => push(json!({"type": "STEP_FINISHED", "stepName": e.task_id})),
-            EventPayload::RequestSteer(e) => push(json!({"type": "CUSTOM", "name": "agw.steer",
+            EventPayload::PlanUpdate(e) => values
+                .push(json!({"type": "STATE_SNAPSHOT", "snapshot": {"plan": {"planId": e.plan_id, "tasks": e.plan}}})),
+            EventPayload::TaskStart(e) => match &e.sub_agent_key {
+                Some(key) => {
+                    let mut start = json!({"type": "SUBAGENT_STARTED", "subagentRunId": e.task_id, "name": key});
+                    if let Some(description) = &e.description {
+                        start["description"] = json!(description);
+                    }
+                    if let Some(tool_id) = &e.tool_id {
+                        start["parentToolCallId"] = json!(tool_id);
+                    }
+                    if let Some(name) = &e.task_name {
+                        start["metadata"] = json!({"agw": {"taskName": name}});
+                    }
+                    self.subagents.insert(e.task_id.clone(), start.clone());
+                    self.open.push((Open::Subagent(e.task_id.clone()), None));
+                    values.push(start);
+                }
+                None => {
+                    self.open.push((Open::Step(e.task_id.clone()), None));
+                    values.push(json!({"type": "STEP_STARTED", "stepName": e.task_id}));
+                }
+            },
+            EventPayload::TaskComplete(e) => values.push(self.task_end(
+                &e.task_id,
+                json!({"type": "SUBAGENT_FINISHED", "subagentRunId": e.task_id,
+                    "outcome": {"type": "success"}}),
+            )),
+            EventPayload::TaskCancel(e) => values.push(self.task_end(
+                &e.task_id,
+                json!({"type": "SUBAGENT_ERROR", "subagentRunId": e.task_id,
+                    "message": "the task was cancelled", "code": "cancelled"}),
+            )),
+            EventPayload::TaskFail(e) => values.push(self.task_end(
+                &e.task_id,
+                json!({"type": "SUBAGENT_ERROR", "subagentRunId": e.task_id,
+                    "message": e.error.message, "code": e.error.code}),
+            )),
+            EventPayload::RequestSteer(e) => values.push(json!({"type": "CUSTOM", "name": "agw.steer",
                 "value": {"steerId": e.steer_id, "message": e.message}})),
-            EventPayload::ContextCompact(e) => push(json!({"type": "CUSTOM", "name": "agw.context_compact",
+            EventPayload::ContextCompact(e) => values.push(json!({"type": "CUSTOM", "name": "agw.context_compact",
                 "value": super::compact_summary(e)})),
             EventPayload::RunComplete(e) => {
                 self.finished = true;
@@ -153,18 +307,57 @@ impl AgUiMapper {
                 if !self.pending.is_empty() {
                     outcome["pendingToolCallIds"] = json!(self.pending);
                 }
-                push(json!({"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": e.run_id, "outcome": outcome}))
+                values.push(
+                    json!({"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": e.run_id, "outcome": outcome}),
+                )
             }
             EventPayload::RunCancel(e) => {
                 self.finished = true;
-                push(json!({"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": e.run_id,
+                values.push(json!({"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": e.run_id,
                     "outcome": {"type": "cancelled"}}))
             }
             EventPayload::RunError(e) => {
                 self.finished = true;
-                push(json!({"type": "RUN_ERROR", "message": e.error.message, "code": e.error.code.as_str()}))
+                values.push(json!({"type": "RUN_ERROR", "message": e.error.message, "code": e.error.code.as_str()}))
             }
             _ => {}
+        }
+        let subagent_frame = matches!(
+            event.payload,
+            EventPayload::TaskStart(_)
+                | EventPayload::TaskComplete(_)
+                | EventPayload::TaskCancel(_)
+                | EventPayload::TaskFail(_)
+        );
+        for mut value in values {
+            value["timestamp"] = json!(ts);
+            if !subagent_frame {
+                attribute(&mut value, task.as_deref());
+            }
+            out.push(value);
+        }
+    }
+
+    /// `TOOL_CALL_START`, inside the lane's current assistant message when it wrote text.
+    fn call_start(&mut self, id: &str, name: &str, task: Option<&str>) -> Value {
+        let lane = task.map(str::to_owned);
+        let parent = self.last_text.get(&lane).cloned();
+        let mut start = json!({"type": "TOOL_CALL_START", "toolCallId": id, "toolCallName": name});
+        if let Some(parent) = &parent {
+            start["parentMessageId"] = json!(parent);
+        }
+        self.open.push((Open::Call { id: id.to_owned(), name: name.to_owned(), parent }, lane));
+        start
+    }
+
+    /// The end of task `task_id`: its subagent frame, or `STEP_FINISHED` for a plan task.
+    fn task_end(&mut self, task_id: &str, subagent_end: Value) -> Value {
+        if self.subagents.contains_key(task_id) {
+            self.close(&Open::Subagent(task_id.to_owned()));
+            subagent_end
+        } else {
+            self.close(&Open::Step(task_id.to_owned()));
+            json!({"type": "STEP_FINISHED", "stepName": task_id})
         }
     }
 }
@@ -255,5 +448,125 @@ mod tests {
         mapper.suspend(&mut out);
         assert_eq!(out.len(), 1);
         assert_eq!((out[0]["type"].as_str(), out[0]["code"].as_str()), (Some("RUN_ERROR"), Some("provider_timeout")));
+    }
+
+    /// AG-UI's `verifyEvents` rules this mapping relies on: openers before content, the same
+    /// `subagentRunId` on every event of a message or call as on its opener, subagents started
+    /// and finished once, nothing open at `RUN_FINISHED`.
+    fn verify(out: &[Value]) {
+        let mut open: HashMap<String, Option<String>> = HashMap::new();
+        let mut subagents: Vec<String> = Vec::new();
+        let owner = |e: &Value| e["subagentRunId"].as_str().map(str::to_owned);
+        for e in out {
+            let key = |field: &str| format!("{field}:{}", e[field].as_str().unwrap_or_default());
+            match e["type"].as_str().unwrap() {
+                "TEXT_MESSAGE_START" | "REASONING_MESSAGE_START" => {
+                    assert!(open.insert(key("messageId"), owner(e)).is_none(), "{e}")
+                }
+                "TOOL_CALL_START" => assert!(open.insert(key("toolCallId"), owner(e)).is_none(), "{e}"),
+                "TEXT_MESSAGE_CONTENT" | "REASONING_MESSAGE_CONTENT" => {
+                    assert_eq!(open.get(&key("messageId")), Some(&owner(e)), "{e}")
+                }
+                "TEXT_MESSAGE_END" | "REASONING_MESSAGE_END" => {
+                    assert_eq!(open.remove(&key("messageId")), Some(owner(e)), "{e}")
+                }
+                "TOOL_CALL_ARGS" => assert_eq!(open.get(&key("toolCallId")), Some(&owner(e)), "{e}"),
+                "TOOL_CALL_END" => assert_eq!(open.remove(&key("toolCallId")), Some(owner(e)), "{e}"),
+                "SUBAGENT_STARTED" => subagents.push(owner(e).unwrap()),
+                "SUBAGENT_FINISHED" | "SUBAGENT_ERROR" => {
+                    let id = owner(e).unwrap();
+                    assert!(subagents.contains(&id), "{e}");
+                    subagents.retain(|s| *s != id);
+                }
+                "RUN_FINISHED" => {
+                    assert!(open.is_empty() && subagents.is_empty(), "open at the end: {open:?} {subagents:?}")
+                }
+                _ => {}
+            }
+        }
+    }
+
+    #[test]
+    fn children_are_subagents_and_every_child_event_names_its_subagent() {
+        let mut mapper = AgUiMapper::default();
+        let mut out = Vec::new();
+        for event in crate::adapters::children_run() {
+            mapper.map(&event, &mut out);
+        }
+        verify(&out);
+        let started: Vec<&Value> = out.iter().filter(|e| e["type"] == "SUBAGENT_STARTED").collect();
+        assert_eq!(
+            (
+                started[0]["subagentRunId"].as_str(),
+                started[0]["name"].as_str(),
+                started[0]["parentToolCallId"].as_str()
+            ),
+            (Some("t1"), Some("researcher"), Some("call_team"))
+        );
+        assert_eq!(started[0]["metadata"], json!({"agw": {"taskName": "research"}}));
+        assert_eq!(started[1]["name"], "writer");
+        let of = |id: &str| out.iter().filter(|e| e["messageId"] == id || e["toolCallId"] == id).collect::<Vec<_>>();
+        assert!(of("r_t2_c_1").iter().all(|e| e["subagentRunId"] == "t2"));
+        assert!(of("t1_call_w").iter().all(|e| e["subagentRunId"] == "t1"));
+        assert!(of("call_team").iter().all(|e| e.get("subagentRunId").is_none()), "the parent's own call");
+        assert!(of("r_c_2").iter().all(|e| e.get("subagentRunId").is_none()));
+        // A child's call after its text in the same turn belongs to that assistant message.
+        let call = of("t1_call_w")[0];
+        assert_eq!(call["parentMessageId"], "r_t1_c_1");
+        let ends: Vec<&Value> =
+            out.iter().filter(|e| e["type"] == "SUBAGENT_FINISHED" || e["type"] == "SUBAGENT_ERROR").collect();
+        assert_eq!(
+            ends[0],
+            &json!({"type": "SUBAGENT_FINISHED", "subagentRunId": "t1", "outcome": {"type": "success"}, "timestamp": 0})
+        );
+        assert_eq!(
+            (ends[1]["type"].as_str(), ends[1]["message"].as_str(), ends[1]["code"].as_str()),
+            (Some("SUBAGENT_ERROR"), Some("boom"), Some("provider_error"))
+        );
+        assert_eq!(out.last().unwrap()["type"], "RUN_FINISHED");
+    }
+
+    /// A child's frontend call suspends the stream while the other child still writes: what is
+    /// open ends (subagents `suspended`), and the continuation reopens it under the same ids.
+    #[test]
+    fn a_suspension_ends_open_children_and_the_continuation_reopens_them() {
+        let mut events = crate::adapters::children_run();
+        // t1's call (seq 12) becomes a frontend call; the stream suspends at its end (seq 14).
+        if let EventPayload::ToolStart(start) = &mut events[11].payload {
+            start.tool_key = Some("confirm_dialog".into());
+        }
+        let mut first = AgUiMapper::default();
+        let mut out = Vec::new();
+        for event in &events[..14] {
+            first.map(event, &mut out);
+        }
+        assert_eq!(first.pending_tool_calls(), ["t1_call_w"]);
+        first.suspend(&mut out);
+        verify(&out);
+        let tail: Vec<&str> = out[out.len() - 4..].iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(tail, ["TEXT_MESSAGE_END", "SUBAGENT_FINISHED", "SUBAGENT_FINISHED", "RUN_FINISHED"]);
+        assert_eq!(out[out.len() - 2]["outcome"], json!({"type": "suspended"}));
+
+        let mut next = AgUiMapper::default();
+        let mut scratch = Vec::new();
+        for event in &events[..14] {
+            next.map(event, &mut scratch);
+        }
+        next.suspend(&mut scratch);
+        next.answered("t1_call_w");
+        let mut out = Vec::new();
+        next.resume(&mut out);
+        for event in &events[14..] {
+            next.map(event, &mut out);
+        }
+        verify(&out);
+        let head: Vec<&str> = out[..4].iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(head, ["RUN_STARTED", "SUBAGENT_STARTED", "SUBAGENT_STARTED", "TEXT_MESSAGE_START"]);
+        assert_eq!((out[3]["messageId"].as_str(), out[3]["subagentRunId"].as_str()), (Some("r_t2_c_1"), Some("t2")));
+        assert_eq!(
+            out.last().unwrap()["outcome"],
+            json!({"type": "success"}),
+            "the answered call is no longer pending"
+        );
     }
 }

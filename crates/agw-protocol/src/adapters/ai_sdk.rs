@@ -18,6 +18,17 @@
 //! the model before it writes again. The client relies on it: `useChat`'s
 //! `lastAssistantMessageIsCompleteWithToolCalls` reads the message's last step, and a tool output
 //! in the same step as the next turn's text reads as a step still waiting to be sent (issue 32).
+//!
+//! Child tasks (sub-agents, issue 34): a child's text, reasoning and tool calls are parts of the
+//! same assistant message with their own ids, tagged `providerMetadata: {agw: {taskId}}` (the
+//! part's `providerMetadata` / `callProviderMetadata`), and its frame is a `data-task` part. They
+//! run while the parent's `agent_invoke` call runs, so they share one step of their own after the
+//! step with that call: a child's tool output is not the parent's, and its step stays apart from
+//! the parent's turns, which `useChat`'s automatic sends read.
+//!
+//! A stream that suspends (a client-side call, an approval) while other children still stream
+//! closes their open text and reasoning parts; the stream that continues the run is primed with
+//! the events up to that point ([`UiMessageMapper::resume`]) and reopens them.
 
 use std::collections::HashMap;
 
@@ -37,7 +48,22 @@ pub const DONE_FRAME: &[u8] = b"data: [DONE]\n\n";
 struct Call {
     name: String,
     arguments: String,
+    /// A client-side tool: its parts are not `providerExecuted`.
     frontend: bool,
+    /// A client-side call whose arguments ended and that has no output yet.
+    waiting: bool,
+    /// `tool-input-available` was sent: the part no longer streams its input.
+    input_done: bool,
+    /// The child task the call belongs to.
+    task: Option<String>,
+}
+
+/// A text or reasoning part still streaming.
+#[derive(Debug, Clone)]
+struct Block {
+    id: String,
+    reasoning: bool,
+    task: Option<String>,
 }
 
 /// Where the stream is between `start-step` and `finish-step`.
@@ -61,6 +87,19 @@ pub struct UiMessageMapper {
     step: Step,
     /// Approvals requested and not answered yet (awaiting ids).
     approvals: Vec<String>,
+    /// The open step holds child tasks' parts.
+    children_step: bool,
+    /// Text and reasoning parts streaming now.
+    blocks: Vec<Block>,
+    /// What [`Self::suspend`] closed and [`Self::resume`] reopens.
+    suspended: Vec<Block>,
+    /// Each task's `data-task` data: every update repeats the whole part.
+    tasks: HashMap<String, Value>,
+}
+
+/// `providerMetadata` naming a child's task.
+fn task_metadata(task: &str) -> Value {
+    json!({"agw": {"taskId": task}})
 }
 
 /// `data: <chunk>\n\n`.
@@ -115,7 +154,7 @@ impl UiMessageMapper {
     /// The call ids that ended as client-side (frontend) tool calls without an output: the run
     /// waits for the client's `addToolResult`.
     pub fn pending_client_calls(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self.calls.iter().filter(|(_, c)| c.frontend).map(|(id, _)| id.clone()).collect();
+        let mut ids: Vec<String> = self.calls.iter().filter(|(_, c)| c.waiting).map(|(id, _)| id.clone()).collect();
         ids.sort();
         ids
     }
@@ -129,38 +168,97 @@ impl UiMessageMapper {
     /// A mapper for the continuation of a run whose server-side call `id` (tool `name`) the
     /// client just approved or rejected: its output chunk must name the part the client has.
     pub fn expect_server_call(&mut self, id: &str, name: &str) {
-        self.started = true;
-        self.calls.insert(id.to_owned(), Call { name: name.to_owned(), arguments: String::new(), frontend: false });
+        self.client_answered(id, name, false);
     }
 
     /// A mapper for the continuation of a run whose client-side call `id` (tool `name`) the
     /// client just answered: its output chunk must name the part the client already has.
     pub fn expect_client_call(&mut self, id: &str, name: &str) {
-        self.started = true;
-        self.calls.insert(id.to_owned(), Call { name: name.to_owned(), arguments: String::new(), frontend: true });
+        self.client_answered(id, name, true);
     }
 
-    /// Ends the stream of a run that now waits for the client's tool outputs: `finish-step`,
-    /// `finish` with reason `tool-calls`.
+    /// The client answered call `id`: it no longer waits. A call the mapper saw (primed) keeps
+    /// what it knows (its task).
+    fn client_answered(&mut self, id: &str, name: &str, frontend: bool) {
+        self.started = true;
+        let call = self.calls.entry(id.to_owned()).or_insert_with(|| Call {
+            name: name.to_owned(),
+            frontend,
+            input_done: true,
+            ..Call::default()
+        });
+        call.waiting = false;
+        self.approvals.retain(|a| a != id);
+    }
+
+    /// Ends the stream of a run that now waits for the client's tool outputs: open text and
+    /// reasoning parts (of children still streaming) end, then `finish-step`, `finish` with
+    /// reason `tool-calls`.
     pub fn suspend(&mut self, out: &mut Vec<Value>) {
         if self.finished {
             return;
+        }
+        for block in std::mem::take(&mut self.blocks) {
+            let kind = if block.reasoning { "reasoning-end" } else { "text-end" };
+            out.push(json!({"type": kind, "id": block.id}));
+            self.suspended.push(block);
         }
         self.finish_step(out);
         out.push(json!({"type": "finish", "finishReason": "tool-calls"}));
         self.finished = true;
     }
 
+    /// Continues, in a new stream, a run this mapper was primed with up to where its previous
+    /// stream suspended (the events mapped, then [`Self::suspend`]): reopens the parts the
+    /// suspension closed (as new parts with the same ids: the client's stream state is new) and
+    /// restarts the input of calls still streaming it.
+    pub fn resume(&mut self, out: &mut Vec<Value>) {
+        self.finished = false;
+        for block in std::mem::take(&mut self.suspended) {
+            self.open_block(block, out);
+        }
+        let mut streaming: Vec<(&String, &Call)> = self.calls.iter().filter(|(_, c)| !c.input_done).collect();
+        streaming.sort_by(|a, b| a.0.cmp(b.0));
+        let restarts: Vec<(String, String, bool, Option<String>)> =
+            streaming.into_iter().map(|(id, c)| (id.clone(), c.name.clone(), c.frontend, c.task.clone())).collect();
+        for (id, name, frontend, task) in restarts {
+            self.output_turn(task.as_deref(), out);
+            out.push(self.input_start_chunk(&id, &name, frontend, task.as_deref()));
+        }
+    }
+
     /// Before a model turn's output: opens its step, closing the previous one when the
     /// previous turn's calls were answered since (a new turn).
     fn model_output(&mut self, out: &mut Vec<Value>) {
         match self.step {
-            Step::Open => return,
-            Step::Answered => out.push(json!({"type": "finish-step"})),
+            Step::Open if !self.children_step => return,
+            Step::Open | Step::Answered => out.push(json!({"type": "finish-step"})),
             Step::Closed => {}
         }
         out.push(json!({"type": "start-step"}));
         self.step = Step::Open;
+        self.children_step = false;
+    }
+
+    /// Before a child task's output: the children's step, opened after the parent's step (the
+    /// one with the invoking call) when it is not open yet.
+    fn child_output(&mut self, out: &mut Vec<Value>) {
+        if self.children_step && self.step != Step::Closed {
+            return;
+        }
+        if self.step != Step::Closed {
+            out.push(json!({"type": "finish-step"}));
+        }
+        out.push(json!({"type": "start-step"}));
+        self.step = Step::Open;
+        self.children_step = true;
+    }
+
+    fn output_turn(&mut self, task: Option<&str>, out: &mut Vec<Value>) {
+        match task {
+            Some(_) => self.child_output(out),
+            None => self.model_output(out),
+        }
     }
 
     /// A call's output arrived: the open step (if any) is answered.
@@ -176,17 +274,42 @@ impl UiMessageMapper {
             out.push(json!({"type": "finish-step"}));
             self.step = Step::Closed;
         }
+        self.children_step = false;
     }
 
-    fn call_start(&mut self, id: &str, name: &str, frontend: bool, out: &mut Vec<Value>) {
-        self.model_output(out);
-        self.calls.insert(id.to_owned(), Call { name: name.to_owned(), arguments: String::new(), frontend });
+    fn open_block(&mut self, block: Block, out: &mut Vec<Value>) {
+        self.output_turn(block.task.as_deref(), out);
+        let kind = if block.reasoning { "reasoning-start" } else { "text-start" };
+        let mut chunk = json!({"type": kind, "id": block.id});
+        if let Some(task) = &block.task {
+            chunk["providerMetadata"] = task_metadata(task);
+        }
+        out.push(chunk);
+        self.blocks.push(block);
+    }
+
+    fn close_block(&mut self, id: &str, reasoning: bool, out: &mut Vec<Value>) {
+        self.blocks.retain(|b| b.id != id);
+        out.push(json!({"type": if reasoning { "reasoning-end" } else { "text-end" }, "id": id}));
+    }
+
+    fn input_start_chunk(&self, id: &str, name: &str, frontend: bool, task: Option<&str>) -> Value {
         let mut chunk = json!({"type": "tool-input-start", "toolCallId": id, "toolName": name});
         if !frontend {
             chunk["providerExecuted"] = json!(true);
             chunk["dynamic"] = json!(true);
         }
-        out.push(chunk);
+        if let Some(task) = task {
+            chunk["providerMetadata"] = task_metadata(task);
+        }
+        chunk
+    }
+
+    fn call_start(&mut self, id: &str, name: &str, frontend: bool, task: Option<&str>, out: &mut Vec<Value>) {
+        self.output_turn(task, out);
+        let call = Call { name: name.to_owned(), frontend, task: task.map(str::to_owned), ..Call::default() };
+        self.calls.insert(id.to_owned(), call);
+        out.push(self.input_start_chunk(id, name, frontend, task));
     }
 
     fn call_args(&mut self, id: &str, delta: &str, out: &mut Vec<Value>) {
@@ -197,41 +320,35 @@ impl UiMessageMapper {
     }
 
     fn call_end(&mut self, id: &str, out: &mut Vec<Value>) {
-        let Some(call) = self.calls.get(id) else { return };
+        let Some(call) = self.calls.get_mut(id) else { return };
+        call.input_done = true;
+        call.waiting = call.frontend;
         let mut chunk = json!({"type": "tool-input-available", "toolCallId": id, "toolName": call.name, "input": input(&call.arguments)});
         if !call.frontend {
             chunk["providerExecuted"] = json!(true);
             chunk["dynamic"] = json!(true);
         }
+        if let Some(task) = &call.task {
+            chunk["providerMetadata"] = task_metadata(task);
+        }
         out.push(chunk);
     }
 
-    fn call_result(&mut self, id: &str, result: Value, out: &mut Vec<Value>) {
-        let frontend = self.calls.get(id).is_some_and(|c| c.frontend);
-        let mut chunk = json!({"type": "tool-output-available", "toolCallId": id, "output": result});
+    /// `tool-output-available` or `tool-output-error` of call `id`.
+    fn call_output(&mut self, id: &str, mut chunk: Value, out: &mut Vec<Value>) {
+        let (frontend, child) = self.calls.get(id).map_or((false, false), |c| (c.frontend, c.task.is_some()));
         if !frontend {
             chunk["providerExecuted"] = json!(true);
             chunk["dynamic"] = json!(true);
         }
         if let Some(call) = self.calls.get_mut(id) {
             // Answered: no longer waiting for the client.
-            call.frontend = false;
+            call.waiting = false;
         }
-        self.tool_output();
-        out.push(chunk);
-    }
-
-    fn call_error(&mut self, id: &str, error_text: String, out: &mut Vec<Value>) {
-        let frontend = self.calls.get(id).is_some_and(|c| c.frontend);
-        let mut chunk = json!({"type": "tool-output-error", "toolCallId": id, "errorText": error_text});
-        if !frontend {
-            chunk["providerExecuted"] = json!(true);
-            chunk["dynamic"] = json!(true);
+        // A child's output is not the parent's: the parent's next turn is not due.
+        if !child {
+            self.tool_output();
         }
-        if let Some(call) = self.calls.get_mut(id) {
-            call.frontend = false;
-        }
-        self.tool_output();
         out.push(chunk);
     }
 
@@ -245,69 +362,98 @@ impl UiMessageMapper {
         }
     }
 
+    /// The `data-task` part of task `task_id` with `status` (and more fields), whole.
+    fn task_part(&mut self, task_id: &str, status: &str, extra: Option<(&str, Value)>, out: &mut Vec<Value>) {
+        let data = self.tasks.entry(task_id.to_owned()).or_insert_with(|| json!({"taskId": task_id}));
+        data["status"] = json!(status);
+        if let Some((key, value)) = extra {
+            data[key] = value;
+        }
+        out.push(json!({"type": "data-task", "id": task_id, "data": data}));
+    }
+
     /// Appends the chunks `event` becomes (none for events the protocol has no place for).
     pub fn map(&mut self, event: &Event, out: &mut Vec<Value>) {
         if self.finished {
             return;
         }
+        let task = event.task().map(str::to_owned);
         match &event.payload {
             EventPayload::RunStart(e) => self.ensure_started(&e.run_id, &e.chat_id, out),
             EventPayload::ReasoningStart(e) => {
-                self.model_output(out);
-                out.push(json!({"type": "reasoning-start", "id": e.reasoning_id}))
+                self.open_block(Block { id: e.reasoning_id.clone(), reasoning: true, task }, out)
             }
             EventPayload::ReasoningDelta(e) => {
                 out.push(json!({"type": "reasoning-delta", "id": e.reasoning_id, "delta": e.delta}))
             }
-            EventPayload::ReasoningEnd(e) => out.push(json!({"type": "reasoning-end", "id": e.reasoning_id})),
+            EventPayload::ReasoningEnd(e) => self.close_block(&e.reasoning_id, true, out),
             EventPayload::ContentStart(e) => {
-                self.model_output(out);
-                out.push(json!({"type": "text-start", "id": e.content_id}))
+                self.open_block(Block { id: e.content_id.clone(), reasoning: false, task }, out)
             }
             EventPayload::ContentDelta(e) => {
                 out.push(json!({"type": "text-delta", "id": e.content_id, "delta": e.delta}))
             }
-            EventPayload::ContentEnd(e) => out.push(json!({"type": "text-end", "id": e.content_id})),
+            EventPayload::ContentEnd(e) => self.close_block(&e.content_id, false, out),
             EventPayload::ToolStart(e) => {
                 let name = e.tool_name.clone().unwrap_or_default();
                 // A frontend tool carries its viewport key; the client renders and answers it.
-                self.call_start(&e.tool_id, &name, e.tool_key.is_some(), out)
+                self.call_start(&e.tool_id, &name, e.tool_key.is_some(), task.as_deref(), out)
             }
             EventPayload::ToolArgs(e) => self.call_args(&e.tool_id, &e.delta, out),
             EventPayload::ToolEnd(e) => self.call_end(&e.tool_id, out),
-            EventPayload::ToolResult(e) => match tool_error(&e.result) {
-                // agw's tool errors (`{"ok":false,"error":…}`: unknown tool, failure, timeout).
-                Some(error_text) => self.call_error(&e.tool_id, error_text, out),
-                None => self.call_result(&e.tool_id, output(&e.result), out),
-            },
+            EventPayload::ToolResult(e) => {
+                let chunk = match tool_error(&e.result) {
+                    // agw's tool errors (`{"ok":false,"error":…}`: unknown tool, failure, timeout).
+                    Some(error_text) => {
+                        json!({"type": "tool-output-error", "toolCallId": e.tool_id, "errorText": error_text})
+                    }
+                    None => {
+                        json!({"type": "tool-output-available", "toolCallId": e.tool_id, "output": output(&e.result)})
+                    }
+                };
+                self.call_output(&e.tool_id, chunk, out)
+            }
             EventPayload::ActionStart(e) => {
                 let name = e.action_name.clone().unwrap_or_default();
-                self.call_start(&e.action_id, &name, false, out)
+                self.call_start(&e.action_id, &name, false, task.as_deref(), out)
             }
             EventPayload::ActionArgs(e) => self.call_args(&e.action_id, &e.delta, out),
             EventPayload::ActionEnd(e) => self.call_end(&e.action_id, out),
-            EventPayload::ActionResult(e) => self.call_result(&e.action_id, e.result.clone(), out),
+            EventPayload::ActionResult(e) => {
+                let chunk = json!({"type": "tool-output-available", "toolCallId": e.action_id, "output": e.result});
+                self.call_output(&e.action_id, chunk, out)
+            }
             EventPayload::PlanUpdate(e) => {
                 out.push(json!({"type": "data-plan", "id": e.plan_id, "data": {"planId": e.plan_id, "plan": e.plan}}))
             }
-            EventPayload::TaskStart(e) => out.push(json!({"type": "data-task", "id": e.task_id,
-                "data": {"taskId": e.task_id, "status": "running", "description": e.description}})),
-            EventPayload::TaskComplete(e) => out.push(
-                json!({"type": "data-task", "id": e.task_id, "data": {"taskId": e.task_id, "status": "completed"}}),
-            ),
-            EventPayload::TaskCancel(e) => out.push(
-                json!({"type": "data-task", "id": e.task_id, "data": {"taskId": e.task_id, "status": "cancelled"}}),
-            ),
-            EventPayload::TaskFail(e) => out.push(json!({"type": "data-task", "id": e.task_id,
-                "data": {"taskId": e.task_id, "status": "failed", "error": {"code": e.error.code, "message": e.error.message}}})),
+            EventPayload::TaskStart(e) => {
+                let mut data = json!({"taskId": e.task_id, "description": e.description});
+                // A sub-agent's task names its agent, its name and the invoking call.
+                for (key, value) in
+                    [("subAgentKey", &e.sub_agent_key), ("taskName", &e.task_name), ("toolId", &e.tool_id)]
+                {
+                    if let Some(value) = value {
+                        data[key] = json!(value);
+                    }
+                }
+                self.tasks.insert(e.task_id.clone(), data);
+                self.task_part(&e.task_id, "running", None, out)
+            }
+            EventPayload::TaskComplete(e) => self.task_part(&e.task_id, "completed", None, out),
+            EventPayload::TaskCancel(e) => self.task_part(&e.task_id, "cancelled", None, out),
+            EventPayload::TaskFail(e) => {
+                let error = json!({"code": e.error.code, "message": e.error.message});
+                self.task_part(&e.task_id, "failed", Some(("error", error)), out)
+            }
             EventPayload::AwaitingAsk(e) => {
                 for approval in &e.approvals {
                     if !self.calls.contains_key(&approval.id) {
                         // A frontend tool or action is not streamed before its approval: the
                         // request needs a part to be about, inside the turn's step.
-                        self.model_output(out);
+                        self.output_turn(task.as_deref(), out);
                         let arguments = approval.arguments.to_string();
-                        let call = Call { name: approval.tool_name.clone(), arguments, frontend: false };
+                        let call =
+                            Call { name: approval.tool_name.clone(), arguments, task: task.clone(), ..Call::default() };
                         self.calls.insert(approval.id.clone(), call);
                         self.call_end(&approval.id, out);
                     }
@@ -628,5 +774,130 @@ mod tests {
         ]);
         let types: Vec<&str> = out.iter().map(|c| c["type"].as_str().unwrap()).collect();
         assert_eq!(types, ["start-step", "tool-input-start", "tool-input-available", "tool-approval-request"]);
+    }
+
+    /// The text of each text part, as the client assembles it (by id, in start order).
+    fn texts(out: &[Value]) -> Vec<(String, Option<String>, String)> {
+        let mut parts: Vec<(String, Option<String>, String)> = Vec::new();
+        for chunk in out {
+            let id = chunk["id"].as_str().unwrap_or_default().to_owned();
+            match chunk["type"].as_str() {
+                Some("text-start") => {
+                    let task = chunk["providerMetadata"]["agw"]["taskId"].as_str().map(str::to_owned);
+                    parts.push((id, task, String::new()));
+                }
+                Some("text-delta") => {
+                    let part = parts.iter_mut().rev().find(|p| p.0 == id).expect("a delta of an open part");
+                    part.2.push_str(chunk["delta"].as_str().unwrap());
+                }
+                _ => {}
+            }
+        }
+        parts
+    }
+
+    #[test]
+    fn children_are_tagged_parts_in_a_step_of_their_own_and_the_parent_answers() {
+        let (_, out) = map_all(crate::adapters::children_run());
+        // The parent's step with its call, the children's step (their outputs do not split it),
+        // then the parent's answer in a new step.
+        let steps: Vec<usize> = (0..out.len()).filter(|i| out[*i]["type"] == "start-step").collect();
+        assert_eq!(steps.len(), 3, "{:?}", types(&out));
+        let in_step = |i: usize| steps.iter().rposition(|s| *s < i).unwrap();
+        let position = |pred: &dyn Fn(&Value) -> bool| out.iter().position(pred).unwrap();
+        let invoke = position(&|c| c["type"] == "tool-input-available" && c["toolCallId"] == "call_team");
+        let first_child = position(&|c| c["type"] == "text-start" && c["id"] == "r_t1_c_1");
+        let last_child = position(&|c| c["toolCallId"] == "t2_call_x" && c["type"] == "tool-output-error");
+        let answer = position(&|c| c["type"] == "text-start" && c["id"] == "r_c_2");
+        assert_eq!((in_step(invoke), in_step(first_child), in_step(last_child), in_step(answer)), (0, 1, 1, 2));
+
+        // Each child's text is its own part, tagged with its task; the parent's is untagged.
+        let parts = texts(&out);
+        assert_eq!(
+            parts,
+            [
+                ("r_t1_c_1".into(), Some("t1".into()), "Paris ".into()),
+                ("r_t2_c_1".into(), Some("t2".into()), "Soft rain".into()),
+                ("r_c_2".into(), None, "Team done.".into()),
+            ]
+        );
+        let call = out.iter().find(|c| c["type"] == "tool-input-start" && c["toolCallId"] == "t1_call_w").unwrap();
+        assert_eq!(
+            (call["providerMetadata"]["agw"]["taskId"].as_str(), call["dynamic"].as_bool()),
+            (Some("t1"), Some(true))
+        );
+        let parent_call =
+            out.iter().find(|c| c["type"] == "tool-input-start" && c["toolCallId"] == "call_team").unwrap();
+        assert!(parent_call.get("providerMetadata").is_none());
+
+        // The task frames: one data part per task, replaced whole by its updates.
+        let tasks: Vec<&Value> = out.iter().filter(|c| c["type"] == "data-task").collect();
+        assert_eq!(tasks.len(), 4);
+        assert_eq!(
+            tasks[0]["data"],
+            json!({"taskId": "t1", "status": "running", "description": "task for researcher",
+                "subAgentKey": "researcher", "taskName": "research", "toolId": "call_team"})
+        );
+        let failed = tasks.iter().find(|t| t["id"] == "t2" && t["data"]["status"] == "failed").unwrap();
+        assert_eq!(failed["data"]["subAgentKey"], "writer", "an update keeps the whole part");
+        assert_eq!(failed["data"]["error"], json!({"code": "provider_error", "message": "boom"}));
+        assert_eq!(out.last().unwrap()["type"], "finish");
+    }
+
+    /// A child asks for an approval while the other child still writes: the stream ends with the
+    /// open part closed; the continuation (primed with the same events) reopens it and goes on.
+    #[test]
+    fn a_suspension_closes_open_child_parts_and_the_continuation_reopens_them() {
+        use crate::event::{ApprovalRequest, AwaitingAsk};
+        let events = crate::adapters::children_run();
+        // Up to t1's call end (seq 14), while t2's text r_t2_c_1 is open.
+        let mut ask = Event::new(
+            15,
+            0,
+            AwaitingAsk {
+                awaiting_id: "t1_call_w".into(),
+                run_id: "r".into(),
+                mode: "approval".into(),
+                timeout: 1000,
+                approvals: vec![ApprovalRequest {
+                    id: "t1_call_w".into(),
+                    command: "weather".into(),
+                    description: None,
+                    options: Vec::new(),
+                    allow_free_text: false,
+                    tool_name: "weather".into(),
+                    arguments: json!({}),
+                    rule: "weather".into(),
+                    agent_key: "researcher".into(),
+                }],
+                tool_name: None,
+                arguments: None,
+                viewport_type: None,
+                viewport_key: None,
+            },
+        );
+        ask.tag_task("t1");
+        let mut before: Vec<Event> = events[..14].to_vec();
+        before.push(ask);
+        let (mut first, mut out) = map_all(before.clone());
+        assert_eq!(first.pending_approvals(), ["t1_call_w"]);
+        first.suspend(&mut out);
+        let tail = types(&out[out.len() - 4..]);
+        assert_eq!(tail, ["tool-approval-request", "text-end", "finish-step", "finish"]);
+
+        // The continuation: primed silently, the client's answer, then what follows the ask.
+        let (mut next, _) = map_all(before);
+        next.suspend(&mut Vec::new());
+        next.expect_server_call("t1_call_w", "weather");
+        let mut out = Vec::new();
+        next.resume(&mut out);
+        for event in &events[14..] {
+            next.map(event, &mut out);
+        }
+        assert_eq!(types(&out[..3]), ["start-step", "text-start", "text-end"], "{out:?}");
+        assert_eq!(out[1]["providerMetadata"], json!({"agw": {"taskId": "t2"}}));
+        assert!(next.pending_approvals().is_empty());
+        assert_eq!(texts(&out).last().unwrap().2, "Team done.");
+        assert_eq!(out.last().unwrap()["type"], "finish");
     }
 }

@@ -5,6 +5,11 @@
 //! The agent's tools run inside agw: only reasoning (`reasoning_content`) and answer text reach
 //! the client; `finish_reason` is `stop` or `length`. Each content or reasoning delta is one
 //! chunk.
+//!
+//! Child tasks (sub-agents) are work the agent's tools do, like any tool's: their text and
+//! reasoning are not the assistant message's (they interleave with each other and would garble
+//! it), so only the parent's deltas reach `content` / `reasoning_content`, and the answer is the
+//! parent's. The native stream and the AI SDK / AG-UI endpoints show the children.
 
 use serde_json::{Value, json};
 
@@ -92,7 +97,7 @@ impl ChunkMapper {
 
     /// Appends the chunks `event` becomes.
     pub fn map(&mut self, event: &Event, out: &mut Vec<Value>) {
-        if self.ending.is_some() {
+        if self.ending.is_some() || is_child_text(event) {
             return;
         }
         match &event.payload {
@@ -126,6 +131,11 @@ impl ChunkMapper {
     }
 }
 
+/// A child task's text or reasoning: not part of the assistant message.
+fn is_child_text(event: &Event) -> bool {
+    matches!(event.payload, EventPayload::ContentDelta(_) | EventPayload::ReasoningDelta(_)) && event.task().is_some()
+}
+
 /// Collects a run into one non-streaming `chat.completion`.
 #[derive(Debug)]
 pub struct CompletionAggregate {
@@ -143,6 +153,7 @@ impl CompletionAggregate {
     /// Takes one event.
     pub fn push(&mut self, event: &Event) {
         match &event.payload {
+            _ if is_child_text(event) => {}
             EventPayload::ContentDelta(e) => self.content.push_str(&e.delta),
             EventPayload::ReasoningDelta(e) => self.reasoning.push_str(&e.delta),
             _ => {}
@@ -256,5 +267,21 @@ mod tests {
         let body = aggregate.finish(0, 0).unwrap().unwrap_err();
         assert_eq!(body["error"]["message"], "upstream 503");
         assert_eq!(body["error"]["code"], "provider_error");
+    }
+
+    #[test]
+    fn children_never_reach_the_assistant_message() {
+        let mut mapper = ChunkMapper::new("r", "lead", 1);
+        let mut aggregate = CompletionAggregate::new("r", "lead", 1);
+        let mut out = Vec::new();
+        for event in crate::adapters::children_run() {
+            mapper.map(&event, &mut out);
+            aggregate.push(&event);
+        }
+        let content: String = out.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
+        assert_eq!(content, "Team done.", "the children's interleaved text stays out");
+        let body = aggregate.finish(0, 0).unwrap().unwrap();
+        assert_eq!(body["choices"][0]["message"]["content"], "Team done.");
+        assert_eq!(body["choices"][0]["finish_reason"], "stop");
     }
 }
