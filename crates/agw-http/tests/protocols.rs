@@ -238,3 +238,94 @@ async fn ai_sdk_every_model_turn_starts_a_new_step_also_in_a_continuation() {
     assert_eq!(kinds[output + 1..output + 3], ["start-step", "text-start"], "{kinds:?}");
     assert_each_turn_starts_a_step(&continuation);
 }
+
+/// A lead that invokes a researcher (whose weather lookups need approval) and a slow writer.
+fn team_agents() -> Vec<(String, String)> {
+    let model = json!({"providerKey": "fixture", "model": "m"});
+    let lead = json!({"key": "lead", "mode": "REACT", "modelConfig": model,
+        "toolConfig": {"backends": [], "subAgents": ["researcher", "writer"], "approvals": {"mock_city_weather": "ask"}},
+        "react": {"systemPrompt": "LEAD", "maxSteps": 4}});
+    let researcher = json!({"key": "researcher", "description": "Looks up.", "mode": "REACT", "modelConfig": model,
+        "toolConfig": {"backends": ["mock_city_weather"]}, "react": {"systemPrompt": "RESEARCHER", "maxSteps": 3}});
+    let writer = json!({"key": "writer", "description": "Writes.", "mode": "ONESHOT", "modelConfig": model,
+        "plain": {"systemPrompt": "WRITER"}});
+    [("lead", lead), ("researcher", researcher), ("writer", writer)]
+        .into_iter()
+        .map(|(key, text)| (format!("{key}.json"), text.to_string()))
+        .collect()
+}
+
+/// Issue 34: a child's approval ends the AI SDK stream while the other child still writes; the
+/// client answers through the root run, and the continuation carries everything the writer did
+/// meanwhile (it starts where the first stream ended, not at the run's latest event).
+#[tokio::test]
+async fn ai_sdk_a_childs_approval_is_answered_through_the_root_run_and_nothing_of_the_others_is_lost() {
+    let gw = Gateway::start(&team_agents(), &[]).await;
+    gw.fixture.set_responder(|_, body| {
+        let system = body["messages"][0]["content"].as_str().unwrap_or("");
+        // The agent's prompt comes first; agw may add to it.
+        let agent = ["LEAD", "RESEARCHER"].into_iter().find(|p| system.starts_with(p)).unwrap_or("WRITER");
+        let answered = body["messages"].as_array().is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+        Some(match (agent, answered) {
+            ("LEAD", false) => Transcript::openai_tool_call(
+                "call_team",
+                "agent_invoke",
+                &[&json!({"tasks": [{"subAgentKey": "researcher", "task": "Weather?"},
+                    {"subAgentKey": "writer", "task": "Haiku."}]})
+                .to_string()],
+            ),
+            ("LEAD", true) => Transcript::openai_text(&["Team ", "done."]),
+            ("RESEARCHER", false) => {
+                Transcript::openai_tool_call("call_w", "mock_city_weather", &["{\"city\":\"Paris\"}"])
+            }
+            ("RESEARCHER", true) => Transcript::openai_text(&["Sunny."]),
+            _ => Transcript::openai_text(&["Soft ", "rain ", "falls."]).with_chunk_delay_ms(300),
+        })
+    });
+    let url = format!("{}/api/ai-sdk/lead/chat", gw.base);
+    let user = json!({"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Team up."}]});
+    let first =
+        ui_chunks(gw.client.post(&url).json(&json!({"id": "team-1", "messages": [user]})).send().await.unwrap()).await;
+    let request = first.iter().find(|c| c["type"] == "tool-approval-request").expect("the child asks");
+    let call_id = request["toolCallId"].as_str().unwrap().to_owned();
+    let task = |c: &Value| c["providerMetadata"]["agw"]["taskId"].as_str().map(str::to_owned);
+    let call = first.iter().find(|c| c["type"] == "tool-input-start" && c["toolCallId"] == call_id.as_str()).unwrap();
+    let research = task(call).expect("the child's call names its task");
+    assert_eq!(first.last().unwrap()["type"], "finish");
+
+    // The writer finishes while the client decides.
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    let message_id = first[0]["messageId"].as_str().unwrap().to_owned();
+    let answered = json!({"id": message_id, "role": "assistant", "parts": [{"type": "dynamic-tool",
+        "toolName": "mock_city_weather", "toolCallId": call_id, "state": "approval-responded",
+        "input": {"city": "Paris"}, "approval": {"id": request["approvalId"], "approved": true}}]});
+    let body = json!({"id": "team-1", "messages": [user, answered]});
+    let second = ui_chunks(gw.client.post(&url).json(&body).send().await.unwrap()).await;
+    assert_eq!(second.last().unwrap()["type"], "finish", "{second:?}");
+    let output = second.iter().find(|c| c["toolCallId"] == call_id.as_str() && c["type"] == "tool-output-available");
+    assert!(output.unwrap()["output"]["temperatureC"].is_number());
+
+    // Text per task over both streams: every delta's part was opened in its own stream.
+    let mut texts: std::collections::HashMap<Option<String>, String> = Default::default();
+    for stream in [&first, &second] {
+        let mut owners: std::collections::HashMap<String, Option<String>> = Default::default();
+        for c in stream.iter() {
+            let id = c["id"].as_str().unwrap_or_default().to_owned();
+            match c["type"].as_str().unwrap() {
+                "text-start" => {
+                    owners.insert(id, task(c));
+                }
+                "text-delta" => {
+                    let owner = owners.get(&id).unwrap_or_else(|| panic!("a delta of a part not open: {c}"));
+                    texts.entry(owner.clone()).or_default().push_str(c["delta"].as_str().unwrap());
+                }
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(texts.get(&Some(research)).map(String::as_str), Some("Sunny."));
+    assert_eq!(texts.get(&None).map(String::as_str), Some("Team done."), "the parent's answer alone");
+    let writer: Vec<&String> =
+        texts.iter().filter(|(k, _)| k.is_some()).map(|(_, v)| v).filter(|v| *v != "Sunny.").collect();
+    assert_eq!(writer, ["Soft rain falls."], "the writer's text, whole: {texts:?}");
+}

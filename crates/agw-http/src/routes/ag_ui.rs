@@ -22,6 +22,7 @@ use agw_protocol::request::{OnDisconnect, QueryRequest};
 
 use super::HandlerResult;
 use super::ai_sdk::chat_id_for;
+use super::continuation::{Continuation, Fed};
 use super::events;
 use crate::auth::Principal;
 use crate::body::{BoxBody, RequestBody};
@@ -95,11 +96,15 @@ pub async fn run(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
         let Some(handle) = waiting else {
             return Err(ApiError::not_found(format!("no run of thread {} waits for tool results", input.thread_id)));
         };
-        let observer = handle.observe(handle.latest_seq()).map_err(|_| ApiError::internal())?;
+        // From the oldest held event: see `continuation`.
+        let latest = handle.latest_seq();
+        let observer = handle.observe(handle.oldest_seq().saturating_sub(1)).map_err(|_| ApiError::internal())?;
+        let mut calls = Vec::new();
         let results = input.messages.iter().rev().take_while(|m| m["role"] == "tool");
         let mut answered = 0;
         for message in results {
             let Some(call_id) = message["toolCallId"].as_str() else { continue };
+            calls.push(call_id.to_owned());
             let text = text_of(message);
             let params = serde_json::from_str(&text).unwrap_or(Value::String(text));
             if state.runs.submits().submit(&handle.run_id, call_id, params)
@@ -114,10 +119,9 @@ pub async fn run(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
                 serde_json::json!({"code": "not_waiting", "runId": handle.run_id}),
             ));
         }
-        let mut mapper = AgUiMapper::new(&chat_id, &handle.run_id);
-        let mut start = Vec::new();
-        mapper.start(&mut start);
-        return Ok(stream_response(handle, observer, mapper, start, heartbeat));
+        let mapper = AgUiMapper::new(&chat_id, &handle.run_id);
+        let resume = Some(Continuation::new(latest, calls));
+        return Ok(stream_response(handle, observer, mapper, resume, heartbeat));
     }
 
     let message = text_of(last);
@@ -134,39 +138,59 @@ pub async fn run(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
     let (handle, observer) =
         state.runs.start(NewRun { client_tools, keep_events: true, ..NewRun::new(agent, query, principal) }).await?;
     let mapper = AgUiMapper::new(&chat_id, &handle.run_id);
-    Ok(stream_response(handle, observer, mapper, Vec::new(), heartbeat))
+    Ok(stream_response(handle, observer, mapper, None, heartbeat))
 }
 
 fn stream_response(
     handle: Arc<RunHandle>,
     observer: Observer,
     mapper: AgUiMapper,
-    first: Vec<Value>,
+    resume: Option<Continuation>,
     heartbeat: std::time::Duration,
 ) -> Response<BoxBody> {
     struct St {
         events: Observer,
         mapper: AgUiMapper,
-        first: Vec<Value>,
+        resume: Option<Continuation>,
         done: bool,
         handle: Arc<RunHandle>,
     }
-    let start = St { events: observer, mapper, first, done: false, handle };
+    let start = St { events: observer, mapper, resume, done: false, handle };
     let frames = futures::stream::unfold(start, |mut st| async move {
         if st.done {
             return None;
         }
         let mut out = Vec::new();
-        for value in st.first.drain(..) {
-            out.extend_from_slice(&ag_ui::frame(&value));
-        }
-        match st.events.next_events().await {
+        let mut values = Vec::new();
+        let batch = loop {
+            let Some(batch) = st.events.next_events().await else { break None };
+            let Some(resume) = st.resume.as_mut() else { break Some(batch) };
+            match resume.feed(batch) {
+                Fed::Collecting => continue,
+                Fed::Live(batch) => break Some(batch),
+                Fed::Split { primed, rest } => {
+                    // What the client has: mapped silently, up to the previous stream's end.
+                    let mut shown = Vec::new();
+                    for event in &primed {
+                        st.mapper.map(event, &mut shown);
+                    }
+                    st.mapper.suspend(&mut shown);
+                    for id in resume.calls() {
+                        st.mapper.answered(id);
+                    }
+                    st.mapper.resume(&mut values);
+                    break Some(rest);
+                }
+            }
+        };
+        match batch {
             Some(batch) => {
-                let mut values = Vec::new();
                 for event in &batch {
                     st.mapper.map(event, &mut values);
                     // A frontend call is complete: the client answers it in its next input.
-                    if matches!(event.payload, EventPayload::ToolEnd(_)) && !st.mapper.pending_tool_calls().is_empty() {
+                    if let EventPayload::ToolEnd(e) = &event.payload
+                        && st.mapper.pending_tool_calls().contains(&e.tool_id)
+                    {
                         st.mapper.suspend(&mut values);
                     }
                 }

@@ -29,6 +29,7 @@ use agw_protocol::adapters::ai_sdk::{self, UiMessageMapper};
 use agw_protocol::request::{OnDisconnect, QueryRequest};
 
 use super::HandlerResult;
+use super::continuation::{Continuation, Fed};
 use super::events;
 use crate::auth::Principal;
 use crate::body::{BoxBody, RequestBody, full};
@@ -137,12 +138,13 @@ pub async fn chat(state: &AppState, agent_key: &str, req: Request<RequestBody>) 
         if outputs.is_empty() && approvals.is_empty() {
             return Err(ApiError::bad_request("the assistant message carries no tool output or approval to submit"));
         }
-        // Follow from here: everything after the submit is new to the client.
-        let observer = handle.observe(handle.latest_seq()).map_err(|_| ApiError::internal())?;
-        let mut mapper = UiMessageMapper::new();
+        // Read from the oldest held event: the events up to where the previous stream stopped
+        // prime the mapper, the rest (children that went on meanwhile, the answers) are new.
+        let latest = handle.latest_seq();
+        let observer = handle.observe(handle.oldest_seq().saturating_sub(1)).map_err(|_| ApiError::internal())?;
+        let mut expected = Vec::new();
         let mut answered = 0;
         for (call_id, name, approved) in approvals {
-            mapper.expect_server_call(&call_id, &name);
             let decision = if approved { "once" } else { "reject" };
             let params = serde_json::json!({ "decision": decision });
             if state.runs.submits().submit(&handle.run_id, &call_id, params)
@@ -150,15 +152,16 @@ pub async fn chat(state: &AppState, agent_key: &str, req: Request<RequestBody>) 
             {
                 answered += 1;
             }
+            expected.push((call_id, name, false));
         }
         for (call_id, name, output) in outputs {
-            mapper.expect_client_call(&call_id, &name);
             let params = if output.is_null() { Value::Object(Default::default()) } else { output };
             if state.runs.submits().submit(&handle.run_id, &call_id, params)
                 == agw_modes::runtime::SubmitStatus::Accepted
             {
                 answered += 1;
             }
+            expected.push((call_id, name, true));
         }
         if answered == 0 {
             return Err(ApiError::conflict(
@@ -166,7 +169,9 @@ pub async fn chat(state: &AppState, agent_key: &str, req: Request<RequestBody>) 
                 serde_json::json!({"code": "not_waiting", "runId": handle.run_id}),
             ));
         }
-        return Ok(stream_response(handle, observer, mapper, heartbeat));
+        let calls = expected.iter().map(|(id, _, _)| id.clone()).collect();
+        let resume = Resume { continuation: Continuation::new(latest, calls), expected };
+        return Ok(stream_response(handle, observer, UiMessageMapper::new(), Some(resume), heartbeat));
     }
 
     let message = last.get("parts").map(|_| text_of(last)).unwrap_or_default();
@@ -184,7 +189,7 @@ pub async fn chat(state: &AppState, agent_key: &str, req: Request<RequestBody>) 
     };
     let (handle, observer) =
         state.runs.start(NewRun { regenerate, keep_events: true, ..NewRun::new(agent, query, principal) }).await?;
-    Ok(stream_response(handle, observer, UiMessageMapper::new(), heartbeat))
+    Ok(stream_response(handle, observer, UiMessageMapper::new(), None, heartbeat))
 }
 
 /// `GET /api/ai-sdk/{agentKey}/chat/{id}/stream`: the chat's running run from its start, or 204.
@@ -203,37 +208,71 @@ pub fn resume(state: &AppState, id: &str, principal: Option<&Principal>) -> Hand
         return Ok(resp);
     };
     let observer = handle.observe(handle.oldest_seq().saturating_sub(1)).map_err(|_| ApiError::internal())?;
-    Ok(stream_response(handle, observer, UiMessageMapper::new(), state.settings.server.heartbeat_interval))
+    Ok(stream_response(handle, observer, UiMessageMapper::new(), None, state.settings.server.heartbeat_interval))
+}
+
+/// A stream that continues a run after the client's answers.
+struct Resume {
+    continuation: Continuation,
+    /// The answered calls: `(toolCallId, toolName, client-side)`.
+    expected: Vec<(String, String, bool)>,
 }
 
 fn stream_response(
     handle: Arc<RunHandle>,
     observer: Observer,
     mapper: UiMessageMapper,
+    resume: Option<Resume>,
     heartbeat: std::time::Duration,
 ) -> Response<BoxBody> {
     struct St {
         events: Observer,
         mapper: UiMessageMapper,
+        resume: Option<Resume>,
         done: bool,
         _handle: Arc<RunHandle>,
     }
-    let start = St { events: observer, mapper, done: false, _handle: handle };
+    let start = St { events: observer, mapper, resume, done: false, _handle: handle };
     let frames = futures::stream::unfold(start, |mut st| async move {
         if st.done {
             return None;
         }
         let mut out = Vec::new();
-        match st.events.next_events().await {
+        let mut chunks = Vec::new();
+        let batch = loop {
+            let Some(batch) = st.events.next_events().await else { break None };
+            let Some(resume) = st.resume.as_mut() else { break Some(batch) };
+            match resume.continuation.feed(batch) {
+                Fed::Collecting => continue,
+                Fed::Live(batch) => break Some(batch),
+                Fed::Split { primed, rest } => {
+                    // What the client has: mapped silently, up to the previous stream's end.
+                    let mut shown = Vec::new();
+                    for event in &primed {
+                        st.mapper.map(event, &mut shown);
+                    }
+                    st.mapper.suspend(&mut shown);
+                    for (id, name, client_side) in &resume.expected {
+                        if *client_side {
+                            st.mapper.expect_client_call(id, name);
+                        } else {
+                            st.mapper.expect_server_call(id, name);
+                        }
+                    }
+                    st.mapper.resume(&mut chunks);
+                    break Some(rest);
+                }
+            }
+        };
+        match batch {
             Some(batch) => {
-                let mut chunks = Vec::new();
                 for event in &batch {
                     st.mapper.map(event, &mut chunks);
                     // A client-side call is complete, or an approval is asked: the client takes over
                     // until it answers.
-                    let client_turn = match event.payload {
-                        EventPayload::ToolEnd(_) => !st.mapper.pending_client_calls().is_empty(),
-                        EventPayload::AwaitingAsk(_) => !st.mapper.pending_approvals().is_empty(),
+                    let client_turn = match &event.payload {
+                        EventPayload::ToolEnd(e) => st.mapper.pending_client_calls().contains(&e.tool_id),
+                        EventPayload::AwaitingAsk(e) => st.mapper.pending_approvals().contains(&e.awaiting_id),
                         _ => false,
                     };
                     if client_turn {

@@ -5,6 +5,7 @@ mod agents;
 mod ai_sdk;
 mod chats;
 mod compact;
+mod continuation;
 mod data;
 mod events;
 mod openai;
