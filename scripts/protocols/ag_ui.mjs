@@ -27,6 +27,7 @@ function user(text) {
 /** Runs the agent, recording every event type and how the run finished. */
 async function run(a) {
   const types = [];
+  const events = [];
   let finished;
   let error;
   const result = await a.runAgent(
@@ -34,6 +35,7 @@ async function run(a) {
     {
       onEvent: ({ event }) => {
         types.push(event.type);
+        events.push(event);
       },
       onRunFinishedEvent: (params) => {
         finished = params;
@@ -43,7 +45,7 @@ async function run(a) {
       },
     },
   );
-  return { result, types, finished, error };
+  return { result, types, events, finished, error };
 }
 
 await check('plain answer', async () => {
@@ -121,6 +123,31 @@ await check('a plan is the agent state (STATE_SNAPSHOT), tasks are steps', async
   assert.equal(a.state.plan.tasks.length, 1);
   assert.equal(a.state.plan.tasks[0].status, 'completed');
   assert.equal(a.messages.filter((m) => m.role === 'assistant').at(-1).content, 'Trip planned.');
+});
+
+await check('sub-agents: SUBAGENT_* frames, every child message attributed to its subagent', async () => {
+  const a = agent('lead', 'thread-team');
+  a.addMessage(user('team up'));
+  const { events, finished } = await run(a);
+  assert.equal(finished.outcome, 'success');
+  const started = events.filter((e) => e.type === 'SUBAGENT_STARTED');
+  assert.deepEqual(started.map((e) => e.name), ['researcher', 'writer', 'writer']);
+  assert.ok(started.every((e) => e.parentToolCallId === 'call_team'));
+  const [research, haiku, broken] = started.map((e) => e.subagentRunId);
+  assert.deepEqual(
+    events.filter((e) => e.type === 'SUBAGENT_FINISHED').map((e) => e.subagentRunId).sort(),
+    [research, haiku].sort(),
+  );
+  const failed = events.find((e) => e.type === 'SUBAGENT_ERROR');
+  assert.equal(failed.subagentRunId, broken);
+  // The client keeps each child's messages apart (subagentRunId), the parent's answer is its own.
+  const said = (id) => a.messages.filter((m) => m.role === 'assistant' && m.subagentRunId === id).map((m) => m.content ?? '').join('');
+  assert.equal(said(research), 'Sunny in Paris.');
+  assert.equal(said(haiku), 'Soft rain falls.');
+  const weather = a.messages.find((m) => m.toolCalls?.some((c) => c.function.name === 'mock_city_weather'));
+  assert.equal(weather.subagentRunId, research);
+  const own = a.messages.filter((m) => m.role === 'assistant' && m.subagentRunId === undefined);
+  assert.equal(own.at(-1).content, 'Team done.');
 });
 
 await check('a provider failure is RUN_ERROR, the last event', async () => {

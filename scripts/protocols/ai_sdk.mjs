@@ -3,7 +3,11 @@
 // the stream, readUIMessageStream assembles the UIMessage exactly as `useChat` would.
 // Run by run.sh against a running agw (AGW_BASE). Each check prints one line; a failure throws.
 import assert from 'node:assert/strict';
-import { DefaultChatTransport, readUIMessageStream } from 'ai';
+import {
+  DefaultChatTransport,
+  lastAssistantMessageIsCompleteWithApprovalResponses,
+  readUIMessageStream,
+} from 'ai';
 
 const BASE = process.env.AGW_BASE;
 let passed = 0;
@@ -44,6 +48,11 @@ async function send(agent, chatId, messages, continued) {
 }
 
 const text = (m) => m.parts.filter((p) => p.type === 'text').map((p) => p.text).join('');
+// A sub-agent's parts name their task in agw's provider metadata.
+const taskOf = (p) => (p.providerMetadata ?? p.callProviderMetadata)?.agw?.taskId;
+const parentText = (m) => m.parts.filter((p) => p.type === 'text' && !taskOf(p)).map((p) => p.text).join('');
+const childText = (m, taskId) =>
+  m.parts.filter((p) => p.type === 'text' && taskOf(p) === taskId).map((p) => p.text).join('');
 
 await check('plain answer', async () => {
   const { message, errors } = await send('plain', 'chat-plain', [user('say hello')]);
@@ -123,6 +132,59 @@ await check('a tool approval (tool-approval-request, then addToolApprovalRespons
   assert.equal(done.state, 'output-available');
   assert.ok(done.output.temperatureC !== undefined, JSON.stringify(done.output));
   assert.equal(text(after), 'Checked with your approval.');
+});
+
+await check('sub-agents: tagged child parts, data-task frames, the answer is the parent\'s', async () => {
+  const { message, errors } = await send('lead', 'chat-team', [user('team up')]);
+  assert.deepEqual(errors, []);
+  const tasks = message.parts.filter((p) => p.type === 'data-task');
+  assert.equal(tasks.length, 3, 'one part per task, updated in place');
+  const research = tasks.find((t) => t.data.taskName === 'research');
+  assert.equal(research.data.subAgentKey, 'researcher');
+  assert.equal(research.data.status, 'completed');
+  assert.equal(research.data.toolId, 'call_team');
+  const [haiku, broken] = tasks.filter((t) => t.data.subAgentKey === 'writer');
+  assert.equal(haiku.data.status, 'completed');
+  assert.equal(broken.data.status, 'failed');
+  assert.ok(broken.data.error.message.length > 0);
+  // Interleaved children: each one's text is its own, whole.
+  assert.equal(childText(message, research.data.taskId), 'Sunny in Paris.');
+  assert.equal(childText(message, haiku.data.taskId), 'Soft rain falls.');
+  const weather = message.parts.find((p) => p.type === 'dynamic-tool' && p.toolName === 'mock_city_weather');
+  assert.equal(taskOf(weather), research.data.taskId);
+  assert.equal(weather.state, 'output-available');
+  const invoke = message.parts.find((p) => p.type === 'dynamic-tool' && p.toolName === 'agent_invoke');
+  assert.equal(invoke.state, 'output-available');
+  assert.deepEqual(invoke.output.tasks.map((t) => t.status), ['completed', 'completed', 'failed']);
+  assert.equal(taskOf(invoke), undefined, 'the parent\'s own call');
+  assert.equal(parentText(message), 'Team done.');
+});
+
+await check('a sub-agent\'s approval is answered with addToolApprovalResponse through the root run', async () => {
+  const first = [user('team guarded')];
+  const { message } = await send('guarded_lead', 'chat-team-guarded', first);
+  const call = message.parts.find((p) => p.type === 'dynamic-tool' && p.toolName === 'mock_city_weather');
+  assert.ok(call, JSON.stringify(message.parts));
+  assert.equal(call.state, 'approval-requested');
+  const research = message.parts.find((p) => p.type === 'data-task' && p.data.taskName === 'research');
+  assert.equal(taskOf(call), research.data.taskId);
+  const answered = structuredClone(message);
+  const part = answered.parts.find((p) => p.toolCallId === call.toolCallId);
+  part.state = 'approval-responded';
+  part.approval = { ...part.approval, approved: true };
+  // useChat's automatic send fires: the children's step holds only settled calls.
+  assert.equal(lastAssistantMessageIsCompleteWithApprovalResponses({ messages: [...first, answered] }), true);
+  const { message: after, errors } = await send('guarded_lead', 'chat-team-guarded', [...first, answered], answered);
+  assert.deepEqual(errors, []);
+  const done = after.parts.find((p) => p.toolCallId === call.toolCallId);
+  assert.equal(done.state, 'output-available');
+  assert.ok(done.output.temperatureC !== undefined, JSON.stringify(done.output));
+  assert.equal(childText(after, research.data.taskId), 'Checked with your approval.');
+  const writer = after.parts.find((p) => p.type === 'data-task' && p.data.subAgentKey === 'writer');
+  // The writer went on while the client decided: nothing of it is lost.
+  assert.equal(childText(after, writer.data.taskId), 'Soft rain falls.');
+  assert.equal(parentText(after), 'Team checked.');
+  assert.equal(lastAssistantMessageIsCompleteWithApprovalResponses({ messages: [...first, after] }), false);
 });
 
 await check('an error arrives as an error chunk', async () => {

@@ -90,6 +90,16 @@ def _():
     assert r.choices[0].message.content == "Trip planned.", r
 
 
+@check("sub-agents stay out of the answer: content is the parent's alone (streaming and not)")
+def _():
+    messages = [{"role": "user", "content": "team up"}]
+    r = client.chat.completions.create(model="lead", messages=messages)
+    assert r.choices[0].message.content == "Team done.", r
+    stream = client.chat.completions.create(model="lead", messages=messages, stream=True)
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == "Team done.", text
+
+
 @check("unknown model is a NotFoundError")
 def _():
     try:
