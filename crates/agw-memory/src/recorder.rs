@@ -21,7 +21,8 @@ use std::collections::{HashMap, HashSet};
 use agw_protocol::event::{ContextCompact, Event, EventPayload, RunTotals};
 use agw_protocol::history::{
     ApprovalLine, CheckpointLine, HistoryLine, PendingCall, PendingStep, PlanSnapshot, QueryLine, ROLE_ASSISTANT,
-    ROLE_TOOL, Stage, StepCompaction, StepLine, StoredMessage, StoredToolCall, SubAgentStep, SystemSnapshot,
+    ROLE_TOOL, Stage, StepCompaction, StepHandoff, StepLine, StoredMessage, StoredToolCall, SubAgentStep,
+    SystemSnapshot,
 };
 use agw_protocol::request::QueryRequest;
 use agw_protocol::{AgentDelta, Clock, SystemClock, ids};
@@ -122,6 +123,8 @@ struct Step {
     plan: Option<PlanSnapshot>,
     usage: Option<Value>,
     compactions: Vec<StepCompaction>,
+    /// The step ended with its agent handing the conversation over (`agent.handoff`).
+    handoff: Option<StepHandoff>,
 }
 
 impl Step {
@@ -134,6 +137,7 @@ impl Step {
             plan: None,
             usage: None,
             compactions: Vec::new(),
+            handoff: None,
         }
     }
 }
@@ -411,6 +415,7 @@ impl Recorder {
             run_usage: if self.finished { self.totals.usage.take() } else { None },
             run_cost: if self.finished { self.totals.cost.take() } else { None },
             sub_agent: None,
+            handoff: step.handoff,
         };
         let mut lines = held;
         if first {
@@ -541,6 +546,7 @@ impl Recorder {
             run_usage: None,
             run_cost: None,
             sub_agent,
+            handoff: None,
         })
     }
 
@@ -601,6 +607,12 @@ impl Recorder {
                 self.step.plan = Some(PlanSnapshot::new(e.plan_id.clone(), e.plan.clone()));
             }
             EventPayload::ContextCompact(e) => self.compaction(e, ts),
+            EventPayload::AgentHandoff(e) => {
+                // After everything the handing agent streamed (its transfer call and result);
+                // the next agent's first stage marker ends the step.
+                self.settle(ts);
+                self.step.handoff = Some(StepHandoff { ts, event: e.clone() });
+            }
             EventPayload::RunComplete(e) => self.totals = e.totals.clone(),
             EventPayload::RunError(e) => self.totals = e.totals.clone(),
             EventPayload::RunCancel(e) => self.totals = e.totals.clone(),

@@ -23,8 +23,8 @@ use serde_json::Value;
 use crate::delta::{ActionStartMeta, AgentDelta, ChildEnd, ChildTask, ToolStartMeta};
 use crate::event::RunTotals;
 use crate::event::{
-    ActionArgs, ActionEnd, ActionResult, ActionStart, ChatStart, ContentDelta, ContentEnd, ContentStart, ErrorCode,
-    Event, EventPayload, PlanTask, PlanUpdate, ReasoningDelta, ReasoningEnd, ReasoningStart, RequestQuery,
+    ActionArgs, ActionEnd, ActionResult, ActionStart, AgentHandoff, ChatStart, ContentDelta, ContentEnd, ContentStart,
+    ErrorCode, Event, EventPayload, PlanTask, PlanUpdate, ReasoningDelta, ReasoningEnd, ReasoningStart, RequestQuery,
     RequestSteer, RunCancel, RunComplete, RunError, RunErrorInfo, RunStart, TaskCancel, TaskComplete, TaskError,
     TaskFail, TaskStart, ToolArgs, ToolEnd, ToolResult, ToolStart,
 };
@@ -412,6 +412,11 @@ impl Assembler {
                 self.close_text(out);
                 compact.run_id.clone_from(&self.run_id);
                 self.emit(compact, out);
+            }
+            AgentDelta::Handoff { from_agent_key, to_agent_key, tool_id } => {
+                self.close_text(out);
+                let run_id = self.run_id.clone();
+                self.emit(AgentHandoff { run_id, from_agent_key, to_agent_key, tool_id }, out);
             }
             AgentDelta::ChildStart(child) => self.child_start(child, out)?,
             AgentDelta::Child { task_id, delta } => self.child_delta(&task_id, *delta, out)?,

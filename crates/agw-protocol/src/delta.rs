@@ -204,6 +204,17 @@ pub enum AgentDelta {
     /// `context.compact`: the run shrank its conversation before a model call; emitted as is
     /// (with the assembler's run id) after closing an open text block.
     Compact(crate::event::ContextCompact),
+    /// `agent.handoff`: the conversation passes from one agent to another inside the run (after
+    /// the transfer call's result); emitted with the assembler's run id after closing an open
+    /// text block. The next agent's deltas follow.
+    Handoff {
+        /// The agent that handed over.
+        from_agent_key: String,
+        /// The agent that continues.
+        to_agent_key: String,
+        /// The transfer call.
+        tool_id: String,
+    },
     /// A child task opens beside the run's own work (a sub-agent of `agent_invoke`, a plan task
     /// run in parallel): `task.start` with the child's fields. Its deltas follow as
     /// [`AgentDelta::Child`], interleaved with other children's, until [`AgentDelta::ChildEnd`].

@@ -132,6 +132,8 @@ event_payloads! {
     AwaitingExpired = "awaiting.expired",
     /// agw: the run shrank what it sends the model before a model call (`docs/context.md`).
     ContextCompact = "context.compact",
+    /// agw: one agent handed the conversation to another inside the run (docs/multi-agent.md).
+    AgentHandoff = "agent.handoff",
     /// A new chat was created by this query (first run of a chat only).
     ChatStart = "chat.start",
     /// Protocol only, never emitted.

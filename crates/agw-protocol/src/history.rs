@@ -88,6 +88,19 @@ pub struct StepCompaction {
     pub event: crate::event::ContextCompact,
 }
 
+/// agw (`_handoff`): the step ended with its agent handing the conversation to another agent
+/// (docs/multi-agent.md, "Handoffs"); a replay emits the `agent.handoff` after the step's
+/// messages. The step's messages are the agent's that handed over (its transfer call last).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepHandoff {
+    /// Epoch ms of the live event.
+    #[serde(default)]
+    pub ts: i64,
+    /// The event as streamed.
+    #[serde(flatten)]
+    pub event: crate::event::AgentHandoff,
+}
+
 /// `{"_type":"awaiting","chatId","runId","updatedAt","awaitingId","lastSeq","timeoutAt","resumeAt","calls","results","ask"}`.
 ///
 /// Written when a wait begins, after the step so far is flushed. The run is still waiting while
@@ -488,6 +501,9 @@ pub struct StepLine {
     /// never sent to the run's model.
     #[serde(rename = "_subAgent", skip_serializing_if = "Option::is_none")]
     pub sub_agent: Option<Box<SubAgentStep>>,
+    /// agw (`_handoff`): the step ended with a handoff to another agent.
+    #[serde(rename = "_handoff", skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<StepHandoff>,
 }
 
 /// What a sub-agent step line keeps of its task's frame (`_subAgent`).
@@ -546,6 +562,8 @@ impl<'de> Deserialize<'de> for StepLine {
             run_cost: Option<Value>,
             #[serde(default, rename = "_subAgent")]
             sub_agent: Option<Value>,
+            #[serde(default, rename = "_handoff")]
+            handoff: Option<Value>,
         }
 
         let wire = Wire::deserialize(d)?;
@@ -568,6 +586,7 @@ impl<'de> Deserialize<'de> for StepLine {
             run_usage: wire.run_usage.and_then(|v| crate::usage::RunUsage::deserialize(v).ok()),
             run_cost: wire.run_cost.and_then(|v| crate::usage::Cost::deserialize(v).ok()),
             sub_agent: wire.sub_agent.and_then(|v| SubAgentStep::deserialize(v).ok()).map(Box::new),
+            handoff: wire.handoff.and_then(|v| StepHandoff::deserialize(v).ok()),
         })
     }
 }

@@ -21,7 +21,8 @@ use crate::event::{
     TaskStart, TaskStatus, ToolResult, ToolSnapshot,
 };
 use crate::history::{
-    HistoryLine, PlanSnapshot, QueryLine, ROLE_USER, StepCompaction, StepLine, StoredMessage, StoredToolCall,
+    HistoryLine, PlanSnapshot, QueryLine, ROLE_USER, StepCompaction, StepHandoff, StepLine, StoredMessage,
+    StoredToolCall,
 };
 
 /// Finish reason of every replayed run.
@@ -141,12 +142,15 @@ fn step_items(step: &StepLine) -> impl Iterator<Item = Item<'_>> + '_ {
         }
         messages.next().map(|(_, m)| Item::Message(m))
     })
+    .chain(step.handoff.iter().map(Item::Handoff))
 }
 
 /// What a replayed run is made of.
 enum Item<'a> {
     Message(&'a StoredMessage),
     Compact(&'a StepCompaction),
+    /// Ends its step: after the step's messages and compactions.
+    Handoff(&'a StepHandoff),
 }
 
 /// Groups lines by `runId`, drops runs without step lines, sorts steps by `_seq` and runs by
@@ -309,6 +313,12 @@ fn replay_items<'a>(
                 let mut event = compaction.event.clone();
                 run_id.clone_into(&mut event.run_id);
                 out.next(compaction.ts, event);
+                continue;
+            }
+            Item::Handoff(handoff) => {
+                let mut event = handoff.event.clone();
+                run_id.clone_into(&mut event.run_id);
+                out.next(handoff.ts, event);
                 continue;
             }
         };

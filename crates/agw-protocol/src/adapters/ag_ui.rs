@@ -301,6 +301,8 @@ impl AgUiMapper {
                 "value": {"steerId": e.steer_id, "message": e.message}})),
             EventPayload::ContextCompact(e) => values.push(json!({"type": "CUSTOM", "name": "agw.context_compact",
                 "value": super::compact_summary(e)})),
+            EventPayload::AgentHandoff(e) => values.push(json!({"type": "CUSTOM", "name": "agw.handoff",
+                "value": {"fromAgentKey": e.from_agent_key, "toAgentKey": e.to_agent_key, "toolCallId": e.tool_id}})),
             EventPayload::RunComplete(e) => {
                 self.finished = true;
                 let mut outcome = json!({"type": "success"});

@@ -468,6 +468,8 @@ impl UiMessageMapper {
             EventPayload::ContextCompact(e) => {
                 out.push(json!({"type": "data-context-compact", "data": super::compact_summary(e)}));
             }
+            EventPayload::AgentHandoff(e) => out.push(json!({"type": "data-handoff", "id": e.tool_id,
+                "data": {"fromAgentKey": e.from_agent_key, "toAgentKey": e.to_agent_key, "toolCallId": e.tool_id}})),
             EventPayload::RunComplete(e) => {
                 self.finish_step(out);
                 out.push(json!({"type": "finish", "finishReason": finish_reason(&e.finish_reason)}));

@@ -847,6 +847,24 @@ fn a_compaction_closes_the_open_text_block_and_carries_the_run_id() {
     assert_eq!(rig.push(content("b")), ["content.start c_2", "content.delta c_2"]);
 }
 
+#[test]
+fn a_handoff_closes_the_open_text_block_and_names_both_agents() {
+    let mut rig = Rig::new();
+    rig.push(content("a"));
+    let handoff =
+        AgentDelta::Handoff { from_agent_key: "triage".into(), to_agent_key: "billing".into(), tool_id: "t1".into() };
+    assert_eq!(rig.push(handoff), ["content.end c_1", "agent.handoff t1"]);
+    let EventPayload::AgentHandoff(event) = &rig.events.last().unwrap().payload else { panic!("agent.handoff") };
+    assert_eq!(
+        (event.run_id.as_str(), event.from_agent_key.as_str(), event.to_agent_key.as_str()),
+        ("run", "triage", "billing")
+    );
+    let json = rig.events.last().unwrap().to_json().unwrap();
+    assert!(json.contains(r#""type":"agent.handoff""#) && json.contains(r#""toolId":"t1""#), "{json}");
+    // The next agent's text is a new block.
+    assert_eq!(rig.push(content("b")), ["content.start c_2", "content.delta c_2"]);
+}
+
 // -- child tasks (sub-agents, parallel plan tasks) ------------------------------------------
 
 fn child_start(task: &str) -> AgentDelta {

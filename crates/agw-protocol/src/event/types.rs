@@ -266,6 +266,23 @@ pub struct ContextCompact {
     pub reason: Option<String>,
 }
 
+/// `agent.handoff` (agw): the agent running the conversation handed it to another agent through
+/// its `transfer_to_<agentKey>` call (docs/multi-agent.md, "Handoffs"). The agent that called ends
+/// its turn; the next one continues in the same run. An open text block is ended first.
+/// Recorded with the step that ended with it, so a replay shows it at the same place.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentHandoff {
+    /// The run the handoff happened in.
+    pub run_id: String,
+    /// The agent that handed the conversation over.
+    pub from_agent_key: String,
+    /// The agent that continues it.
+    pub to_agent_key: String,
+    /// The `transfer_to_<agentKey>` call that did it.
+    pub tool_id: String,
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }

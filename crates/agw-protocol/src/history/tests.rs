@@ -81,6 +81,7 @@ fn built_lines_use_the_contract_key_order_and_omit_nulls() {
         run_usage: None,
         run_cost: None,
         sub_agent: None,
+        handoff: None,
     });
     assert_eq!(
         line.to_json().expect("serialise"),
