@@ -124,6 +124,16 @@ impl Backend {
         dispatch!(self, b => b.add_run_totals(chat_id, usage, cost, now_ms))
     }
 
+    pub(crate) fn note_agent(
+        &self,
+        chat_id: &str,
+        agent_key: &str,
+        handed_off: bool,
+        now_ms: i64,
+    ) -> Result<(), MemoryError> {
+        dispatch!(self, b => b.note_agent(chat_id, agent_key, handed_off, now_ms))
+    }
+
     pub(crate) fn get_chat(&self, chat_id: &str) -> Result<Option<ChatSummary>, MemoryError> {
         dispatch!(self, b => b.get_chat(chat_id))
     }
@@ -282,6 +292,10 @@ impl FileBackend {
         now_ms: i64,
     ) -> Result<(), MemoryError> {
         self.index.add_run_totals(chat_id, usage, cost, now_ms)
+    }
+
+    fn note_agent(&self, chat_id: &str, agent_key: &str, handed_off: bool, now_ms: i64) -> Result<(), MemoryError> {
+        self.index.note_agent(chat_id, agent_key, handed_off, now_ms)
     }
 
     fn get_chat(&self, chat_id: &str) -> Result<Option<ChatSummary>, MemoryError> {

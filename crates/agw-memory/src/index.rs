@@ -74,6 +74,11 @@ pub struct ChatSummary {
     /// agw: their cost, when every run with usage was priced, in one currency.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<Cost>,
+    /// agw: the agent the chat's last run ended with, once a handoff moved the conversation to
+    /// another agent than it started with (docs/multi-agent.md, "Handoffs"); the chat's next
+    /// queries go to it unless they name another agent. `None` for chats without handoffs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_agent_key: Option<String>,
     /// `None`: a chat made without auth (or before agw knew owners).
     #[serde(skip)]
     pub owner: Option<Owner>,
@@ -129,6 +134,8 @@ pub(crate) struct Record {
     cost: Option<Cost>,
     #[serde(default)]
     unpriced: Option<bool>,
+    #[serde(default)]
+    last_agent_key: Option<String>,
 }
 
 fn lenient<'de, D: serde::Deserializer<'de>, T: serde::de::DeserializeOwned>(
@@ -271,6 +278,26 @@ pub(crate) fn add_totals(
     }
 }
 
+/// Notes the agent a finished run of the chat ended with ([`crate::ChatStore::note_last_agent`]):
+/// written when the run handed over, or when the chat already has one (a later run may end with
+/// another agent); [`Refused`] (nothing to write) otherwise, or when nothing changes.
+pub(crate) fn note_agent(
+    existing: Option<&mut Record>,
+    agent_key: &str,
+    handed_off: bool,
+) -> Result<Option<Record>, Refused> {
+    match existing {
+        Some(record)
+            if (handed_off || record.last_agent_key.is_some())
+                && record.last_agent_key.as_deref() != Some(agent_key) =>
+        {
+            record.last_agent_key = Some(agent_key.to_owned());
+            Ok(None)
+        }
+        _ => Err(Refused),
+    }
+}
+
 impl Record {
     pub(crate) fn id(&self) -> &str {
         self.chat_id.as_deref().unwrap_or_default()
@@ -298,6 +325,7 @@ impl Record {
         take(&mut self.usage, later.usage);
         take(&mut self.cost, later.cost);
         take(&mut self.unpriced, later.unpriced);
+        take(&mut self.last_agent_key, later.last_agent_key);
     }
 
     /// Adds one finished run's totals (a run with usage but no cost makes the chat's cost
@@ -337,6 +365,7 @@ impl Record {
             updated_at: self.updated_at.filter(|t| *t > 0).unwrap_or(created_at),
             usage: self.usage.as_deref().cloned(),
             cost: self.cost.clone(),
+            last_agent_key: self.last_agent_key.clone(),
             owner: self.owner.clone(),
         }
     }
@@ -355,6 +384,7 @@ impl Record {
             updated_at: updated.or(created).unwrap_or(0),
             usage: self.usage.as_deref().cloned(),
             cost: self.listed_cost(),
+            last_agent_key: non_blank(&self.last_agent_key),
             owner: self.owner.clone(),
         }
     }
@@ -366,7 +396,8 @@ fn non_blank(value: &Option<String>) -> Option<String> {
 
 /// A line of the index file.
 enum Entry {
-    Record(Record),
+    // Boxed: a record is several times the size of a raw line.
+    Record(Box<Record>),
     /// Not an index record we can read: kept verbatim.
     Raw(String),
 }
@@ -532,6 +563,19 @@ impl ChatIndex {
         self.apply_with(guard, chat_id, &update, &|record| self.encode(record, now_ms), false).map(|_| ())
     }
 
+    pub(crate) fn note_agent(
+        &self,
+        chat_id: &str,
+        agent_key: &str,
+        handed_off: bool,
+        now_ms: i64,
+    ) -> Result<(), MemoryError> {
+        let guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        // `Refused` here means "nothing to write".
+        let update = |existing: Option<&mut Record>| note_agent(existing, agent_key, handed_off);
+        self.apply_with(guard, chat_id, &update, &|record| self.encode(record, now_ms), false).map(|_| ())
+    }
+
     fn encode(&self, record: &Record, now_ms: i64) -> Result<(String, String), MemoryError> {
         encode(record, now_ms)
             .map(|encoded| (encoded.line, encoded.chat_name))
@@ -609,13 +653,13 @@ impl ChatIndex {
     ) -> Result<Change, MemoryError> {
         let mut entries = self.read()?;
         let existing = entries.iter_mut().find_map(|e| match e {
-            Entry::Record(r) if r.id() == chat_id => Some(r),
+            Entry::Record(r) if r.id() == chat_id => Some(&mut **r),
             _ => None,
         });
         let existed = existing.is_some();
         match update(existing) {
             Err(refused) => return Ok(Change::unticketed(Err(refused))),
-            Ok(Some(added)) => entries.push(Entry::Record(added)),
+            Ok(Some(added)) => entries.push(Entry::Record(Box::new(added))),
             Ok(None) => {}
         }
         let mut w = Written {
@@ -689,7 +733,7 @@ impl ChatIndex {
         Ok(entries
             .into_iter()
             .filter_map(|e| match e {
-                Entry::Record(r) => Some(r),
+                Entry::Record(r) => Some(*r),
                 Entry::Raw(_) => None,
             })
             .collect())
@@ -717,7 +761,7 @@ impl ChatIndex {
                     Some(Entry::Record(first)) => first.merge(record),
                     _ => {
                         positions.insert(record.id().to_owned(), entries.len());
-                        entries.push(Entry::Record(record));
+                        entries.push(Entry::Record(Box::new(record)));
                     }
                 },
                 Err(error) if !ends_complete && lines.peek().is_none() => {

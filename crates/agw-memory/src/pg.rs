@@ -499,6 +499,26 @@ impl PgBackend {
         })
     }
 
+    pub(crate) fn note_agent(
+        &self,
+        chat_id: &str,
+        agent_key: &str,
+        handed_off: bool,
+        now_ms: i64,
+    ) -> Result<(), MemoryError> {
+        self.in_chat_transaction("note the agent a run ended with", chat_id, |tx| {
+            let mut record = self.record_for_update(tx, chat_id)?;
+            if index::note_agent(record.as_mut(), agent_key, handed_off).is_err() {
+                return Ok(());
+            }
+            if let Some(record) = record {
+                let encoded = self.encode(&record, now_ms)?;
+                self.write_record(tx, chat_id, &encoded)?;
+            }
+            Ok(())
+        })
+    }
+
     pub(crate) fn get_chat(&self, chat_id: &str) -> Result<Option<ChatSummary>, MemoryError> {
         let op = "read the index record";
         let row =

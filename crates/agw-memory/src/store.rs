@@ -248,6 +248,17 @@ impl ChatStore {
         Ok(())
     }
 
+    /// Notes in the chat's index record the agent a finished run ended with (handoffs,
+    /// docs/multi-agent.md): the chat's next queries go to it. Only chats whose conversation was
+    /// handed over keep one: `handed_off` is whether this run handed over; without it the note
+    /// only updates a chat that has one already.
+    pub fn note_last_agent(&self, chat_id: &str, agent_key: &str, handed_off: bool) -> Result<(), MemoryError> {
+        if !is_canonical(chat_id) {
+            return Ok(());
+        }
+        self.backend.note_agent(chat_id, agent_key, handed_off, wall_clock_ms())
+    }
+
     /// Every readable line of the chat's history, in append (file) order; empty when there is
     /// none.
     ///

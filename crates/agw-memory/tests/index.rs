@@ -61,6 +61,7 @@ fn existing_chats(storage: &Storage) {
             updated_at: 200,
             usage: None,
             cost: None,
+            last_agent_key: None,
             owner: None,
         }
     );

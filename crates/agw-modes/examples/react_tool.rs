@@ -119,6 +119,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         // No quotas shared with other runs.
         quota: None,
         nesting: Default::default(),
+        handed_from: None,
     };
 
     let mut sink = PrintingSink { assembler: Assembler::new(run_id, chat_id, Box::new(SystemClock)), events: vec![] };

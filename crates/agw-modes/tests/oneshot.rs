@@ -53,6 +53,7 @@ fn ctx(fixture: &FixtureServer, agent: Arc<AgentDefinition>, history: Vec<ChatMe
         history_runs: Vec::new(),
         quota: None,
         nesting: Default::default(),
+        handed_from: None,
     }
 }
 

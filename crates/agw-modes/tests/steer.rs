@@ -91,6 +91,7 @@ fn ctx(fixture: &FixtureServer, agent: &str, tools: ToolRegistry, steers: Arc<St
         history_runs: Vec::new(),
         quota: None,
         nesting: Default::default(),
+        handed_from: None,
     }
 }
 

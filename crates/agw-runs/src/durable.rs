@@ -226,6 +226,7 @@ async fn wait_again(
         remembered_approvals: context.remembered_approvals,
         quota: quota.gate(),
         nesting: Default::default(),
+        handed_from: None,
     };
     let resume = Resume {
         conversation,

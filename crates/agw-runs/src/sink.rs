@@ -39,6 +39,19 @@ pub struct RunSink {
     /// The run waits for a person right now (between [`DeltaSink::waiting`] and
     /// [`DeltaSink::wait_over`]).
     waiting: bool,
+    /// The agent running the conversation now (it changes with every `agent.handoff`).
+    agent: AgentTrail,
+}
+
+/// Which agent a run ends with, for the chat's next queries (handoffs, docs/multi-agent.md).
+#[derive(Debug, Default)]
+struct AgentTrail {
+    /// The agent running the conversation now; empty: not tracked.
+    current: String,
+    /// The run handed the conversation over at least once.
+    handed_off: bool,
+    /// The chat's index record names an agent already: it is updated even without a handoff.
+    chat_tracks: bool,
 }
 
 impl RunSink {
@@ -52,7 +65,15 @@ impl RunSink {
             webhook: None,
             marked: false,
             waiting: false,
+            agent: AgentTrail::default(),
         }
+    }
+
+    /// Notes, when the run ends, which agent it ended with in the chat's index record if it
+    /// handed over or the record names one already (`chat_tracks`).
+    pub fn tracking_agent(mut self, agent_key: &str, chat_tracks: bool) -> Self {
+        self.agent = AgentTrail { current: agent_key.to_owned(), handed_off: false, chat_tracks };
+        self
     }
 
     /// Fires the chat-event webhook at the run's first content delta.
@@ -155,6 +176,17 @@ impl RunSink {
         let Some(p) = self.persistence.as_mut() else { return Ok(()) };
         let lines = p.recorder.finish(events);
         let written = write_lines(p.store.clone(), p.chat_id.clone(), lines, true).await;
+        let trail = &self.agent;
+        if !trail.current.is_empty() && (trail.handed_off || trail.chat_tracks) {
+            let (store, chat_id) = (p.store.clone(), p.chat_id.clone());
+            let (agent_key, handed_off) = (trail.current.clone(), trail.handed_off);
+            let noted =
+                tokio::task::spawn_blocking(move || store.note_last_agent(&chat_id, &agent_key, handed_off)).await;
+            if let Ok(Err(e)) = noted {
+                // The next query goes to the query's agent instead; the history has the handoff.
+                tracing::warn!(error = %e, "chat index: the agent the run ended with was not noted");
+            }
+        }
         if std::mem::take(&mut self.marked) {
             // After the final lines: a crash in between leaves a mark whose run no longer
             // waits (its last line is not `awaiting`), which a restart clears.
@@ -250,6 +282,12 @@ impl DeltaSink for RunSink {
 
     async fn emit(&mut self, delta: AgentDelta) -> Result<(), EmitError> {
         self.stop_waiting();
+        if let AgentDelta::Handoff { to_agent_key, .. } = &delta
+            && !self.agent.current.is_empty()
+        {
+            self.agent.current.clone_from(to_agent_key);
+            self.agent.handed_off = true;
+        }
         // A child's usage is the run's (sub-agents, docs/multi-agent.md).
         if let Some(call) = delta.usage() {
             self.handle.add_usage(&call.usage);

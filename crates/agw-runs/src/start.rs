@@ -67,10 +67,18 @@ impl RunService {
     /// the run can publish anything.
     pub async fn start(&self, new: NewRun) -> Result<(Arc<RunHandle>, Observer), RunError> {
         let core = &self.core;
-        let NewRun { agent, request, principal, history, client_tools, regenerate, keep_events } = new;
+        let NewRun { mut agent, request, principal, history, client_tools, regenerate, keep_events } = new;
         let given = request.canonical_chat_id().map_err(|e| RunError::invalid(e.to_string()))?;
+        let mut chat_tracks_agent = false;
         if let Some(chat_id) = &given {
             check_chat_access(core, principal.as_ref(), chat_id).await?;
+            if history.is_none() && core.settings.memory {
+                let last = last_agent(core, chat_id).await?;
+                chat_tracks_agent = last.is_some();
+                if let Some(continuing) = last.and_then(|last| continuing_agent(core, &request, &agent, &last)) {
+                    agent = continuing;
+                }
+            }
         }
         let chat_id = given.unwrap_or_else(ids::new_chat_id);
         let run_id = ids::new_run_id();
@@ -122,6 +130,7 @@ impl RunService {
             client_tools,
             regenerate,
             quota,
+            chat_tracks_agent,
         });
         // The run's spans continue the trace of the request that started it.
         let drive = core.telemetry.carry(Box::pin(drive_run(self.clone(), run).instrument(span)));
@@ -155,6 +164,49 @@ struct RunStart {
     /// The run's place in its owner's and agent's quotas, held until it ends; its model calls
     /// are checked and counted through the permit's gate.
     quota: QuotaPermit,
+    /// The chat's index record names the agent its conversation was last handed to: the run
+    /// updates it with the agent it ends with.
+    chat_tracks_agent: bool,
+}
+
+/// The chat's index record: what it says of the agent the conversation ended with (handoffs,
+/// docs/multi-agent.md), with the chat's first agent.
+struct LastAgent {
+    key: String,
+    first_agent_key: Option<String>,
+}
+
+async fn last_agent(core: &Core, chat_id: &str) -> Result<Option<LastAgent>, RunError> {
+    let store = core.chats.clone();
+    let id = chat_id.to_string();
+    let summary = tokio::task::spawn_blocking(move || store.get_chat(&id))
+        .await
+        .map_err(RunError::memory)?
+        .map_err(RunError::memory)?;
+    Ok(summary.and_then(|s| Some(LastAgent { key: s.last_agent_key?, first_agent_key: s.first_agent_key })))
+}
+
+/// Later turns of a handed-over chat go to the agent the conversation ended with: a query that
+/// names no agent (blank, `auto`, `default`) or the chat's first agent is run by that agent,
+/// while it is loaded; a query that names any other agent gets that agent.
+fn continuing_agent(
+    core: &Core,
+    request: &QueryRequest,
+    resolved: &AgentDefinition,
+    last: &LastAgent,
+) -> Option<Arc<AgentDefinition>> {
+    let requested = request.agent_key.as_deref().map(str::trim).unwrap_or("");
+    let unnamed =
+        requested.is_empty() || requested.eq_ignore_ascii_case("auto") || requested.eq_ignore_ascii_case("default");
+    let names_first = last.first_agent_key.as_deref().is_some_and(|first| first.trim() == requested);
+    if last.key == resolved.key || !(unnamed || names_first) {
+        return None;
+    }
+    let continuing = core.agent(Some(&last.key)).ok().filter(|a| a.key == last.key);
+    if continuing.is_none() {
+        tracing::warn!(agent = %last.key, "the agent a chat was handed to is not loaded; the query's agent runs it");
+    }
+    continuing
 }
 
 /// An existing chat the caller may not access is answered like a missing one would be (not
@@ -284,7 +336,18 @@ async fn drive_run(service: RunService, run: Box<RunStart>) {
 /// mode's context. `None`: the run ended here (cancelled while queued, memory unusable), its
 /// terminal event sent.
 async fn start_phase(core: &Core, run: RunStart) -> Option<Box<LiveRun>> {
-    let RunStart { agent, request, principal, handle, slot, history, client_tools, regenerate, quota } = run;
+    let RunStart {
+        agent,
+        request,
+        principal,
+        handle,
+        slot,
+        history,
+        client_tools,
+        regenerate,
+        quota,
+        chat_tracks_agent,
+    } = run;
     let (run_id, chat_id) = (handle.run_id.clone(), handle.chat_id.clone());
     // Counted for the run's whole life: graceful shutdown waits for it; when it ends the handle
     // stays attachable for the retention window.
@@ -332,7 +395,7 @@ async fn start_phase(core: &Core, run: RunStart) -> Option<Box<LiveRun>> {
         Persistence { store: core.chats.clone(), chat_id: chat_id.clone(), recorder }
     });
     let assembler = Assembler::new(&run_id, &chat_id, Box::new(SystemClock)).with_prices(core.settings.prices.clone());
-    let mut sink = RunSink::new(assembler, handle.clone(), persistence);
+    let mut sink = RunSink::new(assembler, handle.clone(), persistence).tracking_agent(&agent.key, chat_tracks_agent);
 
     let prepared = match prepared {
         Ok(p) => p,
@@ -381,6 +444,7 @@ async fn start_phase(core: &Core, run: RunStart) -> Option<Box<LiveRun>> {
         remembered_approvals: prepared.remembered_approvals,
         quota: quota.gate(),
         nesting: Default::default(),
+        handed_from: None,
     };
     Some(Box::new(LiveRun {
         ctx,

@@ -70,6 +70,7 @@ async fn run(model: &FixtureServer, message: &str) -> (RunOutcome, Vec<AgentDelt
         history_runs: Vec::new(),
         quota: None,
         nesting: Default::default(),
+        handed_from: None,
     };
     let mut sink = CollectingSink::default();
     let outcome = execute(ctx, &mut sink).await;

@@ -38,6 +38,9 @@ pub struct AgentDefinition {
     /// `toolConfig.subAgents` (agw extension, docs/multi-agent.md): the agents this one may run
     /// as sub-agents through `agent_invoke`, by key; empty: no `agent_invoke`.
     pub sub_agents: Vec<String>,
+    /// `toolConfig.handoffs` (agw extension, docs/multi-agent.md "Handoffs"): the agents this one
+    /// may hand the conversation to, one `transfer_to_<agentKey>` tool each; tool names distinct.
+    pub handoffs: Vec<super::Handoff>,
     /// `skills[]` then `skillConfig.skills[]`: trimmed, lower-cased, distinct.
     pub skills: Vec<String>,
     /// `skillConfig.allowInlineCode` (agw extension, default false): `_skill_run_script_` may run

@@ -97,6 +97,14 @@ pub enum DefinitionError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A `toolConfig.handoffs` entry that cannot be offered as a `transfer_to_<agentKey>` tool.
+    #[error("field \"{field}\" is not a usable handoff: {reason}")]
+    InvalidHandoff {
+        /// Dotted path of the entry, e.g. `toolConfig.handoffs[1]`.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// No usable key: `key` is blank and the file name has no stem; carries the file name.
     #[error("agent key is empty: no non-blank \"key\" field and file name \"{0}\" has no stem")]
     EmptyKey(String),

@@ -21,6 +21,7 @@ mod context;
 mod create;
 mod error;
 mod file;
+mod handoffs;
 mod model;
 mod parse;
 mod preprocess;
@@ -37,6 +38,7 @@ pub use create::{
     AgentFileCreate, AgentFileCreateConfig, AgentLookup, DEFAULT_AGENT_SYSTEM_PROMPT, DEFAULT_GRANTABLE_TOOLS,
 };
 pub use error::DefinitionError;
+pub use handoffs::{Handoff, INPUT_FILTER_NAMES, InputFilter, TRANSFER_TOOL_PREFIX, transfer_tool_name};
 pub use model::{
     AgentMode, McpSelection, ModeDef, ModelConfig, PLAN_ADD_TASKS_TOOL, PLAN_GET_TASKS_TOOL, PLAN_TOOL_PREFIX,
     PLAN_UPDATE_TASK_TOOL, ReasoningConfig, ResolvedModel, Stage, StageKind, StageTools, ToolChoicePolicy, ToolConfig,

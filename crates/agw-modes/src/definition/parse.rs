@@ -29,13 +29,14 @@ fn build(root: &Obj<'_>, file_name: &str) -> Result<AgentDefinition, DefinitionE
     let mode = agent_mode(root)?;
     let model_config = root.obj("modelConfig")?.map(|m| model_config(&m)).transpose()?;
     let tool_config = root.obj("toolConfig")?.map(|t| tool_config(&t)).transpose()?;
-    let (approvals, sub_agents) = match root.obj("toolConfig")? {
+    let (approvals, sub_agents, handoffs) = match root.obj("toolConfig")? {
         Some(tools) => {
             let sub_agents =
                 distinct(tools.str_list("subAgents")?.into_iter().map(str::trim).filter(|k| !k.is_empty()));
-            (super::Approvals::parse(tools.obj("approvals")?)?, sub_agents)
+            let handoffs = super::handoffs::parse(&tools, &key)?;
+            (super::Approvals::parse(tools.obj("approvals")?)?, sub_agents, handoffs)
         }
-        None => (super::Approvals::default(), Vec::new()),
+        None => (super::Approvals::default(), Vec::new(), Vec::new()),
     };
     let blocks = StageBlocks::parse(root)?;
     if model_config.is_none() && blocks.all().all(|stage| stage.model_config.is_none()) {
@@ -76,6 +77,7 @@ fn build(root: &Obj<'_>, file_name: &str) -> Result<AgentDefinition, DefinitionE
         tool_config,
         approvals,
         sub_agents,
+        handoffs,
         skills,
         allow_inline_code,
         sandbox_network,
@@ -122,7 +124,9 @@ fn tool_choice(root: &Obj<'_>) -> Result<Option<ToolChoicePolicy>, DefinitionErr
 fn default_tool_choice(definition: &AgentDefinition) -> ToolChoicePolicy {
     match definition.mode_kind() {
         AgentMode::Oneshot
-            if definition.stage_tools(StageKind::Plain).is_empty() && definition.sub_agents.is_empty() =>
+            if definition.stage_tools(StageKind::Plain).is_empty()
+                && definition.sub_agents.is_empty()
+                && definition.handoffs.is_empty() =>
         {
             ToolChoicePolicy::None
         }

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use agw_llm::{ChatMessage, ToolCallMessage};
 use agw_protocol::event::{AwaitingAsk, EventPayload};
-use agw_protocol::history::{AwaitingCall, AwaitingResult, StreamedAs};
+use agw_protocol::history::{AwaitingCall, AwaitingResult, ResumeAt, StreamedAs};
 use agw_protocol::{AgentDelta, PlanTask};
 use agw_tools::templates::{self, RecordedCall};
 use agw_tools::{ToolContext, ToolKind, exec};
@@ -23,6 +23,7 @@ use tracing::Instrument;
 use super::approval;
 use super::calls::StreamedCall;
 use super::doom::Doom;
+use super::handoff;
 use super::invoke::AGENT_INVOKE_TOOL;
 use super::plan::is_plan_tool;
 use super::submit::PendingSubmit;
@@ -105,7 +106,9 @@ impl BatchSoFar<'_> {
         WaitPoint {
             ask,
             timeout: ctx.services.frontend_timeout,
-            resume_at: state.resume_at.clone(),
+            // A continuing agent's wait cannot be resumed by a restart (which would start from
+            // the run's first agent): recorded without a position, it ends the run instead.
+            resume_at: if ctx.handed_from.is_some() { ResumeAt::Nowhere } else { state.resume_at.clone() },
             calls: self
                 .calls
                 .iter()
@@ -175,6 +178,8 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
     }
 
     let mut executed: Vec<Executed> = Vec::with_capacity(calls.len());
+    // A transfer call's handoff: it takes effect once this batch is done; later calls do not run.
+    let mut handed: Option<super::HandedOff> = None;
     let mut frontend_timeout = None;
     let mut doom_loop: Option<String> = None;
     for (at, (call, kind)) in calls.iter().zip(kinds).enumerate() {
@@ -182,6 +187,7 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
         let args = templates::resolve(&call.arguments_object(), &state.recorded);
         let mut plan_after = None;
         let is_invoke = name == AGENT_INVOKE_TOOL;
+        let is_transfer = handoff::is_transfer(&name);
         let done = answers.done(&call.id);
         // A call that ran before a restart was counted in the process that ran it.
         let doom = match &done {
@@ -191,12 +197,16 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
         let span = super::trace::execute_tool(&call.id, &name, kind);
         let result = async { Ok::<String, RunFailure>(if let Some(done) = done {
             done
+        } else if handed.is_some() {
+            handoff::not_executed()
         } else if let Doom::Refused(text) | Doom::Stop(text) = &doom {
             tracing::warn!(run_id = %ctx.run_id, tool = %name, "doom loop: the same call again, not executed");
             if matches!(doom, Doom::Stop(_)) {
                 doom_loop.get_or_insert_with(|| name.clone());
             }
             text.clone()
+        } else if is_transfer && !tools.contains(&name) {
+            handoff::not_offered(ctx, &name)
         } else if !tools.contains(&name) {
             exec::error_result(&name, &format!("Tool is not enabled for this agent: {name}"))
         } else if is_plan_tool(&name)
@@ -208,7 +218,7 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
                 plan_after = Some((state.plan.plan_id.clone(), state.plan.tasks.clone()));
             }
             answer.text
-        } else if kind == ToolKind::Backend && !is_invoke && ctx.services.tools.implementation(&name).is_none() {
+        } else if kind == ToolKind::Backend && !is_invoke && !is_transfer && ctx.services.tools.implementation(&name).is_none() {
             exec::error_result(&name, &format!("Unknown tool: {name}"))
         } else if let approval::Verdict::Refused(text) = approve(
             ctx,
@@ -268,6 +278,13 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
                     }
                 }
                 ToolKind::Backend if is_invoke => super::invoke::invoke(ctx, &call.id, &args, state, sink).await?,
+                ToolKind::Backend if is_transfer => match handoff::transfer(ctx, state, &name, &call.id) {
+                    Ok((text, handoff)) => {
+                        handed = Some(handoff);
+                        text
+                    }
+                    Err(text) => text,
+                },
                 ToolKind::Backend => match ctx.services.tools.implementation(&name) {
                     Some(tool) => {
                         let scope = state.budget.budget().tool;
@@ -348,6 +365,10 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
         return Err(RunFailure::DoomLoop(tool));
     }
     state.budget.add_tool_calls(executed.len() as u32)?;
+    if let Some(mut handed) = handed {
+        handed.conversation = conversation.clone();
+        return Err(RunFailure::HandedOff(Box::new(handed)));
+    }
     Ok(executed)
 }
 

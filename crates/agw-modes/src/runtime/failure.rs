@@ -40,6 +40,11 @@ pub enum RunFailure {
     /// `toolChoice: NONE`); `run.error` code `internal`.
     #[error("{0}")]
     Internal(String),
+    /// Not a failure: the agent handed the conversation over (docs/multi-agent.md, "Handoffs").
+    /// It unwinds the agent's mode from the batch that made it; `execute` catches it and goes on
+    /// with the next agent, so it never ends a run.
+    #[error("handed off to agent {}", .0.to.key)]
+    HandedOff(Box<super::HandedOff>),
     /// The consumer went away; nothing more can be emitted.
     #[error("client disconnected")]
     Disconnected,
@@ -75,7 +80,9 @@ impl RunFailure {
             RunFailure::DoomLoop(_) => (ErrorCode::DoomLoop, false),
             // Like a provider's 429: the same query can succeed once the quota allows it again.
             RunFailure::Quota(_) => (ErrorCode::QuotaExceeded, true),
-            RunFailure::Internal(_) | RunFailure::Disconnected => (ErrorCode::Internal, false),
+            RunFailure::Internal(_) | RunFailure::HandedOff(_) | RunFailure::Disconnected => {
+                (ErrorCode::Internal, false)
+            }
         };
         RunErrorInfo { code, message: self.to_string(), retriable }
     }

@@ -233,6 +233,7 @@ fn child_context(ctx: &RunContext, task: &Planned) -> RunContext {
             depth: ctx.nesting.depth + 1,
             call_prefix: format!("{}{}_", ctx.nesting.call_prefix, task.task_id),
         },
+        handed_from: None,
     }
 }
 

@@ -16,6 +16,7 @@ mod context;
 mod doom;
 mod execute;
 mod failure;
+mod handoff;
 mod invoke;
 mod meter;
 mod oneshot;
@@ -52,6 +53,7 @@ pub use context::{
     SummaryError, compact_history, pruned_marker, usable_tokens,
 };
 pub use failure::RunFailure;
+pub use handoff::{HandedOff, MAX_HANDOFFS};
 pub use invoke::{AGENT_INVOKE_TOOL, MAX_DEPTH_CAP, Nesting, SubAgentLimits};
 pub use meter::{COST_METRIC, MODEL_CALL_DURATION_METRIC, TOKENS_METRIC};
 pub use quota::{CallSpend, QuotaGate, QuotaRefused};
@@ -140,6 +142,23 @@ pub struct RunContext {
     pub quota: Option<Arc<dyn QuotaGate>>,
     /// Where the run sits below the run its client started (sub-agents, docs/multi-agent.md).
     pub nesting: Nesting,
+    /// `Some(agent key)`: this agent continues the run after that agent handed the conversation
+    /// over (docs/multi-agent.md, "Handoffs"); `history` then already holds the run's
+    /// conversation so far, its user message included, so the modes do not add it again.
+    pub handed_from: Option<String>,
+}
+
+impl RunContext {
+    /// What the mode's first turn sees before its own messages: the history, then the user's
+    /// message — unless the run was handed over and the history already has it.
+    pub(crate) fn opening(&self) -> Vec<ChatMessage> {
+        let mut conversation = Vec::with_capacity(self.history.len() + 1);
+        conversation.extend_from_slice(&self.history);
+        if self.handed_from.is_none() {
+            conversation.push(ChatMessage::User { content: self.user_message.clone() });
+        }
+        conversation
+    }
 }
 
 /// How a run ended.
@@ -182,6 +201,8 @@ pub(crate) struct RunState {
     /// Plan changes stream as `plan.update`; false in a task running beside others, whose plan
     /// is a copy merged back after its round ([`RunState::fork`]).
     pub shows_plan: bool,
+    /// Handoffs so far in this run (at most [`MAX_HANDOFFS`]).
+    pub handoffs: u32,
 }
 
 impl RunState {
@@ -201,6 +222,7 @@ impl RunState {
             doom: Default::default(),
             usage: Default::default(),
             shows_plan: false,
+            handoffs: self.handoffs,
         }
     }
 
@@ -256,6 +278,7 @@ fn new_state(ctx: &RunContext) -> RunState {
         doom: Default::default(),
         usage: Default::default(),
         shows_plan: true,
+        handoffs: 0,
     }
 }
 
@@ -328,7 +351,9 @@ mod finish_tests {
     }
 }
 
-/// Runs the agent to completion, streaming into `sink`.
+/// Runs the agent to completion, streaming into `sink`. When the agent hands the conversation
+/// over (docs/multi-agent.md, "Handoffs"), the next agent continues the same run until one
+/// answers; the run timeout is the first agent's and covers them all.
 pub async fn execute<S: DeltaSink>(ctx: RunContext, sink: &mut S) -> RunOutcome {
     let span = trace::invoke_agent(&ctx);
     let mut state = new_state(&ctx);
@@ -338,19 +363,43 @@ pub async fn execute<S: DeltaSink>(ctx: RunContext, sink: &mut S) -> RunOutcome 
         if restored {
             sink.emit(state.plan.update_delta()).await?;
         }
-        match &ctx.agent.mode {
-            ModeDef::Oneshot { plain } => oneshot::run(&ctx, plain, &mut state, sink).await,
-            ModeDef::React { react, max_steps } => react::run(&ctx, react, *max_steps, &mut state, sink).await,
-            ModeDef::PlanExecute { plan, deep_thinking, execute, summary, max_steps, parallel } => {
-                let stages =
-                    plan_execute::Stages { plan, deep_thinking: *deep_thinking, execute, summary, parallel: *parallel };
-                plan_execute::run(&ctx, stages, *max_steps, &mut state, sink).await
-            }
-        }
+        let ended = run_mode(&ctx, &mut state, sink).await;
+        continue_handoffs(&ctx, ended, &mut state, sink).await
     };
     let outcome = finish(&ctx, &span, fut).await;
     trace::run_ended(&span, &outcome, &state.usage);
     outcome
+}
+
+/// The agent's mode from its start.
+async fn run_mode<S: DeltaSink>(ctx: &RunContext, state: &mut RunState, sink: &mut S) -> Result<String, RunFailure> {
+    match &ctx.agent.mode {
+        ModeDef::Oneshot { plain } => oneshot::run(ctx, plain, state, sink).await,
+        ModeDef::React { react, max_steps } => react::run(ctx, react, *max_steps, state, sink).await,
+        ModeDef::PlanExecute { plan, deep_thinking, execute, summary, max_steps, parallel } => {
+            let stages =
+                plan_execute::Stages { plan, deep_thinking: *deep_thinking, execute, summary, parallel: *parallel };
+            plan_execute::run(ctx, stages, *max_steps, state, sink).await
+        }
+    }
+}
+
+/// While a mode ended with a handoff, the next agent's mode runs (boxed: it is the same future
+/// type again, and only runs that hand over pay for it).
+async fn continue_handoffs<S: DeltaSink>(
+    first: &RunContext,
+    mut ended: Result<String, RunFailure>,
+    state: &mut RunState,
+    sink: &mut S,
+) -> Result<String, RunFailure> {
+    let mut current: Option<RunContext> = None;
+    while let Err(RunFailure::HandedOff(handed)) = ended {
+        let ctx = current.as_ref().unwrap_or(first);
+        let next = handoff::hand_over(ctx, *handed, state, sink).await?;
+        ended = Box::pin(run_mode(&next, state, sink)).await;
+        current = Some(next);
+    }
+    ended
 }
 
 /// A run that waited for a person in a process that stopped, as its history left it
@@ -406,7 +455,7 @@ pub async fn resume<S: DeltaSink>(ctx: RunContext, resume: Resume, sink: &mut S)
     let mut conversation = ctx.history.clone();
     conversation.extend(so_far);
     let fut = async {
-        match (&ctx.agent.mode, &resume_at) {
+        let ended = match (&ctx.agent.mode, &resume_at) {
             (ModeDef::React { react, max_steps }, ResumeAt::ReactStep(step)) => {
                 let batch = (calls.as_slice(), answers);
                 react::resume(&ctx, react, *max_steps, *step, conversation, batch, &mut state, sink).await
@@ -419,7 +468,8 @@ pub async fn resume<S: DeltaSink>(ctx: RunContext, resume: Resume, sink: &mut S)
                 ctx.agent.key,
                 resume_at.to_string()
             ))),
-        }
+        };
+        continue_handoffs(&ctx, ended, &mut state, sink).await
     };
     let outcome = finish(&ctx, &span, fut).await;
     trace::run_ended(&span, &outcome, &state.usage);

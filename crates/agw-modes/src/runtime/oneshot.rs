@@ -27,8 +27,7 @@ pub(super) async fn run<S: DeltaSink>(
     let model = ctx.agent.resolve_model(StageKind::Plain, |key| ctx.services.providers.default_model(key));
     let tools = StageToolSet::for_stage(ctx, StageKind::Plain);
     let system = stage_prompt(ctx, &plain.system_prompt, &tools, true);
-    let mut conversation = ctx.history.clone();
-    conversation.push(ChatMessage::User { content: ctx.user_message.clone() });
+    let mut conversation = ctx.opening();
     let choice = ctx.agent.tool_choice.to_llm();
     let turns = Turns { model: &model, system: &system, tools: &tools };
 

@@ -78,8 +78,7 @@ pub(super) async fn run<S: DeltaSink>(
 
     // `execute`: the list the task rounds and the summary see; it gets the plan tool call and
     // its result, every task prompt, the execute texts and the tool round trips.
-    let mut execute = ctx.history.clone();
-    execute.push(ChatMessage::User { content: ctx.user_message.clone() });
+    let mut execute = ctx.opening();
 
     plan_stage(ctx, &stages, &plan_tools, &execute_tools, &mut execute, state, sink).await?;
     if stages.parallel > 1 {
@@ -143,8 +142,7 @@ async fn plan_stage<S: DeltaSink>(
     let system = plan_system_prompt(ctx, stages.plan, plan_tools, execute_tools);
     let callable = plan_tools.only(PLAN_ADD_TASKS);
     // `plan`: what the plan turns see (history, the request, the draft).
-    let mut plan = ctx.history.clone();
-    plan.push(ChatMessage::User { content: ctx.user_message.clone() });
+    let mut plan = ctx.opening();
 
     if stages.deep_thinking {
         sink.emit(AgentDelta::StageMarker("plan-draft".into())).await?;

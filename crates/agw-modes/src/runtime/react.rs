@@ -25,8 +25,7 @@ pub(super) async fn run<S: DeltaSink>(
     state: &mut RunState,
     sink: &mut S,
 ) -> Result<String, RunFailure> {
-    let mut conversation = ctx.history.clone();
-    conversation.push(ChatMessage::User { content: ctx.user_message.clone() });
+    let conversation = ctx.opening();
     steps_from(ctx, react, max_steps, 1, conversation, state, sink).await
 }
 

@@ -65,6 +65,14 @@ impl StageToolSet {
             if let Some(def) = super::invoke::tool_def(ctx).filter(|d| !defs.iter().any(|x| x.name == d.name)) {
                 defs.push(def);
             }
+            // A plan's task cannot be left half done: PLAN_EXECUTE agents do not hand over.
+            if kind != StageKind::Execute {
+                for def in super::handoff::tool_defs(ctx) {
+                    if !defs.iter().any(|x| x.name == def.name) {
+                        defs.push(def);
+                    }
+                }
+            }
             for name in &ctx.services.client_tools {
                 if let Some(def) = ctx.services.tools.get(name).filter(|d| !defs.iter().any(|x| x.name == d.name)) {
                     defs.push(def.clone());
