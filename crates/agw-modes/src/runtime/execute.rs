@@ -279,11 +279,11 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
                 }
                 ToolKind::Backend if is_invoke => super::invoke::invoke(ctx, &call.id, &args, state, sink).await?,
                 ToolKind::Backend if is_transfer => match handoff::transfer(ctx, state, &name, &call.id) {
-                    Ok((text, handoff)) => {
+                    handoff::Transfer::Made { result, handed: handoff } => {
                         handed = Some(handoff);
-                        text
+                        result
                     }
-                    Err(text) => text,
+                    handoff::Transfer::Refused(text) => text,
                 },
                 ToolKind::Backend => match ctx.services.tools.implementation(&name) {
                     Some(tool) => {

@@ -89,29 +89,31 @@ pub(crate) fn not_executed() -> String {
     json!({"executed": false, "reason": "handed off"}).to_string()
 }
 
-/// Runs an offered transfer call: checks the run's handoff count and the catalog, then answers
-/// it; `Ok` carries the handoff, which takes effect once the batch is done.
-pub(crate) fn transfer(
-    ctx: &RunContext,
-    state: &RunState,
-    name: &str,
-    call_id: &str,
-) -> Result<(String, HandedOff), String> {
+/// How a transfer call is answered.
+pub(crate) enum Transfer {
+    /// The handoff happens once the batch is done; `result` answers the call.
+    Made { result: String, handed: HandedOff },
+    /// Not possible: the error result says why, and the agent goes on.
+    Refused(String),
+}
+
+/// Runs an offered transfer call: checks the run's handoff count and the catalog.
+pub(crate) fn transfer(ctx: &RunContext, state: &RunState, name: &str, call_id: &str) -> Transfer {
     let Some(handoff) = ctx.agent.handoffs.iter().find(|h| h.tool_name() == name) else {
-        return Err(not_offered(ctx, name));
+        return Transfer::Refused(not_offered(ctx, name));
     };
     if state.handoffs >= MAX_HANDOFFS {
         let message = format!(
             "this run already handed the conversation over {MAX_HANDOFFS} times, the most a run may: answer the user yourself"
         );
-        return Err(exec::error_result(name, &message));
+        return Transfer::Refused(exec::error_result(name, &message));
     }
     let Some(to) = ctx.services.agents.get(&handoff.agent_key) else {
-        return Err(exec::error_result(name, &format!("no agent `{}` is loaded", handoff.agent_key)));
+        return Transfer::Refused(exec::error_result(name, &format!("no agent `{}` is loaded", handoff.agent_key)));
     };
     let result = json!({"transferred": true, "toAgentKey": to.key}).to_string();
     let handed = HandedOff { to, filter: handoff.input_filter, tool_id: call_id.to_owned(), conversation: Vec::new() };
-    Ok((result, handed))
+    Transfer::Made { result, handed }
 }
 
 /// What the next agent receives of the conversation so far.
