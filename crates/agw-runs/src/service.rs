@@ -197,6 +197,11 @@ impl RunService {
     }
 }
 
+/// A requested agent key that names none: blank, `auto` or `default` (the catalog's first runs).
+pub(crate) fn names_no_agent(key: &str) -> bool {
+    key.is_empty() || key.eq_ignore_ascii_case("auto") || key.eq_ignore_ascii_case("default")
+}
+
 impl Core {
     /// The cluster's shared state, once joined.
     pub(crate) fn cluster(&self) -> Option<&agw_cluster::Cluster> {
@@ -206,7 +211,7 @@ impl Core {
     pub(crate) fn agent(&self, requested: Option<&str>) -> Result<Arc<AgentDefinition>, RunError> {
         let catalog = self.catalogs.agents.load();
         let key = requested.map(str::trim).unwrap_or("");
-        if key.is_empty() || key.eq_ignore_ascii_case("auto") || key.eq_ignore_ascii_case("default") {
+        if names_no_agent(key) {
             return catalog.iter().next().cloned().ok_or(RunError::NoAgents);
         }
         catalog.get(key).ok_or_else(|| RunError::AgentNotFound { key: key.to_owned() })

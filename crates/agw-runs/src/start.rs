@@ -177,13 +177,19 @@ struct LastAgent {
 }
 
 async fn last_agent(core: &Core, chat_id: &str) -> Result<Option<LastAgent>, RunError> {
-    let store = core.chats.clone();
     let id = chat_id.to_string();
-    let summary = tokio::task::spawn_blocking(move || store.get_chat(&id))
-        .await
-        .map_err(RunError::memory)?
-        .map_err(RunError::memory)?;
+    let summary = read_chat_store(core, move |store| store.get_chat(&id)).await?;
     Ok(summary.and_then(|s| Some(LastAgent { key: s.last_agent_key?, first_agent_key: s.first_agent_key })))
+}
+
+/// One read of the chat store, on a blocking thread (file and database I/O must not stall the
+/// runtime's workers).
+async fn read_chat_store<T: Send + 'static>(
+    core: &Core,
+    read: impl FnOnce(&agw_memory::ChatStore) -> Result<T, agw_memory::MemoryError> + Send + 'static,
+) -> Result<T, RunError> {
+    let store = core.chats.clone();
+    tokio::task::spawn_blocking(move || read(&store)).await.map_err(RunError::memory)?.map_err(RunError::memory)
 }
 
 /// Later turns of a handed-over chat go to the agent the conversation ended with: a query that
@@ -196,8 +202,7 @@ fn continuing_agent(
     last: &LastAgent,
 ) -> Option<Arc<AgentDefinition>> {
     let requested = request.agent_key.as_deref().map(str::trim).unwrap_or("");
-    let unnamed =
-        requested.is_empty() || requested.eq_ignore_ascii_case("auto") || requested.eq_ignore_ascii_case("default");
+    let unnamed = crate::service::names_no_agent(requested);
     let names_first = last.first_agent_key.as_deref().is_some_and(|first| first.trim() == requested);
     if last.key == resolved.key || !(unnamed || names_first) {
         return None;
@@ -216,12 +221,8 @@ async fn check_chat_access(core: &Core, principal: Option<&Principal>, chat_id: 
     if principal.is_none() || !core.settings.memory {
         return Ok(());
     }
-    let store = core.chats.clone();
     let id = chat_id.to_string();
-    let owner = tokio::task::spawn_blocking(move || store.chat_owner(&id))
-        .await
-        .map_err(RunError::memory)?
-        .map_err(RunError::memory)?;
+    let owner = read_chat_store(core, move |store| store.chat_owner(&id)).await?;
     match owner {
         Some(owner) if !may_access(principal, owner.as_ref()) => {
             Err(RunError::ChatNotFound { chat_id: chat_id.to_owned() })
