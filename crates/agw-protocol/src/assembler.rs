@@ -740,13 +740,18 @@ impl Assembler {
 
     fn emit(&mut self, payload: impl Into<EventPayload>, out: &mut Vec<Event>) {
         let timestamp = self.now();
-        let mut event = Event { seq: self.next_seq, timestamp, payload: payload.into(), task_id: None };
-        // A child's lane tags every event it emits.
-        if let Some(lane) = &self.lane {
-            event.tag_task(lane);
-        }
-        out.push(event);
+        let seq = self.next_seq;
         self.next_seq += 1;
+        match &self.lane {
+            // The run's own events (nearly all): built in place, as before child tasks existed.
+            None => out.push(Event { seq, timestamp, payload: payload.into(), task_id: None }),
+            // A child's lane tags every event it emits.
+            Some(lane) => {
+                let mut event = Event { seq, timestamp, payload: payload.into(), task_id: None };
+                event.tag_task(lane);
+                out.push(event);
+            }
+        }
     }
 
     // -- child tasks ------------------------------------------------------------------------
