@@ -67,7 +67,9 @@ fn script_team(gw: &Gateway, child_delay_ms: u64) {
                     .with_headers_delay_ms(child_delay_ms)
             }
         } else if system.starts_with("WRITER") {
-            Transcript::openai_text(&["Soft ", "rain ", "falls."]).with_headers_delay_ms(child_delay_ms)
+            Transcript::openai_text(&["Soft ", "rain ", "falls."])
+                .with_headers_delay_ms(child_delay_ms)
+                .with_chunk_delay_ms(child_delay_ms * 3 / 20)
         } else {
             Transcript::openai_text(&["?"])
         })
@@ -121,9 +123,9 @@ async fn children_run_in_parallel_stream_live_with_their_task_ids_and_the_parent
         );
     }
     assert!(research_text < research_end);
-    // The researcher waits 2 × 1 s on its model, the writer 1 s: one after the other would take
-    // 3 s, at once 2 s.
-    assert!(took < Duration::from_millis(2700), "the children ran one after the other: {took:?}");
+    // The researcher waits 2 × 1 s on its model, the writer 1 s and streams for about 0.75 s more
+    // (0.15 s before each chunk): one after the other would take 3.75 s, at once 2 s.
+    assert!(took < Duration::from_millis(3000), "the children ran one after the other: {took:?}");
 
     // One aggregate, in input order, is the parent's tool result — and all the lead's model saw.
     let result = stream.of_type("tool.result").into_iter().find(|r| r["toolId"] == "call_team").unwrap();
