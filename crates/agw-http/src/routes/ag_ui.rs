@@ -22,7 +22,7 @@ use agw_protocol::request::{OnDisconnect, QueryRequest};
 
 use super::HandlerResult;
 use super::ai_sdk::chat_id_for;
-use super::continuation::{Continuation, Fed};
+use super::continuation::{Continuation, Next, next_batch};
 use super::events;
 use crate::auth::Principal;
 use crate::body::{BoxBody, RequestBody};
@@ -162,25 +162,21 @@ fn stream_response(
         }
         let mut out = Vec::new();
         let mut values = Vec::new();
-        let batch = loop {
-            let Some(batch) = st.events.next_events().await else { break None };
-            let Some(resume) = st.resume.as_mut() else { break Some(batch) };
-            match resume.feed(batch) {
-                Fed::Collecting => continue,
-                Fed::Live(batch) => break Some(batch),
-                Fed::Split { primed, rest } => {
-                    // What the client has: mapped silently, up to the previous stream's end.
-                    let mut shown = Vec::new();
-                    for event in &primed {
-                        st.mapper.map(event, &mut shown);
-                    }
-                    st.mapper.suspend(&mut shown);
-                    for id in resume.calls() {
-                        st.mapper.answered(id);
-                    }
-                    st.mapper.resume(&mut values);
-                    break Some(rest);
+        let batch = match next_batch(&mut st.events, st.resume.as_mut()).await {
+            None => None,
+            Some(Next::Live(batch)) => Some(batch),
+            Some(Next::Split { primed, rest }) => {
+                // What the client has: mapped silently, up to the previous stream's end.
+                let mut shown = Vec::new();
+                for event in &primed {
+                    st.mapper.map(event, &mut shown);
                 }
+                st.mapper.suspend(&mut shown);
+                for id in st.resume.as_ref().map(Continuation::calls).unwrap_or_default() {
+                    st.mapper.answered(id);
+                }
+                st.mapper.resume(&mut values);
+                Some(rest)
             }
         };
         match batch {

@@ -29,7 +29,7 @@ use agw_protocol::adapters::ai_sdk::{self, UiMessageMapper};
 use agw_protocol::request::{OnDisconnect, QueryRequest};
 
 use super::HandlerResult;
-use super::continuation::{Continuation, Fed};
+use super::continuation::{Continuation, Next, next_batch};
 use super::events;
 use crate::auth::Principal;
 use crate::body::{BoxBody, RequestBody, full};
@@ -239,29 +239,25 @@ fn stream_response(
         }
         let mut out = Vec::new();
         let mut chunks = Vec::new();
-        let batch = loop {
-            let Some(batch) = st.events.next_events().await else { break None };
-            let Some(resume) = st.resume.as_mut() else { break Some(batch) };
-            match resume.continuation.feed(batch) {
-                Fed::Collecting => continue,
-                Fed::Live(batch) => break Some(batch),
-                Fed::Split { primed, rest } => {
-                    // What the client has: mapped silently, up to the previous stream's end.
-                    let mut shown = Vec::new();
-                    for event in &primed {
-                        st.mapper.map(event, &mut shown);
-                    }
-                    st.mapper.suspend(&mut shown);
-                    for (id, name, client_side) in &resume.expected {
-                        if *client_side {
-                            st.mapper.expect_client_call(id, name);
-                        } else {
-                            st.mapper.expect_server_call(id, name);
-                        }
-                    }
-                    st.mapper.resume(&mut chunks);
-                    break Some(rest);
+        let batch = match next_batch(&mut st.events, st.resume.as_mut().map(|r| &mut r.continuation)).await {
+            None => None,
+            Some(Next::Live(batch)) => Some(batch),
+            Some(Next::Split { primed, rest }) => {
+                // What the client has: mapped silently, up to the previous stream's end.
+                let mut shown = Vec::new();
+                for event in &primed {
+                    st.mapper.map(event, &mut shown);
                 }
+                st.mapper.suspend(&mut shown);
+                for (id, name, client_side) in st.resume.iter().flat_map(|r| &r.expected) {
+                    if *client_side {
+                        st.mapper.expect_client_call(id, name);
+                    } else {
+                        st.mapper.expect_server_call(id, name);
+                    }
+                }
+                st.mapper.resume(&mut chunks);
+                Some(rest)
             }
         };
         match batch {

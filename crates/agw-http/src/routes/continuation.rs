@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use agw_protocol::{Event, EventPayload};
+use agw_runs::Observer;
 
 /// Splits the run's held events at the end of the previous stream.
 pub(crate) struct Continuation {
@@ -31,6 +32,28 @@ pub(crate) enum Fed {
     Split { primed: Vec<Arc<Event>>, rest: Vec<Arc<Event>> },
     /// After the split: stream as usual.
     Live(Vec<Arc<Event>>),
+}
+
+/// What a façade's stream handles next ([`next_batch`]).
+pub(crate) enum Next {
+    /// Events to map and send.
+    Live(Vec<Arc<Event>>),
+    /// A continuation's split (see [`Fed::Split`]).
+    Split { primed: Vec<Arc<Event>>, rest: Vec<Arc<Event>> },
+}
+
+/// The next batch a façade's stream handles: the observer's, or — while `resume` collects the
+/// held events — the split once it is known. `None`: the run's events ended.
+pub(crate) async fn next_batch(events: &mut Observer, mut resume: Option<&mut Continuation>) -> Option<Next> {
+    loop {
+        let batch = events.next_events().await?;
+        let Some(resume) = resume.as_deref_mut() else { return Some(Next::Live(batch)) };
+        match resume.feed(batch) {
+            Fed::Collecting => continue,
+            Fed::Live(batch) => return Some(Next::Live(batch)),
+            Fed::Split { primed, rest } => return Some(Next::Split { primed, rest }),
+        }
+    }
 }
 
 impl Continuation {
