@@ -463,7 +463,13 @@ impl Recorder {
 
     /// Routes a child task's events to its own record; the rest are the run's.
     fn apply(&mut self, event: &Event) {
-        let Some(index) = event.task().and_then(|task| self.children.iter().position(|c| c.task_id == task)) else {
+        // Nearly every run has no children: its events skip the lookup.
+        let child = if self.children.is_empty() {
+            None
+        } else {
+            event.task().and_then(|task| self.children.iter().position(|c| c.task_id == task))
+        };
+        let Some(index) = child else {
             return self.apply_own(event);
         };
         let ended = match &event.payload {

@@ -222,9 +222,9 @@ pub struct Assembler {
     usage: RunUsage,
     /// Prices the terminal event's `cost` is computed with.
     prices: Arc<PriceTable>,
-    /// Block ids are `{id_base}_c_{n}`: the run id, or for a child task the parent's base and
-    /// the task id (so a child's blocks never share an id with the run's).
-    id_base: String,
+    /// Block ids are `{id_base}_c_{n}`: `None` for the run id; for a child task the parent's
+    /// base and the task id (so a child's blocks never share an id with the run's).
+    id_base: Option<String>,
     /// `Some(task id)`: this assembler assembles a child task's lane; every event it emits is
     /// tagged with it, and the child's own plan tasks produce no `task.*` events.
     lane: Option<String>,
@@ -248,10 +248,9 @@ impl Assembler {
     /// A fresh assembler for one run; the first event it emits gets seq 1. `run_id` and
     /// `chat_id` are written into the events that carry them; `clock` stamps every event.
     pub fn new(run_id: impl Into<String>, chat_id: impl Into<String>, clock: Box<dyn Clock>) -> Self {
-        let run_id = run_id.into();
         Self {
-            id_base: run_id.clone(),
-            run_id,
+            id_base: None,
+            run_id: run_id.into(),
             chat_id: chat_id.into(),
             clock,
             next_seq: 1,
@@ -315,6 +314,11 @@ impl Assembler {
             assembler.actions.start(id);
         }
         assembler
+    }
+
+    /// What block ids begin with (see `id_base`).
+    fn id_base(&self) -> &str {
+        self.id_base.as_deref().unwrap_or(&self.run_id)
     }
 
     /// The run whose events this assembler numbers.
@@ -526,13 +530,13 @@ impl Assembler {
         let id = match kind {
             TextKind::Reasoning => {
                 self.reasoning_blocks += 1;
-                let id = ids::reasoning_id(&self.id_base, self.reasoning_blocks);
+                let id = ids::reasoning_id(self.id_base(), self.reasoning_blocks);
                 self.emit(ReasoningStart { reasoning_id: id.clone(), run_id, task_id }, out);
                 id
             }
             TextKind::Content => {
                 self.content_blocks += 1;
-                let id = ids::content_id(&self.id_base, self.content_blocks);
+                let id = ids::content_id(self.id_base(), self.content_blocks);
                 self.emit(ContentStart { content_id: id.clone(), run_id, task_id }, out);
                 id
             }
@@ -776,7 +780,7 @@ impl Assembler {
         // The child's clock is never read for what reaches the stream: its events are
         // renumbered and restamped here.
         let mut lane = Assembler::new(self.run_id.clone(), self.chat_id.clone(), Box::new(|| 0_i64));
-        lane.id_base = format!("{}_{}", self.id_base, child.task_id);
+        lane.id_base = Some(format!("{}_{}", self.id_base(), child.task_id));
         lane.lane = Some(child.task_id.clone());
         self.children.push((child.task_id, Box::new(lane)));
         Ok(())

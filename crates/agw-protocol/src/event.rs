@@ -280,10 +280,7 @@ impl Serialize for Event {
             kind: self.type_name(),
             timestamp: self.timestamp,
             // A payload's own field wins: `taskId` is never written twice.
-            task_id: match self.payload.task_field() {
-                TaskField::None => self.task_id.as_deref(),
-                _ => None,
-            },
+            task_id: self.task_id.as_deref().filter(|_| self.payload.task_field() == TaskField::None),
             payload: PayloadFields(&self.payload),
         }
         .serialize(s)
