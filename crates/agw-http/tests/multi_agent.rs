@@ -375,7 +375,9 @@ async fn independent_plan_tasks_run_at_once_interleave_with_their_task_ids_and_r
     for id in &ids {
         assert!(calls.contains(id));
     }
-    // The merged plan is shown once the round ended: all three completed.
+    // The merged plan is shown once the round ended: all three completed. A task's own copy of
+    // the plan is never shown.
+    assert!(stream.of_type("plan.update").iter().all(|u| u["taskId"].is_null()), "{:?}", stream.of_type("plan.update"));
     let plan = stream.of_type("plan.update").last().unwrap()["plan"].clone();
     assert!(plan.as_array().unwrap().iter().all(|t| t["status"] == "completed"), "{plan}");
 

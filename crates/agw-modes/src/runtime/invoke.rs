@@ -206,12 +206,7 @@ fn plan(ctx: &RunContext, args: &Value) -> Result<Vec<Planned>, String> {
 /// on top (permissions only narrow), the parent's run, chat, quotas and services, but none of
 /// the chat's history, no client-declared tools and no steers.
 fn child_context(ctx: &RunContext, task: &Planned) -> RunContext {
-    let parent = &ctx.agent;
-    let mut agent = (*task.agent).clone();
-    agent.approvals = agent.approvals.narrowed_by(&parent.approvals);
-    agent.sandbox_network &= parent.sandbox_network;
-    agent.sandbox_unix_sockets &= parent.sandbox_unix_sockets;
-    agent.allow_inline_code &= parent.allow_inline_code;
+    let agent = narrowed(&task.agent, &ctx.agent);
     let services = if ctx.services.client_tools.is_empty() {
         ctx.services.clone()
     } else {
@@ -235,6 +230,17 @@ fn child_context(ctx: &RunContext, task: &Planned) -> RunContext {
         },
         handed_from: None,
     }
+}
+
+/// `child` as it runs under `parent`: its own definition, with the parent's approval rules on
+/// top of its own and only the sandbox grants both have.
+fn narrowed(child: &AgentDefinition, parent: &AgentDefinition) -> AgentDefinition {
+    let mut agent = child.clone();
+    agent.approvals = child.approvals.narrowed_by(&parent.approvals);
+    agent.sandbox_network &= parent.sandbox_network;
+    agent.sandbox_unix_sockets &= parent.sandbox_unix_sockets;
+    agent.allow_inline_code &= parent.allow_inline_code;
+    agent
 }
 
 /// `{"tasks": [...]}` in input order: each task's agent, name, status and answer or error.
@@ -266,4 +272,47 @@ fn aggregate(planned: &[Planned], reports: &[(ChildReport, RunOutcome)]) -> Stri
         })
         .collect();
     json!({ "tasks": tasks }).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::definition::ApprovalDecision;
+
+    fn agent(key: &str, extra: Value) -> AgentDefinition {
+        let mut root = json!({"key": key, "mode": "REACT", "modelConfig": {"providerKey": "p"},
+            "react": {"systemPrompt": "x"}});
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            root[k] = v.clone();
+        }
+        AgentDefinition::from_json(&format!("{key}.json"), &root.to_string()).expect("agent")
+    }
+
+    #[test]
+    fn a_child_keeps_only_the_grants_both_have_and_takes_on_the_parents_rules() {
+        let parent = agent(
+            "lead",
+            json!({"sandbox": {"network": true}, "toolConfig": {"approvals": {"_bash_": "deny", "mock_*": "allow"}}}),
+        );
+        let child = agent(
+            "worker",
+            json!({"sandbox": {"network": true, "unixSockets": true}, "skillConfig": {"allowInlineCode": true},
+                "toolConfig": {"approvals": {"mock_city_weather": "ask"}}}),
+        );
+        let run = narrowed(&child, &parent);
+        assert!(run.sandbox_network, "both grant it");
+        assert!(!run.sandbox_unix_sockets && !run.allow_inline_code, "the parent grants neither");
+        let decide = |tool: &str| run.approvals.decide_by_name(tool).map(|rule| rule.decision);
+        assert_eq!(
+            run.approvals.decide("_bash_", &json!({"command": "ls"})).unwrap().map(|r| r.decision),
+            Some(ApprovalDecision::Deny)
+        );
+        assert_eq!(
+            decide("mock_city_weather"),
+            Some(ApprovalDecision::Ask),
+            "a parent's allow never loosens the child's ask"
+        );
+        assert_eq!(decide("mock_todo_tasks"), Some(ApprovalDecision::Allow));
+        assert_eq!(run.key, "worker", "the child's own definition otherwise");
+    }
 }
