@@ -371,6 +371,7 @@ impl Assembler {
             AgentDelta::StageMarker(_) => self.stage_boundary = true,
             AgentDelta::Reasoning(text) => self.text_delta(TextKind::Reasoning, text, out),
             AgentDelta::Content(text) => self.text_delta(TextKind::Content, text, out),
+            AgentDelta::Citation(citation) => self.citation(citation, out),
             AgentDelta::ToolArgs { tool_id, meta, delta } => self.tool_args(tool_id, meta, delta, out)?,
             AgentDelta::ToolEnd { tool_id } => {
                 self.tools.check_end(&tool_id)?;
@@ -519,6 +520,25 @@ impl Assembler {
             TextKind::Reasoning => self.emit(ReasoningDelta { reasoning_id: id, delta }, out),
             TextKind::Content => self.emit(ContentDelta { content_id: id, delta }, out),
         }
+    }
+
+    /// `content.citation` in the open content block, opening one when none is (a marker before
+    /// any text).
+    fn citation(&mut self, citation: crate::citation::Citation, out: &mut Vec<Event>) {
+        let continues = !self.stage_boundary && self.text.as_ref().is_some_and(|t| t.kind == TextKind::Content);
+        if !continues {
+            self.close_text(out);
+            self.open_text(TextKind::Content, out);
+        }
+        let Some(open) = &self.text else { return };
+        let event = crate::event::ContentCitation {
+            content_id: open.id.clone(),
+            index: citation.index,
+            record: citation.record,
+            offset: citation.offset,
+            tool_id: citation.tool_id,
+        };
+        self.emit(event, out);
     }
 
     /// Opens a text block with a fresh id. Ids are never reused, so a block closed by the other

@@ -215,6 +215,9 @@ pub enum AgentDelta {
         /// The transfer call.
         tool_id: String,
     },
+    /// A citation the model made (issue 35): the text before it was streamed as `Content`;
+    /// becomes `content.citation` in the open content block (one opens if none is).
+    Citation(crate::citation::Citation),
     /// A child task opens beside the run's own work (a sub-agent of `agent_invoke`, a plan task
     /// run in parallel): `task.start` with the child's fields. Its deltas follow as
     /// [`AgentDelta::Child`], interleaved with other children's, until [`AgentDelta::ChildEnd`].

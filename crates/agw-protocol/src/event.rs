@@ -175,6 +175,9 @@ event_payloads! {
     ContentEnd = "content.end",
     /// Replay only.
     ContentSnapshot = "content.snapshot",
+    /// agw: the model cited a record a tool returned, right after the text it belongs to
+    /// (live and in replays; docs/protocols.md "Citations").
+    ContentCitation = "content.citation",
     /// A tool call opens (first argument fragment of a new call id).
     ToolStart = "tool.start",
     /// One argument fragment of an open tool call.

@@ -2,7 +2,7 @@
 //!
 //! Owns: every SSE event type of the contract, emitted or protocol-only (`event`), the request
 //! bodies with field-naming parse/validation (`request`), the upstream and semantic delta types
-//! (`delta`), the provider-neutral chat request a model turn sends (`chat`), the event assembler that turns semantic deltas into numbered events with the block
+//! (`delta`), citations: records, markers and the streaming marker filter (`citation`), the provider-neutral chat request a model turn sends (`chat`), the event assembler that turns semantic deltas into numbered events with the block
 //! state machine (`assembler`), id formats and the chat-name rule (`ids`), SSE framing: the
 //! frame encoder plus an incremental decoder for clients and tests (`sse`), the chat history line
 //! format "V3.1" with its lenient readers (`history`), and the snapshot replay of a chat built
@@ -20,6 +20,7 @@
 pub mod adapters;
 pub mod assembler;
 pub mod chat;
+pub mod citation;
 pub mod delta;
 mod echoed;
 pub mod event;

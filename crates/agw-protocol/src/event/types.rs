@@ -743,6 +743,30 @@ pub struct ContentDelta {
     pub delta: String,
 }
 
+/// `content.citation` — agw (issue 35): a `[cite:<id>]` marker the model wrote, taken out of
+/// the text, with the record of that id that one of the run's citable tools returned. It follows
+/// the `content.delta` that ends with the text it belongs to; a replay gives it after the block's
+/// `content.snapshot`, and `offset` places it in either.
+///
+/// Key order: `contentId, index, messageId, content?, senderName?, senderId?, timestamp?, chatId?,
+/// url?, title?, offset, toolId?`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContentCitation {
+    /// The content block the citation belongs to.
+    pub content_id: String,
+    /// 0, 1, … in the order the run's citations streamed.
+    pub index: u32,
+    /// The cited record (its id is `messageId`).
+    #[serde(flatten)]
+    pub record: crate::citation::CitationRecord,
+    /// Where the marker stood in the block's text, in UTF-16 code units.
+    pub offset: u64,
+    /// The tool call whose result held the record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_id: Option<String>,
+}
+
 /// `content.end`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
