@@ -7,6 +7,7 @@
 pub mod ag_ui;
 pub mod ai_sdk;
 pub mod openai_chat;
+pub mod phase;
 
 /// What a `context.compact` tells a client of another protocol: the level and the numbers (the
 /// summary text stays in agw's own stream and history).

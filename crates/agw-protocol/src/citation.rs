@@ -6,7 +6,8 @@
 //! marker's opening (`[`, `[ci`, …), or an opened marker whose closing has not arrived and that
 //! is still short enough and made of id characters. Anything else is released at once, so text
 //! waits at most one marker's length. A complete marker becomes [`Piece::Cite`] with its ids
-//! (`[cite:431]`, `[cite:431, 432]`); what is not a marker stays text, byte for byte.
+//! (`[cite:431]`, `[cite:431, 432]`) at its offset; what is not a marker stays text, byte for
+//! byte.
 
 use serde::{Deserialize, Serialize};
 
@@ -125,8 +126,17 @@ impl CiteMarker {
 pub enum Piece {
     /// Text without markers.
     Text(String),
-    /// A marker's ids, in the order written (never empty ids; a marker with none is dropped).
-    Cite(Vec<String>),
+    /// One marker (a marker without ids is dropped).
+    Cite(Marker),
+}
+
+/// A marker found in the text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Marker {
+    /// Its ids, in the order written, trimmed, none empty.
+    pub ids: Vec<String>,
+    /// UTF-16 length of the text released before it ([`CiteFilter::offset`] then).
+    pub offset: u64,
 }
 
 /// Takes markers out of a streamed text. One filter per stream of text (a model turn).
@@ -204,7 +214,7 @@ impl CiteFilter {
                         .map(str::to_owned)
                         .collect();
                     if !ids.is_empty() {
-                        out.push(Piece::Cite(ids));
+                        out.push(Piece::Cite(Marker { ids, offset: self.released }));
                     }
                     plain = ids_start + ids_len + close.len();
                     from = plain;

@@ -11,6 +11,7 @@ pub const TOOL_FILES: &[(&str, &str)] = &[
     ("city_datetime.backend", include_str!("../bundled/tools/city_datetime.backend")),
     ("confirm_dialog.frontend", include_str!("../bundled/tools/confirm_dialog.frontend")),
     ("launch_fireworks.action", include_str!("../bundled/tools/launch_fireworks.action")),
+    ("mock_chat_messages.backend", include_str!("../bundled/tools/mock_chat_messages.backend")),
     ("mock_city_weather.backend", include_str!("../bundled/tools/mock_city_weather.backend")),
     ("mock_logistics_status.backend", include_str!("../bundled/tools/mock_logistics_status.backend")),
     ("mock_ops_runbook.backend", include_str!("../bundled/tools/mock_ops_runbook.backend")),

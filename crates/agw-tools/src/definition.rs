@@ -58,6 +58,96 @@ pub struct ToolDef {
     pub tool_api: Option<String>,
     /// Frontend tools only: the viewport that renders the tool (defining file stem, lower-case).
     pub viewport_key: Option<String>,
+    /// `citations` (agw extension, issue 35): the tool's results carry records the model may
+    /// cite, found where this says.
+    pub citations: Option<CitationFields>,
+}
+
+/// Where a citable tool's result holds its records and which of their fields mean what
+/// (`citations` in a tool definition: `true` for the defaults, or an object naming any of them).
+/// Each field is a key of the record or a JSON pointer into it (`/sender/name`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CitationFields {
+    /// JSON pointer to the records in the result (`""`: the result itself); an array holds one
+    /// record per item, an object is one record.
+    pub records: String,
+    /// The id the model cites (a string or a number).
+    pub id: String,
+    /// The record's text.
+    pub content: String,
+    /// Who wrote it.
+    pub sender_name: String,
+    /// The writer's id.
+    pub sender_id: String,
+    /// When, epoch milliseconds.
+    pub timestamp: String,
+    /// The source system's chat id.
+    pub chat_id: String,
+    /// A link to the record.
+    pub url: String,
+    /// A title.
+    pub title: String,
+}
+
+impl Default for CitationFields {
+    /// The field names of the design document's message records.
+    fn default() -> Self {
+        Self {
+            records: String::new(),
+            id: "messageId".into(),
+            content: "content".into(),
+            sender_name: "senderName".into(),
+            sender_id: "senderId".into(),
+            timestamp: "timestamp".into(),
+            chat_id: "chatId".into(),
+            url: "url".into(),
+            title: "title".into(),
+        }
+    }
+}
+
+impl CitationFields {
+    /// Reads `citations`: `true`, or an object of field names (others keep their defaults).
+    /// `false`, `null` or absent: not citable.
+    fn parse(value: Option<&Value>) -> Result<Option<Self>, String> {
+        let map = match value {
+            None | Some(Value::Null) | Some(Value::Bool(false)) => return Ok(None),
+            Some(Value::Bool(true)) => return Ok(Some(Self::default())),
+            Some(Value::Object(map)) => map,
+            Some(_) => return Err("\"citations\" must be true or an object".to_owned()),
+        };
+        let mut fields = Self::default();
+        for (key, value) in map {
+            let slot = match key.as_str() {
+                "records" => &mut fields.records,
+                "id" => &mut fields.id,
+                "content" => &mut fields.content,
+                "senderName" => &mut fields.sender_name,
+                "senderId" => &mut fields.sender_id,
+                "timestamp" => &mut fields.timestamp,
+                "chatId" => &mut fields.chat_id,
+                "url" => &mut fields.url,
+                "title" => &mut fields.title,
+                other => return Err(format!("\"citations.{other}\" is not supported")),
+            };
+            let Some(text) = value.as_str() else {
+                return Err(format!("\"citations.{key}\" must be a string"));
+            };
+            *slot = text.trim().to_owned();
+        }
+        if fields.id.is_empty() {
+            return Err("\"citations.id\" must name a field".to_owned());
+        }
+        Ok(Some(fields))
+    }
+
+    /// The value of `field` (a key, or a JSON pointer) in `record`.
+    pub fn get<'v>(field: &str, record: &'v Value) -> Option<&'v Value> {
+        if field.is_empty() {
+            return None;
+        }
+        if field.starts_with('/') { record.pointer(field) } else { record.get(field) }
+    }
 }
 
 /// The schema used when a definition or an implementation gives none.
@@ -153,6 +243,7 @@ fn parse_entry(entry: &Value, kind: ToolKind, viewport_key: Option<&str>) -> Res
         kind,
         tool_api: text_field(entry, "toolApi").filter(|api| !api.is_empty()),
         viewport_key: viewport_key.map(str::to_owned),
+        citations: CitationFields::parse(entry.get("citations"))?,
     })
 }
 

@@ -290,6 +290,7 @@ fn builtin_def(name: String, tool: &dyn Tool) -> ToolDef {
         kind: ToolKind::Backend,
         tool_api: None,
         viewport_key: None,
+        citations: None,
     }
 }
 

@@ -75,6 +75,7 @@ pub async fn run(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
                 kind: agw_tools::ToolKind::Frontend,
                 tool_api: None,
                 viewport_key: None,
+                citations: None,
             })
         })
         .collect();

@@ -58,6 +58,11 @@ pub struct AgentDefinition {
     pub budget: Budget,
     /// `contextConfig` (agw extension), defaults filled in.
     pub context: super::ContextPolicy,
+    /// `citations` (agw extension, docs/protocols.md "Citations"): how the model cites what its
+    /// citable tools return.
+    pub citations: super::CitationPolicy,
+    /// `phaseStream.messages` (agw extension): what this agent's `phase_change` events say.
+    pub phase_messages: agw_protocol::adapters::phase::PhaseMessages,
     /// `runtimePrompts` with agw's defaults filled in.
     pub runtime_prompts: RuntimePrompts,
     /// Where the definition came from (path for directory loads, name for embedded sources).

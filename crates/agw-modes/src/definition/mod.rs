@@ -17,6 +17,7 @@ mod approvals;
 mod blocks;
 mod budget;
 mod catalog;
+mod citations;
 mod context;
 mod create;
 mod error;
@@ -24,6 +25,7 @@ mod file;
 mod handoffs;
 mod model;
 mod parse;
+mod phase_stream;
 mod preprocess;
 mod prompts;
 mod raw;
@@ -33,6 +35,7 @@ pub use agent::{AgentDefinition, DEFAULT_MODEL, DEFAULT_PROVIDER_KEY};
 pub use approvals::{ApprovalDecision, ApprovalRule, Approvals};
 pub use budget::{Budget, BudgetScope};
 pub use catalog::{AgentCatalog, LoadProblem};
+pub use citations::CitationPolicy;
 pub use context::{ContextPolicy, DEFAULT_PROTECTED_TOOLS};
 pub use create::{
     AgentFileCreate, AgentFileCreateConfig, AgentLookup, DEFAULT_AGENT_SYSTEM_PROMPT, DEFAULT_GRANTABLE_TOOLS,

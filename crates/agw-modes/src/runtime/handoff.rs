@@ -68,6 +68,7 @@ pub(crate) fn tool_defs(ctx: &RunContext) -> Vec<ToolDef> {
             kind: ToolKind::Backend,
             tool_api: None,
             viewport_key: None,
+            citations: None,
         });
     }
     defs

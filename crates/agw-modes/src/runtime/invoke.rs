@@ -101,6 +101,7 @@ pub(crate) fn tool_def(ctx: &RunContext) -> Option<ToolDef> {
         kind: ToolKind::Backend,
         tool_api: None,
         viewport_key: None,
+        citations: None,
     })
 }
 

@@ -4,8 +4,9 @@ fn text(s: &str) -> Piece {
     Piece::Text(s.into())
 }
 
+/// A marker with these ids (offsets are zeroed by [`run`]; `offsets_…` checks them).
 fn cite(ids: &[&str]) -> Piece {
-    Piece::Cite(ids.iter().map(|s| s.to_string()).collect())
+    Piece::Cite(Marker { ids: ids.iter().map(|s| s.to_string()).collect(), offset: 0 })
 }
 
 /// Feeds `chunks` to a fresh filter; returns the pieces, merged text runs, and the most it held.
@@ -26,6 +27,7 @@ fn merge(pieces: Vec<Piece>) -> Vec<Piece> {
     for piece in pieces {
         match (merged.last_mut(), piece) {
             (_, Piece::Text(t)) if t.is_empty() => {}
+            (_, Piece::Cite(m)) => merged.push(Piece::Cite(Marker { offset: 0, ..m })),
             (Some(Piece::Text(last)), Piece::Text(t)) => last.push_str(&t),
             (_, piece) => merged.push(piece),
         }
@@ -123,7 +125,8 @@ fn text_is_released_as_soon_as_it_cannot_be_a_marker() {
     assert_eq!(out, [text(" ")]);
     out.clear();
     filter.push("2] done", &mut out);
-    assert_eq!(out, [cite(&["42"]), text(" done")]);
+    let at = "Hello [cat] world ".len() as u64;
+    assert_eq!(out, [Piece::Cite(Marker { ids: vec!["42".into()], offset: at }), text(" done")]);
 }
 
 #[test]
@@ -134,6 +137,15 @@ fn offsets_count_utf16_units_of_the_released_text() {
     assert_eq!(filter.offset(), 1 + 2 + 3);
     filter.push("[cite:1]", &mut out);
     assert_eq!(filter.offset(), 6, "a marker adds nothing");
+    filter.push("c[cite:2]", &mut out);
+    let offsets: Vec<u64> = out
+        .iter()
+        .filter_map(|p| match p {
+            Piece::Cite(m) => Some(m.offset),
+            Piece::Text(_) => None,
+        })
+        .collect();
+    assert_eq!(offsets, [6, 7]);
 }
 
 #[test]

@@ -30,12 +30,13 @@ pub struct BuiltinsConfig {
 }
 
 /// Names of every built-in [`builtins`] returns, sorted.
-pub const BUILTIN_NAMES: [&str; 11] = [
+pub const BUILTIN_NAMES: [&str; 12] = [
     bash::NAME,
     plan::ADD_TASKS,
     plan::GET_TASKS,
     plan::UPDATE_TASK,
     city_datetime::NAME,
+    mock::messages::NAME,
     mock::weather::NAME,
     mock::logistics::NAME,
     mock::ops_runbook::NAME,
@@ -53,6 +54,7 @@ pub fn builtins(config: BuiltinsConfig) -> Vec<Arc<dyn Tool>> {
         Arc::new(PlanTool::get_tasks()),
         Arc::new(PlanTool::update_task()),
         Arc::new(CityDatetime::new()),
+        Arc::new(PureTool { name: mock::messages::NAME, run: mock::messages::run }),
         Arc::new(PureTool { name: mock::weather::NAME, run: mock::weather::run }),
         Arc::new(PureTool { name: mock::logistics::NAME, run: mock::logistics::run }),
         Arc::new(PureTool { name: mock::ops_runbook::NAME, run: mock::ops_runbook::run }),

@@ -2,6 +2,7 @@
 //! results, drawn from [`super::java_random::JavaRandom`] in the reference's exact order.
 
 pub(crate) mod logistics;
+pub(crate) mod messages;
 pub(crate) mod ops_runbook;
 pub(crate) mod sensitive;
 pub(crate) mod todo;
