@@ -48,6 +48,7 @@ use serde_json::json;
 use agw_llm::request::ChatMessage;
 
 pub mod bundled;
+mod citations;
 mod plan;
 mod skills;
 mod team;
@@ -165,6 +166,9 @@ fn answer_from_results(request: &ChatRequest, question: &str, results: &[(&str, 
         .reasoning
         .enabled
         .then(|| format!("I have {} tool result(s) for \"{question}\"; I will summarise them.", results.len()));
+    if let Some(content) = citations::answer(request, results) {
+        return DemoTurn { reasoning, content, tool_call: None, finish_reason: "stop" };
+    }
     let mut content = String::from("Here is what I found (offline demo model, answering from the tool results):\n");
     for (name, result) in results {
         let summary = match serde_json::from_str::<serde_json::Value>(result) {

@@ -21,6 +21,10 @@ pub const MODEL_CALL_DURATION: &str = agw_modes::runtime::MODEL_CALL_DURATION_ME
 pub const TOKENS: &str = agw_modes::runtime::TOKENS_METRIC;
 /// Recorded by agw-modes.
 pub const COST: &str = agw_modes::runtime::COST_METRIC;
+/// Recorded by agw-modes: citations streamed, by `agent` (issue 35).
+pub const CITATIONS: &str = agw_modes::runtime::CITATIONS_METRIC;
+/// Recorded by agw-modes: markers naming an id no tool returned, removed from the text.
+pub const UNKNOWN_CITATIONS: &str = agw_modes::runtime::UNKNOWN_CITATIONS_METRIC;
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
@@ -58,6 +62,8 @@ fn describe() {
         "provider latency from request to first chunk"
     );
     metrics::describe_histogram!(TOOL_DURATION, metrics::Unit::Seconds, "backend tool execution time");
+    metrics::describe_counter!(CITATIONS, "citations streamed, by agent");
+    metrics::describe_counter!(UNKNOWN_CITATIONS, "citation markers naming an id no tool returned (removed), by agent");
     metrics::describe_histogram!(
         MODEL_CALL_DURATION,
         metrics::Unit::Seconds,

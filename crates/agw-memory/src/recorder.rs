@@ -163,6 +163,8 @@ struct TextBlock {
     text: String,
     first_ts: i64,
     msg_id: String,
+    /// The citations made in a content block (`_citations`).
+    citations: Vec<agw_protocol::citation::Citation>,
 }
 
 #[derive(Debug)]
@@ -589,6 +591,17 @@ impl Recorder {
             EventPayload::ReasoningDelta(e) => self.text_delta(TextKind::Reasoning, &e.reasoning_id, &e.delta, ts),
             EventPayload::ContentStart(e) => self.text_delta(TextKind::Content, &e.content_id, "", ts),
             EventPayload::ContentDelta(e) => self.text_delta(TextKind::Content, &e.content_id, &e.delta, ts),
+            EventPayload::ContentCitation(e) => {
+                self.text_delta(TextKind::Content, &e.content_id, "", ts);
+                if let Some(block) = self.step.text.iter_mut().rev().find(|b| b.id == e.content_id) {
+                    block.citations.push(agw_protocol::citation::Citation {
+                        index: e.index,
+                        offset: e.offset,
+                        tool_id: e.tool_id.clone(),
+                        record: e.record.clone(),
+                    });
+                }
+            }
             EventPayload::ToolStart(e) => {
                 let call_type = match e.tool_type.as_deref() {
                     Some("action") => "action",
@@ -679,13 +692,20 @@ impl Recorder {
             self.renew_msg_id = false;
         }
         let msg_id = self.msg_id.clone();
-        self.step.text.push(TextBlock { kind, id: id.to_owned(), text: delta.to_owned(), first_ts: ts, msg_id });
+        self.step.text.push(TextBlock {
+            kind,
+            id: id.to_owned(),
+            text: delta.to_owned(),
+            first_ts: ts,
+            msg_id,
+            citations: Vec::new(),
+        });
     }
 
     /// Writes the pending text blocks as messages, timed up to `now`.
     fn write_text(&mut self, now: i64) {
         for block in std::mem::take(&mut self.step.text) {
-            if block.text.is_empty() {
+            if block.text.is_empty() && block.citations.is_empty() {
                 continue;
             }
             let mut message = StoredMessage {
@@ -703,6 +723,7 @@ impl Recorder {
                 TextKind::Content => {
                     message.content = Some(block.text);
                     message.content_id = Some(block.id);
+                    message.citations = (!block.citations.is_empty()).then_some(block.citations);
                 }
             }
             self.step.messages.push(message);

@@ -47,8 +47,11 @@ pub struct CitationRecord {
     pub title: Option<String>,
 }
 
-/// A citation the model made: the cited record, numbered in the run, placed in the text.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A citation the model made: the cited record, numbered in the run, placed in the text. Stored
+/// on the content message it belongs to (`_citations` in history) as
+/// `{index, offset, toolId?, record}`, the shape of `content.citation` without `contentId`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Citation {
     /// 0, 1, … in the order the run's citations streamed.
     pub index: u32,
@@ -56,6 +59,7 @@ pub struct Citation {
     /// `string.length`): the citation belongs to the text before it.
     pub offset: u64,
     /// The tool call whose result held the record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_id: Option<String>,
     /// The record.
     pub record: CitationRecord,

@@ -16,9 +16,9 @@ use serde_json::Value;
 
 use crate::echoed::Reference;
 use crate::event::{
-    ActionResult, ActionSnapshot, ChatStart, ContentSnapshot, Event, EventPayload, PlanUpdate, ReasoningSnapshot,
-    RequestQuery, RequestSteer, RunComplete, RunStart, RunTotals, TaskCancel, TaskComplete, TaskError, TaskFail,
-    TaskStart, TaskStatus, ToolResult, ToolSnapshot,
+    ActionResult, ActionSnapshot, ChatStart, ContentCitation, ContentSnapshot, Event, EventPayload, PlanUpdate,
+    ReasoningSnapshot, RequestQuery, RequestSteer, RunComplete, RunStart, RunTotals, TaskCancel, TaskComplete,
+    TaskError, TaskFail, TaskStart, TaskStatus, ToolResult, ToolSnapshot,
 };
 use crate::history::{
     HistoryLine, PlanSnapshot, QueryLine, ROLE_USER, StepCompaction, StepHandoff, StepLine, StoredMessage,
@@ -333,7 +333,20 @@ fn replay_items<'a>(
             if let Some(text) = message.content.as_deref().filter(|t| !t.is_empty()) {
                 let content_id = stored_or(&message.content_id, || format!("{run_id}_c_{}", state.counters.content));
                 state.counters.content += 1;
-                out.next(ts, ContentSnapshot { content_id, text: text.to_owned(), task_id: None });
+                out.next(ts, ContentSnapshot { content_id: content_id.clone(), text: text.to_owned(), task_id: None });
+                for citation in message.citations.iter().flatten() {
+                    let citation = citation.clone();
+                    out.next(
+                        ts,
+                        ContentCitation {
+                            content_id: content_id.clone(),
+                            index: citation.index,
+                            record: citation.record,
+                            offset: citation.offset,
+                            tool_id: citation.tool_id,
+                        },
+                    );
+                }
             }
             for call in message.calls().iter().filter(|c| !c.function.name.trim().is_empty()) {
                 let binding = bind_call(message, call, run_id, &state.counters);

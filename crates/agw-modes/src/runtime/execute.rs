@@ -319,6 +319,12 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
             shown[at] = StreamedAs::Tool;
         }
         super::trace::tool_ended(&span, ctx.services.tracing.capture_content, &args, &result);
+        if let Some(fields) = super::citations::fields_of(ctx, &name)
+            && let Ok(value) = serde_json::from_str::<Value>(&result)
+        {
+            // Read before the output limit cuts the JSON.
+            state.citations.collect(fields, &value, &call.id);
+        }
         let result = exec::truncate_output(&result, ctx.services.tool_output_limit);
         if tools.contains(&name) {
             // A skill script run discloses the skill's instructions in the next turn.

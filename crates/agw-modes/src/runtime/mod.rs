@@ -12,6 +12,7 @@ mod approval;
 mod budget;
 mod calls;
 mod children;
+mod citations;
 mod context;
 mod doom;
 mod execute;
@@ -48,6 +49,7 @@ use agw_tools::viewport::ViewportRegistry;
 use crate::definition::{AgentDefinition, ModeDef};
 
 pub use budget::BudgetTracker;
+pub use citations::{CITATIONS_METRIC, UNKNOWN_CITATIONS_METRIC};
 pub use context::{
     DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_OUTPUT_TOKENS, HistoryCompaction, OUTPUT_RESERVE_CAP, SUMMARY_STAGE,
     SummaryError, compact_history, pruned_marker, usable_tokens,
@@ -203,6 +205,8 @@ pub(crate) struct RunState {
     pub shows_plan: bool,
     /// Handoffs so far in this run (at most [`MAX_HANDOFFS`]).
     pub handoffs: u32,
+    /// The records the run's citable tools returned, and how many citations streamed.
+    pub citations: citations::CitationBook,
 }
 
 impl RunState {
@@ -222,6 +226,7 @@ impl RunState {
             doom: Default::default(),
             usage: Default::default(),
             shows_plan: false,
+            citations: self.citations.clone(),
             handoffs: self.handoffs,
         }
     }
@@ -239,6 +244,7 @@ impl RunState {
         let known = self.recorded.len().min(task.recorded.len());
         self.recorded.extend(task.recorded.into_iter().skip(known));
         self.approved.extend(task.approved);
+        self.citations.absorb(task.citations);
         self.budget.absorb(forked_at, &task.budget)
     }
 }
@@ -253,7 +259,12 @@ pub(crate) fn stage_prompt(
     with_hints: bool,
 ) -> prompt::StagePrompt {
     let (tool_descriptions, after_call_hints) = tools.appendix(&ctx.agent.runtime_prompts, with_hints);
-    prompt::StagePrompt { stage: stage_prompt.to_owned(), tool_descriptions, after_call_hints }
+    prompt::StagePrompt {
+        stage: stage_prompt.to_owned(),
+        tool_descriptions,
+        after_call_hints,
+        citations: citations::instruction(ctx),
+    }
 }
 
 fn new_state(ctx: &RunContext) -> RunState {
@@ -279,6 +290,7 @@ fn new_state(ctx: &RunContext) -> RunState {
         usage: Default::default(),
         shows_plan: true,
         handoffs: 0,
+        citations: Default::default(),
     }
 }
 

@@ -9,13 +9,22 @@ pub(crate) struct StagePrompt {
     pub tool_descriptions: String,
     /// Empty in plan-draft / plan-generate turns.
     pub after_call_hints: String,
+    /// How to cite, for an agent with citable tools (issue 35); empty otherwise.
+    pub citations: String,
 }
 
 impl StagePrompt {
     /// The system prompt of one turn: stage prompt, skill catalog, deferred skill disclosure,
-    /// tool descriptions, after-call hints — joined by [`assemble`].
+    /// tool descriptions, after-call hints, the citation instruction — joined by [`assemble`].
     pub fn effective(&self, skill_catalog: &str, skill_disclosure: &str) -> String {
-        assemble(&[&self.stage, skill_catalog, skill_disclosure, &self.tool_descriptions, &self.after_call_hints])
+        assemble(&[
+            &self.stage,
+            skill_catalog,
+            skill_disclosure,
+            &self.tool_descriptions,
+            &self.after_call_hints,
+            &self.citations,
+        ])
     }
 }
 
@@ -41,6 +50,7 @@ mod tests {
             stage: "You are A.".into(),
             tool_descriptions: "Tools:\n- t: d".into(),
             after_call_hints: "Hints:\n- t: h".into(),
+            citations: String::new(),
         };
         assert_eq!(
             prompt.effective("Skills:\n\nskillId: s", "Now:\n\nskillId: s\ninstructions:\nbody"),

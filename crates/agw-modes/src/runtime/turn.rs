@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use agw_llm::{CallOptions, ChatMessage, ChatRequest, LlmDelta, ToolChoice};
+use agw_protocol::citation::Piece;
 use agw_protocol::history::StreamedAs;
 use agw_protocol::{AgentDelta, CallUsage};
 use futures::StreamExt;
@@ -12,6 +13,7 @@ use futures::StreamExt;
 use crate::definition::ResolvedModel;
 
 use super::calls::{CallAccumulator, FragmentEffect, StreamedCall};
+use super::citations::Resolved;
 use super::prompt::StagePrompt;
 use super::submit::PendingSubmit;
 use super::tools::{Decoration, StageToolSet, decorate};
@@ -116,6 +118,9 @@ pub(crate) async fn model_turn<S: DeltaSink>(
     };
     let mut out = TurnOutput { steers, ..TurnOutput::default() };
     let mut calls = CallAccumulator::default();
+    // An agent with citable tools: `[cite:<id>]` markers leave the text as it streams.
+    let mut cites = super::citations::filter(ctx);
+    let mut pieces = Vec::new();
     while let Some(item) = stream.next().await {
         let item = match item {
             Ok(item) => item,
@@ -131,12 +136,18 @@ pub(crate) async fn model_turn<S: DeltaSink>(
                     sink.emit(AgentDelta::Reasoning(text)).await?;
                 }
             }
-            LlmDelta::Content { text } => {
-                out.text.push_str(&text);
-                if calls.is_empty() {
-                    sink.emit(AgentDelta::Content(text)).await?;
+            LlmDelta::Content { text } => match cites.as_mut() {
+                None => {
+                    out.text.push_str(&text);
+                    if calls.is_empty() {
+                        sink.emit(AgentDelta::Content(text)).await?;
+                    }
                 }
-            }
+                Some(filter) => {
+                    filter.push(&text, &mut pieces);
+                    cited_text(ctx, state, &mut pieces, calls.is_empty(), &mut out, sink).await?;
+                }
+            },
             LlmDelta::ToolCall(fragment) => match calls.on_fragment(fragment, &mut state.call_ids) {
                 FragmentEffect::None => {}
                 FragmentEffect::Start { index, delta } => {
@@ -191,9 +202,47 @@ pub(crate) async fn model_turn<S: DeltaSink>(
             }
         }
     }
+    if let Some(filter) = cites.as_mut() {
+        // What was held back for a marker that never closed is text after all.
+        filter.finish(&mut pieces);
+        cited_text(ctx, state, &mut pieces, calls.is_empty(), &mut out, sink).await?;
+    }
     meter::call_duration(provider_key, model_name, true, started.elapsed());
     out.calls = calls.into_calls().into_iter().filter(|c| !c.name.trim().is_empty()).collect();
     Ok(out)
+}
+
+/// Streams what the citation filter released: text as content (kept in the turn's text, the
+/// marker-free answer the conversation goes on with), markers as citations. `streams`: false
+/// after a tool call began, when the turn's text is kept but no longer streamed.
+async fn cited_text<S: DeltaSink>(
+    ctx: &RunContext,
+    state: &mut RunState,
+    pieces: &mut Vec<Piece>,
+    streams: bool,
+    out: &mut TurnOutput,
+    sink: &mut S,
+) -> Result<(), RunFailure> {
+    for piece in pieces.drain(..) {
+        if !streams && matches!(piece, Piece::Cite(_)) {
+            // Not shown, so not numbered either.
+            continue;
+        }
+        match super::citations::resolve(ctx, &mut state.citations, piece) {
+            Resolved::Text(text) => {
+                out.text.push_str(&text);
+                if streams {
+                    sink.emit(AgentDelta::Content(text)).await?;
+                }
+            }
+            Resolved::Cited(citations) => {
+                for citation in citations {
+                    sink.emit(AgentDelta::Citation(citation)).await?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Takes the steers waiting when the turn starts, oldest first: for each, `request.steer` is

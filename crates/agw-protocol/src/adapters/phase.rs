@@ -24,7 +24,8 @@ pub enum Phase {
 
 impl Phase {
     /// Every phase, in order.
-    pub const ALL: [Phase; 5] = [Phase::Thinking, Phase::ToolCalling, Phase::Generating, Phase::Completed, Phase::Error];
+    pub const ALL: [Phase; 5] =
+        [Phase::Thinking, Phase::ToolCalling, Phase::Generating, Phase::Completed, Phase::Error];
 
     /// The wire name (`tool_calling`).
     pub fn as_str(self) -> &'static str {

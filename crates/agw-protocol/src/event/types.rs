@@ -748,8 +748,9 @@ pub struct ContentDelta {
 /// the `content.delta` that ends with the text it belongs to; a replay gives it after the block's
 /// `content.snapshot`, and `offset` places it in either.
 ///
-/// Key order: `contentId, index, messageId, content?, senderName?, senderId?, timestamp?, chatId?,
-/// url?, title?, offset, toolId?`.
+/// Key order: `contentId, index, offset, toolId?, record` (`record`: `messageId, content?,
+/// senderName?, senderId?, timestamp?, chatId?, url?, title?` — nested, so that the record's
+/// `timestamp` and `chatId` are never taken for the event's or the run's).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ContentCitation {
@@ -757,14 +758,13 @@ pub struct ContentCitation {
     pub content_id: String,
     /// 0, 1, … in the order the run's citations streamed.
     pub index: u32,
-    /// The cited record (its id is `messageId`).
-    #[serde(flatten)]
-    pub record: crate::citation::CitationRecord,
     /// Where the marker stood in the block's text, in UTF-16 code units.
     pub offset: u64,
     /// The tool call whose result held the record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_id: Option<String>,
+    /// The cited record (its id is `messageId`).
+    pub record: crate::citation::CitationRecord,
 }
 
 /// `content.end`.

@@ -18,7 +18,7 @@ pub const ROLE_SYSTEM: &str = "system";
 /// single tool call (parallel calls are several messages sharing a `_msgId`).
 ///
 /// Key order on disk: `role, content, reasoning_content, tool_calls, ts, name, tool_call_id,
-/// _reasoningId, _contentId, _msgId, _toolId, _actionId, _timing, _usage, _steerId, _requestId`;
+/// _reasoningId, _contentId, _msgId, _toolId, _actionId, _timing, _usage, _steerId, _requestId, _citations`;
 /// `None`s are omitted. The last two are agw's, on steered user messages only.
 /// `content` / `reasoning_content` are written as one content part
 /// `[{"type":"text","text":…}]`; reading concatenates the `text` of every part (a plain string
@@ -86,6 +86,11 @@ pub struct StoredMessage {
     /// `request.steer` equals the live one).
     #[serde(default, rename = "_requestId", skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
+    /// agw (issue 35): on an assistant content message, the citations the model made in it, in
+    /// order (each placed by its `offset` into the text). A replay gives them as
+    /// `content.citation` after the message's `content.snapshot`.
+    #[serde(default, rename = "_citations", skip_serializing_if = "Option::is_none")]
+    pub citations: Option<Vec<crate::citation::Citation>>,
 }
 
 impl StoredMessage {
