@@ -302,6 +302,32 @@ mod tests {
     }
 
     #[test]
+    fn citations_are_declared_with_defaults_or_field_names() {
+        let text = r#"{"tools":[
+            {"type":"function","name":"a","citations":true},
+            {"type":"function","name":"b","citations":{"records":"/items","id":"/meta/id","senderName":" from "}},
+            {"type":"function","name":"c","citations":false},
+            {"type":"function","name":"d","citations":{"sender":"x"}},
+            {"type":"function","name":"e","citations":{"id":7}},
+            {"type":"function","name":"f","citations":"yes"}
+        ]}"#;
+        let parsed = parse_file(ToolKind::Backend, "a.backend", text).unwrap();
+        assert_eq!(parsed.defs[0].citations, Some(CitationFields::default()));
+        let b = parsed.defs[1].citations.clone().unwrap();
+        assert_eq!((b.records.as_str(), b.id.as_str(), b.sender_name.as_str()), ("/items", "/meta/id", "from"));
+        assert_eq!(b.content, "content", "unnamed fields keep their defaults");
+        assert_eq!(parsed.defs[2].citations, None);
+        assert_eq!(parsed.defs.len(), 3);
+        assert!(parsed.skipped[0].contains("citations.sender"), "{:?}", parsed.skipped);
+        assert!(parsed.skipped[1].contains("must be a string"));
+        assert!(parsed.skipped[2].contains("true or an object"));
+        let record = json!({"meta": {"id": "x"}, "content": "c"});
+        assert_eq!(CitationFields::get("/meta/id", &record), Some(&json!("x")));
+        assert_eq!(CitationFields::get("content", &record), Some(&json!("c")));
+        assert_eq!(CitationFields::get("", &record), None);
+    }
+
+    #[test]
     fn non_frontend_tools_have_no_viewport_key() {
         let parsed = parse_file(ToolKind::Backend, "a.backend", r#"{"tools":[{"type":"function","name":"a"}]}"#);
         assert_eq!(parsed.unwrap().defs[0].viewport_key, None);

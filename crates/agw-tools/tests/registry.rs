@@ -246,6 +246,7 @@ fn bundled_files_load_cleanly_with_the_builtins() {
             "_plan_get_tasks_",
             "_plan_update_task_",
             "city_datetime",
+            "mock_chat_messages",
             "mock_city_weather",
             "mock_logistics_status",
             "mock_ops_runbook",
