@@ -7,6 +7,7 @@ use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 
+use agw_protocol::citation::{CiteFilter, CiteMarker};
 use agw_protocol::delta::ToolStartMeta;
 use agw_protocol::event::{ContentDelta, ToolStart};
 use agw_protocol::request::QueryRequest;
@@ -138,5 +139,38 @@ fn sse(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, assembler, sse);
+/// The citation filter a citing agent's content deltas pass through (issue 35): an answer of
+/// `TOKENS` word deltas without markers, and the same answer with a marker after every tenth word,
+/// one of them split across two deltas.
+fn citations(c: &mut Criterion) {
+    let plain: Vec<String> = (0..TOKENS).map(|i| format!("word{i} ")).collect();
+    let cited: Vec<String> = (0..TOKENS)
+        .map(|i| match i % 10 {
+            8 => format!("word{i} [ci"),
+            9 => format!("te:{i}] word{i} "),
+            4 => format!("word{i}[cite:{i}] "),
+            _ => format!("word{i} "),
+        })
+        .collect();
+    let mut group = c.benchmark_group("citations");
+    group.throughput(Throughput::Elements(TOKENS as u64));
+    for (name, deltas) in [("plain_answer_50_deltas", &plain), ("cited_answer_50_deltas", &cited)] {
+        group.bench_function(name, |b| {
+            let mut out = Vec::with_capacity(8);
+            b.iter(|| {
+                let mut filter = CiteFilter::new(CiteMarker::default());
+                // The run owns each delta it passes on (`push_owned`, as `turn.rs` does).
+                for delta in deltas {
+                    filter.push_owned(black_box(delta.clone()), &mut out);
+                    out.clear();
+                }
+                filter.finish(&mut out);
+                black_box(&out);
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, assembler, sse, citations);
 criterion_main!(benches);

@@ -169,6 +169,11 @@ impl CiteFilter {
         self.released
     }
 
+    /// Bytes held back now, waiting to see whether they start a marker.
+    pub fn pending(&self) -> usize {
+        self.held.len()
+    }
+
     /// Feeds one chunk; appends what can be released now.
     pub fn push(&mut self, chunk: &str, out: &mut Vec<Piece>) {
         if self.held.is_empty() && !chunk.contains(self.marker.first()) {
@@ -179,6 +184,16 @@ impl CiteFilter {
         let mut text = std::mem::take(&mut self.held);
         text.push_str(chunk);
         self.scan(text, false, out);
+    }
+
+    /// [`Self::push`] for a chunk the caller owns: in the common case it is released as it is,
+    /// without a copy.
+    pub fn push_owned(&mut self, chunk: String, out: &mut Vec<Piece>) {
+        if self.held.is_empty() && !chunk.contains(self.marker.first()) {
+            self.release(chunk, out);
+        } else {
+            self.push(&chunk, out);
+        }
     }
 
     /// The stream ended: releases what is held (an unfinished marker is text after all).

@@ -144,7 +144,7 @@ pub(crate) async fn model_turn<S: DeltaSink>(
                     }
                 }
                 Some(filter) => {
-                    filter.push(&text, &mut pieces);
+                    filter.push_owned(text, &mut pieces);
                     cited_text(ctx, state, &mut pieces, calls.is_empty(), &mut out, sink).await?;
                 }
             },
