@@ -15,6 +15,83 @@ pub(crate) fn compact_summary(e: &crate::event::ContextCompact) -> serde_json::V
     serde_json::json!({"level": e.level.as_str(), "tokensBefore": e.tokens_before, "tokensAfter": e.tokens_after, "budget": e.budget})
 }
 
+/// A `content.citation` as a JSON object in the native stream's key order (`contentId, index,
+/// messageId, content?, senderName?, senderId?, timestamp?, chatId?, url?, title?, offset,
+/// toolId?`): what each protocol's citation carries (docs/protocols.md "Citations").
+pub(crate) fn citation_fields(e: &crate::event::ContentCitation) -> serde_json::Map<String, serde_json::Value> {
+    match serde_json::to_value(e) {
+        Ok(serde_json::Value::Object(fields)) => fields,
+        // A struct of strings and numbers always serialises to an object.
+        _ => serde_json::Map::new(),
+    }
+}
+
+/// What a client shows as a citation's name: the record's title, else who wrote it, else its id.
+pub(crate) fn citation_title(record: &crate::citation::CitationRecord) -> &str {
+    record.title.as_deref().or(record.sender_name.as_deref()).unwrap_or(&record.message_id)
+}
+
+/// A run that cites: a text with a record cited in the middle (from call `call_msgs`) and one
+/// with a link at the end, then a child task's text that cites too.
+#[cfg(test)]
+pub(crate) fn cited_run() -> Vec<crate::Event> {
+    use crate::citation::CitationRecord;
+    use crate::event::*;
+    let record = |id: &str, sender: &str, content: &str| CitationRecord {
+        message_id: id.into(),
+        content: Some(content.into()),
+        sender_name: Some(sender.into()),
+        sender_id: Some(format!("u{id}")),
+        timestamp: Some(1_736_985_600_000),
+        chat_id: Some("11200463399".into()),
+        url: None,
+        title: None,
+    };
+    let cite = |content_id: &str, index: u32, record: CitationRecord, offset: u64| ContentCitation {
+        content_id: content_id.into(),
+        index,
+        record,
+        offset,
+        tool_id: Some("call_msgs".into()),
+    };
+    let linked = CitationRecord {
+        url: Some("https://example.com/notes/7".into()),
+        title: Some("Release notes".into()),
+        ..CitationRecord { message_id: "doc7".into(), ..CitationRecord::default() }
+    };
+    let text = |id: &str| ContentStart { content_id: id.into(), run_id: "r".into(), task_id: None };
+    let delta = |id: &str, d: &str| ContentDelta { content_id: id.into(), delta: d.into() };
+    let mut child_cite = crate::Event::new(0, 0, cite("r_t1_c_1", 2, record("432", "Mason", "Icons"), 6));
+    child_cite.tag_task("t1");
+    let mut child_text = crate::Event::new(0, 0, text("r_t1_c_1"));
+    child_text.tag_task("t1");
+    let mut child_delta = crate::Event::new(0, 0, delta("r_t1_c_1", "Icons."));
+    child_delta.tag_task("t1");
+    let mut child_end = crate::Event::new(0, 0, ContentEnd { content_id: "r_t1_c_1".into() });
+    child_end.tag_task("t1");
+    let payloads: Vec<EventPayload> = vec![
+        RunStart { run_id: "r".into(), chat_id: "c".into() }.into(),
+        text("r_c_1").into(),
+        // "Coral reported the bug [cite:361]. Ünï [cite:doc7]"
+        delta("r_c_1", "Coral reported the bug").into(),
+        cite("r_c_1", 0, record("361", "Coral", "The translation cannot be turned off"), 22).into(),
+        delta("r_c_1", ". Ünï").into(),
+        cite("r_c_1", 1, linked, 27).into(),
+        ContentEnd { content_id: "r_c_1".into() }.into(),
+    ];
+    let mut events: Vec<crate::Event> = payloads.into_iter().map(|p| crate::Event::new(0, 0, p)).collect();
+    events.extend([child_text, child_delta, child_cite, child_end]);
+    events.push(crate::Event::new(
+        0,
+        0,
+        RunComplete { run_id: "r".into(), finish_reason: "stop".into(), totals: Default::default() },
+    ));
+    for (seq, event) in events.iter_mut().enumerate() {
+        event.seq = seq as u64 + 1;
+    }
+    events
+}
+
 /// A run whose `agent_invoke` call runs two children that interleave (text and a tool call
 /// each; the second child's call errs and the child fails), then the parent answers.
 #[cfg(test)]

@@ -25,6 +25,9 @@ use serde_json::{Value, json};
 
 use crate::event::{Event, EventPayload};
 
+/// The `CUSTOM` event name of a citation (docs/protocols.md "Citations").
+pub const CITATION_EVENT: &str = "agw.citation";
+
 /// Something open in the client's view of the stream, reopened by [`AgUiMapper::resume`].
 #[derive(Debug, Clone, PartialEq)]
 enum Open {
@@ -214,6 +217,13 @@ impl AgUiMapper {
             EventPayload::ContentEnd(e) => {
                 self.close(&Open::Text(e.content_id.clone()));
                 values.push(json!({"type": "TEXT_MESSAGE_END", "messageId": e.content_id}))
+            }
+            // AG-UI 1.0 has no citation or source event, and an assistant message has no field
+            // for one: a custom event, right after the TEXT_MESSAGE_CONTENT it follows. The
+            // value's `contentId` is the text message's `messageId`; its own `messageId` is the
+            // cited record's id, as in every protocol.
+            EventPayload::ContentCitation(e) => {
+                values.push(json!({"type": "CUSTOM", "name": CITATION_EVENT, "value": super::citation_fields(e)}))
             }
             EventPayload::ToolStart(e) => {
                 if e.tool_key.is_some() {
@@ -569,6 +579,49 @@ mod tests {
             out.last().unwrap()["outcome"],
             json!({"type": "success"}),
             "the answered call is no longer pending"
+        );
+    }
+
+    /// Issue 35: a citation is `CUSTOM agw.citation` after the text it follows, its value the
+    /// native fields; a child's carries its `subagentRunId` like the child's text.
+    #[test]
+    fn citations_are_custom_events_after_their_text() {
+        let mut mapper = AgUiMapper::default();
+        let mut out = Vec::new();
+        for event in crate::adapters::cited_run() {
+            mapper.map(&event, &mut out);
+        }
+        let types: Vec<&str> = out.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            types,
+            [
+                "RUN_STARTED",
+                "TEXT_MESSAGE_START",
+                "TEXT_MESSAGE_CONTENT",
+                "CUSTOM",
+                "TEXT_MESSAGE_CONTENT",
+                "CUSTOM",
+                "TEXT_MESSAGE_END",
+                "TEXT_MESSAGE_START",
+                "TEXT_MESSAGE_CONTENT",
+                "CUSTOM",
+                "TEXT_MESSAGE_END",
+                "RUN_FINISHED",
+            ]
+        );
+        assert_eq!(
+            out[3],
+            json!({"type": "CUSTOM", "name": "agw.citation", "value": {"contentId": "r_c_1", "index": 0,
+                "messageId": "361", "content": "The translation cannot be turned off", "senderName": "Coral",
+                "senderId": "u361", "timestamp": 1_736_985_600_000_i64, "chatId": "11200463399", "offset": 22,
+                "toolId": "call_msgs"}, "timestamp": 0})
+        );
+        assert_eq!(out[5]["value"]["url"], "https://example.com/notes/7");
+        assert!(out[3].get("subagentRunId").is_none());
+        assert_eq!(out[9]["subagentRunId"], "t1");
+        assert_eq!(
+            (out[9]["value"]["contentId"].as_str(), out[9]["value"]["index"].as_u64()),
+            (Some("r_t1_c_1"), Some(2))
         );
     }
 }

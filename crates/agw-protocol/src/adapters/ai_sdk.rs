@@ -102,6 +102,26 @@ fn task_metadata(task: &str) -> Value {
     json!({"agw": {"taskId": task}})
 }
 
+/// A citation as a source part: `source-url` when the record links somewhere, else
+/// `source-document` (a text record). `sourceId` is `{contentId}:{index}`, unique in the run and
+/// the same on every replay; the citation's fields (native names and order, with `taskId` for a
+/// child's) are in `providerMetadata.agw`, where a client finds the text part (`contentId`, the
+/// text part's id) and the place in it (`offset`, UTF-16 units) the citation belongs to.
+fn source_chunk(e: &crate::event::ContentCitation, task: Option<&str>) -> Value {
+    let mut agw = super::citation_fields(e);
+    if let Some(task) = task {
+        agw.insert("taskId".into(), json!(task));
+    }
+    let source_id = format!("{}:{}", e.content_id, e.index);
+    let title = super::citation_title(&e.record);
+    match &e.record.url {
+        Some(url) => json!({"type": "source-url", "sourceId": source_id, "url": url, "title": title,
+            "providerMetadata": {"agw": agw}}),
+        None => json!({"type": "source-document", "sourceId": source_id, "mediaType": "text/plain",
+            "title": title, "providerMetadata": {"agw": agw}}),
+    }
+}
+
 /// `data: <chunk>\n\n`.
 pub fn frame(chunk: &Value) -> Vec<u8> {
     let mut out = b"data: ".to_vec();
@@ -394,6 +414,10 @@ impl UiMessageMapper {
                 out.push(json!({"type": "text-delta", "id": e.content_id, "delta": e.delta}))
             }
             EventPayload::ContentEnd(e) => self.close_block(&e.content_id, false, out),
+            EventPayload::ContentCitation(e) => {
+                self.output_turn(task.as_deref(), out);
+                out.push(source_chunk(e, task.as_deref()));
+            }
             EventPayload::ToolStart(e) => {
                 let name = e.tool_name.clone().unwrap_or_default();
                 // A frontend tool carries its viewport key; the client renders and answers it.
@@ -844,6 +868,57 @@ mod tests {
         assert_eq!(failed["data"]["subAgentKey"], "writer", "an update keeps the whole part");
         assert_eq!(failed["data"]["error"], json!({"code": "provider_error", "message": "boom"}));
         assert_eq!(out.last().unwrap()["type"], "finish");
+    }
+
+    /// Issue 35: a citation is a source part right after the text delta it follows; a record
+    /// with a link is `source-url`, a text record `source-document`; a child's names its task.
+    #[test]
+    fn citations_are_source_parts_after_their_text() {
+        let (_, out) = map_all(crate::adapters::cited_run());
+        assert_eq!(
+            types(&out),
+            [
+                "start",
+                "start-step",
+                "text-start",
+                "text-delta",
+                "source-document",
+                "text-delta",
+                "source-url",
+                "text-end",
+                "finish-step",
+                "start-step",
+                "text-start",
+                "text-delta",
+                "source-document",
+                "text-end",
+                "finish-step",
+                "finish"
+            ]
+        );
+        assert_eq!(
+            out[4],
+            json!({"type": "source-document", "sourceId": "r_c_1:0", "mediaType": "text/plain", "title": "Coral",
+                "providerMetadata": {"agw": {"contentId": "r_c_1", "index": 0, "messageId": "361",
+                    "content": "The translation cannot be turned off", "senderName": "Coral", "senderId": "u361",
+                    "timestamp": 1_736_985_600_000_i64, "chatId": "11200463399", "offset": 22,
+                    "toolId": "call_msgs"}}})
+        );
+        assert_eq!(
+            out[6],
+            json!({"type": "source-url", "sourceId": "r_c_1:1", "url": "https://example.com/notes/7",
+                "title": "Release notes", "providerMetadata": {"agw": {"contentId": "r_c_1", "index": 1,
+                    "messageId": "doc7", "url": "https://example.com/notes/7", "title": "Release notes",
+                    "offset": 27, "toolId": "call_msgs"}}})
+        );
+        let child = &out[12];
+        assert_eq!((child["sourceId"].as_str(), child["title"].as_str()), (Some("r_t1_c_1:2"), Some("Mason")));
+        assert_eq!(child["providerMetadata"]["agw"]["taskId"], "t1");
+        assert_eq!(child["providerMetadata"]["agw"]["messageId"], "432");
+        // The keys keep the native order, the task last.
+        let keys: Vec<&String> = child["providerMetadata"]["agw"].as_object().unwrap().keys().collect();
+        assert_eq!(keys.first().map(|k| k.as_str()), Some("contentId"));
+        assert_eq!(keys.last().map(|k| k.as_str()), Some("taskId"));
     }
 
     /// A child asks for an approval while the other child still writes: the stream ends with the

@@ -10,8 +10,17 @@
 //! reasoning are not the assistant message's (they interleave with each other and would garble
 //! it), so only the parent's deltas reach `content` / `reasoning_content`, and the answer is the
 //! parent's. The native stream and the AI SDK / AG-UI endpoints show the children.
+//!
+//! Citations (issue 35) are an agw extension field: a chunk whose delta is
+//! `{"citations": [citation]}` right after the content delta the citation follows, and
+//! `message.citations` in a completion (absent without citations). A citation has the native
+//! event's fields without `contentId` (the message is one text), and its `offset` counts UTF-16
+//! units into the message's whole `content`, not into one block of it. A child's citations
+//! belong to the child's text and are skipped with it.
 
-use serde_json::{Value, json};
+use std::collections::HashMap;
+
+use serde_json::{Map, Value, json};
 
 use crate::event::{Event, EventPayload};
 
@@ -56,13 +65,25 @@ pub struct ChunkMapper {
     created: i64,
     role_sent: bool,
     ending: Option<Ending>,
+    /// UTF-16 length of the answer text streamed so far.
+    streamed: u64,
+    /// Where each content block of the answer starts in it (UTF-16 units).
+    blocks: HashMap<String, u64>,
 }
 
 impl ChunkMapper {
     /// A mapper for a completion `chatcmpl-<run_id>` of `model` (the agent key), created at
     /// `created` (epoch seconds).
     pub fn new(run_id: &str, model: &str, created: i64) -> Self {
-        Self { id: format!("chatcmpl-{run_id}"), model: model.to_owned(), created, role_sent: false, ending: None }
+        Self {
+            id: format!("chatcmpl-{run_id}"),
+            model: model.to_owned(),
+            created,
+            role_sent: false,
+            ending: None,
+            streamed: 0,
+            blocks: HashMap::new(),
+        }
     }
 
     /// The completion id.
@@ -95,20 +116,41 @@ impl ChunkMapper {
             "total_tokens": prompt_tokens + completion_tokens}})
     }
 
+    /// A citation of the answer, as `delta.citations` and `message.citations` carry it: the
+    /// native fields without `contentId`, `offset` into the whole answer.
+    fn citation(&self, e: &crate::event::ContentCitation) -> Value {
+        let start = self.blocks.get(&e.content_id).copied().unwrap_or(self.streamed);
+        let fields: Map<String, Value> = super::citation_fields(e)
+            .into_iter()
+            .filter(|(key, _)| key != "contentId")
+            .map(|(key, value)| if key == "offset" { (key, json!(start + e.offset)) } else { (key, value) })
+            .collect();
+        Value::Object(fields)
+    }
+
     /// Appends the chunks `event` becomes.
     pub fn map(&mut self, event: &Event, out: &mut Vec<Value>) {
-        if self.ending.is_some() || is_child_text(event) {
+        if self.ending.is_some() || is_child_part(event) {
             return;
         }
         match &event.payload {
             EventPayload::RunStart(_) => self.role(out),
+            EventPayload::ContentStart(e) => {
+                self.blocks.insert(e.content_id.clone(), self.streamed);
+            }
             EventPayload::ReasoningDelta(e) => {
                 self.role(out);
                 out.push(self.chunk(json!({"reasoning_content": e.delta}), None));
             }
             EventPayload::ContentDelta(e) => {
                 self.role(out);
+                self.blocks.entry(e.content_id.clone()).or_insert(self.streamed);
+                self.streamed += e.delta.encode_utf16().count() as u64;
                 out.push(self.chunk(json!({"content": e.delta}), None));
+            }
+            EventPayload::ContentCitation(e) => {
+                self.role(out);
+                out.push(self.chunk(json!({"citations": [self.citation(e)]}), None));
             }
             EventPayload::RunComplete(e) => {
                 self.role(out);
@@ -131,9 +173,15 @@ impl ChunkMapper {
     }
 }
 
-/// A child task's text or reasoning: not part of the assistant message.
-fn is_child_text(event: &Event) -> bool {
-    matches!(event.payload, EventPayload::ContentDelta(_) | EventPayload::ReasoningDelta(_)) && event.task().is_some()
+/// A child task's text, reasoning or citation: not part of the assistant message.
+fn is_child_part(event: &Event) -> bool {
+    matches!(
+        event.payload,
+        EventPayload::ContentStart(_)
+            | EventPayload::ContentDelta(_)
+            | EventPayload::ContentCitation(_)
+            | EventPayload::ReasoningDelta(_)
+    ) && event.task().is_some()
 }
 
 /// Collects a run into one non-streaming `chat.completion`.
@@ -142,20 +190,27 @@ pub struct CompletionAggregate {
     mapper: ChunkMapper,
     content: String,
     reasoning: String,
+    citations: Vec<Value>,
 }
 
 impl CompletionAggregate {
     /// See [`ChunkMapper::new`].
     pub fn new(run_id: &str, model: &str, created: i64) -> Self {
-        Self { mapper: ChunkMapper::new(run_id, model, created), content: String::new(), reasoning: String::new() }
+        Self {
+            mapper: ChunkMapper::new(run_id, model, created),
+            content: String::new(),
+            reasoning: String::new(),
+            citations: Vec::new(),
+        }
     }
 
     /// Takes one event.
     pub fn push(&mut self, event: &Event) {
         match &event.payload {
-            _ if is_child_text(event) => {}
+            _ if is_child_part(event) || self.mapper.ending.is_some() => {}
             EventPayload::ContentDelta(e) => self.content.push_str(&e.delta),
             EventPayload::ReasoningDelta(e) => self.reasoning.push_str(&e.delta),
+            EventPayload::ContentCitation(e) => self.citations.push(self.mapper.citation(e)),
             _ => {}
         }
         let mut ignored = Vec::new();
@@ -171,6 +226,9 @@ impl CompletionAggregate {
                 let mut message = json!({"role": "assistant", "content": self.content});
                 if !self.reasoning.is_empty() {
                     message["reasoning_content"] = json!(self.reasoning);
+                }
+                if !self.citations.is_empty() {
+                    message["citations"] = json!(self.citations);
                 }
                 Some(Ok(json!({"id": self.mapper.id, "object": "chat.completion", "created": self.mapper.created,
                     "model": self.mapper.model,
@@ -283,5 +341,69 @@ mod tests {
         let body = aggregate.finish(0, 0).unwrap().unwrap();
         assert_eq!(body["choices"][0]["message"]["content"], "Team done.");
         assert_eq!(body["choices"][0]["finish_reason"], "stop");
+    }
+
+    /// Issue 35: a citation is a chunk of its own with `delta.citations` after the text it
+    /// follows, its offset counted in the whole answer; the completion collects them; a child's
+    /// never shows.
+    #[test]
+    fn citations_follow_their_text_and_children_s_are_skipped() {
+        use crate::event::{ContentCitation, ContentEnd, ContentStart};
+        let mut events = crate::adapters::cited_run();
+        let complete = events.pop().unwrap();
+        // A second block of the answer (a later turn) citing at its start and after its text.
+        let cite = |index: u32, offset: u64| ContentCitation {
+            content_id: "r_c_2".into(),
+            index,
+            record: crate::citation::CitationRecord { message_id: "401".into(), ..Default::default() },
+            offset,
+            tool_id: None,
+        };
+        events.extend([
+            ev(ContentStart { content_id: "r_c_2".into(), run_id: "r".into(), task_id: None }),
+            ev(cite(3, 0)),
+            ev(ContentDelta { content_id: "r_c_2".into(), delta: " Mandy 🎤".into() }),
+            ev(cite(4, 9)),
+            ev(ContentEnd { content_id: "r_c_2".into() }),
+            complete,
+        ]);
+        let mut mapper = ChunkMapper::new("r", "cited", 1);
+        let mut aggregate = CompletionAggregate::new("r", "cited", 1);
+        let mut out = Vec::new();
+        for event in &events {
+            mapper.map(event, &mut out);
+            aggregate.push(event);
+        }
+        let deltas: Vec<&Value> = out.iter().map(|c| &c["choices"][0]["delta"]).collect();
+        assert_eq!(deltas[1], &json!({"content": "Coral reported the bug"}));
+        assert_eq!(
+            deltas[2],
+            &json!({"citations": [{"index": 0, "messageId": "361", "content": "The translation cannot be turned off",
+                "senderName": "Coral", "senderId": "u361", "timestamp": 1_736_985_600_000_i64,
+                "chatId": "11200463399", "offset": 22, "toolId": "call_msgs"}]})
+        );
+        assert_eq!(deltas[3], &json!({"content": ". Ünï"}));
+        assert_eq!(deltas[4]["citations"][0]["url"], "https://example.com/notes/7");
+        let offsets: Vec<(u64, u64)> = deltas
+            .iter()
+            .filter_map(|d| d["citations"][0].as_object())
+            .map(|c| (c["index"].as_u64().unwrap(), c["offset"].as_u64().unwrap()))
+            .collect();
+        // The second block starts at 27 (UTF-16: the emoji counts two).
+        assert_eq!(offsets, [(0, 22), (1, 27), (3, 27), (4, 36)], "the child's (index 2) is skipped");
+        let answer: String = deltas.iter().filter_map(|d| d["content"].as_str()).collect();
+        assert_eq!(answer.encode_utf16().count(), 36);
+
+        let body = aggregate.finish(0, 0).unwrap().unwrap();
+        let message = &body["choices"][0]["message"];
+        assert_eq!(message["content"], answer.as_str());
+        let collected: Vec<Value> = deltas.iter().filter_map(|d| d["citations"].get(0).cloned()).collect();
+        assert_eq!(message["citations"], json!(collected));
+        // No citations: no field.
+        let mut plain = CompletionAggregate::new("r", "m", 1);
+        for event in run() {
+            plain.push(&event);
+        }
+        assert!(plain.finish(0, 0).unwrap().unwrap()["choices"][0]["message"].get("citations").is_none());
     }
 }
