@@ -150,6 +150,47 @@ await check('sub-agents: SUBAGENT_* frames, every child message attributed to it
   assert.equal(own.at(-1).content, 'Team done.');
 });
 
+// The cited agent's answer (scenario.json "cite the chat"): the model's [cite:<id>] markers, one
+// split across chunks, are gone from the text and are CUSTOM agw.citation events instead.
+await check('citations are CUSTOM agw.citation events right after their text', async () => {
+  const a = agent('cited', 'thread-cited');
+  a.addMessage(user('cite the chat'));
+  const { events, finished } = await run(a);
+  assert.equal(finished.outcome, 'success');
+  const answer = a.messages.filter((m) => m.role === 'assistant' && m.content).at(-1);
+  assert.equal(answer.content, 'Coral reported the translation bug . Mandy said voice input is off.');
+  const citations = events.filter((e) => e.type === 'CUSTOM' && e.name === 'agw.citation');
+  assert.equal(citations.length, 2);
+  assert.deepEqual(citations[0].value, {
+    contentId: answer.id,
+    index: 0,
+    messageId: '361',
+    content: 'The translation in the input box cannot be turned off',
+    senderName: 'Coral',
+    senderId: '123456',
+    timestamp: 1736985600000,
+    chatId: '11200463399',
+    offset: 35,
+    toolId: 'call_msgs',
+  });
+  assert.deepEqual(
+    [citations[1].value.messageId, citations[1].value.senderName, citations[1].value.offset],
+    ['401', 'Mandy', 66],
+  );
+  // Each right after the TEXT_MESSAGE_CONTENT that ends where it stands.
+  for (const c of citations) {
+    const i = events.indexOf(c);
+    assert.equal(events[i - 1].type, 'TEXT_MESSAGE_CONTENT');
+    const before = events
+      .slice(0, i)
+      .filter((e) => e.type === 'TEXT_MESSAGE_CONTENT' && e.messageId === c.value.contentId)
+      .map((e) => e.delta)
+      .join('');
+    assert.equal(before.length, c.value.offset);
+    assert.equal(c.subagentRunId, undefined);
+  }
+});
+
 await check('a provider failure is RUN_ERROR, the last event', async () => {
   const a = agent('plain', 'thread-break');
   a.addMessage(user('break please'));

@@ -187,6 +187,44 @@ await check('a sub-agent\'s approval is answered with addToolApprovalResponse th
   assert.equal(lastAssistantMessageIsCompleteWithApprovalResponses({ messages: [...first, after] }), false);
 });
 
+// The cited agent's answer (scenario.json "cite the chat"): the model's [cite:<id>] markers, one
+// split across chunks, are gone from the text and are source parts instead.
+const CITED_TEXT = 'Coral reported the translation bug . Mandy said voice input is off.';
+
+await check('citations are source-document parts; the text has no marker', async () => {
+  const { message, errors } = await send('cited', 'chat-cited', [user('cite the chat')]);
+  assert.deepEqual(errors, []);
+  assert.equal(text(message), CITED_TEXT);
+  const textPart = message.parts.find((p) => p.type === 'text');
+  const sources = message.parts.filter((p) => p.type === 'source-document');
+  assert.equal(message.parts.filter((p) => p.type === 'source-url').length, 0);
+  assert.deepEqual(
+    sources.map((s) => [s.sourceId, s.title, s.mediaType]),
+    [
+      [`${textPart.id}:0`, 'Coral', 'text/plain'],
+      [`${textPart.id}:1`, 'Mandy', 'text/plain'],
+    ],
+  );
+  // The text part the citation belongs to, and the place in it.
+  assert.deepEqual(sources[0].providerMetadata.agw, {
+    contentId: textPart.id,
+    index: 0,
+    messageId: '361',
+    content: 'The translation in the input box cannot be turned off',
+    senderName: 'Coral',
+    senderId: '123456',
+    timestamp: 1736985600000,
+    chatId: '11200463399',
+    offset: 35,
+    toolId: 'call_msgs',
+  });
+  const second = sources[1].providerMetadata.agw;
+  assert.equal(second.messageId, '401');
+  assert.equal(second.senderName, 'Mandy');
+  assert.equal(second.offset, CITED_TEXT.length - 1);
+  assert.equal(CITED_TEXT.slice(0, second.offset).endsWith('voice input is off'), true);
+});
+
 await check('an error arrives as an error chunk', async () => {
   const { errors } = await send('plain', 'chat-break', [user('break please')]);
   assert.equal(errors.length, 1);

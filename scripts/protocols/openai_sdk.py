@@ -100,6 +100,40 @@ def _():
     assert text == "Team done.", text
 
 
+# The cited agent's answer (scenario.json "cite the chat"): the model's [cite:<id>] markers, one
+# split across chunks, are gone from the text and are agw's `citations` extension field instead.
+CITED_TEXT = "Coral reported the translation bug . Mandy said voice input is off."
+CITED = [
+    {"index": 0, "messageId": "361", "content": "The translation in the input box cannot be turned off",
+     "senderName": "Coral", "senderId": "123456", "timestamp": 1736985600000, "chatId": "11200463399",
+     "offset": 35, "toolId": "call_msgs"},
+    {"index": 1, "messageId": "401", "content": "Voice to text is not accurate", "senderName": "Mandy",
+     "senderId": "789012", "timestamp": 1736990000000, "chatId": "11200463399", "offset": 66,
+     "toolId": "call_msgs"},
+]
+
+
+@check("citations: delta.citations right after their text, message.citations, no marker in the text")
+def _():
+    messages = [{"role": "user", "content": "cite the chat"}]
+    stream = client.chat.completions.create(model="cited", messages=messages, stream=True)
+    text, citations = "", []
+    for chunk in stream:
+        for choice in chunk.choices:
+            text += choice.delta.content or ""
+            for c in (choice.delta.model_extra or {}).get("citations") or []:
+                # Right after the text it belongs to: its offset is where the text has got to.
+                assert len(text.encode("utf-16-le")) // 2 == c["offset"], (text, c)
+                citations.append(c)
+    assert text == CITED_TEXT, text
+    assert citations == CITED, citations
+    r = client.chat.completions.create(model="cited", messages=messages)
+    message = r.choices[0].message
+    assert message.content == CITED_TEXT, message
+    assert (message.model_extra or {}).get("citations") == CITED, message.model_extra
+    assert message.to_dict()["citations"] == CITED
+
+
 @check("unknown model is a NotFoundError")
 def _():
     try:
