@@ -15,15 +15,37 @@ pub(crate) fn compact_summary(e: &crate::event::ContextCompact) -> serde_json::V
     serde_json::json!({"level": e.level.as_str(), "tokensBefore": e.tokens_before, "tokensAfter": e.tokens_after, "budget": e.budget})
 }
 
-/// A `content.citation` as a JSON object in the native stream's key order (`contentId, index,
-/// messageId, content?, senderName?, senderId?, timestamp?, chatId?, url?, title?, offset,
-/// toolId?`): what each protocol's citation carries (docs/protocols.md "Citations").
+/// A `content.citation` as one flat JSON object (`contentId, index, messageId, content?,
+/// senderName?, senderId?, timestamp?, chatId?, url?, title?, offset, toolId?`): what the other
+/// protocols' citations carry (docs/protocols.md "Citations"). The native event nests the record
+/// so that its `timestamp` and `chatId` are not read as the event's; inside a part's metadata or a
+/// custom event's value they stand alone.
 pub(crate) fn citation_fields(e: &crate::event::ContentCitation) -> serde_json::Map<String, serde_json::Value> {
-    match serde_json::to_value(e) {
-        Ok(serde_json::Value::Object(fields)) => fields,
-        // A struct of strings and numbers always serialises to an object.
-        _ => serde_json::Map::new(),
+    use serde_json::{Value, json};
+    let r = &e.record;
+    let mut fields = serde_json::Map::new();
+    fields.insert("contentId".into(), json!(e.content_id));
+    fields.insert("index".into(), json!(e.index));
+    fields.insert("messageId".into(), json!(r.message_id));
+    let optional: [(&str, Option<Value>); 7] = [
+        ("content", r.content.as_ref().map(|v| json!(v))),
+        ("senderName", r.sender_name.as_ref().map(|v| json!(v))),
+        ("senderId", r.sender_id.as_ref().map(|v| json!(v))),
+        ("timestamp", r.timestamp.map(|v| json!(v))),
+        ("chatId", r.chat_id.as_ref().map(|v| json!(v))),
+        ("url", r.url.as_ref().map(|v| json!(v))),
+        ("title", r.title.as_ref().map(|v| json!(v))),
+    ];
+    for (key, value) in optional {
+        if let Some(value) = value {
+            fields.insert(key.into(), value);
+        }
     }
+    fields.insert("offset".into(), json!(e.offset));
+    if let Some(tool_id) = &e.tool_id {
+        fields.insert("toolId".into(), json!(tool_id));
+    }
+    fields
 }
 
 /// What a client shows as a citation's name: the record's title, else who wrote it, else its id.

@@ -583,7 +583,7 @@ mod tests {
     }
 
     /// Issue 35: a citation is `CUSTOM agw.citation` after the text it follows, its value the
-    /// native fields; a child's carries its `subagentRunId` like the child's text.
+    /// citation's fields, flat; a child's carries its `subagentRunId` like the child's text.
     #[test]
     fn citations_are_custom_events_after_their_text() {
         let mut mapper = AgUiMapper::default();

@@ -104,7 +104,7 @@ fn task_metadata(task: &str) -> Value {
 
 /// A citation as a source part: `source-url` when the record links somewhere, else
 /// `source-document` (a text record). `sourceId` is `{contentId}:{index}`, unique in the run and
-/// the same on every replay; the citation's fields (native names and order, with `taskId` for a
+/// the same on every replay; the citation's fields (flat, with `taskId` for a
 /// child's) are in `providerMetadata.agw`, where a client finds the text part (`contentId`, the
 /// text part's id) and the place in it (`offset`, UTF-16 units) the citation belongs to.
 fn source_chunk(e: &crate::event::ContentCitation, task: Option<&str>) -> Value {

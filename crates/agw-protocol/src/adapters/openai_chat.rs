@@ -13,8 +13,8 @@
 //!
 //! Citations (issue 35) are an agw extension field: a chunk whose delta is
 //! `{"citations": [citation]}` right after the content delta the citation follows, and
-//! `message.citations` in a completion (absent without citations). A citation has the native
-//! event's fields without `contentId` (the message is one text), and its `offset` counts UTF-16
+//! `message.citations` in a completion (absent without citations). A citation has the event's
+//! fields flat (the record's beside `index` and `offset`) without `contentId` (the message is one text), and its `offset` counts UTF-16
 //! units into the message's whole `content`, not into one block of it. A child's citations
 //! belong to the child's text and are skipped with it.
 
@@ -117,7 +117,7 @@ impl ChunkMapper {
     }
 
     /// A citation of the answer, as `delta.citations` and `message.citations` carry it: the
-    /// native fields without `contentId`, `offset` into the whole answer.
+    /// flat fields without `contentId`, `offset` into the whole answer.
     fn citation(&self, e: &crate::event::ContentCitation) -> Value {
         let start = self.blocks.get(&e.content_id).copied().unwrap_or(self.streamed);
         let fields: Map<String, Value> = super::citation_fields(e)
