@@ -195,19 +195,21 @@ await check('citations are source-document parts; the text has no marker', async
   const { message, errors } = await send('cited', 'chat-cited', [user('cite the chat')]);
   assert.deepEqual(errors, []);
   assert.equal(text(message), CITED_TEXT);
-  const textPart = message.parts.find((p) => p.type === 'text');
   const sources = message.parts.filter((p) => p.type === 'source-document');
   assert.equal(message.parts.filter((p) => p.type === 'source-url').length, 0);
+  // The text block the citation belongs to (the id of its text-* chunks: {runId}_c_{n}, the
+  // message id being the run id), and the place in it.
+  const contentId = sources[0]?.providerMetadata?.agw?.contentId;
+  assert.ok(contentId?.startsWith(`${message.id}_c_`), JSON.stringify(sources));
   assert.deepEqual(
     sources.map((s) => [s.sourceId, s.title, s.mediaType]),
     [
-      [`${textPart.id}:0`, 'Coral', 'text/plain'],
-      [`${textPart.id}:1`, 'Mandy', 'text/plain'],
+      [`${contentId}:0`, 'Coral', 'text/plain'],
+      [`${contentId}:1`, 'Mandy', 'text/plain'],
     ],
   );
-  // The text part the citation belongs to, and the place in it.
   assert.deepEqual(sources[0].providerMetadata.agw, {
-    contentId: textPart.id,
+    contentId,
     index: 0,
     messageId: '361',
     content: 'The translation in the input box cannot be turned off',
