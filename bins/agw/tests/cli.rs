@@ -158,6 +158,23 @@ async fn the_demo_model_drives_tools_viewports_and_the_frontend_round_trip() {
     assert!(answer.contains("`demoModeReact` →") && answer.contains("`demoModePlain` →"), "{answer}");
     assert_eq!(events.last().unwrap()["type"], "run.complete");
 
+    // Citations: the demo model cites each chat message it uses; no marker reaches the text.
+    let events = events_of(
+        query(serde_json::json!({"agentKey": "demoCitations", "message": "What did the team report last week?"}))
+            .await
+            .unwrap(),
+    )
+    .await;
+    let cited: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "content.citation")
+        .map(|e| e["record"]["messageId"].as_str().unwrap())
+        .collect();
+    assert_eq!(cited, ["361", "362", "401", "431", "432"]);
+    let answer: String =
+        events.iter().filter(|e| e["type"] == "content.delta").map(|e| e["delta"].as_str().unwrap()).collect();
+    assert!(answer.contains("Coral: The translation") && !answer.contains("[cite:"), "{answer}");
+
     // Actions: fire and forget.
     let events = events_of(
         query(serde_json::json!({"agentKey": "demoAction", "message": "switch to the dark theme"})).await.unwrap(),

@@ -4,8 +4,6 @@
 
 use serde_json::{Value, json};
 
-use crate::builtin::args;
-
 pub(crate) const NAME: &str = "mock_chat_messages";
 
 /// The demo chat's id.
@@ -20,15 +18,10 @@ const MESSAGES: [(&str, &str, &str, i64, &str); 5] = [
     ("432", "Mason", "345678", 1_737_000_060_000, "The new icons are in the shared folder"),
 ];
 
-pub(crate) fn run(arguments: &Value) -> Value {
-    let limit = arguments.get("limit").and_then(Value::as_u64).map_or(MESSAGES.len(), |n| n as usize);
-    let keyword = args::non_blank(arguments, "keyword").map(|k| k.to_lowercase());
+/// Every message of the demo chat: they are all within the week, so `days` changes nothing.
+pub(crate) fn run(_arguments: &Value) -> Value {
     let messages: Vec<Value> = MESSAGES
         .iter()
-        .filter(|(_, sender, _, _, content)| {
-            keyword.as_ref().is_none_or(|k| content.to_lowercase().contains(k) || sender.to_lowercase().contains(k))
-        })
-        .take(limit)
         .map(|(id, sender, sender_id, ts, content)| {
             json!({"messageId": id, "senderName": sender, "senderId": sender_id, "timestamp": ts,
                 "content": content, "chatId": CHAT_ID})
@@ -42,12 +35,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn messages_are_fixed_records_filtered_by_keyword_and_limit() {
+    fn messages_are_fixed_records() {
         let all = run(&json!({}));
         assert_eq!(all["total"], 5);
         assert_eq!(all["messages"][0]["messageId"], "361");
         assert_eq!(all["messages"][0]["chatId"], CHAT_ID);
-        assert_eq!(run(&json!({"keyword": "mason"}))["total"], 2);
-        assert_eq!(run(&json!({"limit": 1}))["messages"].as_array().unwrap().len(), 1);
+        assert_eq!(run(&json!({"days": 1})), all);
     }
 }
