@@ -3,7 +3,8 @@
 # the official `openai` SDK (Python) against the OpenAI Chat Completions façade, the `ai`
 # package's chat transport (Node) and `@ai-sdk/react`'s `useChat` hook (rendered in Node with
 # react-test-renderer, automatic sends on) against the AI SDK UI message stream, and AG-UI's
-# HttpAgent (Node) against the AG-UI endpoint. The clients are
+# HttpAgent (Node) against the AG-UI endpoint, and a line parser shaped like the phase stream's
+# client guide (Node's fetch, no package) against the phase stream. The clients are
 # installed from the registries at the versions pinned in requirements.lock (with hashes) and
 # package-lock.json, into this directory (.venv, node_modules, .cache): nothing outside the repo.
 #
@@ -51,6 +52,12 @@ AGW_BASE="$base" node "$here/ag_ui.mjs" >"$work/ag_ui.out" 2>&1
 status=$?
 cat "$work/ag_ui.out"
 record ag-ui "$status" "$work/ag_ui.out"
+
+# Node, no library: the phase stream read the way its client guide reads it.
+AGW_BASE="$base" node "$here/phase.mjs" >"$work/phase.out" 2>&1
+status=$?
+cat "$work/phase.out"
+record phase "$status" "$work/phase.out"
 
 if [ "$failed" -ne 0 ]; then
     echo "--- agw log"

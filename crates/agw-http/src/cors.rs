@@ -60,9 +60,9 @@ impl Default for CorsConfig {
 /// `agent.cors.allowed-origin-patterns`.
 pub const DEFAULT_ORIGIN_PATTERNS: [&str; 3] = ["http://localhost:[*]", "http://127.0.0.1:[*]", "http://[::1]:[*]"];
 
-/// agw's API (and the AI SDK / AG-UI endpoints), the OpenAI façade and MCP: every route a browser
+/// agw's API (and the AI SDK / AG-UI / phase endpoints), the OpenAI façade, MCP and `/chat`: every route a browser
 /// client calls. Same as the table's default of `agent.cors.path-pattern`.
-pub const DEFAULT_PATH_PATTERNS: [&str; 3] = ["/api/**", "/v1/**", "/mcp"];
+pub const DEFAULT_PATH_PATTERNS: [&str; 4] = ["/api/**", "/v1/**", "/mcp", "/chat"];
 
 /// What to do with a request.
 pub enum Cors {

@@ -47,6 +47,8 @@ fn post_routes(run_id: &str, tool_id: &str) -> Vec<(&'static str, Value)> {
             json!({"threadId": "evil-thread", "runId": "r", "state": {}, "tools": [], "context": [],
             "forwardedProps": {}, "messages": [{"id": "m1", "role": "user", "content": "run my tools"}]}),
         ),
+        ("/api/phase/a", json!({"chatId": "evil-chat", "messages": [{"role": "user", "content": "run my tools"}]})),
+        ("/chat", json!({"messages": [{"role": "user", "content": "run my tools"}]})),
         ("/v1/chat/completions", json!({"model": "a", "messages": [{"role": "user", "content": "run my tools"}]})),
         (
             "/mcp",

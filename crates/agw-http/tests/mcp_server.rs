@@ -480,7 +480,7 @@ async fn with_auth_mcp_needs_the_token_and_runs_and_sessions_belong_to_the_calle
 
 #[tokio::test]
 async fn a_browser_client_may_read_the_session_id() {
-    // `/mcp` is inside the default CORS path patterns (`/api/**,/v1/**,/mcp`, issue 32).
+    // `/mcp` is inside the default CORS path patterns (`/api/**,/v1/**,/mcp,/chat`, issue 32).
     let gw = Gateway::start(&[agent("helper", "Answers questions")], &[]).await;
     let opened = gw
         .client

@@ -1,7 +1,7 @@
 //! JWT bearer authentication (`docs/contract/http-api.md` §9, docs/contract/README.md decisions).
 //!
 //! Enforced whenever a key source is configured (a local RSA public key and/or a JWKS URI) unless
-//! `AGENT_AUTH_ENABLED=false`. Every request to `/api/**`, `/v1/**`, `/mcp` and `/metrics`
+//! `AGENT_AUTH_ENABLED=false`. Every request to `/api/**`, `/v1/**`, `/mcp`, `/chat` and `/metrics`
 //! except `OPTIONS` (`protects`, `mcp_server::protects`) then needs
 //! `Authorization: Bearer <token>`: an RSA-signed JWS (RS256/384/512, PS256/384/512; `none` and
 //! HMAC tokens are refused from the header, before any key is tried) whose signature verifies with
@@ -132,11 +132,16 @@ impl AuthSettings {
 }
 
 /// Whether a request is subject to auth: `/api/**` (agw's own API and the AI SDK / AG-UI
-/// endpoints), `/v1/**` (the OpenAI façade) and `/metrics` (agent keys, models, token and cost
+/// endpoints), `/v1/**` (the OpenAI façade), `/chat` (the phase stream of the default agent) and
+/// `/metrics` (agent keys, models, token and cost
 /// counters are not for anyone who can reach the port), every method but `OPTIONS`. The probes
 /// (`/healthz`, `/readyz`) stay open.
 pub(crate) fn protects(method: &Method, path: &str) -> bool {
-    (path.starts_with("/api/") || path.starts_with("/v1/") || path == "/metrics") && method != Method::OPTIONS
+    (path.starts_with("/api/")
+        || path.starts_with("/v1/")
+        || path == "/metrics"
+        || path == crate::routes::PHASE_CHAT_PATH)
+        && method != Method::OPTIONS
 }
 
 /// The verified caller (attached to the request's extensions) and the access rule, from the run

@@ -92,8 +92,8 @@ settings! {
             "claim holding the caller's roles (string of space-separated roles or array; top-level name or dotted path)";
         AGW_AUTH_OPERATOR_ROLE: "agw.auth.operator-role" = None,
             "role (in agw.auth.operator-claim) that may see every user's chats and runs, and ownerless ones; unset = nobody";
-        AGENT_CORS_PATH_PATTERN: "agent.cors.path-pattern" = Some("/api/**,/v1/**,/mcp"),
-            "paths CORS applies to, comma-separated (** any segments, * within one); the default covers agw's API, the AI SDK and AG-UI endpoints, the OpenAI facade and /mcp for browser clients. Whatever it says, a request that changes state (any method but GET/HEAD/OPTIONS) from a foreign Origin, Origin: null or Sec-Fetch-Site: cross-site gets 403 origin_not_allowed on every path";
+        AGENT_CORS_PATH_PATTERN: "agent.cors.path-pattern" = Some("/api/**,/v1/**,/mcp,/chat"),
+            "paths CORS applies to, comma-separated (** any segments, * within one); the default covers agw's API, the AI SDK and AG-UI endpoints, the OpenAI facade, /mcp and the phase stream's /chat for browser clients. Whatever it says, a request that changes state (any method but GET/HEAD/OPTIONS) from a foreign Origin, Origin: null or Sec-Fetch-Site: cross-site gets 403 origin_not_allowed on every path";
         AGENT_CORS_ALLOWED_ORIGIN_PATTERNS: "agent.cors.allowed-origin-patterns"
             = Some("http://localhost:[*],http://127.0.0.1:[*],http://[::1]:[*]"),
             "allowed Origin patterns, comma-separated; * matches anything, but a * port matches digits only; :[*] = optional port, :[80,8080] = listed ports";

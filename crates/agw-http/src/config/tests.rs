@@ -137,7 +137,7 @@ fn cors_defaults_and_overrides() {
     let s = Settings::load(None, env(&[])).unwrap();
     assert_eq!(
         s.cors.path_patterns,
-        ["/api/**", "/v1/**", "/mcp"],
+        ["/api/**", "/v1/**", "/mcp", "/chat"],
         "the native API, the AI SDK / AG-UI endpoints, the OpenAI façade and MCP"
     );
     assert_eq!(s.cors.allowed_origin_patterns, crate::cors::DEFAULT_ORIGIN_PATTERNS);

@@ -10,6 +10,7 @@ mod data;
 mod events;
 mod openai;
 mod ops;
+pub mod phase;
 pub(crate) mod query;
 pub(crate) mod runs;
 pub(crate) mod submit;
@@ -29,7 +30,7 @@ use crate::state::AppState;
 /// What a route handler produces: a response, or an error rendered as the envelope.
 pub(crate) type HandlerResult = Result<Response<BoxBody>, ApiError>;
 
-const ROUTES: [&str; 16] = [
+const ROUTES: [&str; 17] = [
     "/v1/models",
     "/v1/chat/completions",
     "/api/ap/query",
@@ -43,6 +44,7 @@ const ROUTES: [&str; 16] = [
     "/api/ap/chats",
     "/api/ap/chat",
     "/api/ap/viewport",
+    "/api/phase/attach",
     "/healthz",
     "/readyz",
     "/metrics",
@@ -91,6 +93,7 @@ async fn handle_boxed(state: AppState, mut req: Request<RequestBody>) -> Respons
         Cors::Skip => None,
     };
     let mcp = req.uri().path() == crate::mcp_server::PATH;
+    let phase = req.uri().path() == PHASE_CHAT_PATH || req.uri().path().starts_with("/api/phase/");
     let mut resp = match &state.auth {
         Some(auth)
             if auth::protects(req.method(), req.uri().path())
@@ -114,6 +117,11 @@ async fn handle_boxed(state: AppState, mut req: Request<RequestBody>) -> Respons
         if mcp {
             // A browser MCP client must read the session id to send its next message.
             cors::expose(&mut resp, crate::mcp_server::SESSION_HEADER_NAME);
+        }
+        if phase {
+            // A browser client interrupts or re-attaches with these.
+            cors::expose(&mut resp, phase::RUN_ID_HEADER);
+            cors::expose(&mut resp, phase::CHAT_ID_HEADER);
         }
     }
     resp
@@ -153,6 +161,7 @@ async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> 
             None => Err(unrouted(&path)),
         },
         (&Method::GET, "/api/ap/attach") => runs::attach(&state, &params, req.headers(), principal).await,
+        (&Method::GET, "/api/phase/attach") => phase::attach(&state, &params, req.headers(), principal).await,
         (&Method::GET, "/v1/models") => openai::models(&state),
         (&Method::GET, p) if ai_sdk_resume(p).is_some() => {
             let (_, id) = ai_sdk_resume(p).unwrap_or_default();
@@ -213,6 +222,10 @@ pub enum PostRoute {
     AiSdkChat,
     /// `POST /api/ag-ui/{agentKey}`.
     AgUiRun,
+    /// `POST /api/phase/{agentKey}` (the phase stream).
+    PhaseRun,
+    /// `POST /chat` (the phase stream of the default agent).
+    PhaseChat,
     /// `POST /v1/chat/completions`.
     ChatCompletions,
     /// `POST /mcp` (MCP streamable HTTP: a JSON-RPC message).
@@ -221,7 +234,7 @@ pub enum PostRoute {
 
 impl PostRoute {
     /// Every POST route.
-    pub const ALL: [PostRoute; 9] = [
+    pub const ALL: [PostRoute; 11] = [
         Self::Query,
         Self::Submit,
         Self::Interrupt,
@@ -229,6 +242,8 @@ impl PostRoute {
         Self::Compact,
         Self::AiSdkChat,
         Self::AgUiRun,
+        Self::PhaseRun,
+        Self::PhaseChat,
         Self::ChatCompletions,
         Self::Mcp,
     ];
@@ -242,9 +257,11 @@ impl PostRoute {
             "/api/ap/steer" => Self::Steer,
             "/api/ap/compact" => Self::Compact,
             "/v1/chat/completions" => Self::ChatCompletions,
+            PHASE_CHAT_PATH => Self::PhaseChat,
             crate::mcp_server::PATH => Self::Mcp,
             p if ai_sdk_chat(p).is_some() => Self::AiSdkChat,
             p if ag_ui_agent(p).is_some() => Self::AgUiRun,
+            p if phase_agent(p).is_some() => Self::PhaseRun,
             _ => return None,
         })
     }
@@ -259,6 +276,8 @@ impl PostRoute {
             Self::Compact => "/api/ap/compact".into(),
             Self::AiSdkChat => format!("/api/ai-sdk/{agent}/chat"),
             Self::AgUiRun => format!("/api/ag-ui/{agent}"),
+            Self::PhaseRun => format!("/api/phase/{agent}"),
+            Self::PhaseChat => PHASE_CHAT_PATH.into(),
             Self::ChatCompletions => "/v1/chat/completions".into(),
             Self::Mcp => crate::mcp_server::PATH.into(),
         }
@@ -274,6 +293,8 @@ impl PostRoute {
             Self::Compact => compact::compact(&state, req).await,
             Self::AiSdkChat => ai_sdk::chat(&state, ai_sdk_chat(&path).unwrap_or_default(), req).await,
             Self::AgUiRun => ag_ui::run(&state, ag_ui_agent(&path).unwrap_or_default(), req).await,
+            Self::PhaseRun => phase::run(&state, Some(phase_agent(&path).unwrap_or_default()), req).await,
+            Self::PhaseChat => phase::run(&state, None, req).await,
             Self::ChatCompletions => openai::completions(&state, req).await,
             Self::Mcp => Ok(crate::mcp_server::handle(&state, req).await),
         }
@@ -321,6 +342,15 @@ fn ag_ui_agent(path: &str) -> Option<&str> {
     (!key.is_empty() && !key.contains('/')).then_some(key)
 }
 
+/// The phase stream of the default agent: the design document's own path.
+pub const PHASE_CHAT_PATH: &str = "/chat";
+
+/// `/api/phase/{agentKey}` → the agent key (`attach` is the GET route, never an agent).
+fn phase_agent(path: &str) -> Option<&str> {
+    let key = path.strip_prefix("/api/phase/")?;
+    (!key.is_empty() && !key.contains('/') && key != "attach").then_some(key)
+}
+
 /// `/api/ai-sdk/{agentKey}/chat/{id}/stream` → (agent key, chat id).
 fn ai_sdk_resume(path: &str) -> Option<(&str, &str)> {
     let rest = path.strip_prefix("/api/ai-sdk/")?.strip_suffix("/stream")?;
@@ -355,13 +385,24 @@ mod tests {
                 PostRoute::Compact => 4,
                 PostRoute::AiSdkChat => 5,
                 PostRoute::AgUiRun => 6,
-                PostRoute::ChatCompletions => 7,
-                PostRoute::Mcp => 8,
+                PostRoute::PhaseRun => 7,
+                PostRoute::PhaseChat => 8,
+                PostRoute::ChatCompletions => 9,
+                PostRoute::Mcp => 10,
             };
             assert_eq!(PostRoute::ALL[index], route);
             assert_eq!(PostRoute::of(&route.path("some-agent")), Some(route), "{route:?}");
         }
-        for other in ["/api/ap/agents", "/api/ai-sdk/a/chat/x/stream", "/api/ag-ui/a/b", "/v1/models", "/healthz"] {
+        for other in [
+            "/api/ap/agents",
+            "/api/ai-sdk/a/chat/x/stream",
+            "/api/ag-ui/a/b",
+            "/api/phase/attach",
+            "/api/phase/a/b",
+            "/chat/x",
+            "/v1/models",
+            "/healthz",
+        ] {
             assert_eq!(PostRoute::of(other), None, "{other}");
         }
     }

@@ -223,6 +223,11 @@ impl PhaseMapper {
         Self { options, language, messages, ..Self::default() }
     }
 
+    /// Sets the agent's messages (known only once the run's `request.query` is read).
+    pub fn set_messages(&mut self, messages: PhaseMessages) {
+        self.messages = messages;
+    }
+
     /// Whether the terminal line (`done` or `error`) was produced.
     pub fn is_finished(&self) -> bool {
         self.finished

@@ -1,0 +1,187 @@
+// The phase stream (issue 35), read the way its design's client guide reads it: fetch, the
+// body's reader, a TextDecoder, each chunk split on '\n' (the unfinished tail kept for the next
+// chunk), blank lines skipped, each line JSON.parse'd and dispatched on its `type` to a callback.
+// No client library exists for this protocol: the parser below is the guide's shape, nothing
+// more. Run by run.sh against a running agw (AGW_BASE).
+import assert from 'node:assert/strict';
+
+const BASE = process.env.AGW_BASE;
+let passed = 0;
+
+async function check(name, fn) {
+  await fn();
+  passed += 1;
+  console.log(`ok   phase: ${name}`);
+}
+
+/** The guide's parser: one instance per stream, callbacks per line type. */
+class PhaseStreamParser {
+  constructor(callbacks = {}) {
+    this.callbacks = callbacks;
+    this.buffer = '';
+    this.phase = null;
+    this.phases = [];
+    this.text = '';
+    this.citations = [];
+    this.lines = [];
+  }
+
+  /** Reads a whole response body, handling each line as it arrives. */
+  async consume(response) {
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      this.buffer += decoder.decode(value, { stream: true });
+      const lines = this.buffer.split('\n');
+      this.buffer = lines.pop();
+      for (const line of lines) {
+        if (line.trim() === '') continue; // the heartbeat
+        this.handleLine(line);
+      }
+    }
+    if (this.buffer.trim() !== '') this.handleLine(this.buffer);
+  }
+
+  handleLine(line) {
+    const event = JSON.parse(line);
+    this.lines.push(event);
+    const { type, phase, data } = event;
+    switch (type) {
+      case 'phase_change':
+        this.phase = phase;
+        this.phases.push(phase);
+        this.callbacks.onPhaseChange?.(phase, data.message);
+        break;
+      case 'thinking':
+        this.callbacks.onThinking?.(data.content);
+        break;
+      case 'text':
+        this.text += data.content;
+        this.callbacks.onText?.(data.content);
+        break;
+      case 'citation':
+        this.citations.push(data);
+        this.callbacks.onCitation?.(data);
+        break;
+      case 'tool_start':
+        this.callbacks.onToolStart?.(data);
+        break;
+      case 'tool_end':
+        this.callbacks.onToolEnd?.(data);
+        break;
+      case 'done':
+        this.callbacks.onDone?.(data);
+        break;
+      case 'error':
+        this.callbacks.onError?.(data);
+        break;
+      default:
+        // Unknown types (agw's input_required among them for a client that has no use for it).
+        this.callbacks.onOther?.(event);
+    }
+  }
+}
+
+function post(path, body, headers = {}) {
+  return fetch(`${BASE}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
+}
+
+await check('a whole REACT run with a tool call', async () => {
+  const tools = [];
+  let done;
+  let error;
+  const parser = new PhaseStreamParser({
+    onToolStart: (d) => tools.push(['start', d.toolName, d.params]),
+    onToolEnd: (d) => tools.push(['end', d.toolName, d.success]),
+    onDone: (d) => { done = d; },
+    onError: (d) => { error = d; },
+  });
+  const response = await post('/api/phase/tools', {
+    chatId: 'phase-weather',
+    messages: [{ role: 'user', content: 'weather in Paris' }],
+    options: { showThinking: false, showToolCalls: true, detailedCitations: true },
+  }, { 'user-id': 'node-user', 'device-id': 'node-device' });
+  assert.equal(response.status, 200);
+  assert.equal(response.headers.get('content-type'), 'text/event-stream');
+  const runId = response.headers.get('x-agw-run-id');
+  const chatId = response.headers.get('x-agw-chat-id');
+  assert.ok(runId && chatId);
+  await parser.consume(response);
+  assert.deepEqual(parser.phases, ['thinking', 'tool_calling', 'generating', 'completed']);
+  assert.deepEqual(tools, [
+    ['start', 'mock_city_weather', { city: 'Paris' }],
+    ['end', 'mock_city_weather', true],
+  ]);
+  assert.equal(parser.text, 'Sunny in Paris.');
+  assert.equal(error, undefined);
+  assert.equal(done.finishReason, 'stop');
+  assert.equal(done.stats.iterations, 2);
+  assert.ok(Number.isInteger(done.stats.totalTokens));
+  for (const line of parser.lines) {
+    assert.deepEqual(Object.keys(line), ['type', 'phase', 'data']);
+  }
+  // The native chat API replays what this protocol wrote, with the client's ids.
+  const chat = await (await fetch(`${BASE}/api/ap/chat?chatId=${chatId}`)).json();
+  const query = chat.data.events.find((e) => e.type === 'request.query');
+  assert.deepEqual(query.params, { userId: 'node-user', deviceId: 'node-device' });
+  assert.ok(chat.data.events.some((e) => e.type === 'run.complete' && e.runId === runId));
+});
+
+await check('the switches: tool calls hidden', async () => {
+  const parser = new PhaseStreamParser();
+  const response = await post('/api/phase/tools', {
+    messages: [{ role: 'user', content: 'weather in Paris' }],
+    options: { showToolCalls: false },
+  });
+  await parser.consume(response);
+  assert.deepEqual(parser.phases, ['thinking', 'tool_calling', 'generating', 'completed']);
+  assert.ok(!parser.lines.some((l) => l.type.startsWith('tool_')));
+});
+
+await check('thinking shown with showThinking', async () => {
+  const thoughts = [];
+  const parser = new PhaseStreamParser({ onThinking: (c) => thoughts.push(c) });
+  await parser.consume(await post('/api/phase/plain', {
+    messages: [{ role: 'user', content: 'think first' }],
+    options: { showThinking: true, language: 'en' },
+  }));
+  assert.equal(thoughts.join(''), 'Let me think.');
+  assert.equal(parser.text, '42');
+  assert.equal(parser.lines[0].data.message, 'Analyzing your question...');
+});
+
+await check('a frontend tool: input_required, answered through the native submit', async () => {
+  let submitted;
+  const parser = new PhaseStreamParser({
+    onOther: (event) => {
+      if (event.type !== 'input_required') return;
+      const { runId, toolId } = event.data;
+      submitted = fetch(`${BASE}/api/ap/submit`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ runId, toolId, params: { choice: 'Yes' } }),
+      }).then((r) => r.json());
+    },
+  });
+  await parser.consume(await post('/api/phase/tools', { messages: [{ role: 'user', content: 'ask me' }] }));
+  assert.equal((await submitted).data.accepted, true);
+  assert.equal(parser.text, 'You chose.');
+  assert.equal(parser.lines.at(-1).type, 'done');
+});
+
+await check('a provider failure ends with error', async () => {
+  let error;
+  const parser = new PhaseStreamParser({ onError: (d) => { error = d; } });
+  await parser.consume(await post('/api/phase/plain', { messages: [{ role: 'user', content: 'break please' }] }));
+  assert.equal(parser.phases.at(-1), 'error');
+  assert.equal(error.code, 'provider_error');
+  assert.equal(typeof error.recoverable, 'boolean');
+});
+
+console.log(`phase: ${passed} passed`);
