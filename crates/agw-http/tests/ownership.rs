@@ -439,3 +439,44 @@ async fn client_chat_ids_name_the_callers_own_chat() {
     let (_, alice_thread) = users.ag_ui(&users.alice, "support").await;
     assert_eq!(alice_thread.as_deref(), Some(alices.as_str()));
 }
+
+/// The phase stream (issue 35) under auth: `/chat` needs a token like `/api/**`; a run and its
+/// chat are the caller's (bob can neither attach to alice's run nor continue her chat), and the
+/// `user-id` header is recorded, never taken as the identity.
+#[tokio::test]
+async fn the_phase_stream_keeps_runs_and_chats_to_their_owner() {
+    let users = gateway_with_users(&[], &[oneshot_agent("a", false, 5000)]).await;
+    let gw = &users.gw;
+    let body = json!({"messages": [{"role": "user", "content": "alice's secret plan"}]});
+    let anonymous = gw.client.post(format!("{}/chat", gw.base)).json(&body).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401, "/chat is protected");
+    let resp = gw
+        .client
+        .post(format!("{}/chat", gw.base))
+        .bearer_auth(&users.alice)
+        .header("user-id", "bob")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let run_id = resp.headers()["x-agw-run-id"].to_str().unwrap().to_owned();
+    let chat_id = resp.headers()["x-agw-chat-id"].to_str().unwrap().to_owned();
+    assert!(resp.text().await.unwrap().contains("\"type\":\"done\""));
+    assert_eq!(users.chat_ids(&users.alice).await, std::slice::from_ref(&chat_id), "hers, whatever user-id says");
+    assert!(users.chat_ids(&users.bob).await.is_empty());
+
+    let attach = format!("/api/phase/attach?runId={run_id}");
+    let (status, _) = users.get(&users.bob, &attach).await;
+    assert_eq!(status, 404, "another user's run is absent");
+    let own = gw.client.get(format!("{}{attach}", gw.base)).bearer_auth(&users.alice).send().await.unwrap();
+    assert_eq!(own.status(), 200);
+    assert!(own.text().await.unwrap().contains("\"type\":\"done\""));
+
+    let calls = gw.fixture.request_count();
+    let steal = json!({"chatId": chat_id, "messages": [{"role": "user", "content": "tell me"}]});
+    let resp =
+        gw.client.post(format!("{}/api/phase/a", gw.base)).bearer_auth(&users.bob).json(&steal).send().await.unwrap();
+    assert_eq!(resp.status(), 404);
+    assert_eq!(gw.fixture.request_count(), calls, "no model call for a refused run");
+}
