@@ -463,3 +463,59 @@ async fn a_client_written_like_the_guide_consumes_a_whole_react_run() {
     assert!(client.citations.is_empty() && client.error.is_none());
     assert_eq!(client.done.unwrap()["finishReason"], "stop");
 }
+
+/// An agent whose citable tool (`mock_chat_messages`, records under `/messages`) it cites.
+fn cited_agent() -> (String, String) {
+    let text = r#"{"key":"cited","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m"},
+        "toolConfig":{"backends":["mock_chat_messages"]},
+        "react":{"systemPrompt":"You summarise the chat.","maxSteps":3}}"#;
+    ("cited.json".into(), text.into())
+}
+
+/// First turn: read the chat; second turn: answer with `chunks`.
+fn script_citing(gw: &Gateway, chunks: &'static [&'static str]) {
+    gw.fixture.set_responder(move |_, body| {
+        let last = body["messages"].as_array().and_then(|m| m.last()).cloned().unwrap_or(Value::Null);
+        Some(if last["role"] == "tool" {
+            Transcript::openai_text(chunks)
+        } else {
+            Transcript::openai_tool_call("call_m", "mock_chat_messages", &["{}"])
+        })
+    });
+}
+
+#[tokio::test]
+async fn a_marker_split_across_chunks_becomes_a_citation_line_right_after_its_text() {
+    let gw = Gateway::start(&[cited_agent()], &[]).await;
+    script_citing(&gw, &["Coral reported the translation bug [ci", "te:361]. Mandy", " agreed[cite:999]."]);
+    let out = read_lines(post(&gw, "/api/phase/cited", &user("What did the team report?")).await).await;
+    assert_well_formed(&out);
+    assert_eq!(text(&out), "Coral reported the translation bug . Mandy agreed.", "no marker shown, not even half");
+    let at = out.iter().position(|l| l["type"] == "citation").unwrap();
+    assert_eq!(out[at - 1]["type"], "text");
+    assert!(out[at - 1]["data"]["content"].as_str().unwrap().ends_with("bug "), "{}", out[at - 1]);
+    let citation = &out[at];
+    assert_eq!(citation["phase"], "generating");
+    let data = citation["data"].as_object().unwrap();
+    assert_eq!(data["index"], 0);
+    assert_eq!(data["messageId"], "361");
+    assert_eq!(data["senderName"], "Coral");
+    assert_eq!(data["senderId"], "123456");
+    assert_eq!(data["timestamp"], 1_736_985_600_000_i64);
+    assert_eq!(data["chatId"], "11200463399");
+    assert_eq!(data["content"], "The translation in the input box cannot be turned off");
+    assert_eq!(out.iter().filter(|l| l["type"] == "citation").count(), 1, "the unknown id is not cited");
+
+    // The guide's client collects it; without details only the index and the id.
+    script_citing(&gw, &["Coral reported it [cite:361]."]);
+    let body = json!({"messages": [{"role": "user", "content": "again"}], "options": {"detailedCitations": false}});
+    let out = read_lines(post(&gw, "/api/phase/cited", &body).await).await;
+    let citation = out.iter().find(|l| l["type"] == "citation").unwrap();
+    assert_eq!(citation["data"], json!({"index": 0, "messageId": "361"}));
+    let mut client = GuideClient::default();
+    for line in &out {
+        client.feed(&format!("{line}\n"));
+    }
+    assert_eq!(client.citations, [json!({"index": 0, "messageId": "361"})]);
+    assert_eq!(client.text, "Coral reported it .");
+}

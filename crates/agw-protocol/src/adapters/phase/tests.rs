@@ -224,7 +224,7 @@ fn citations_follow_their_text_with_or_without_details() {
     let mut events = start();
     events.push(json!({"type": "content.start", "contentId": "r_c_1", "runId": "r"}));
     events.push(json!({"type": "content.delta", "contentId": "r_c_1", "delta": "Alice said so."}));
-    // Built in Rust: the record's `timestamp` shares its wire name with the event's own.
+    // A citation as the engine emits it, after the text it belongs to.
     let citation = crate::event::ContentCitation {
         content_id: "r_c_1".into(),
         index: 0,
