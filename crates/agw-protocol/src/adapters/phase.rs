@@ -6,8 +6,8 @@
 //! returns. The rules:
 //!
 //! - **Children are not shown.** Sub-agents and parallel plan tasks run inside the parent's
-//!   tool call: every event that belongs to a child task ([`Event::task`] is `Some`) and every
-//!   `task.*` event produce nothing. The parent's own `agent_invoke` call is an ordinary tool.
+//!   tool call: every event that belongs to a child task and every `task.*` event produce
+//!   nothing. A sequential plan task is the run's own work and is shown. The parent's own `agent_invoke` call is an ordinary tool.
 //!   The one exception is a child that waits for a person (`input_required`, below): the run
 //!   cannot go on without the client, so the client is told (with the child's `taskId`).
 //! - **Phases.** `run.start` enters `thinking`. Reasoning is `thinking`; answer text is
@@ -42,7 +42,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::event::{Event, EventPayload};
+use crate::event::{Event, EventPayload, TaskField};
 
 /// What a run is doing, as the phase stream tells a client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -213,6 +213,10 @@ pub struct PhaseMapper {
     calls: HashMap<String, Call>,
     /// Waits already announced (`input_required`), by call id.
     asked: HashSet<String>,
+    /// Child tasks (sub-agents, plan tasks run beside others).
+    children: HashSet<String>,
+    /// Plan tasks started and not ended.
+    open_tasks: Vec<String>,
     finished: bool,
 }
 
@@ -282,8 +286,8 @@ impl PhaseMapper {
         if self.finished {
             return;
         }
-        if let Some(task) = event.task() {
-            self.map_child(task, event, out);
+        if let Some(task) = self.child_of(event) {
+            self.map_child(&task, event, out);
             return;
         }
         match &event.payload {
@@ -394,6 +398,39 @@ impl PhaseMapper {
                 self.finished = true;
             }
             _ => {}
+        }
+    }
+
+    /// The child task `event` belongs to, if any. A sequential plan task's leaf `*.start`
+    /// events name it in their own `taskId` field, but the task is the run's own work and is
+    /// shown; a child is a sub-agent, a plan task started while another is open (a parallel
+    /// round), or any task an event is tagged with on the event itself (only children are).
+    /// `task.*` events are never shown.
+    fn child_of(&mut self, event: &Event) -> Option<String> {
+        if let Some(task) = &event.task_id {
+            self.children.insert(task.clone());
+            return Some(task.clone());
+        }
+        match event.payload.task_field() {
+            TaskField::None | TaskField::Optional(None) => None,
+            TaskField::Optional(Some(task)) => self.children.contains(task).then(|| task.to_owned()),
+            TaskField::Required(task) => {
+                match &event.payload {
+                    EventPayload::TaskStart(start) if start.sub_agent_key.is_some() => {
+                        self.children.insert(task.to_owned());
+                    }
+                    EventPayload::TaskStart(_) => {
+                        // Plan tasks never overlap unless they run beside each other.
+                        if !self.open_tasks.is_empty() {
+                            self.children.insert(task.to_owned());
+                            self.children.extend(self.open_tasks.iter().cloned());
+                        }
+                        self.open_tasks.push(task.to_owned());
+                    }
+                    _ => self.open_tasks.retain(|t| t != task),
+                }
+                Some(task.to_owned())
+            }
         }
     }
 

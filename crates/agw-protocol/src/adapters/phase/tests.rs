@@ -379,3 +379,43 @@ fn what_the_stream_does_not_show_produces_nothing() {
     let out = run(&mut default_mapper(), &events);
     assert_eq!(types(&out), ["phase_change"]);
 }
+
+/// A sequential PLAN_EXECUTE task names itself in its leaf starts (`tool.start.taskId`), but it
+/// is the run's own work: its tool calls and text are shown. Plan tasks that run beside each
+/// other are children and are not.
+#[test]
+fn a_sequential_plan_tasks_work_is_shown_and_a_parallel_rounds_is_not() {
+    let mut mapper = default_mapper();
+    let mut events = vec![
+        json!({"type": "run.start", "runId": "r", "chatId": "c"}),
+        json!({"type": "task.start", "taskId": "t1", "runId": "r"}),
+    ];
+    let mut call = tool("call_1", "mock_city_weather", "{\"city\":\"Rome\"}");
+    call[0]["taskId"] = json!("t1");
+    events.extend(call);
+    events.push(json!({"type": "tool.result", "toolId": "call_1", "result": "{\"temp\":21}"}));
+    events.push(json!({"type": "task.complete", "taskId": "t1"}));
+    let out = run(&mut mapper, &events);
+    let starts: Vec<&Value> = out.iter().filter(|l| l["type"] == "tool_start").collect();
+    assert_eq!(starts.len(), 1, "{out:?}");
+    assert_eq!(starts[0]["data"]["toolName"], "mock_city_weather");
+    assert_eq!(starts[0]["data"]["params"], json!({"city": "Rome"}));
+    assert_eq!(out.iter().filter(|l| l["type"] == "tool_end").count(), 1);
+
+    // A parallel round: the second task.start while the first is open makes both children.
+    let mut mapper = default_mapper();
+    let mut events = vec![
+        json!({"type": "run.start", "runId": "r", "chatId": "c"}),
+        json!({"type": "task.start", "taskId": "t1", "runId": "r"}),
+        json!({"type": "task.start", "taskId": "t2", "runId": "r"}),
+    ];
+    let mut call = tool("t1_call_1", "mock_city_weather", "{}");
+    call[0]["taskId"] = json!("t1");
+    call[1]["taskId"] = json!("t1");
+    call[2]["taskId"] = json!("t1");
+    events.extend(call);
+    events.push(json!({"type": "content.start", "contentId": "r_t2_c_1", "runId": "r", "taskId": "t2"}));
+    events.push(json!({"type": "content.delta", "contentId": "r_t2_c_1", "delta": "child text", "taskId": "t2"}));
+    let out = run(&mut mapper, &events);
+    assert_eq!(types(&out), ["phase_change"], "{out:?}");
+}
