@@ -408,6 +408,12 @@ mod tests {
     }
 
     #[test]
+    fn the_phase_streams_chat_path_is_protected_by_auth() {
+        assert!(auth::protects(&Method::POST, PHASE_CHAT_PATH));
+        assert!(!auth::protects(&Method::OPTIONS, PHASE_CHAT_PATH));
+    }
+
+    #[test]
     fn only_json_bodies_are_taken() {
         let with = |values: &[&str]| {
             let mut headers = http::HeaderMap::new();
