@@ -42,8 +42,9 @@ struct RunAgentInput {
     tools: Vec<Value>,
 }
 
-/// A message's text: a string `content`, or the text parts of an array.
-fn text_of(message: &Value) -> String {
+/// A message's text: a string `content`, or the text parts of an array (AG-UI's and the phase
+/// stream's messages).
+pub(super) fn text_of(message: &Value) -> String {
     match &message["content"] {
         Value::String(s) => s.clone(),
         Value::Array(parts) => {

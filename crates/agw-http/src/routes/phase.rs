@@ -26,6 +26,7 @@ use agw_protocol::request::QueryRequest;
 use agw_protocol::{Event, EventPayload};
 
 use super::HandlerResult;
+use super::ag_ui::text_of;
 use super::ai_sdk::chat_id_for;
 use super::query::sse_body_response;
 use crate::auth::Principal;
@@ -87,17 +88,6 @@ struct PhaseRequest {
     options: Option<Map<String, Value>>,
     #[serde(default)]
     language: Option<String>,
-}
-
-/// A message's text: a string `content`, or the text parts of an array.
-fn text_of(message: &Value) -> String {
-    match &message["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => {
-            parts.iter().filter(|p| p["type"] == "text").filter_map(|p| p["text"].as_str()).collect()
-        }
-        _ => String::new(),
-    }
 }
 
 /// A `user-id` / `device-id` header: absent, or 1–128 visible ASCII characters.
