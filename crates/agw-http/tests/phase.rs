@@ -519,3 +519,45 @@ async fn a_marker_split_across_chunks_becomes_a_citation_line_right_after_its_te
     assert_eq!(client.citations, [json!({"index": 0, "messageId": "361"})]);
     assert_eq!(client.text, "Coral reported it .");
 }
+
+/// An approval rule makes the run wait: the phase stream says so (`input_required`, kind
+/// `approval`, with the decisions offered) and goes on once the native submit decides.
+#[tokio::test]
+async fn an_approval_asks_for_input_and_the_native_submit_decides_it() {
+    let guarded = r#"{"key":"guarded","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m"},
+        "toolConfig":{"backends":["mock_city_weather"],"approvals":{"mock_city_weather":"ask"}},
+        "react":{"systemPrompt":"You use tools.","maxSteps":4}}"#;
+    let gw = Gateway::start(&[("guarded.json".into(), guarded.into())], &[]).await;
+    gw.fixture.on_stage(
+        "agent-react-step-1",
+        Transcript::openai_tool_call("call_w", "mock_city_weather", &["{\"city\":\"Rome\"}"]),
+    );
+    gw.fixture.on_stage("agent-react-step-2", Transcript::openai_text(&["Sunny in Rome."]));
+    let resp = post(&gw, "/api/phase/guarded", &user("weather in Rome")).await;
+    let mut body = resp.bytes_stream();
+    let mut received = String::new();
+    while !received.contains("input_required") {
+        received.push_str(std::str::from_utf8(&body.next().await.unwrap().unwrap()).unwrap());
+    }
+    let asked = lines(&received).into_iter().find(|l| l["type"] == "input_required").unwrap();
+    assert_eq!(asked["phase"], "tool_calling");
+    let data = &asked["data"];
+    assert_eq!((data["kind"].as_str(), data["toolName"].as_str()), (Some("approval"), Some("mock_city_weather")));
+    assert_eq!(data["params"], json!({"city": "Rome"}));
+    let decisions: Vec<&str> =
+        data["options"].as_array().unwrap().iter().filter_map(|o| o["decision"].as_str()).collect();
+    assert!(decisions.contains(&"once"), "{decisions:?}");
+    let submit = json!({"runId": data["runId"], "awaitingId": data["toolId"], "params": {"decision": "once"}});
+    let resp = gw.client.post(format!("{}/api/ap/submit", gw.base)).json(&submit).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    while let Some(chunk) = body.next().await {
+        received.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
+    }
+    let out = lines(&received);
+    assert_well_formed(&out);
+    assert_eq!(out.iter().filter(|l| l["type"] == "input_required").count(), 1, "asked once");
+    let end = out.iter().find(|l| l["type"] == "tool_end").unwrap();
+    assert_eq!(end["data"]["success"], true, "{end}");
+    assert_eq!(text(&out), "Sunny in Rome.");
+    assert_eq!(out.last().unwrap()["type"], "done");
+}
