@@ -232,6 +232,8 @@ fn output_schema() -> Value {
             "answer": {"type": "string", "description": "the agent's answer text"},
             "chatId": {"type": "string", "description": "pass it back as chatId to continue the chat"},
             "runId": {"type": "string"},
+            "citations": {"type": "array", "items": {"type": "object"},
+                "description": "the records the answer cites (docs/citations.md), each with its offset into answer in UTF-16 units; present only when it cites"},
         },
         "required": ["answer", "chatId", "runId"],
     })
@@ -325,9 +327,10 @@ fn refused(e: ApiError) -> Result<CallToolResult, ErrorData> {
 
 // -------------------------------------------------------------------------------- one call
 
-/// How a call's run ended, and the answer text it streamed.
+/// How a call's run ended, and the answer text it streamed with its citations.
 struct Outcome {
     answer: String,
+    citations: Vec<Value>,
     end: End,
 }
 
@@ -346,8 +349,11 @@ impl Outcome {
         let mut result = match self.end {
             End::Completed => {
                 let mut ok = CallToolResult::success(vec![ContentBlock::text(self.answer.clone())]);
-                ok.structured_content =
-                    Some(json!({"answer": self.answer, "chatId": handle.chat_id, "runId": handle.run_id}));
+                let mut structured = json!({"answer": self.answer, "chatId": handle.chat_id, "runId": handle.run_id});
+                if !self.citations.is_empty() {
+                    structured["citations"] = Value::Array(self.citations);
+                }
+                ok.structured_content = Some(structured);
                 ok
             }
             End::Failed(e) => error_text(format!("the run failed ({}): {}", e.code.as_str(), e.message)),
@@ -377,8 +383,11 @@ async fn follow(
 ) -> Outcome {
     let mut events = observer;
     let mut answer = String::new();
+    let mut citations = Vec::new();
     // A content block began: its first delta of the run's own text is set apart.
     let mut new_block = false;
+    // Where the current block starts in `answer`, in UTF-16 units (citation offsets count from it).
+    let mut block_base = 0u64;
     let mut cancel_deadline: Option<tokio::time::Instant> = None;
     loop {
         let batch = match cancel_deadline {
@@ -396,11 +405,11 @@ async fn follow(
             // ending before its run does.
             Some(deadline) => match tokio::time::timeout_at(deadline, events.next_events()).await {
                 Ok(batch) => batch,
-                Err(_) => return Outcome { answer, end: End::Cancelled },
+                Err(_) => return Outcome { answer, citations, end: End::Cancelled },
             },
         };
         let Some(batch) = batch else {
-            return Outcome { answer, end: End::Lost };
+            return Outcome { answer, citations, end: End::Lost };
         };
         for event in batch {
             match &event.payload {
@@ -409,25 +418,44 @@ async fn follow(
                 // business: the answer is the run's own text.
                 EventPayload::ContentDelta(_) if event.task_id.is_some() => {}
                 EventPayload::ContentDelta(d) => {
-                    if std::mem::take(&mut new_block) && !answer.is_empty() && !answer.ends_with('\n') {
-                        // Blocks of different model turns would otherwise run into one another.
-                        answer.push_str("\n\n");
-                        if let Some(p) = progress {
-                            p.push("\n\n", false);
-                        }
+                    if std::mem::take(&mut new_block) {
+                        block_base = begin_block(&mut answer, progress);
                     }
                     answer.push_str(&d.delta);
                     if let Some(p) = progress {
                         p.push(&d.delta, true);
                     }
                 }
-                EventPayload::RunComplete(_) => return Outcome { answer, end: End::Completed },
-                EventPayload::RunError(e) => return Outcome { answer, end: End::Failed(e.error.clone()) },
-                EventPayload::RunCancel(_) => return Outcome { answer, end: End::Cancelled },
+                EventPayload::ContentCitation(_) if event.task_id.is_some() => {}
+                EventPayload::ContentCitation(c) => {
+                    if std::mem::take(&mut new_block) {
+                        block_base = begin_block(&mut answer, progress);
+                    }
+                    let mut fields = agw_protocol::adapters::citation_fields(c);
+                    fields.remove("contentId");
+                    fields.insert("offset".into(), json!(block_base + c.offset));
+                    citations.push(Value::Object(fields));
+                }
+                EventPayload::RunComplete(_) => return Outcome { answer, citations, end: End::Completed },
+                EventPayload::RunError(e) => return Outcome { answer, citations, end: End::Failed(e.error.clone()) },
+                EventPayload::RunCancel(_) => return Outcome { answer, citations, end: End::Cancelled },
                 _ => {}
             }
         }
     }
+}
+
+/// A new content block of the run's own text starts in `answer`: set apart from the text before
+/// it (blocks of different model turns would otherwise run into one another). Returns where it
+/// starts, in UTF-16 units.
+fn begin_block(answer: &mut String, progress: Option<&ProgressFeed>) -> u64 {
+    if !answer.is_empty() && !answer.ends_with('\n') {
+        answer.push_str("\n\n");
+        if let Some(p) = progress {
+            p.push("\n\n", false);
+        }
+    }
+    answer.encode_utf16().count() as u64
 }
 
 /// Sends a call's streamed text as `notifications/progress` (`progress` = deltas so far,

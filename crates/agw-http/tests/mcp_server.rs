@@ -213,6 +213,43 @@ async fn the_text_of_every_model_turn_is_the_answer_and_progress_only_grows() {
     client.cancel().await.ok();
 }
 
+/// A citing agent's answer has no markers; its citations are in `structuredContent.citations`,
+/// each placed by its offset into the whole answer (the second turn's block starts after the
+/// first turn's text and the blank line between them).
+#[tokio::test]
+async fn a_citing_agents_answer_carries_its_citations_with_offsets_into_the_answer() {
+    let react = json!({
+        "key": "cited", "mode": "REACT",
+        "modelConfig": {"providerKey": "fixture", "model": "fixture-model"},
+        "toolConfig": {"backends": ["mock_chat_messages"]},
+        "react": {"systemPrompt": "You summarise the chat.", "maxSteps": 3},
+    });
+    let gw = Gateway::start(&[("cited.json".to_owned(), react.to_string())], &[]).await;
+    gw.fixture.push(
+        Transcript::new()
+            .content("Reading.")
+            .tool_call_start(0, "call_m", "mock_chat_messages")
+            .tool_args(0, "{}")
+            .finish("tool_calls")
+            .done(),
+    );
+    gw.fixture.push(Transcript::openai_text(&["Coral: input box [ci", "te:361]; Mandy: voice[cite:401]."]));
+    let (client, _host) = connect(&gw, None).await;
+    let result = call(&client, "cited", json!({"message": "what was reported?"})).await.unwrap();
+    let answer = text_of(&result);
+    assert_eq!(answer, "Reading.\n\nCoral: input box ; Mandy: voice.");
+    let structured = result.structured_content.clone().unwrap();
+    let citations = structured["citations"].as_array().expect("citations").clone();
+    let ids: Vec<&str> = citations.iter().map(|c| c["messageId"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["361", "401"]);
+    let before = |c: &Value| answer.encode_utf16().take(c["offset"].as_u64().unwrap() as usize).collect::<Vec<u16>>();
+    assert_eq!(String::from_utf16(&before(&citations[0])).unwrap(), "Reading.\n\nCoral: input box ");
+    assert_eq!(String::from_utf16(&before(&citations[1])).unwrap(), "Reading.\n\nCoral: input box ; Mandy: voice");
+    assert_eq!(citations[0]["senderName"], "Coral");
+    assert!(citations[0].get("contentId").is_none());
+    client.cancel().await.ok();
+}
+
 #[tokio::test]
 async fn a_second_call_with_the_chat_id_continues_the_chat() {
     let gw = Gateway::start(&[agent("helper", "Answers questions")], &[]).await;

@@ -20,7 +20,7 @@ pub(crate) fn compact_summary(e: &crate::event::ContextCompact) -> serde_json::V
 /// protocols' citations carry (docs/protocols.md "Citations"). The native event nests the record
 /// so that its `timestamp` and `chatId` are not read as the event's; inside a part's metadata or a
 /// custom event's value they stand alone.
-pub(crate) fn citation_fields(e: &crate::event::ContentCitation) -> serde_json::Map<String, serde_json::Value> {
+pub fn citation_fields(e: &crate::event::ContentCitation) -> serde_json::Map<String, serde_json::Value> {
     use serde_json::{Value, json};
     let r = &e.record;
     let mut fields = serde_json::Map::new();
