@@ -163,3 +163,62 @@ async fn an_agent_sets_its_own_marker_or_turns_citing_off_and_others_are_untouch
         }
     }
 }
+
+/// A run that waits for an approval across a restart still cites what its tools returned before
+/// the wait: the records are read again from the stored results when the run continues.
+#[tokio::test]
+async fn a_run_continued_after_a_restart_cites_records_found_before_its_wait() {
+    let model = json!({"providerKey": "fixture", "model": "m"});
+    let guarded = json!({"key": "guarded", "mode": "REACT", "modelConfig": model,
+        "toolConfig": {"backends": ["mock_chat_messages", "mock_city_weather"],
+            "approvals": {"mock_city_weather": "ask"}},
+        "react": {"systemPrompt": "GUARDED", "maxSteps": 4}})
+    .to_string();
+    let agents = [("guarded.json".to_owned(), guarded)];
+    // Read the chat, then ask for the weather (an approval), then answer citing the chat.
+    let respond = |_: Option<&str>, body: &Value| {
+        let tools = body["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").count();
+        Some(match tools {
+            0 => Transcript::openai_tool_call("call_m", "mock_chat_messages", &["{}"]),
+            1 => Transcript::openai_tool_call("call_w", "mock_city_weather", &["{\"city\":\"Rome\"}"]),
+            _ => Transcript::openai_text(&["Coral reported it[cite:361]."]),
+        })
+    };
+    let first = Gateway::start(&agents, &[]).await;
+    first.fixture.set_responder(respond);
+    let mut live =
+        common::LiveStream::new(first.post_query(&json!({"agentKey": "guarded", "message": "Report"})).await);
+    let ask = live.until(|e| e["type"] == "awaiting.ask").await;
+    let run_id = ask["runId"].as_str().map(str::to_owned).unwrap_or_else(|| {
+        live.seen.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_owned()
+    });
+    for _ in 0..200 {
+        if first.waiting_runs().await.iter().any(|(a, b)| *a == run_id || *b == run_id) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(first.waiting_runs().await.iter().any(|(a, b)| *a == run_id || *b == run_id), "the wait was recorded");
+    drop(live);
+
+    first.state.runs.tracker().stop_all();
+    let store = first.store_env();
+    let vars: Vec<(&str, &str)> = store.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let second = Gateway::start(&agents, &vars).await;
+    second.fixture.set_responder(respond);
+    let url = format!("{}/api/ap/attach?runId={run_id}&lastSeq={}", second.base, ask["seq"]);
+    let mut attached = common::LiveStream::new(second.client.get(url).send().await.unwrap());
+    attached.until(|e| e["type"] == "awaiting.ask").await;
+    let submit = json!({"runId": run_id, "awaitingId": "call_w", "params": {"decision": "once"}});
+    let resp = second.client.post(format!("{}/api/ap/submit", second.base)).json(&submit).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let rest = attached.rest().await;
+    assert_eq!(rest.last().unwrap()["type"], "run.complete", "{rest:?}");
+    let cited: Vec<&Value> = rest.iter().filter(|e| e["type"] == "content.citation").collect();
+    assert_eq!(cited.len(), 1, "{rest:?}");
+    assert_eq!(cited[0]["record"]["messageId"], "361");
+    assert_eq!(cited[0]["toolId"], "call_m", "the record of the call before the wait");
+    let text: String =
+        rest.iter().filter(|e| e["type"] == "content.delta").map(|e| e["delta"].as_str().unwrap()).collect();
+    assert_eq!(text, "Coral reported it.");
+}

@@ -452,10 +452,22 @@ pub async fn resume<S: DeltaSink>(ctx: RunContext, resume: Resume, sink: &mut S)
         state.call_ids.claim(&call.id);
     }
     for message in &so_far {
-        if let ChatMessage::Assistant { tool_calls, .. } = message {
-            for call in tool_calls {
-                state.call_ids.claim(&call.id);
+        match message {
+            ChatMessage::Assistant { tool_calls, .. } => {
+                for call in tool_calls {
+                    state.call_ids.claim(&call.id);
+                }
             }
+            // The records the run's citable tools returned before the wait (kept in memory
+            // only), read again from the stored results.
+            ChatMessage::Tool { tool_call_id, name, content } => {
+                if let Some(fields) = citations::fields_of(&ctx, name)
+                    && let Ok(value) = serde_json::from_str::<serde_json::Value>(content)
+                {
+                    state.citations.collect(fields, &value, tool_call_id);
+                }
+            }
+            _ => {}
         }
     }
     let answers = execute::Answers::Resumed(execute::Resumed {
