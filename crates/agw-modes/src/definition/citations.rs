@@ -30,12 +30,7 @@ const KNOWN_KEYS: [&str; 3] = ["enabled", "marker", "instruction"];
 /// Parses `citations` (absent: the defaults).
 pub(super) fn parse(block: Option<&Obj<'_>>) -> Result<CitationPolicy, DefinitionError> {
     let Some(block) = block else { return Ok(CitationPolicy::default()) };
-    if let Some(unknown) = block.keys().find(|k| !KNOWN_KEYS.contains(k)) {
-        return Err(DefinitionError::InvalidValue {
-            field: block.field(unknown),
-            reason: format!("is not supported (known: {})", KNOWN_KEYS.join(", ")),
-        });
-    }
+    block.only(&KNOWN_KEYS)?;
     let marker = match non_blank(block.str("marker")?) {
         Some(format) => CiteMarker::parse(format)
             .map_err(|e| DefinitionError::InvalidValue { field: block.field("marker"), reason: e.to_string() })?,

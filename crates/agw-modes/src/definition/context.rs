@@ -71,9 +71,7 @@ const KNOWN_KEYS: &[&str] = &[
 /// Reads `contextConfig`; absent keys keep their defaults, unknown keys are an error (a typo
 /// must not silently leave a limit at its default).
 pub fn parse(obj: &Obj<'_>) -> Result<ContextPolicy, DefinitionError> {
-    if let Some(unknown) = obj.keys().find(|k| !KNOWN_KEYS.contains(k)) {
-        return Err(DefinitionError::UnknownField { field: obj.field(unknown), expected: KNOWN_KEYS.join(", ") });
-    }
+    obj.only(KNOWN_KEYS)?;
     let defaults = ContextPolicy::default();
     let compact_at = match obj.f64("compactAt")? {
         None => defaults.compact_at,

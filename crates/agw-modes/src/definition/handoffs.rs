@@ -68,12 +68,7 @@ pub fn parse(tools: &Obj<'_>, own_key: &str) -> Result<Vec<Handoff>, DefinitionE
                 Handoff { agent_key: key.trim().to_owned(), description: None, input_filter: InputFilter::All }
             }
             Either::Right(entry) => {
-                if let Some(unknown) = entry.keys().find(|k| !KNOWN_KEYS.contains(k)) {
-                    return Err(DefinitionError::UnknownField {
-                        field: entry.field(unknown),
-                        expected: KNOWN_KEYS.join(", "),
-                    });
-                }
+                entry.only(&KNOWN_KEYS)?;
                 let input_filter = match entry.str("inputFilter")? {
                     None => InputFilter::All,
                     Some(name) => super::raw::named(name).ok_or_else(|| DefinitionError::InvalidEnum {

@@ -12,12 +12,7 @@ use super::raw::Obj;
 /// `{"messages": {"<language tag or *>": {"thinking": "…", "tool_calling": "…", …}}}`.
 pub(super) fn parse(block: Option<&Obj<'_>>) -> Result<PhaseMessages, DefinitionError> {
     let Some(block) = block else { return Ok(PhaseMessages::default()) };
-    if let Some(unknown) = block.keys().find(|k| *k != "messages") {
-        return Err(DefinitionError::InvalidValue {
-            field: block.field(unknown),
-            reason: "is not supported (known: messages)".into(),
-        });
-    }
+    block.only(&["messages"])?;
     let Some(messages) = block.obj("messages")? else { return Ok(PhaseMessages::default()) };
     let mut own = BTreeMap::new();
     for lang in messages.keys() {

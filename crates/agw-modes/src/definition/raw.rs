@@ -36,6 +36,16 @@ impl<'a> Obj<'a> {
         self.map.keys().map(String::as_str)
     }
 
+    /// `Err(UnknownField)` naming the first key not in `known`: a typo must not be ignored.
+    pub fn only(&self, known: &[&str]) -> Result<(), DefinitionError> {
+        match self.keys().find(|k| !known.contains(k)) {
+            Some(unknown) => {
+                Err(DefinitionError::UnknownField { field: self.field(unknown), expected: known.join(", ") })
+            }
+            None => Ok(()),
+        }
+    }
+
     /// The value of `key`; absent and `null` both read as `None` (use [`Self::contains`] to
     /// tell them apart).
     fn value(&self, key: &str) -> Option<&'a Value> {
