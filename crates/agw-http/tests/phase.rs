@@ -344,6 +344,34 @@ async fn a_phase_chat_replays_natively_and_a_native_chat_continues_here() {
     read_lines(resp).await;
 }
 
+/// A phase stream read up to its `input_required` line, the rest of it still to come.
+struct Waiting {
+    body: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    received: String,
+    /// The `input_required` line.
+    asked: Value,
+}
+
+impl Waiting {
+    async fn read(resp: reqwest::Response) -> Self {
+        let mut body = Box::pin(resp.bytes_stream());
+        let mut received = String::new();
+        while !received.contains("input_required") {
+            received.push_str(std::str::from_utf8(&body.next().await.unwrap().unwrap()).unwrap());
+        }
+        let asked = lines(&received).into_iter().find(|l| l["type"] == "input_required").unwrap();
+        Self { body, received, asked }
+    }
+
+    /// Every line of the stream, once it ended.
+    async fn rest(&mut self) -> Vec<Value> {
+        while let Some(chunk) = self.body.next().await {
+            self.received.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
+        }
+        lines(&self.received)
+    }
+}
+
 #[tokio::test]
 async fn a_frontend_tool_asks_for_input_and_the_native_submit_answers_it() {
     let gw = gateway().await;
@@ -351,12 +379,8 @@ async fn a_frontend_tool_asks_for_input_and_the_native_submit_answers_it() {
         .on_stage("agent-react-step-1", Transcript::openai_tool_call("call_fe", "confirm_dialog", &["{\"q\":1}"]));
     gw.fixture.on_stage("agent-react-step-2", Transcript::openai_text(&["Confirmed."]));
     let resp = post(&gw, "/api/phase/tools", &user("ask me")).await;
-    let mut body = resp.bytes_stream();
-    let mut received = String::new();
-    while !received.contains("input_required") {
-        received.push_str(std::str::from_utf8(&body.next().await.unwrap().unwrap()).unwrap());
-    }
-    let asked = lines(&received).into_iter().find(|l| l["type"] == "input_required").unwrap();
+    let mut waiting = Waiting::read(resp).await;
+    let asked = waiting.asked.clone();
     assert_eq!(asked["phase"], "tool_calling");
     let data = &asked["data"];
     assert_eq!((data["kind"].as_str(), data["toolName"].as_str()), (Some("frontend"), Some("confirm_dialog")));
@@ -365,10 +389,7 @@ async fn a_frontend_tool_asks_for_input_and_the_native_submit_answers_it() {
     let answer: Value =
         gw.client.post(format!("{}/api/ap/submit", gw.base)).json(&submit).send().await.unwrap().json().await.unwrap();
     assert_eq!(answer["data"]["accepted"], true, "{answer}");
-    while let Some(chunk) = body.next().await {
-        received.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
-    }
-    let out = lines(&received);
+    let out = waiting.rest().await;
     assert_well_formed(&out);
     let end = out.iter().find(|l| l["type"] == "tool_end").unwrap();
     assert_eq!(end["data"]["success"], true);
@@ -534,12 +555,8 @@ async fn an_approval_asks_for_input_and_the_native_submit_decides_it() {
     );
     gw.fixture.on_stage("agent-react-step-2", Transcript::openai_text(&["Sunny in Rome."]));
     let resp = post(&gw, "/api/phase/guarded", &user("weather in Rome")).await;
-    let mut body = resp.bytes_stream();
-    let mut received = String::new();
-    while !received.contains("input_required") {
-        received.push_str(std::str::from_utf8(&body.next().await.unwrap().unwrap()).unwrap());
-    }
-    let asked = lines(&received).into_iter().find(|l| l["type"] == "input_required").unwrap();
+    let mut waiting = Waiting::read(resp).await;
+    let asked = waiting.asked.clone();
     assert_eq!(asked["phase"], "tool_calling");
     let data = &asked["data"];
     assert_eq!((data["kind"].as_str(), data["toolName"].as_str()), (Some("approval"), Some("mock_city_weather")));
@@ -550,10 +567,7 @@ async fn an_approval_asks_for_input_and_the_native_submit_decides_it() {
     let submit = json!({"runId": data["runId"], "awaitingId": data["toolId"], "params": {"decision": "once"}});
     let resp = gw.client.post(format!("{}/api/ap/submit", gw.base)).json(&submit).send().await.unwrap();
     assert_eq!(resp.status(), 200);
-    while let Some(chunk) = body.next().await {
-        received.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
-    }
-    let out = lines(&received);
+    let out = waiting.rest().await;
     assert_well_formed(&out);
     assert_eq!(out.iter().filter(|l| l["type"] == "input_required").count(), 1, "asked once");
     let end = out.iter().find(|l| l["type"] == "tool_end").unwrap();
