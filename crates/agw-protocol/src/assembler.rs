@@ -509,13 +509,7 @@ impl Assembler {
         if delta.is_empty() {
             return;
         }
-        let continues = !self.stage_boundary && self.text.as_ref().is_some_and(|t| t.kind == kind);
-        if !continues {
-            self.close_text(out);
-            self.open_text(kind, out);
-        }
-        let Some(open) = &self.text else { return };
-        let id = open.id.clone();
+        let id = self.text_block(kind, out);
         match kind {
             TextKind::Reasoning => self.emit(ReasoningDelta { reasoning_id: id, delta }, out),
             TextKind::Content => self.emit(ContentDelta { content_id: id, delta }, out),
@@ -525,20 +519,25 @@ impl Assembler {
     /// `content.citation` in the open content block, opening one when none is (a marker before
     /// any text).
     fn citation(&mut self, citation: crate::citation::Citation, out: &mut Vec<Event>) {
-        let continues = !self.stage_boundary && self.text.as_ref().is_some_and(|t| t.kind == TextKind::Content);
-        if !continues {
-            self.close_text(out);
-            self.open_text(TextKind::Content, out);
-        }
-        let Some(open) = &self.text else { return };
         let event = crate::event::ContentCitation {
-            content_id: open.id.clone(),
+            content_id: self.text_block(TextKind::Content, out),
             index: citation.index,
             record: citation.record,
             offset: citation.offset,
             tool_id: citation.tool_id,
         };
         self.emit(event, out);
+    }
+
+    /// The id of the text block of `kind` that the next text belongs to: the open one, unless a
+    /// stage boundary passed or the other kind is open (then a new one opens).
+    fn text_block(&mut self, kind: TextKind, out: &mut Vec<Event>) -> String {
+        let continues = !self.stage_boundary && self.text.as_ref().is_some_and(|t| t.kind == kind);
+        if !continues {
+            self.close_text(out);
+            self.open_text(kind, out);
+        }
+        self.text.as_ref().map(|open| open.id.clone()).unwrap_or_default()
     }
 
     /// Opens a text block with a fresh id. Ids are never reused, so a block closed by the other

@@ -203,18 +203,11 @@ impl CiteFilter {
     }
 
     fn release(&mut self, text: String, out: &mut Vec<Piece>) {
-        if text.is_empty() {
-            return;
-        }
-        self.released += text.encode_utf16().count() as u64;
-        match out.last_mut() {
-            Some(Piece::Text(last)) => last.push_str(&text),
-            _ => out.push(Piece::Text(text)),
-        }
+        release(&mut self.released, text, out);
     }
 
     fn scan(&mut self, text: String, at_end: bool, out: &mut Vec<Piece>) {
-        let marker = self.marker.clone();
+        let Self { marker, held, released } = self;
         let (open, close) = (marker.open.as_str(), marker.close.as_str());
         let mut plain = 0; // start of the text not yet released
         let mut from = 0; // where to look for the next opening
@@ -225,7 +218,7 @@ impl CiteFilter {
             let window = &rest[..floor_char(rest, MAX_MARKER_IDS_LEN + close.len()).min(rest.len())];
             match marker_end(window, close) {
                 MarkerScan::Closed(ids_len) => {
-                    self.release(text[plain..start].to_owned(), out);
+                    release(released, text[plain..start].to_owned(), out);
                     let ids: Vec<String> = rest[..ids_len]
                         .split(',')
                         .map(str::trim)
@@ -233,15 +226,15 @@ impl CiteFilter {
                         .map(str::to_owned)
                         .collect();
                     if !ids.is_empty() {
-                        out.push(Piece::Cite(Marker { ids, offset: self.released }));
+                        out.push(Piece::Cite(Marker { ids, offset: *released }));
                     }
                     plain = ids_start + ids_len + close.len();
                     from = plain;
                 }
                 MarkerScan::Open if !at_end && window.len() == rest.len() => {
                     // Could still close: hold from the opening on.
-                    self.release(text[plain..start].to_owned(), out);
-                    self.held = text[start..].to_owned();
+                    release(released, text[plain..start].to_owned(), out);
+                    *held = text[start..].to_owned();
                     return;
                 }
                 _ => from = start + marker.first().len_utf8(),
@@ -250,8 +243,20 @@ impl CiteFilter {
         // A tail that may be the start of an opening (`[`, `[ci`) waits for the next chunk.
         let keep = if at_end { 0 } else { opening_prefix_len(&text[from.max(plain)..], open) };
         let cut = text.len() - keep;
-        self.release(text[plain..cut].to_owned(), out);
-        self.held = text[cut..].to_owned();
+        release(released, text[plain..cut].to_owned(), out);
+        *held = text[cut..].to_owned();
+    }
+}
+
+/// Appends released text to `out` (joining a text piece before it) and counts it.
+fn release(released: &mut u64, text: String, out: &mut Vec<Piece>) {
+    if text.is_empty() {
+        return;
+    }
+    *released += text.encode_utf16().count() as u64;
+    match out.last_mut() {
+        Some(Piece::Text(last)) => last.push_str(&text),
+        _ => out.push(Piece::Text(text)),
     }
 }
 
