@@ -8,6 +8,7 @@ use agw_tidy::{Edge, internal_edges, metadata, packages};
 const LAYERS: &[(&str, &[&str])] = &[
     ("agw-protocol", &[]),
     ("agw-tools", &[]),
+    ("agw-guard", &[]),
     ("agw-skills", &["agw-tools"]),
     ("agw-mcp", &["agw-tools"]),
     ("agw-cluster", &[]),

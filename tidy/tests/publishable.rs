@@ -33,6 +33,7 @@ fn the_library_crates_are_the_published_ones() {
         "agw",
         "agw-cluster",
         "agw-demo",
+        "agw-guard",
         "agw-http",
         "agw-llm",
         "agw-mcp",
