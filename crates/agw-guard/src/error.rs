@@ -1,5 +1,6 @@
-//! The typed errors of the crate: a rule file's content ([`RuleError`], [`RuleProblem`]) and
-//! loading a directory of them ([`CatalogError`]).
+//! The typed errors of the crate: a rule file's content ([`RuleError`], [`RuleProblem`]), loading
+//! a directory of them ([`CatalogError`]), a webhook's verdict ([`VerdictError`]) and a
+//! granularity setting ([`GranularityError`]).
 
 use std::path::PathBuf;
 
@@ -166,3 +167,26 @@ pub enum CatalogError {
         name: String,
     },
 }
+
+/// A webhook's answer that is not a verdict.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum VerdictError {
+    /// The body is not a JSON object.
+    #[error("the verdict is not a JSON object")]
+    NotAnObject,
+    /// `action` is missing or not a string.
+    #[error("the verdict has no string `action`")]
+    NoAction,
+    /// `action` is not `allow`, `warn` or `block`.
+    #[error("`action` must be \"allow\", \"warn\" or \"block\", not {0:?}")]
+    UnknownAction(String),
+    /// `reason` is present but not a string.
+    #[error("`reason` must be a string")]
+    ReasonNotString,
+}
+
+/// A granularity setting that is neither `sentence` nor a positive number of characters.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("granularity must be \"sentence\" or a positive number of characters, not {0:?}")]
+pub struct GranularityError(pub String);

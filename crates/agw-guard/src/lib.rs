@@ -1,5 +1,5 @@
 //! agw-guard — the guardrail rule engine: which text to block, warn about or redact, decided by
-//! rule files.
+//! rule files, and the verdicts of the guards that are not rules (a judge model, a webhook).
 //!
 //! Owns:
 //! * rule files, `<dir>/<name>.json`: an optional `description` and `rules`, each with an `id`,
@@ -18,10 +18,13 @@
 //!   character boundaries;
 //! * guarding a streamed text ([`StreamGuard`]): redacted before it is released, holding back
 //!   only a tail that could still become a redact match (at most [`MAX_HOLD`] bytes), with
-//!   block/warn hits reported once each, in bounded work per delta.
+//!   block/warn hits reported once each, in bounded work per delta;
+//! * [`Verdict`]s of a judge model's answer or a webhook's body, and the judging points of a
+//!   stream ([`Granularity`], [`Boundaries`]).
 //!
-//! What a hit or a revoked text means for a run (events, revoking shown text, ending the run)
-//! and which sets apply to which agent and stage are the caller's (agw-modes).
+//! What a hit, a verdict or a revoked text means for a run (events, revoking shown text, ending
+//! the run), which sets apply to which agent and stage, and calling a judge or webhook are the
+//! caller's (agw-modes).
 //!
 //! Must never: do I/O other than listing and reading its rule directory (no network, no HTTP, no
 //! writing), start or need an async runtime, depend on another agw crate, follow a symbolic
@@ -31,14 +34,18 @@
 #![forbid(unsafe_code)]
 mod catalog;
 mod error;
+mod granularity;
 pub mod limits;
 mod rules;
 mod scan;
 mod stream;
+mod verdict;
 
 pub use catalog::GuardCatalog;
-pub use error::{CatalogError, RuleError, RuleProblem};
+pub use error::{CatalogError, GranularityError, RuleError, RuleProblem, VerdictError};
+pub use granularity::{Boundaries, Granularity};
 pub use limits::{MAX_FILE_BYTES, MAX_HOLD};
 pub use rules::{Action, DEFAULT_REPLACEMENT, Rule, RuleSet, is_valid_name};
 pub use scan::{Hit, Redacted, check_all, redact_all, redact_json};
 pub use stream::{Released, StreamGuard};
+pub use verdict::Verdict;
