@@ -178,6 +178,13 @@ event_payloads! {
     /// agw: the model cited a record a tool returned, right after the text it belongs to
     /// (live and in replays; docs/protocols.md "Citations").
     ContentCitation = "content.citation",
+    /// agw: a guard withdrew a content block the client shows (issue 36,
+    /// `docs/contract/sse-events.md` §3.3a).
+    ContentRevoke = "content.revoke",
+    /// agw: a guard's warning; the run goes on (issue 36).
+    GuardWarning = "guard.warning",
+    /// agw: a guard blocked a message, an answer before any text, or a tool call (issue 36).
+    GuardBlock = "guard.block",
     /// A tool call opens (first argument fragment of a new call id).
     ToolStart = "tool.start",
     /// One argument fragment of an open tool call.

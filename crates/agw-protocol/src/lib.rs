@@ -2,8 +2,10 @@
 //!
 //! Owns: every SSE event type of the contract, emitted or protocol-only (`event`), the request
 //! bodies with field-naming parse/validation (`request`), the upstream and semantic delta types
-//! (`delta`), citations: records, markers and the streaming marker filter (`citation`), the provider-neutral chat request a model turn sends (`chat`), the event assembler that turns semantic deltas into numbered events with the block
-//! state machine (`assembler`), id formats and the chat-name rule (`ids`), SSE framing: the
+//! (`delta`), citations: records, markers and the streaming marker filter (`citation`), guardrail
+//! stages, revocations and status codes (`guard`), the provider-neutral chat request a model turn
+//! sends (`chat`), the event assembler that turns semantic deltas into numbered events with the
+//! block state machine (`assembler`), id formats and the chat-name rule (`ids`), SSE framing: the
 //! frame encoder plus an incremental decoder for clients and tests (`sse`), the chat history line
 //! format "V3.1" with its lenient readers (`history`), and the snapshot replay of a chat built
 //! from history lines (`replay`), the other protocols' pure mappings (`adapters`), and usage
@@ -24,6 +26,7 @@ pub mod citation;
 pub mod delta;
 mod echoed;
 pub mod event;
+pub mod guard;
 pub mod history;
 pub mod ids;
 pub mod replay;
@@ -37,6 +40,7 @@ pub use delta::{
     ToolStartMeta,
 };
 pub use event::{ErrorCode, Event, EventPayload, PlanTask, RunErrorInfo, TaskError, TaskStatus};
+pub use guard::{GuardNotice, GuardStage, Revocation};
 pub use history::{
     ApprovalLine, HistoryLine, PlanSnapshot, QueryLine, ResumeAt, Stage, StepLine, StoredFunction, StoredMessage,
     StoredToolCall, SystemMessage, SystemSnapshot, SystemTool,

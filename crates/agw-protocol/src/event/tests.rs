@@ -2,6 +2,7 @@ use serde_json::{Map, json};
 
 use super::*;
 use crate::echoed::{Reference, Scene};
+use crate::guard::GuardStage;
 
 fn s(v: &str) -> String {
     v.to_owned()
@@ -278,6 +279,43 @@ fn catalogue() -> Vec<(Event, &'static str)> {
             r#"{"seq":3,"type":"action.snapshot","timestamp":1771000000000,"actionId":"call_a","actionName":"switch_theme","arguments":"{}","description":null}"#,
         ),
         (
+            ev(ContentRevoke {
+                content_id: s("run_c_2"),
+                stage: GuardStage::Output,
+                guard: s("rules:pii"),
+                rule: some("email"),
+                reason: s("personal data"),
+                status_code: -1006,
+            }
+            .into()),
+            r#"{"seq":3,"type":"content.revoke","timestamp":1771000000000,"contentId":"run_c_2","stage":"output","guard":"rules:pii","rule":"email","reason":"personal data","statusCode":-1006}"#,
+        ),
+        (
+            ev(GuardWarning {
+                stage: GuardStage::Output,
+                guard: s("judge:reviewer"),
+                rule: None,
+                message: s("check the figures"),
+                content_id: some("run_c_1"),
+                tool_id: None,
+                status_code: -1007,
+            }
+            .into()),
+            r#"{"seq":3,"type":"guard.warning","timestamp":1771000000000,"stage":"output","guard":"judge:reviewer","message":"check the figures","contentId":"run_c_1","statusCode":-1007}"#,
+        ),
+        (
+            ev(GuardBlock {
+                stage: GuardStage::ToolInput,
+                guard: s("rules:shell"),
+                rule: some("rm"),
+                reason: s("deletes files"),
+                tool_id: some("call_1"),
+                status_code: -1006,
+            }
+            .into()),
+            r#"{"seq":3,"type":"guard.block","timestamp":1771000000000,"stage":"toolInput","guard":"rules:shell","rule":"rm","reason":"deletes files","toolId":"call_1","statusCode":-1006}"#,
+        ),
+        (
             ev(SourceSnapshot {
                 source_id: s("src"),
                 run_id: None,
@@ -305,9 +343,43 @@ fn every_type_serialises_to_its_exact_line_and_round_trips() {
 fn catalogue_covers_every_type_once() {
     let mut names: Vec<&str> = catalogue().iter().map(|(e, _)| e.type_name()).collect();
     names.dedup();
-    assert_eq!(names.len(), 36, "{names:?}");
+    assert_eq!(names.len(), 39, "{names:?}");
     let unique: std::collections::BTreeSet<&str> = names.iter().copied().collect();
-    assert_eq!(unique.len(), 36);
+    assert_eq!(unique.len(), 39);
+}
+
+/// Issue 36: the guard events have no `taskId` of their own, so a child's carries its task on the
+/// event, right after `timestamp`; the status codes are the source document's.
+#[test]
+fn guard_events_name_a_childs_task_on_the_event_and_carry_their_status_codes() {
+    let mut block = Event::new(
+        4,
+        5,
+        GuardBlock {
+            stage: GuardStage::Input,
+            guard: s("webhook"),
+            rule: None,
+            reason: s("no"),
+            tool_id: None,
+            status_code: crate::guard::STATUS_BLOCK_AND_REVOKE,
+        },
+    );
+    block.tag_task("t1");
+    assert_eq!(block.payload.task_field(), TaskField::None);
+    let line = block.to_json().expect("json");
+    assert_eq!(
+        line,
+        r#"{"seq":4,"type":"guard.block","timestamp":5,"taskId":"t1","stage":"input","guard":"webhook","reason":"no","statusCode":-1006}"#
+    );
+    let parsed: Event = serde_json::from_str(&line).expect("parse");
+    assert_eq!(parsed.task(), Some("t1"));
+    // A stream that leaves the code out still reads with the code the event type has.
+    let warning: Event = serde_json::from_str(
+        r#"{"seq":1,"type":"guard.warning","timestamp":0,"stage":"toolOutput","guard":"g","message":"m","toolId":"c"}"#,
+    )
+    .expect("parse");
+    let EventPayload::GuardWarning(warning) = warning.payload else { panic!("a warning") };
+    assert_eq!((warning.status_code, warning.stage), (crate::guard::STATUS_SAFETY_WARNING, GuardStage::ToolOutput));
 }
 
 #[test]
@@ -348,6 +420,7 @@ fn error_codes_are_snake_case_and_unknown_codes_parse_as_internal() {
         "doom_loop",
         "node_lost",
         "quota_exceeded",
+        "guardrail_blocked",
         "internal",
     ];
     for (code, text) in ErrorCode::ALL.into_iter().zip(expected) {

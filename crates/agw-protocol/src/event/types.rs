@@ -448,6 +448,9 @@ pub enum ErrorCode {
     /// `quota_exceeded` (agw): a daily token or cost quota of the run's user or agent was
     /// reached before one of its model calls; the call was not made (`docs/observability.md`).
     QuotaExceeded,
+    /// `guardrail_blocked` (agw): a guard blocked the user's message or the model's answer
+    /// (`guard.block` or `content.revoke` came before; `docs/contract/sse-events.md` §3.3a).
+    GuardrailBlocked,
     /// Also what an absent or unknown code parses as.
     #[default]
     Internal,
@@ -455,7 +458,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in declaration order.
-    pub const ALL: [ErrorCode; 12] = [
+    pub const ALL: [ErrorCode; 13] = [
         Self::ProviderError,
         Self::ProviderTimeout,
         Self::BudgetExceeded,
@@ -467,6 +470,7 @@ impl ErrorCode {
         Self::DoomLoop,
         Self::NodeLost,
         Self::QuotaExceeded,
+        Self::GuardrailBlocked,
         Self::Internal,
     ];
 
@@ -484,6 +488,7 @@ impl ErrorCode {
             Self::DoomLoop => "doom_loop",
             Self::NodeLost => "node_lost",
             Self::QuotaExceeded => "quota_exceeded",
+            Self::GuardrailBlocked => "guardrail_blocked",
             Self::Internal => "internal",
         }
     }
@@ -765,6 +770,95 @@ pub struct ContentCitation {
     pub tool_id: Option<String>,
     /// The cited record (its id is `messageId`).
     pub record: crate::citation::CitationRecord,
+}
+
+/// `content.revoke` — agw (issue 36): a guard withdrew a content block the client already
+/// shows; the client removes its text. Comes after the block's `content.end` (live), or at the
+/// end of the block's step (replay, after its `content.snapshot`). The run then ends with
+/// `run.error` `guardrail_blocked`.
+///
+/// Key order: `contentId, stage, guard, rule?, reason, statusCode`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContentRevoke {
+    /// The content block withdrawn.
+    pub content_id: String,
+    /// Always `output`: only an answer is revoked.
+    pub stage: crate::guard::GuardStage,
+    /// The guard that decided: `rules:<set>`, `webhook` or `judge:<agentKey>`.
+    pub guard: String,
+    /// The rule that matched (rule guards only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// What a person is told.
+    pub reason: String,
+    /// [`crate::guard::STATUS_BLOCK_AND_REVOKE`].
+    #[serde(default = "block_and_revoke")]
+    pub status_code: i64,
+}
+
+/// `guard.warning` — agw (issue 36): a guard found a mild risk; the client shows the warning and
+/// the run goes on. Like `content.citation` it ends no text block: an answer keeps streaming in
+/// the block it warned about.
+///
+/// Key order: `stage, guard, rule?, message, contentId?, toolId?, statusCode`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GuardWarning {
+    /// Where the guard checked.
+    pub stage: crate::guard::GuardStage,
+    /// The guard that decided.
+    pub guard: String,
+    /// The rule that matched (rule guards only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// What a person is told.
+    pub message: String,
+    /// Stage `output`: the content block warned about (the one streaming, else the last of the
+    /// current model turn); omitted when the turn streamed none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_id: Option<String>,
+    /// Tool stages: the call checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_id: Option<String>,
+    /// [`crate::guard::STATUS_SAFETY_WARNING`].
+    #[serde(default = "safety_warning")]
+    pub status_code: i64,
+}
+
+/// `guard.block` — agw (issue 36): a guard stopped something the client was not shown. Stage
+/// `input`: the run ends (`run.error` `guardrail_blocked`) before any model call; `output`: the
+/// model's turn streamed no text before the block, the run ends the same way; `toolInput`: the
+/// call does not run; `toolOutput`: its result is withheld — at the tool stages the model is
+/// told, and the run goes on.
+///
+/// Key order: `stage, guard, rule?, reason, toolId?, statusCode`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GuardBlock {
+    /// Where the guard checked.
+    pub stage: crate::guard::GuardStage,
+    /// The guard that decided.
+    pub guard: String,
+    /// The rule that matched (rule guards only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// What a person is told.
+    pub reason: String,
+    /// Tool stages: the call checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_id: Option<String>,
+    /// [`crate::guard::STATUS_BLOCK_AND_REVOKE`].
+    #[serde(default = "block_and_revoke")]
+    pub status_code: i64,
+}
+
+fn block_and_revoke() -> i64 {
+    crate::guard::STATUS_BLOCK_AND_REVOKE
+}
+
+fn safety_warning() -> i64 {
+    crate::guard::STATUS_SAFETY_WARNING
 }
 
 /// `content.end`.
