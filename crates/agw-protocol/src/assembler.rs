@@ -3,8 +3,9 @@
 //!
 //! One assembler per run. It owns `seq` (1..N, no gaps, `plan.update` included), the open
 //! reasoning/content block (at most one of them is open at a time, since each closes the
-//! other), the open tools and actions, and the active task. It never blocks and never does I/O;
-//! the caller writes the events it appends (see [`crate::sse::write_event`]).
+//! other), the open tools and actions, the active task, and the content block of the current
+//! model turn (what a guard's revoke withdraws). It never blocks and never does I/O; the caller
+//! writes the events it appends (see [`crate::sse::write_event`]).
 //!
 //! Timestamps: the clock is read at most once per call, lazily (calls that emit nothing do not
 //! read it), and every event produced by that call shares the value. Timestamps never decrease
@@ -23,11 +24,12 @@ use serde_json::Value;
 use crate::delta::{ActionStartMeta, AgentDelta, ChildEnd, ChildTask, ToolStartMeta};
 use crate::event::RunTotals;
 use crate::event::{
-    ActionArgs, ActionEnd, ActionResult, ActionStart, AgentHandoff, ChatStart, ContentDelta, ContentEnd, ContentStart,
-    ErrorCode, Event, EventPayload, PlanTask, PlanUpdate, ReasoningDelta, ReasoningEnd, ReasoningStart, RequestQuery,
-    RequestSteer, RunCancel, RunComplete, RunError, RunErrorInfo, RunStart, TaskCancel, TaskComplete, TaskError,
-    TaskFail, TaskStart, ToolArgs, ToolEnd, ToolResult, ToolStart,
+    ActionArgs, ActionEnd, ActionResult, ActionStart, AgentHandoff, ChatStart, ContentDelta, ContentEnd, ContentRevoke,
+    ContentStart, ErrorCode, Event, EventPayload, GuardBlock, GuardWarning, PlanTask, PlanUpdate, ReasoningDelta,
+    ReasoningEnd, ReasoningStart, RequestQuery, RequestSteer, RunCancel, RunComplete, RunError, RunErrorInfo, RunStart,
+    TaskCancel, TaskComplete, TaskError, TaskFail, TaskStart, ToolArgs, ToolEnd, ToolResult, ToolStart,
 };
+use crate::guard::{GuardNotice, GuardStage, Revocation, STATUS_BLOCK_AND_REVOKE, STATUS_SAFETY_WARNING};
 use crate::ids;
 use crate::usage::{PriceTable, RunUsage};
 use calls::{ArgsStep, Calls};
@@ -211,6 +213,9 @@ pub struct Assembler {
     text: Option<OpenText>,
     /// A stage marker arrived while a text block was open: the next text delta rotates the id.
     stage_boundary: bool,
+    /// The content block the current model turn opened last (open or not): what a revoke
+    /// withdraws and an output warning names. `None` until the turn streams content.
+    turn_content: Option<String>,
     reasoning_blocks: u32,
     content_blocks: u32,
     tools: Calls,
@@ -258,6 +263,7 @@ impl Assembler {
             last_ts: i64::MIN,
             text: None,
             stage_boundary: false,
+            turn_content: None,
             reasoning_blocks: 0,
             content_blocks: 0,
             tools: Calls::new(CallKind::Tool),
@@ -368,10 +374,19 @@ impl Assembler {
         }
         self.call_ts = None;
         match delta {
-            AgentDelta::StageMarker(_) => self.stage_boundary = true,
+            AgentDelta::StageMarker(_) => {
+                self.stage_boundary = true;
+                self.turn_content = None;
+            }
             AgentDelta::Reasoning(text) => self.text_delta(TextKind::Reasoning, text, out),
             AgentDelta::Content(text) => self.text_delta(TextKind::Content, text, out),
             AgentDelta::Citation(citation) => self.citation(citation, out),
+            AgentDelta::Revoke(revocation) => self.revoke(revocation, out),
+            AgentDelta::GuardWarning(notice) => self.guard_warning(notice, out),
+            AgentDelta::GuardBlock(notice) => {
+                self.close_text(out);
+                self.emit(guard_block(notice), out);
+            }
             AgentDelta::ToolArgs { tool_id, meta, delta } => self.tool_args(tool_id, meta, delta, out)?,
             AgentDelta::ToolEnd { tool_id } => {
                 self.tools.check_end(&tool_id)?;
@@ -387,6 +402,8 @@ impl Assembler {
                     self.emit(ToolEnd { tool_id: tool_id.clone() }, out);
                 }
                 self.tools.record_result(&tool_id);
+                // The model reads the result in its next turn.
+                self.turn_content = None;
                 self.emit(ToolResult { tool_id, result }, out);
             }
             AgentDelta::ActionArgs { action_id, meta, delta } => {
@@ -415,11 +432,13 @@ impl Assembler {
             },
             AgentDelta::Compact(mut compact) => {
                 self.close_text(out);
+                self.turn_content = None;
                 compact.run_id.clone_from(&self.run_id);
                 self.emit(compact, out);
             }
             AgentDelta::Handoff { from_agent_key, to_agent_key, tool_id } => {
                 self.close_text(out);
+                self.turn_content = None;
                 let run_id = self.run_id.clone();
                 self.emit(AgentHandoff { run_id, from_agent_key, to_agent_key, tool_id }, out);
             }
@@ -529,6 +548,34 @@ impl Assembler {
         self.emit(event, out);
     }
 
+    /// `content.revoke` of the current turn's content block, after the open text block ends; a
+    /// turn that streamed no content gets `guard.block` (stage `output`) instead, since nothing
+    /// was shown that could be withdrawn. A second revoke in the turn finds nothing to withdraw.
+    fn revoke(&mut self, revocation: Revocation, out: &mut Vec<Event>) {
+        self.close_text(out);
+        let Revocation { guard, rule, reason } = revocation;
+        match self.turn_content.take() {
+            Some(content_id) => {
+                let stage = GuardStage::Output;
+                let status_code = STATUS_BLOCK_AND_REVOKE;
+                self.emit(ContentRevoke { content_id, stage, guard, rule, reason, status_code }, out);
+            }
+            None => {
+                let notice = GuardNotice { stage: GuardStage::Output, guard, rule, message: reason, tool_id: None };
+                self.emit(guard_block(notice), out);
+            }
+        }
+    }
+
+    /// `guard.warning`: it ends no text block (the answer it warns about goes on streaming in
+    /// the same block); at stage `output` it names the turn's content block.
+    fn guard_warning(&mut self, notice: GuardNotice, out: &mut Vec<Event>) {
+        let GuardNotice { stage, guard, rule, message, tool_id } = notice;
+        let content_id = if stage == GuardStage::Output { self.turn_content.clone() } else { None };
+        let status_code = STATUS_SAFETY_WARNING;
+        self.emit(GuardWarning { stage, guard, rule, message, content_id, tool_id, status_code }, out);
+    }
+
     /// The id of the text block of `kind` that the next text belongs to: the open one, unless a
     /// stage boundary passed or the other kind is open (then a new one opens).
     fn text_block(&mut self, kind: TextKind, out: &mut Vec<Event>) -> String {
@@ -556,6 +603,7 @@ impl Assembler {
             TextKind::Content => {
                 self.content_blocks += 1;
                 let id = ids::content_id(self.id_base(), self.content_blocks);
+                self.turn_content = Some(id.clone());
                 self.emit(ContentStart { content_id: id.clone(), run_id, task_id }, out);
                 id
             }
@@ -668,6 +716,7 @@ impl Assembler {
             self.emit(ActionEnd { action_id: action_id.clone() }, out);
         }
         self.actions.record_result(&action_id);
+        self.turn_content = None;
         self.emit(ActionResult { action_id, result }, out);
         Ok(())
     }
@@ -679,6 +728,7 @@ impl Assembler {
     /// model turns, when every executed call has its result).
     fn steer(&mut self, steer_id: String, message: String, request_id: Option<String>, out: &mut Vec<Event>) {
         self.close_text(out);
+        self.turn_content = None;
         let steer = RequestSteer {
             request_id,
             chat_id: self.chat_id.clone(),
@@ -716,6 +766,7 @@ impl Assembler {
         }
         // Blocks opened before the task must not appear to belong to it.
         self.close_all(out);
+        self.turn_content = None;
         if self.lane.is_none() {
             let start = TaskStart {
                 task_id: task_id.clone(),
@@ -737,6 +788,7 @@ impl Assembler {
             return Err(ProtocolError::TaskNotActive { task_id });
         }
         self.close_all(out);
+        self.turn_content = None;
         self.active_task = None;
         if self.lane.is_some() {
             return Ok(());
@@ -864,6 +916,12 @@ impl Assembler {
             self.next_seq += 1;
         }
     }
+}
+
+/// `guard.block` of a notice (its `message` is the block's `reason`).
+fn guard_block(notice: GuardNotice) -> GuardBlock {
+    let GuardNotice { stage, guard, rule, message, tool_id } = notice;
+    GuardBlock { stage, guard, rule, reason: message, tool_id, status_code: STATUS_BLOCK_AND_REVOKE }
 }
 
 fn non_blank(s: String) -> Option<String> {

@@ -218,6 +218,18 @@ pub enum AgentDelta {
     /// A citation the model made (issue 35): the text before it was streamed as `Content`;
     /// becomes `content.citation` in the open content block (one opens if none is).
     Citation(crate::citation::Citation),
+    /// A guard withdraws the answer the current model turn is writing (issue 36): the open text
+    /// block ends, then `content.revoke` names the turn's content block (the open one, else the
+    /// last one it opened). A turn begins at a stage marker, a tool or action result, a steer, a
+    /// compaction, a handoff or a task boundary. A turn that streamed no content gets
+    /// `guard.block` (stage `output`) instead: nothing shown, nothing to withdraw.
+    Revoke(crate::guard::Revocation),
+    /// `guard.warning`: the run goes on, and so does an open text block. At stage `output` the
+    /// assembler names the turn's content block (`contentId`, as [`AgentDelta::Revoke`] finds
+    /// it; none when the turn streamed none); at the tool stages the notice names the call.
+    GuardWarning(crate::guard::GuardNotice),
+    /// `guard.block` (its `reason` is the notice's `message`): ends an open text block.
+    GuardBlock(crate::guard::GuardNotice),
     /// A child task opens beside the run's own work (a sub-agent of `agent_invoke`, a plan task
     /// run in parallel): `task.start` with the child's fields. Its deltas follow as
     /// [`AgentDelta::Child`], interleaved with other children's, until [`AgentDelta::ChildEnd`].

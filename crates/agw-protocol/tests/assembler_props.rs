@@ -1,7 +1,8 @@
 //! Property tests of the event assembler (`docs/reliability.md`): for any sequence of deltas —
 //! including ones the state machine must refuse — `seq` is 1..N, every block that starts ends
 //! exactly once, every accepted text/argument delta is exactly one delta event carrying exactly
-//! its text, and the terminal event is last and unique.
+//! its text, a revoke withdraws a content block that has ended, and the terminal event is last
+//! and unique.
 //!
 //! `PROPTEST_CASES` raises the number of cases (default here: 512 per property).
 
@@ -9,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use agw_protocol::delta::{ActionStartMeta, FrontendMeta, ToolStartMeta};
 use agw_protocol::event::{ChatStart, ErrorCode, PlanTask, RequestQuery, TaskError, TaskStatus};
-use agw_protocol::{AgentDelta, Assembler, Event, EventPayload, RunErrorInfo};
+use agw_protocol::{AgentDelta, Assembler, Event, EventPayload, GuardNotice, GuardStage, Revocation, RunErrorInfo};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -78,6 +79,13 @@ fn delta() -> impl Strategy<Value = AgentDelta> {
             message,
             request_id,
         }),
+        1 => Just(AgentDelta::Revoke(Revocation { guard: "rules:x".into(), rule: None, reason: "no".into() })),
+        2 => (prop::sample::select(GuardStage::ALL.to_vec()), any::<bool>(), prop::option::of(tool_id())).prop_map(
+            |(stage, warn, tool_id)| {
+                let notice = GuardNotice { stage, guard: "webhook".into(), rule: None, message: "m".into(), tool_id };
+                if warn { AgentDelta::GuardWarning(notice) } else { AgentDelta::GuardBlock(notice) }
+            }
+        ),
     ]
 }
 
@@ -239,6 +247,20 @@ proptest! {
             if event.type_name() == "request.steer" {
                 let texts_open = open.keys().filter(|(kind, _)| *kind == "reasoning" || *kind == "content").count();
                 prop_assert_eq!(texts_open, 0, "a steer ends the open text block first");
+            }
+            match &event.payload {
+                EventPayload::ContentRevoke(e) => {
+                    let texts_open = open.keys().filter(|(kind, _)| *kind == "reasoning" || *kind == "content").count();
+                    prop_assert_eq!(texts_open, 0, "a revoke ends the open text block first");
+                    prop_assert!(closed.contains_key(&("content", e.content_id.clone())), "{} never streamed", e.content_id);
+                }
+                EventPayload::GuardWarning(e) => {
+                    if let Some(id) = &e.content_id {
+                        let block = ("content", id.clone());
+                        prop_assert!(open.contains_key(&block) || closed.contains_key(&block), "{} never streamed", id);
+                    }
+                }
+                _ => {}
             }
             let Some(block) = block_of(event) else { continue };
             let ty = event.type_name();

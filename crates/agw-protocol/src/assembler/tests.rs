@@ -1012,3 +1012,116 @@ fn a_child_running_a_plan_shows_it_by_plan_updates_without_task_events_of_its_ow
     assert_eq!(rig.lane_push(child("a", content("x"))), ["content.start a_c_1 @a", "content.delta a_c_1 @a"]);
     assert_eq!(rig.lane_push(child("a", AgentDelta::TaskComplete { task_id: "t1".into() })), ["content.end a_c_1 @a"]);
 }
+
+// -- guardrails (issue 36) ----------------------------------------------------------------------
+
+fn revoke() -> AgentDelta {
+    AgentDelta::Revoke(Revocation { guard: "rules:pii".into(), rule: Some("email".into()), reason: "pii".into() })
+}
+fn notice(stage: GuardStage, tool_id: Option<&str>) -> GuardNotice {
+    GuardNotice {
+        stage,
+        guard: "webhook".into(),
+        rule: None,
+        message: "careful".into(),
+        tool_id: tool_id.map(str::to_owned),
+    }
+}
+fn warning(stage: GuardStage, tool_id: Option<&str>) -> AgentDelta {
+    AgentDelta::GuardWarning(notice(stage, tool_id))
+}
+
+#[test]
+fn a_revoke_ends_the_open_block_and_withdraws_it() {
+    let mut rig = Rig::new();
+    rig.push(content("a"));
+    rig.push(content("b"));
+    assert_eq!(rig.push(revoke()), ["content.end c_1", "content.revoke c_1"]);
+    assert_eq!(
+        rig.json(0),
+        json!({"seq": 5, "type": "content.revoke", "timestamp": rig.events[4].timestamp, "contentId": "run_c_1",
+            "stage": "output", "guard": "rules:pii", "rule": "email", "reason": "pii", "statusCode": -1006})
+    );
+    // The turn has nothing left to withdraw.
+    assert_eq!(rig.push(revoke()), ["guard.block"]);
+}
+
+#[test]
+fn a_revoke_withdraws_the_turns_last_content_block_after_it_ended() {
+    let mut rig = Rig::new();
+    rig.push(stage("react-step-1"));
+    rig.push(content("a"));
+    rig.push(reasoning("r"));
+    rig.push(content("b"));
+    rig.push(args("call_1", "{}"));
+    assert_eq!(rig.push(revoke()), ["content.revoke c_2"]);
+}
+
+#[test]
+fn a_turn_that_streamed_no_content_gets_a_block_instead_of_a_revoke() {
+    // A stage marker begins a turn: the previous turn's block is not this turn's.
+    let mut rig = Rig::new();
+    rig.push(content("a"));
+    rig.push(stage("react-step-2"));
+    rig.push(reasoning("r"));
+    assert_eq!(rig.push(revoke()), ["reasoning.end r_1", "guard.block"]);
+    let block = rig.json(0);
+    assert_eq!(
+        (block["stage"].as_str(), block["reason"].as_str(), block["statusCode"].as_i64()),
+        (Some("output"), Some("pii"), Some(-1006))
+    );
+    assert!(block.get("toolId").is_none());
+    // So does a tool result: the model's next output is a new turn.
+    let mut rig = Rig::new();
+    rig.push(content("a"));
+    rig.push(args("call_1", "{}"));
+    rig.push(tool_result("call_1"));
+    assert_eq!(rig.push(revoke()), ["guard.block"]);
+}
+
+#[test]
+fn a_warning_names_the_turns_block_and_the_answer_goes_on_in_it() {
+    let mut rig = Rig::new();
+    assert_eq!(rig.push(warning(GuardStage::Output, None)), ["guard.warning"], "no content yet");
+    rig.push(content("a"));
+    assert_eq!(rig.push(warning(GuardStage::Output, None)), ["guard.warning c_1"]);
+    assert_eq!(rig.push(content("b")), ["content.delta c_1"], "the block stays open");
+    assert_eq!(
+        rig.json(1),
+        json!({"seq": 4, "type": "guard.warning", "timestamp": rig.events[3].timestamp, "stage": "output",
+            "guard": "webhook", "message": "careful", "contentId": "run_c_1", "statusCode": -1007})
+    );
+    // A tool stage's warning names the call, not the text.
+    rig.push(args("call_1", "{}"));
+    assert_eq!(rig.push(warning(GuardStage::ToolInput, Some("call_1"))), ["guard.warning call_1"]);
+    assert!(rig.json(0).get("contentId").is_none());
+}
+
+#[test]
+fn a_block_ends_the_open_text_block() {
+    let mut rig = Rig::new();
+    rig.push(reasoning("r"));
+    let block = AgentDelta::GuardBlock(notice(GuardStage::ToolOutput, Some("call_1")));
+    assert_eq!(rig.push(block), ["reasoning.end r_1", "guard.block call_1"]);
+    let json = rig.json(0);
+    assert_eq!((json["stage"].as_str(), json["reason"].as_str()), (Some("toolOutput"), Some("careful")));
+    assert_eq!(json["statusCode"], -1006);
+}
+
+#[test]
+fn a_childs_revoke_and_warning_stay_in_its_lane() {
+    let mut rig = Rig::new();
+    rig.push(args("call_1", "{}"));
+    rig.push(tool_end("call_1"));
+    rig.push(child_start("a"));
+    rig.push(child_start("b"));
+    rig.push(child("b", content("y")));
+    rig.push(child("a", content("x")));
+    assert_eq!(rig.lane_push(child("a", warning(GuardStage::Output, None))), ["guard.warning a_c_1 @a"]);
+    assert_eq!(rig.lane_push(child("a", revoke())), ["content.end a_c_1 @a", "content.revoke a_c_1 @a"]);
+    // The other child's block is not touched, and has its own turn.
+    assert_eq!(rig.lane_push(child("b", content("z"))), ["content.delta b_c_1 @b"]);
+    assert_eq!(rig.lane_push(child("b", revoke())), ["content.end b_c_1 @b", "content.revoke b_c_1 @b"]);
+    let seqs: Vec<u64> = rig.events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+}
