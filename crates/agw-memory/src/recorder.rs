@@ -12,17 +12,20 @@
 //! is still persisted (agw streams its `tool.start`); a steer the run took (`request.steer`) is
 //! a user message at its position in the step, `ts` = its event time, with `_steerId` (and
 //! `_requestId` when the steer had one), so the next run's model window and the replay see it
-//! where the live run did.
+//! where the live run did; a content block a guard withdrew (`content.revoke`) keeps its text
+//! with `_revoked` (why), and the step keeps its `guard.warning` / `guard.block` events in
+//! `_guards`, placed among its messages like compactions.
 //!
 //! No I/O: the caller appends what [`Recorder::observe`] and [`Recorder::finish`] return.
 
 use std::collections::{HashMap, HashSet};
 
-use agw_protocol::event::{ContextCompact, Event, EventPayload, RunTotals};
+use agw_protocol::event::{ContentRevoke, ContextCompact, Event, EventPayload, RunTotals};
+use agw_protocol::guard::Revocation;
 use agw_protocol::history::{
-    ApprovalLine, CheckpointLine, HistoryLine, PendingCall, PendingStep, PlanSnapshot, QueryLine, ROLE_ASSISTANT,
-    ROLE_TOOL, Stage, StepCompaction, StepHandoff, StepLine, StoredMessage, StoredToolCall, SubAgentStep,
-    SystemSnapshot,
+    ApprovalLine, CheckpointLine, GuardEvent, HistoryLine, PendingCall, PendingStep, PlanSnapshot, QueryLine,
+    ROLE_ASSISTANT, ROLE_TOOL, Stage, StepCompaction, StepGuard, StepHandoff, StepLine, StoredMessage, StoredToolCall,
+    SubAgentStep, SystemSnapshot,
 };
 use agw_protocol::request::QueryRequest;
 use agw_protocol::{AgentDelta, Clock, SystemClock, ids};
@@ -123,6 +126,8 @@ struct Step {
     plan: Option<PlanSnapshot>,
     usage: Option<Value>,
     compactions: Vec<StepCompaction>,
+    /// The step's `guard.warning` and `guard.block` events (`_guards`).
+    guards: Vec<StepGuard>,
     /// The step ended with its agent handing the conversation over (`agent.handoff`).
     handoff: Option<StepHandoff>,
 }
@@ -137,6 +142,7 @@ impl Step {
             plan: None,
             usage: None,
             compactions: Vec::new(),
+            guards: Vec::new(),
             handoff: None,
         }
     }
@@ -165,6 +171,8 @@ struct TextBlock {
     msg_id: String,
     /// The citations made in a content block (`_citations`).
     citations: Vec<agw_protocol::citation::Citation>,
+    /// A guard withdrew the content block (`_revoked`).
+    revoked: Option<Revocation>,
 }
 
 #[derive(Debug)]
@@ -221,9 +229,10 @@ impl Recorder {
     pub fn resumed(init: RecorderInit, clock: Box<dyn Clock>, steps_written: i64, step: PendingStep) -> Self {
         let mut recorder = Self::with_clock(init, clock);
         recorder.seq = steps_written.max(0);
-        let PendingStep { stage, messages, calls, plan, usage } = step;
+        let PendingStep { stage, messages, calls, plan, usage, guards } = step;
         let mut resumed = Step::new(&stage);
         resumed.messages = messages;
+        resumed.guards = guards;
         resumed.plan = plan;
         resumed.usage = usage;
         for call in calls {
@@ -270,6 +279,7 @@ impl Recorder {
                 .collect(),
             plan: step.plan.clone(),
             usage: step.usage.clone(),
+            guards: step.guards.clone(),
         }
     }
 
@@ -377,7 +387,9 @@ impl Recorder {
                 task.seq = self.seq;
             }
         }
-        if step.messages.is_empty() {
+        // A step that only blocked (an answer stopped before its first word) is kept for its
+        // record of the block.
+        if step.messages.is_empty() && step.guards.is_empty() {
             // The plan merged after a round of parallel tasks goes with their last line.
             if let (Some(HistoryLine::Step(last)), Some(plan)) = (held.last_mut(), step.plan.take()) {
                 last.plan = Some(plan).filter(|p| !p.is_empty());
@@ -394,12 +406,11 @@ impl Recorder {
         self.seq += 1;
         let first = self.seq == 1;
         let mut compactions = step.compactions;
+        let mut guards = step.guards;
         if first {
             let text = self.query.message.clone().unwrap_or_default();
             messages.insert(0, StoredMessage::user(text, flushed_at));
-            for compaction in &mut compactions {
-                compaction.at += 1;
-            }
+            shift_records(&mut compactions, &mut guards);
         }
         let updated_at = self.now();
         let step_line = StepLine {
@@ -413,6 +424,7 @@ impl Recorder {
             plan: step.plan.filter(|p| !p.is_empty()),
             messages,
             compactions,
+            guards,
             // The run's last line carries what the whole run used.
             run_usage: if self.finished { self.totals.usage.take() } else { None },
             run_cost: if self.finished { self.totals.cost.take() } else { None },
@@ -531,10 +543,13 @@ impl Recorder {
         ts: i64,
     ) -> HistoryLine {
         let mut messages = child.step.messages;
+        let mut compactions = child.step.compactions;
+        let mut guards = child.step.guards;
         let sub_agent = child.frame.map(|mut frame| {
             frame.status = status.to_owned();
             frame.error = error;
             messages.insert(0, StoredMessage::user(frame.description.clone().unwrap_or_default(), child.started_at));
+            shift_records(&mut compactions, &mut guards);
             Box::new(frame)
         });
         let updated_at = self.now().max(ts);
@@ -550,7 +565,8 @@ impl Recorder {
             system: None,
             plan: if sub_agent.is_some() { child.step.plan.filter(|p| !p.is_empty()) } else { None },
             messages,
-            compactions: child.step.compactions,
+            compactions,
+            guards,
             run_usage: None,
             run_cost: None,
             sub_agent,
@@ -602,6 +618,9 @@ impl Recorder {
                     });
                 }
             }
+            EventPayload::ContentRevoke(e) => self.revoke(e),
+            EventPayload::GuardWarning(e) => self.guard(GuardEvent::Warning(e.clone()), ts),
+            EventPayload::GuardBlock(e) => self.guard(GuardEvent::Block(e.clone()), ts),
             EventPayload::ToolStart(e) => {
                 let call_type = match e.tool_type.as_deref() {
                     Some("action") => "action",
@@ -681,6 +700,29 @@ impl Recorder {
         }
     }
 
+    /// A guard withdrew content block `id`: its message keeps the text and says why, whether it
+    /// is still pending or already written (a call the turn started after it wrote it).
+    fn revoke(&mut self, event: &ContentRevoke) {
+        let revocation =
+            Revocation { guard: event.guard.clone(), rule: event.rule.clone(), reason: event.reason.clone() };
+        if let Some(block) = self.step.text.iter_mut().rev().find(|b| b.id == event.content_id) {
+            block.revoked = Some(revocation);
+        } else if let Some(message) =
+            self.step.messages.iter_mut().rev().find(|m| m.content_id.as_deref() == Some(event.content_id.as_str()))
+        {
+            message.revoked = Some(revocation);
+        }
+    }
+
+    /// A `guard.warning` or `guard.block`, placed after what streamed before it: the messages
+    /// written and the text blocks still pending (written before any later call). Nothing is
+    /// settled here: a warning leaves the answer streaming in the block it warned about.
+    fn guard(&mut self, event: GuardEvent, ts: i64) {
+        let pending = self.step.text.iter().filter(|b| !b.text.is_empty() || !b.citations.is_empty()).count();
+        let at = self.step.messages.len() + pending;
+        self.step.guards.push(StepGuard { at, ts, event });
+    }
+
     /// Appends to the block `id`, opening it on its first event.
     fn text_delta(&mut self, kind: TextKind, id: &str, delta: &str, ts: i64) {
         if let Some(block) = self.step.text.iter_mut().rev().find(|b| b.id == id) {
@@ -699,6 +741,7 @@ impl Recorder {
             first_ts: ts,
             msg_id,
             citations: Vec::new(),
+            revoked: None,
         });
     }
 
@@ -724,6 +767,7 @@ impl Recorder {
                     message.content = Some(block.text);
                     message.content_id = Some(block.id);
                     message.citations = (!block.citations.is_empty()).then_some(block.citations);
+                    message.revoked = block.revoked;
                 }
             }
             self.step.messages.push(message);
@@ -807,6 +851,16 @@ impl Recorder {
 
 /// `_stage` of a sub-agent's step line.
 pub const SUB_AGENT_STAGE: &str = "subagent";
+
+/// A user message was put first in a step: what was recorded at a message index moves with it.
+fn shift_records(compactions: &mut [StepCompaction], guards: &mut [StepGuard]) {
+    for compaction in compactions {
+        compaction.at += 1;
+    }
+    for guard in guards {
+        guard.at += 1;
+    }
+}
 
 /// `_timing`: omitted when ≤ 0.
 fn timing(from: i64, to: i64) -> Option<i64> {

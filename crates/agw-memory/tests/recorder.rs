@@ -810,3 +810,83 @@ fn the_runs_usage_is_kept_on_its_last_step_and_replayed_on_run_complete() {
     assert_eq!(done["type"], "run.complete");
     assert_eq!(done["usage"], live["usage"]);
 }
+
+fn guard_notice(stage: agw_protocol::GuardStage, tool_id: Option<&str>) -> agw_protocol::GuardNotice {
+    agw_protocol::GuardNotice {
+        stage,
+        guard: "rules:demo".into(),
+        rule: None,
+        message: "careful".into(),
+        tool_id: tool_id.map(str::to_owned),
+    }
+}
+
+/// Issue 36: a guard record of the step a run waits in is kept across the wait (the awaiting
+/// line's step) and written where an uninterrupted run writes it.
+#[test]
+fn a_waiting_steps_guard_records_survive_the_wait() {
+    let warn = || AgentDelta::GuardWarning(guard_notice(agw_protocol::GuardStage::ToolInput, Some("b1")));
+    let mut whole = Run::new(CHAT, RUN, query("q"), None, &[]);
+    waiting_batch(&mut whole);
+    whole.push(7, warn());
+    after_the_wait(&mut whole);
+
+    let mut split = Run::new(CHAT, RUN, query("q"), None, &[]);
+    waiting_batch(&mut split);
+    split.push(7, warn());
+    let step = split.recorder.checkpoint();
+    let step: PendingStep = serde_json::from_value(serde_json::to_value(&step).expect("json")).expect("back");
+    assert_eq!(step.guards.len(), 1);
+    split.resume_recorder(split.recorder.steps_written(), step);
+    after_the_wait(&mut split);
+    let guards = |run: &Run| steps(run)[0].guards.clone();
+    assert_eq!(guards(&split), guards(&whole));
+    // After the user message and the text, before the calls it checked.
+    assert_eq!(guards(&whole)[0].at, 2);
+    assert!(steps(&whole)[0].messages[2].calls().first().is_some_and(|c| c.id == "b1"));
+}
+
+/// Issue 36: a sub-agent's withdrawn answer and its warning are on the child's own step line,
+/// after its task message, and replay inside its task, tagged with it.
+#[test]
+fn a_childs_revoke_and_warning_are_recorded_with_the_child() {
+    use agw_protocol::{ChildEnd, ChildTask, GuardStage, Revocation, TaskError};
+    let mut run = Run::new(CHAT, RUN, query("q"), None, &[]);
+    run.push(1, marker("react-step-1"));
+    run.push(2, tool_args("call_team", "agent_invoke", "{}"));
+    run.push(3, AgentDelta::ToolEnd { tool_id: "call_team".into() });
+    let child = ChildTask {
+        task_id: "t1".into(),
+        task_name: None,
+        description: Some("find it".into()),
+        sub_agent_key: Some("helper".into()),
+        tool_id: Some("call_team".into()),
+    };
+    run.push(4, AgentDelta::ChildStart(child));
+    let in_child = |delta: AgentDelta| AgentDelta::Child { task_id: "t1".into(), delta: Box::new(delta) };
+    run.push(5, in_child(content("secret")));
+    run.push(6, in_child(AgentDelta::GuardWarning(guard_notice(GuardStage::Output, None))));
+    let revocation = Revocation { guard: "webhook".into(), rule: None, reason: "no".into() };
+    run.push(7, in_child(AgentDelta::Revoke(revocation.clone())));
+    let end = ChildEnd::Fail(TaskError::new("guardrail_blocked", "no"));
+    run.push(8, AgentDelta::ChildEnd { task_id: "t1".into(), end });
+    run.push(9, tool_result("call_team", "{}"));
+    run.complete(10);
+
+    let child_line = steps(&run).into_iter().find(|s| s.sub_agent.is_some()).expect("the child's line").clone();
+    assert_eq!(child_line.messages[0].text(), "find it");
+    assert_eq!(child_line.messages[1].revoked, Some(revocation));
+    assert_eq!(child_line.guards.iter().map(|g| g.at).collect::<Vec<_>>(), [2]);
+    let replay = replay_chat(CHAT, None, &run.lines, 0);
+    let tail: Vec<String> = replay
+        .iter()
+        .skip_while(|e| e.type_name() != "task.start")
+        .take(5)
+        .map(|e| format!("{} {}", e.type_name(), e.task().unwrap_or("-")))
+        .collect();
+    assert_eq!(
+        tail,
+        ["task.start t1", "content.snapshot t1", "guard.warning t1", "content.revoke t1", "task.fail t1"],
+        "in the live order"
+    );
+}

@@ -7,7 +7,9 @@
 //! recorder; the history lines go through their JSON form and `replay_chat`. For every block the
 //! replayed snapshot text equals the concatenation of its live deltas, blocks replay in live
 //! order, every `request.steer` replays with its live fields (all but the live-only `taskId`) at
-//! its live position, and replay `seq` is 1..N. Completed, failed and abandoned (client gone) runs alike.
+//! its live position, guards' warnings, blocks and a final revoke replay with their live fields in
+//! their live order, and replay `seq` is 1..N. Completed, failed and abandoned (client gone) runs
+//! alike.
 //!
 //! `PROPTEST_CASES` raises the number of cases (default here: 256).
 
@@ -18,7 +20,9 @@ use agw_protocol::delta::{ActionStartMeta, ToolStartMeta};
 use agw_protocol::event::{ChatStart, ErrorCode, PlanTask, TaskStatus};
 use agw_protocol::history::HistoryLine;
 use agw_protocol::request::QueryRequest;
-use agw_protocol::{AgentDelta, Assembler, Event, EventPayload, RunErrorInfo, replay_chat};
+use agw_protocol::{
+    AgentDelta, Assembler, Event, EventPayload, GuardNotice, GuardStage, Revocation, RunErrorInfo, replay_chat,
+};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -56,6 +60,10 @@ struct Step {
     task: bool,
     /// A steer taken at the start of the step (before its model turn): `(message, requestId)`.
     steer: Option<(String, Option<String>)>,
+    /// An output guard's warning after this text of the step (when it has one).
+    warn_after: Option<usize>,
+    /// A tool-input guard blocks the step's first call, once the calls ended.
+    block: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -77,16 +85,37 @@ fn step() -> impl Strategy<Value = Step> {
         any::<bool>(),
         prop::bool::weighted(0.3),
         steer,
+        prop::option::weighted(0.3, 0..6_usize),
+        prop::bool::weighted(0.2),
     )
-        .prop_map(|(texts, calls, usage, task, steer)| Step { texts, calls, usage, task, steer })
+        .prop_map(|(texts, calls, usage, task, steer, warn_after, block)| Step {
+            texts,
+            calls,
+            usage,
+            task,
+            steer,
+            warn_after,
+            block,
+        })
 }
 
 fn end() -> impl Strategy<Value = End> {
     prop_oneof![3 => Just(End::Complete), 2 => Just(End::Fail), 1 => Just(End::Abandon)]
 }
 
-/// The deltas a mode would emit for these steps.
-fn deltas_of(steps: &[Step]) -> Vec<AgentDelta> {
+fn notice(stage: GuardStage, tool_id: Option<&str>) -> GuardNotice {
+    GuardNotice {
+        stage,
+        guard: "rules:demo".into(),
+        rule: Some("r1".into()),
+        message: "careful".into(),
+        tool_id: tool_id.map(str::to_owned),
+    }
+}
+
+/// The deltas a mode would emit for these steps; with `revoke`, a guard withdraws the last
+/// turn's answer at the end (a revoke ends a run).
+fn deltas_of(steps: &[Step], revoke: bool) -> Vec<AgentDelta> {
     let mut out = Vec::new();
     if steps.iter().any(|s| s.task) {
         let plan = (1..=steps.len())
@@ -107,11 +136,14 @@ fn deltas_of(steps: &[Step]) -> Vec<AgentDelta> {
                 request_id: request_id.clone(),
             });
         }
-        for text in &step.texts {
+        for (i, text) in step.texts.iter().enumerate() {
             out.push(match text {
                 Text::Reasoning(t) => AgentDelta::Reasoning(t.clone()),
                 Text::Content(t) => AgentDelta::Content(t.clone()),
             });
+            if step.warn_after == Some(i) {
+                out.push(AgentDelta::GuardWarning(notice(GuardStage::Output, None)));
+            }
         }
         let ids: Vec<String> = (0..step.calls.len()).map(|i| format!("call_{n}_{i}")).collect();
         for (call, id) in step.calls.iter().zip(&ids) {
@@ -150,6 +182,9 @@ fn deltas_of(steps: &[Step]) -> Vec<AgentDelta> {
                 AgentDelta::ToolEnd { tool_id: id.clone() }
             });
         }
+        if step.block && !ids.is_empty() {
+            out.push(AgentDelta::GuardBlock(notice(GuardStage::ToolInput, Some(&ids[0]))));
+        }
         for (call, id) in step.calls.iter().zip(&ids) {
             out.push(if call.action {
                 AgentDelta::ActionResult { action_id: id.clone(), result: json!("OK") }
@@ -160,6 +195,9 @@ fn deltas_of(steps: &[Step]) -> Vec<AgentDelta> {
         if step.task {
             out.push(AgentDelta::TaskComplete { task_id });
         }
+    }
+    if revoke {
+        out.push(AgentDelta::Revoke(Revocation { guard: "rules:pii".into(), rule: None, reason: "pii".into() }));
     }
     out
 }
@@ -297,6 +335,28 @@ fn steers(events: &[Event]) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Every guard event (`content.revoke`, `guard.warning`, `guard.block`) as JSON without `seq`
+/// and `timestamp`, in order.
+fn guard_events(events: &[Event]) -> Vec<serde_json::Value> {
+    events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.payload,
+                EventPayload::ContentRevoke(_) | EventPayload::GuardWarning(_) | EventPayload::GuardBlock(_)
+            )
+        })
+        .map(|e| {
+            let mut value = serde_json::to_value(e).expect("json");
+            let map = value.as_object_mut().expect("object");
+            for key in ["seq", "timestamp"] {
+                map.remove(key);
+            }
+            value
+        })
+        .collect()
+}
+
 /// Block ids and steer ids in stream order (live) / replay order.
 fn positions(events: &[Event], replay: bool) -> Vec<String> {
     events
@@ -327,8 +387,12 @@ proptest! {
     #![proptest_config(config())]
 
     #[test]
-    fn replay_of_a_recorded_run_equals_the_live_stream(steps in prop::collection::vec(step(), 1..6), end in end()) {
-        let deltas = deltas_of(&steps);
+    fn replay_of_a_recorded_run_equals_the_live_stream(
+        steps in prop::collection::vec(step(), 1..6),
+        end in end(),
+        revoke in prop::bool::weighted(0.3),
+    ) {
+        let deltas = deltas_of(&steps, revoke);
         let (live, lines) = record(&deltas, &end);
         let replay = replay_chat(CHAT, Some("hi"), &lines, 99_999);
         for (i, event) in replay.iter().enumerate() {
@@ -338,5 +402,6 @@ proptest! {
         prop_assert_eq!(replay_order(&replay), live_order(&live), "blocks replay in live order");
         prop_assert_eq!(steers(&replay), steers(&live), "request.steer replays with its live fields");
         prop_assert_eq!(positions(&replay, true), positions(&live, false), "steers replay at their live position");
+        prop_assert_eq!(guard_events(&replay), guard_events(&live), "guard events replay as live, in live order");
     }
 }

@@ -88,6 +88,62 @@ pub struct StepCompaction {
     pub event: crate::event::ContextCompact,
 }
 
+/// A guardrail event recorded with the step it happened in (`_guards` of a step line, issue 36):
+/// `{"at","ts","type":"guard.warning"|"guard.block", …the event's fields}`.
+///
+/// `at` places it among the step's messages as `_compactions` do: a replay emits it before the
+/// message at that index (after the last one when it is the message count). The recorder counts
+/// the messages and the text blocks streamed before the event, so a warning follows the answer
+/// it warns about and a tool stage's record comes before the call it checked (a call's message
+/// is written with its result).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepGuard {
+    /// How many of the step's messages came before it.
+    pub at: usize,
+    /// Epoch ms of the live event.
+    #[serde(default)]
+    pub ts: i64,
+    /// The event as streamed, `type` included.
+    #[serde(flatten)]
+    pub event: GuardEvent,
+}
+
+/// The guardrail events a step keeps ([`StepGuard`]). A `content.revoke` is kept on the message
+/// it withdrew instead (`_revoked`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum GuardEvent {
+    /// `guard.warning`.
+    #[serde(rename = "guard.warning")]
+    Warning(crate::event::GuardWarning),
+    /// `guard.block`.
+    #[serde(rename = "guard.block")]
+    Block(crate::event::GuardBlock),
+}
+
+impl GuardEvent {
+    /// The event to stream (live or in a replay).
+    pub fn to_payload(&self) -> crate::event::EventPayload {
+        match self {
+            Self::Warning(e) => e.clone().into(),
+            Self::Block(e) => e.clone().into(),
+        }
+    }
+
+    /// Where the guard checked.
+    pub fn stage(&self) -> crate::guard::GuardStage {
+        match self {
+            Self::Warning(e) => e.stage,
+            Self::Block(e) => e.stage,
+        }
+    }
+
+    /// A block of the user's message: the run ended before any model call.
+    pub fn blocks_input(&self) -> bool {
+        matches!(self, Self::Block(e) if e.stage == crate::guard::GuardStage::Input)
+    }
+}
+
 /// agw (`_handoff`): the step ended with its agent handing the conversation to another agent
 /// (docs/multi-agent.md, "Handoffs"); a replay emits the `agent.handoff` after the step's
 /// messages. The step's messages are the agent's that handed over (its transfer call last).
@@ -231,6 +287,9 @@ pub struct PendingStep {
     /// The step's usage, as the provider reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Value>,
+    /// The step's guardrail events so far (see [`StepLine::guards`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guards: Vec<StepGuard>,
 }
 
 /// A call of a [`PendingStep`] without its result yet.
@@ -455,7 +514,9 @@ pub struct QueryLine {
 }
 
 /// `{"_type":"step","chatId","runId","_stage","_seq","taskId"?,"updatedAt","system"?,"plan"?,
-/// "messages"}` — one per executed stage step; never written with zero messages.
+/// "messages"}` plus agw's `_…` keys — one per executed stage step; never written with zero
+/// messages, unless it records a guardrail event (`_guards`: a block before any text of a
+/// later step).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct StepLine {
     /// Canonical chat id; `""` when absent.
@@ -489,6 +550,10 @@ pub struct StepLine {
     /// agw (`_compactions`): the context compactions of this step, in order; omitted when none.
     #[serde(rename = "_compactions", skip_serializing_if = "Vec::is_empty")]
     pub compactions: Vec<StepCompaction>,
+    /// agw (`_guards`, issue 36): the step's `guard.warning` and `guard.block` events, in order;
+    /// omitted when none.
+    #[serde(rename = "_guards", skip_serializing_if = "Vec::is_empty")]
+    pub guards: Vec<StepGuard>,
     /// agw (`_runUsage`, on a run's last step line): the run's usage, as its terminal event
     /// carried it.
     #[serde(rename = "_runUsage", skip_serializing_if = "Option::is_none")]
@@ -556,6 +621,8 @@ impl<'de> Deserialize<'de> for StepLine {
             messages: Vec<Value>,
             #[serde(default, rename = "_compactions", deserialize_with = "nullable")]
             compactions: Vec<Value>,
+            #[serde(default, rename = "_guards", deserialize_with = "nullable")]
+            guards: Vec<Value>,
             #[serde(default, rename = "_runUsage")]
             run_usage: Option<Value>,
             #[serde(default, rename = "_runCost")]
@@ -583,6 +650,7 @@ impl<'de> Deserialize<'de> for StepLine {
             plan,
             messages: wire.messages.into_iter().filter_map(|v| StoredMessage::deserialize(v).ok()).collect(),
             compactions: wire.compactions.into_iter().filter_map(|v| StepCompaction::deserialize(v).ok()).collect(),
+            guards: wire.guards.into_iter().filter_map(|v| StepGuard::deserialize(v).ok()).collect(),
             run_usage: wire.run_usage.and_then(|v| crate::usage::RunUsage::deserialize(v).ok()),
             run_cost: wire.run_cost.and_then(|v| crate::usage::Cost::deserialize(v).ok()),
             sub_agent: wire.sub_agent.and_then(|v| SubAgentStep::deserialize(v).ok()).map(Box::new),

@@ -6,8 +6,12 @@
 //! `_contentId` / `_toolId` / `_actionId`, which agw writes equal to the ids streamed live, so a
 //! replay names every block exactly as the live stream did; a user message with a `_steerId` (a
 //! steer the run took) replays as `request.steer` at its position, equal to the live event but
-//! for `taskId`, which no replayed event carries (other user messages produce nothing); `seq` runs 1..N without gaps and
-//! `plan.update` carries one (no `rawEvent`). The §9 fallback ids (`{runId}_r_{i}`, …) only
+//! for `taskId`, which no replayed event carries (other user messages produce nothing); a
+//! content message a guard withdrew (`_revoked`) replays as its `content.snapshot` (and
+//! citations), its `content.revoke` at the end of its step (a revoke ends the run, so it came
+//! after everything the step streamed), and a step's `guard.warning` / `guard.block` records
+//! replay where they happened; `seq` runs 1..N without gaps and `plan.update` carries one (no
+//! `rawEvent`). The §9 fallback ids (`{runId}_r_{i}`, …) only
 //! appear for files written by other implementations without stored ids.
 
 use std::collections::{HashMap, HashSet};
@@ -16,12 +20,13 @@ use serde_json::Value;
 
 use crate::echoed::Reference;
 use crate::event::{
-    ActionResult, ActionSnapshot, ChatStart, ContentCitation, ContentSnapshot, Event, EventPayload, PlanUpdate,
-    ReasoningSnapshot, RequestQuery, RequestSteer, RunComplete, RunStart, RunTotals, TaskCancel, TaskComplete,
-    TaskError, TaskFail, TaskStart, TaskStatus, ToolResult, ToolSnapshot,
+    ActionResult, ActionSnapshot, ChatStart, ContentCitation, ContentRevoke, ContentSnapshot, Event, EventPayload,
+    PlanUpdate, ReasoningSnapshot, RequestQuery, RequestSteer, RunComplete, RunStart, RunTotals, TaskCancel,
+    TaskComplete, TaskError, TaskFail, TaskStart, TaskStatus, ToolResult, ToolSnapshot,
 };
+use crate::guard::{GuardStage, STATUS_BLOCK_AND_REVOKE};
 use crate::history::{
-    HistoryLine, PlanSnapshot, QueryLine, ROLE_USER, StepCompaction, StepHandoff, StepLine, StoredMessage,
+    HistoryLine, PlanSnapshot, QueryLine, ROLE_USER, StepCompaction, StepGuard, StepHandoff, StepLine, StoredMessage,
     StoredToolCall,
 };
 
@@ -130,15 +135,21 @@ impl<'a> Run<'a> {
     }
 }
 
-/// One step's messages and recorded compactions in stream order: a compaction before the
-/// message it preceded live (those recorded after the step's last message, at its end).
+/// One step's messages and recorded compactions and guardrail events in stream order: each
+/// record before the message it preceded live (those recorded after the step's last message, at
+/// its end); records at one place in the order they happened.
 fn step_items(step: &StepLine) -> impl Iterator<Item = Item<'_>> + '_ {
-    let mut compactions = step.compactions.iter().peekable();
+    let mut records: Vec<(usize, i64, Item<'_>)> =
+        step.compactions.iter().map(|c| (c.at, c.ts, Item::Compact(c))).collect();
+    records.extend(step.guards.iter().map(|g| (g.at, g.ts, Item::Guard(g))));
+    // Stable: two records of one kind keep the order they were recorded in.
+    records.sort_by_key(|(at, ts, _)| (*at, *ts));
+    let mut records = records.into_iter().peekable();
     let mut messages = step.messages.iter().enumerate().peekable();
     std::iter::from_fn(move || {
         let next_at = messages.peek().map_or(usize::MAX, |(i, _)| *i);
-        if compactions.peek().is_some_and(|c| c.at <= next_at) {
-            return compactions.next().map(Item::Compact);
+        if records.peek().is_some_and(|(at, _, _)| *at <= next_at) {
+            return records.next().map(|(_, _, item)| item);
         }
         messages.next().map(|(_, m)| Item::Message(m))
     })
@@ -149,6 +160,8 @@ fn step_items(step: &StepLine) -> impl Iterator<Item = Item<'_>> + '_ {
 enum Item<'a> {
     Message(&'a StoredMessage),
     Compact(&'a StepCompaction),
+    /// A `guard.warning` or `guard.block`.
+    Guard(&'a StepGuard),
     /// Ends its step: after the step's messages and compactions.
     Handoff(&'a StepHandoff),
 }
@@ -306,6 +319,10 @@ fn replay_items<'a>(
     out: &mut Emitter,
 ) {
     let (run_id, chat_id) = (state.run_id, state.chat_id);
+    // A revoke ends its model turn, and with it the run: live it came after everything the step
+    // streamed (the guard's warnings, the turn's later reasoning and calls), so it waits for the
+    // step's end.
+    let mut revokes: Vec<(i64, ContentRevoke)> = Vec::new();
     for item in items {
         let message = match item {
             Item::Message(message) => message,
@@ -316,9 +333,16 @@ fn replay_items<'a>(
                 continue;
             }
             Item::Handoff(handoff) => {
+                for (ts, event) in revokes.drain(..) {
+                    out.next(ts, event);
+                }
                 let mut event = handoff.event.clone();
                 run_id.clone_into(&mut event.run_id);
                 out.next(handoff.ts, event);
+                continue;
+            }
+            Item::Guard(record) => {
+                out.next(record.ts, record.event.to_payload());
                 continue;
             }
         };
@@ -346,6 +370,18 @@ fn replay_items<'a>(
                             tool_id: citation.tool_id,
                         },
                     );
+                }
+                // The client removes the text again, as it did live.
+                if let Some(revoked) = &message.revoked {
+                    let event = ContentRevoke {
+                        content_id: content_id.clone(),
+                        stage: GuardStage::Output,
+                        guard: revoked.guard.clone(),
+                        rule: revoked.rule.clone(),
+                        reason: revoked.reason.clone(),
+                        status_code: STATUS_BLOCK_AND_REVOKE,
+                    };
+                    revokes.push((ts, event));
                 }
             }
             for call in message.calls().iter().filter(|c| !c.function.name.trim().is_empty()) {
@@ -400,6 +436,9 @@ fn replay_items<'a>(
             }
         }
     }
+    for (ts, event) in revokes {
+        out.next(ts, event);
+    }
 }
 
 /// A plan task's step that ran beside others: `task.start`, its messages tagged with its id,
@@ -451,9 +490,8 @@ fn replay_child<'a>(child: &'a StepLine, state: &mut Replaying<'a>, out: &mut Em
     };
     out.next(first_ts, start);
     let outer = out.task.replace(task_id.clone());
-    let items = child.messages.iter().map(Item::Message);
     // A grandchild's steps are not kept apart from its parent's (one level deep by default).
-    replay_items(items, state, &mut Vec::new(), out);
+    replay_items(step_items(child), state, &mut Vec::new(), out);
     out.task = outer;
     let last_ts = child.messages.iter().filter_map(|m| m.ts).max().unwrap_or(0);
     match frame.status.as_str() {

@@ -18,7 +18,8 @@ pub const ROLE_SYSTEM: &str = "system";
 /// single tool call (parallel calls are several messages sharing a `_msgId`).
 ///
 /// Key order on disk: `role, content, reasoning_content, tool_calls, ts, name, tool_call_id,
-/// _reasoningId, _contentId, _msgId, _toolId, _actionId, _timing, _usage, _steerId, _requestId, _citations`;
+/// _reasoningId, _contentId, _msgId, _toolId, _actionId, _timing, _usage, _steerId, _requestId, _citations,
+/// _revoked`;
 /// `None`s are omitted. The last two are agw's, on steered user messages only.
 /// `content` / `reasoning_content` are written as one content part
 /// `[{"type":"text","text":…}]`; reading concatenates the `text` of every part (a plain string
@@ -91,6 +92,11 @@ pub struct StoredMessage {
     /// `content.citation` after the message's `content.snapshot`.
     #[serde(default, rename = "_citations", skip_serializing_if = "Option::is_none")]
     pub citations: Option<Vec<crate::citation::Citation>>,
+    /// agw (issue 36): on an assistant content message a guard withdrew (`content.revoke`), why.
+    /// The text stays stored; a replay gives its snapshot and citations, and `content.revoke` at
+    /// the end of its step (where the run stopped); the model is never sent it again.
+    #[serde(default, rename = "_revoked", skip_serializing_if = "Option::is_none")]
+    pub revoked: Option<crate::guard::Revocation>,
 }
 
 impl StoredMessage {
@@ -129,6 +135,11 @@ impl StoredMessage {
     /// The content text, `""` when absent.
     pub fn text(&self) -> &str {
         self.content.as_deref().unwrap_or_default()
+    }
+
+    /// Whether a guard withdrew this message's text (`_revoked`).
+    pub fn is_revoked(&self) -> bool {
+        self.revoked.is_some()
     }
 
     /// Non-empty reasoning text, if any.

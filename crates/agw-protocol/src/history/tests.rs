@@ -78,6 +78,7 @@ fn built_lines_use_the_contract_key_order_and_omit_nulls() {
             },
         ],
         compactions: Vec::new(),
+        guards: Vec::new(),
         run_usage: None,
         run_cost: None,
         sub_agent: None,
@@ -87,6 +88,64 @@ fn built_lines_use_the_contract_key_order_and_omit_nulls() {
         line.to_json().expect("serialise"),
         r#"{"_type":"step","chatId":"c","runId":"r","_stage":"execute","_seq":2,"taskId":"task0","updatedAt":5,"plan":{"planId":"plan_1","tasks":[{"taskId":"t1","description":"d","status":"completed"}]},"messages":[{"role":"user","content":[{"type":"text","text":"hi"}],"ts":4},{"role":"tool","content":[{"type":"text","text":""}],"ts":3,"name":"n","tool_call_id":"call","_actionId":"call"}]}"#
     );
+}
+
+/// Issue 36: a revoked content message keeps its text and says why (`_revoked`, last); a step
+/// keeps its warnings and blocks in `_guards` (`type` and the event's fields after `at` and
+/// `ts`), and both read back; a record that does not parse is dropped alone.
+#[test]
+fn revoked_messages_and_guard_records_are_written_and_read_back() {
+    use crate::event::{GuardBlock, GuardWarning};
+    use crate::guard::{GuardStage, Revocation};
+    let revoked = StoredMessage {
+        role: "assistant".into(),
+        content: Some("call me at".into()),
+        ts: Some(3),
+        content_id: Some("r_c_1".into()),
+        revoked: Some(Revocation { guard: "rules:pii".into(), rule: Some("phone".into()), reason: "pii".into() }),
+        ..StoredMessage::default()
+    };
+    let warning = GuardWarning {
+        stage: GuardStage::Output,
+        guard: "webhook".into(),
+        rule: None,
+        message: "m".into(),
+        content_id: Some("r_c_1".into()),
+        tool_id: None,
+        status_code: -1007,
+    };
+    let block = GuardBlock {
+        stage: GuardStage::ToolInput,
+        guard: "rules:shell".into(),
+        rule: Some("rm".into()),
+        reason: "no".into(),
+        tool_id: Some("call_1".into()),
+        status_code: -1006,
+    };
+    let line = HistoryLine::Step(StepLine {
+        chat_id: "c".into(),
+        run_id: "r".into(),
+        stage: "react".into(),
+        seq: 1,
+        updated_at: 9,
+        messages: vec![StoredMessage::user("hi", 4), revoked],
+        guards: vec![
+            StepGuard { at: 2, ts: 5, event: GuardEvent::Warning(warning) },
+            StepGuard { at: 2, ts: 6, event: GuardEvent::Block(block) },
+        ],
+        ..StepLine::default()
+    });
+    let text = line.to_json().expect("serialise");
+    assert_eq!(
+        text,
+        r#"{"_type":"step","chatId":"c","runId":"r","_stage":"react","_seq":1,"updatedAt":9,"messages":[{"role":"user","content":[{"type":"text","text":"hi"}],"ts":4},{"role":"assistant","content":[{"type":"text","text":"call me at"}],"ts":3,"_contentId":"r_c_1","_revoked":{"guard":"rules:pii","rule":"phone","reason":"pii"}}],"_guards":[{"at":2,"ts":5,"type":"guard.warning","stage":"output","guard":"webhook","message":"m","contentId":"r_c_1","statusCode":-1007},{"at":2,"ts":6,"type":"guard.block","stage":"toolInput","guard":"rules:shell","rule":"rm","reason":"no","toolId":"call_1","statusCode":-1006}]}"#
+    );
+    assert_eq!(HistoryLine::parse(&text).expect("parse"), Some(line.clone()));
+    assert!(line.as_step().expect("step").messages[1].is_revoked());
+    // An unknown record type or a broken record is dropped; the rest of the line survives.
+    let odd = text.replace(r#""type":"guard.block""#, r#""type":"guard.other""#);
+    let step = HistoryLine::parse(&odd).expect("parse").expect("known");
+    assert_eq!(step.as_step().expect("step").guards.len(), 1);
 }
 
 #[test]

@@ -275,3 +275,57 @@ fn a_recorded_compaction_replays_as_context_compact_where_it_happened() {
     // Its recorded time, kept monotonic like every replayed event.
     assert_eq!(compact["timestamp"], 8);
 }
+
+/// Issue 36: a revoked message replays as its snapshot and citations, and `content.revoke` at the
+/// end of its step (after the records that followed it, as live); a step's warnings and blocks
+/// replay where they happened (by `at`), a sub-agent's inside its task, tagged with it.
+#[test]
+fn a_revoke_follows_its_snapshot_and_guard_records_replay_in_place() {
+    let events = replay_chat(
+        CHAT,
+        None,
+        &lines(&[
+            r#"{"_type":"step","chatId":"c","runId":"r","_stage":"react","_seq":1,"updatedAt":10,"messages":[
+                {"role":"user","content":"hi","ts":5},
+                {"role":"assistant","tool_calls":[{"id":"call_1","type":"function","function":{"name":"sh","arguments":"{}"}}],"ts":6,"_toolId":"call_1"},
+                {"role":"tool","content":"blocked","ts":6,"name":"sh","tool_call_id":"call_1","_toolId":"call_1"},
+                {"role":"assistant","content":"Mail me at","ts":7,"_contentId":"r_c_1","_citations":[{"index":0,"offset":4,"record":{"messageId":"m1"}}],"_revoked":{"guard":"rules:pii","rule":"email","reason":"personal data"}}],
+              "_guards":[
+                {"at":1,"ts":6,"type":"guard.block","stage":"toolInput","guard":"rules:shell","reason":"no","toolId":"call_1","statusCode":-1006},
+                {"at":4,"ts":7,"type":"guard.warning","stage":"output","guard":"webhook","message":"careful","contentId":"r_c_1","statusCode":-1007}]}"#,
+            r#"{"_type":"step","chatId":"c","runId":"r","_stage":"subagent","_seq":1,"taskId":"t1","updatedAt":10,"_subAgent":{"subAgentKey":"helper","toolId":"call_9","status":"failed"},"messages":[
+                {"role":"user","content":"task","ts":5}],
+              "_guards":[{"at":1,"ts":5,"type":"guard.block","stage":"output","guard":"webhook","reason":"no","statusCode":-1006}]}"#,
+        ]),
+        1,
+    );
+    assert_eq!(
+        types(&events),
+        [
+            "request.query",
+            "chat.start",
+            "run.start",
+            "guard.block",
+            "tool.snapshot",
+            "tool.result",
+            "content.snapshot",
+            "content.citation",
+            "guard.warning",
+            "content.revoke",
+            "task.start",
+            "guard.block",
+            "task.fail",
+            "run.complete"
+        ]
+    );
+    let json = json_of(&events);
+    assert_eq!(
+        json[9],
+        json!({"seq": 10, "type": "content.revoke", "timestamp": json[9]["timestamp"], "contentId": "r_c_1",
+            "stage": "output", "guard": "rules:pii", "rule": "email", "reason": "personal data", "statusCode": -1006})
+    );
+    assert_eq!((json[3]["toolId"].as_str(), json[3]["stage"].as_str()), (Some("call_1"), Some("toolInput")));
+    assert_eq!(json[8]["contentId"], "r_c_1", "the warning about the text, before it was withdrawn");
+    assert_eq!((json[11]["taskId"].as_str(), json[11]["stage"].as_str()), (Some("t1"), Some("output")));
+    assert!(events.iter().enumerate().all(|(i, e)| e.seq == i as u64 + 1));
+}
