@@ -15,7 +15,9 @@ pub const UNRECORDED_RESULT: &str = r#"{"executed":false,"reason":"no result rec
 /// order of first appearance), steps by `_seq`, messages in stored order, converted per §8:
 /// user/assistant/tool/system messages kept (a steer a run took is a stored user message, so it
 /// comes back as a user message where the run took it), reasoning dropped, tool calls paired with their
-/// results (missing results synthesised as [`UNRECORDED_RESULT`], orphan results dropped).
+/// results (missing results synthesised as [`UNRECORDED_RESULT`], orphan results dropped). What
+/// a guard stopped never comes back (issue 36): text it withdrew (`_revoked`; the message's
+/// calls, if any, stay with their results) and a user message an input guard blocked.
 pub fn history_messages(lines: &[HistoryLine], k: usize) -> Vec<ChatMessage> {
     window(lines, k).messages
 }
@@ -44,7 +46,7 @@ pub fn window(lines: &[HistoryLine], k: usize) -> Window {
         out.messages.extend(summary_turn(&checkpoint.summary));
     }
     for (run_id, steps) in last_runs_with_steps(&lines, k.max(1)) {
-        let messages = conversation(steps.iter().flat_map(|step| step.messages.iter()));
+        let messages = conversation(steps.iter().flat_map(|step| not_refused(step)));
         if messages.is_empty() {
             continue;
         }
@@ -79,6 +81,18 @@ pub fn conversation<'a>(messages: impl IntoIterator<Item = &'a StoredMessage>) -
     pairing.finish()
 }
 
+/// A step's messages but a user message an input guard blocked: the last user message before
+/// the block's place (the run ended there, before any model call).
+fn not_refused(step: &StepLine) -> impl Iterator<Item = &StoredMessage> + '_ {
+    let refused: Vec<usize> = step
+        .guards
+        .iter()
+        .filter(|guard| guard.event.blocks_input())
+        .filter_map(|guard| step.messages[..guard.at.min(step.messages.len())].iter().rposition(StoredMessage::is_user))
+        .collect();
+    step.messages.iter().enumerate().filter(move |(i, _)| !refused.contains(i)).map(|(_, m)| m)
+}
+
 /// Step lines of the last `k` runs that have any, each run's steps sorted by `_seq` (stable).
 fn last_runs_with_steps<'a>(lines: &[&'a HistoryLine], k: usize) -> Vec<(&'a str, Vec<&'a StepLine>)> {
     let mut order: Vec<&str> = Vec::new();
@@ -108,9 +122,10 @@ fn last_runs_with_steps<'a>(lines: &[&'a HistoryLine], k: usize) -> Vec<(&'a str
         .collect()
 }
 
-/// One stored message → at most one chat message (§8.1).
+/// One stored message → at most one chat message (§8.1). Text a guard withdrew is left out; the
+/// message's calls stay, so that their results keep a call to answer.
 fn convert(message: &StoredMessage) -> Option<ChatMessage> {
-    let text = message.text();
+    let text = if message.is_assistant() && message.is_revoked() { "" } else { message.text() };
     if message.is_user() {
         return (!text.is_empty()).then(|| ChatMessage::User { content: text.to_owned() });
     }
@@ -215,6 +230,9 @@ mod tests {
         messages
             .iter()
             .map(|m| match m {
+                ChatMessage::Assistant { content, tool_calls } if tool_calls.is_empty() => {
+                    format!("assistant:{content}")
+                }
                 ChatMessage::Assistant { tool_calls, .. } => format!("call:{}", tool_calls[0].id),
                 ChatMessage::Tool { tool_call_id, content, .. } => format!("result:{tool_call_id}:{content}"),
                 ChatMessage::User { content } => format!("user:{content}"),
@@ -290,5 +308,37 @@ mod tests {
                 ChatMessage::Assistant { content: "both".into(), tool_calls: vec![] }
             ]
         );
+    }
+
+    /// Issue 36: revoked text never reaches the model again; a (legacy) message holding text and
+    /// a call keeps the call, so its result still answers it; a user message an input guard
+    /// blocked is left out with its run.
+    #[test]
+    fn what_a_guard_stopped_is_left_out() {
+        let revoked = r#"{"role":"assistant","content":"leak","_contentId":"r_c_1","_revoked":{"guard":"rules:pii","reason":"pii"}}"#;
+        let with_call = r#"{"role":"assistant","content":"leak too","tool_calls":[{"id":"a","type":"function","function":{"name":"t","arguments":""}}],"_revoked":{"guard":"g","reason":"r"}}"#;
+        let lines = [step(&[
+            r#"{"role":"user","content":"q"}"#.to_owned(),
+            with_call.to_owned(),
+            result("a"),
+            revoked.to_owned(),
+        ])];
+        let messages = history_messages(&lines, 1);
+        assert_eq!(tool_ids(&messages), ["user:q", "call:a", "result:a:r-a"]);
+        let ChatMessage::Assistant { content, .. } = &messages[1] else { panic!("assistant") };
+        assert_eq!(content, "", "the call stays, its text does not");
+
+        // The blocked question of one run is not sent; the next run's is.
+        let blocked = line(
+            r#"{"_type":"step","runId":"r1","_seq":1,"messages":[{"role":"user","content":"bad"}],
+                "_guards":[{"at":1,"ts":1,"type":"guard.block","stage":"input","guard":"rules:x","reason":"no"}]}"#,
+        );
+        let next = line(
+            r#"{"_type":"step","runId":"r2","_seq":1,"messages":[{"role":"user","content":"good"},{"role":"assistant","content":"ok"}],
+                "_guards":[{"at":2,"ts":1,"type":"guard.warning","stage":"output","guard":"g","message":"m","contentId":"r2_c_1"}]}"#,
+        );
+        let window = window(&[blocked, next], 5);
+        assert_eq!(tool_ids(&window.messages), ["user:good", "assistant:ok"]);
+        assert_eq!(window.runs.len(), 1, "a run with nothing left is no run of the window");
     }
 }

@@ -468,3 +468,109 @@ fn ping_and_backend_name() {
     let err = store_in(&dir.path().join("file").join("chats"), 20, &[]).ping().expect_err("under a file");
     assert!(err.io_error().is_some(), "{err:?}");
 }
+
+/// Issue 36: runs a guard stopped, from their live events to the stored lines (on every backend,
+/// the lines exactly as the recorder returned them) and back. The replay shows the withdrawn
+/// answer under its live id followed by the live `content.revoke`, and the warnings and the block
+/// where they streamed; the next run's window has neither the withdrawn text nor the question an
+/// input guard refused.
+#[test]
+fn guarded_runs_are_stored_replayed_and_left_out_of_the_window() {
+    for storage in storages() {
+        let store = storage.open(20, &[]);
+        guarded_runs(&store, &storage);
+    }
+}
+
+fn guarded_runs(store: &ChatStore, storage: &common::Storage) {
+    use agw_protocol::guard::{GuardNotice, GuardStage, Revocation};
+    use agw_protocol::{ErrorCode, Event, EventPayload, RunErrorInfo, ToolStartMeta, replay_chat};
+    let notice = |stage, tool_id: Option<&str>| GuardNotice {
+        stage,
+        guard: "rules:demo".into(),
+        rule: Some("r1".into()),
+        message: "careful".into(),
+        tool_id: tool_id.map(str::to_owned),
+    };
+    let blocked = || RunErrorInfo::new(ErrorCode::GuardrailBlocked, "a guard blocked the run", false);
+
+    // A run warned about its first answer and its call, then withdrawn in its second turn.
+    let mut first = Run::new(CHAT, "run_1", query("look it up"), None, &[]);
+    let meta = ToolStartMeta { tool_name: "lookup".into(), tool_type: "function".into(), ..Default::default() };
+    first.push(1, AgentDelta::StageMarker("react-step-1".into()));
+    first.push(2, AgentDelta::Content("Let me look.".into()));
+    first.push(3, AgentDelta::GuardWarning(notice(GuardStage::Output, None)));
+    first.push(4, AgentDelta::ToolArgs { tool_id: "call_1".into(), meta, delta: "{}".into() });
+    first.push(5, AgentDelta::ToolEnd { tool_id: "call_1".into() });
+    first.push(6, AgentDelta::GuardWarning(notice(GuardStage::ToolInput, Some("call_1"))));
+    first.push(7, AgentDelta::ToolResult { tool_id: "call_1".into(), result: "found".into() });
+    store.append(CHAT, &first.push(8, AgentDelta::StageMarker("react-step-2".into()))).expect("append");
+    first.push(9, AgentDelta::Content("Mail bob@".into()));
+    first.push(10, AgentDelta::Content("example.com".into()));
+    let revocation =
+        Revocation { guard: "rules:pii".into(), rule: Some("email".into()), reason: "personal data".into() };
+    first.push(11, AgentDelta::Revoke(revocation));
+    store.append_final(CHAT, &first.fail(12, blocked())).expect("append");
+    // A run whose question an input guard refused: no model call, one block.
+    let mut second = Run::new(CHAT, "run_2", query("bad question"), None, &[]);
+    second.push(20, AgentDelta::StageMarker("oneshot".into()));
+    second.push(21, AgentDelta::GuardBlock(notice(GuardStage::Input, None)));
+    store.append_final(CHAT, &second.fail(22, blocked())).expect("append");
+
+    let written: Vec<String> = first.jsonl().into_iter().chain(second.jsonl()).collect();
+    assert_eq!(storage.raw_lines(CHAT), written, "stored as the recorder wrote them");
+    assert!(written[2].contains(r#""_revoked":{"guard":"rules:pii","rule":"email","reason":"personal data"}"#));
+    assert!(written[1].contains(r#""_guards":[{"at":2,"#), "{}", written[1]);
+
+    // The replay repeats the live ids and guard events, in the live order.
+    let replay = replay_chat(CHAT, None, &store.read_lines(CHAT).expect("read"), 0);
+    let guarded = |events: &[Event]| -> Vec<EventPayload> {
+        let kept = events.iter().filter(|e| {
+            matches!(
+                e.payload,
+                EventPayload::ContentRevoke(_) | EventPayload::GuardWarning(_) | EventPayload::GuardBlock(_)
+            )
+        });
+        kept.map(|e| e.payload.clone()).collect()
+    };
+    let live: Vec<Event> = first.events.iter().chain(&second.events).cloned().collect();
+    assert_eq!(guarded(&replay), guarded(&live));
+    let content_ids = |events: &[Event]| -> Vec<String> {
+        let ids = events.iter().filter_map(|e| match &e.payload {
+            EventPayload::ContentStart(s) => Some(s.content_id.clone()),
+            EventPayload::ContentSnapshot(s) => Some(s.content_id.clone()),
+            _ => None,
+        });
+        ids.collect()
+    };
+    assert_eq!(content_ids(&replay), content_ids(&live));
+    let types: Vec<&str> = replay.iter().map(Event::type_name).collect();
+    assert_eq!(
+        types,
+        [
+            "request.query",
+            "chat.start",
+            "run.start",
+            "content.snapshot",
+            "guard.warning",
+            "guard.warning",
+            "tool.snapshot",
+            "tool.result",
+            "content.snapshot",
+            "content.revoke",
+            "run.complete",
+            "request.query",
+            "run.start",
+            "guard.block",
+            "run.complete"
+        ]
+    );
+    let EventPayload::ContentRevoke(revoke) = &replay[9].payload else { panic!("a revoke") };
+    assert_eq!(revoke.content_id, "run_1_c_2");
+
+    // The next run's model reads the first answer and the call, not what was stopped.
+    assert_eq!(
+        texts(&store.history_for_model(CHAT).expect("history")),
+        ["user look it up", "assistant Let me look.", "assistant ", "tool found"]
+    );
+}
