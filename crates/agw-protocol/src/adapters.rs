@@ -48,6 +48,47 @@ pub fn citation_fields(e: &crate::event::ContentCitation) -> serde_json::Map<Str
     fields
 }
 
+/// A guard's event (`content.revoke`, `guard.warning`, `guard.block`) as one flat JSON object:
+/// the native fields in their order, with `contentId` and `toolId` under the names `ids` gives
+/// them (each protocol names the text and the call its own way; a `None` name leaves the field
+/// out). What the AI SDK's data parts, AG-UI's custom events, the OpenAI façade's extension field
+/// and the phase stream carry (docs/protocols.md "Guardrails"). `None` for other events.
+pub(crate) fn guard_fields(
+    payload: &crate::event::EventPayload,
+    ids: GuardIds,
+) -> Option<serde_json::Map<String, serde_json::Value>> {
+    use crate::event::EventPayload;
+    use serde_json::Value;
+    let native = match payload {
+        EventPayload::ContentRevoke(e) => serde_json::to_value(e),
+        EventPayload::GuardWarning(e) => serde_json::to_value(e),
+        EventPayload::GuardBlock(e) => serde_json::to_value(e),
+        _ => return None,
+    };
+    let Ok(Value::Object(native)) = native else { return None };
+    let renamed = native.into_iter().filter_map(|(key, value)| match key.as_str() {
+        "contentId" => ids.content.map(|name| (name.to_owned(), value)),
+        "toolId" => ids.tool.map(|name| (name.to_owned(), value)),
+        _ => Some((key, value)),
+    });
+    Some(renamed.collect())
+}
+
+/// How a protocol names the text block and the call a guard's event refers to
+/// ([`guard_fields`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GuardIds {
+    /// The key of `contentId`; `None`: left out.
+    pub content: Option<&'static str>,
+    /// The key of `toolId`; `None`: left out.
+    pub tool: Option<&'static str>,
+}
+
+impl GuardIds {
+    /// agw's own names.
+    pub const NATIVE: GuardIds = GuardIds { content: Some("contentId"), tool: Some("toolId") };
+}
+
 /// What a client shows as a citation's name: the record's title, else who wrote it, else its id.
 pub(crate) fn citation_title(record: &crate::citation::CitationRecord) -> &str {
     record.title.as_deref().or(record.sender_name.as_deref()).unwrap_or(&record.message_id)
@@ -108,6 +149,88 @@ pub(crate) fn cited_run() -> Vec<crate::Event> {
         0,
         RunComplete { run_id: "r".into(), finish_reason: "stop".into(), totals: Default::default() },
     ));
+    for (seq, event) in events.iter_mut().enumerate() {
+        event.seq = seq as u64 + 1;
+    }
+    events
+}
+
+/// A run a guard stops (issue 36): its first turn writes text and calls a tool a guard warns
+/// about; a child's call is blocked; its second turn's text is warned about, then withdrawn, and
+/// the run fails with `guardrail_blocked`. The answer's text is "Let me check." (13 UTF-16
+/// units), then "Write to bob@x.com" (18), withdrawn.
+#[cfg(test)]
+pub(crate) fn guarded_run() -> Vec<crate::Event> {
+    use crate::event::*;
+    use crate::guard::GuardStage;
+    let text = |id: &str| ContentStart { content_id: id.into(), run_id: "r".into(), task_id: None };
+    let delta = |id: &str, d: &str| ContentDelta { content_id: id.into(), delta: d.into() };
+    let warning = |stage, content_id: Option<&str>, tool_id: Option<&str>| GuardWarning {
+        stage,
+        guard: "rules:demo".into(),
+        rule: Some("r1".into()),
+        message: "careful".into(),
+        content_id: content_id.map(str::to_owned),
+        tool_id: tool_id.map(str::to_owned),
+        status_code: -1007,
+    };
+    let call = ToolStart {
+        tool_id: "t1".into(),
+        run_id: "r".into(),
+        task_id: None,
+        tool_name: Some("lookup".into()),
+        tool_type: Some("function".into()),
+        tool_api: None,
+        tool_params: None,
+        description: None,
+        tool_key: None,
+        tool_timeout: None,
+    };
+    let child_block = GuardBlock {
+        stage: GuardStage::ToolInput,
+        guard: "webhook".into(),
+        rule: None,
+        reason: "not allowed".into(),
+        tool_id: Some("t9_call".into()),
+        status_code: -1006,
+    };
+    let revoke = ContentRevoke {
+        content_id: "r_c_2".into(),
+        stage: GuardStage::Output,
+        guard: "rules:pii".into(),
+        rule: Some("email".into()),
+        reason: "personal data".into(),
+        status_code: -1006,
+    };
+    let error = RunError {
+        run_id: "r".into(),
+        error: RunErrorInfo::new(ErrorCode::GuardrailBlocked, "the answer was withdrawn", false),
+        totals: Default::default(),
+    };
+    let mut child = crate::Event::new(0, 0, child_block);
+    child.tag_task("t9");
+    let before: Vec<EventPayload> = vec![
+        RunStart { run_id: "r".into(), chat_id: "c".into() }.into(),
+        text("r_c_1").into(),
+        delta("r_c_1", "Let me check.").into(),
+        ContentEnd { content_id: "r_c_1".into() }.into(),
+        call.into(),
+        ToolEnd { tool_id: "t1".into() }.into(),
+        warning(GuardStage::ToolInput, None, Some("t1")).into(),
+        ToolResult { tool_id: "t1".into(), result: "{}".into() }.into(),
+    ];
+    let after: Vec<EventPayload> = vec![
+        text("r_c_2").into(),
+        delta("r_c_2", "Write to bob@").into(),
+        warning(GuardStage::Output, Some("r_c_2"), None).into(),
+        delta("r_c_2", "x.com").into(),
+        ContentEnd { content_id: "r_c_2".into() }.into(),
+        revoke.into(),
+        error.into(),
+    ];
+    let mut events: Vec<crate::Event> = before.into_iter().map(|p| crate::Event::new(0, 0, p)).collect();
+    events.push(child);
+    events.extend(after.into_iter().map(|p| crate::Event::new(0, 0, p)));
     for (seq, event) in events.iter_mut().enumerate() {
         event.seq = seq as u64 + 1;
     }

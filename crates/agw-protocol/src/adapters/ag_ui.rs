@@ -6,6 +6,9 @@
 //! assembler already closes every block before its terminal event, so the mapping stays one
 //! event to one (or, for reasoning spans, two) AG-UI events.
 //!
+//! Guardrails (issue 36): a guard's `content.revoke`, `guard.warning` and `guard.block` are
+//! `CUSTOM` events `agw.revoke`, `agw.warning`, `agw.block` (see [`REVOKE_EVENT`]).
+//!
 //! A frontend tool is a client-side tool: when the run waits for it, the HTTP layer ends the
 //! stream with [`AgUiMapper::suspend`] (`RUN_FINISHED`, outcome `success` with
 //! `pendingToolCallIds`); the client's next `RunAgentInput` carries the `tool` message.
@@ -27,6 +30,27 @@ use crate::event::{Event, EventPayload};
 
 /// The `CUSTOM` event name of a citation (docs/protocols.md "Citations").
 pub const CITATION_EVENT: &str = "agw.citation";
+
+/// The `CUSTOM` event name of a guard's `content.revoke` (docs/protocols.md "Guardrails").
+pub const REVOKE_EVENT: &str = "agw.revoke";
+/// The `CUSTOM` event name of a guard's `guard.warning`.
+pub const WARNING_EVENT: &str = "agw.warning";
+/// The `CUSTOM` event name of a guard's `guard.block`.
+pub const BLOCK_EVENT: &str = "agw.block";
+
+/// A guard's event as a `CUSTOM` event: its value the native fields, with the text and the call
+/// under AG-UI's names (`messageId`: the text message; `toolCallId`).
+fn guard_event(payload: &EventPayload) -> Option<Value> {
+    let name = match payload {
+        EventPayload::ContentRevoke(_) => REVOKE_EVENT,
+        EventPayload::GuardWarning(_) => WARNING_EVENT,
+        EventPayload::GuardBlock(_) => BLOCK_EVENT,
+        _ => return None,
+    };
+    let ids = super::GuardIds { content: Some("messageId"), tool: Some("toolCallId") };
+    let value = super::guard_fields(payload, ids)?;
+    Some(json!({"type": "CUSTOM", "name": name, "value": value}))
+}
 
 /// Something open in the client's view of the stream, reopened by [`AgUiMapper::resume`].
 #[derive(Debug, Clone, PartialEq)]
@@ -224,6 +248,12 @@ impl AgUiMapper {
             // cited record's id, as in every protocol.
             EventPayload::ContentCitation(e) => {
                 values.push(json!({"type": "CUSTOM", "name": CITATION_EVENT, "value": super::citation_fields(e)}))
+            }
+            // AG-UI 1.0 cannot take back a message, warn or refuse: custom events the client's
+            // `onCustomEvent` handles (it hides the text message a revoke names). A revoke comes
+            // after the message's TEXT_MESSAGE_END; the RUN_ERROR that ends the run follows.
+            EventPayload::ContentRevoke(_) | EventPayload::GuardWarning(_) | EventPayload::GuardBlock(_) => {
+                values.extend(guard_event(&event.payload))
             }
             EventPayload::ToolStart(e) => {
                 if e.tool_key.is_some() {
@@ -623,5 +653,39 @@ mod tests {
             (out[9]["value"]["contentId"].as_str(), out[9]["value"]["index"].as_u64()),
             (Some("r_t1_c_1"), Some(2))
         );
+    }
+
+    /// Issue 36: a guard's events are custom events whose value is the native fields with AG-UI's
+    /// names for the text message and the call; a child's names its subagent; the revoke comes
+    /// after the message's end, and RUN_ERROR with the code ends the run.
+    #[test]
+    fn guard_events_are_custom_events_and_a_revoke_names_its_message() {
+        let mut mapper = AgUiMapper::default();
+        let mut out = Vec::new();
+        for event in crate::adapters::guarded_run() {
+            mapper.map(&event, &mut out);
+        }
+        verify(&out);
+        let custom: Vec<String> = out
+            .iter()
+            .filter(|e| e["type"] == "CUSTOM")
+            .map(|e| {
+                let mut e = e.clone();
+                e.as_object_mut().map(|o| o.remove("timestamp"));
+                e.to_string()
+            })
+            .collect();
+        assert_eq!(
+            custom,
+            [
+                r#"{"type":"CUSTOM","name":"agw.warning","value":{"stage":"toolInput","guard":"rules:demo","rule":"r1","message":"careful","toolCallId":"t1","statusCode":-1007}}"#,
+                r#"{"type":"CUSTOM","name":"agw.block","value":{"stage":"toolInput","guard":"webhook","reason":"not allowed","toolCallId":"t9_call","statusCode":-1006},"subagentRunId":"t9"}"#,
+                r#"{"type":"CUSTOM","name":"agw.warning","value":{"stage":"output","guard":"rules:demo","rule":"r1","message":"careful","messageId":"r_c_2","statusCode":-1007}}"#,
+                r#"{"type":"CUSTOM","name":"agw.revoke","value":{"messageId":"r_c_2","stage":"output","guard":"rules:pii","rule":"email","reason":"personal data","statusCode":-1006}}"#,
+            ]
+        );
+        let tail: Vec<&str> = out[out.len() - 3..].iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(tail, ["TEXT_MESSAGE_END", "CUSTOM", "RUN_ERROR"]);
+        assert_eq!(out.last().unwrap()["code"], "guardrail_blocked");
     }
 }

@@ -26,6 +26,11 @@
 //! step with that call: a child's tool output is not the parent's, and its step stays apart from
 //! the parent's turns, which `useChat`'s automatic sends read.
 //!
+//! Guardrails (issue 36): a guard's `content.revoke`, `guard.warning` and `guard.block` are data
+//! parts (`data-agw-revoke`, `-warning`, `-block`) holding the native event's fields; the UI
+//! message stream has no way to take back a text part, so the client hides the one a revoke
+//! names. The run's `run.error` `guardrail_blocked` that follows is the ordinary `error` chunk.
+//!
 //! A stream that suspends (a client-side call, an approval) while other children still stream
 //! closes their open text and reasoning parts; the stream that continues the run is primed with
 //! the events up to that point ([`UiMessageMapper::resume`]) and reopens them.
@@ -120,6 +125,31 @@ fn source_chunk(e: &crate::event::ContentCitation, task: Option<&str>) -> Value 
         None => json!({"type": "source-document", "sourceId": source_id, "mediaType": "text/plain",
             "title": title, "providerMetadata": {"agw": agw}}),
     }
+}
+
+/// A guard's event as a data part: `data-agw-revoke`, `data-agw-warning` or `data-agw-block`,
+/// its `data` the event's fields (`taskId` added for a child's). Not transient: `useChat` keeps
+/// it among the message's parts, so a client hides the withdrawn text part (`data.contentId`, the
+/// text part's id) while the answer streams and whenever it renders the message again. A
+/// revoke's part takes the text part's id, so a later stream of the same run replaces it rather
+/// than adding a second one; warnings and blocks have none (each is a part of its own).
+fn guard_chunk(payload: &EventPayload, task: Option<&str>) -> Option<Value> {
+    let kind = match payload {
+        EventPayload::ContentRevoke(_) => "data-agw-revoke",
+        EventPayload::GuardWarning(_) => "data-agw-warning",
+        EventPayload::GuardBlock(_) => "data-agw-block",
+        _ => return None,
+    };
+    let mut data = super::guard_fields(payload, super::GuardIds::NATIVE)?;
+    if let Some(task) = task {
+        data.insert("taskId".into(), json!(task));
+    }
+    let mut chunk = json!({"type": kind});
+    if let EventPayload::ContentRevoke(e) = payload {
+        chunk["id"] = json!(e.content_id);
+    }
+    chunk["data"] = Value::Object(data);
+    Some(chunk)
 }
 
 /// `data: <chunk>\n\n`.
@@ -417,6 +447,9 @@ impl UiMessageMapper {
             EventPayload::ContentCitation(e) => {
                 self.output_turn(task.as_deref(), out);
                 out.push(source_chunk(e, task.as_deref()));
+            }
+            EventPayload::ContentRevoke(_) | EventPayload::GuardWarning(_) | EventPayload::GuardBlock(_) => {
+                out.extend(guard_chunk(&event.payload, task.as_deref()));
             }
             EventPayload::ToolStart(e) => {
                 let name = e.tool_name.clone().unwrap_or_default();
@@ -976,5 +1009,29 @@ mod tests {
         assert!(next.pending_approvals().is_empty());
         assert_eq!(texts(&out).last().unwrap().2, "Team done.");
         assert_eq!(out.last().unwrap()["type"], "finish");
+    }
+
+    /// Issue 36: a guard's events are data parts holding the native fields (a child's with its
+    /// task); the revoke follows the text part it names and takes its id; the run's error ends
+    /// the stream as any error does.
+    #[test]
+    fn guard_events_are_data_parts_and_a_revoke_names_its_text_part() {
+        let (_, out) = map_all(crate::adapters::guarded_run());
+        let data: Vec<String> = out
+            .iter()
+            .filter(|c| c["type"].as_str().is_some_and(|t| t.starts_with("data-agw-")))
+            .map(Value::to_string)
+            .collect();
+        assert_eq!(
+            data,
+            [
+                r#"{"type":"data-agw-warning","data":{"stage":"toolInput","guard":"rules:demo","rule":"r1","message":"careful","toolId":"t1","statusCode":-1007}}"#,
+                r#"{"type":"data-agw-block","data":{"stage":"toolInput","guard":"webhook","reason":"not allowed","toolId":"t9_call","statusCode":-1006,"taskId":"t9"}}"#,
+                r#"{"type":"data-agw-warning","data":{"stage":"output","guard":"rules:demo","rule":"r1","message":"careful","contentId":"r_c_2","statusCode":-1007}}"#,
+                r#"{"type":"data-agw-revoke","id":"r_c_2","data":{"contentId":"r_c_2","stage":"output","guard":"rules:pii","rule":"email","reason":"personal data","statusCode":-1006}}"#,
+            ]
+        );
+        assert_eq!(types(&out[out.len() - 4..]), ["text-end", "data-agw-revoke", "error", "finish"]);
+        assert_eq!(out[out.len() - 2], json!({"type": "error", "errorText": "the answer was withdrawn"}));
     }
 }
