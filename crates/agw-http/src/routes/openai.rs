@@ -45,6 +45,8 @@ fn status_of(code: &str) -> StatusCode {
     match code {
         "provider_error" => StatusCode::BAD_GATEWAY,
         "provider_timeout" => StatusCode::GATEWAY_TIMEOUT,
+        // A guard refused the question: the request's fault, as OpenAI answers a refused prompt.
+        "guardrail_blocked" => StatusCode::BAD_REQUEST,
         "cancelled" => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }

@@ -17,6 +17,16 @@
 //! fields flat (the record's beside `index` and `offset`) without `contentId` (the message is one text), and its `offset` counts UTF-16
 //! units into the message's whole `content`, not into one block of it. A child's citations
 //! belong to the child's text and are skipped with it.
+//!
+//! Guardrails (issue 36) are an agw extension field too, `agw`: a guard's event is a chunk whose
+//! delta is `{"agw": {"revoke" | "warning" | "block": {…}}}` (the event's fields; instead of a
+//! `contentId`, a revoke gives `offset` and `length` of the withdrawn text in UTF-16 units of the
+//! whole `content`). A revoke, and a block of the answer before its first word, end the answer
+//! with OpenAI's own signal for filtered output, `finish_reason: "content_filter"`, on that chunk;
+//! the run's `run.error` `guardrail_blocked` then adds nothing. A non-streaming completion leaves
+//! the withdrawn text (and its citations) out of `message.content` and collects the events in
+//! `message.agw` (`revoke`, `warnings`, `blocks`). A blocked question is an error like any failed
+//! run, with code `guardrail_blocked`.
 
 use std::collections::HashMap;
 
@@ -35,6 +45,9 @@ pub fn frame(chunk: &Value) -> Vec<u8> {
     out
 }
 
+/// OpenAI's finish reason of an answer a guard filtered.
+pub const CONTENT_FILTER: &str = "content_filter";
+
 /// OpenAI's finish reasons for agw's.
 fn finish_reason(agw: &str) -> &'static str {
     match agw {
@@ -46,6 +59,15 @@ fn finish_reason(agw: &str) -> &'static str {
 /// An OpenAI-shaped error body: `{"error":{"message","type","code"}}`.
 pub fn error_body(message: &str, kind: &str, code: &str) -> Value {
     json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
+}
+
+/// The error `type` of a failed run: a blocked question is the request's fault, as OpenAI's own
+/// refused prompts are; everything else the server's.
+fn error_type(code: crate::ErrorCode) -> &'static str {
+    match code {
+        crate::ErrorCode::GuardrailBlocked => "invalid_request_error",
+        _ => "server_error",
+    }
 }
 
 /// How a run ended, for the client.
@@ -67,8 +89,8 @@ pub struct ChunkMapper {
     ending: Option<Ending>,
     /// UTF-16 length of the answer text streamed so far.
     streamed: u64,
-    /// Where each content block of the answer starts in it (UTF-16 units).
-    blocks: HashMap<String, u64>,
+    /// Where each content block of the answer starts and ends in it (UTF-16 units).
+    blocks: HashMap<String, (u64, u64)>,
 }
 
 impl ChunkMapper {
@@ -119,13 +141,32 @@ impl ChunkMapper {
     /// A citation of the answer, as `delta.citations` and `message.citations` carry it: the
     /// flat fields without `contentId`, `offset` into the whole answer.
     fn citation(&self, e: &crate::event::ContentCitation) -> Value {
-        let start = self.blocks.get(&e.content_id).copied().unwrap_or(self.streamed);
+        let start = self.blocks.get(&e.content_id).map_or(self.streamed, |(start, _)| *start);
         let fields: Map<String, Value> = super::citation_fields(e)
             .into_iter()
             .filter(|(key, _)| key != "contentId")
             .map(|(key, value)| if key == "offset" { (key, json!(start + e.offset)) } else { (key, value) })
             .collect();
         Value::Object(fields)
+    }
+
+    /// A guard's event as the `agw` extension carries it: `("revoke" | "warning" | "block",
+    /// fields)`. The message is one text, so no `contentId`: a revoke says where the withdrawn
+    /// block is in `content` (`offset`, `length`, UTF-16 units).
+    fn guard(&self, payload: &EventPayload) -> Option<(&'static str, Value)> {
+        let key = match payload {
+            EventPayload::ContentRevoke(_) => "revoke",
+            EventPayload::GuardWarning(_) => "warning",
+            EventPayload::GuardBlock(_) => "block",
+            _ => return None,
+        };
+        let mut fields = super::guard_fields(payload, super::GuardIds { content: None, tool: Some("toolId") })?;
+        if let EventPayload::ContentRevoke(e) = payload {
+            let (start, end) = self.blocks.get(&e.content_id).copied().unwrap_or((self.streamed, self.streamed));
+            fields.insert("offset".into(), json!(start));
+            fields.insert("length".into(), json!(end - start));
+        }
+        Some((key, Value::Object(fields)))
     }
 
     /// Appends the chunks `event` becomes.
@@ -136,7 +177,7 @@ impl ChunkMapper {
         match &event.payload {
             EventPayload::RunStart(_) => self.role(out),
             EventPayload::ContentStart(e) => {
-                self.blocks.insert(e.content_id.clone(), self.streamed);
+                self.blocks.insert(e.content_id.clone(), (self.streamed, self.streamed));
             }
             EventPayload::ReasoningDelta(e) => {
                 self.role(out);
@@ -144,13 +185,24 @@ impl ChunkMapper {
             }
             EventPayload::ContentDelta(e) => {
                 self.role(out);
-                self.blocks.entry(e.content_id.clone()).or_insert(self.streamed);
+                let block = self.blocks.entry(e.content_id.clone()).or_insert((self.streamed, self.streamed));
                 self.streamed += e.delta.encode_utf16().count() as u64;
+                block.1 = self.streamed;
                 out.push(self.chunk(json!({"content": e.delta}), None));
             }
             EventPayload::ContentCitation(e) => {
                 self.role(out);
                 out.push(self.chunk(json!({"citations": [self.citation(e)]}), None));
+            }
+            EventPayload::ContentRevoke(_) | EventPayload::GuardWarning(_) | EventPayload::GuardBlock(_) => {
+                self.role(out);
+                let Some((key, detail)) = self.guard(&event.payload) else { return };
+                let filtered = ends_answer(&event.payload);
+                let finish = filtered.then_some(CONTENT_FILTER);
+                out.push(self.chunk(json!({"agw": {key: detail}}), finish));
+                if filtered {
+                    self.ending = Some(Ending::Finished(CONTENT_FILTER));
+                }
             }
             EventPayload::RunComplete(e) => {
                 self.role(out);
@@ -159,7 +211,7 @@ impl ChunkMapper {
                 self.ending = Some(Ending::Finished(reason));
             }
             EventPayload::RunError(e) => {
-                let body = error_body(&e.error.message, "server_error", e.error.code.as_str());
+                let body = error_body(&e.error.message, error_type(e.error.code), e.error.code.as_str());
                 out.push(body.clone());
                 self.ending = Some(Ending::Error(body));
             }
@@ -173,7 +225,7 @@ impl ChunkMapper {
     }
 }
 
-/// A child task's text, reasoning or citation: not part of the assistant message.
+/// A child task's text, reasoning, citation or guard event: not part of the assistant message.
 fn is_child_part(event: &Event) -> bool {
     matches!(
         event.payload,
@@ -181,16 +233,35 @@ fn is_child_part(event: &Event) -> bool {
             | EventPayload::ContentDelta(_)
             | EventPayload::ContentCitation(_)
             | EventPayload::ReasoningDelta(_)
+            | EventPayload::ContentRevoke(_)
+            | EventPayload::GuardWarning(_)
+            | EventPayload::GuardBlock(_)
     ) && event.task().is_some()
+}
+
+/// A guard's event that ends the answer as filtered: a revoke, or a block of the answer before
+/// it showed anything (the run fails right after either).
+fn ends_answer(payload: &EventPayload) -> bool {
+    match payload {
+        EventPayload::ContentRevoke(_) => true,
+        EventPayload::GuardBlock(e) => e.stage == crate::guard::GuardStage::Output,
+        _ => false,
+    }
 }
 
 /// Collects a run into one non-streaming `chat.completion`.
 #[derive(Debug)]
 pub struct CompletionAggregate {
     mapper: ChunkMapper,
-    content: String,
+    /// The answer's text, per content block in stream order: a revoked block is left out.
+    content: Vec<(String, String)>,
     reasoning: String,
-    citations: Vec<Value>,
+    /// Each citation with the block it belongs to.
+    citations: Vec<(String, Value)>,
+    /// The block a guard withdrew.
+    revoked: Option<String>,
+    /// `message.agw`: the guards' events.
+    agw: Map<String, Value>,
 }
 
 impl CompletionAggregate {
@@ -198,9 +269,11 @@ impl CompletionAggregate {
     pub fn new(run_id: &str, model: &str, created: i64) -> Self {
         Self {
             mapper: ChunkMapper::new(run_id, model, created),
-            content: String::new(),
+            content: Vec::new(),
             reasoning: String::new(),
             citations: Vec::new(),
+            revoked: None,
+            agw: Map::new(),
         }
     }
 
@@ -208,13 +281,36 @@ impl CompletionAggregate {
     pub fn push(&mut self, event: &Event) {
         match &event.payload {
             _ if is_child_part(event) || self.mapper.ending.is_some() => {}
-            EventPayload::ContentDelta(e) => self.content.push_str(&e.delta),
+            EventPayload::ContentDelta(e) => match self.content.last_mut() {
+                Some((id, text)) if *id == e.content_id => text.push_str(&e.delta),
+                _ => self.content.push((e.content_id.clone(), e.delta.clone())),
+            },
             EventPayload::ReasoningDelta(e) => self.reasoning.push_str(&e.delta),
-            EventPayload::ContentCitation(e) => self.citations.push(self.mapper.citation(e)),
+            EventPayload::ContentCitation(e) => self.citations.push((e.content_id.clone(), self.mapper.citation(e))),
+            EventPayload::ContentRevoke(_) | EventPayload::GuardWarning(_) | EventPayload::GuardBlock(_) => {
+                self.guard(&event.payload)
+            }
             _ => {}
         }
         let mut ignored = Vec::new();
         self.mapper.map(event, &mut ignored);
+    }
+
+    /// A guard's event: into `message.agw`; a revoke also takes its block out of the answer.
+    fn guard(&mut self, payload: &EventPayload) {
+        let Some((key, detail)) = self.mapper.guard(payload) else { return };
+        match payload {
+            EventPayload::ContentRevoke(e) => {
+                self.revoked = Some(e.content_id.clone());
+                self.agw.insert(key.into(), detail);
+            }
+            _ => {
+                let list = self.agw.entry(format!("{key}s")).or_insert_with(|| json!([]));
+                if let Value::Array(items) = list {
+                    items.push(detail);
+                }
+            }
+        }
     }
 
     /// The `chat.completion` body, or the error body when the run failed; `None` before the run
@@ -223,12 +319,20 @@ impl CompletionAggregate {
         match self.mapper.ending()? {
             Ending::Error(body) => Some(Err(body.clone())),
             Ending::Finished(reason) => {
-                let mut message = json!({"role": "assistant", "content": self.content});
+                let kept = |id: &String| self.revoked.as_ref() != Some(id);
+                let content: String =
+                    self.content.iter().filter(|(id, _)| kept(id)).map(|(_, text)| text.as_str()).collect();
+                let citations: Vec<&Value> =
+                    self.citations.iter().filter(|(id, _)| kept(id)).map(|(_, citation)| citation).collect();
+                let mut message = json!({"role": "assistant", "content": content});
                 if !self.reasoning.is_empty() {
                     message["reasoning_content"] = json!(self.reasoning);
                 }
-                if !self.citations.is_empty() {
-                    message["citations"] = json!(self.citations);
+                if !citations.is_empty() {
+                    message["citations"] = json!(citations);
+                }
+                if !self.agw.is_empty() {
+                    message["agw"] = Value::Object(self.agw.clone());
                 }
                 Some(Ok(json!({"id": self.mapper.id, "object": "chat.completion", "created": self.mapper.created,
                     "model": self.mapper.model,
@@ -405,5 +509,85 @@ mod tests {
             plain.push(&event);
         }
         assert!(plain.finish(0, 0).unwrap().unwrap()["choices"][0]["message"].get("citations").is_none());
+    }
+
+    /// Issue 36: a guard's events are `delta.agw` chunks; a revoke ends the answer with
+    /// `content_filter` on its chunk and says where the withdrawn text is; the run's error adds
+    /// nothing after it; a child's are skipped. The completion leaves the withdrawn text out.
+    #[test]
+    fn a_revoke_ends_the_answer_as_filtered_and_the_completion_leaves_it_out() {
+        let events = crate::adapters::guarded_run();
+        let mut mapper = ChunkMapper::new("r", "guarded", 1);
+        let mut aggregate = CompletionAggregate::new("r", "guarded", 1);
+        let mut out = Vec::new();
+        for event in &events {
+            mapper.map(event, &mut out);
+            aggregate.push(event);
+        }
+        let choices: Vec<String> = out.iter().map(|c| c["choices"][0].to_string()).collect();
+        assert_eq!(
+            choices,
+            [
+                r#"{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}"#,
+                r#"{"index":0,"delta":{"content":"Let me check."},"finish_reason":null}"#,
+                r#"{"index":0,"delta":{"agw":{"warning":{"stage":"toolInput","guard":"rules:demo","rule":"r1","message":"careful","toolId":"t1","statusCode":-1007}}},"finish_reason":null}"#,
+                r#"{"index":0,"delta":{"content":"Write to bob@"},"finish_reason":null}"#,
+                r#"{"index":0,"delta":{"agw":{"warning":{"stage":"output","guard":"rules:demo","rule":"r1","message":"careful","statusCode":-1007}}},"finish_reason":null}"#,
+                r#"{"index":0,"delta":{"content":"x.com"},"finish_reason":null}"#,
+                r#"{"index":0,"delta":{"agw":{"revoke":{"stage":"output","guard":"rules:pii","rule":"email","reason":"personal data","statusCode":-1006,"offset":13,"length":18}}},"finish_reason":"content_filter"}"#,
+            ]
+        );
+        assert_eq!(mapper.ending(), Some(&Ending::Finished(CONTENT_FILTER)));
+
+        let body = aggregate.finish(0, 0).unwrap().unwrap();
+        assert_eq!(body["choices"][0]["finish_reason"], "content_filter");
+        let message = &body["choices"][0]["message"];
+        assert_eq!(message["content"], "Let me check.");
+        assert_eq!(message["agw"]["revoke"]["offset"], 13);
+        assert_eq!(message["agw"]["warnings"].as_array().map(Vec::len), Some(2));
+        assert!(message["agw"].get("blocks").is_none(), "the child's block is not the answer's");
+    }
+
+    /// Issue 36: an answer blocked before its first word is filtered too; a blocked question is
+    /// the request's error.
+    #[test]
+    fn a_blocked_answer_is_filtered_and_a_blocked_question_an_invalid_request() {
+        use crate::event::{GuardBlock, RunError};
+        use crate::guard::GuardStage;
+        let block = |stage| GuardBlock {
+            stage,
+            guard: "webhook".into(),
+            rule: None,
+            reason: "no".into(),
+            tool_id: None,
+            status_code: -1006,
+        };
+        let error = || RunError {
+            run_id: "r".into(),
+            error: crate::RunErrorInfo::new(crate::ErrorCode::GuardrailBlocked, "blocked", false),
+            totals: Default::default(),
+        };
+        let mut answer = CompletionAggregate::new("r", "m", 1);
+        for event in
+            [ev(RunStart { run_id: "r".into(), chat_id: "c".into() }), ev(block(GuardStage::Output)), ev(error())]
+        {
+            answer.push(&event);
+        }
+        let body = answer.finish(0, 0).unwrap().unwrap();
+        assert_eq!(
+            (body["choices"][0]["finish_reason"].as_str(), body["choices"][0]["message"]["content"].as_str()),
+            (Some("content_filter"), Some(""))
+        );
+        assert_eq!(body["choices"][0]["message"]["agw"]["blocks"][0]["stage"], "output");
+
+        let mut question = CompletionAggregate::new("r", "m", 1);
+        for event in [ev(block(GuardStage::Input)), ev(error())] {
+            question.push(&event);
+        }
+        let body = question.finish(0, 0).unwrap().unwrap_err();
+        assert_eq!(
+            (body["error"]["type"].as_str(), body["error"]["code"].as_str()),
+            (Some("invalid_request_error"), Some("guardrail_blocked"))
+        );
     }
 }
