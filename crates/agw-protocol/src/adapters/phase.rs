@@ -30,6 +30,14 @@
 //!   `input_required {runId, toolId, toolName, kind, …}` when the run waits for a person (a
 //!   frontend tool's call: `kind: frontend`; an approval: `kind: approval`). Nothing follows
 //!   `done` or `error`.
+//! - **Guardrails** (issue 36): `revoke {stage, guard, rule?, reason, statusCode, offset,
+//!   length}` — take back the text sent in `text` lines from `offset`, `length` UTF-16 units
+//!   (the lines carry no block ids, so the place is counted in the text the stream sent);
+//!   `warning {stage, guard, rule?, message, toolId?, statusCode, toolName?}` and `block {stage,
+//!   guard, rule?, reason, toolId?, statusCode, toolName?}`. A guard's verdict is not a phase of
+//!   the run's work: these lines carry the phase the run is in and change none (the `error` line
+//!   of a blocked run moves to `error`). A tool stage's warning or block is about a call, so it
+//!   is sent only with `showToolCalls`; a child's are not sent, like everything of a child.
 //! - **Ignored:** `request.*`, `chat.*`, `context.compact`, `plan.*`, `agent.handoff`, steers,
 //!   `awaiting.answer`/`expired`, snapshots (replay only).
 //!
@@ -43,6 +51,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::event::{Event, EventPayload, TaskField};
+use crate::guard::GuardStage;
 
 /// What a run is doing, as the phase stream tells a client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -217,6 +226,10 @@ pub struct PhaseMapper {
     children: HashSet<String>,
     /// Plan tasks started and not ended.
     open_tasks: Vec<String>,
+    /// UTF-16 length of the text the `text` lines sent so far.
+    streamed: u64,
+    /// Where each content block's text starts and ends in it (a revoke takes it back).
+    blocks: HashMap<String, (u64, u64)>,
     finished: bool,
 }
 
@@ -313,7 +326,13 @@ impl PhaseMapper {
                     return;
                 }
                 self.enter(Phase::Generating, out);
+                let block = self.blocks.entry(e.content_id.clone()).or_insert((self.streamed, self.streamed));
+                self.streamed += e.delta.encode_utf16().count() as u64;
+                block.1 = self.streamed;
                 out.push(self.line("text", json!({"content": e.delta})));
+            }
+            EventPayload::ContentRevoke(_) | EventPayload::GuardWarning(_) | EventPayload::GuardBlock(_) => {
+                self.guard(&event.payload, out);
             }
             EventPayload::ContentCitation(e) => {
                 let record = &e.record;
@@ -461,6 +480,31 @@ impl PhaseMapper {
             EventPayload::AwaitingAsk(e) => self.awaiting(e, Some(task), out),
             _ => {}
         }
+    }
+
+    /// A guard's `revoke`, `warning` or `block` line, in the phase the run is in.
+    fn guard(&mut self, payload: &EventPayload, out: &mut Vec<Value>) {
+        let (kind, stage, tool_id) = match payload {
+            EventPayload::ContentRevoke(e) => ("revoke", e.stage, None),
+            EventPayload::GuardWarning(e) => ("warning", e.stage, e.tool_id.as_ref()),
+            EventPayload::GuardBlock(e) => ("block", e.stage, e.tool_id.as_ref()),
+            _ => return,
+        };
+        let tool_stage = matches!(stage, GuardStage::ToolInput | GuardStage::ToolOutput);
+        if tool_stage && !self.options.show_tool_calls {
+            return;
+        }
+        let ids = super::GuardIds { content: None, tool: Some("toolId") };
+        let Some(mut data) = super::guard_fields(payload, ids) else { return };
+        if let Some(call) = tool_id.and_then(|id| self.calls.get(id)) {
+            data.insert("toolName".into(), json!(call.name));
+        }
+        if let EventPayload::ContentRevoke(e) = payload {
+            let (start, end) = self.blocks.get(&e.content_id).copied().unwrap_or((self.streamed, self.streamed));
+            data.insert("offset".into(), json!(start));
+            data.insert("length".into(), json!(end - start));
+        }
+        out.push(self.line(kind, Value::Object(data)));
     }
 
     /// A call's arguments are complete: it runs now.

@@ -419,3 +419,39 @@ fn a_sequential_plan_tasks_work_is_shown_and_a_parallel_rounds_is_not() {
     let out = run(&mut mapper, &events);
     assert_eq!(types(&out), ["phase_change"], "{out:?}");
 }
+
+/// Issue 36: a guard's lines carry the phase the run is in; a revoke says which text to take back
+/// (offset and length into the text sent); a tool stage's line names the call, and is sent only
+/// with `showToolCalls`; a child's is not sent; the run's error ends the stream.
+#[test]
+fn guard_lines_say_what_to_take_back_and_keep_the_phase() {
+    let mut mapper = default_mapper();
+    let mut out = Vec::new();
+    for event in crate::adapters::guarded_run() {
+        mapper.map(&event, &mut out);
+    }
+    let guarded: Vec<String> = out
+        .iter()
+        .filter(|l| ["revoke", "warning", "block"].contains(&l["type"].as_str().unwrap()))
+        .map(Value::to_string)
+        .collect();
+    assert_eq!(
+        guarded,
+        [
+            r#"{"type":"warning","phase":"tool_calling","data":{"stage":"toolInput","guard":"rules:demo","rule":"r1","message":"careful","toolId":"t1","statusCode":-1007,"toolName":"lookup"}}"#,
+            r#"{"type":"warning","phase":"generating","data":{"stage":"output","guard":"rules:demo","rule":"r1","message":"careful","statusCode":-1007}}"#,
+            r#"{"type":"revoke","phase":"generating","data":{"stage":"output","guard":"rules:pii","rule":"email","reason":"personal data","statusCode":-1006,"offset":13,"length":18}}"#,
+        ]
+    );
+    assert_eq!(types(&out[out.len() - 3..]), ["revoke", "phase_change", "error"]);
+    assert_eq!(out.last().unwrap()["data"]["code"], "guardrail_blocked");
+
+    let options = PhaseOptions { show_tool_calls: false, ..PhaseOptions::default() };
+    let mut quiet = PhaseMapper::new(options, None, PhaseMessages::default());
+    let mut out = Vec::new();
+    for event in crate::adapters::guarded_run() {
+        quiet.map(&event, &mut out);
+    }
+    let kinds = types(&out);
+    assert_eq!(kinds.iter().filter(|k| *k == "warning").count(), 1, "only the answer's: {kinds:?}");
+}
