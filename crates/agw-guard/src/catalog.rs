@@ -89,6 +89,32 @@ impl GuardCatalog {
         Ok(GuardCatalog { sets: map })
     }
 
+    /// `dir` loaded again ([`Self::load_dir`]) while this catalog is in use: a file that was
+    /// loaded before and now fails keeps its set from this catalog (an edit with a typo must
+    /// not drop a guard); the errors are returned all the same, for the caller to log.
+    pub fn reload_dir(&self, dir: impl AsRef<Path>) -> (GuardCatalog, Vec<CatalogError>) {
+        let (mut fresh, errors) = GuardCatalog::load_dir(dir);
+        for error in &errors {
+            let kept = error
+                .path()
+                .and_then(|path| path.file_name()?.to_str()?.strip_suffix(".json").map(str::to_owned))
+                .and_then(|name| Some((self.sets.get(&name)?.clone(), name)));
+            if let Some((set, name)) = kept {
+                fresh.sets.entry(name).or_insert(set);
+            }
+        }
+        (fresh, errors)
+    }
+
+    /// This catalog with every set of `fallback` whose name it does not have (the bundled sets
+    /// stay available next to a directory's).
+    pub fn or_sets_of(mut self, fallback: &GuardCatalog) -> GuardCatalog {
+        for (name, set) in &fallback.sets {
+            self.sets.entry(name.clone()).or_insert_with(|| set.clone());
+        }
+        self
+    }
+
     /// The set named `name`.
     pub fn get(&self, name: &str) -> Option<Arc<RuleSet>> {
         self.sets.get(name).cloned()

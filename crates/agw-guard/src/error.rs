@@ -2,7 +2,7 @@
 //! a directory of them ([`CatalogError`]), a webhook's verdict ([`VerdictError`]) and a
 //! granularity setting ([`GranularityError`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Why one rule of a rule file is refused.
 #[derive(Debug, thiserror::Error)]
@@ -166,6 +166,20 @@ pub enum CatalogError {
         /// The name.
         name: String,
     },
+}
+
+impl CatalogError {
+    /// The rule file whose content could not be used (unreadable, changed while read, or with
+    /// rule errors): the one a reload keeps its last good set for. `None` for the others (a
+    /// link or a non-file is refused on purpose, not kept).
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            CatalogError::Read { path, .. } | CatalogError::Changed { path } | CatalogError::Rules { path, .. } => {
+                Some(path)
+            }
+            _ => None,
+        }
+    }
 }
 
 /// A webhook's answer that is not a verdict.

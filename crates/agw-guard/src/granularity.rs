@@ -7,9 +7,10 @@ use std::str::FromStr;
 use crate::error::GranularityError;
 
 /// When a streamed text is checked again: after each sentence, or after every `n` characters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Granularity {
-    /// After each sentence end (see [`Boundaries::crossed`]).
+    /// After each sentence end (see [`Boundaries::crossed`]); the default.
+    #[default]
     Sentence,
     /// After at least this many more characters (Unicode scalar values); 0 counts as 1.
     Chars(usize),

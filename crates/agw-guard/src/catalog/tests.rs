@@ -102,3 +102,33 @@ fn from_sets_refuses_two_sets_with_one_name() {
         GuardCatalog::from_sets([RuleSet::parse("a", GOOD).expect("valid"), RuleSet::parse("a", GOOD).expect("valid")]);
     assert!(matches!(twice, Err(CatalogError::Duplicate { name }) if name == "a"));
 }
+
+#[test]
+fn a_reload_keeps_the_last_good_set_of_a_file_that_broke_and_drops_deleted_ones() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), "kept.json", GOOD);
+    write(dir.path(), "gone.json", GOOD);
+    let (first, errors) = GuardCatalog::load_dir(dir.path());
+    assert!(errors.is_empty() && first.len() == 2);
+    write(dir.path(), "kept.json", "{\"rules\": [{\"id\": \"x\"}]}");
+    std::fs::remove_file(dir.path().join("gone.json")).expect("remove");
+    write(dir.path(), "new.json", "{\"rules\": []");
+    let (second, errors) = first.reload_dir(dir.path());
+    assert_eq!(second.names().collect::<Vec<_>>(), ["kept"], "the typo keeps the set; a never-good file stays out");
+    assert!(Arc::ptr_eq(&second.get("kept").expect("kept"), &first.get("kept").expect("kept")));
+    assert_eq!(errors.len(), 2);
+}
+
+#[test]
+fn the_bundled_sets_fill_names_a_directory_does_not_have() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), "demo.json", GOOD);
+    write(dir.path(), "mine.json", GOOD);
+    let (loaded, _) = GuardCatalog::load_dir(dir.path());
+    let own_demo = loaded.get("demo").expect("demo");
+    let merged = loaded.or_sets_of(&GuardCatalog::bundled());
+    assert_eq!(merged.names().collect::<Vec<_>>(), ["demo", "mine"]);
+    assert!(Arc::ptr_eq(&merged.get("demo").expect("demo"), &own_demo), "the directory's file wins");
+    let only_bundled = GuardCatalog::default().or_sets_of(&GuardCatalog::bundled());
+    assert_eq!(only_bundled.names().collect::<Vec<_>>(), ["demo"]);
+}
