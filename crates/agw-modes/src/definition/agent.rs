@@ -61,6 +61,9 @@ pub struct AgentDefinition {
     /// `citations` (agw extension, docs/protocols.md "Citations"): how the model cites what its
     /// citable tools return.
     pub citations: super::CitationPolicy,
+    /// `guardrails` (agw extension, docs/guardrails.md): this agent's guards, added to the
+    /// server's defaults at run time.
+    pub guardrails: super::GuardrailPolicy,
     /// `phaseStream.messages` (agw extension): what this agent's `phase_change` events say.
     pub phase_messages: agw_protocol::adapters::phase::PhaseMessages,
     /// `runtimePrompts` with agw's defaults filled in.

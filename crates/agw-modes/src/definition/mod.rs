@@ -22,6 +22,7 @@ mod context;
 mod create;
 mod error;
 mod file;
+mod guardrails;
 mod handoffs;
 mod model;
 mod parse;
@@ -41,6 +42,7 @@ pub use create::{
     AgentFileCreate, AgentFileCreateConfig, AgentLookup, DEFAULT_AGENT_SYSTEM_PROMPT, DEFAULT_GRANTABLE_TOOLS,
 };
 pub use error::DefinitionError;
+pub use guardrails::{BadGuardRef, GuardLists, GuardRef, GuardrailPolicy};
 pub use handoffs::{Handoff, INPUT_FILTER_NAMES, InputFilter, TRANSFER_TOOL_PREFIX, transfer_tool_name};
 pub use model::{
     AgentMode, McpSelection, ModeDef, ModelConfig, PLAN_ADD_TASKS_TOOL, PLAN_GET_TASKS_TOOL, PLAN_TOOL_PREFIX,

@@ -86,6 +86,7 @@ fn build(root: &Obj<'_>, file_name: &str) -> Result<AgentDefinition, DefinitionE
         budget: custom_budget.unwrap_or(Budget::preset_for(mode)),
         context: root.obj("contextConfig")?.map(|c| super::context::parse(&c)).transpose()?.unwrap_or_default(),
         citations: super::citations::parse(root.obj("citations")?.as_ref())?,
+        guardrails: super::guardrails::parse(root.obj("guardrails")?.as_ref())?,
         phase_messages: super::phase_stream::parse(root.obj("phaseStream")?.as_ref())?,
         runtime_prompts: prompts::parse(root.obj("runtimePrompts")?.as_ref())?,
         source_file: file_name.to_owned(),
