@@ -14,10 +14,13 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("agw-cluster", &[]),
     ("agw-memory", &["agw-protocol"]),
     ("agw-llm", &["agw-protocol"]),
-    ("agw-modes", &["agw-protocol", "agw-llm", "agw-tools", "agw-skills"]),
+    ("agw-modes", &["agw-protocol", "agw-llm", "agw-tools", "agw-skills", "agw-guard"]),
     ("agw-testkit", &["agw-llm"]),
     ("agw-demo", &["agw-llm", "agw-modes", "agw-skills"]),
-    ("agw-runs", &["agw-protocol", "agw-llm", "agw-tools", "agw-skills", "agw-modes", "agw-memory", "agw-cluster"]),
+    (
+        "agw-runs",
+        &["agw-protocol", "agw-llm", "agw-tools", "agw-skills", "agw-guard", "agw-modes", "agw-memory", "agw-cluster"],
+    ),
     (
         "agw-http",
         &[
@@ -26,6 +29,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "agw-modes",
             "agw-tools",
             "agw-skills",
+            "agw-guard",
             "agw-mcp",
             "agw-memory",
             "agw-cluster",

@@ -101,6 +101,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         mcp_request_tool_bytes: agw_modes::runtime::DEFAULT_MCP_REQUEST_TOOL_BYTES,
         agents: Default::default(),
         sub_agents: Default::default(),
+        guards: Default::default(),
+        guard_rules: Default::default(),
     };
     let (run_id, chat_id) = ("run-1", "00000000-0000-4000-8000-000000000001");
     let message = "How many words are in 'one two three'?";

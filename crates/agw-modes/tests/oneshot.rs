@@ -47,6 +47,8 @@ fn ctx(fixture: &FixtureServer, agent: Arc<AgentDefinition>, history: Vec<ChatMe
             mcp_request_tool_bytes: agw_modes::runtime::DEFAULT_MCP_REQUEST_TOOL_BYTES,
             agents: Default::default(),
             sub_agents: Default::default(),
+            guards: Default::default(),
+            guard_rules: Default::default(),
         }),
         steers: Arc::new(SteerQueue::default()),
         remembered_approvals: Vec::new(),

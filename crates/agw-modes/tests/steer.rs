@@ -85,6 +85,8 @@ fn ctx(fixture: &FixtureServer, agent: &str, tools: ToolRegistry, steers: Arc<St
             mcp_request_tool_bytes: agw_modes::runtime::DEFAULT_MCP_REQUEST_TOOL_BYTES,
             agents: Default::default(),
             sub_agents: Default::default(),
+            guards: Default::default(),
+            guard_rules: Default::default(),
         }),
         steers,
         remembered_approvals: Vec::new(),

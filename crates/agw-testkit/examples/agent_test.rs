@@ -56,6 +56,8 @@ async fn run(model: &FixtureServer, message: &str) -> (RunOutcome, Vec<AgentDelt
         mcp_request_tool_bytes: agw_modes::runtime::DEFAULT_MCP_REQUEST_TOOL_BYTES,
         agents: Default::default(),
         sub_agents: Default::default(),
+        guards: Default::default(),
+        guard_rules: Default::default(),
     };
     let ctx = RunContext {
         run_id: "run-1".into(),

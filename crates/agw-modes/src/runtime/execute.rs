@@ -184,7 +184,7 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
     let mut doom_loop: Option<String> = None;
     for (at, (call, kind)) in calls.iter().zip(kinds).enumerate() {
         let name = call.normalized_name();
-        let args = templates::resolve(&call.arguments_object(), &state.recorded);
+        let mut args = templates::resolve(&call.arguments_object(), &state.recorded);
         let mut plan_after = None;
         let is_invoke = name == AGENT_INVOKE_TOOL;
         let is_transfer = handoff::is_transfer(&name);
@@ -229,6 +229,11 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
             sink,
         )
         .await?
+        {
+            text
+        } else if kind == ToolKind::Backend
+            && let super::guard::Admitted::Refused(text) =
+                super::guard::tool_input(ctx, &call.id, &name, &mut args, state, sink).await?
         {
             text
         } else {
@@ -277,7 +282,10 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
                         }
                     }
                 }
-                ToolKind::Backend if is_invoke => super::invoke::invoke(ctx, &call.id, &args, state, sink).await?,
+                ToolKind::Backend if is_invoke => {
+                    let answer = super::invoke::invoke(ctx, &call.id, &args, state, sink).await?;
+                    super::guard::tool_output(ctx, &call.id, &name, answer, state, sink).await?
+                }
                 ToolKind::Backend if is_transfer => match handoff::transfer(ctx, state, &name, &call.id) {
                     handoff::Transfer::Made { result, handed: handoff } => {
                         handed = Some(handoff);
@@ -302,7 +310,7 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
                         tracing::debug!(tool = %name, ms = started.elapsed().as_millis() as u64, "backend tool ran");
                         metrics::histogram!(TOOL_DURATION_METRIC, "tool" => name.clone())
                             .record(started.elapsed().as_secs_f64());
-                        text
+                        super::guard::tool_output(ctx, &call.id, &name, text, state, sink).await?
                     }
                     None => exec::error_result(&name, &format!("Unknown tool: {name}")),
                 },

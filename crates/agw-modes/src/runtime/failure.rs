@@ -36,6 +36,10 @@ pub enum RunFailure {
     /// model call ([`super::QuotaGate`]); the message names the quota.
     #[error("{0}")]
     Quota(String),
+    /// An input or output guard blocked (docs/guardrails.md); the message names the stage, the
+    /// guard and its reason. `run.error` code `guardrail_blocked`.
+    #[error("{0}")]
+    Guarded(String),
     /// A bug, a storage failure, or an agent its mode cannot run (e.g. PLAN_EXECUTE with
     /// `toolChoice: NONE`); `run.error` code `internal`.
     #[error("{0}")]
@@ -80,6 +84,8 @@ impl RunFailure {
             RunFailure::DoomLoop(_) => (ErrorCode::DoomLoop, false),
             // Like a provider's 429: the same query can succeed once the quota allows it again.
             RunFailure::Quota(_) => (ErrorCode::QuotaExceeded, true),
+            // The same query would be blocked again.
+            RunFailure::Guarded(_) => (ErrorCode::GuardrailBlocked, false),
             RunFailure::Internal(_) | RunFailure::HandedOff(_) | RunFailure::Disconnected => {
                 (ErrorCode::Internal, false)
             }

@@ -17,6 +17,7 @@ mod context;
 mod doom;
 mod execute;
 mod failure;
+mod guard;
 mod handoff;
 mod invoke;
 mod meter;
@@ -55,6 +56,10 @@ pub use context::{
     SummaryError, compact_history, pruned_marker, usable_tokens,
 };
 pub use failure::RunFailure;
+pub use guard::{
+    ClassifyError, ClassifyRequest, FailMode, GUARD_CHECK_DURATION_METRIC, GUARD_VERDICTS_METRIC, GuardClassifier,
+    GuardServices, missing_rule_sets,
+};
 pub use handoff::{HandedOff, MAX_HANDOFFS};
 pub use invoke::{AGENT_INVOKE_TOOL, MAX_DEPTH_CAP, Nesting, SubAgentLimits};
 pub use meter::{COST_METRIC, MODEL_CALL_DURATION_METRIC, TOKENS_METRIC};
@@ -106,6 +111,11 @@ pub struct RunServices {
     pub agents: Arc<crate::definition::AgentCatalog>,
     /// How many sub-agent tasks one call may start, and how deep they may nest.
     pub sub_agents: SubAgentLimits,
+    /// The server's default guards, the classifier webhook, judge and failure settings
+    /// (docs/guardrails.md).
+    pub guards: Arc<GuardServices>,
+    /// The guardrails catalog's rule sets (`rules:<set>`), as of the run's start.
+    pub guard_rules: Arc<agw_guard::GuardCatalog>,
 }
 
 /// MCP server name → its tools as `(name on the server, name in the tool registry)`.
@@ -322,15 +332,19 @@ where
     tokio::time::timeout(run_timeout, fut.instrument(span.clone())).map(move |timed| {
         let result =
             timed.unwrap_or_else(|_| Err(RunFailure::Budget(format!("runTimeoutMs={}", run_timeout.as_millis()))));
-        match result {
-            Ok(finish_reason) => RunOutcome::Completed { finish_reason },
-            Err(RunFailure::Disconnected) => RunOutcome::Disconnected,
-            Err(failure) => {
-                tracing::warn!(run_id, error = %failure, "run failed");
-                RunOutcome::Failed(failure.to_error_info())
-            }
-        }
+        outcome_of(result, run_id)
     })
+}
+
+fn outcome_of(result: Result<String, RunFailure>, run_id: &str) -> RunOutcome {
+    match result {
+        Ok(finish_reason) => RunOutcome::Completed { finish_reason },
+        Err(RunFailure::Disconnected) => RunOutcome::Disconnected,
+        Err(failure) => {
+            tracing::warn!(run_id, error = %failure, "run failed");
+            RunOutcome::Failed(failure.to_error_info())
+        }
+    }
 }
 
 #[cfg(test)]
@@ -366,9 +380,16 @@ mod finish_tests {
 /// Runs the agent to completion, streaming into `sink`. When the agent hands the conversation
 /// over (docs/multi-agent.md, "Handoffs"), the next agent continues the same run until one
 /// answers; the run timeout is the first agent's and covers them all.
-pub async fn execute<S: DeltaSink>(ctx: RunContext, sink: &mut S) -> RunOutcome {
+pub async fn execute<S: DeltaSink>(mut ctx: RunContext, sink: &mut S) -> RunOutcome {
+    use tracing::Instrument;
     let span = trace::invoke_agent(&ctx);
     let mut state = new_state(&ctx);
+    // The input guards decide before any model call (and may redact what the model is sent).
+    if let Err(failure) = guard::input(&mut ctx, &mut state, sink).instrument(span.clone()).await {
+        let outcome = outcome_of(Err(failure), &ctx.run_id);
+        trace::run_ended(&span, &outcome, &state.usage);
+        return outcome;
+    }
     let restored = ctx.initial_plan.as_ref().is_some_and(|p| !p.is_empty());
     let fut = async {
         // A chat with a plan starts every run by showing it (any mode).

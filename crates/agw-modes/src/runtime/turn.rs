@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use agw_llm::{CallOptions, ChatMessage, ChatRequest, LlmDelta, ToolChoice};
 use agw_protocol::citation::Piece;
+use agw_protocol::guard::{GuardStage, Revocation};
 use agw_protocol::history::StreamedAs;
 use agw_protocol::{AgentDelta, CallUsage};
 use futures::StreamExt;
@@ -14,6 +15,8 @@ use crate::definition::ResolvedModel;
 
 use super::calls::{CallAccumulator, FragmentEffect, StreamedCall};
 use super::citations::Resolved;
+use super::guard::checks::Classified;
+use super::guard::output::OutputGuard;
 use super::prompt::StagePrompt;
 use super::submit::PendingSubmit;
 use super::tools::{Decoration, StageToolSet, decorate};
@@ -107,6 +110,8 @@ pub(crate) async fn model_turn<S: DeltaSink>(
     };
     tracing::debug!(stage = spec.stage_name, model = %request.model, provider = %request.provider_key, tools = request.tools.len(), "model turn");
 
+    // An agent with output guards: each delta passes its rules before anything else sees it.
+    let mut guard = OutputGuard::for_turn(ctx)?;
     let started = std::time::Instant::now();
     let (provider_key, model_name) = (spec.model.provider_key.as_str(), spec.model.model.as_str());
     let mut stream = match super::trace::open_chat(&ctx.services, provider, request, options).await {
@@ -121,7 +126,24 @@ pub(crate) async fn model_turn<S: DeltaSink>(
     // An agent with citable tools: `[cite:<id>]` markers leave the text as it streams.
     let mut cites = super::citations::filter(ctx);
     let mut pieces = Vec::new();
-    while let Some(item) = stream.next().await {
+    loop {
+        let next = match guard.as_mut() {
+            // A classifier's verdict is taken as soon as it comes, between deltas.
+            Some(g) if g.waiting() => tokio::select! {
+                biased;
+                classified = g.verdict() => Next::Verdict(classified),
+                item = stream.next() => Next::Item(item),
+            },
+            _ => Next::Item(stream.next().await),
+        };
+        let item = match next {
+            Next::Item(Some(item)) => item,
+            Next::Item(None) => break,
+            Next::Verdict(classified) => {
+                guarded(ctx, state, classified, sink).await?;
+                continue;
+            }
+        };
         let item = match item {
             Ok(item) => item,
             Err(e) => {
@@ -136,18 +158,32 @@ pub(crate) async fn model_turn<S: DeltaSink>(
                     sink.emit(AgentDelta::Reasoning(text)).await?;
                 }
             }
-            LlmDelta::Content { text } => match cites.as_mut() {
-                None => {
-                    out.text.push_str(&text);
-                    if calls.is_empty() {
-                        sink.emit(AgentDelta::Content(text)).await?;
+            LlmDelta::Content { text } => {
+                let text = match guard.as_mut() {
+                    None => text,
+                    Some(g) => {
+                        let released = g.push(text);
+                        guarded(ctx, state, Classified { findings: released.findings, usage: Vec::new() }, sink)
+                            .await?;
+                        released.text
+                    }
+                };
+                if text.is_empty() {
+                    continue;
+                }
+                match cites.as_mut() {
+                    None => {
+                        out.text.push_str(&text);
+                        if calls.is_empty() {
+                            sink.emit(AgentDelta::Content(text)).await?;
+                        }
+                    }
+                    Some(filter) => {
+                        filter.push_owned(text, &mut pieces);
+                        cited_text(ctx, state, &mut pieces, calls.is_empty(), &mut out, sink).await?;
                     }
                 }
-                Some(filter) => {
-                    filter.push_owned(text, &mut pieces);
-                    cited_text(ctx, state, &mut pieces, calls.is_empty(), &mut out, sink).await?;
-                }
-            },
+            }
             LlmDelta::ToolCall(fragment) => match calls.on_fragment(fragment, &mut state.call_ids) {
                 FragmentEffect::None => {}
                 FragmentEffect::Start { index, delta } => {
@@ -202,14 +238,67 @@ pub(crate) async fn model_turn<S: DeltaSink>(
             }
         }
     }
+    if let Some(g) = guard.as_mut() {
+        // What the rules held back, then the classifiers' word on the whole answer.
+        let released = g.finish();
+        guarded(ctx, state, Classified { findings: released.findings, usage: Vec::new() }, sink).await?;
+        if !released.text.is_empty() {
+            match cites.as_mut() {
+                None => {
+                    out.text.push_str(&released.text);
+                    if calls.is_empty() {
+                        sink.emit(AgentDelta::Content(released.text)).await?;
+                    }
+                }
+                Some(filter) => {
+                    filter.push_owned(released.text, &mut pieces);
+                    cited_text(ctx, state, &mut pieces, calls.is_empty(), &mut out, sink).await?;
+                }
+            }
+        }
+    }
     if let Some(filter) = cites.as_mut() {
         // What was held back for a marker that never closed is text after all.
         filter.finish(&mut pieces);
         cited_text(ctx, state, &mut pieces, calls.is_empty(), &mut out, sink).await?;
     }
+    if let Some(g) = guard.as_mut() {
+        let classified = g.settle().await;
+        guarded(ctx, state, classified, sink).await?;
+    }
     meter::call_duration(provider_key, model_name, true, started.elapsed());
     out.calls = calls.into_calls().into_iter().filter(|c| !c.name.trim().is_empty()).collect();
     Ok(out)
+}
+
+/// What the turn's loop waits for next.
+enum Next {
+    Item(Option<Result<LlmDelta, agw_llm::LlmError>>),
+    Verdict(Classified),
+}
+
+/// Acts on the output guards' findings: judges' usage is charged, a warning streams as
+/// `guard.warning`, a block revokes the turn's text (`content.revoke`) and ends the run — the
+/// caller returns, which drops the provider's stream and so closes its connection.
+async fn guarded<S: DeltaSink>(
+    ctx: &RunContext,
+    state: &mut RunState,
+    classified: Classified,
+    sink: &mut S,
+) -> Result<(), RunFailure> {
+    let Classified { findings, usage } = classified;
+    super::guard::charge(usage, state, ctx, sink).await?;
+    if let Some(block) = super::guard::report(GuardStage::Output, None, &findings, sink).await? {
+        tracing::info!(run_id = %ctx.run_id, guard = %block.guard, "output blocked: the answer is revoked");
+        sink.emit(AgentDelta::Revoke(Revocation {
+            guard: block.guard.clone(),
+            rule: block.rule.clone(),
+            reason: block.reason.clone(),
+        }))
+        .await?;
+        return Err(block.failure(GuardStage::Output));
+    }
+    Ok(())
 }
 
 /// Streams what the citation filter released: text as content (kept in the turn's text, the
