@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use agw_modes::definition::{AgentCatalog, StageKind};
+use agw_modes::definition::{AgentCatalog, GuardLists, GuardRef, StageKind};
 
 use crate::config::Settings;
 
@@ -69,6 +69,20 @@ pub fn check(settings: &Settings) -> Vec<Finding> {
     for p in state.catalogs().skills.load().problems() {
         error(&p.file, p.message.clone());
     }
+    if let Some(dir) = &state.settings.guardrails.rules.dir {
+        for problem in agw_guard::GuardCatalog::load_dir(dir).1 {
+            error(&dir.display().to_string(), problem.to_string());
+        }
+    }
+    let defaults = &state.settings.guardrails.guards.defaults;
+    for problem in guard_problems("agw.guardrails", defaults, &agents, &state) {
+        error("agw.guardrails", problem);
+    }
+    for agent in agents.iter() {
+        for problem in guard_problems(&format!("agent {}", agent.key), &agent.guardrails.lists, &agents, &state) {
+            error(&agent.source_file, problem);
+        }
+    }
     let mut declared: Option<Vec<String>> = None;
     if let Some(dir) = &state.settings.resources.mcp_dir {
         let (configs, problems) = agw_mcp::load_dir(dir);
@@ -112,6 +126,30 @@ pub fn check(settings: &Settings) -> Vec<Finding> {
         out.push(Finding { severity: Severity::Warning, file: root.setting.into(), message: root.to_string() });
     }
     out.sort_by(|a, b| (b.severity, &a.file).cmp(&(a.severity, &b.file)));
+    out
+}
+
+/// Guards that name rule sets or judge agents that do not exist (runs fail on them), and a
+/// `webhook` guard without a configured webhook (its checks get no verdict).
+fn guard_problems(who: &str, lists: &GuardLists, agents: &AgentCatalog, state: &crate::AppState) -> Vec<String> {
+    let rules = state.catalogs().guard_rules.load();
+    let mut out: Vec<String> = agw_modes::runtime::missing_rule_sets(lists, &rules)
+        .into_iter()
+        .map(|set| format!("{who} names guard rules:{set}, which is not in the guardrails catalog"))
+        .collect();
+    for guard in lists.all() {
+        match guard {
+            GuardRef::Judge(key) if agents.get(key).is_none() => {
+                out.push(format!("{who} names guard judge:{key}, which is not a loaded agent"));
+            }
+            GuardRef::Webhook if state.settings.guardrails.guards.webhook.is_none() => {
+                out.push(format!("{who} names guard webhook, but agw.guardrails.webhook.url is not set"));
+            }
+            _ => {}
+        }
+    }
+    out.sort();
+    out.dedup();
     out
 }
 

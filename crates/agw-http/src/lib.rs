@@ -201,7 +201,31 @@ pub fn build_state(settings: Settings) -> Result<AppState, StartError> {
         );
     }
     let mcp = crate::mcp::Mcp::load(settings.resources.mcp_dir.as_deref(), settings.mcp.limits);
-    Ok(AppState::new(settings, Catalogs { agents, tools, viewports, skills, providers, mcp, chats: Some(chats) }))
+    let guard_rules = guard_rules(&settings);
+    for missing in agents.load().iter().flat_map(|a| {
+        agw_modes::runtime::missing_rule_sets(&a.guardrails.lists, &guard_rules)
+            .into_iter()
+            .map(|set| (a.key.clone(), set.to_owned()))
+            .collect::<Vec<_>>()
+    }) {
+        tracing::warn!(agent = %missing.0, rules = %missing.1, "an agent names a guardrails rule set that does not exist: its runs will fail until it does");
+    }
+    let catalogs = Catalogs { agents, tools, viewports, skills, guard_rules, providers, mcp, chats: Some(chats) };
+    Ok(AppState::new(settings, catalogs))
+}
+
+/// The guardrails' rule sets: the directory's (a broken file is skipped with a log line, the
+/// others load), and the bundled `demo` set unless the directory has its own.
+fn guard_rules(settings: &Settings) -> agw_guard::GuardCatalog {
+    let bundled = agw_guard::GuardCatalog::bundled();
+    let Some(dir) = &settings.guardrails.rules.dir else { return bundled };
+    let (catalog, problems) = agw_guard::GuardCatalog::load_dir(dir);
+    let catalog = catalog.or_sets_of(&bundled);
+    for problem in problems {
+        tracing::warn!(dir = %dir.display(), "guardrails rule file skipped: {problem}");
+    }
+    tracing::info!(dir = %dir.display(), rule_sets = catalog.len(), "guardrails loaded");
+    catalog
 }
 
 /// The bundled tool definition files: agw-tools' and those of agw-modes' tools.

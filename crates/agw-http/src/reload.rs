@@ -39,6 +39,8 @@ pub enum Catalog {
     Skills,
     /// MCP server files (`*.json`, one server each).
     Mcp,
+    /// Guardrails rule files (`<name>.json`, one rule set each).
+    Guardrails,
 }
 
 /// One watched directory.
@@ -205,6 +207,17 @@ impl Reloader {
                     mcp.reconfigure(&self.state.catalogs().tools, configs);
                 }
             }
+            Catalog::Guardrails => {
+                // Its own last-good rule (a file that broke keeps its set), and its own file
+                // checks: rule files are never followed through links.
+                let (catalog, problems) = self.state.catalogs().guard_rules.load().reload_dir(dir);
+                let catalog = catalog.or_sets_of(&agw_guard::GuardCatalog::bundled());
+                for problem in problems {
+                    tracing::warn!(dir = %dir.display(), "guardrails rule file skipped: {problem}");
+                }
+                tracing::info!(dir = %dir.display(), rule_sets = catalog.len(), "guardrails reloaded");
+                self.state.catalogs().guard_rules.store(Arc::new(catalog));
+            }
             Catalog::Skills => {
                 let registry = SkillRegistry::load(dir).with_fallback(&self.state.catalogs().skills.load());
                 tracing::info!(dir = %dir.display(), skills = registry.len(), "skills reloaded");
@@ -322,6 +335,8 @@ pub fn watched_dirs(settings: &crate::Settings) -> Vec<WatchedDir> {
     add(Catalog::Mcp, &r.mcp_dir, r.tools.refresh);
     add(Catalog::Viewports, &r.viewports.dir, r.viewports.refresh);
     add(Catalog::Skills, &r.skills.dir, r.skills.refresh);
+    let rules = &settings.guardrails.rules;
+    add(Catalog::Guardrails, &rules.dir, rules.refresh);
     dirs
 }
 

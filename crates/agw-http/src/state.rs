@@ -48,6 +48,8 @@ pub struct Catalogs {
     pub viewports: ViewportRegistry,
     /// Skill catalog.
     pub skills: SkillRegistry,
+    /// The guardrails' rule sets.
+    pub guard_rules: agw_guard::GuardCatalog,
     /// Model providers by key, the demo model included when enabled.
     pub providers: ProviderRegistry,
     /// MCP servers declared for this process.
@@ -67,6 +69,7 @@ impl AppState {
                 tools: Arc::new(ArcSwap::from_pointee(catalogs.tools)),
                 viewports: ArcSwap::from_pointee(catalogs.viewports),
                 skills: ArcSwap::from_pointee(catalogs.skills),
+                guard_rules: ArcSwap::from_pointee(catalogs.guard_rules),
                 providers: Arc::new(catalogs.providers),
             },
             chats,

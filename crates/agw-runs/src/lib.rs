@@ -25,6 +25,7 @@ mod control;
 mod drive;
 mod durable;
 mod error;
+pub mod guards;
 mod handle;
 mod node;
 mod principal;

@@ -49,6 +49,8 @@ pub struct ServiceSettings {
     pub webhook: WebhookConfig,
     /// Callers are authenticated: a request forwarded by another replica must name its caller.
     pub callers_authenticated: bool,
+    /// `agw.guardrails.*`: default guards, the classifier webhook, judge and failure settings.
+    pub guards: crate::guards::GuardSettings,
 }
 
 /// The registries a run snapshots when it starts; reloads swap them, a run keeps its snapshot.
@@ -61,6 +63,8 @@ pub struct Catalogs {
     pub viewports: ArcSwap<ViewportRegistry>,
     /// Skills.
     pub skills: ArcSwap<SkillRegistry>,
+    /// The guardrails catalog's rule sets.
+    pub guard_rules: ArcSwap<agw_guard::GuardCatalog>,
     /// Model providers by key; fixed for the life of the process.
     pub providers: Arc<ProviderRegistry>,
 }
@@ -123,6 +127,8 @@ pub(crate) struct Core {
     pub(crate) chats: Arc<ChatStore>,
     pub(crate) tracker: Arc<RunTracker>,
     pub(crate) webhook: Option<Webhook>,
+    /// What every run's guards share (the webhook's client is built once).
+    pub(crate) guards: Arc<agw_modes::runtime::GuardServices>,
     pub(crate) quotas: Arc<Quotas>,
     pub(crate) tool_sources: Option<Arc<dyn ToolSources>>,
     pub(crate) telemetry: Arc<dyn Telemetry>,
@@ -138,6 +144,7 @@ impl RunService {
             submits: Arc::new(FrontendSubmits::default()),
             tracker: Arc::new(RunTracker::new(settings.runs.clone())),
             webhook: Webhook::new(settings.webhook.clone()),
+            guards: Arc::new(settings.guards.services()),
             quotas: Arc::new(Quotas::new(settings.quotas)),
             catalogs,
             chats,
@@ -240,6 +247,8 @@ impl Core {
             mcp_request_tool_bytes: self.settings.mcp_request_tool_bytes,
             agents: self.catalogs.agents.load_full(),
             sub_agents: self.settings.sub_agents,
+            guards: self.guards.clone(),
+            guard_rules: self.catalogs.guard_rules.load_full(),
         })
     }
 }

@@ -13,6 +13,7 @@ mod builder;
 mod cluster;
 mod cors;
 mod demo;
+mod guardrails;
 mod logging;
 mod mcp;
 mod memory;
@@ -38,6 +39,7 @@ use agw_tools::sandbox::SandboxConfig;
 pub use builder::SettingsBuilder;
 pub use cluster::{ClusterSettings, DatabaseSettings, RedisSettings, masked_url};
 pub use demo::DemoSettings;
+pub use guardrails::GuardrailSettings;
 pub use logging::LoggingSettings;
 pub use mcp::McpSettings;
 pub use memory::MemorySettings;
@@ -175,6 +177,8 @@ pub struct Settings {
     pub webhook: WebhookConfig,
     /// `agw.sandbox.*`: confinement of `_bash_` and `_skill_run_script_` processes.
     pub sandbox: SandboxConfig,
+    /// `agw.guardrails.*`: rule files, default guards, classifiers (docs/guardrails.md).
+    pub guardrails: GuardrailSettings,
     /// Probable mistakes that did not stop loading: `serve` logs them, `agw check` lists them.
     pub warnings: Vec<ConfigWarning>,
 }
@@ -194,6 +198,7 @@ impl Settings {
             quotas: self.quotas,
             webhook: self.webhook.clone(),
             callers_authenticated: self.auth.enforced(),
+            guards: self.guardrails.guards.clone(),
         }
     }
 
@@ -269,6 +274,7 @@ impl Settings {
             demo: demo::load(&src)?,
             webhook: webhook::load(&src)?,
             sandbox: sandbox::load(&src)?,
+            guardrails: guardrails::load(&src)?,
             warnings,
         })
     }

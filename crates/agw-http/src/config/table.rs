@@ -262,6 +262,30 @@ settings! {
             "cost one agent's runs may reach per UTC day; priced models only (0 = no limit)";
         AGW_QUOTAS_RESERVE_TOKENS: "agw.quotas.reserve-tokens" = Some("1000"),
             "tokens a run reserves against each daily token quota when admitted, until its calls' real usage replaces the estimate: runs are admitted only while spend plus reservations is below the quota (0 = no reservation)";
+        AGW_GUARDRAILS_DIR: "agw.guardrails.dir" = None,
+            "guardrails rule files (<name>.json, referenced as rules:<name>), hot-reloaded; the bundled rule set `demo` is there unless a file of that name replaces it";
+        AGW_GUARDRAILS_REFRESH_INTERVAL_MS: "agw.guardrails.refresh-interval-ms" = Some("30000"),
+            "periodic rescan of the guardrails directory";
+        AGW_GUARDRAILS_INPUT: "agw.guardrails.input" = None,
+            "guards of every agent's input, before its own: comma-separated rules:<name>, webhook, judge:<agentKey>";
+        AGW_GUARDRAILS_OUTPUT: "agw.guardrails.output" = None,
+            "guards of every agent's streamed answer, before its own (same forms)";
+        AGW_GUARDRAILS_TOOL_INPUT: "agw.guardrails.tool-input" = None,
+            "guards of every backend call's arguments, before its own (same forms)";
+        AGW_GUARDRAILS_TOOL_OUTPUT: "agw.guardrails.tool-output" = None,
+            "guards of every backend call's result, before its own (same forms)";
+        AGW_GUARDRAILS_CLASSIFY_EVERY: "agw.guardrails.classify-every" = Some("sentence"),
+            "how often the webhook and judges see a streaming answer: sentence | a number of characters (and always at its end)";
+        AGW_GUARDRAILS_FAIL_MODE: "agw.guardrails.fail-mode" = Some("closed"),
+            "a webhook or judge that gives no verdict in time: closed (the text is blocked) | open (the text passes)";
+        AGW_GUARDRAILS_JUDGE_TIMEOUT_MS: "agw.guardrails.judge-timeout-ms" = Some("15000"),
+            "how long a judge agent may take for one verdict";
+        AGW_GUARDRAILS_WEBHOOK_URL: "agw.guardrails.webhook.url" = None,
+            "classifier webhook (guard `webhook`): POSTed {stage, text, complete, runId, chatId, agentKey, tool}, answers {action: allow|warn|block, reason}";
+        AGW_GUARDRAILS_WEBHOOK_SECRET: "agw.guardrails.webhook.secret" = None,
+            "HMAC-SHA256 secret of the classifier webhook's X-AGENT-Signature header (required with its URL)";
+        AGW_GUARDRAILS_WEBHOOK_TIMEOUT_MS: "agw.guardrails.webhook.timeout-ms" = Some("2000"),
+            "the classifier webhook's whole call, connecting included (min 50)";
         AGW_DEMO_ENABLED: "agw.demo.enabled" = Some("true"),
             "register the embedded offline demo model as provider `demo` (a configured real `demo` provider replaces it)";
         AGW_DEMO_CHUNK_DELAY_MS: "agw.demo.chunk-delay-ms" = Some("40"),
