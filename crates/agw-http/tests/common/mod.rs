@@ -532,13 +532,27 @@ pub type Webhooks = Arc<Mutex<Vec<(Vec<(String, String)>, String)>>>;
 
 /// A minimal HTTP receiver (webhook target): records each request's headers and body, answers 200 after `delay`.
 pub async fn webhook_receiver(delay: Duration) -> (String, Webhooks) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
     let received: Webhooks = Arc::default();
     let log = received.clone();
+    let url = http_receiver(move |headers, body| {
+        log.lock().unwrap().push((headers, body));
+        (delay, String::new())
+    })
+    .await;
+    (url, received)
+}
+
+/// A minimal HTTP server on loopback: each request's headers (lower-case names) and body go to
+/// `respond`, which says how long to wait and what body to answer with (200, JSON).
+pub async fn http_receiver(
+    respond: impl Fn(Vec<(String, String)>, String) -> (Duration, String) + Send + Sync + 'static,
+) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let respond = Arc::new(respond);
     tokio::spawn(async move {
         while let Ok((mut sock, _)) = listener.accept().await {
-            let log = log.clone();
+            let respond = respond.clone();
             tokio::spawn(async move {
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 4096];
@@ -570,13 +584,17 @@ pub async fn webhook_receiver(delay: Duration) -> (String, Webhooks) {
                         l.split_once(':').map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
                     })
                     .collect();
-                log.lock().unwrap().push((headers, body));
+                let (delay, answer) = respond(headers, body);
                 tokio::time::sleep(delay).await;
-                let _ = sock.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").await;
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                    answer.len()
+                );
+                let _ = sock.write_all(reply.as_bytes()).await;
             });
         }
     });
-    (url, received)
+    url
 }
 
 pub fn header<'a>(headers: &'a [(String, String)], name: &str) -> &'a str {
