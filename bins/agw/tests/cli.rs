@@ -175,6 +175,31 @@ async fn the_demo_model_drives_tools_viewports_and_the_frontend_round_trip() {
         events.iter().filter(|e| e["type"] == "content.delta").map(|e| e["delta"].as_str().unwrap()).collect();
     assert!(answer.contains("Coral: The translation") && !answer.contains("[cite:"), "{answer}");
 
+    // Guardrails: the demo model echoes the question, the bundled rule set checks it as it
+    // streams — an address is redacted before it leaves, a medical word warns, a forbidden topic
+    // is revoked after it began to stream.
+    let events = events_of(
+        query(serde_json::json!({"agentKey": "demoGuardrails", "message": "What dosage? Mail ann@example.com"}))
+            .await
+            .unwrap(),
+    )
+    .await;
+    let answer: String =
+        events.iter().filter(|e| e["type"] == "content.delta").map(|e| e["delta"].as_str().unwrap()).collect();
+    assert!(answer.contains("[email]") && !answer.contains("ann@"), "{answer}");
+    assert!(events.iter().any(|e| e["type"] == "guard.warning" && e["rule"] == "medical-advice"));
+    assert_eq!(events.last().unwrap()["type"], "run.complete");
+    let events = events_of(
+        query(serde_json::json!({"agentKey": "demoGuardrails", "message": "Tell me about the nerve agent"}))
+            .await
+            .unwrap(),
+    )
+    .await;
+    let revoke = events.iter().find(|e| e["type"] == "content.revoke").expect("a revoke");
+    assert_eq!(revoke["rule"], "forbidden-topic");
+    assert!(events.iter().filter(|e| e["type"] == "content.delta").count() >= 2, "some text streamed first");
+    assert_eq!(events.last().unwrap()["error"]["code"], "guardrail_blocked");
+
     // Actions: fire and forget.
     let events = events_of(
         query(serde_json::json!({"agentKey": "demoAction", "message": "switch to the dark theme"})).await.unwrap(),
