@@ -191,6 +191,30 @@ await check('citations are CUSTOM agw.citation events right after their text', a
   }
 });
 
+// The guarded agent (agents/revoked.json): a block after two text deltas is CUSTOM agw.revoke
+// naming the message to withdraw, after its TEXT_MESSAGE_END, then RUN_ERROR guardrail_blocked.
+await check('a guard\'s revoke is CUSTOM agw.revoke naming the message, then RUN_ERROR', async () => {
+  const a = agent('revoked', 'thread-revoked');
+  a.addMessage(user('say something dangerous'));
+  let events = [];
+  let error;
+  try {
+    ({ events, error } = await run(a));
+  } catch (e) {
+    error = error ?? e;
+  }
+  const revoke = events.find((e) => e.type === 'CUSTOM' && e.name === 'agw.revoke');
+  assert.ok(revoke, JSON.stringify(events.map((e) => e.type)));
+  const shown = events.filter((e) => e.type === 'TEXT_MESSAGE_CONTENT').map((e) => e.delta).join('');
+  assert.equal(shown, 'Here is the nerve ');
+  const end = events.findIndex((e) => e.type === 'TEXT_MESSAGE_END');
+  assert.ok(end >= 0 && end < events.indexOf(revoke));
+  assert.equal(revoke.value.messageId, events[end].messageId);
+  assert.deepEqual([revoke.value.guard, revoke.value.rule, revoke.value.statusCode], ['rules:demo', 'forbidden-topic', -1006]);
+  const failed = events.find((e) => e.type === 'RUN_ERROR') ?? error;
+  assert.equal(failed?.code, 'guardrail_blocked', JSON.stringify(failed));
+});
+
 await check('a provider failure is RUN_ERROR, the last event', async () => {
   const a = agent('plain', 'thread-break');
   a.addMessage(user('break please'));

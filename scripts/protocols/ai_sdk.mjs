@@ -227,6 +227,33 @@ await check('citations are source-document parts; the text has no marker', async
   assert.equal(CITED_TEXT.slice(0, second.offset).endsWith('voice input is off'), true);
 });
 
+// The guarded agent (agents/revoked.json, the bundled rule set "demo"): a block after two text
+// deltas is a data-agw-revoke part that names the text part to withdraw, then the run's error.
+await check('a guard\'s revoke is a data-agw-revoke part naming the text part, then an error', async () => {
+  const { message, errors } = await send('revoked', 'chat-revoked', [user('say something dangerous')]);
+  const textPart = message.parts.find((p) => p.type === 'text');
+  assert.equal(textPart.text, 'Here is the nerve ');
+  const revoke = message.parts.find((p) => p.type === 'data-agw-revoke');
+  assert.ok(revoke, JSON.stringify(message.parts));
+  assert.ok(revoke.id.startsWith(`${message.id}_c_`), revoke.id);
+  assert.equal(revoke.data.contentId, revoke.id);
+  assert.deepEqual(
+    [revoke.data.stage, revoke.data.guard, revoke.data.rule, revoke.data.statusCode],
+    ['output', 'rules:demo', 'forbidden-topic', -1006],
+  );
+  assert.equal(errors.length, 1);
+  assert.match(String(errors[0].message ?? errors[0]), /guard/i);
+});
+
+await check('a guard\'s warning is a data-agw-warning part; the answer goes on', async () => {
+  const { message, errors } = await send('revoked', 'chat-warned', [user('about the dosage')]);
+  assert.deepEqual(errors, []);
+  assert.equal(text(message), 'Take the usual dosage and rest.');
+  const warning = message.parts.find((p) => p.type === 'data-agw-warning');
+  assert.ok(warning, JSON.stringify(message.parts));
+  assert.deepEqual([warning.data.rule, warning.data.statusCode], ['medical-advice', -1007]);
+});
+
 await check('an error arrives as an error chunk', async () => {
   const { errors } = await send('plain', 'chat-break', [user('break please')]);
   assert.equal(errors.length, 1);

@@ -168,4 +168,28 @@ def _():
     else:
         raise AssertionError("no error")
 
+
+# The guarded agent (agents/revoked.json): a block after two deltas ends the stream with OpenAI's
+# own signal for filtered output, and agw's details of the revoke in the chunk's delta.agw.
+@check("a guard's revoke: finish_reason content_filter, delta.agw.revoke with the withdrawn range")
+def _():
+    stream = client.chat.completions.create(
+        model="revoked", messages=[{"role": "user", "content": "say something dangerous"}], stream=True
+    )
+    text, finish, revoke = "", None, None
+    for chunk in stream:
+        for choice in chunk.choices:
+            text += choice.delta.content or ""
+            finish = choice.finish_reason or finish
+            revoke = ((choice.delta.model_extra or {}).get("agw") or {}).get("revoke") or revoke
+    assert text == "Here is the nerve ", text
+    assert finish == "content_filter", finish
+    assert revoke is not None
+    assert (revoke["offset"], revoke["length"]) == (0, len(text)), revoke
+    assert (revoke["guard"], revoke["rule"], revoke["statusCode"]) == ("rules:demo", "forbidden-topic", -1006)
+
+    r = client.chat.completions.create(model="revoked", messages=[{"role": "user", "content": "say something dangerous"}])
+    assert r.choices[0].finish_reason == "content_filter", r
+    assert "nerve" not in (r.choices[0].message.content or ""), r
+
 print(f"openai-sdk: {len(passed)} passed")

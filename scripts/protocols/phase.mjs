@@ -74,6 +74,14 @@ class PhaseStreamParser {
       case 'done':
         this.callbacks.onDone?.(data);
         break;
+      case 'revoke':
+        // The guide's client takes the withdrawn text back out of what it shows.
+        this.text = this.text.slice(0, data.offset) + this.text.slice(data.offset + data.length);
+        this.callbacks.onRevoke?.(data);
+        break;
+      case 'warning':
+        this.callbacks.onWarning?.(data);
+        break;
       case 'error':
         this.callbacks.onError?.(data);
         break;
@@ -182,6 +190,30 @@ await check('a provider failure ends with error', async () => {
   assert.equal(parser.phases.at(-1), 'error');
   assert.equal(error.code, 'provider_error');
   assert.equal(typeof error.recoverable, 'boolean');
+});
+
+// The guarded agent (agents/revoked.json): a block after two text lines is a revoke line that
+// says which text to take back, then the error line.
+await check('a guard\'s revoke takes the shown text back, then the error line', async () => {
+  let revoke;
+  let error;
+  const parser = new PhaseStreamParser({ onRevoke: (d) => { revoke = d; }, onError: (d) => { error = d; } });
+  await parser.consume(await post('/api/phase/revoked', { messages: [{ role: 'user', content: 'say something dangerous' }] }));
+  assert.ok(revoke, JSON.stringify(parser.lines));
+  assert.deepEqual([revoke.offset, revoke.length], [0, 'Here is the nerve '.length]);
+  assert.deepEqual([revoke.guard, revoke.rule, revoke.statusCode], ['rules:demo', 'forbidden-topic', -1006]);
+  assert.equal(parser.text, '', 'nothing of the withdrawn answer stays shown');
+  assert.equal(error.code, 'guardrail_blocked');
+  assert.equal(parser.phases.at(-1), 'error');
+});
+
+await check('a guard\'s warning line leaves the answer whole', async () => {
+  let warning;
+  const parser = new PhaseStreamParser({ onWarning: (d) => { warning = d; } });
+  await parser.consume(await post('/api/phase/revoked', { messages: [{ role: 'user', content: 'about the dosage' }] }));
+  assert.equal(parser.text, 'Take the usual dosage and rest.');
+  assert.deepEqual([warning.rule, warning.statusCode], ['medical-advice', -1007]);
+  assert.equal(parser.phases.at(-1), 'completed');
 });
 
 console.log(`phase: ${passed} passed`);
