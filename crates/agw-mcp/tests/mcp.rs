@@ -119,10 +119,10 @@ async fn calls_convert_results(hub: &McpHub, server: &str) {
     assert!(message.contains(&format!("MCP server {server}")) && message.contains("`text`"), "{message}");
     // Through the gateway's own executor: result text, and the error result object for isError.
     let echo = tool(hub, &format!("mcp__{server}__echo"));
-    let text = execute_backend(&*echo, json!({"text": "x"}), &ctx(), Duration::from_secs(5), 0).await;
+    let text = execute_backend(&*echo, json!({"text": "x"}), &ctx(), Duration::from_secs(5), 0).await.into_text();
     assert_eq!(text, "x");
     let fail = tool(hub, &format!("mcp__{server}__fail"));
-    let text = execute_backend(&*fail, json!({}), &ctx(), Duration::from_secs(5), 0).await;
+    let text = execute_backend(&*fail, json!({}), &ctx(), Duration::from_secs(5), 0).await.into_text();
     assert_eq!(text, format!(r#"{{"tool":"mcp__{server}__fail","ok":false,"error":"the fail tool always fails"}}"#));
 }
 

@@ -5,14 +5,46 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::tool::{Tool, ToolContext, ToolError};
+use crate::tool::{Tool, ToolContext, ToolError, ToolOutput, UserStatus};
 
 /// Default cap on a tool result sent to the model: 50 KiB.
 pub const DEFAULT_RESULT_LIMIT_BYTES: usize = 51_200;
 
+/// How a backend call ended: a result for the model, or a pause for the user.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BackendOutcome {
+    /// The result text: the tool's output (§5.4) or the error result object of [`error_result`].
+    Result(String),
+    /// The tool answered [`ToolOutput::NeedsUser`] (bounded): nothing ran to completion, the
+    /// caller shows the status to the user and may call again once they continue
+    /// (`docs/pausing-tools.md`). Never retried.
+    NeedsUser(UserStatus),
+}
+
+impl BackendOutcome {
+    /// The text for the model where nobody can be asked: the result, or the status's
+    /// [`UserStatus::unanswered_result`].
+    pub fn into_text(self) -> String {
+        match self {
+            BackendOutcome::Result(text) => text,
+            BackendOutcome::NeedsUser(status) => status.unanswered_result(),
+        }
+    }
+
+    /// The result text, if this is one.
+    pub fn as_result(&self) -> Option<&str> {
+        match self {
+            BackendOutcome::Result(text) => Some(text),
+            BackendOutcome::NeedsUser(_) => None,
+        }
+    }
+}
+
 /// Runs `tool` with `timeout` per attempt and up to `retries` extra attempts after a timeout or a
-/// [`ToolError::Failed`]; [`ToolError::InvalidArguments`] is answered at once. Returns the result
-/// text: the tool's output (§5.4) or the error result object of [`error_result`].
+/// [`ToolError::Failed`]; [`ToolError::InvalidArguments`] is answered at once, and so is
+/// [`ToolOutput::NeedsUser`] (a pause, not a failure: [`BackendOutcome::NeedsUser`], bounded).
+/// Otherwise the result text: the tool's output (§5.4) or the error result object of
+/// [`error_result`].
 ///
 /// Arguments that are not a JSON object become `{}` (§4). Dropping the returned future cancels the
 /// attempt in flight. The text is not truncated: apply [`truncate_output`] where it goes to the
@@ -23,14 +55,20 @@ pub async fn execute_backend(
     ctx: &ToolContext,
     timeout: Duration,
     retries: u32,
-) -> String {
+) -> BackendOutcome {
     let args = if args.is_object() { args } else { Value::Object(Map::new()) };
     let name = tool.name();
     let mut last_error = String::new();
     for attempt in 0..=retries {
         match tokio::time::timeout(timeout, tool.call(args.clone(), ctx)).await {
-            Ok(Ok(output)) => return output.to_result_text(),
-            Ok(Err(error @ ToolError::InvalidArguments(_))) => return error_result(name, &error.to_string()),
+            Ok(Ok(ToolOutput::NeedsUser(status))) => {
+                tracing::debug!(tool = %name, code = status.code, continued = ctx.continued, "backend tool needs the user");
+                return BackendOutcome::NeedsUser(status.bounded());
+            }
+            Ok(Ok(output)) => return BackendOutcome::Result(output.to_result_text()),
+            Ok(Err(error @ ToolError::InvalidArguments(_))) => {
+                return BackendOutcome::Result(error_result(name, &error.to_string()));
+            }
             Ok(Err(error @ ToolError::Failed(_))) => last_error = error.to_string(),
             Err(_elapsed) => {
                 last_error = format!("Backend tool timeout: tool={name}, timeoutMs={}", timeout.as_millis());
@@ -41,7 +79,7 @@ pub async fn execute_backend(
         }
     }
     tracing::warn!(tool = %name, error = %last_error, "backend tool failed");
-    error_result(name, &last_error)
+    BackendOutcome::Result(error_result(name, &last_error))
 }
 
 /// The error result object `{"tool":"<name>","ok":false,"error":"<message>"}` (compact, this key

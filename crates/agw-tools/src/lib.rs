@@ -5,7 +5,8 @@
 //!   ([`ToolDef`], [`ToolKind`]), merged with the built-in implementations into a [`ToolRegistry`]
 //!   (conflicts, skipped files and entries are reported as [`LoadProblem`]s, never panics);
 //! * the [`Tool`] trait of backend implementations, [`execute_backend`] (per-attempt timeout,
-//!   retries, error result objects) and [`truncate_output`];
+//!   retries, error result objects; a tool that needs the user first answers
+//!   [`ToolOutput::NeedsUser`], surfaced as [`BackendOutcome::NeedsUser`]) and [`truncate_output`];
 //! * argument templates `{{tool.field±Nd}}` ([`resolve`]);
 //! * the built-in tools ([`builtins`]): `_bash_`, `city_datetime`, the deterministic `mock_*` tools,
 //!   and the plan tools (listed only: the PLAN_EXECUTE runtime answers them); the lenient reading
@@ -54,8 +55,11 @@ pub use definition::{CitationFields, DefinitionFileError, ToolDef, ToolKind, def
 pub fn glob_matches(pattern: &str, text: &str) -> bool {
     builtin::bash::glob::matches(pattern, text)
 }
-pub use exec::{DEFAULT_RESULT_LIMIT_BYTES, error_result, execute_backend, truncate_output};
+pub use exec::{BackendOutcome, DEFAULT_RESULT_LIMIT_BYTES, error_result, execute_backend, truncate_output};
 pub use registry::{LoadProblem, ToolRegistry};
 pub use templates::{RecordedCall, resolve};
-pub use tool::{CodeGrants, Tool, ToolContext, ToolError, ToolOutput};
+pub use tool::{
+    CONTINUE_CODE, CodeGrants, NEEDS_USER_CODE, Tool, ToolContext, ToolError, ToolOutput, USER_STATUS_DATA_MAX_BYTES,
+    USER_STATUS_MESSAGE_MAX_CHARS, UserStatus,
+};
 pub use viewport::{Viewport, ViewportFileError, ViewportKind, ViewportPayload, ViewportRegistry};

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::definition::{ToolDef, ToolKind, normalize_parameters, parse_file};
 use crate::dirscan::{SourceFile, scan};
-use crate::exec::{error_result, execute_backend};
+use crate::exec::{BackendOutcome, error_result, execute_backend};
 use crate::tool::{Tool, ToolContext};
 
 /// A file that was skipped while loading a directory of definitions — tools, viewports, MCP
@@ -214,10 +214,17 @@ impl ToolRegistry {
     /// Runs the built-in implementation of `name` with [`execute_backend`]'s timeout and retry
     /// rules; a name without one answers `Unknown tool: <name>` (§5.3). Only for calls whose kind
     /// is [`ToolKind::Backend`]: actions and frontend tools are answered by the modes.
-    pub async fn execute(&self, name: &str, args: Value, ctx: &ToolContext, timeout: Duration, retries: u32) -> String {
+    pub async fn execute(
+        &self,
+        name: &str,
+        args: Value,
+        ctx: &ToolContext,
+        timeout: Duration,
+        retries: u32,
+    ) -> BackendOutcome {
         match self.implementation(name) {
             Some(tool) => execute_backend(tool.as_ref(), args, ctx, timeout, retries).await,
-            None => error_result(name, &format!("Unknown tool: {name}")),
+            None => BackendOutcome::Result(error_result(name, &format!("Unknown tool: {name}"))),
         }
     }
 

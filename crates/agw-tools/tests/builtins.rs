@@ -13,7 +13,7 @@ fn tool(name: &str) -> Arc<dyn Tool> {
 async fn call_json(tool: &dyn Tool, args: Value) -> Value {
     match tool.call(args, &ToolContext::default()).await.unwrap() {
         ToolOutput::Json(value) => value,
-        ToolOutput::Text(text) => panic!("json expected, got {text}"),
+        other => panic!("json expected, got {other:?}"),
     }
 }
 
@@ -30,9 +30,11 @@ async fn reference_mock_tools_are_idempotent() {
         ("mock_ops_runbook", json!({"message":"检查磁盘"})),
     ] {
         let tool = tool(name);
-        let first =
-            execute_backend(tool.as_ref(), args.clone(), &ToolContext::default(), Duration::from_secs(1), 0).await;
-        let second = execute_backend(tool.as_ref(), args, &ToolContext::default(), Duration::from_secs(1), 0).await;
+        let first = execute_backend(tool.as_ref(), args.clone(), &ToolContext::default(), Duration::from_secs(1), 0)
+            .await
+            .into_text();
+        let second =
+            execute_backend(tool.as_ref(), args, &ToolContext::default(), Duration::from_secs(1), 0).await.into_text();
         assert_eq!(first, second, "{name}");
         assert!(first.starts_with('{') && !first.contains("\"ok\":false"), "{name}: {first}");
     }
@@ -48,7 +50,8 @@ async fn spec_weather_vector_through_execution() {
         Duration::from_secs(1),
         0,
     )
-    .await;
+    .await
+    .into_text();
     assert_eq!(
         text,
         r#"{"city":"上海","date":"2026-02-13","temperatureC":23,"humidity":66,"windLevel":2,"condition":"雾","mockTag":"幂等随机数据"}"#
@@ -82,8 +85,9 @@ async fn every_builtin_survives_hostile_arguments() {
     ];
     for tool in builtins(config) {
         for args in &hostile {
-            let text =
-                execute_backend(tool.as_ref(), args.clone(), &ToolContext::default(), Duration::from_secs(5), 0).await;
+            let text = execute_backend(tool.as_ref(), args.clone(), &ToolContext::default(), Duration::from_secs(5), 0)
+                .await
+                .into_text();
             assert!(!text.is_empty(), "{}", tool.name());
         }
     }

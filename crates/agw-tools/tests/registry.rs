@@ -289,8 +289,10 @@ async fn reference_city_datetime_file_overrides_metadata_not_execution() {
     assert_eq!(def.after_call_hint, "use the date");
     assert_eq!(def.parameters["required"], json!(["city"]));
     let ctx = ToolContext::default();
-    let text =
-        registry.execute("city_datetime", json!({"city":"Shanghai"}), &ctx, std::time::Duration::from_secs(5), 0).await;
+    let text = registry
+        .execute("city_datetime", json!({"city":"Shanghai"}), &ctx, std::time::Duration::from_secs(5), 0)
+        .await
+        .into_text();
     let out: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(out["timezone"], "UTC+8");
 }
@@ -298,7 +300,10 @@ async fn reference_city_datetime_file_overrides_metadata_not_execution() {
 #[tokio::test]
 async fn unknown_implementation() {
     let registry = ToolRegistry::from_sources([("x.action", tools(&["x"]))], vec![]);
-    let text = registry.execute("nope", json!({}), &ToolContext::default(), std::time::Duration::from_secs(1), 2).await;
+    let text = registry
+        .execute("nope", json!({}), &ToolContext::default(), std::time::Duration::from_secs(1), 2)
+        .await
+        .into_text();
     assert_eq!(text, r#"{"tool":"nope","ok":false,"error":"Unknown tool: nope"}"#);
 }
 

@@ -306,7 +306,9 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
                             std::time::Duration::from_millis(scope.timeout_ms),
                             scope.retry_count,
                         )
-                        .await;
+                        .await
+                        // Pausing for the user comes with the run time's support for it.
+                        .into_text();
                         tracing::debug!(tool = %name, ms = started.elapsed().as_millis() as u64, "backend tool ran");
                         metrics::histogram!(TOOL_DURATION_METRIC, "tool" => name.clone())
                             .record(started.elapsed().as_secs_f64());
