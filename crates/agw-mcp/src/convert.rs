@@ -9,8 +9,12 @@
 //!   text as-is; an image `[image: image/png, 12345 bytes base64]`; audio likewise; an embedded
 //!   resource `[resource: <uri> (<mime>)]` followed by its text, or by `, N bytes base64` for a
 //!   blob; a resource link `[resource link: <uri>]`. Binary data never reaches the model.
+//! * a tool that cannot go on without the user (`docs/pausing-tools.md`) answers, instead of a
+//!   result, a JSON object whose only key is `needsUser` — as `structuredContent`, or as the text
+//!   of its only content block — which becomes [`ToolOutput::NeedsUser`] (bounded; never for an
+//!   `isError` result).
 
-use agw_tools::{ToolError, ToolOutput};
+use agw_tools::{ToolError, ToolOutput, UserStatus};
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 
 /// Converts a `tools/call` result (see the module docs).
@@ -26,7 +30,14 @@ pub fn convert_result(result: CallToolResult) -> Result<ToolOutput, ToolError> {
         return Err(ToolError::Failed(text));
     }
     if let Some(value) = result.structured_content {
-        return Ok(ToolOutput::Json(value));
+        return Ok(ToolOutput::from_json(value));
+    }
+    if let [ContentBlock::Text(text)] = result.content.as_slice()
+        && text.text.trim_start().starts_with('{')
+        && let Ok(value) = serde_json::from_str::<serde_json::Value>(&text.text)
+        && let Some(status) = UserStatus::from_signal(&value)
+    {
+        return Ok(ToolOutput::NeedsUser(status));
     }
     Ok(ToolOutput::Text(render_content(&result.content)))
 }
@@ -66,6 +77,25 @@ mod tests {
 
     fn result(value: serde_json::Value) -> CallToolResult {
         serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn a_needs_user_signal_pauses_from_structured_content_or_the_only_text() {
+        let signal = json!({"needsUser": {"code": -1002, "message": "Top up", "data": {"balance": 0}}});
+        let expected = ToolOutput::NeedsUser(UserStatus::new("Top up").with_data(json!({"balance": 0})));
+        let structured =
+            result(json!({"content": [{"type": "text", "text": signal.to_string()}], "structuredContent": signal}));
+        assert_eq!(convert_result(structured), Ok(expected.clone()));
+        let text = result(json!({"content": [{"type": "text", "text": signal.to_string()}]}));
+        assert_eq!(convert_result(text), Ok(expected));
+
+        // Not a pause: an error, a second block, another key beside it.
+        let error = result(json!({"content": [{"type": "text", "text": signal.to_string()}], "isError": true}));
+        assert!(matches!(convert_result(error), Err(ToolError::Failed(_))));
+        let two = json!({"content": [{"type": "text", "text": signal.to_string()}, {"type": "text", "text": "more"}]});
+        assert!(matches!(convert_result(result(two)), Ok(ToolOutput::Text(_))));
+        let other = json!({"structuredContent": {"needsUser": {"message": "x"}, "balance": 0}, "content": []});
+        assert!(matches!(convert_result(result(other)), Ok(ToolOutput::Json(_))));
     }
 
     #[test]

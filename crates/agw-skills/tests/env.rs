@@ -1,5 +1,5 @@
 //! Scripts never see the gateway's environment (provider API keys): only PATH, LANG, LC_ALL and
-//! TZ pass (HOME and TMPDIR are the sandbox's scratch directory). Alone in its own test binary because it sets a process variable.
+//! TZ pass (HOME and TMPDIR are the sandbox's scratch directory; AGW_TOOL_CONTINUED is agw's). Alone in its own test binary because it sets a process variable.
 
 // Setting process environment variables is unsafe in edition 2024.
 #![allow(unsafe_code)]
@@ -47,6 +47,8 @@ fn environment_is_cleared_except_a_safe_set() {
             "PYTHONDONTWRITEBYTECODE",
             "PYTHONUNBUFFERED",
             "PYTHONIOENCODING",
+            // How often the user continued the call (docs/pausing-tools.md): agw's own, not the gateway's.
+            "AGW_TOOL_CONTINUED",
             "PWD",
             "SHLVL",
             "_",
@@ -57,6 +59,7 @@ fn environment_is_cleared_except_a_safe_set() {
         }
         assert!(stdout.contains(&format!("PATH={}", std::env::var("PATH").unwrap())));
         assert!(stdout.contains("PYTHONDONTWRITEBYTECODE=1"));
+        assert!(stdout.lines().any(|l| l == "AGW_TOOL_CONTINUED=0"), "{stdout}");
 
         let result = run(
             &tool,

@@ -417,3 +417,26 @@ async fn missing_root_reports_a_missing_skill() {
     let result = run(&tool(&root), json!({"skill": "demo", "script": "scripts/echo.py"})).await;
     assert_eq!(result, failure(&root, "Skill directory not found: demo"));
 }
+
+/// A script that pauses for the user (`docs/pausing-tools.md`): until the user continued, it
+/// prints only the `needsUser` signal; the call's `continued` count reaches it as
+/// `AGW_TOOL_CONTINUED`.
+#[tokio::test]
+async fn a_script_can_pause_for_the_user_and_sees_how_often_it_was_continued() {
+    let (_guard, root, skill) = fixture();
+    write(
+        skill.join("scripts/credits.sh"),
+        "if [ \"$AGW_TOOL_CONTINUED\" = 0 ]; then\n  printf '%s\\n' '{\"needsUser\":{\"code\":-1002,\"message\":\"Not enough credits\",\"data\":{\"balance\":0}}}'\nelse\n  printf '{\"image\":\"ok\",\"continued\":%s}' \"$AGW_TOOL_CONTINUED\"\nfi\n",
+    );
+    let tool = tool(&root);
+    let args = json!({"skill": "demo", "script": "scripts/credits.sh"});
+    let ctx = ToolContext::default().with_grants(common::grants_for(&args));
+    let output = tool.call(args.clone(), &ctx).await;
+    let Ok(ToolOutput::NeedsUser(status)) = output else { panic!("{output:?}") };
+    assert_eq!((status.code, status.message.as_str()), (-1002, "Not enough credits"));
+    assert_eq!(status.data, json!({"balance": 0}));
+
+    let output = tool.call(args, &ctx.with_continued(1)).await;
+    let Ok(ToolOutput::Json(value)) = output else { panic!("{output:?}") };
+    assert_eq!(value["stdout"], r#"{"image":"ok","continued":1}"#, "a result like any other: {value}");
+}

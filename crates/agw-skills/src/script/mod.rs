@@ -37,7 +37,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agw_tools::sandbox::{self, Cell, Policy, SandboxConfig};
-use agw_tools::{CodeGrants, Tool, ToolContext, ToolError, ToolOutput};
+use agw_tools::{CodeGrants, Tool, ToolContext, ToolError, ToolOutput, UserStatus};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
@@ -198,6 +198,12 @@ impl SkillRunScript {
 
     /// Runs one call for an agent with `grants` and returns the result object of §4.5.
     pub async fn run(&self, args: &Value, grants: &CodeGrants) -> Value {
+        self.run_continued(args, grants, 0).await
+    }
+
+    /// [`Self::run`] for a call the user continued `continued` times after it paused for them:
+    /// the script finds the count in `AGW_TOOL_CONTINUED`.
+    pub async fn run_continued(&self, args: &Value, grants: &CodeGrants, continued: u32) -> Value {
         let root = self.root_for_display();
         let mut plan = match self.plan(args, grants) {
             Ok(plan) => plan,
@@ -219,7 +225,13 @@ impl SkillRunScript {
                 policy.read_only.extend(plan.inline_dir.as_ref().map(|dir| dir.path().to_path_buf()));
                 let arg0 =
                     if plan.is_python { interpreter.path.as_os_str().to_owned() } else { plan.program.clone().into() };
-                let start = process::Start { program: &plan.program, executable: &interpreter.path, arg0, args: &argv };
+                let start = process::Start {
+                    program: &plan.program,
+                    executable: &interpreter.path,
+                    arg0,
+                    args: &argv,
+                    continued,
+                };
                 process::run(start, &plan.cwd, timeout, config.output_cap_chars, &mut plan.cell, &policy).await
             }
         };
@@ -446,13 +458,46 @@ impl Tool for SkillRunScript {
     }
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move { Ok(ToolOutput::Json(self.run(&args, &ctx.grants).await)) })
+        Box::pin(async move {
+            let result = self.run_continued(&args, &ctx.grants, ctx.continued).await;
+            Ok(match needs_user(&result) {
+                Some(status) => ToolOutput::NeedsUser(status),
+                None => ToolOutput::Json(result),
+            })
+        })
     }
+}
+
+/// A script that cannot go on without the user says so on stdout: exit code 0 and, as its whole
+/// output, a JSON object whose only key is `needsUser` (`{"needsUser":{"code","message","data"}}`,
+/// `docs/pausing-tools.md`). Output cut at the cap is not JSON, so it is a result.
+fn needs_user(result: &Value) -> Option<UserStatus> {
+    if result["ok"] != Value::Bool(true) {
+        return None;
+    }
+    let stdout = result["stdout"].as_str()?.trim();
+    if !stdout.starts_with('{') {
+        return None;
+    }
+    UserStatus::from_signal(&serde_json::from_str(stdout).ok()?)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_script_needs_the_user_only_with_a_clean_exit_and_the_signal_alone() {
+        let result = |ok: bool, stdout: &str| json!({"tool": NAME, "ok": ok, "stdout": stdout, "stderr": ""});
+        let signal = r#"{"needsUser":{"code":-1002,"message":"Top up","data":{"balance":0}}}"#;
+        let status = needs_user(&result(true, &format!("{signal}\n"))).expect("a pause");
+        assert_eq!((status.code, status.message.as_str()), (-1002, "Top up"));
+        assert_eq!(status.data, json!({"balance": 0}));
+        assert_eq!(needs_user(&result(false, signal)), None, "a failed script's output is not obeyed");
+        assert_eq!(needs_user(&result(true, &format!("log line\n{signal}"))), None);
+        assert_eq!(needs_user(&result(true, r#"{"needsUser":{},"ok":1}"#)), None);
+        assert_eq!(needs_user(&result(true, "{\"needsUser\":{\n[TRUNCATED]")), None);
+    }
 
     #[test]
     fn config_defaults() {

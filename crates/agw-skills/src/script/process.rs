@@ -47,7 +47,13 @@ pub(crate) struct Start<'a> {
     pub executable: &'a Path,
     pub arg0: OsString,
     pub args: &'a [OsString],
+    /// How many times the user continued this call after it paused for them
+    /// (`AGW_TOOL_CONTINUED`, `docs/pausing-tools.md`).
+    pub continued: u32,
 }
+
+/// The variable that tells a script how many times the user continued its call.
+pub(crate) const CONTINUED_ENV: &str = "AGW_TOOL_CONTINUED";
 
 /// A process that could not be started. The display text names the program and is what the
 /// script's `stderr` reports.
@@ -93,6 +99,7 @@ pub(crate) async fn run(
         .env_clear()
         .envs(PASSED_ENV.iter().filter_map(|key| std::env::var_os(key).map(|value| (key, value))))
         .envs(PYTHON_ENV)
+        .env(CONTINUED_ENV, start.continued.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -173,8 +180,13 @@ mod tests {
     async fn a_missing_executable_names_the_program() {
         let config = agw_tools::sandbox::SandboxConfig { allow_unconfined: true, ..Default::default() };
         let mut cell = Cell::new(&config).unwrap();
-        let start =
-            Start { program: "python3", executable: Path::new("/no/such/python3"), arg0: "python3".into(), args: &[] };
+        let start = Start {
+            program: "python3",
+            executable: Path::new("/no/such/python3"),
+            arg0: "python3".into(),
+            args: &[],
+            continued: 0,
+        };
         let err = run(start, Path::new("/"), Duration::from_secs(1), 10, &mut cell, &Policy::default())
             .await
             .unwrap_err()
