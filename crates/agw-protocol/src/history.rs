@@ -38,8 +38,8 @@ pub enum HistoryLine {
     /// the chat's later runs do not ask again. Readers of the reference's format skip it.
     #[serde(rename = "approval")]
     Approval(ApprovalLine),
-    /// `"_type":"awaiting"` (agw): the run waits for a person (a frontend submit or an
-    /// approval) — what a restarted server needs to show the wait again and continue the run
+    /// `"_type":"awaiting"` (agw): the run waits for a person (a frontend submit, an approval,
+    /// or a paused backend call's `continue`) — what a restarted server needs to show the wait again and continue the run
     /// when it is answered. Readers of the reference's format skip it.
     #[serde(rename = "awaiting")]
     Awaiting(Box<AwaitingLine>),
@@ -194,6 +194,11 @@ pub struct AwaitingLine {
     pub results: Vec<AwaitingResult>,
     /// The wait as `awaiting.ask` shows it.
     pub ask: crate::event::AwaitingAsk,
+    /// agw (`mode: "status"`): how many times the user had already said "continue" to the
+    /// waiting call before this wait; absent (lines of other kinds, or written before agw said
+    /// it): 0. A "continue" runs the call with one more.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub continued: u32,
     /// The run's normalised request (its query line may not be written yet).
     pub query: QueryRequest,
     /// The system snapshot for the run's first step line, while that is not written yet.
@@ -205,6 +210,52 @@ pub struct AwaitingLine {
     /// The step the wait interrupted, as far as it got: written as a step line once the run
     /// goes on (or ends), never before — its calls are answered after the wait.
     pub step: PendingStep,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl AwaitingLine {
+    /// What the run waits for (from its ask's `mode` and [`Self::continued`]).
+    pub fn kind(&self) -> WaitKind {
+        WaitKind::of(&self.ask, self.continued)
+    }
+}
+
+/// What a run waits for from a person: read from the `mode` of its `awaiting.ask`, so every
+/// `awaiting` line written before there were kinds reads as it was meant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitKind {
+    /// `mode: "form"` (or any other mode this version does not know): a frontend tool's submit.
+    Form,
+    /// `mode: "approval"`: a call's tool approval.
+    Approval,
+    /// `mode: "status"`: a backend call that answered "needs the user" waits for `continue` or
+    /// `cancel` (`docs/pausing-tools.md`).
+    Status {
+        /// How many times the user already said "continue" to the call before this wait.
+        continued: u32,
+    },
+}
+
+impl WaitKind {
+    /// The kind of a wait shown as `ask`; `continued` counts for a status wait only.
+    pub fn of(ask: &crate::event::AwaitingAsk, continued: u32) -> WaitKind {
+        match ask.mode.as_str() {
+            "approval" => WaitKind::Approval,
+            "status" => WaitKind::Status { continued },
+            _ => WaitKind::Form,
+        }
+    }
+
+    /// The `continued` a line records for this kind.
+    pub fn continued(self) -> u32 {
+        match self {
+            WaitKind::Status { continued } => continued,
+            WaitKind::Form | WaitKind::Approval => 0,
+        }
+    }
 }
 
 /// Where a waiting run continues in another process: the `resumeAt` of an [`AwaitingLine`],

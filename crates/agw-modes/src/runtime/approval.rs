@@ -197,6 +197,8 @@ pub(super) fn ask(ctx: &RunContext, call_id: &str, name: &str, args: &Value, rul
         arguments: None,
         viewport_type: None,
         viewport_key: None,
+        status: None,
+        options: Vec::new(),
     }
 }
 

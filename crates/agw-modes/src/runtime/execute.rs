@@ -145,6 +145,8 @@ pub(super) fn form_ask(ctx: &RunContext, call: &StreamedCall, args: &Value) -> A
         arguments: Some(args.clone()),
         viewport_type,
         viewport_key,
+        status: None,
+        options: Vec::new(),
     }
 }
 

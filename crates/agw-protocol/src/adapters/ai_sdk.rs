@@ -817,6 +817,8 @@ mod tests {
             arguments: None,
             viewport_type: None,
             viewport_key: None,
+            status: None,
+            options: Vec::new(),
         };
         // An action held back until it is approved: the request needs a part.
         let (mapper, out) = map_all(vec![ev(1, ask("a1", "switch_theme"))]);
@@ -984,6 +986,8 @@ mod tests {
                 arguments: None,
                 viewport_type: None,
                 viewport_key: None,
+                status: None,
+                options: Vec::new(),
             },
         );
         ask.tag_task("t1");

@@ -483,3 +483,34 @@ fn unknown_type_is_an_error() {
     let err = serde_json::from_str::<Event>(r#"{"seq":1,"type":"nope","timestamp":1}"#);
     assert!(err.is_err());
 }
+
+#[test]
+fn a_status_ask_carries_the_status_and_its_options_and_old_asks_read_without_them() {
+    let ask = AwaitingAsk {
+        awaiting_id: s("call_i"),
+        run_id: s("r"),
+        mode: s("status"),
+        timeout: 1000,
+        approvals: Vec::new(),
+        tool_name: some("mock_image_generate"),
+        arguments: Some(json!({"prompt": "fox"})),
+        viewport_type: None,
+        viewport_key: None,
+        status: Some(AwaitingStatus { code: -1002, message: s("Not enough credits"), data: json!({"balance": 0}) }),
+        options: vec![StatusOption { label: s("Continue"), action: s("continue"), description: s("again") }],
+    };
+    let event = Event { seq: 3, timestamp: 7, payload: ask.clone().into(), task_id: None };
+    let line = serde_json::to_string(&event).unwrap();
+    assert_eq!(
+        line,
+        r#"{"seq":3,"type":"awaiting.ask","timestamp":7,"awaitingId":"call_i","runId":"r","mode":"status","timeout":1000,"toolName":"mock_image_generate","arguments":{"prompt":"fox"},"status":{"code":-1002,"message":"Not enough credits","data":{"balance":0}},"options":[{"label":"Continue","action":"continue","description":"again"}]}"#
+    );
+    let back: Event = serde_json::from_str(&line).unwrap();
+    assert_eq!(back.payload, EventPayload::AwaitingAsk(ask));
+
+    let form = r#"{"awaitingId":"f","runId":"r","mode":"form","timeout":5,"toolName":"confirm_dialog"}"#;
+    let form: AwaitingAsk = serde_json::from_str(form).unwrap();
+    assert_eq!((form.status, form.options.len()), (None, 0));
+    let no_data: AwaitingStatus = serde_json::from_str(r#"{"code":-1002,"message":"m"}"#).unwrap();
+    assert_eq!(no_data.data, json!({}));
+}

@@ -141,6 +141,11 @@ fn user_role() -> String {
 /// wait with the call's `tool.start`/`tool.args`/`tool.end` alone; this event is what a run that
 /// waits across a restart shows when it is attached again (the tool, its arguments and its
 /// viewport: what a client needs to render the form and submit `{runId, toolId, params}`).
+///
+/// `mode: "status"` (agw, `docs/pausing-tools.md`): a backend call answered that it cannot go
+/// on without the user (code -1002, e.g. credits exhausted). `status` says why, `toolName` and
+/// `arguments` name the call, `options` are `continue` (the same call runs again) and
+/// `cancel`; `POST /api/ap/submit {runId, toolId, params:"continue"|"cancel"}` answers it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AwaitingAsk {
@@ -148,17 +153,17 @@ pub struct AwaitingAsk {
     pub awaiting_id: String,
     /// The run that waits.
     pub run_id: String,
-    /// `approval` or `form`.
+    /// `approval`, `form` or `status`.
     pub mode: String,
     /// How long the run waits, in ms (from when the event was emitted).
     pub timeout: u64,
     /// `approval`: the calls to decide on (one per ask in agw).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approvals: Vec<ApprovalRequest>,
-    /// `form`: the frontend tool that waits.
+    /// `form`: the frontend tool that waits; `status`: the backend tool that paused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_name: Option<String>,
-    /// `form`: the call's arguments.
+    /// `form`, `status`: the call's arguments (`status`: what runs again on `continue`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Value>,
     /// `form`: the viewport type (`html`, `qlc`), as in the call's `tool.start` `toolType`.
@@ -167,6 +172,42 @@ pub struct AwaitingAsk {
     /// `form`: the viewport that renders the form, as in the call's `tool.start` `viewportKey`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub viewport_key: Option<String>,
+    /// `status`: why the tool cannot go on without the user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<AwaitingStatus>,
+    /// `status`: the choices (`continue`, `cancel`); each option's `action` is what the client
+    /// submits.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<StatusOption>,
+}
+
+/// The status of an `awaiting.ask` `mode: "status"`: what the paused tool told the user.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AwaitingStatus {
+    /// The tool's status code: -1002 (the source document's "credits exhausted") unless the
+    /// tool gave another.
+    pub code: i64,
+    /// What the user is told (at most 500 characters).
+    pub message: String,
+    /// What a client needs to render the status (a balance, a price, a link): a JSON object.
+    #[serde(default = "empty_object")]
+    pub data: Value,
+}
+
+fn empty_object() -> Value {
+    Value::Object(Default::default())
+}
+
+/// One choice of a status wait.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusOption {
+    /// Text for a button.
+    pub label: String,
+    /// `continue` or `cancel`: submitted as `params` (or `{"action": …}`).
+    pub action: String,
+    /// What choosing it does.
+    pub description: String,
 }
 
 /// One call awaiting a decision.
@@ -215,11 +256,13 @@ pub struct ApprovalOption {
 pub struct AwaitingAnswer {
     /// The wait answered.
     pub awaiting_id: String,
-    /// `{mode, status:"answered", approvals:[{id, decision}]}`.
+    /// Approval: `{mode:"approval", status:"answered", approvals:[{id, decision}]}`; status:
+    /// `{mode:"status", action:"continue"|"cancel"}`.
     pub answer: Value,
 }
 
-/// `awaiting.expired`: nobody decided in time; the call is not executed.
+/// `awaiting.expired`: nobody decided in time; the call is not executed (a status wait: not
+/// run again).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AwaitingExpired {

@@ -360,6 +360,30 @@ fn awaiting_lines_parse_and_round_trip_and_replay_skips_them() {
 }
 
 #[test]
+fn a_status_wait_records_its_kind_and_how_often_the_call_was_continued() {
+    let text = r#"{"_type":"awaiting","chatId":"c","runId":"r","updatedAt":5,"awaitingId":"call_i","lastSeq":9,"timeoutAt":300005,"resumeAt":"react-step-1","calls":[{"id":"call_i","name":"mock_image_generate","arguments":"{\"prompt\":\"fox\"}","streamedAs":"tool"}],"results":[],"ask":{"awaitingId":"call_i","runId":"r","mode":"status","timeout":300000,"toolName":"mock_image_generate","arguments":{"prompt":"fox"},"status":{"code":-1002,"message":"Not enough credits to generate an image","data":{"balance":0,"price":10}},"options":[{"label":"Continue","action":"continue","description":"d"},{"label":"Cancel","action":"cancel","description":"e"}]},"continued":1,"query":{"requestId":"r","chatId":"c","agentKey":null,"role":"user","message":"q","references":null,"params":null,"scene":null,"stream":null},"stepsWritten":0,"step":{"stage":"react","messages":[],"calls":[]}}"#;
+    let line = HistoryLine::parse(text).unwrap().unwrap();
+    let awaiting = line.as_awaiting().expect("an awaiting line");
+    assert_eq!(awaiting.kind(), WaitKind::Status { continued: 1 });
+    let status = awaiting.ask.status.as_ref().expect("the status");
+    assert_eq!((status.code, status.data["price"].as_u64()), (-1002, Some(10)));
+    assert_eq!(awaiting.ask.options[0].action, "continue");
+    assert_eq!(line.to_json().unwrap(), text, "written exactly as read");
+
+    // Lines of before: no `continued`, kinds from the mode.
+    let mut first = awaiting.clone();
+    first.continued = 0;
+    let written = HistoryLine::Awaiting(Box::new(first.clone())).to_json().unwrap();
+    assert!(!written.contains("\"continued\""), "0 is not written");
+    assert_eq!(first.kind(), WaitKind::Status { continued: 0 });
+    for (mode, kind) in [("form", WaitKind::Form), ("approval", WaitKind::Approval), ("later", WaitKind::Form)] {
+        first.ask.mode = mode.into();
+        assert_eq!(first.kind(), kind, "{mode}");
+        assert_eq!(kind.continued(), 0);
+    }
+}
+
+#[test]
 fn resume_positions_are_typed_and_written_as_read() {
     let cases = [
         ("react-step-1", ResumeAt::ReactStep(1)),
