@@ -1,6 +1,7 @@
 //! Durable waiting: runs that wait for a person survive a restart of agw.
 //!
-//! While a run waits for a frontend tool's submit or a tool approval, its chat's history ends
+//! While a run waits for a frontend tool's submit, a tool approval or the user's `continue` to a
+//! paused backend call (`docs/pausing-tools.md`), its chat's history ends
 //! with an `awaiting` line for it and the chat store marks the run (`RunSink` writes both when
 //! the wait begins). At start, [`restore_waiting_runs`] finds the marked runs whose last line is
 //! still `awaiting` and registers each again under its id: `GET /api/ap/attach` shows the wait
@@ -179,6 +180,7 @@ async fn wait_again(
         resume_at: awaiting.resume_at.clone(),
         calls: awaiting.calls.clone(),
         results: awaiting.results.clone(),
+        continued: awaiting.continued,
     };
     let _ = sink.waiting(&wait).await;
     tracing::info!(awaitingId = %awaiting.awaiting_id, remaining_ms = remaining.as_millis() as u64, "waiting again");
@@ -229,13 +231,14 @@ async fn wait_again(
         handed_from: None,
     };
     let resume = Resume {
+        wait: awaiting.kind(),
+        status: awaiting.ask.status.clone(),
         conversation,
         resume_at: awaiting.resume_at,
         calls: awaiting.calls,
         results: awaiting.results,
         awaiting_id: awaiting.awaiting_id,
         answer,
-        approval: awaiting.ask.mode == "approval",
     };
     tracing::info!("run continues after the wait");
     let live = Box::new(LiveRun {

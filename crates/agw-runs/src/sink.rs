@@ -218,7 +218,7 @@ impl RunSink {
             calls: wait.calls.clone(),
             results: wait.results.clone(),
             ask: wait.ask.clone(),
-            continued: 0,
+            continued: wait.continued,
             query: query.clone(),
             system: system.cloned(),
             steps_written: p.recorder.steps_written(),

@@ -2,7 +2,8 @@
 //! `docs/contract/tools-skills-viewports.md` §5).
 //!
 //! Order: `tool.end` for every non-action call first (so a frontend tool's end precedes the
-//! wait), then the tools run sequentially in call order, then every result in call order.
+//! wait), then the tools run sequentially in call order, then every result in call order. A
+//! backend call that pauses for the user (`pause.rs`) waits in its place in that order.
 //! Every executed call adds an assistant tool-call message and its tool message to the
 //! conversation, so the history sent back to the provider always pairs calls with results.
 //!
@@ -13,10 +14,10 @@ use std::collections::HashMap;
 
 use agw_llm::{ChatMessage, ToolCallMessage};
 use agw_protocol::event::{AwaitingAsk, EventPayload};
-use agw_protocol::history::{AwaitingCall, AwaitingResult, ResumeAt, StreamedAs};
+use agw_protocol::history::{AwaitingCall, AwaitingResult, ResumeAt, StreamedAs, WaitKind};
 use agw_protocol::{AgentDelta, PlanTask};
 use agw_tools::templates::{self, RecordedCall};
-use agw_tools::{ToolContext, ToolKind, exec};
+use agw_tools::{ToolKind, exec};
 use serde_json::{Value, json};
 use tracing::Instrument;
 
@@ -25,6 +26,7 @@ use super::calls::StreamedCall;
 use super::doom::Doom;
 use super::handoff;
 use super::invoke::AGENT_INVOKE_TOOL;
+use super::pause;
 use super::plan::is_plan_tool;
 use super::submit::PendingSubmit;
 use super::tools::{Decoration, StageToolSet, decorate, plain_tool_meta};
@@ -59,10 +61,14 @@ pub(crate) struct Resumed {
     pub done: HashMap<String, String>,
     /// The call that waited.
     pub awaiting_id: String,
-    /// Its answer (submit `params` or approval decision); `None`: the wait timed out.
+    /// Its answer (submit `params`, approval decision, `continue`/`cancel`); `None`: the wait
+    /// timed out.
     pub answer: Option<Value>,
-    /// The wait was the call's approval, not a frontend tool's form.
-    pub approval: bool,
+    /// What the call waited for: its approval, a frontend tool's form, or the user after its
+    /// tool paused.
+    pub kind: WaitKind,
+    /// A status wait: the message of the status the user was shown.
+    pub status_message: String,
 }
 
 impl Answers {
@@ -73,11 +79,11 @@ impl Answers {
         }
     }
 
-    /// The answer of the call that waited for its approval (`approval`) or its form, once:
-    /// `Some(None)` = it timed out.
-    fn answered(&mut self, id: &str, approval: bool) -> Option<Option<Value>> {
+    /// The answer of the call that waited for what `wanted` accepts, once: `Some(None)` = it
+    /// timed out.
+    fn answered(&mut self, id: &str, wanted: fn(WaitKind) -> bool) -> Option<Option<Value>> {
         match self {
-            Self::Resumed(resumed) if resumed.awaiting_id == id && resumed.approval == approval => {
+            Self::Resumed(resumed) if resumed.awaiting_id == id && wanted(resumed.kind) => {
                 resumed.awaiting_id.clear();
                 Some(resumed.answer.take())
             }
@@ -85,14 +91,29 @@ impl Answers {
         }
     }
 
-    /// The call waited for its form in the process that stopped: its approval, if it had to
-    /// have one, was given there.
-    fn waited_for_form(&self, id: &str) -> bool {
-        matches!(self, Self::Resumed(resumed) if resumed.awaiting_id == id && !resumed.approval)
+    /// The answer of a backend call that paused for the user in the process that stopped, once:
+    /// how often it had been continued before, the status message shown, and the answer
+    /// (`None`: the wait timed out).
+    pub(super) fn answered_status(&mut self, id: &str) -> Option<(u32, String, Option<Value>)> {
+        match self {
+            Self::Resumed(resumed) if resumed.awaiting_id == id => {
+                let WaitKind::Status { continued } = resumed.kind else { return None };
+                resumed.awaiting_id.clear();
+                Some((continued, std::mem::take(&mut resumed.status_message), resumed.answer.take()))
+            }
+            _ => None,
+        }
+    }
+
+    /// The call waited in the process that stopped for something after its approval (its form,
+    /// or the user after its tool paused): the approval, if it had to have one, was given there.
+    fn waited_past_approval(&self, id: &str) -> bool {
+        matches!(self, Self::Resumed(resumed) if resumed.awaiting_id == id && resumed.kind != WaitKind::Approval)
     }
 }
 
 /// The batch as far as it got, for a [`WaitPoint`].
+#[derive(Clone, Copy)]
 pub(super) struct BatchSoFar<'a> {
     pub calls: &'a [StreamedCall],
     /// How each call has been shown to the client so far.
@@ -125,6 +146,7 @@ impl BatchSoFar<'_> {
                 .iter()
                 .map(|e| AwaitingResult { id: e.id.clone(), result: e.result.clone() })
                 .collect(),
+            continued: 0,
         }
     }
 }
@@ -197,129 +219,128 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
             None => state.doom.observe(ctx.agent.context.doom_loop_threshold, &name, &call.arguments_object()),
         };
         let span = super::trace::execute_tool(&call.id, &name, kind);
-        let result = async { Ok::<String, RunFailure>(if let Some(done) = done {
-            done
-        } else if handed.is_some() {
-            handoff::not_executed()
-        } else if let Doom::Refused(text) | Doom::Stop(text) = &doom {
-            tracing::warn!(run_id = %ctx.run_id, tool = %name, "doom loop: the same call again, not executed");
-            if matches!(doom, Doom::Stop(_)) {
-                doom_loop.get_or_insert_with(|| name.clone());
-            }
-            text.clone()
-        } else if is_transfer && !tools.contains(&name) {
-            handoff::not_offered(ctx, &name)
-        } else if !tools.contains(&name) {
-            exec::error_result(&name, &format!("Tool is not enabled for this agent: {name}"))
-        } else if is_plan_tool(&name)
-            && let Some(answer) = state.plan.call(&name, &args)
-        {
-            // A task running beside others changes its own copy of the plan: the run shows the
-            // plan once their round ended and the copies were merged.
-            if answer.changed && state.shows_plan {
-                plan_after = Some((state.plan.plan_id.clone(), state.plan.tasks.clone()));
-            }
-            answer.text
-        } else if kind == ToolKind::Backend && !is_invoke && !is_transfer && ctx.services.tools.implementation(&name).is_none() {
-            exec::error_result(&name, &format!("Unknown tool: {name}"))
-        } else if let approval::Verdict::Refused(text) = approve(
-            ctx,
-            approval::Asked { call_id: &call.id, name: &name, args: &args },
-            &mut answers,
-            BatchSoFar { calls, shown: &shown, executed: &executed },
-            state,
-            sink,
-        )
-        .await?
-        {
-            text
-        } else if kind == ToolKind::Backend
-            && let super::guard::Admitted::Refused(text) =
-                super::guard::tool_input(ctx, &call.id, &name, &mut args, state, sink).await?
-        {
-            text
-        } else {
-            match kind {
-                ToolKind::Action => {
-                    if shown[at] == StreamedAs::Withheld {
-                        // Allowed now: the client may perform it.
-                        let meta = match decorate(ctx, &call.name) {
-                            Decoration::Action(meta) => meta,
-                            Decoration::Tool(_) => Default::default(),
-                        };
-                        let delta = call.arguments.clone();
-                        sink.emit(AgentDelta::ActionArgs { action_id: call.id.clone(), meta, delta }).await?;
-                        shown[at] = StreamedAs::Action;
-                    }
-                    "OK".to_string()
+        let result = async {
+            Ok::<String, RunFailure>(if let Some(done) = done {
+                done
+            } else if handed.is_some() {
+                handoff::not_executed()
+            } else if let Doom::Refused(text) | Doom::Stop(text) = &doom {
+                tracing::warn!(run_id = %ctx.run_id, tool = %name, "doom loop: the same call again, not executed");
+                if matches!(doom, Doom::Stop(_)) {
+                    doom_loop.get_or_insert_with(|| name.clone());
                 }
-                ToolKind::Frontend => {
-                    let reveal = shown[at] == StreamedAs::Withheld;
-                    shown[at] = StreamedAs::Tool;
-                    let batch = BatchSoFar { calls, shown: &shown, executed: &executed };
-                    match frontend_answer(ctx, call, &args, reveal, &mut answers, batch, state, sink).await? {
-                        Ok(Some(params)) => {
-                            if params.is_null() {
-                                "{}".into()
-                            } else {
-                                params.to_string()
+                text.clone()
+            } else if is_transfer && !tools.contains(&name) {
+                handoff::not_offered(ctx, &name)
+            } else if !tools.contains(&name) {
+                exec::error_result(&name, &format!("Tool is not enabled for this agent: {name}"))
+            } else if is_plan_tool(&name)
+                && let Some(answer) = state.plan.call(&name, &args)
+            {
+                // A task running beside others changes its own copy of the plan: the run shows the
+                // plan once their round ended and the copies were merged.
+                if answer.changed && state.shows_plan {
+                    plan_after = Some((state.plan.plan_id.clone(), state.plan.tasks.clone()));
+                }
+                answer.text
+            } else if kind == ToolKind::Backend
+                && !is_invoke
+                && !is_transfer
+                && ctx.services.tools.implementation(&name).is_none()
+            {
+                exec::error_result(&name, &format!("Unknown tool: {name}"))
+            } else if let approval::Verdict::Refused(text) = approve(
+                ctx,
+                approval::Asked { call_id: &call.id, name: &name, args: &args },
+                &mut answers,
+                BatchSoFar { calls, shown: &shown, executed: &executed },
+                state,
+                sink,
+            )
+            .await?
+            {
+                text
+            } else if kind == ToolKind::Backend
+                && let super::guard::Admitted::Refused(text) =
+                    super::guard::tool_input(ctx, &call.id, &name, &mut args, state, sink).await?
+            {
+                text
+            } else {
+                match kind {
+                    ToolKind::Action => {
+                        if shown[at] == StreamedAs::Withheld {
+                            // Allowed now: the client may perform it.
+                            let meta = match decorate(ctx, &call.name) {
+                                Decoration::Action(meta) => meta,
+                                Decoration::Tool(_) => Default::default(),
+                            };
+                            let delta = call.arguments.clone();
+                            sink.emit(AgentDelta::ActionArgs { action_id: call.id.clone(), meta, delta }).await?;
+                            shown[at] = StreamedAs::Action;
+                        }
+                        "OK".to_string()
+                    }
+                    ToolKind::Frontend => {
+                        let reveal = shown[at] == StreamedAs::Withheld;
+                        shown[at] = StreamedAs::Tool;
+                        let batch = BatchSoFar { calls, shown: &shown, executed: &executed };
+                        match frontend_answer(ctx, call, &args, reveal, &mut answers, batch, state, sink).await? {
+                            Ok(Some(params)) => {
+                                if params.is_null() {
+                                    "{}".into()
+                                } else {
+                                    params.to_string()
+                                }
+                            }
+                            Ok(None) => {
+                                let message =
+                                    format!("Frontend tool submit timeout runId={}, toolId={}", ctx.run_id, call.id);
+                                frontend_timeout = Some(message.clone());
+                                json!({"tool": name, "ok": false, "code": "frontend_submit_timeout", "error": message})
+                                    .to_string()
+                            }
+                            Err(()) => {
+                                if reveal {
+                                    // Nothing was shown after all.
+                                    shown[at] = StreamedAs::Withheld;
+                                }
+                                exec::error_result(
+                                    &name,
+                                    &format!("Pending frontend submit already exists: {}#{}", ctx.run_id, call.id),
+                                )
                             }
                         }
-                        Ok(None) => {
-                            let message =
-                                format!("Frontend tool submit timeout runId={}, toolId={}", ctx.run_id, call.id);
-                            frontend_timeout = Some(message.clone());
-                            json!({"tool": name, "ok": false, "code": "frontend_submit_timeout", "error": message})
-                                .to_string()
+                    }
+                    ToolKind::Backend if is_invoke => {
+                        let answer = super::invoke::invoke(ctx, &call.id, &args, state, sink).await?;
+                        super::guard::tool_output(ctx, &call.id, &name, answer, state, sink).await?
+                    }
+                    ToolKind::Backend if is_transfer => match handoff::transfer(ctx, state, &name, &call.id) {
+                        handoff::Transfer::Made { result, handed: handoff } => {
+                            handed = Some(handoff);
+                            result
                         }
-                        Err(()) => {
-                            if reveal {
-                                // Nothing was shown after all.
-                                shown[at] = StreamedAs::Withheld;
-                            }
-                            exec::error_result(
-                                &name,
-                                &format!("Pending frontend submit already exists: {}#{}", ctx.run_id, call.id),
-                            )
+                        handoff::Transfer::Refused(text) => text,
+                    },
+                    ToolKind::Backend => match ctx.services.tools.implementation(&name) {
+                        Some(tool) => {
+                            // It may pause for the user (`docs/pausing-tools.md`) before it answers.
+                            // Boxed: the pause's states (the ask, the wait point) stay out of
+                            // every run's future; a backend call costs far more than one
+                            // allocation.
+                            let batch = BatchSoFar { calls, shown: &shown, executed: &executed };
+                            let answers = &mut answers;
+                            let tool = tool.as_ref();
+                            let result =
+                                Box::pin(pause::run_backend(ctx, call, &name, tool, &args, answers, batch, state, sink))
+                                    .await?;
+                            super::guard::tool_output(ctx, &call.id, &name, result, state, sink).await?
                         }
-                    }
+                        None => exec::error_result(&name, &format!("Unknown tool: {name}")),
+                    },
                 }
-                ToolKind::Backend if is_invoke => {
-                    let answer = super::invoke::invoke(ctx, &call.id, &args, state, sink).await?;
-                    super::guard::tool_output(ctx, &call.id, &name, answer, state, sink).await?
-                }
-                ToolKind::Backend if is_transfer => match handoff::transfer(ctx, state, &name, &call.id) {
-                    handoff::Transfer::Made { result, handed: handoff } => {
-                        handed = Some(handoff);
-                        result
-                    }
-                    handoff::Transfer::Refused(text) => text,
-                },
-                ToolKind::Backend => match ctx.services.tools.implementation(&name) {
-                    Some(tool) => {
-                        let scope = state.budget.budget().tool;
-                        let tool_ctx = ToolContext::new(ctx.run_id.clone(), ctx.chat_id.clone())
-                            .with_grants(ctx.agent.code_grants());
-                        let started = std::time::Instant::now();
-                        let text = exec::execute_backend(
-                            tool.as_ref(),
-                            args.clone(),
-                            &tool_ctx,
-                            std::time::Duration::from_millis(scope.timeout_ms),
-                            scope.retry_count,
-                        )
-                        .await
-                        // Pausing for the user comes with the run time's support for it.
-                        .into_text();
-                        tracing::debug!(tool = %name, ms = started.elapsed().as_millis() as u64, "backend tool ran");
-                        metrics::histogram!(TOOL_DURATION_METRIC, "tool" => name.clone())
-                            .record(started.elapsed().as_secs_f64());
-                        super::guard::tool_output(ctx, &call.id, &name, text, state, sink).await?
-                    }
-                    None => exec::error_result(&name, &format!("Unknown tool: {name}")),
-                },
-            }
-        }) }
+            })
+        }
         .instrument(span.clone())
         .await?;
         if shown[at] == StreamedAs::Withheld {
@@ -401,10 +422,10 @@ async fn approve<S: DeltaSink>(
     state: &mut RunState,
     sink: &mut S,
 ) -> Result<approval::Verdict, RunFailure> {
-    if ctx.agent.approvals.is_empty() || answers.waited_for_form(asked.call_id) {
+    if ctx.agent.approvals.is_empty() || answers.waited_past_approval(asked.call_id) {
         return Ok(approval::Verdict::Run);
     }
-    let given = answers.answered(asked.call_id, true);
+    let given = answers.answered(asked.call_id, |kind| kind == WaitKind::Approval);
     approval::check(ctx, asked, given, batch, state, sink).await
 }
 
@@ -423,7 +444,7 @@ async fn frontend_answer<S: DeltaSink>(
     state: &RunState,
     sink: &mut S,
 ) -> Result<Result<Option<Value>, ()>, RunFailure> {
-    if let Some(answer) = answers.answered(&call.id, false) {
+    if let Some(answer) = answers.answered(&call.id, |kind| kind == WaitKind::Form) {
         return Ok(Ok(answer));
     }
     let registered = match answers {

@@ -23,6 +23,7 @@ mod invoke;
 mod meter;
 mod oneshot;
 mod parallel;
+mod pause;
 mod plan;
 mod plan_execute;
 mod prompt;
@@ -63,6 +64,7 @@ pub use guard::{
 pub use handoff::{HandedOff, MAX_HANDOFFS};
 pub use invoke::{AGENT_INVOKE_TOOL, MAX_DEPTH_CAP, Nesting, SubAgentLimits};
 pub use meter::{COST_METRIC, MODEL_CALL_DURATION_METRIC, TOKENS_METRIC};
+pub use pause::MAX_PAUSES;
 pub use quota::{CallSpend, QuotaGate, QuotaRefused};
 pub use sink::{CollectingSink, DeltaSink, EmitError, WaitPoint};
 pub use steer::{DEFAULT_STEER_CAPACITY, Steer, SteerQueue, SteerRefused};
@@ -453,9 +455,13 @@ pub struct Resume {
     pub awaiting_id: String,
     /// Its answer (the submit's `params`); `None`: the wait timed out.
     pub answer: Option<serde_json::Value>,
-    /// The wait was the call's tool approval (`awaiting.ask` mode `approval`), not a frontend
-    /// tool's form: a frontend tool with an `ask` rule waits twice, first for its approval.
-    pub approval: bool,
+    /// What the call waited for (`AwaitingLine::kind`): its tool approval (a frontend tool or
+    /// paused backend tool with an `ask` rule waits for that first), a frontend tool's form, or
+    /// the user after its backend tool paused (how often they had continued it: a `continue`
+    /// runs it with one more).
+    pub wait: agw_protocol::history::WaitKind,
+    /// A status wait: the status it showed (the declined result quotes its message).
+    pub status: Option<agw_protocol::event::AwaitingStatus>,
 }
 
 /// Continues a run from where it waited (see [`Resume`]): the waiting turn's calls are
@@ -466,7 +472,7 @@ pub struct Resume {
 pub async fn resume<S: DeltaSink>(ctx: RunContext, resume: Resume, sink: &mut S) -> RunOutcome {
     let span = trace::invoke_agent(&ctx);
     let mut state = new_state(&ctx);
-    let Resume { conversation: so_far, resume_at, calls, results, awaiting_id, answer, approval } = resume;
+    let Resume { conversation: so_far, resume_at, calls, results, awaiting_id, answer, wait, status } = resume;
     let calls: Vec<calls::StreamedCall> = calls.iter().map(calls::StreamedCall::restored).collect();
     // Call ids stay unique across the whole run.
     for call in &calls {
@@ -495,7 +501,8 @@ pub async fn resume<S: DeltaSink>(ctx: RunContext, resume: Resume, sink: &mut S)
         done: results.into_iter().map(|r| (r.id, r.result)).collect(),
         awaiting_id,
         answer,
-        approval,
+        kind: wait,
+        status_message: status.map(|s| s.message).unwrap_or_default(),
     });
     let mut conversation = ctx.history.clone();
     conversation.extend(so_far);

@@ -22,12 +22,14 @@ pub enum EmitError {
     Storage(String),
 }
 
-/// A run begins to wait for a person: a frontend tool's submit or a tool approval. What a sink
+/// A run begins to wait for a person: a frontend tool's submit, a tool approval, or a paused
+/// backend call's `continue` (`docs/pausing-tools.md`). What a sink
 /// that persists the run keeps so that the run can go on in another process
 /// ([`super::resume`]): the wait, and where the run stands.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WaitPoint {
-    /// The wait as `awaiting.ask` shows it (`mode` `form` for a frontend tool, `approval`).
+    /// The wait as `awaiting.ask` shows it (`mode` `form` for a frontend tool, `approval`,
+    /// `status` for a paused backend call).
     pub ask: AwaitingAsk,
     /// How long the run waits from now.
     pub timeout: Duration,
@@ -38,6 +40,9 @@ pub struct WaitPoint {
     pub calls: Vec<AwaitingCall>,
     /// Results of the calls of that turn that already ran.
     pub results: Vec<AwaitingResult>,
+    /// A status wait: how many times the user already said "continue" to the call (recorded
+    /// as the awaiting line's `continued`); 0 for the other kinds.
+    pub continued: u32,
 }
 
 /// The consumer of a run's [`AgentDelta`]s: the HTTP layer's SSE sink (assembler + framing),
