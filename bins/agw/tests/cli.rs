@@ -237,6 +237,39 @@ async fn the_demo_model_drives_tools_viewports_and_the_frontend_round_trip() {
             .any(|e| e["type"] == "tool.result" && e["result"] == "{\"selectedOption\":\"Yes\",\"selectedIndex\":1}")
     );
     assert_eq!(rest.last().unwrap()["type"], "run.complete");
+
+    // A tool that pauses for the user: "Not enough credits" until the person continues.
+    let mut body =
+        query(serde_json::json!({"agentKey": "demoCredits", "message": "Draw a red fox in the snow"})).await.unwrap();
+    let mut seen: Vec<Value> = Vec::new();
+    while !seen.iter().any(|e| e["type"] == "awaiting.ask") {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), body.chunk()).await.unwrap().unwrap().unwrap();
+        decoder.feed(&chunk, &mut frames);
+        seen.extend(frames.drain(..).filter(|f| !f.is_heartbeat()).map(|f| serde_json::from_str(&f.data).unwrap()));
+    }
+    let ask = seen.iter().find(|e| e["type"] == "awaiting.ask").unwrap();
+    assert_eq!((ask["mode"].as_str(), ask["toolName"].as_str()), (Some("status"), Some("mock_image_generate")));
+    assert_eq!(ask["status"]["code"], -1002);
+    assert_eq!(ask["status"]["message"], "Not enough credits to generate an image");
+    let run_id = seen.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_string();
+    let submit: Value = client
+        .post(format!("{}/api/ap/submit", agw.base))
+        .json(&serde_json::json!({"runId": run_id, "toolId": ask["awaitingId"], "params": "continue"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(submit["data"]["accepted"], true);
+    let rest = events_of(body).await;
+    assert!(rest.iter().any(|e| e["type"] == "awaiting.answer" && e["answer"]["action"] == "continue"));
+    let result = rest.iter().find(|e| e["type"] == "tool.result").unwrap()["result"].as_str().unwrap().to_string();
+    assert!(result.contains("\"imageUrl\""), "{result}");
+    let answer: String =
+        rest.iter().filter(|e| e["type"] == "content.delta").map(|e| e["delta"].as_str().unwrap()).collect();
+    assert!(answer.contains("![Draw a red fox in the snow](https://images.example.com/"), "{answer}");
+    assert_eq!(rest.last().unwrap()["type"], "run.complete");
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@ pub const AGENT_FILES: &[(&str, &str)] = &[
     ("demoAction.json", include_str!("../agents/demoAction.json")),
     ("demoCitations.json", include_str!("../agents/demoCitations.json")),
     ("demoConfirmDialog.json", include_str!("../agents/demoConfirmDialog.json")),
+    ("demoCredits.json", include_str!("../agents/demoCredits.json")),
     ("demoGuardrails.json", include_str!("../agents/demoGuardrails.json")),
     ("demoMathSkill.json", include_str!("../agents/demoMathSkill.json")),
     ("demoModePlain.json", include_str!("../agents/demoModePlain.json")),

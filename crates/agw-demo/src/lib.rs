@@ -49,6 +49,7 @@ use agw_llm::request::ChatMessage;
 
 pub mod bundled;
 mod citations;
+mod images;
 mod plan;
 mod skills;
 mod team;
@@ -167,6 +168,9 @@ fn answer_from_results(request: &ChatRequest, question: &str, results: &[(&str, 
         .enabled
         .then(|| format!("I have {} tool result(s) for \"{question}\"; I will summarise them.", results.len()));
     if let Some(content) = citations::answer(request, results) {
+        return DemoTurn { reasoning, content, tool_call: None, finish_reason: "stop" };
+    }
+    if let Some(content) = images::answer(results) {
         return DemoTurn { reasoning, content, tool_call: None, finish_reason: "stop" };
     }
     let mut content = String::from("Here is what I found (offline demo model, answering from the tool results):\n");

@@ -13,6 +13,7 @@ pub const TOOL_FILES: &[(&str, &str)] = &[
     ("launch_fireworks.action", include_str!("../bundled/tools/launch_fireworks.action")),
     ("mock_chat_messages.backend", include_str!("../bundled/tools/mock_chat_messages.backend")),
     ("mock_city_weather.backend", include_str!("../bundled/tools/mock_city_weather.backend")),
+    ("mock_image_generate.backend", include_str!("../bundled/tools/mock_image_generate.backend")),
     ("mock_logistics_status.backend", include_str!("../bundled/tools/mock_logistics_status.backend")),
     ("mock_ops_runbook.backend", include_str!("../bundled/tools/mock_ops_runbook.backend")),
     ("mock_sensitive_data_detector.backend", include_str!("../bundled/tools/mock_sensitive_data_detector.backend")),

@@ -248,6 +248,7 @@ fn bundled_files_load_cleanly_with_the_builtins() {
             "city_datetime",
             "mock_chat_messages",
             "mock_city_weather",
+            "mock_image_generate",
             "mock_logistics_status",
             "mock_ops_runbook",
             "mock_sensitive_data_detector",

@@ -30,7 +30,7 @@ pub struct BuiltinsConfig {
 }
 
 /// Names of every built-in [`builtins`] returns, sorted.
-pub const BUILTIN_NAMES: [&str; 12] = [
+pub const BUILTIN_NAMES: [&str; 13] = [
     bash::NAME,
     plan::ADD_TASKS,
     plan::GET_TASKS,
@@ -38,6 +38,7 @@ pub const BUILTIN_NAMES: [&str; 12] = [
     city_datetime::NAME,
     mock::messages::NAME,
     mock::weather::NAME,
+    mock::image::NAME,
     mock::logistics::NAME,
     mock::ops_runbook::NAME,
     mock::sensitive::NAME,
@@ -45,7 +46,8 @@ pub const BUILTIN_NAMES: [&str; 12] = [
     mock::transport::NAME,
 ];
 
-/// Every built-in tool: `_bash_`, the plan tools, `city_datetime` and the `mock_*` tools
+/// Every built-in tool: `_bash_`, the plan tools, `city_datetime` and the `mock_*` tools (one of
+/// which, `mock_image_generate`, pauses for the user before it answers)
 /// (`agent_file_create` is agw-modes', next to the agent file format). Their metadata (description, schema, hint) is that of the bundled definition files.
 pub fn builtins(config: BuiltinsConfig) -> Vec<Arc<dyn Tool>> {
     vec![
@@ -56,6 +58,7 @@ pub fn builtins(config: BuiltinsConfig) -> Vec<Arc<dyn Tool>> {
         Arc::new(CityDatetime::new()),
         Arc::new(PureTool { name: mock::messages::NAME, run: mock::messages::run }),
         Arc::new(PureTool { name: mock::weather::NAME, run: mock::weather::run }),
+        Arc::new(mock::image::ImageGenerate),
         Arc::new(PureTool { name: mock::logistics::NAME, run: mock::logistics::run }),
         Arc::new(PureTool { name: mock::ops_runbook::NAME, run: mock::ops_runbook::run }),
         Arc::new(PureTool { name: mock::sensitive::NAME, run: mock::sensitive::run }),

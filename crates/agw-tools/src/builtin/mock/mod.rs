@@ -1,6 +1,7 @@
 //! The deterministic mock tools (docs/contract/tools-skills-viewports.md §4.8–§4.14): equal arguments give equal
 //! results, drawn from [`super::java_random::JavaRandom`] in the reference's exact order.
 
+pub(crate) mod image;
 pub(crate) mod logistics;
 pub(crate) mod messages;
 pub(crate) mod ops_runbook;
