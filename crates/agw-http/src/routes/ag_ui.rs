@@ -7,7 +7,10 @@
 //! history: the last `user` message starts a run; trailing `tool` messages answer the frontend
 //! calls the chat's waiting run ended its previous stream with (`RUN_FINISHED` with
 //! `pendingToolCallIds`), and the stream continues that run. Tools the client declares in
-//! `tools` are offered to the model as frontend tools of that run.
+//! `tools` are offered to the model as frontend tools of that run. A backend call that pauses
+//! for the user (`docs/pausing-tools.md`) ends the stream with `RUN_FINISHED` outcome
+//! `interrupt`; `resume` entries of the next input answer it (`resolved`: continue,
+//! `cancelled`: cancel) and the stream continues the run.
 
 use std::sync::Arc;
 
@@ -40,6 +43,17 @@ struct RunAgentInput {
     messages: Vec<Value>,
     #[serde(default)]
     tools: Vec<Value>,
+    /// Answers to the interrupts the previous stream ended with: `{interruptId, status, payload?}`.
+    #[serde(default)]
+    resume: Vec<ResumeEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ResumeEntry {
+    interrupt_id: String,
+    /// `resolved` or `cancelled`.
+    status: String,
 }
 
 /// A message's text: a string `content`, or the text parts of an array (AG-UI's and the phase
@@ -82,12 +96,15 @@ pub async fn run(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
         .collect();
     let chat_id = chat_id_for(&input.thread_id, principal.as_ref());
     let heartbeat = state.settings.server.heartbeat_interval;
-    let Some(last) = input.messages.last() else {
+    let last = input.messages.last();
+    if last.is_none() && input.resume.is_empty() {
         return Err(ApiError::bad_request("messages must not be empty"));
-    };
+    }
 
-    if last["role"] == "tool" {
-        // Results of the frontend calls the chat's waiting run asked for.
+    let tool_results = last.is_some_and(|m| m["role"] == "tool");
+    if tool_results || !input.resume.is_empty() {
+        // Results of the frontend calls the chat's waiting run asked for, answers to the
+        // interrupts of its paused calls.
         let waiting = state
             .runs
             .tracker()
@@ -102,8 +119,17 @@ pub async fn run(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
         let latest = handle.latest_seq();
         let observer = handle.observe(handle.oldest_seq().saturating_sub(1)).map_err(|_| ApiError::internal())?;
         let mut calls = Vec::new();
-        let results = input.messages.iter().rev().take_while(|m| m["role"] == "tool");
         let mut answered = 0;
+        for entry in &input.resume {
+            calls.push(entry.interrupt_id.clone());
+            let action = if entry.status.trim().eq_ignore_ascii_case("cancelled") { "cancel" } else { "continue" };
+            if state.runs.submits().submit(&handle.run_id, &entry.interrupt_id, Value::from(action))
+                == agw_modes::runtime::SubmitStatus::Accepted
+            {
+                answered += 1;
+            }
+        }
+        let results = input.messages.iter().rev().take_while(|m| tool_results && m["role"] == "tool");
         for message in results {
             let Some(call_id) = message["toolCallId"].as_str() else { continue };
             calls.push(call_id.to_owned());
@@ -117,7 +143,7 @@ pub async fn run(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
         }
         if answered == 0 {
             return Err(ApiError::conflict(
-                "the run is not waiting for these tool results",
+                "the run is not waiting for these tool results or interrupts",
                 serde_json::json!({"code": "not_waiting", "runId": handle.run_id}),
             ));
         }
@@ -126,6 +152,7 @@ pub async fn run(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
         return Ok(stream_response(handle, observer, mapper, resume, heartbeat));
     }
 
+    let Some(last) = last else { return Err(ApiError::bad_request("messages must not be empty")) };
     let message = text_of(last);
     if last["role"] != "user" || message.trim().is_empty() {
         return Err(ApiError::bad_request("the last message must be a user message with text, or tool results"));
@@ -185,10 +212,16 @@ fn stream_response(
             Some(batch) => {
                 for event in &batch {
                     st.mapper.map(event, &mut values);
-                    // A frontend call is complete: the client answers it in its next input.
-                    if let EventPayload::ToolEnd(e) = &event.payload
-                        && st.mapper.pending_tool_calls().contains(&e.tool_id)
-                    {
+                    // A frontend call is complete, or a paused call's interrupt is due: the client
+                    // answers it in its next input.
+                    let client_turn = match &event.payload {
+                        EventPayload::ToolEnd(e) => st.mapper.pending_tool_calls().contains(&e.tool_id),
+                        EventPayload::AwaitingAsk(e) => {
+                            st.mapper.pending_interrupts().contains(&e.awaiting_id.as_str())
+                        }
+                        _ => false,
+                    };
+                    if client_turn {
                         st.mapper.suspend(&mut values);
                     }
                 }

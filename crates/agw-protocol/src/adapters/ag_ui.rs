@@ -12,6 +12,13 @@
 //! A frontend tool is a client-side tool: when the run waits for it, the HTTP layer ends the
 //! stream with [`AgUiMapper::suspend`] (`RUN_FINISHED`, outcome `success` with
 //! `pendingToolCallIds`); the client's next `RunAgentInput` carries the `tool` message.
+//!
+//! A backend call that pauses for the user (`awaiting.ask` `mode: "status"`,
+//! `docs/pausing-tools.md`) is an AG-UI interrupt: the stream ends with `RUN_FINISHED`, outcome
+//! `interrupt`, one `Interrupt` per paused call (its id the call id, reason `agw.tool_status`,
+//! the status's message, the call as `toolCallId`, code and data in `metadata.agw`); the
+//! client's next `RunAgentInput` answers it with a `resume` entry (`resolved`: continue,
+//! `cancelled`: cancel).
 
 //!
 //! Child tasks (sub-agents, issue 34) use AG-UI's own subagent model: `task.start` of a sub-agent
@@ -69,6 +76,8 @@ pub struct AgUiMapper {
     run_id: String,
     /// Frontend calls whose arguments ended and that have no result yet.
     pending: Vec<String>,
+    /// Paused backend calls waiting for the user, as AG-UI `Interrupt`s (by call id).
+    interrupts: Vec<Value>,
     frontend: Vec<String>,
     finished: bool,
     /// What is open now, in opening order, with the child task it belongs to.
@@ -106,6 +115,28 @@ fn close_events(open: &Open) -> Vec<Value> {
     }
 }
 
+/// The AG-UI `Interrupt` of a paused backend call (`awaiting.ask` `mode: "status"`): answered
+/// by a `resume` entry whose `interruptId` is the call id.
+fn interrupt(e: &crate::event::AwaitingAsk, task: Option<&str>) -> Value {
+    let mut agw = json!({"toolName": e.tool_name, "arguments": e.arguments, "options": e.options});
+    if let Some(status) = &e.status {
+        agw["code"] = json!(status.code);
+        agw["data"] = status.data.clone();
+    }
+    let mut interrupt = json!({
+        "id": e.awaiting_id,
+        "reason": "agw.tool_status",
+        "message": e.status.as_ref().map(|s| s.message.as_str()).unwrap_or_default(),
+        "toolCallId": e.awaiting_id,
+        "responseSchema": {"type": "object", "properties": {"action": {"enum": ["continue", "cancel"]}}},
+        "metadata": {"agw": agw},
+    });
+    if let Some(task) = task {
+        interrupt["subagentRunId"] = json!(task);
+    }
+    interrupt
+}
+
 /// Marks an event as a child's (`subagentRunId`); subagent frames name it themselves.
 fn attribute(value: &mut Value, task: Option<&str>) {
     if let Some(task) = task {
@@ -129,9 +160,16 @@ impl AgUiMapper {
         &self.pending
     }
 
-    /// The client answered frontend call `id` (in the input that continues the run).
+    /// Interrupts the run waits for (paused backend calls): the stream should end here, the
+    /// client answers with `resume` entries.
+    pub fn pending_interrupts(&self) -> Vec<&str> {
+        self.interrupts.iter().filter_map(|i| i["id"].as_str()).collect()
+    }
+
+    /// The client answered frontend call or interrupt `id` (in the input that continues the run).
     pub fn answered(&mut self, id: &str) {
         self.pending.retain(|p| p != id);
+        self.interrupts.retain(|i| i["id"] != id);
     }
 
     /// `RUN_STARTED` for a stream that continues a run (its `run.start` was in an earlier stream).
@@ -139,9 +177,9 @@ impl AgUiMapper {
         out.push(json!({"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id}));
     }
 
-    /// Ends the stream of a run that now waits for the client (its frontend calls): what
-    /// children still have open ends, then `RUN_FINISHED` with outcome `success` and the
-    /// pending call ids.
+    /// Ends the stream of a run that now waits for the client (its frontend calls, or paused
+    /// calls' interrupts): what children still have open ends, then `RUN_FINISHED` with outcome
+    /// `interrupt` and the interrupts, or else `success` and the pending call ids.
     pub fn suspend(&mut self, out: &mut Vec<Value>) {
         if self.finished {
             return;
@@ -157,8 +195,12 @@ impl AgUiMapper {
             }
             self.suspended.insert(0, (open, task));
         }
-        out.push(json!({"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id,
-            "outcome": {"type": "success", "pendingToolCallIds": self.pending}}));
+        let outcome = if self.interrupts.is_empty() {
+            json!({"type": "success", "pendingToolCallIds": self.pending})
+        } else {
+            json!({"type": "interrupt", "interrupts": self.interrupts})
+        };
+        out.push(json!({"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id, "outcome": outcome}));
     }
 
     /// Continues, in a new stream, a run this mapper was primed with up to where its previous
@@ -343,6 +385,12 @@ impl AgUiMapper {
                 "value": super::compact_summary(e)})),
             EventPayload::AgentHandoff(e) => values.push(json!({"type": "CUSTOM", "name": "agw.handoff",
                 "value": {"fromAgentKey": e.from_agent_key, "toAgentKey": e.to_agent_key, "toolCallId": e.tool_id}})),
+            EventPayload::AwaitingAsk(e) if e.mode == "status" => {
+                self.interrupts.retain(|i| i["id"] != e.awaiting_id.as_str());
+                self.interrupts.push(interrupt(e, task.as_deref()));
+            }
+            EventPayload::AwaitingAnswer(e) => self.interrupts.retain(|i| i["id"] != e.awaiting_id.as_str()),
+            EventPayload::AwaitingExpired(e) => self.interrupts.retain(|i| i["id"] != e.awaiting_id.as_str()),
             EventPayload::RunComplete(e) => {
                 self.finished = true;
                 let mut outcome = json!({"type": "success"});
@@ -475,6 +523,64 @@ mod tests {
         mapper.suspend(&mut out);
         assert_eq!(out.last().unwrap()["outcome"], json!({"type": "success", "pendingToolCallIds": ["f1"]}));
         assert!(mapper.is_finished());
+    }
+
+    #[test]
+    fn a_paused_backend_call_ends_the_stream_with_an_interrupt() {
+        use crate::event::{AwaitingAnswer, AwaitingAsk, AwaitingStatus, StatusOption};
+        let mut mapper = AgUiMapper::new("c", "r");
+        let mut out = Vec::new();
+        let ask = AwaitingAsk {
+            awaiting_id: "call_i".into(),
+            run_id: "r".into(),
+            mode: "status".into(),
+            timeout: 1000,
+            approvals: Vec::new(),
+            tool_name: Some("mock_image_generate".into()),
+            arguments: Some(json!({"prompt": "fox"})),
+            viewport_type: None,
+            viewport_key: None,
+            status: Some(AwaitingStatus {
+                code: -1002,
+                message: "Not enough credits".into(),
+                data: json!({"price": 10}),
+            }),
+            options: vec![StatusOption {
+                label: "Continue".into(),
+                action: "continue".into(),
+                description: "d".into(),
+            }],
+        };
+        mapper.map(&ev(ask.clone()), &mut out);
+        assert!(out.is_empty(), "the interrupt is the run's outcome");
+        assert_eq!(mapper.pending_interrupts(), ["call_i"]);
+        mapper.suspend(&mut out);
+        assert_eq!(
+            out.last().unwrap()["outcome"],
+            json!({"type": "interrupt", "interrupts": [{"id": "call_i", "reason": "agw.tool_status",
+                "message": "Not enough credits", "toolCallId": "call_i",
+                "responseSchema": {"type": "object", "properties": {"action": {"enum": ["continue", "cancel"]}}},
+                "metadata": {"agw": {"toolName": "mock_image_generate", "arguments": {"prompt": "fox"},
+                    "options": [{"label": "Continue", "action": "continue", "description": "d"}],
+                    "code": -1002, "data": {"price": 10}}}}]})
+        );
+
+        // The continuation: the client resumed it; the run answers it and goes on.
+        let mut next = AgUiMapper::new("c", "r");
+        next.map(&ev(ask), &mut Vec::new());
+        next.suspend(&mut Vec::new());
+        next.answered("call_i");
+        assert!(next.pending_interrupts().is_empty());
+        let mut again = Vec::new();
+        next.resume(&mut again);
+        next.map(
+            &ev(AwaitingAnswer {
+                awaiting_id: "call_i".into(),
+                answer: json!({"mode": "status", "action": "continue"}),
+            }),
+            &mut again,
+        );
+        assert_eq!(again.len(), 1, "RUN_STARTED only: {again:?}");
     }
 
     #[test]

@@ -100,6 +100,8 @@ pub struct UiMessageMapper {
     suspended: Vec<Block>,
     /// Each task's `data-task` data: every update repeats the whole part.
     tasks: HashMap<String, Value>,
+    /// The `data-tool-status` data of each paused call's latest pause, by awaiting id.
+    statuses: HashMap<String, Value>,
 }
 
 /// `providerMetadata` naming a child's task.
@@ -412,6 +414,47 @@ impl UiMessageMapper {
         }
     }
 
+    /// A backend call paused for the user (`awaiting.ask` `mode: "status"`): its status as a
+    /// `data-tool-status` part (`state: "waiting"`), then a tool approval request for the call,
+    /// so the stream ends and the client answers with `addToolApprovalResponse` (approved:
+    /// continue, else cancel). A call the stream has not shown (a continuation after a restart)
+    /// gets its part first.
+    fn status_ask(&mut self, e: &crate::event::AwaitingAsk, task: Option<&str>, out: &mut Vec<Value>) {
+        let id = &e.awaiting_id;
+        if !self.calls.contains_key(id) {
+            self.output_turn(task, out);
+            let arguments = e.arguments.as_ref().map(Value::to_string).unwrap_or_default();
+            let name = e.tool_name.clone().unwrap_or_default();
+            let call = Call { name, arguments, task: task.map(str::to_owned), ..Call::default() };
+            self.calls.insert(id.clone(), call);
+            self.call_end(id, out);
+        }
+        let mut data = json!({"toolCallId": id, "state": "waiting"});
+        if let Some(status) = &e.status {
+            data["code"] = json!(status.code);
+            data["message"] = json!(status.message);
+            data["data"] = status.data.clone();
+        }
+        data["options"] = json!(e.options);
+        if let Some(task) = task {
+            data["taskId"] = json!(task);
+        }
+        out.push(json!({"type": "data-tool-status", "id": id, "data": data}));
+        self.statuses.insert(id.clone(), data);
+        if !self.approvals.contains(id) {
+            self.approvals.push(id.clone());
+        }
+        out.push(json!({"type": "tool-approval-request", "approvalId": id, "toolCallId": id}));
+    }
+
+    /// A paused call's wait ended (`continued`, `cancelled`, `expired`): its status part says so.
+    fn status_settled(&mut self, awaiting_id: &str, state: &str, out: &mut Vec<Value>) {
+        if let Some(mut data) = self.statuses.remove(awaiting_id) {
+            data["state"] = json!(state);
+            out.push(json!({"type": "data-tool-status", "id": awaiting_id, "data": data}));
+        }
+    }
+
     /// The `data-task` part of task `task_id` with `status` (and more fields), whole.
     fn task_part(&mut self, task_id: &str, status: &str, extra: Option<(&str, Value)>, out: &mut Vec<Value>) {
         let data = self.tasks.entry(task_id.to_owned()).or_insert_with(|| json!({"taskId": task_id}));
@@ -502,6 +545,7 @@ impl UiMessageMapper {
                 let error = json!({"code": e.error.code, "message": e.error.message});
                 self.task_part(&e.task_id, "failed", Some(("error", error)), out)
             }
+            EventPayload::AwaitingAsk(e) if e.mode == "status" => self.status_ask(e, task.as_deref(), out),
             EventPayload::AwaitingAsk(e) => {
                 for approval in &e.approvals {
                     if !self.calls.contains_key(&approval.id) {
@@ -518,7 +562,18 @@ impl UiMessageMapper {
                     out.push(json!({"type": "tool-approval-request", "approvalId": e.awaiting_id, "toolCallId": approval.id}));
                 }
             }
-            EventPayload::AwaitingAnswer(e) => self.approvals.retain(|id| *id != e.awaiting_id),
+            EventPayload::AwaitingAnswer(e) => {
+                self.approvals.retain(|id| *id != e.awaiting_id);
+                let state = match e.answer["action"].as_str() {
+                    Some("continue") => "continued",
+                    _ => "cancelled",
+                };
+                self.status_settled(&e.awaiting_id, state, out);
+            }
+            EventPayload::AwaitingExpired(e) => {
+                self.approvals.retain(|id| *id != e.awaiting_id);
+                self.status_settled(&e.awaiting_id, "expired", out);
+            }
             EventPayload::RequestSteer(e) => out.push(
                 json!({"type": "data-steer", "id": e.steer_id, "data": {"steerId": e.steer_id, "message": e.message}}),
             ),
@@ -835,6 +890,69 @@ mod tests {
         ]);
         let types: Vec<&str> = out.iter().map(|c| c["type"].as_str().unwrap()).collect();
         assert_eq!(types, ["start-step", "tool-input-start", "tool-input-available", "tool-approval-request"]);
+    }
+
+    #[test]
+    fn a_paused_tool_shows_its_status_and_asks_for_an_approval_of_its_call() {
+        use crate::event::{AwaitingAnswer, AwaitingAsk, AwaitingStatus, StatusOption};
+        let ask = AwaitingAsk {
+            awaiting_id: "call_i".into(),
+            run_id: "r".into(),
+            mode: "status".into(),
+            timeout: 1000,
+            approvals: Vec::new(),
+            tool_name: Some("mock_image_generate".into()),
+            arguments: Some(json!({"prompt": "fox"})),
+            viewport_type: None,
+            viewport_key: None,
+            status: Some(AwaitingStatus {
+                code: -1002,
+                message: "Not enough credits".into(),
+                data: json!({"price": 10}),
+            }),
+            options: vec![StatusOption {
+                label: "Continue".into(),
+                action: "continue".into(),
+                description: "d".into(),
+            }],
+        };
+        let (mut mapper, out) = map_all(vec![
+            ev(1, tool_start("call_i", "mock_image_generate", false)),
+            ev(2, ToolEnd { tool_id: "call_i".into() }),
+            ev(3, ask.clone()),
+        ]);
+        assert_eq!(
+            types(&out),
+            ["start-step", "tool-input-start", "tool-input-available", "data-tool-status", "tool-approval-request"]
+        );
+        assert_eq!(
+            out[3],
+            json!({"type": "data-tool-status", "id": "call_i", "data": {"toolCallId": "call_i", "state": "waiting",
+                "code": -1002, "message": "Not enough credits", "data": {"price": 10},
+                "options": [{"label": "Continue", "action": "continue", "description": "d"}]}})
+        );
+        assert_eq!(out[4], json!({"type": "tool-approval-request", "approvalId": "call_i", "toolCallId": "call_i"}));
+        assert_eq!(mapper.pending_approvals(), ["call_i"]);
+
+        // Answered: the status part says so, and the wait is over.
+        let mut more = Vec::new();
+        let answer =
+            AwaitingAnswer { awaiting_id: "call_i".into(), answer: json!({"mode": "status", "action": "continue"}) };
+        mapper.map(&ev(4, answer), &mut more);
+        assert_eq!(more.len(), 1);
+        assert_eq!(
+            (more[0]["type"].as_str(), more[0]["data"]["state"].as_str()),
+            (Some("data-tool-status"), Some("continued"))
+        );
+        assert!(mapper.pending_approvals().is_empty());
+
+        // Shown after a restart, to a stream that never saw the call: its part first.
+        let (_, out) = map_all(vec![ev(1, ask)]);
+        assert_eq!(types(&out), ["start-step", "tool-input-available", "data-tool-status", "tool-approval-request"]);
+        assert_eq!(
+            (out[1]["providerExecuted"].as_bool(), out[1]["input"].clone()),
+            (Some(true), json!({"prompt": "fox"}))
+        );
     }
 
     /// The text of each text part, as the client assembles it (by id, in start order).

@@ -27,6 +27,13 @@
 //! the withdrawn text (and its citations) out of `message.content` and collects the events in
 //! `message.agw` (`revoke`, `warnings`, `blocks`). A blocked question is an error like any failed
 //! run, with code `guardrail_blocked`.
+//!
+//! A backend call that pauses for the user (`awaiting.ask` `mode: "status"`,
+//! `docs/pausing-tools.md`) is an agw extension field too: a chunk whose delta is
+//! `{"awaiting": {mode, runId, toolId, toolName, arguments, code, message, data, options,
+//! timeout}}`, so a streaming client can show the status and answer it through
+//! `POST /api/ap/submit` (the run id is the completion id after `chatcmpl-`). A non-streaming
+//! completion cannot show it; its request waits like the run.
 
 use std::collections::HashMap;
 
@@ -203,6 +210,22 @@ impl ChunkMapper {
                 if filtered {
                     self.ending = Some(Ending::Finished(CONTENT_FILTER));
                 }
+            }
+            EventPayload::AwaitingAsk(e) if e.mode == "status" => {
+                self.role(out);
+                let mut awaiting = json!({"mode": "status", "runId": e.run_id, "toolId": e.awaiting_id,
+                    "toolName": e.tool_name, "arguments": e.arguments});
+                if let Some(status) = &e.status {
+                    awaiting["code"] = json!(status.code);
+                    awaiting["message"] = json!(status.message);
+                    awaiting["data"] = status.data.clone();
+                }
+                awaiting["options"] = json!(e.options);
+                awaiting["timeout"] = json!(e.timeout);
+                if let Some(task) = event.task() {
+                    awaiting["taskId"] = json!(task);
+                }
+                out.push(self.chunk(json!({"awaiting": awaiting}), None));
             }
             EventPayload::RunComplete(e) => {
                 self.role(out);
@@ -398,6 +421,39 @@ mod tests {
         assert_eq!(out[0]["object"], "chat.completion.chunk");
         assert_eq!(out[0]["model"], "weatherBot");
         assert_eq!(mapper.usage_chunk(3, 4)["usage"]["total_tokens"], 7);
+    }
+
+    #[test]
+    fn a_paused_tool_is_an_awaiting_chunk_of_its_own() {
+        use crate::event::{AwaitingAsk, AwaitingStatus};
+        let mut mapper = ChunkMapper::new("r", "demoCredits", 1_700_000_000);
+        let mut out = Vec::new();
+        let ask = AwaitingAsk {
+            awaiting_id: "call_i".into(),
+            run_id: "r".into(),
+            mode: "status".into(),
+            timeout: 1000,
+            approvals: Vec::new(),
+            tool_name: Some("mock_image_generate".into()),
+            arguments: Some(json!({"prompt": "fox"})),
+            viewport_type: None,
+            viewport_key: None,
+            status: Some(AwaitingStatus { code: -1002, message: "Not enough credits".into(), data: json!({}) }),
+            options: Vec::new(),
+        };
+        mapper.map(&ev(RunStart { run_id: "r".into(), chat_id: "c".into() }), &mut out);
+        mapper.map(&ev(ask.clone()), &mut out);
+        assert_eq!(out.len(), 2);
+        assert_eq!(
+            out[1]["choices"][0]["delta"],
+            json!({"awaiting": {"mode": "status", "runId": "r", "toolId": "call_i", "toolName": "mock_image_generate",
+                "arguments": {"prompt": "fox"}, "code": -1002, "message": "Not enough credits", "data": {},
+                "options": [], "timeout": 1000}})
+        );
+        // An approval is not mapped (it waits for /api/ap/submit, as before).
+        let approval = AwaitingAsk { mode: "approval".into(), status: None, ..ask };
+        mapper.map(&ev(approval), &mut out);
+        assert_eq!(out.len(), 2);
     }
 
     #[test]

@@ -222,6 +222,8 @@ pub struct PhaseMapper {
     calls: HashMap<String, Call>,
     /// Waits already announced (`input_required`), by call id.
     asked: HashSet<String>,
+    /// Status waits (paused backend calls) asked and not answered yet.
+    status_waits: HashSet<String>,
     /// Child tasks (sub-agents, plan tasks run beside others).
     children: HashSet<String>,
     /// Plan tasks started and not ended.
@@ -395,6 +397,8 @@ impl PhaseMapper {
                 self.call_result(&e.action_id, &text, out);
             }
             EventPayload::AwaitingAsk(e) => self.awaiting(e, None, out),
+            EventPayload::AwaitingAnswer(e) => self.answered(&e.awaiting_id),
+            EventPayload::AwaitingExpired(e) => self.answered(&e.awaiting_id),
             EventPayload::RunComplete(e) => {
                 self.set_phase(Phase::Completed, out);
                 let stats = self.stats(&e.totals);
@@ -478,6 +482,8 @@ impl PhaseMapper {
                 self.calls.remove(&e.tool_id);
             }
             EventPayload::AwaitingAsk(e) => self.awaiting(e, Some(task), out),
+            EventPayload::AwaitingAnswer(e) => self.answered(&e.awaiting_id),
+            EventPayload::AwaitingExpired(e) => self.answered(&e.awaiting_id),
             _ => {}
         }
     }
@@ -505,6 +511,13 @@ impl PhaseMapper {
             data.insert("length".into(), json!(end - start));
         }
         out.push(self.line(kind, Value::Object(data)));
+    }
+
+    /// A wait was answered (or expired): a paused call that pauses again asks again.
+    fn answered(&mut self, awaiting_id: &str) {
+        if self.status_waits.remove(awaiting_id) {
+            self.asked.remove(awaiting_id);
+        }
     }
 
     /// A call's arguments are complete: it runs now.
@@ -547,8 +560,39 @@ impl PhaseMapper {
         out.push(line);
     }
 
-    /// `awaiting.ask`: an approval (or, after a restart, a frontend call's form).
+    /// `awaiting.ask`: an approval, a paused backend call's status (`kind: "status"`), or (after
+    /// a restart) a frontend call's form.
     fn awaiting(&mut self, e: &crate::event::AwaitingAsk, task: Option<&str>, out: &mut Vec<Value>) {
+        if e.mode == "status" {
+            // Shown once per pause (attached again after a restart, the same pause is not
+            // repeated); a call that pauses again after `continue` asks again.
+            if !self.asked.insert(e.awaiting_id.clone()) {
+                return;
+            }
+            self.status_waits.insert(e.awaiting_id.clone());
+            if task.is_none() {
+                self.enter(Phase::ToolCalling, out);
+            }
+            let mut data = json!({"runId": self.run_id, "toolId": e.awaiting_id,
+                "toolName": e.tool_name.clone().unwrap_or_default(), "kind": "status", "timeout": e.timeout,
+                "params": e.arguments.clone().unwrap_or_else(|| json!({}))});
+            if let Some(status) = &e.status {
+                data["code"] = json!(status.code);
+                data["message"] = json!(status.message);
+                data["data"] = status.data.clone();
+            }
+            data["options"] = json!(
+                e.options
+                    .iter()
+                    .map(|o| json!({"label": o.label, "action": o.action, "description": o.description}))
+                    .collect::<Vec<_>>()
+            );
+            if let Some(task) = task {
+                data["taskId"] = json!(task);
+            }
+            out.push(json!({"type": "input_required", "phase": Phase::ToolCalling.as_str(), "data": data}));
+            return;
+        }
         if e.mode != "approval" {
             if self.asked.contains(&e.awaiting_id) {
                 return;

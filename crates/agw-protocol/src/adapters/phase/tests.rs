@@ -311,6 +311,40 @@ fn a_frontend_call_and_an_approval_ask_for_input() {
 }
 
 #[test]
+fn a_paused_tool_asks_for_input_with_its_status_once_per_pause() {
+    let mut events = start();
+    events.extend(tool("call_i", "mock_image_generate", r#"{"prompt":"fox"}"#));
+    let ask = json!({"type": "awaiting.ask", "awaitingId": "call_i", "runId": "r", "mode": "status", "timeout": 60000,
+        "toolName": "mock_image_generate", "arguments": {"prompt": "fox"},
+        "status": {"code": -1002, "message": "Not enough credits to generate an image", "data": {"balance": 0, "price": 10}},
+        "options": [{"label": "Continue", "action": "continue", "description": "again"},
+            {"label": "Cancel", "action": "cancel", "description": "no"}]});
+    events.push(ask.clone());
+    // Attached again after a restart: the same pause, not shown twice.
+    events.push(ask.clone());
+    let mut mapper = default_mapper();
+    let out = run(&mut mapper, &events);
+    assert_eq!(types(&out), ["phase_change", "phase_change", "tool_start", "input_required"]);
+    assert_eq!(
+        out[3],
+        json!({"type": "input_required", "phase": "tool_calling", "data": {"runId": "r", "toolId": "call_i",
+            "toolName": "mock_image_generate", "kind": "status", "timeout": 60000, "params": {"prompt": "fox"},
+            "code": -1002, "message": "Not enough credits to generate an image", "data": {"balance": 0, "price": 10},
+            "options": [{"label": "Continue", "action": "continue", "description": "again"},
+                {"label": "Cancel", "action": "cancel", "description": "no"}]}})
+    );
+    // Continued, and paused again: asked again.
+    let again = run(
+        &mut mapper,
+        &[
+            json!({"type": "awaiting.answer", "awaitingId": "call_i", "answer": {"mode": "status", "action": "continue"}}),
+            ask,
+        ],
+    );
+    assert_eq!(types(&again), ["input_required"]);
+}
+
+#[test]
 fn a_childs_wait_for_a_person_is_announced_with_its_task() {
     let mut events = start();
     events.push(json!({"type": "tool.start", "toolId": "t1_f", "runId": "r", "taskId": "t1",
