@@ -97,6 +97,8 @@ async fn a_call_pauses_at_most_max_pauses_times_then_the_model_is_told() {
             mcp_request_tool_bytes: agw_modes::runtime::DEFAULT_MCP_REQUEST_TOOL_BYTES,
             agents: Default::default(),
             sub_agents: Default::default(),
+            guards: Default::default(),
+            guard_rules: Default::default(),
         }),
         steers: Arc::new(SteerQueue::default()),
         remembered_approvals: Vec::new(),
