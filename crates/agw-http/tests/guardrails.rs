@@ -355,3 +355,41 @@ async fn a_rule_set_that_does_not_exist_fails_the_run_and_a_broken_file_does_not
     gw.fixture.set_default(Transcript::openai_text(&["fine"]));
     assert_eq!(gw.run(&json!({"agentKey": "out", "message": "hi"})).await.last()["type"], "run.complete");
 }
+
+#[tokio::test]
+async fn the_servers_guards_hold_for_every_agent_and_edited_rule_files_reach_the_next_run() {
+    // `judge` has no guardrails of its own; the server's output guard still applies.
+    let gw = gateway(&[("AGW_GUARDRAILS_OUTPUT", "rules:t")]).await;
+    let dir = gw.state.settings.guardrails.rules.dir.clone().expect("a rules directory");
+    let _reload = agw_http::reload::Reloader::new(
+        gw.state.clone(),
+        vec![agw_http::reload::WatchedDir {
+            catalog: agw_http::reload::Catalog::Guardrails,
+            dir: dir.clone(),
+            rescan_every: Duration::from_millis(100),
+        }],
+    )
+    .start();
+    gw.fixture.set_default(Transcript::openai_text(&["write to joe@example.com ", "about spoons"]));
+    let stream = gw.run(&json!({"agentKey": "judge", "message": "hi"})).await;
+    assert_eq!(stream.last()["type"], "run.complete");
+    assert_eq!(streamed(&stream.events()), "write to [email] about spoons");
+
+    // A new rule reaches the next run; a broken edit keeps the last good set.
+    let edited = RULES.replace(r#""keywords": ["dosage"]"#, r#""keywords": ["dosage", "spoons"]"#);
+    std::fs::write(dir.join("t.json"), edited).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let stream = gw.run(&json!({"agentKey": "judge", "message": "hi"})).await;
+        if !stream.of_type("guard.warning").is_empty() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the edited rule file was not picked up");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    std::fs::write(dir.join("t.json"), "{\"rules\": [").unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let stream = gw.run(&json!({"agentKey": "judge", "message": "hi"})).await;
+    assert_eq!(streamed(&stream.events()), "write to [email] about spoons", "the last good set still redacts");
+    assert_eq!(stream.of_type("guard.warning").len(), 1);
+}

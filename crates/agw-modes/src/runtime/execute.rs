@@ -331,9 +331,10 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
                             let batch = BatchSoFar { calls, shown: &shown, executed: &executed };
                             let answers = &mut answers;
                             let tool = tool.as_ref();
-                            let result =
-                                Box::pin(pause::run_backend(ctx, call, &name, tool, &args, answers, batch, state, sink))
-                                    .await?;
+                            let result = Box::pin(pause::run_backend(
+                                ctx, call, &name, tool, &args, answers, batch, state, sink,
+                            ))
+                            .await?;
                             super::guard::tool_output(ctx, &call.id, &name, result, state, sink).await?
                         }
                         None => exec::error_result(&name, &format!("Unknown tool: {name}")),
