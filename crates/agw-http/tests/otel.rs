@@ -30,6 +30,12 @@ fn react_agent() -> (String, String) {
     ("weather.json".to_owned(), text.to_owned())
 }
 
+fn guarded_agent() -> (String, String) {
+    let text = json!({"key": "guarded", "mode": "ONESHOT", "modelConfig": {"providerKey": "fixture", "model": "m"},
+        "guardrails": {"output": ["rules:demo"]}, "plain": {"systemPrompt": "guarded"}});
+    ("guarded.json".to_owned(), text.to_string())
+}
+
 fn plan_agent() -> (String, String) {
     let text = json!({
         "key": "planner", "mode": "PLAN_EXECUTE",
@@ -94,7 +100,9 @@ async fn react_and_plan_execute_runs_are_traced_with_genai_spans() {
     let telemetry = Arc::new(telemetry);
 
     let (hook, hooks) = webhook_receiver(Duration::ZERO).await;
-    let gw = Gateway::start(&[react_agent(), plan_agent()], &[("AGENT_CHAT_EVENT_CALLBACK_URL", &hook)]).await;
+    let gw =
+        Gateway::start(&[react_agent(), plan_agent(), guarded_agent()], &[("AGENT_CHAT_EVENT_CALLBACK_URL", &hook)])
+            .await;
 
     // REACT: a weather call, then the answer; the caller names its trace.
     gw.fixture.push(
@@ -228,4 +236,15 @@ async fn react_and_plan_execute_runs_are_traced_with_genai_spans() {
     assert_eq!(sent.len(), 4);
     assert!(sent.iter().all(|t| t.as_str().is_some_and(|t| t.contains(&root.trace_id))), "{sent:?}");
     assert!(receiver.transports().iter().all(|t| *t == "http"));
+
+    // A guard's decision is a span of the run's trace: the bundled set redacts an address.
+    gw.fixture.push(Transcript::openai_text(&["write to ann@", "example.com"]));
+    let stream = gw.run(&json!({"agentKey": "guarded", "message": "mail?"})).await;
+    assert_eq!(stream.last()["type"], "run.complete");
+    let spans = run_trace(&receiver, &telemetry, "guarded", None).await;
+    let guard = spans.iter().find(|s| s.name == "guard rules:demo").expect("a guard span");
+    assert_eq!(
+        (guard.attr("agw.guard.stage"), guard.attr("agw.guard.action"), guard.attr("agw.guard.rule")),
+        (&json!("output"), &json!("redact"), &json!("email"))
+    );
 }

@@ -219,6 +219,13 @@ fn count(stage: GuardStage, guard: &str, action: agw_guard::Action) {
         .increment(1);
 }
 
+/// Counts a rule's finding and records it as a `guard` span.
+fn found(stage: GuardStage, finding: &Finding) {
+    count(stage, &finding.guard, finding.action);
+    let span = super::trace::guard(stage.as_str(), &finding.guard);
+    super::trace::guard_decided(&span, finding.action.as_str(), finding.rule.as_deref(), &finding.reason);
+}
+
 /// Emits what the findings say short of a block (warnings), and returns the first block.
 pub(crate) async fn report<S: DeltaSink>(
     stage: GuardStage,

@@ -269,6 +269,35 @@ pub(crate) fn tool_ended(span: &Span, capture: bool, args: &Value, result: &str)
     }
 }
 
+/// A guard's decision (docs/guardrails.md): a classifier's check spans its call (webhook or
+/// judge, whose run is its child); a rule's finding is a span of its own, at once. Both under
+/// the span current where the text was checked (the run, a model call, a tool call).
+pub(crate) fn guard(stage: &str, guard: &str) -> Span {
+    tracing::info_span!(
+        target: TRACE_TARGET,
+        "guard",
+        otel.name = %format!("guard {guard}"),
+        agw.guard.stage = stage,
+        agw.guard.name = %guard,
+        agw.guard.rule = Empty,
+        agw.guard.action = Empty,
+        agw.guard.reason = Empty,
+    )
+}
+
+/// Records a guard's verdict (`allow`, `warn`, `redact`, `block`, or `none` when a classifier
+/// gave none).
+pub(crate) fn guard_decided(span: &Span, action: &str, rule: Option<&str>, reason: &str) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("agw.guard.action", action);
+    if let Some(rule) = rule {
+        span.record("agw.guard.rule", rule);
+    }
+    span.record("agw.guard.reason", reason);
+}
+
 /// A plan task's span: its model calls and tool calls are its children.
 pub(crate) fn task(task_id: &str, description: &str) -> Span {
     tracing::info_span!(

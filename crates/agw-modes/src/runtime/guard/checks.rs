@@ -9,6 +9,7 @@ use agw_protocol::guard::GuardStage;
 use agw_protocol::{AgentDelta, CallUsage};
 use futures::future::join_all;
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use crate::definition::GuardLists;
 use crate::runtime::invoke::Nesting;
@@ -47,7 +48,7 @@ pub(crate) async fn text(
     let (redacted, hits) = redact(&guards.rules, text);
     let mut checked = Checked { findings: hits.iter().map(Finding::of_hit).collect(), redacted, usage: Vec::new() };
     for finding in &checked.findings {
-        super::count(stage, &finding.guard, finding.action);
+        super::found(stage, finding);
     }
     if guards.classifies() && !checked.findings.iter().any(Finding::is_block) {
         let shown = checked.redacted.as_deref().unwrap_or(text).to_owned();
@@ -89,27 +90,35 @@ pub(crate) async fn classify(ctx: &RunContext, guards: &StageGuards, request: Cl
     let mut asks = Vec::new();
     if guards.webhook {
         let request = request.clone();
-        asks.push(Box::pin(async move {
-            let started = Instant::now();
-            let verdict = match &services.classifier {
-                Some(classifier) => classifier.classify(request).await,
-                None => Err(ClassifyError::Failed(
-                    "no classifier webhook is configured (agw.guardrails.webhook.url)".into(),
-                )),
-            };
-            ("webhook".to_owned(), "webhook", verdict, Vec::new(), started)
-        }) as futures::future::BoxFuture<'_, _>);
+        let span = crate::runtime::trace::guard(request.stage.as_str(), "webhook");
+        asks.push(Box::pin(
+            async move {
+                let started = Instant::now();
+                let verdict = match &services.classifier {
+                    Some(classifier) => classifier.classify(request).await,
+                    None => Err(ClassifyError::Failed(
+                        "no classifier webhook is configured (agw.guardrails.webhook.url)".into(),
+                    )),
+                };
+                ("webhook".to_owned(), "webhook", verdict, Vec::new(), started, tracing::Span::current())
+            }
+            .instrument(span),
+        ) as futures::future::BoxFuture<'_, _>);
     }
     for agent in &guards.judges {
         let request = request.clone();
-        asks.push(Box::pin(async move {
-            let started = Instant::now();
-            let (verdict, usage) = judge(ctx, agent, &request).await;
-            (format!("judge:{agent}"), "judge", verdict, usage, started)
-        }));
+        let span = crate::runtime::trace::guard(request.stage.as_str(), &format!("judge:{agent}"));
+        asks.push(Box::pin(
+            async move {
+                let started = Instant::now();
+                let (verdict, usage) = judge(ctx, agent, &request).await;
+                (format!("judge:{agent}"), "judge", verdict, usage, started, tracing::Span::current())
+            }
+            .instrument(span),
+        ));
     }
     let mut classified = Classified::default();
-    for (guard, kind, verdict, usage, started) in join_all(asks).await {
+    for (guard, kind, verdict, usage, started, span) in join_all(asks).await {
         classified.usage.extend(usage);
         let outcome = match &verdict {
             Ok(_) => "ok",
@@ -121,6 +130,7 @@ pub(crate) async fn classify(ctx: &RunContext, guards: &StageGuards, request: Cl
         let finding = match verdict {
             Ok(verdict) => {
                 super::count(request.stage, &guard, verdict.action);
+                crate::runtime::trace::guard_decided(&span, verdict.action.as_str(), None, &verdict.reason);
                 log(ctx, &request, &guard, verdict.action.as_str(), &verdict.reason, started);
                 (verdict.action != Action::Allow).then_some(Finding {
                     action: verdict.action,
@@ -131,6 +141,7 @@ pub(crate) async fn classify(ctx: &RunContext, guards: &StageGuards, request: Cl
             }
             Err(error) => {
                 tracing::warn!(run_id = %ctx.run_id, guard = %guard, stage = %request.stage, %error, "guard gave no verdict");
+                crate::runtime::trace::guard_decided(&span, "none", None, &error.to_string());
                 log(ctx, &request, &guard, "none", &error.to_string(), started);
                 match services.fail {
                     FailMode::Open => None,
@@ -290,7 +301,7 @@ pub(crate) async fn tool_input<S: DeltaSink>(
     let hits = agw_guard::redact_json(&guards.rules, args);
     let mut findings: Vec<Finding> = hits.iter().map(Finding::of_hit).collect();
     for finding in &findings {
-        super::count(GuardStage::ToolInput, &finding.guard, finding.action);
+        super::found(GuardStage::ToolInput, finding);
     }
     if guards.classifies() && !findings.iter().any(Finding::is_block) {
         let classified =
@@ -337,7 +348,7 @@ pub(crate) async fn tool_output<S: DeltaSink>(
     };
     let mut findings: Vec<Finding> = hits.iter().map(Finding::of_hit).collect();
     for finding in &findings {
-        super::count(GuardStage::ToolOutput, &finding.guard, finding.action);
+        super::found(GuardStage::ToolOutput, finding);
     }
     if guards.classifies() && !findings.iter().any(Finding::is_block) {
         let classified =

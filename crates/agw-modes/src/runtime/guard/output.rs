@@ -69,7 +69,7 @@ impl<'a> OutputGuard<'a> {
         let findings: Vec<Finding> = hits
             .iter()
             .map(Finding::of_hit)
-            .inspect(|f| super::count(GuardStage::Output, &f.guard, f.action))
+            .inspect(|f| super::found(GuardStage::Output, f))
             .filter(|f| f.action != agw_guard::Action::Redact)
             .collect();
         if let Some(boundaries) = self.boundaries.as_mut() {
