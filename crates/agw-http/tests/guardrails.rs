@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agw_testkit::{StreamOutcome, Transcript};
-use common::{Gateway, assert_chat_files_valid, assert_chat_replayable, header};
+use common::{Gateway, LiveStream, assert_chat_files_valid, assert_chat_replayable, header};
 use serde_json::{Value, json};
 
 const RULES: &str = r#"{"description": "test rules", "rules": [
@@ -46,6 +46,11 @@ fn agents() -> Vec<(String, String)> {
         agent("judged", "ONESHOT", json!({"guardrails": {"input": ["judge:judge"], "output": ["judge:judge"]}})),
         agent("judge", "ONESHOT", json!({})),
         agent("missing", "ONESHOT", json!({"guardrails": {"output": ["rules:nope"]}})),
+        agent(
+            "steered",
+            "REACT",
+            json!({"toolConfig": {"backends": ["mock_city_weather"]}, "guardrails": {"input": ["rules:t"]}}),
+        ),
     ]
 }
 
@@ -392,4 +397,31 @@ async fn the_servers_guards_hold_for_every_agent_and_edited_rule_files_reach_the
     let stream = gw.run(&json!({"agentKey": "judge", "message": "hi"})).await;
     assert_eq!(streamed(&stream.events()), "write to [email] about spoons", "the last good set still redacts");
     assert_eq!(stream.of_type("guard.warning").len(), 1);
+}
+
+#[tokio::test]
+async fn a_steered_message_is_input_too() {
+    let gw = gateway(&[]).await;
+    gw.fixture.on_stage(
+        "agent-react-step-1",
+        Transcript::openai_tool_call("call_w", "mock_city_weather", &["{\"city\":", "\"Paris\"}"])
+            .with_chunk_delay_ms(150),
+    );
+    gw.fixture.on_stage("agent-react-step-2", Transcript::openai_text(&["never"]));
+    let mut live = LiveStream::new(gw.post_query(&json!({"agentKey": "steered", "message": "weather?"})).await);
+    live.until(|e| e["type"] == "tool.start").await;
+    let run_id = live.seen.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_owned();
+    let steer = json!({"runId": run_id, "message": "now the forbidden recipe please"});
+    let resp = gw.client.post(format!("{}/api/ap/steer", gw.base)).json(&steer).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let events = live.rest().await;
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    let steered = types.iter().position(|t| *t == "request.steer").expect("the steer was taken");
+    let block = types.iter().position(|t| *t == "guard.block").expect("and blocked");
+    assert!(steered < block, "{types:?}");
+    assert_eq!(events.last().unwrap()["error"]["code"], "guardrail_blocked");
+    assert!(
+        gw.fixture.requests().iter().all(|r| r.stage() != Some("agent-react-step-2")),
+        "the blocked steer never reached a model"
+    );
 }

@@ -275,13 +275,7 @@ pub(crate) async fn input<S: DeltaSink>(
     if guards.is_empty() || ctx.handed_from.is_some() {
         return Ok(());
     }
-    let checked = checks::text(ctx, &guards, GuardStage::Input, None, &ctx.user_message).await;
-    charge(checked.usage, state, ctx, sink).await?;
-    if let Some(block) = report(GuardStage::Input, None, &checked.findings, sink).await? {
-        sink.emit(AgentDelta::GuardBlock(block.notice(GuardStage::Input, None))).await?;
-        return Err(block.failure(GuardStage::Input));
-    }
-    if let Some(redacted) = checked.redacted {
+    if let Some(redacted) = user_text(ctx, &guards, &ctx.user_message, state, sink).await? {
         ctx.user_message = redacted;
     }
     if !guards.rules.is_empty() {
@@ -295,4 +289,37 @@ pub(crate) async fn input<S: DeltaSink>(
         }
     }
     Ok(())
+}
+
+/// A steered user message, taken at a model-turn boundary: input like the run's first message
+/// (its `request.steer` shows what the user wrote; the model is sent what the guards leave).
+pub(crate) async fn steered<S: DeltaSink>(
+    ctx: &RunContext,
+    state: &mut RunState,
+    message: String,
+    sink: &mut S,
+) -> Result<String, RunFailure> {
+    let guards = stage_guards(ctx, GuardStage::Input)?;
+    if guards.is_empty() {
+        return Ok(message);
+    }
+    Ok(user_text(ctx, &guards, &message, state, sink).await?.unwrap_or(message))
+}
+
+/// Checks a user's text with the input guards: warnings stream, a block streams `guard.block`
+/// and fails the run; `Some` is the redacted text.
+async fn user_text<S: DeltaSink>(
+    ctx: &RunContext,
+    guards: &StageGuards,
+    text: &str,
+    state: &mut RunState,
+    sink: &mut S,
+) -> Result<Option<String>, RunFailure> {
+    let checked = checks::text(ctx, guards, GuardStage::Input, None, text).await;
+    charge(checked.usage, state, ctx, sink).await?;
+    if let Some(block) = report(GuardStage::Input, None, &checked.findings, sink).await? {
+        sink.emit(AgentDelta::GuardBlock(block.notice(GuardStage::Input, None))).await?;
+        return Err(block.failure(GuardStage::Input));
+    }
+    Ok(checked.redacted)
 }

@@ -76,7 +76,7 @@ pub(crate) async fn model_turn<S: DeltaSink>(
     quota::before_call(ctx, state).await?;
     let provider = ctx.services.providers.get(&spec.model.provider_key)?;
     // The model-turn boundary: steers pushed so far join the conversation now (never mid-tool).
-    let steers = take_steers(ctx, spec.messages, sink).await?;
+    let steers = take_steers(ctx, state, spec.messages, sink).await?;
 
     // A disclosure that is due goes into this turn only (docs/contract/modes.md §6.3).
     let disclosure = state.skills.take_disclosure(ctx);
@@ -336,10 +336,12 @@ async fn cited_text<S: DeltaSink>(
 
 /// Takes the steers waiting when the turn starts, oldest first: for each, `request.steer` is
 /// emitted (ending an open text block), then its message is appended to `messages` as a user
-/// message. Returns the appended messages. A steer leaves the queue only once its delta was
-/// delivered, so one the sink refused (or whose delivery was cancelled) stays for `close`.
+/// message — after the input guards, like the run's first message (a block ends the run).
+/// Returns the appended messages. A steer leaves the queue only once its delta was delivered,
+/// so one the sink refused (or whose delivery was cancelled) stays for `close`.
 async fn take_steers<S: DeltaSink>(
     ctx: &RunContext,
+    state: &mut RunState,
     messages: &mut Vec<ChatMessage>,
     sink: &mut S,
 ) -> Result<Vec<ChatMessage>, RunFailure> {
@@ -350,7 +352,8 @@ async fn take_steers<S: DeltaSink>(
         sink.emit(steer.to_delta()).await?;
         ctx.steers.confirm(&steer.steer_id);
         tracing::debug!(run_id = %ctx.run_id, steer_id = %steer.steer_id, "steer taken");
-        let message = ChatMessage::User { content: steer.message };
+        let content = super::guard::steered(ctx, state, steer.message, sink).await?;
+        let message = ChatMessage::User { content };
         messages.push(message.clone());
         taken.push(message);
     }
