@@ -232,7 +232,7 @@ async fn wait_again(
     };
     let resume = Resume {
         wait: awaiting.kind(),
-        status: awaiting.ask.status.clone(),
+        status: awaiting.ask.status.as_deref().cloned(),
         conversation,
         resume_at: awaiting.resume_at,
         calls: awaiting.calls,

@@ -198,7 +198,7 @@ pub(super) fn ask(ctx: &RunContext, call_id: &str, name: &str, args: &Value, rul
         viewport_type: None,
         viewport_key: None,
         status: None,
-        options: Vec::new(),
+        options: Box::default(),
     }
 }
 

@@ -168,7 +168,7 @@ pub(super) fn form_ask(ctx: &RunContext, call: &StreamedCall, args: &Value) -> A
         viewport_type,
         viewport_key,
         status: None,
-        options: Vec::new(),
+        options: Box::default(),
     }
 }
 

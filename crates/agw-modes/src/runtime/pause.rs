@@ -94,8 +94,12 @@ pub(super) fn ask(ctx: &RunContext, call_id: &str, name: &str, args: &Value, sta
         arguments: Some(args.clone()),
         viewport_type: None,
         viewport_key: None,
-        status: Some(AwaitingStatus { code: status.code, message: status.message.clone(), data: status.data.clone() }),
-        options: options(),
+        status: Some(Box::new(AwaitingStatus {
+            code: status.code,
+            message: status.message.clone(),
+            data: status.data.clone(),
+        })),
+        options: options().into(),
     }
 }
 

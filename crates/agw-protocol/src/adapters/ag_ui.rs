@@ -540,16 +540,17 @@ mod tests {
             arguments: Some(json!({"prompt": "fox"})),
             viewport_type: None,
             viewport_key: None,
-            status: Some(AwaitingStatus {
+            status: Some(Box::new(AwaitingStatus {
                 code: -1002,
                 message: "Not enough credits".into(),
                 data: json!({"price": 10}),
-            }),
+            })),
             options: vec![StatusOption {
                 label: "Continue".into(),
                 action: "continue".into(),
                 description: "d".into(),
-            }],
+            }]
+            .into(),
         };
         mapper.map(&ev(ask.clone()), &mut out);
         assert!(out.is_empty(), "the interrupt is the run's outcome");

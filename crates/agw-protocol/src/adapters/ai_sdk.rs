@@ -873,7 +873,7 @@ mod tests {
             viewport_type: None,
             viewport_key: None,
             status: None,
-            options: Vec::new(),
+            options: Box::default(),
         };
         // An action held back until it is approved: the request needs a part.
         let (mapper, out) = map_all(vec![ev(1, ask("a1", "switch_theme"))]);
@@ -905,16 +905,17 @@ mod tests {
             arguments: Some(json!({"prompt": "fox"})),
             viewport_type: None,
             viewport_key: None,
-            status: Some(AwaitingStatus {
+            status: Some(Box::new(AwaitingStatus {
                 code: -1002,
                 message: "Not enough credits".into(),
                 data: json!({"price": 10}),
-            }),
+            })),
             options: vec![StatusOption {
                 label: "Continue".into(),
                 action: "continue".into(),
                 description: "d".into(),
-            }],
+            }]
+            .into(),
         };
         let (mut mapper, out) = map_all(vec![
             ev(1, tool_start("call_i", "mock_image_generate", false)),
@@ -1105,7 +1106,7 @@ mod tests {
                 viewport_type: None,
                 viewport_key: None,
                 status: None,
-                options: Vec::new(),
+                options: Box::default(),
             },
         );
         ask.tag_task("t1");

@@ -438,8 +438,12 @@ mod tests {
             arguments: Some(json!({"prompt": "fox"})),
             viewport_type: None,
             viewport_key: None,
-            status: Some(AwaitingStatus { code: -1002, message: "Not enough credits".into(), data: json!({}) }),
-            options: Vec::new(),
+            status: Some(Box::new(AwaitingStatus {
+                code: -1002,
+                message: "Not enough credits".into(),
+                data: json!({}),
+            })),
+            options: Box::default(),
         };
         mapper.map(&ev(RunStart { run_id: "r".into(), chat_id: "c".into() }), &mut out);
         mapper.map(&ev(ask.clone()), &mut out);

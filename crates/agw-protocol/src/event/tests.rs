@@ -496,8 +496,12 @@ fn a_status_ask_carries_the_status_and_its_options_and_old_asks_read_without_the
         arguments: Some(json!({"prompt": "fox"})),
         viewport_type: None,
         viewport_key: None,
-        status: Some(AwaitingStatus { code: -1002, message: s("Not enough credits"), data: json!({"balance": 0}) }),
-        options: vec![StatusOption { label: s("Continue"), action: s("continue"), description: s("again") }],
+        status: Some(Box::new(AwaitingStatus {
+            code: -1002,
+            message: s("Not enough credits"),
+            data: json!({"balance": 0}),
+        })),
+        options: vec![StatusOption { label: s("Continue"), action: s("continue"), description: s("again") }].into(),
     };
     let event = Event { seq: 3, timestamp: 7, payload: ask.clone().into(), task_id: None };
     let line = serde_json::to_string(&event).unwrap();
@@ -513,4 +517,16 @@ fn a_status_ask_carries_the_status_and_its_options_and_old_asks_read_without_the
     assert_eq!((form.status, form.options.len()), (None, 0));
     let no_data: AwaitingStatus = serde_json::from_str(r#"{"code":-1002,"message":"m"}"#).unwrap();
     assert_eq!(no_data.data, json!({}));
+}
+
+/// Every event is as large as its largest payload type, and a run keeps and moves many of them:
+/// a rare payload that grows (the pause's status, issue 36) must not make all of them larger
+/// (docs/performance.md, "Issue 36"). `tool.start` sets the size.
+#[test]
+#[cfg(target_pointer_width = "64")]
+fn a_rare_payload_does_not_make_every_event_larger() {
+    assert_eq!(std::mem::size_of::<ToolStart>(), 280);
+    assert!(std::mem::size_of::<AwaitingAsk>() <= 280, "{}", std::mem::size_of::<AwaitingAsk>());
+    assert_eq!(std::mem::size_of::<Event>(), 320);
+    assert_eq!(std::mem::size_of::<crate::AgentDelta>(), 280);
 }

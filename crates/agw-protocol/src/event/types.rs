@@ -172,13 +172,14 @@ pub struct AwaitingAsk {
     /// `form`: the viewport that renders the form, as in the call's `tool.start` `viewportKey`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub viewport_key: Option<String>,
-    /// `status`: why the tool cannot go on without the user.
+    /// `status`: why the tool cannot go on without the user. Boxed: every event is as large as
+    /// the largest payload, and this one is rare (docs/performance.md, "Issue 36").
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<AwaitingStatus>,
+    pub status: Option<Box<AwaitingStatus>>,
     /// `status`: the choices (`continue`, `cancel`); each option's `action` is what the client
     /// submits.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub options: Vec<StatusOption>,
+    #[serde(default, skip_serializing_if = "<[_]>::is_empty")]
+    pub options: Box<[StatusOption]>,
 }
 
 /// The status of an `awaiting.ask` `mode: "status"`: what the paused tool told the user.
