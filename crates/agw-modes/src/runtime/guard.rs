@@ -275,7 +275,7 @@ pub(crate) async fn input<S: DeltaSink>(
     if guards.is_empty() || ctx.handed_from.is_some() {
         return Ok(());
     }
-    if let Some(redacted) = user_text(ctx, &guards, &ctx.user_message, state, sink).await? {
+    if let Some(redacted) = checks::user_text(ctx, &guards, &ctx.user_message, state, sink).await? {
         ctx.user_message = redacted;
     }
     if !guards.rules.is_empty() {
@@ -303,23 +303,5 @@ pub(crate) async fn steered<S: DeltaSink>(
     if guards.is_empty() {
         return Ok(message);
     }
-    Ok(user_text(ctx, &guards, &message, state, sink).await?.unwrap_or(message))
-}
-
-/// Checks a user's text with the input guards: warnings stream, a block streams `guard.block`
-/// and fails the run; `Some` is the redacted text.
-async fn user_text<S: DeltaSink>(
-    ctx: &RunContext,
-    guards: &StageGuards,
-    text: &str,
-    state: &mut RunState,
-    sink: &mut S,
-) -> Result<Option<String>, RunFailure> {
-    let checked = checks::text(ctx, guards, GuardStage::Input, None, text).await;
-    charge(checked.usage, state, ctx, sink).await?;
-    if let Some(block) = report(GuardStage::Input, None, &checked.findings, sink).await? {
-        sink.emit(AgentDelta::GuardBlock(block.notice(GuardStage::Input, None))).await?;
-        return Err(block.failure(GuardStage::Input));
-    }
-    Ok(checked.redacted)
+    Ok(checks::user_text(ctx, &guards, &message, state, sink).await?.unwrap_or(message))
 }

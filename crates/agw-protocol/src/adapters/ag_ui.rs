@@ -527,31 +527,10 @@ mod tests {
 
     #[test]
     fn a_paused_backend_call_ends_the_stream_with_an_interrupt() {
-        use crate::event::{AwaitingAnswer, AwaitingAsk, AwaitingStatus, StatusOption};
+        use crate::event::{AwaitingAnswer, AwaitingAsk};
         let mut mapper = AgUiMapper::new("c", "r");
         let mut out = Vec::new();
-        let ask = AwaitingAsk {
-            awaiting_id: "call_i".into(),
-            run_id: "r".into(),
-            mode: "status".into(),
-            timeout: 1000,
-            approvals: Vec::new(),
-            tool_name: Some("mock_image_generate".into()),
-            arguments: Some(json!({"prompt": "fox"})),
-            viewport_type: None,
-            viewport_key: None,
-            status: Some(Box::new(AwaitingStatus {
-                code: -1002,
-                message: "Not enough credits".into(),
-                data: json!({"price": 10}),
-            })),
-            options: vec![StatusOption {
-                label: "Continue".into(),
-                action: "continue".into(),
-                description: "d".into(),
-            }]
-            .into(),
-        };
+        let ask = AwaitingAsk::paused_sample();
         mapper.map(&ev(ask.clone()), &mut out);
         assert!(out.is_empty(), "the interrupt is the run's outcome");
         assert_eq!(mapper.pending_interrupts(), ["call_i"]);

@@ -894,29 +894,8 @@ mod tests {
 
     #[test]
     fn a_paused_tool_shows_its_status_and_asks_for_an_approval_of_its_call() {
-        use crate::event::{AwaitingAnswer, AwaitingAsk, AwaitingStatus, StatusOption};
-        let ask = AwaitingAsk {
-            awaiting_id: "call_i".into(),
-            run_id: "r".into(),
-            mode: "status".into(),
-            timeout: 1000,
-            approvals: Vec::new(),
-            tool_name: Some("mock_image_generate".into()),
-            arguments: Some(json!({"prompt": "fox"})),
-            viewport_type: None,
-            viewport_key: None,
-            status: Some(Box::new(AwaitingStatus {
-                code: -1002,
-                message: "Not enough credits".into(),
-                data: json!({"price": 10}),
-            })),
-            options: vec![StatusOption {
-                label: "Continue".into(),
-                action: "continue".into(),
-                description: "d".into(),
-            }]
-            .into(),
-        };
+        use crate::event::{AwaitingAnswer, AwaitingAsk};
+        let ask = AwaitingAsk::paused_sample();
         let (mut mapper, out) = map_all(vec![
             ev(1, tool_start("call_i", "mock_image_generate", false)),
             ev(2, ToolEnd { tool_id: "call_i".into() }),

@@ -425,34 +425,18 @@ mod tests {
 
     #[test]
     fn a_paused_tool_is_an_awaiting_chunk_of_its_own() {
-        use crate::event::{AwaitingAsk, AwaitingStatus};
+        use crate::event::AwaitingAsk;
         let mut mapper = ChunkMapper::new("r", "demoCredits", 1_700_000_000);
         let mut out = Vec::new();
-        let ask = AwaitingAsk {
-            awaiting_id: "call_i".into(),
-            run_id: "r".into(),
-            mode: "status".into(),
-            timeout: 1000,
-            approvals: Vec::new(),
-            tool_name: Some("mock_image_generate".into()),
-            arguments: Some(json!({"prompt": "fox"})),
-            viewport_type: None,
-            viewport_key: None,
-            status: Some(Box::new(AwaitingStatus {
-                code: -1002,
-                message: "Not enough credits".into(),
-                data: json!({}),
-            })),
-            options: Box::default(),
-        };
+        let ask = AwaitingAsk::paused_sample();
         mapper.map(&ev(RunStart { run_id: "r".into(), chat_id: "c".into() }), &mut out);
         mapper.map(&ev(ask.clone()), &mut out);
         assert_eq!(out.len(), 2);
         assert_eq!(
             out[1]["choices"][0]["delta"],
             json!({"awaiting": {"mode": "status", "runId": "r", "toolId": "call_i", "toolName": "mock_image_generate",
-                "arguments": {"prompt": "fox"}, "code": -1002, "message": "Not enough credits", "data": {},
-                "options": [], "timeout": 1000}})
+                "arguments": {"prompt": "fox"}, "code": -1002, "message": "Not enough credits", "data": {"price": 10},
+                "options": [{"label": "Continue", "action": "continue", "description": "d"}], "timeout": 1000}})
         );
         // An approval is not mapped (it waits for /api/ap/submit, as before).
         let approval = AwaitingAsk { mode: "approval".into(), status: None, ..ask };

@@ -211,6 +211,36 @@ pub struct StatusOption {
     pub description: String,
 }
 
+#[cfg(test)]
+impl AwaitingAsk {
+    /// A paused `mock_image_generate` call (`call_i` of run `r`, credits exhausted, one
+    /// `continue` option): what the adapters' tests map.
+    pub(crate) fn paused_sample() -> AwaitingAsk {
+        AwaitingAsk {
+            awaiting_id: "call_i".into(),
+            run_id: "r".into(),
+            mode: "status".into(),
+            timeout: 1000,
+            approvals: Vec::new(),
+            tool_name: Some("mock_image_generate".into()),
+            arguments: Some(serde_json::json!({"prompt": "fox"})),
+            viewport_type: None,
+            viewport_key: None,
+            status: Some(Box::new(AwaitingStatus {
+                code: -1002,
+                message: "Not enough credits".into(),
+                data: serde_json::json!({"price": 10}),
+            })),
+            options: vec![StatusOption {
+                label: "Continue".into(),
+                action: "continue".into(),
+                description: "d".into(),
+            }]
+            .into(),
+        }
+    }
+}
+
 /// One call awaiting a decision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

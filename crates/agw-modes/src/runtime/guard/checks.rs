@@ -17,16 +17,6 @@ use crate::runtime::{CollectingSink, RunContext, RunFailure, RunOutcome, RunServ
 
 use super::{ClassifyError, ClassifyRequest, DeltaSink, FailMode, Finding, GuardServices, StageGuards, charge, report};
 
-/// What checking a text found.
-#[derive(Default)]
-pub(crate) struct Checked {
-    /// The text with the rules' redactions; `None`: unchanged.
-    pub redacted: Option<String>,
-    pub findings: Vec<Finding>,
-    /// What judge runs used.
-    pub usage: Vec<CallUsage>,
-}
-
 /// The text with every redact match of `rules` replaced (`None`: nothing to redact), and every hit.
 pub(crate) fn redact(rules: &[Arc<RuleSet>], text: &str) -> (Option<String>, Vec<Hit>) {
     if rules.is_empty() {
@@ -37,26 +27,63 @@ pub(crate) fn redact(rules: &[Arc<RuleSet>], text: &str) -> (Option<String>, Vec
     (changed.then_some(redacted.text), redacted.hits)
 }
 
-/// Checks `text` with the stage's guards (rules, then classifiers unless a rule blocked).
-pub(crate) async fn text(
+/// What the rules' `hits` and then — unless one of them blocks — the classifiers say of
+/// `shown` (the text as the rules left it); a judge's usage is charged to the run.
+#[allow(clippy::too_many_arguments)]
+async fn decide<S: DeltaSink>(
     ctx: &RunContext,
     guards: &StageGuards,
     stage: GuardStage,
     tool: Option<&str>,
-    text: &str,
-) -> Checked {
-    let (redacted, hits) = redact(&guards.rules, text);
-    let mut checked = Checked { findings: hits.iter().map(Finding::of_hit).collect(), redacted, usage: Vec::new() };
-    for finding in &checked.findings {
+    hits: &[Hit],
+    shown: &str,
+    state: &mut RunState,
+    sink: &mut S,
+) -> Result<Vec<Finding>, RunFailure> {
+    let mut findings: Vec<Finding> = hits.iter().map(Finding::of_hit).collect();
+    for finding in &findings {
         super::found(stage, finding);
     }
-    if guards.classifies() && !checked.findings.iter().any(Finding::is_block) {
-        let shown = checked.redacted.as_deref().unwrap_or(text).to_owned();
-        let classified = classify(ctx, guards, request(ctx, stage, tool, shown, true)).await;
-        checked.findings.extend(classified.findings);
-        checked.usage = classified.usage;
+    if guards.classifies() && !findings.iter().any(Finding::is_block) {
+        let classified = classify(ctx, guards, request(ctx, stage, tool, shown.to_owned(), true)).await;
+        findings.extend(classified.findings);
+        charge(classified.usage, state, ctx, sink).await?;
     }
-    checked
+    Ok(findings)
+}
+
+/// Streams the findings' warnings and, for a block, `guard.block` (naming the call at the tool
+/// stages); returns the block.
+async fn settle<S: DeltaSink>(
+    stage: GuardStage,
+    call_id: Option<&str>,
+    findings: &[Finding],
+    sink: &mut S,
+) -> Result<Option<Finding>, RunFailure> {
+    let block = report(stage, call_id, findings, sink).await?;
+    if let Some(block) = &block {
+        sink.emit(AgentDelta::GuardBlock(block.notice(stage, call_id))).await?;
+    }
+    Ok(block)
+}
+
+/// `input`: checks a user's text (the run's message, a steer). A block ends the run; `Some` is
+/// the text with the rules' redactions.
+pub(crate) async fn user_text<S: DeltaSink>(
+    ctx: &RunContext,
+    guards: &StageGuards,
+    text: &str,
+    state: &mut RunState,
+    sink: &mut S,
+) -> Result<Option<String>, RunFailure> {
+    let stage = GuardStage::Input;
+    let (redacted, hits) = redact(&guards.rules, text);
+    let shown = redacted.as_deref().unwrap_or(text);
+    let findings = decide(ctx, guards, stage, None, &hits, shown, state, sink).await?;
+    match settle(stage, None, &findings, sink).await? {
+        Some(block) => Err(block.failure(stage)),
+        None => Ok(redacted),
+    }
 }
 
 pub(crate) fn request(
@@ -299,24 +326,13 @@ pub(crate) async fn tool_input<S: DeltaSink>(
         return Ok(Admitted::Run);
     }
     let hits = agw_guard::redact_json(&guards.rules, args);
-    let mut findings: Vec<Finding> = hits.iter().map(Finding::of_hit).collect();
-    for finding in &findings {
-        super::found(GuardStage::ToolInput, finding);
-    }
-    if guards.classifies() && !findings.iter().any(Finding::is_block) {
-        let classified =
-            classify(ctx, &guards, request(ctx, GuardStage::ToolInput, Some(tool), args.to_string(), true)).await;
-        findings.extend(classified.findings);
-        charge(classified.usage, state, ctx, sink).await?;
-    }
-    Ok(match report(GuardStage::ToolInput, Some(call_id), &findings, sink).await? {
-        Some(block) => {
-            sink.emit(AgentDelta::GuardBlock(block.notice(GuardStage::ToolInput, Some(call_id)))).await?;
-            Admitted::Refused(
-                json!({"executed": false, "reason": "guardrail", "detail": format!("blocked by guard {}: {}", block.guard, block.reason)})
-                    .to_string(),
-            )
-        }
+    let (stage, call) = (GuardStage::ToolInput, Some(call_id));
+    let findings = decide(ctx, &guards, stage, Some(tool), &hits, &args.to_string(), state, sink).await?;
+    Ok(match settle(stage, call, &findings, sink).await? {
+        Some(block) => Admitted::Refused(
+            json!({"executed": false, "reason": "guardrail", "detail": format!("blocked by guard {}: {}", block.guard, block.reason)})
+                .to_string(),
+        ),
         None => Admitted::Run,
     })
 }
@@ -346,22 +362,11 @@ pub(crate) async fn tool_output<S: DeltaSink>(
             (redacted.unwrap_or(result), hits)
         }
     };
-    let mut findings: Vec<Finding> = hits.iter().map(Finding::of_hit).collect();
-    for finding in &findings {
-        super::found(GuardStage::ToolOutput, finding);
-    }
-    if guards.classifies() && !findings.iter().any(Finding::is_block) {
-        let classified =
-            classify(ctx, &guards, request(ctx, GuardStage::ToolOutput, Some(tool), result.clone(), true)).await;
-        findings.extend(classified.findings);
-        charge(classified.usage, state, ctx, sink).await?;
-    }
-    Ok(match report(GuardStage::ToolOutput, Some(call_id), &findings, sink).await? {
-        Some(block) => {
-            sink.emit(AgentDelta::GuardBlock(block.notice(GuardStage::ToolOutput, Some(call_id)))).await?;
-            json!({"executed": true, "withheld": true, "reason": "guardrail", "detail": format!("the result was blocked by guard {}: {}", block.guard, block.reason)})
-                .to_string()
-        }
+    let (stage, call) = (GuardStage::ToolOutput, Some(call_id));
+    let findings = decide(ctx, &guards, stage, Some(tool), &hits, &result, state, sink).await?;
+    Ok(match settle(stage, call, &findings, sink).await? {
+        Some(block) => json!({"executed": true, "withheld": true, "reason": "guardrail", "detail": format!("the result was blocked by guard {}: {}", block.guard, block.reason)})
+            .to_string(),
         None => result,
     })
 }
