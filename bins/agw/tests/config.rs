@@ -259,3 +259,38 @@ fn check_warns_about_a_sub_agent_that_is_not_loaded() {
     assert!(!stdout.contains("\"demoModePlain\", which is not loaded"), "{stdout}");
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[test]
+fn check_names_guards_that_do_not_resolve_and_broken_rule_files() {
+    let dir = with_config("guards", "");
+    let agents = dir.join("agents");
+    let rules = dir.join("guardrails");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::create_dir_all(&rules).unwrap();
+    std::fs::write(rules.join("ok.json"), r#"{"rules": [{"id": "a", "keywords": ["x"], "action": "warn"}]}"#).unwrap();
+    std::fs::write(rules.join("broken.json"), r#"{"rules": [{"id": "a", "action": "warn"}]}"#).unwrap();
+    let guarded = serde_json::json!({"key": "guarded", "mode": "ONESHOT", "modelConfig": {"providerKey": "demo"},
+        "guardrails": {"output": ["rules:ok", "rules:ghost", "judge:nobody", "webhook"]},
+        "plain": {"systemPrompt": "Guarded."}});
+    std::fs::write(agents.join("guarded.json"), guarded.to_string()).unwrap();
+    let out = agw(&dir)
+        .arg("check")
+        .env("AGENT_EXTERNAL_DIR", &agents)
+        .env("AGW_GUARDRAILS_DIR", &rules)
+        .env("AGW_GUARDRAILS_INPUT", "rules:missing")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_ne!(out.status.code(), Some(0), "guards that do not resolve are errors: {stdout}");
+    for expected in [
+        "broken.json",
+        "agent guarded names guard rules:ghost, which is not in the guardrails catalog",
+        "agent guarded names guard judge:nobody, which is not a loaded agent",
+        "agent guarded names guard webhook, but agw.guardrails.webhook.url is not set",
+        "agw.guardrails names guard rules:missing, which is not in the guardrails catalog",
+    ] {
+        assert!(stdout.contains(expected), "{expected:?} missing in:\n{stdout}");
+    }
+    assert!(!stdout.contains("rules:ok,"), "{stdout}");
+    std::fs::remove_dir_all(dir).ok();
+}
