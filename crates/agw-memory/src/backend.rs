@@ -146,6 +146,12 @@ impl Backend {
         dispatch!(self, b => b.mark_waiting(run_id, chat_id))
     }
 
+    /// Deletes everything stored of the chat: its waiting marks, its history, its index record.
+    /// Returns whether there was anything.
+    pub(crate) fn delete_chat(&self, chat_id: &str) -> Result<bool, MemoryError> {
+        dispatch!(self, b => b.delete_chat(chat_id))
+    }
+
     pub(crate) fn clear_waiting(&self, run_id: &str) -> Result<(), MemoryError> {
         dispatch!(self, b => b.clear_waiting(run_id))
     }
@@ -304,6 +310,29 @@ impl FileBackend {
 
     fn list_chats(&self) -> Result<Vec<ChatSummary>, MemoryError> {
         self.index.list()
+    }
+
+    /// The marks first, the index record last: a deletion cut short by a crash leaves at worst
+    /// a record without history, which its owner can still see and delete again (history
+    /// without a record would be ownerless, only the operator's).
+    fn delete_chat(&self, chat_id: &str) -> Result<bool, MemoryError> {
+        for (run_id, _) in self.waiting_runs()?.into_iter().filter(|(_, chat)| chat == chat_id) {
+            self.clear_waiting(&run_id)?;
+        }
+        let path = self.history_path(chat_id);
+        let had_history = {
+            let _guard = self.lock(chat_id);
+            match std::fs::remove_file(&path) {
+                Ok(()) => true,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+                Err(e) => return Err(MemoryError::io("remove", &path)(e)),
+            }
+        };
+        if had_history && self.fsync != FsyncPolicy::Never {
+            file::sync_dir(&self.dir)?;
+        }
+        let had_record = self.index.remove(chat_id)?;
+        Ok(had_history || had_record)
     }
 
     fn waiting_path(&self, run_id: &str) -> PathBuf {

@@ -20,6 +20,11 @@
 //! only when there is one, after the six contract keys; older agw readers ignore it). The owner is
 //! set when the record is created and never changed; an upsert by someone the caller's permission
 //! check refuses changes nothing (`docs/security.md`, "Per-user isolation").
+//!
+//! Deleting a chat ([`ChatIndex::remove`]) appends a tombstone, `{"chatId":"…","deleted":true}`:
+//! readers drop every record of that chat before it, and a record after it starts the chat
+//! afresh. Compaction writes the canonical lines, where a deleted chat has none, so the
+//! tombstone goes with the records it buried.
 
 use std::collections::HashMap;
 use std::io;
@@ -136,6 +141,17 @@ pub(crate) struct Record {
     unpriced: Option<bool>,
     #[serde(default)]
     last_agent_key: Option<String>,
+    /// A tombstone: the chat was deleted; the records before it are gone.
+    #[serde(default)]
+    deleted: Option<bool>,
+}
+
+/// The line that buries a chat's records ([`ChatIndex::remove`]).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Tombstone<'a> {
+    chat_id: &'a str,
+    deleted: bool,
 }
 
 fn lenient<'de, D: serde::Deserializer<'de>, T: serde::de::DeserializeOwned>(
@@ -179,10 +195,11 @@ pub(crate) fn encode(record: &Record, now_ms: i64) -> Result<Encoded, serde_json
     Ok(Encoded { line, chat_name: stored.chat_name, updated_at: stored.updated_at })
 }
 
-/// A stored index line as a record; `None` when it is not one (not JSON, no chat id).
+/// A stored index line as a record; `None` when it is not one (not JSON, no chat id, a
+/// tombstone).
 #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) fn parse_record(line: &str) -> Option<Record> {
-    serde_json::from_str::<Record>(line.trim()).ok().filter(|r| !r.id().trim().is_empty())
+    serde_json::from_str::<Record>(line.trim()).ok().filter(|r| !r.id().trim().is_empty() && !r.is_tombstone())
 }
 
 /// The listing of some records (`docs/contract/http-api.md` §3): chats with a UUID id, with the listing rules,
@@ -303,6 +320,10 @@ impl Record {
         self.chat_id.as_deref().unwrap_or_default()
     }
 
+    fn is_tombstone(&self) -> bool {
+        self.deleted == Some(true)
+    }
+
     /// The record's `updatedAt`, when it has a positive one.
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn updated_at(&self) -> Option<i64> {
@@ -400,6 +421,8 @@ enum Entry {
     Record(Box<Record>),
     /// Not an index record we can read: kept verbatim.
     Raw(String),
+    /// A chat a later tombstone deleted: neither read nor written.
+    Gone,
 }
 
 /// The index file and the mutex that serialises its writes (and guards [`Written`]).
@@ -465,6 +488,22 @@ impl Written {
         if new_end != old.end {
             for range in &mut self.lines[i + 1..] {
                 *range = range.start + new_end - old.end..range.end + new_end - old.end;
+            }
+        }
+    }
+
+    /// Removes line `i` (a deleted chat's) and its `\n`, shifting the lines after it.
+    fn remove(&mut self, i: usize) {
+        let range = self.lines.remove(i);
+        let width = range.end + 1 - range.start;
+        self.content.replace_range(range.start..range.end + 1, "");
+        for later in &mut self.lines[i..] {
+            *later = later.start - width..later.end - width;
+        }
+        self.positions.retain(|_, p| *p != i);
+        for p in self.positions.values_mut() {
+            if *p > i {
+                *p -= 1;
             }
         }
     }
@@ -679,12 +718,81 @@ impl ChatIndex {
                     w.push(uuid_key(record.id()), &line);
                 }
                 Entry::Raw(raw) => w.push(None, raw),
+                Entry::Gone => {}
             }
         }
         self.replace(w.content.as_bytes())?;
         // Kept only when the identity of what we just wrote is known.
         *guard = stamp(&self.path).map(|stamp| Written { stamp, ..w });
         Ok(Change::unticketed(Ok((existed, chat_name))))
+    }
+
+    /// Deletes the chat's record: a tombstone appended to the file we left (compacted instead
+    /// when the file is twice its canonical size), or the whole index rewritten without it when
+    /// the file changed under us. Returns whether there was a record; without one nothing is
+    /// written. Durable when it returns, as an upsert is (any policy but `never`).
+    pub(crate) fn remove(&self, chat_id: &str) -> Result<bool, MemoryError> {
+        let mut guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = uuid_key(chat_id);
+        let written = guard.take().filter(|w| key.is_some() && stamp(&self.path) == Some(w.stamp));
+        let ticket = match written {
+            Some(mut w) => {
+                let Some(i) = key.and_then(|k| w.positions.get(&k).copied()) else {
+                    *guard = Some(w);
+                    return Ok(false);
+                };
+                w.remove(i);
+                let line = serde_json::to_string(&Tombstone { chat_id, deleted: true })
+                    .map_err(|source| MemoryError::Encode { path: self.path.clone(), source })?;
+                let appended = w.stamp.len + line.len() as u64 + 1;
+                let (stamp, ticket) = if appended <= 2 * w.content.len() as u64 {
+                    let mut payload = line.into_bytes();
+                    payload.push(b'\n');
+                    let meta = file::append_existing(&self.path, &payload)?;
+                    (Stamp::of(&meta), (self.fsync != FsyncPolicy::Never).then(|| self.group.ticket()))
+                } else {
+                    self.replace(w.content.as_bytes())?;
+                    (stamp(&self.path), None)
+                };
+                *guard = stamp.map(|stamp| Written { stamp, ..w });
+                drop(guard);
+                ticket
+            }
+            None => {
+                let mut entries = self.read()?;
+                let Some(entry) = entries.iter_mut().find(|e| matches!(e, Entry::Record(r) if r.id() == chat_id))
+                else {
+                    return Ok(false);
+                };
+                *entry = Entry::Gone;
+                let mut w = Written {
+                    stamp: Stamp { dev: 0, ino: 0, len: 0, mtime_ns: 0 },
+                    content: String::new(),
+                    lines: Vec::with_capacity(entries.len()),
+                    positions: HashMap::with_capacity(entries.len()),
+                };
+                // Only a record without `createdAt` (hand-edited) takes it.
+                let now_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as i64);
+                for entry in &entries {
+                    match entry {
+                        Entry::Record(record) => w.push(uuid_key(record.id()), &self.encode(record, now_ms)?.0),
+                        Entry::Raw(raw) => w.push(None, raw),
+                        Entry::Gone => {}
+                    }
+                }
+                self.replace(w.content.as_bytes())?;
+                *guard = stamp(&self.path).map(|stamp| Written { stamp, ..w });
+                None
+            }
+        };
+        if let Some(ticket) = ticket {
+            self.group
+                .wait_durable(ticket, || (self.sync_file)(&self.path))
+                .map_err(MemoryError::io("fsync", &self.path))?;
+        }
+        Ok(true)
     }
 
     /// Replaces the file with `content` (temp file + rename; call under the mutex). Under every
@@ -734,7 +842,7 @@ impl ChatIndex {
             .into_iter()
             .filter_map(|e| match e {
                 Entry::Record(r) => Some(*r),
-                Entry::Raw(_) => None,
+                Entry::Raw(_) | Entry::Gone => None,
             })
             .collect())
     }
@@ -757,6 +865,14 @@ impl ChatIndex {
             match serde_json::from_str::<Record>(line) {
                 // A record without an id names no chat: nothing to keep.
                 Ok(record) if record.id().trim().is_empty() => {}
+                // A tombstone buries the chat's records so far; a later record starts it afresh.
+                Ok(record) if record.is_tombstone() => {
+                    if let Some(i) = positions.remove(record.id())
+                        && let Some(entry) = entries.get_mut(i)
+                    {
+                        *entry = Entry::Gone;
+                    }
+                }
                 Ok(record) => match positions.get(record.id()).and_then(|&i| entries.get_mut(i)) {
                     Some(Entry::Record(first)) => first.merge(record),
                     _ => {
@@ -878,6 +994,85 @@ mod tests {
         std::fs::write(dir.0.as_path().join(INDEX_FILE), line + "\n").unwrap();
         let listed = index.get(CHAT).unwrap().unwrap();
         assert_eq!((listed.usage, listed.cost), (None, None));
+    }
+
+    // ---- deleting a chat: the tombstone ----
+
+    #[test]
+    fn a_deleted_chat_is_gone_for_this_reader_and_a_fresh_one_and_its_id_starts_a_new_chat() {
+        let dir = Scratch::new();
+        let index = index(&dir);
+        for n in 0..3 {
+            upsert_at(&index, &chat_id(n), 100 + n as i64).unwrap();
+        }
+        // The middle line: the cached lines after it move up.
+        assert!(index.remove(&chat_id(1)).unwrap());
+        assert!(!index.remove(&chat_id(1)).unwrap(), "nothing left to delete");
+        assert!(!index.remove(&chat_id(9)).unwrap(), "never there");
+        let text = index_text(&dir);
+        assert!(text.ends_with(&format!("{{\"chatId\":\"{}\",\"deleted\":true}}\n", chat_id(1))), "{text}");
+        let ids = |chats: Vec<ChatSummary>| chats.into_iter().map(|c| c.chat_id).collect::<Vec<_>>();
+        assert_eq!(ids(index.list().unwrap()), [chat_id(2), chat_id(0)]);
+        assert_eq!(ids(super::tests::index(&dir).list().unwrap()), [chat_id(2), chat_id(0)]);
+        assert_eq!(index.get(&chat_id(1)).unwrap(), None);
+        assert_eq!(index.get(&chat_id(2)).unwrap().unwrap().updated_at, 102, "the lines after it still read");
+        // The same id again: a new chat (no record existed), not the old one back.
+        let (existed, _) = upsert_at(&index, &chat_id(1), 500).unwrap();
+        assert!(!existed);
+        let again = super::tests::index(&dir).get(&chat_id(1)).unwrap().unwrap();
+        assert_eq!((again.created_at, again.updated_at), (500, 500));
+        assert_eq!(super::tests::index(&dir).list().unwrap(), index.list().unwrap());
+    }
+
+    #[test]
+    fn compaction_keeps_a_deleted_chat_gone_and_drops_its_tombstone() {
+        let dir = Scratch::new();
+        let index = index(&dir);
+        for n in 0..4 {
+            upsert_at(&index, &chat_id(n), 100).unwrap();
+        }
+        assert!(index.remove(&chat_id(0)).unwrap());
+        // Upserts of the others until the file is compacted (it shrinks back to one line each).
+        let mut compacted = false;
+        for step in 0..20 {
+            upsert_at(&index, &chat_id(1 + step % 3), 200 + step as i64).unwrap();
+            if index_text(&dir).lines().count() == 3 {
+                compacted = true;
+                break;
+            }
+        }
+        assert!(compacted, "{}", index_text(&dir));
+        let text = index_text(&dir);
+        assert!(!text.contains(&chat_id(0)), "neither its records nor its tombstone: {text}");
+        let fresh = super::tests::index(&dir).list().unwrap();
+        assert_eq!(fresh.len(), 3);
+        assert_eq!(fresh, index.list().unwrap());
+    }
+
+    #[test]
+    fn a_reader_that_did_not_write_the_file_deletes_by_rewriting_it() {
+        let dir = Scratch::new();
+        let writer = index(&dir);
+        for n in 0..3 {
+            upsert_at(&writer, &chat_id(n), 100).unwrap();
+        }
+        // Someone else's tombstone and a record after it, as the file can hold them.
+        let mut text = index_text(&dir);
+        text.push_str(&format!("{{\"chatId\":\"{}\",\"deleted\":true}}\nnot json\n", chat_id(2)));
+        std::fs::write(dir.0.as_path().join(INDEX_FILE), &text).unwrap();
+        let other = index(&dir);
+        assert_eq!(other.list().unwrap().len(), 2, "the tombstone buries its chat");
+        assert!(other.remove(&chat_id(0)).unwrap());
+        let text = index_text(&dir);
+        assert_eq!(text.lines().count(), 2, "one record and the unreadable line, kept: {text}");
+        assert!(text.contains(&chat_id(1)) && text.contains("not json"), "{text}");
+        assert_eq!(writer.list().unwrap().into_iter().map(|c| c.chat_id).collect::<Vec<_>>(), [chat_id(1)]);
+    }
+
+    #[test]
+    fn a_tombstone_is_not_a_record_for_the_database_either() {
+        assert!(parse_record(&format!("{{\"chatId\":\"{CHAT}\",\"deleted\":true}}")).is_none());
+        assert!(parse_record(&format!("{{\"chatId\":\"{CHAT}\",\"deleted\":false}}")).is_some());
     }
 
     fn index_text(dir: &Scratch) -> String {

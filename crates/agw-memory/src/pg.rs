@@ -187,6 +187,7 @@ struct Sql {
     mark: String,
     copy_mark: String,
     clear: String,
+    clear_chat: String,
     waiting: String,
     migrated: String,
     record_migrated: String,
@@ -223,6 +224,7 @@ impl Sql {
                 "INSERT INTO {q}.waiting (run_id, chat_id) VALUES ($1, $2) ON CONFLICT (run_id) DO NOTHING"
             ),
             clear: format!("DELETE FROM {q}.waiting WHERE run_id = $1"),
+            clear_chat: format!("DELETE FROM {q}.waiting WHERE chat_id = $1"),
             waiting: format!("SELECT run_id, chat_id FROM {q}.waiting"),
             migrated: format!("SELECT chat_id, source_bytes, source_hash FROM {q}.migrated"),
             record_migrated: format!(
@@ -554,6 +556,18 @@ impl PgBackend {
         let op = "clear a waiting run's mark";
         self.conn(op, None)?.execute(&self.sql.clear, &[&run_id]).map_err(db(op, None))?;
         Ok(())
+    }
+
+    /// The chat's waiting marks, history rows and index record, in one transaction under the
+    /// chat's lock. (A `migrated` row stays: `migrate_chats` does not bring the chat back from
+    /// the same source.)
+    pub(crate) fn delete_chat(&self, chat_id: &str) -> Result<bool, MemoryError> {
+        self.in_chat_transaction("delete the chat", chat_id, |tx| {
+            let marks = tx.execute(&self.sql.clear_chat, &[&chat_id])?;
+            let lines = tx.execute(&self.sql.delete_history, &[&chat_id])?;
+            let records = tx.execute(&self.sql.delete_record, &[&chat_id])?;
+            Ok(marks + lines + records > 0)
+        })
     }
 
     pub(crate) fn waiting_runs(&self) -> Result<Vec<(String, String)>, MemoryError> {

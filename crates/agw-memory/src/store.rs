@@ -73,6 +73,7 @@ pub struct ChatContext {
 ///
 /// History is never deleted implicitly: [`Self::trim`] (the reference's window trimming)
 /// exists, but nothing calls it; the window `k` only limits what is sent to the model.
+/// [`Self::delete_chat`] deletes a whole chat when asked to (`DELETE /api/ap/chat`).
 pub struct ChatStore {
     config: MemoryConfig,
     /// Lower-cased `action_tools`.
@@ -432,6 +433,28 @@ impl ChatStore {
             return Ok(Some(summary.owner));
         }
         Ok(self.chat_exists(chat_id)?.then_some(None))
+    }
+
+    /// Deletes the chat: its waiting marks, its history and its index record (files: the
+    /// history file is removed and a tombstone appended to the index; PostgreSQL: the rows, in
+    /// one transaction). Afterwards the chat reads as one that never existed, and a query with
+    /// its id starts a new chat. Returns whether there was anything to delete. The caller
+    /// makes sure no run of the chat is writing to it (agw holds the chat's slot) and checks
+    /// who may delete it. A non-UUID id deletes nothing.
+    pub fn delete_chat(&self, chat_id: &str) -> Result<bool, MemoryError> {
+        if !is_canonical(chat_id) {
+            return Ok(false);
+        }
+        match self.backend.delete_chat(chat_id) {
+            Ok(existed) => {
+                tracing::info!(chat_id, existed, backend = self.backend_name(), "chat deleted");
+                Ok(existed)
+            }
+            Err(e) => {
+                tracing::warn!(chat_id, error = %e, "chat not (fully) deleted");
+                Err(e)
+            }
+        }
     }
 
     /// Every chat of the index, newest first (`docs/contract/http-api.md` §3).

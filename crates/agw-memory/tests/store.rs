@@ -574,3 +574,41 @@ fn guarded_runs(store: &ChatStore, storage: &common::Storage) {
         ["user look it up", "assistant Let me look.", "assistant ", "tool found"]
     );
 }
+
+/// `DELETE /api/ap/chat`'s storage half, on each backend: history, index record and the chat's
+/// waiting marks go (another chat's stay); the chat then reads as never made, and its id makes
+/// a new chat. Deleting again, or a chat that never was, deletes nothing.
+#[test]
+fn a_deleted_chat_is_gone_from_history_index_and_waiting_marks() {
+    const OTHER: &str = "1d2c3b4a-5e6f-4a1b-8c2d-3e4f5a6b7c8d";
+    const RUN: &str = "2a3b4c5d-6e7f-4a8b-9c0d-1e2f3a4b5c6d";
+    const OTHER_RUN: &str = "3b4c5d6e-7f8a-4b9c-8d1e-2f3a4b5c6d7e";
+    for storage in storages() {
+        let store = storage.open(20, &[]);
+        for chat in [CHAT, OTHER] {
+            store.upsert_chat(chat, "hello", Some("a"), None, 100).expect("upsert");
+            store.append_final(chat, &simple_run("run_001", "u1", "a1")).expect("append");
+        }
+        store.mark_waiting(RUN, CHAT).expect("mark");
+        store.mark_waiting(OTHER_RUN, OTHER).expect("mark");
+
+        assert!(store.delete_chat(CHAT).expect("delete"), "{}", storage.name());
+        assert!(storage.raw_lines(CHAT).is_empty(), "{}: history gone", storage.name());
+        assert!(!storage.index_lines().iter().any(|l| l.contains(CHAT) && !l.contains("\"deleted\":true")));
+        assert!(!store.chat_exists(CHAT).unwrap() && store.get_chat(CHAT).unwrap().is_none());
+        assert_eq!(store.chat_owner(CHAT).unwrap(), None);
+        assert_eq!(store.waiting_runs().unwrap(), vec![(OTHER_RUN.to_owned(), OTHER.to_owned())]);
+        let listed: Vec<String> = store.list_chats().unwrap().into_iter().map(|c| c.chat_id).collect();
+        assert_eq!(listed, [OTHER], "{}", storage.name());
+        // Another store on the same storage (a restart, another replica) sees the same.
+        let again = storage.open(20, &[]);
+        assert!(!again.chat_exists(CHAT).unwrap() && again.read_lines(CHAT).unwrap().is_empty());
+        assert_eq!(again.list_chats().unwrap().len(), 1);
+
+        assert!(!store.delete_chat(CHAT).unwrap(), "nothing left");
+        assert!(!store.delete_chat("not-a-uuid").unwrap());
+        let fresh = store.upsert_chat(CHAT, "again", Some("a"), None, 200).expect("upsert");
+        assert!(fresh.created, "{}: the id starts a new chat", storage.name());
+        assert_eq!(fresh.chat_name, "again");
+    }
+}
