@@ -85,6 +85,16 @@ pub struct Submitted {
     pub awaiting_id: Option<String>,
 }
 
+/// The answer to a chat's deletion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatDeleted {
+    /// The chat (canonical).
+    pub chat_id: String,
+    /// Always `true`: a chat that cannot be deleted is a [`RunError`].
+    pub deleted: bool,
+}
+
 /// The answer to a compaction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -12,8 +12,8 @@ use agw_protocol::ids;
 use agw_protocol::request::SubmitRequest;
 use agw_protocol::usage::TokenCounts;
 
-use crate::calls::{Attached, Compacted, Control, Interrupted, SteerRequest, Steered, Submitted};
-use crate::cluster::{self, Located, Remote};
+use crate::calls::{Attached, ChatDeleted, Compacted, Control, Interrupted, SteerRequest, Steered, Submitted};
+use crate::cluster::{self, ChatLock, Located, Remote};
 use crate::principal::{Principal, may_access, quota_owner};
 use crate::service::RunService;
 use crate::sink::now_ms;
@@ -22,6 +22,9 @@ use crate::{AttachError, CancelReason, RunError, RunHandle, RunStatus};
 /// How long `interrupt` waits for the run to end before answering `cancelling`. The run stops
 /// within milliseconds wherever it is; the wait lets the answer say `cancelled` for sure.
 const INTERRUPT_WAIT: Duration = Duration::from_secs(2);
+
+/// How long `delete_chat` waits for a finished run to free its chat's slot.
+const SLOT_WAIT: Duration = Duration::from_secs(2);
 
 impl RunService {
     /// Where the run is for this caller; a blank id is invalid.
@@ -307,6 +310,70 @@ impl RunService {
             tokens_after: Some(made.tokens_after),
             summary: Some(made.summary),
         })
+    }
+
+    /// Deletes a chat for its owner (or the operator; anyone without auth): its history, index
+    /// record and waiting marks in the chat store, and this replica's retained runs of it (no
+    /// longer attachable). [`RunError::ChatNotFound`] for a chat that does not exist or is not
+    /// the caller's (the same answer: existence is not revealed); [`RunError::ChatBusy`] naming
+    /// the run when one of the chat's runs is in flight, queued or waiting for a person, here or
+    /// (clustered) on another replica. The chat's slot, and in a cluster its lock, are held
+    /// while it is deleted, so no run can start in it meanwhile. Afterwards a query with the same
+    /// id starts a new chat.
+    ///
+    /// Not deleted: the run records and frame streams another replica mirrored to Redis for the
+    /// chat's finished runs, which expire on their own.
+    pub async fn delete_chat(&self, chat_id: &str, principal: Option<&Principal>) -> Result<ChatDeleted, RunError> {
+        let core = &self.core;
+        let asked = chat_id;
+        let chat_id = ids::canonical_uuid(chat_id).ok_or_else(|| RunError::invalid("chatId must be a valid UUID"))?;
+        let not_found = || RunError::ChatNotFound { chat_id: asked.to_owned() };
+        let (store, id) = (core.chats.clone(), chat_id.clone());
+        let owner = tokio::task::spawn_blocking(move || store.chat_owner(&id))
+            .await
+            .map_err(RunError::memory)?
+            .map_err(RunError::memory)?;
+        // Another user's chat answers like one that does not exist, before anything says busy.
+        let Some(owner) = owner.filter(|owner| may_access(principal, owner.as_ref())) else {
+            return Err(not_found());
+        };
+        let holder = format!("delete-{}", ids::new_run_id());
+        let _slot = match core.tracker.chats().try_acquire(&chat_id, &holder) {
+            Ok(slot) => slot,
+            // A run that has sent its terminal event frees the slot a moment later: a client
+            // that deletes the moment it read `run.complete` waits for that, not a 409.
+            Err(busy)
+                if core.tracker.get(&busy.run_id).is_some_and(|h| h.status().is_finished() && !h.is_waiting()) =>
+            {
+                tokio::time::timeout(SLOT_WAIT, core.tracker.chats().acquire(&chat_id, &holder))
+                    .await
+                    .map_err(|_| RunError::ChatBusy { chat_id: chat_id.clone(), run_id: busy.run_id })?
+            }
+            Err(busy) => return Err(RunError::ChatBusy { chat_id, run_id: busy.run_id }),
+        };
+        // A run queued for the slot, or one waiting for a person without holding it.
+        let live = core
+            .tracker
+            .ids()
+            .into_iter()
+            .filter_map(|id| core.tracker.get(&id))
+            .find(|h| h.chat_id == chat_id && (!h.status().is_finished() || h.is_waiting()));
+        if let Some(run) = live {
+            return Err(RunError::ChatBusy { chat_id, run_id: run.run_id.clone() });
+        }
+        match cluster::lock_chat(core, &chat_id, &holder).await {
+            Ok(()) => {}
+            Err(ChatLock::Busy(run_id)) => return Err(RunError::ChatBusy { chat_id, run_id }),
+            Err(ChatLock::Unavailable(e)) => return Err(RunError::cluster(e)),
+        }
+        let (store, id) = (core.chats.clone(), chat_id.clone());
+        let deleted = tokio::task::spawn_blocking(move || store.delete_chat(&id)).await.map_err(RunError::memory);
+        cluster::unlock_chat(core, &chat_id, &holder).await;
+        deleted?.map_err(RunError::memory)?;
+        let forgotten = core.tracker.forget_chat(&chat_id);
+        let owner = owner.map(|o| o.sub);
+        tracing::info!(chatId = %chat_id, owner = owner.as_deref().unwrap_or("-"), forgotten_runs = forgotten, "chat deleted");
+        Ok(ChatDeleted { chat_id, deleted: true })
     }
 
     /// A run this replica holds, for a caller that may see it (the protocol façades continue a

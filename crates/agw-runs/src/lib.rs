@@ -39,7 +39,7 @@ mod start;
 pub mod webhook;
 
 pub use buffer::{BufferLimits, FrameBuffer, Read, ReadEvents};
-pub use calls::{Attached, Compacted, Interrupted, SteerRequest, Steered, Submitted};
+pub use calls::{Attached, ChatDeleted, Compacted, Interrupted, SteerRequest, Steered, Submitted};
 pub use chats::{ChatBusy, ChatSlot, ChatSlots};
 pub use error::RunError;
 pub use handle::{

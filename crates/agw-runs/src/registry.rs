@@ -155,6 +155,32 @@ impl RunTracker {
         self.runs.len()
     }
 
+    /// Forgets the chat's finished runs (its deletion): their buffers are no longer attachable.
+    /// Runs still in flight or waiting are left alone (the caller refuses to delete under
+    /// them). Returns how many were forgotten.
+    pub fn forget_chat(&self, chat_id: &str) -> usize {
+        let gone: Vec<String> = self
+            .runs
+            .iter()
+            .filter(|r| r.chat_id == chat_id && r.status().is_finished() && !r.is_waiting())
+            .map(|r| r.key().clone())
+            .collect();
+        let mut retained = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
+        for run_id in &gone {
+            self.runs.remove(run_id);
+        }
+        let mut freed = 0;
+        retained.runs.retain(|(_, run_id, bytes)| {
+            let keep = !gone.contains(run_id);
+            if !keep {
+                freed += *bytes;
+            }
+            keep
+        });
+        retained.bytes -= freed;
+        gone.len()
+    }
+
     /// Moves a finished run into retention (or forgets it at once with a zero retention).
     fn retain(self: &Arc<Self>, handle: &Arc<RunHandle>) {
         let bytes = handle.buffered_bytes();
@@ -312,6 +338,32 @@ mod tests {
         }
         assert!(tracker.get("a").is_none() && tracker.get("b").is_none(), "over the byte cap nothing is kept");
         assert_eq!(tracker.registered(), 0);
+    }
+
+    #[test]
+    fn forgetting_a_chat_drops_its_finished_runs_only() {
+        let tracker = Arc::new(RunTracker::default());
+        let finished = |run_id: &str, chat_id: &str| {
+            let handle = tracker.register(run_id, chat_id, "agent", None, DisconnectPolicy::Continue, false);
+            let event = agw_protocol::Event::new(
+                1,
+                0,
+                agw_protocol::event::RunCancel { run_id: run_id.into(), totals: Default::default() },
+            );
+            handle.publish([event]);
+            drop(tracker.enter_run(&handle));
+        };
+        finished("done", "chat");
+        finished("other", "another chat");
+        let running = tracker.register("running", "chat", "agent", None, DisconnectPolicy::Continue, false);
+        let _guard = tracker.enter_run(&running);
+        let before = tracker.finished.lock().unwrap().bytes;
+        assert_eq!(tracker.forget_chat("chat"), 1);
+        assert!(tracker.get("done").is_none(), "no longer attachable");
+        assert!(tracker.get("other").is_some() && tracker.get("running").is_some());
+        let retained = tracker.finished.lock().unwrap();
+        assert_eq!(retained.runs.len(), 1);
+        assert!(retained.bytes < before && retained.bytes > 0, "its bytes no longer count");
     }
 
     #[tokio::test]
