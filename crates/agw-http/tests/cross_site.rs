@@ -107,7 +107,11 @@ async fn a_cross_site_simple_post_to_every_post_route_is_refused_and_changes_not
         assert_refused(resp, &format!("POST {path} (JSON)")).await;
     }
     // Any method that changes state, on any path: the rule does not depend on the route table.
+    let chat_id = stream.seen.iter().find(|e| e["type"] == "run.start").unwrap()["chatId"].as_str().unwrap().to_owned();
+    let delete_chat = format!("/api/ap/chat?chatId={chat_id}");
     for (method, path) in [
+        // The one DELETE route: a page must not delete the user's chat.
+        (reqwest::Method::DELETE, delete_chat.as_str()),
         (reqwest::Method::POST, "/api/ap/not-yet-a-route"),
         (reqwest::Method::POST, "/v2/chat/completions"),
         (reqwest::Method::PUT, "/api/ap/query"),
@@ -130,6 +134,7 @@ async fn a_cross_site_simple_post_to_every_post_route_is_refused_and_changes_not
     let (status, chats) = gw.get_json("/api/ap/chats").await;
     assert_eq!(status, 200);
     assert_eq!(chats["data"].as_array().unwrap().len(), 1, "only the legitimate chat: {chats}");
+    assert_eq!(chats["data"][0]["chatId"], chat_id.as_str(), "and it was not deleted");
 
     // The run still waits for its tool, unsteered: its own client answers and it completes.
     let resp = gw

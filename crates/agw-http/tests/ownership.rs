@@ -213,6 +213,40 @@ async fn bob_cannot_submit_to_alices_running_run() {
     assert!(rest.iter().all(|e| e["type"] != "request.steer"), "bob's steer was not taken");
 }
 
+/// Deleting (`DELETE /api/ap/chat`, issue 37): only the owner or the operator; anyone else gets
+/// the 404 of a chat that never existed, and nothing of the chat goes.
+#[tokio::test]
+async fn only_the_owner_or_the_operator_deletes_a_chat() {
+    let users = gateway_with_users(&[], &[oneshot_agent("a", false, 5000)]).await;
+    let alices = users.run(&users.alice, &json!({"agentKey": "a", "message": "alice's secret plan"})).await;
+    let other = users.run(&users.alice, &json!({"agentKey": "a", "message": "her other chat"})).await;
+    let delete = |token: &str, chat_id: &str| {
+        let request = users.gw.client.delete(format!("{}/api/ap/chat?chatId={chat_id}", users.gw.base));
+        let request = request.bearer_auth(token);
+        async move {
+            let resp = request.send().await.unwrap();
+            (resp.status().as_u16(), resp.json::<Value>().await.unwrap())
+        }
+    };
+    let store = users.gw.state.runs.chat_store().clone();
+    let lines_before = store.read_lines(&alices).unwrap().len();
+
+    let (status, body) = delete(&users.bob, &alices).await;
+    assert_eq!((status, body["msg"].as_str().unwrap()), (404, format!("chat not found: {alices}").as_str()));
+    let (_, absent) = delete(&users.bob, NEVER_CREATED).await;
+    assert_eq!(absent["data"], body["data"], "the same answer as for a chat that never existed");
+    assert_eq!(store.read_lines(&alices).unwrap().len(), lines_before, "nothing deleted");
+    assert_eq!(users.get(&users.alice, &format!("/api/ap/chat?chatId={alices}")).await.0, 200);
+    // Without a token: 401 before anything is looked up.
+    let resp = users.gw.client.delete(format!("{}/api/ap/chat?chatId={alices}", users.gw.base)).send().await;
+    assert_eq!(resp.unwrap().status(), 401);
+
+    assert_eq!(delete(&users.alice, &alices).await.0, 200);
+    assert_eq!(users.get(&users.alice, &format!("/api/ap/chat?chatId={alices}")).await.0, 404);
+    assert_eq!(delete(&users.operator, &other).await.0, 200, "the operator deletes anyone's chat");
+    assert!(users.chat_ids(&users.alice).await.is_empty());
+}
+
 #[tokio::test]
 async fn the_operator_role_sees_and_continues_every_chat() {
     let users = gateway_with_users(&[], &[oneshot_agent("a", false, 5000)]).await;

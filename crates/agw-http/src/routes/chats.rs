@@ -1,8 +1,8 @@
-//! `GET /api/ap/chats` and `GET /api/ap/chat` (`docs/contract/http-api.md` §3–§4, replay per
-//! `docs/contract/sse-events.md` §9 with the ids the live stream used).
+//! `GET /api/ap/chats`, `GET /api/ap/chat` and `DELETE /api/ap/chat` (`docs/contract/http-api.md`
+//! §3–§4a, replay per `docs/contract/sse-events.md` §9 with the ids the live stream used).
 //!
-//! With auth on, a caller lists and reads only the chats [`may_access`] allows; another user's
-//! chat answers exactly like a chat that does not exist (404 `chat not found`).
+//! With auth on, a caller lists, reads and deletes only the chats [`may_access`] allows; another
+//! user's chat answers exactly like a chat that does not exist (404 `chat not found`).
 
 use std::collections::HashMap;
 
@@ -82,6 +82,17 @@ fn parse_bool(name: &str, value: &str) -> Result<bool, ApiError> {
         "false" => Ok(false),
         _ => Err(ApiError::bad_request(format!("{name} must be true or false"))),
     }
+}
+
+/// `DELETE /api/ap/chat?chatId=…`: the run service deletes it (`RunService::delete_chat`).
+pub async fn delete(
+    state: &AppState,
+    params: &HashMap<String, String>,
+    principal: Option<&Principal>,
+) -> HandlerResult {
+    let raw_id = params.get("chatId").ok_or_else(|| ApiError::bad_request("chatId is required"))?;
+    let deleted = state.runs.delete_chat(raw_id, principal).await?;
+    Ok(success(&deleted))
 }
 
 pub async fn detail(

@@ -174,6 +174,7 @@ async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> 
         (&Method::GET, "/api/ap/agent") => agents::detail(&state, &params),
         (&Method::GET, "/api/ap/chats") => chats::list(&state, principal).await,
         (&Method::GET, "/api/ap/chat") => chats::detail(&state, &params, principal).await,
+        (&Method::DELETE, "/api/ap/chat") => chats::delete(&state, &params, principal).await,
         (&Method::GET, "/api/ap/viewport") => viewport::get(&state, &params),
         (&Method::GET, "/healthz") => Ok(ops::healthz()),
         (&Method::GET, "/readyz") => Ok(ops::readyz(&state).await),
