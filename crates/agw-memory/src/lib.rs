@@ -10,7 +10,7 @@
 //!   `migrate_chats` copies a JSONL directory into it (resumable, idempotent, verified by replay).
 //!
 //! Owns: [`ChatStore`] (appends, reads, window, latest plan, index upsert/list, waiting marks,
-//! explicit trim, readiness ping), the storage seam under it (a sealed enum of backends that
+//! explicit trim and chat deletion, readiness ping), the storage seam under it (a sealed enum of backends that
 //! only move lines, records and marks; everything derived from them is shared), [`Recorder`]
 //! (live run → step lines, no I/O), the conversion of stored messages into
 //! [`agw_protocol::chat::ChatMessage`]s ([`history_messages`]). The line format itself and the
