@@ -14,16 +14,12 @@ use std::time::Duration;
 
 use agw_llm::ProviderRegistry;
 use agw_modes::definition::AgentDefinition;
-use agw_modes::runtime::{
-    DEFAULT_TOOL_OUTPUT_LIMIT, DeltaSink, EmitError, FrontendSubmits, RunContext, RunOutcome, RunServices, SteerQueue,
-    execute,
-};
+use agw_modes::runtime::{DeltaSink, EmitError, RunContext, RunOutcome, RunServices, execute};
 use agw_protocol::event::{ChatStart, RequestQuery};
 use agw_protocol::{AgentDelta, Assembler, Event, SystemClock, sse};
 use agw_testkit::{FixtureServer, Transcript};
 use agw_tools::ToolRegistry;
 use agw_tools::tool::{Tool, ToolContext, ToolError, ToolOutput};
-use agw_tools::viewport::ViewportRegistry;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
@@ -86,43 +82,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "react":{"systemPrompt":"Use tools to count."}}"#,
     )?;
     let services = RunServices {
-        providers: Arc::new(ProviderRegistry::new([model.provider_config("scripted")])),
-        tools: Arc::new(ToolRegistry::from_sources(Vec::<(String, String)>::new(), vec![Arc::new(WordCount)])),
-        viewports: Arc::new(ViewportRegistry::default()),
-        submits: Arc::new(FrontendSubmits::default()),
         frontend_timeout: Duration::from_secs(60),
-        tool_output_limit: DEFAULT_TOOL_OUTPUT_LIMIT,
-        skills: Arc::new(agw_skills::SkillRegistry::default()),
-        skill_max_prompt_chars: 8000,
-        prices: Default::default(),
-        client_tools: Vec::new(),
-        tracing: Default::default(),
-        mcp_tools: Default::default(),
-        mcp_request_tool_bytes: agw_modes::runtime::DEFAULT_MCP_REQUEST_TOOL_BYTES,
-        agents: Default::default(),
-        sub_agents: Default::default(),
-        guards: Default::default(),
-        guard_rules: Default::default(),
+        ..RunServices::new(
+            Arc::new(ProviderRegistry::new([model.provider_config("scripted")])),
+            Arc::new(ToolRegistry::from_sources(Vec::<(String, String)>::new(), vec![Arc::new(WordCount)])),
+        )
     };
     let (run_id, chat_id) = ("run-1", "00000000-0000-4000-8000-000000000001");
     let message = "How many words are in 'one two three'?";
-    let ctx = RunContext {
-        run_id: run_id.into(),
-        chat_id: chat_id.into(),
-        agent: Arc::new(agent),
-        user_message: message.into(),
-        history: vec![],
-        initial_plan: None,
-        services: Arc::new(services),
-        // Whoever accepts steers for this run pushes into this queue.
-        steers: Arc::new(SteerQueue::default()),
-        remembered_approvals: Vec::new(),
-        history_runs: Vec::new(),
-        // No quotas shared with other runs.
-        quota: None,
-        nesting: Default::default(),
-        handed_from: None,
-    };
+    // A run in a new chat; whoever accepts steers for it pushes into `ctx.steers`. No quotas
+    // shared with other runs.
+    let ctx = RunContext::new(run_id, chat_id, Arc::new(agent), message, Arc::new(services));
 
     let mut sink = PrintingSink { assembler: Assembler::new(run_id, chat_id, Box::new(SystemClock)), events: vec![] };
     let query = RequestQuery {

@@ -4,14 +4,10 @@ use std::sync::Arc;
 
 use agw_llm::{ChatMessage, ProviderRegistry};
 use agw_modes::definition::AgentDefinition;
-use agw_modes::runtime::{
-    CollectingSink, DEFAULT_TOOL_OUTPUT_LIMIT, FrontendSubmits, RunContext, RunOutcome, RunServices, SteerQueue,
-    execute,
-};
+use agw_modes::runtime::{CollectingSink, RunContext, RunOutcome, RunServices, execute};
 use agw_protocol::{AgentDelta, ErrorCode, PlanSnapshot, PlanTask, TaskStatus};
 use agw_testkit::{End, FixtureServer, Transcript};
 use agw_tools::ToolRegistry;
-use agw_tools::viewport::ViewportRegistry;
 use serde_json::json;
 
 fn agent(budget: &str) -> Arc<AgentDefinition> {
@@ -24,39 +20,14 @@ fn agent(budget: &str) -> Arc<AgentDefinition> {
 }
 
 fn ctx(fixture: &FixtureServer, agent: Arc<AgentDefinition>, history: Vec<ChatMessage>) -> RunContext {
-    RunContext {
-        run_id: "run-1".into(),
-        chat_id: "chat-1".into(),
-        agent,
-        user_message: "what now?".into(),
-        history,
-        initial_plan: None,
-        services: Arc::new(RunServices {
-            providers: Arc::new(ProviderRegistry::new(vec![fixture.provider_config("fx")])),
-            tools: Arc::new(ToolRegistry::default()),
-            viewports: Arc::new(ViewportRegistry::default()),
-            submits: Arc::new(FrontendSubmits::default()),
-            frontend_timeout: std::time::Duration::from_secs(1),
-            tool_output_limit: DEFAULT_TOOL_OUTPUT_LIMIT,
-            skills: Arc::new(agw_skills::SkillRegistry::default()),
-            skill_max_prompt_chars: 8000,
-            prices: Default::default(),
-            client_tools: Vec::new(),
-            tracing: Default::default(),
-            mcp_tools: Default::default(),
-            mcp_request_tool_bytes: agw_modes::runtime::DEFAULT_MCP_REQUEST_TOOL_BYTES,
-            agents: Default::default(),
-            sub_agents: Default::default(),
-            guards: Default::default(),
-            guard_rules: Default::default(),
-        }),
-        steers: Arc::new(SteerQueue::default()),
-        remembered_approvals: Vec::new(),
-        history_runs: Vec::new(),
-        quota: None,
-        nesting: Default::default(),
-        handed_from: None,
-    }
+    let services = RunServices {
+        frontend_timeout: std::time::Duration::from_secs(1),
+        ..RunServices::new(
+            Arc::new(ProviderRegistry::new(vec![fixture.provider_config("fx")])),
+            Arc::new(ToolRegistry::default()),
+        )
+    };
+    RunContext { history, ..RunContext::new("run-1", "chat-1", agent, "what now?", Arc::new(services)) }
 }
 
 #[tokio::test]

@@ -9,14 +9,12 @@ use std::time::Duration;
 use agw_llm::ProviderRegistry;
 use agw_modes::definition::AgentDefinition;
 use agw_modes::runtime::{
-    DEFAULT_TOOL_OUTPUT_LIMIT, DeltaSink, EmitError, FrontendSubmits, MAX_PAUSES, RunContext, RunOutcome, RunServices,
-    SteerQueue, WaitPoint, execute,
+    DeltaSink, EmitError, FrontendSubmits, MAX_PAUSES, RunContext, RunOutcome, RunServices, WaitPoint, execute,
 };
 use agw_protocol::{AgentDelta, EventPayload};
 use agw_testkit::{FixtureServer, Transcript};
 use agw_tools::ToolRegistry;
 use agw_tools::tool::{Tool, ToolContext, ToolError, ToolOutput, UserStatus};
-use agw_tools::viewport::ViewportRegistry;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
@@ -74,39 +72,13 @@ async fn a_call_pauses_at_most_max_pauses_times_then_the_model_is_told() {
     let submits = Arc::new(FrontendSubmits::default());
     let agent = r#"{"key":"r","mode":"REACT","modelConfig":{"providerKey":"fx","model":"m"},
         "toolConfig":{"backends":["paint"]},"react":{"systemPrompt":"Paint.","maxSteps":3}}"#;
-    let ctx = RunContext {
-        run_id: RUN.into(),
-        chat_id: "chat-1".into(),
-        agent: Arc::new(AgentDefinition::from_json("r.json", agent).expect("valid agent")),
-        user_message: "paint a fox".into(),
-        history: vec![],
-        initial_plan: None,
-        services: Arc::new(RunServices {
-            providers: Arc::new(ProviderRegistry::new(vec![fixture.provider_config("fx")])),
-            tools: Arc::new(tools),
-            viewports: Arc::new(ViewportRegistry::default()),
-            submits: submits.clone(),
-            frontend_timeout: Duration::from_secs(5),
-            tool_output_limit: DEFAULT_TOOL_OUTPUT_LIMIT,
-            skills: Arc::new(agw_skills::SkillRegistry::default()),
-            skill_max_prompt_chars: 8000,
-            prices: Default::default(),
-            client_tools: Vec::new(),
-            tracing: Default::default(),
-            mcp_tools: Default::default(),
-            mcp_request_tool_bytes: agw_modes::runtime::DEFAULT_MCP_REQUEST_TOOL_BYTES,
-            agents: Default::default(),
-            sub_agents: Default::default(),
-            guards: Default::default(),
-            guard_rules: Default::default(),
-        }),
-        steers: Arc::new(SteerQueue::default()),
-        remembered_approvals: Vec::new(),
-        history_runs: Vec::new(),
-        quota: None,
-        nesting: Default::default(),
-        handed_from: None,
+    let services = RunServices {
+        submits: submits.clone(),
+        frontend_timeout: Duration::from_secs(5),
+        ..RunServices::new(Arc::new(ProviderRegistry::new(vec![fixture.provider_config("fx")])), Arc::new(tools))
     };
+    let agent = Arc::new(AgentDefinition::from_json("r.json", agent).expect("valid agent"));
+    let ctx = RunContext::new(RUN, "chat-1", agent, "paint a fox", Arc::new(services));
     let mut sink = Continuing { submits: submits.clone(), deltas: Vec::new(), waits: Vec::new() };
     let outcome = execute(ctx, &mut sink).await;
     assert!(matches!(outcome, RunOutcome::Completed { .. }), "{outcome:?}");

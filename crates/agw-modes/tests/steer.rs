@@ -7,14 +7,12 @@ use std::time::Duration;
 use agw_llm::ProviderRegistry;
 use agw_modes::definition::AgentDefinition;
 use agw_modes::runtime::{
-    DEFAULT_TOOL_OUTPUT_LIMIT, DeltaSink, EmitError, FrontendSubmits, RunContext, RunOutcome, RunServices, Steer,
-    SteerQueue, SteerRefused, execute,
+    DeltaSink, EmitError, RunContext, RunOutcome, RunServices, Steer, SteerQueue, SteerRefused, execute,
 };
 use agw_protocol::{AgentDelta, Assembler, Event, EventPayload};
 use agw_testkit::{FixtureServer, RecordedRequest, Transcript};
 use agw_tools::ToolRegistry;
 use agw_tools::tool::{Tool, ToolContext, ToolError, ToolOutput};
-use agw_tools::viewport::ViewportRegistry;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
@@ -62,39 +60,12 @@ fn plan_registry() -> ToolRegistry {
 }
 
 fn ctx(fixture: &FixtureServer, agent: &str, tools: ToolRegistry, steers: Arc<SteerQueue>) -> RunContext {
-    RunContext {
-        run_id: RUN.into(),
-        chat_id: CHAT.into(),
-        agent: Arc::new(AgentDefinition::from_json("a.json", agent).expect("valid agent")),
-        user_message: "what is up?".into(),
-        history: vec![],
-        initial_plan: None,
-        services: Arc::new(RunServices {
-            providers: Arc::new(ProviderRegistry::new(vec![fixture.provider_config("fx")])),
-            tools: Arc::new(tools),
-            viewports: Arc::new(ViewportRegistry::default()),
-            submits: Arc::new(FrontendSubmits::default()),
-            frontend_timeout: Duration::from_secs(1),
-            tool_output_limit: DEFAULT_TOOL_OUTPUT_LIMIT,
-            skills: Arc::new(agw_skills::SkillRegistry::default()),
-            skill_max_prompt_chars: 8000,
-            prices: Default::default(),
-            client_tools: Vec::new(),
-            tracing: Default::default(),
-            mcp_tools: Default::default(),
-            mcp_request_tool_bytes: agw_modes::runtime::DEFAULT_MCP_REQUEST_TOOL_BYTES,
-            agents: Default::default(),
-            sub_agents: Default::default(),
-            guards: Default::default(),
-            guard_rules: Default::default(),
-        }),
-        steers,
-        remembered_approvals: Vec::new(),
-        history_runs: Vec::new(),
-        quota: None,
-        nesting: Default::default(),
-        handed_from: None,
-    }
+    let services = RunServices {
+        frontend_timeout: Duration::from_secs(1),
+        ..RunServices::new(Arc::new(ProviderRegistry::new(vec![fixture.provider_config("fx")])), Arc::new(tools))
+    };
+    let agent = Arc::new(AgentDefinition::from_json("a.json", agent).expect("valid agent"));
+    RunContext { steers, ..RunContext::new(RUN, CHAT, agent, "what is up?", Arc::new(services)) }
 }
 
 fn react_agent(max_steps: u32) -> String {

@@ -12,14 +12,10 @@ use std::time::Duration;
 
 use agw_llm::ProviderRegistry;
 use agw_modes::definition::AgentDefinition;
-use agw_modes::runtime::{
-    CollectingSink, DEFAULT_TOOL_OUTPUT_LIMIT, FrontendSubmits, RunContext, RunOutcome, RunServices, SteerQueue,
-    execute,
-};
+use agw_modes::runtime::{CollectingSink, RunContext, RunOutcome, RunServices, execute};
 use agw_protocol::AgentDelta;
 use agw_testkit::{FixtureServer, Transcript};
 use agw_tools::ToolRegistry;
-use agw_tools::viewport::ViewportRegistry;
 
 /// The agent under test, as an operator would write it (JSON with comments and """ prompts).
 const AGENT: &str = r#"{
@@ -41,39 +37,10 @@ async fn run(model: &FixtureServer, message: &str) -> (RunOutcome, Vec<AgentDelt
         agw_tools::builtins(Default::default()),
     );
     let services = RunServices {
-        providers: Arc::new(ProviderRegistry::new([model.provider_config("model")])),
-        tools: Arc::new(tools),
-        viewports: Arc::new(ViewportRegistry::default()),
-        submits: Arc::new(FrontendSubmits::default()),
         frontend_timeout: Duration::from_secs(5),
-        tool_output_limit: DEFAULT_TOOL_OUTPUT_LIMIT,
-        skills: Arc::new(agw_skills::SkillRegistry::default()),
-        skill_max_prompt_chars: 8000,
-        prices: Default::default(),
-        client_tools: Vec::new(),
-        tracing: Default::default(),
-        mcp_tools: Default::default(),
-        mcp_request_tool_bytes: agw_modes::runtime::DEFAULT_MCP_REQUEST_TOOL_BYTES,
-        agents: Default::default(),
-        sub_agents: Default::default(),
-        guards: Default::default(),
-        guard_rules: Default::default(),
+        ..RunServices::new(Arc::new(ProviderRegistry::new([model.provider_config("model")])), Arc::new(tools))
     };
-    let ctx = RunContext {
-        run_id: "run-1".into(),
-        chat_id: "chat-1".into(),
-        agent: Arc::new(agent),
-        user_message: message.into(),
-        history: vec![],
-        initial_plan: None,
-        services: Arc::new(services),
-        steers: Arc::new(SteerQueue::default()),
-        remembered_approvals: Vec::new(),
-        history_runs: Vec::new(),
-        quota: None,
-        nesting: Default::default(),
-        handed_from: None,
-    };
+    let ctx = RunContext::new("run-1", "chat-1", Arc::new(agent), message, Arc::new(services));
     let mut sink = CollectingSink::default();
     let outcome = execute(ctx, &mut sink).await;
     (outcome, sink.deltas)

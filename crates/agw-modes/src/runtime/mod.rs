@@ -120,6 +120,35 @@ pub struct RunServices {
     pub guard_rules: Arc<agw_guard::GuardCatalog>,
 }
 
+impl RunServices {
+    /// Services with these providers and tools and the rest at its default: no viewports,
+    /// skills, MCP servers, sub-agents, guards or prices; a frontend tool waits 5 minutes (the
+    /// server's default); results are cut at [`DEFAULT_TOOL_OUTPUT_LIMIT`]. For embedders and
+    /// tests (the run service builds its own from the settings); change a field with
+    /// `RunServices { frontend_timeout, ..RunServices::new(providers, tools) }`.
+    pub fn new(providers: Arc<ProviderRegistry>, tools: Arc<ToolRegistry>) -> Self {
+        RunServices {
+            providers,
+            tools,
+            viewports: Arc::default(),
+            submits: Arc::default(),
+            frontend_timeout: Duration::from_secs(300),
+            tool_output_limit: DEFAULT_TOOL_OUTPUT_LIMIT,
+            skills: Arc::default(),
+            skill_max_prompt_chars: 8000,
+            prices: Arc::default(),
+            client_tools: Vec::new(),
+            tracing: RunTracing::default(),
+            mcp_tools: Arc::default(),
+            mcp_request_tool_bytes: DEFAULT_MCP_REQUEST_TOOL_BYTES,
+            agents: Arc::default(),
+            sub_agents: SubAgentLimits::default(),
+            guards: Arc::default(),
+            guard_rules: Arc::default(),
+        }
+    }
+}
+
 /// MCP server name → its tools as `(name on the server, name in the tool registry)`.
 pub type McpToolIndex = std::collections::BTreeMap<String, Vec<(String, String)>>;
 
@@ -163,6 +192,32 @@ pub struct RunContext {
 }
 
 impl RunContext {
+    /// A run a client started in a new chat: no history, stored plan, remembered approvals,
+    /// quotas or steers (push into [`RunContext::steers`] to steer it).
+    pub fn new(
+        run_id: impl Into<String>,
+        chat_id: impl Into<String>,
+        agent: Arc<AgentDefinition>,
+        user_message: impl Into<String>,
+        services: Arc<RunServices>,
+    ) -> Self {
+        RunContext {
+            run_id: run_id.into(),
+            chat_id: chat_id.into(),
+            agent,
+            user_message: user_message.into(),
+            history: Vec::new(),
+            history_runs: Vec::new(),
+            initial_plan: None,
+            services,
+            remembered_approvals: Vec::new(),
+            steers: Arc::default(),
+            quota: None,
+            nesting: Nesting::default(),
+            handed_from: None,
+        }
+    }
+
     /// What the mode's first turn sees before its own messages: the history, then the user's
     /// message — unless the run was handed over and the history already has it.
     pub(crate) fn opening(&self) -> Vec<ChatMessage> {

@@ -13,7 +13,7 @@ use tracing::Instrument;
 
 use crate::definition::GuardLists;
 use crate::runtime::invoke::Nesting;
-use crate::runtime::{CollectingSink, RunContext, RunFailure, RunOutcome, RunServices, RunState, SteerQueue};
+use crate::runtime::{CollectingSink, RunContext, RunFailure, RunOutcome, RunServices, RunState};
 
 use super::{ClassifyError, ClassifyRequest, DeltaSink, FailMode, Finding, GuardServices, StageGuards, charge, report};
 
@@ -242,19 +242,15 @@ async fn judge(
     let mut definition = (*definition).clone();
     definition.guardrails = Default::default();
     let judge_ctx = RunContext {
-        run_id: ctx.run_id.clone(),
-        chat_id: ctx.chat_id.clone(),
-        agent: Arc::new(definition),
-        user_message: judge_prompt(request),
-        history: Vec::new(),
-        history_runs: Vec::new(),
-        initial_plan: None,
-        services,
-        remembered_approvals: Vec::new(),
-        steers: Arc::new(SteerQueue::default()),
         quota: ctx.quota.clone(),
         nesting: Nesting { depth: ctx.nesting.depth + 1, call_prefix: format!("{}judge_", ctx.nesting.call_prefix) },
-        handed_from: None,
+        ..RunContext::new(
+            ctx.run_id.clone(),
+            ctx.chat_id.clone(),
+            Arc::new(definition),
+            judge_prompt(request),
+            services,
+        )
     };
     let mut sink = CollectingSink::default();
     let ran = tokio::time::timeout(timeout, run_judge(judge_ctx, &mut sink)).await;
