@@ -156,6 +156,20 @@ impl Backend {
         dispatch!(self, b => b.clear_waiting(run_id))
     }
 
+    /// Writes (or rewrites) the run mark of a run in flight (crash recovery): its JSON.
+    pub(crate) fn put_run_mark(&self, run_id: &str, chat_id: &str, mark: &str) -> Result<(), MemoryError> {
+        dispatch!(self, b => b.put_run_mark(run_id, chat_id, mark))
+    }
+
+    pub(crate) fn clear_run_mark(&self, run_id: &str) -> Result<(), MemoryError> {
+        dispatch!(self, b => b.clear_run_mark(run_id))
+    }
+
+    /// Every run mark's JSON, in no particular order.
+    pub(crate) fn run_marks(&self) -> Result<Vec<String>, MemoryError> {
+        dispatch!(self, b => b.run_marks())
+    }
+
     /// Every mark as `(runId, chatId)`, in no particular order.
     pub(crate) fn waiting_runs(&self) -> Result<Vec<(String, String)>, MemoryError> {
         dispatch!(self, b => b.waiting_runs())
@@ -349,6 +363,46 @@ impl FileBackend {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(MemoryError::io("remove", &path)(e)),
             _ => Ok(()),
         }
+    }
+
+    fn run_mark_path(&self, run_id: &str) -> PathBuf {
+        self.dir.join(WAITING_DIR).join(format!("{run_id}.run"))
+    }
+
+    /// Replaced whole (a temporary file renamed over it): a crash leaves the old mark or the
+    /// new one, never half of one. Synced only under [`FsyncPolicy::EveryStep`]: the page cache
+    /// survives a crash of agw, which is what recovery is for.
+    fn put_run_mark(&self, run_id: &str, _chat_id: &str, mark: &str) -> Result<(), MemoryError> {
+        file::rewrite(&self.run_mark_path(run_id), mark.as_bytes(), self.fsync == FsyncPolicy::EveryStep)
+    }
+
+    fn clear_run_mark(&self, run_id: &str) -> Result<(), MemoryError> {
+        let path = self.run_mark_path(run_id);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(MemoryError::io("remove", &path)(e)),
+            _ => Ok(()),
+        }
+    }
+
+    fn run_marks(&self) -> Result<Vec<String>, MemoryError> {
+        let dir = self.dir.join(WAITING_DIR);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(MemoryError::io("list", &dir)(e)),
+        };
+        let mut marks = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.strip_suffix(".run").is_none_or(|id| !is_canonical(id)) {
+                continue;
+            }
+            match std::fs::read_to_string(entry.path()) {
+                Ok(mark) => marks.push(mark),
+                Err(e) => tracing::warn!(path = %entry.path().display(), error = %e, "skipping an unreadable run mark"),
+            }
+        }
+        Ok(marks)
     }
 
     pub(crate) fn waiting_runs(&self) -> Result<Vec<(String, String)>, MemoryError> {

@@ -59,23 +59,27 @@ mod flusher;
 mod group_sync;
 mod ids;
 mod index;
+mod ledger;
 mod lines;
 #[cfg(feature = "postgres")]
 mod migrate;
 #[cfg(feature = "postgres")]
 mod pg;
 mod recorder;
+mod recovery;
 mod store;
 mod window;
 
 pub use config::{DEFAULT_K, FsyncPolicy, MemoryConfig};
 pub use error::MemoryError;
 pub use index::{ChatSummary, ChatUpsert, Owner};
+pub use ledger::{LedgerEntry, LedgerSlot, SeqLedger};
 #[cfg(feature = "postgres")]
 pub use migrate::{MigrateReport, migrate_chats};
 #[cfg(feature = "postgres")]
 pub use pg::PgConfig;
 pub use recorder::{Recorder, RecorderInit};
+pub use recovery::{FoundRun, InFlightRun};
 pub use store::{ChatContext, ChatStore, WaitingRun};
 pub use window::{UNRECORDED_RESULT, Window, history_messages, window};
 

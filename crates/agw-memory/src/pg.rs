@@ -40,6 +40,7 @@ use crate::lines::{Trim, parse_history, trim_selection};
 const MIGRATIONS: &[(i32, &str, &str)] = &[
     (1, "chats, history, waiting", include_str!("pg/migrations/0001_init.sql")),
     (2, "migrated", include_str!("pg/migrations/0002_migrated.sql")),
+    (3, "running", include_str!("pg/migrations/0003_running.sql")),
 ];
 
 /// The longest a readiness ping waits (less when the connect timeout is shorter).
@@ -189,6 +190,10 @@ struct Sql {
     clear: String,
     clear_chat: String,
     waiting: String,
+    put_run_mark: String,
+    clear_run_mark: String,
+    clear_chat_run_marks: String,
+    run_marks: String,
     migrated: String,
     record_migrated: String,
 }
@@ -226,6 +231,13 @@ impl Sql {
             clear: format!("DELETE FROM {q}.waiting WHERE run_id = $1"),
             clear_chat: format!("DELETE FROM {q}.waiting WHERE chat_id = $1"),
             waiting: format!("SELECT run_id, chat_id FROM {q}.waiting"),
+            put_run_mark: format!(
+                "INSERT INTO {q}.running (run_id, chat_id, mark) VALUES ($1, $2, $3) \
+                 ON CONFLICT (run_id) DO UPDATE SET mark = EXCLUDED.mark, updated_at = now()"
+            ),
+            clear_run_mark: format!("DELETE FROM {q}.running WHERE run_id = $1"),
+            clear_chat_run_marks: format!("DELETE FROM {q}.running WHERE chat_id = $1"),
+            run_marks: format!("SELECT mark FROM {q}.running"),
             migrated: format!("SELECT chat_id, source_bytes, source_hash FROM {q}.migrated"),
             record_migrated: format!(
                 "INSERT INTO {q}.migrated (chat_id, source_bytes, source_hash) VALUES ($1, $2, $3) \
@@ -563,11 +575,32 @@ impl PgBackend {
     /// the same source.)
     pub(crate) fn delete_chat(&self, chat_id: &str) -> Result<bool, MemoryError> {
         self.in_chat_transaction("delete the chat", chat_id, |tx| {
-            let marks = tx.execute(&self.sql.clear_chat, &[&chat_id])?;
+            let marks = tx.execute(&self.sql.clear_chat, &[&chat_id])?
+                + tx.execute(&self.sql.clear_chat_run_marks, &[&chat_id])?;
             let lines = tx.execute(&self.sql.delete_history, &[&chat_id])?;
             let records = tx.execute(&self.sql.delete_record, &[&chat_id])?;
             Ok(marks + lines + records > 0)
         })
+    }
+
+    pub(crate) fn put_run_mark(&self, run_id: &str, chat_id: &str, mark: &str) -> Result<(), MemoryError> {
+        let op = "write a run mark";
+        self.conn(op, Some(chat_id))?
+            .execute(&self.sql.put_run_mark, &[&run_id, &chat_id, &mark])
+            .map_err(db(op, Some(chat_id)))?;
+        Ok(())
+    }
+
+    pub(crate) fn clear_run_mark(&self, run_id: &str) -> Result<(), MemoryError> {
+        let op = "clear a run mark";
+        self.conn(op, None)?.execute(&self.sql.clear_run_mark, &[&run_id]).map_err(db(op, None))?;
+        Ok(())
+    }
+
+    pub(crate) fn run_marks(&self) -> Result<Vec<String>, MemoryError> {
+        let op = "list the run marks";
+        let rows = self.conn(op, None)?.query(&self.sql.run_marks, &[]).map_err(db(op, None))?;
+        rows.iter().map(|row| row.try_get(0).map_err(db(op, None))).collect()
     }
 
     pub(crate) fn waiting_runs(&self) -> Result<Vec<(String, String)>, MemoryError> {

@@ -78,7 +78,7 @@ pub struct ChatStore {
     config: MemoryConfig,
     /// Lower-cased `action_tools`.
     action_tools: Vec<String>,
-    backend: Backend,
+    pub(crate) backend: Backend,
 }
 
 impl std::fmt::Debug for ChatStore {
@@ -360,7 +360,7 @@ impl ChatStore {
         Ok(Some(WaitingRun { awaiting, conversation, context: self.chat_context_of(others)? }))
     }
 
-    fn chat_context_of(&self, lines: Vec<HistoryLine>) -> Result<ChatContext, MemoryError> {
+    pub(crate) fn chat_context_of(&self, lines: Vec<HistoryLine>) -> Result<ChatContext, MemoryError> {
         let window = window::window(&lines, self.config.k);
         Ok(ChatContext {
             history: window.messages,

@@ -26,8 +26,9 @@ use crate::event::RunTotals;
 use crate::event::{
     ActionArgs, ActionEnd, ActionResult, ActionStart, AgentHandoff, ChatStart, ContentDelta, ContentEnd, ContentRevoke,
     ContentStart, ErrorCode, Event, EventPayload, GuardBlock, GuardWarning, PlanTask, PlanUpdate, ReasoningDelta,
-    ReasoningEnd, ReasoningStart, RequestQuery, RequestSteer, RunCancel, RunComplete, RunError, RunErrorInfo, RunStart,
-    TaskCancel, TaskComplete, TaskError, TaskFail, TaskStart, ToolArgs, ToolEnd, ToolResult, ToolStart,
+    ReasoningEnd, ReasoningStart, RequestQuery, RequestSteer, RunCancel, RunComplete, RunError, RunErrorInfo,
+    RunResume, RunStart, TaskCancel, TaskComplete, TaskError, TaskFail, TaskStart, ToolArgs, ToolEnd, ToolResult,
+    ToolStart,
 };
 use crate::guard::{GuardNotice, GuardStage, Revocation, STATUS_BLOCK_AND_REVOKE, STATUS_SAFETY_WARNING};
 use crate::ids;
@@ -172,6 +173,15 @@ enum TaskEnd {
 
 /// The result of a tool or action call that a cancelled run never answered.
 pub const CANCELLED_RESULT: &str = r#"{"executed":false,"reason":"cancelled"}"#;
+
+/// How many reasoning and content blocks a run has opened ([`Assembler::block_counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BlockCounts {
+    /// Reasoning blocks (`{runId}_r_{n}`).
+    pub reasoning: u32,
+    /// Content blocks (`{runId}_c_{n}`).
+    pub content: u32,
+}
 
 /// The per-run event assembler (see the module docs).
 ///
@@ -320,6 +330,43 @@ impl Assembler {
             assembler.actions.start(id);
         }
         assembler
+    }
+
+    /// How many reasoning and content blocks the run opened so far (their ids are numbered
+    /// by these counters): what a run resumed in another process continues from
+    /// ([`Self::with_block_counts`]).
+    pub fn block_counts(&self) -> BlockCounts {
+        BlockCounts { reasoning: self.reasoning_blocks, content: self.content_blocks }
+    }
+
+    /// Continues the block counters of a run resumed in another process, so that its new
+    /// blocks never reuse an id its client was shown.
+    pub fn with_block_counts(mut self, counts: BlockCounts) -> Self {
+        self.reasoning_blocks = counts.reasoning;
+        self.content_blocks = counts.content;
+        self
+    }
+
+    /// `run.resume` (crash recovery): the run goes on in this process. `shown` is what the
+    /// process that stopped had numbered: the blocks it opened after `durable` (the counters
+    /// when its history was last complete) are named as superseded; `discard_from` is the
+    /// first seq after that point. Call once, before the resumed run's first delta.
+    pub fn resume_run(
+        &mut self,
+        attempt: u32,
+        discard_from: u64,
+        durable: BlockCounts,
+        shown: BlockCounts,
+        out: &mut Vec<Event>,
+    ) {
+        if self.finished {
+            return;
+        }
+        let base = self.id_base().to_owned();
+        let content_ids = (durable.content + 1..=shown.content).map(|n| ids::content_id(&base, n)).collect();
+        let reasoning_ids = (durable.reasoning + 1..=shown.reasoning).map(|n| ids::reasoning_id(&base, n)).collect();
+        let discard_from = discard_from.min(self.next_seq);
+        self.emit(RunResume { run_id: self.run_id.clone(), attempt, discard_from, content_ids, reasoning_ids }, out);
     }
 
     /// What block ids begin with (see `id_base`).

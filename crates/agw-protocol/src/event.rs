@@ -140,6 +140,9 @@ event_payloads! {
     ChatUpdate = "chat.update",
     /// The run starts; follows `request.query` (and `chat.start`).
     RunStart = "run.start",
+    /// agw: the process running the run stopped and this one resumed it from its last
+    /// completed step (crash recovery, `docs/run-lifecycle.md`).
+    RunResume = "run.resume",
     /// Terminal: the run ended normally.
     RunComplete = "run.complete",
     /// Terminal: the run was interrupted (`POST /api/ap/interrupt`, or nobody watched it for the

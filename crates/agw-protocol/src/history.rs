@@ -14,6 +14,7 @@
 //! No I/O here: `agw-memory` owns the files.
 
 mod message;
+mod recovery;
 mod snapshot;
 
 use serde::{Deserialize, Deserializer, Serialize};
@@ -22,6 +23,7 @@ use serde_json::Value;
 use crate::request::QueryRequest;
 
 pub use message::{ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, StoredFunction, StoredMessage, StoredToolCall};
+pub use recovery::{BatchCheckpoint, RunMark};
 pub use snapshot::{PlanSnapshot, SystemMessage, SystemSnapshot, SystemTool};
 
 /// One line of a history file, tagged by `_type`.

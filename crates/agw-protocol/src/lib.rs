@@ -34,7 +34,7 @@ pub mod request;
 pub mod sse;
 pub mod usage;
 
-pub use assembler::{Assembler, CANCELLED_RESULT, CallKind, Clock, ProtocolError, SystemClock};
+pub use assembler::{Assembler, BlockCounts, CANCELLED_RESULT, CallKind, Clock, ProtocolError, SystemClock};
 pub use delta::{
     ActionStartMeta, AgentDelta, CallUsage, ChildEnd, ChildTask, FrontendMeta, LlmDelta, ToolCallFragment,
     ToolStartMeta,

@@ -416,6 +416,33 @@ pub struct RunStart {
     pub chat_id: String,
 }
 
+/// `run.resume` — agw (issue 37): the process running the run stopped (it crashed, was killed,
+/// or its grace period ended) and this one resumed the run from its last completed step.
+///
+/// What the client was shown from `discardFrom` up to this event belongs to work that is being
+/// redone (a model turn that was streaming, a tool batch that was running): a client drops it
+/// — the text of the blocks named here, calls started in that range — and shows what follows
+/// instead. `discardFrom` equals this event's seq when nothing is superseded. Events before
+/// `discardFrom` stand: the history holds them.
+///
+/// Key order: `runId, attempt, discardFrom, contentIds?, reasoningIds?`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunResume {
+    /// The run that goes on.
+    pub run_id: String,
+    /// How many times the run has been resumed so far, this time included (1, 2, …).
+    pub attempt: u32,
+    /// The first seq of what is superseded.
+    pub discard_from: u64,
+    /// Content blocks opened in the superseded range (their text is dropped).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content_ids: Vec<String>,
+    /// Reasoning blocks opened in the superseded range.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning_ids: Vec<String>,
+}
+
 /// `run.complete` — normal end (`stop`, `timeout`, `end_turn`, …).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -525,6 +552,11 @@ pub enum ErrorCode {
     /// `guardrail_blocked` (agw): a guard blocked the user's message or the model's answer
     /// (`guard.block` or `content.revoke` came before; `docs/contract/sse-events.md` §3.3a).
     GuardrailBlocked,
+    /// `recovery_exhausted` (agw): the process running the run stopped more often than
+    /// `agw.recovery.max-attempts` allows (each time it was resumed from its last completed
+    /// step), or the run was older than `agw.recovery.max-age` when it could be resumed
+    /// (`docs/run-lifecycle.md`, crash recovery).
+    RecoveryExhausted,
     /// Also what an absent or unknown code parses as.
     #[default]
     Internal,
@@ -532,7 +564,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in declaration order.
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         Self::ProviderError,
         Self::ProviderTimeout,
         Self::BudgetExceeded,
@@ -545,6 +577,7 @@ impl ErrorCode {
         Self::NodeLost,
         Self::QuotaExceeded,
         Self::GuardrailBlocked,
+        Self::RecoveryExhausted,
         Self::Internal,
     ];
 
@@ -563,6 +596,7 @@ impl ErrorCode {
             Self::NodeLost => "node_lost",
             Self::QuotaExceeded => "quota_exceeded",
             Self::GuardrailBlocked => "guardrail_blocked",
+            Self::RecoveryExhausted => "recovery_exhausted",
             Self::Internal => "internal",
         }
     }

@@ -1,0 +1,162 @@
+//! Runs in flight, for crash recovery (`docs/run-lifecycle.md`): their run marks, and what a
+//! run's history says of it when a restarted server finds its mark.
+
+use agw_protocol::chat::ChatMessage;
+use agw_protocol::history::{self, BatchCheckpoint, HistoryLine, ROLE_ASSISTANT, RunMark, Stage};
+
+use crate::error::MemoryError;
+use crate::ids::is_canonical;
+use crate::store::{ChatContext, ChatStore};
+use crate::window;
+
+/// What a marked run's history says of it ([`ChatStore::found_run`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum FoundRun {
+    /// Its last line is `awaiting`: it waits for a person, and durable waiting restores it.
+    Waiting,
+    /// Its history shows its end: it stopped between writing its last lines and removing its
+    /// mark.
+    Ended,
+    /// It was in flight: resume it.
+    InFlight(Box<InFlightRun>),
+}
+
+/// A run that was in flight when the process running it stopped, as its history and mark left
+/// it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InFlightRun {
+    /// Its mark.
+    pub mark: RunMark,
+    /// Its step lines on record (the run's own, sub-agents' included).
+    pub steps_written: i64,
+    /// The stages of its own step lines, in order (`react`, `oneshot`, `plan`, …).
+    pub stages: Vec<String>,
+    /// The mark's tool batch when it is still current (its step was not written whole):
+    /// the run goes on inside it.
+    pub batch: Option<BatchCheckpoint>,
+    /// The run's messages so far: its user message, its written steps, and the current batch's
+    /// step as far as it was recorded (the batch's calls are not in it).
+    pub conversation: Vec<ChatMessage>,
+    /// The chat without this run: the model's window, the plan, remembered approvals.
+    pub context: ChatContext,
+    /// The highest reasoning and content block numbers its history names.
+    pub blocks: agw_protocol::BlockCounts,
+    /// The plan its last step line with a plan recorded.
+    pub plan: Option<history::PlanSnapshot>,
+}
+
+impl ChatStore {
+    /// Writes the mark of a run in flight (files: `<dir>/_waiting/<runId>.run`, replaced whole;
+    /// PostgreSQL: a row of `running`). Rewritten at every checkpoint of the run; removed with
+    /// [`Self::clear_running`] when it ends.
+    pub fn mark_running(&self, mark: &RunMark) -> Result<(), MemoryError> {
+        if !is_canonical(&mark.run_id) || !is_canonical(&mark.chat_id) {
+            return Ok(());
+        }
+        let json = serde_json::to_string(mark)
+            .map_err(|source| MemoryError::Encode { path: format!("run mark {}", mark.run_id).into(), source })?;
+        self.backend.put_run_mark(&mark.run_id, &mark.chat_id, &json)
+    }
+
+    /// Removes the mark of a run that ended.
+    pub fn clear_running(&self, run_id: &str) -> Result<(), MemoryError> {
+        if !is_canonical(run_id) {
+            return Ok(());
+        }
+        self.backend.clear_run_mark(run_id)
+    }
+
+    /// Every run mark, sorted by start; a mark that does not read as one is logged and skipped.
+    pub fn running_runs(&self) -> Result<Vec<RunMark>, MemoryError> {
+        let mut marks: Vec<RunMark> = self
+            .backend
+            .run_marks()?
+            .into_iter()
+            .filter_map(|json| match serde_json::from_str::<RunMark>(&json) {
+                Ok(mark) if is_canonical(&mark.run_id) && is_canonical(&mark.chat_id) => Some(mark),
+                Ok(mark) => {
+                    tracing::warn!(runId = %mark.run_id, "skipping a run mark with a malformed id");
+                    None
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "skipping a run mark that does not parse");
+                    None
+                }
+            })
+            .collect();
+        marks.sort_by(|a, b| (a.started_at, &a.run_id).cmp(&(b.started_at, &b.run_id)));
+        Ok(marks)
+    }
+
+    /// What the history of `mark`'s run says of it: waiting, ended, or in flight with what
+    /// resuming it needs.
+    pub fn found_run(&self, mark: RunMark) -> Result<FoundRun, MemoryError> {
+        let lines = self.read_lines(&mark.chat_id)?;
+        let run_id = mark.run_id.as_str();
+        let own: Vec<&HistoryLine> = lines.iter().filter(|l| l.run_id() == run_id).collect();
+        if matches!(own.last(), Some(HistoryLine::Awaiting(_))) {
+            return Ok(FoundRun::Waiting);
+        }
+        let mut steps: Vec<&history::StepLine> = own.iter().filter_map(|l| l.as_step()).collect();
+        steps.sort_by_key(|s| s.seq);
+        if steps.iter().any(|s| s.run_usage.is_some() || s.run_cost.is_some()) || ended_with_answer(&steps) {
+            return Ok(FoundRun::Ended);
+        }
+        let steps_written = steps.last().map_or(0, |s| s.seq);
+        let batch = mark.batch.clone().filter(|b| b.steps_written == steps_written);
+        let user = (steps_written == 0)
+            .then(|| history::StoredMessage::user(mark.query.message.clone().unwrap_or_default(), 0));
+        let own_steps = steps.iter().filter(|s| s.sub_agent.is_none());
+        let pending = batch.iter().flat_map(|b| b.step.messages.iter());
+        let stored = own_steps.clone().flat_map(|s| s.messages.iter()).chain(user.iter()).chain(pending);
+        let conversation = window::conversation(stored);
+        let stages = own_steps.map(|s| s.stage.clone()).collect();
+        let plan = steps.iter().rev().find_map(|s| s.plan.clone()).filter(|p| !p.is_empty());
+        let mut blocks = agw_protocol::BlockCounts::default();
+        let messages =
+            steps.iter().flat_map(|s| s.messages.iter()).chain(batch.iter().flat_map(|b| b.step.messages.iter()));
+        for message in messages {
+            note_block(&mut blocks.content, message.content_id.as_deref(), run_id, "_c_");
+            note_block(&mut blocks.reasoning, message.reasoning_id.as_deref(), run_id, "_r_");
+        }
+        let others: Vec<HistoryLine> = lines
+            .into_iter()
+            .filter(|l| l.as_approval().is_some() || l.as_checkpoint().is_some() || l.run_id() != run_id)
+            .collect();
+        Ok(FoundRun::InFlight(Box::new(InFlightRun {
+            mark,
+            steps_written,
+            stages,
+            batch,
+            conversation,
+            context: self.chat_context_of(others)?,
+            blocks,
+            plan,
+        })))
+    }
+}
+
+/// A ONESHOT run writes its one step line when it ends; a REACT step line whose last message is
+/// an answer without calls was the run's last (a step is written when the next one begins, and
+/// an answer ends the loop): either means the run had ended.
+fn ended_with_answer(steps: &[&history::StepLine]) -> bool {
+    let Some(last) = steps.iter().rev().find(|s| s.sub_agent.is_none()) else { return false };
+    if last.stage == Stage::Oneshot.as_str() {
+        return true;
+    }
+    last.stage == Stage::React.as_str()
+        && last.messages.last().is_some_and(|m| {
+            m.role == ROLE_ASSISTANT && m.tool_calls.as_ref().is_none_or(Vec::is_empty) && m.content.is_some()
+        })
+}
+
+/// Raises `count` to the block number of `id` (`{runId}{infix}{n}`), if it is one of the run's.
+fn note_block(count: &mut u32, id: Option<&str>, run_id: &str, infix: &str) {
+    let n = id
+        .and_then(|id| id.strip_prefix(run_id))
+        .and_then(|rest| rest.strip_prefix(infix))
+        .and_then(|n| n.parse().ok());
+    if let Some(n) = n {
+        *count = (*count).max(n);
+    }
+}

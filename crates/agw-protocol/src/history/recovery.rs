@@ -1,0 +1,70 @@
+//! What a run in flight keeps outside its history so that a restarted server can resume it
+//! (crash recovery, `docs/run-lifecycle.md`): the chat store's *run mark*.
+//!
+//! The history stays the truth about what completed — every step line a run wrote is a step it
+//! will not repeat. The mark adds what the history cannot hold yet: the run's request before
+//! its first step line, and, while a tool batch runs, which of its calls finished (with their
+//! results) and which one was running. It is rewritten whole at each of those points and removed
+//! when the run ends.
+
+use serde::{Deserialize, Serialize};
+
+use super::{AwaitingCall, AwaitingResult, PendingStep, ResumeAt, SystemSnapshot};
+use crate::request::QueryRequest;
+
+/// `{"chatId","runId","startedAt","updatedAt","attempts","query","system"?,"batch"?}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunMark {
+    /// The chat of the run.
+    pub chat_id: String,
+    /// The run.
+    pub run_id: String,
+    /// Epoch ms when the run started (the first time).
+    #[serde(default)]
+    pub started_at: i64,
+    /// Epoch ms of this version of the mark.
+    #[serde(default)]
+    pub updated_at: i64,
+    /// How many times the run was resumed after the process running it stopped.
+    #[serde(default)]
+    pub attempts: u32,
+    /// The run's normalised request (its query line is written with its first step line).
+    pub query: QueryRequest,
+    /// The system snapshot for the run's first step line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<SystemSnapshot>,
+    /// The tool batch running now, or the last one (stale once its step line is written:
+    /// [`BatchCheckpoint::steps_written`] tells).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchCheckpoint>,
+}
+
+/// A tool batch as far as it got (the run mark's `batch`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchCheckpoint {
+    /// The step of the batch (`react-step-2`, `oneshot`); empty where the mode cannot go on
+    /// from a batch in another process.
+    #[serde(default)]
+    pub resume_at: ResumeAt,
+    /// Step lines of the run written before the batch's step: when the run has more, the
+    /// batch's step was written whole and this checkpoint is stale.
+    #[serde(default)]
+    pub steps_written: i64,
+    /// The batch's step as recorded so far (its text and calls).
+    pub step: PendingStep,
+    /// The batch's calls, in call order.
+    #[serde(default)]
+    pub calls: Vec<AwaitingCall>,
+    /// Results of the calls that finished, in call order.
+    #[serde(default)]
+    pub results: Vec<AwaitingResult>,
+    /// The call that was running when the checkpoint was written: it started and has no
+    /// result. Run again only if its tool is idempotent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<String>,
+    /// Every call finished and every result was streamed: the run goes on with its next turn.
+    #[serde(default)]
+    pub done: bool,
+}
