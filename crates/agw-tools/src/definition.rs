@@ -61,6 +61,10 @@ pub struct ToolDef {
     /// `citations` (agw extension, issue 35): the tool's results carry records the model may
     /// cite, found where this says.
     pub citations: Option<CitationFields>,
+    /// `idempotent` (agw extension, issue 37): running a call twice has the effect of running
+    /// it once, so a call that was running when agw stopped runs again when the run is resumed
+    /// (the others get a result saying their effect is unknown).
+    pub idempotent: bool,
 }
 
 /// Where a citable tool's result holds its records and which of their fields mean what
@@ -244,6 +248,11 @@ fn parse_entry(entry: &Value, kind: ToolKind, viewport_key: Option<&str>) -> Res
         tool_api: text_field(entry, "toolApi").filter(|api| !api.is_empty()),
         viewport_key: viewport_key.map(str::to_owned),
         citations: CitationFields::parse(entry.get("citations"))?,
+        idempotent: match entry.get("idempotent") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err("\"idempotent\" must be true or false".to_owned()),
+        },
     })
 }
 
@@ -325,6 +334,27 @@ mod tests {
         assert_eq!(CitationFields::get("/meta/id", &record), Some(&json!("x")));
         assert_eq!(CitationFields::get("content", &record), Some(&json!("c")));
         assert_eq!(CitationFields::get("", &record), None);
+    }
+
+    #[test]
+    fn a_definition_may_say_its_tool_is_idempotent() {
+        let text = r#"{"tools":[
+            {"type":"function","name":"a","idempotent":true},
+            {"type":"function","name":"b","idempotent":false},
+            {"type":"function","name":"c"},
+            {"type":"function","name":"d","idempotent":"yes"}
+        ]}"#;
+        let parsed = parse_file(ToolKind::Backend, "a.backend", text).unwrap();
+        let idempotent: Vec<bool> = parsed.defs.iter().map(|d| d.idempotent).collect();
+        assert_eq!(idempotent, [true, false, false]);
+        assert!(parsed.skipped[0].contains("\"idempotent\" must be true or false"), "{:?}", parsed.skipped);
+        // A definition says so for any tool; the read-only built-ins say so themselves.
+        let builtins = crate::builtin::builtins(Default::default());
+        let files = [("a.frontend", text)];
+        let registry = crate::ToolRegistry::from_sources(files, builtins);
+        assert!(registry.is_idempotent("a") && !registry.is_idempotent("b"));
+        assert!(registry.is_idempotent("mock_city_weather") && registry.is_idempotent("city_datetime"));
+        assert!(!registry.is_idempotent("_bash_") && !registry.is_idempotent("mock_image_generate"));
     }
 
     #[test]

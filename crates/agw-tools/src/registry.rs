@@ -206,6 +206,13 @@ impl ToolRegistry {
         self.definitions.get(&normalize_name(name)).copied().unwrap_or(ToolKind::Backend)
     }
 
+    /// A call to `name` may run again after a crash (`idempotent` in its definition, or its
+    /// implementation says so: the read-only built-ins, MCP tools annotated idempotent or
+    /// read-only).
+    pub fn is_idempotent(&self, name: &str) -> bool {
+        self.get(name).is_some_and(|def| def.idempotent) || self.implementation(name).is_some_and(|t| t.idempotent())
+    }
+
     /// The built-in implementation for `name` (trimmed, case-insensitive).
     pub fn implementation(&self, name: &str) -> Option<Arc<dyn Tool>> {
         self.implementations.get(&normalize_name(name)).cloned()
@@ -298,6 +305,7 @@ fn builtin_def(name: String, tool: &dyn Tool) -> ToolDef {
         tool_api: None,
         viewport_key: None,
         citations: None,
+        idempotent: false,
     }
 }
 

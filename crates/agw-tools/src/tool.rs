@@ -30,6 +30,13 @@ pub trait Tool: Send + Sync {
         ""
     }
 
+    /// Running a call twice has the effect of running it once (a read, a pure function): a
+    /// call that was running when agw stopped runs again when its run is resumed. A definition
+    /// file's `idempotent: true` says so for any tool.
+    fn idempotent(&self) -> bool {
+        false
+    }
+
     /// Runs the tool. `args` is always a JSON object ([`crate::execute_backend`] turns anything
     /// else into `{}`), with argument templates already resolved.
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;

@@ -320,6 +320,7 @@ fn client_tools_are_added_as_frontend_tools_without_shadowing_registered_ones() 
         tool_api: None,
         viewport_key: None,
         citations: None,
+        idempotent: false,
     };
     let (with, added) = base.with_client_tools(vec![def(" Pick_Color "), def("_bash_"), def("bad name!")]);
     assert_eq!(added, ["pick_color"]);

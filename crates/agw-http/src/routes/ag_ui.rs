@@ -91,6 +91,7 @@ pub async fn run(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
                 tool_api: None,
                 viewport_key: None,
                 citations: None,
+                idempotent: false,
             })
         })
         .collect();

@@ -9,7 +9,8 @@
 //! (`isError`), `image`, `mixed` (audio, embedded resource, resource link), `crash` (exits at
 //! once), `add_tool {name}` (adds a tool and sends `tools/list_changed`), `env {name}`,
 //! `weird.name/with spaces`, and `list_count` (how many listings, i.e. `tools/list` requests
-//! without a cursor, it has answered).
+//! without a cursor, it has answered), `tally {ms}` and `tally_read {ms}` (annotated read-only):
+//! each call appends the tool's name to the file `MCP_TALLY_FILE` names, then sleeps.
 //!
 //! Hostile modes, for the tests of agw's limits (any combination):
 //! * `--tools <n>`: `n` more tools `gen_00000`, `gen_00001`, … after the others, each with a
@@ -35,6 +36,7 @@ use hyper_util::rt::TokioIo;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, InitializeRequestParams, InitializeResult,
     JsonObject, ListToolsResult, PaginatedRequestParams, ResourceContents, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -96,6 +98,7 @@ fn schema(properties: Value, required: &[&str]) -> Arc<JsonObject> {
 impl TestServer {
     fn tools(&self) -> Vec<Tool> {
         let none = || schema(json!({}), &[]);
+        let ms = || schema(json!({"ms": {"type": "integer"}}), &["ms"]);
         let mut tools = vec![
             Tool::new("echo", "Echoes its text", schema(json!({"text": {"type": "string"}}), &["text"])),
             Tool::new(
@@ -113,6 +116,9 @@ impl TestServer {
             Tool::new("env", "Reads an environment variable", schema(json!({"name": {"type": "string"}}), &["name"])),
             Tool::new("weird.name/with spaces", "A tool whose name needs sanitising", none()),
             Tool::new("list_count", "How many listings (tools/list without a cursor) were answered", none()),
+            Tool::new("tally", "Counts the call, then sleeps for ms milliseconds", ms()),
+            Tool::new("tally_read", "Counts the call, then sleeps; read-only", ms())
+                .annotate(ToolAnnotations::new().read_only(true)),
         ];
         let added = self.state.added.lock().unwrap_or_else(|e| e.into_inner()).clone();
         tools.extend(added.into_iter().map(|name| Tool::new(name, "Added at run time", none())));
@@ -215,6 +221,22 @@ impl ServerHandler for TestServer {
                         Ok(text("cancelled"))
                     }
                 }
+            }
+            // Each call is counted before it sleeps: a line with the tool's name in the file
+            // `MCP_TALLY_FILE` names (crash recovery tests count how often a call ran).
+            "tally" | "tally_read" => {
+                if let Ok(path) = std::env::var("MCP_TALLY_FILE") {
+                    use std::io::Write;
+                    let mut file = std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(path)
+                        .map_err(|e| ErrorData::internal_error(format!("tally file: {e}"), None))?;
+                    let _ = writeln!(file, "{}", request.name);
+                }
+                let ms = arg(&args, "ms")?.as_u64().unwrap_or_default();
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Ok(text(format!("{} done", request.name)))
             }
             "cancelled_count" => Ok(text(self.state.cancelled.load(Ordering::SeqCst).to_string())),
             "fail" => Ok(CallToolResult::error(vec![ContentBlock::text("the fail tool always fails")]).into()),

@@ -24,6 +24,8 @@ pub struct McpTool {
     title: Option<String>,
     description: String,
     parameters: Value,
+    /// The server annotates it read-only or idempotent: a call may run again after a crash.
+    idempotent: bool,
 }
 
 impl std::fmt::Debug for McpTool {
@@ -46,6 +48,12 @@ impl McpTool {
             title: tool.title.clone(),
             description: tool.description.as_deref().unwrap_or_default().to_owned(),
             parameters: tool.schema_as_json_value(),
+            // Hints, which agw trusts only for this: a server that claims a tool is harmless to
+            // repeat gets a repeated call after a crash, never more access.
+            idempotent: tool
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.read_only_hint == Some(true) || a.idempotent_hint == Some(true)),
         }
     }
 
@@ -72,6 +80,7 @@ impl McpTool {
             && self.title == other.title
             && self.description == other.description
             && self.parameters == other.parameters
+            && self.idempotent == other.idempotent
     }
 }
 
@@ -86,6 +95,10 @@ impl Tool for McpTool {
 
     fn parameters(&self) -> Value {
         self.parameters.clone()
+    }
+
+    fn idempotent(&self) -> bool {
+        self.idempotent
     }
 
     fn call<'a>(&'a self, args: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {

@@ -69,6 +69,7 @@ pub(crate) fn tool_defs(ctx: &RunContext) -> Vec<ToolDef> {
             tool_api: None,
             viewport_key: None,
             citations: None,
+            idempotent: false,
         });
     }
     defs

@@ -102,6 +102,7 @@ pub(crate) fn tool_def(ctx: &RunContext) -> Option<ToolDef> {
         tool_api: None,
         viewport_key: None,
         citations: None,
+        idempotent: false,
     })
 }
 

@@ -97,6 +97,11 @@ impl Tool for CityDatetime {
         meta::after_call_hint(NAME)
     }
 
+    /// It reads the clock.
+    fn idempotent(&self) -> bool {
+        true
+    }
+
     fn call<'a>(&'a self, args: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         let output = ToolOutput::Json(Self::answer(&args, (self.clock)()));
         Box::pin(async move { Ok(output) })

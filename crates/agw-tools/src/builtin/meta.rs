@@ -62,6 +62,10 @@ impl Tool for PureTool {
         after_call_hint(self.name)
     }
 
+    fn idempotent(&self) -> bool {
+        true
+    }
+
     fn call<'a>(&'a self, args: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         let output = ToolOutput::Json((self.run)(&args));
         Box::pin(async move { Ok(output) })
