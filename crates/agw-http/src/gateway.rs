@@ -49,6 +49,8 @@ impl Gateway {
         if let Some(mcp) = &state.mcp {
             mcp.start(&state.catalogs().tools);
         }
+        // After the MCP servers start: a resumed run may call their tools at once.
+        state.runs.recover_runs().await;
         let reload = match reload {
             Reload::Watch => Some(Reloader::new(state.clone(), watched_dirs(&state.settings)).start()),
             Reload::Off => None,

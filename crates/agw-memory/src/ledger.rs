@@ -65,10 +65,12 @@ struct Slots {
     found: Vec<u64>,
 }
 
-/// A run's slot; freed when dropped.
+/// A run's slot; freed when dropped, unless [`LedgerSlot::keep`]: a run left for the next
+/// process to resume.
 pub struct LedgerSlot {
     ledger: Arc<SeqLedger>,
     index: u64,
+    kept: bool,
 }
 
 impl SeqLedger {
@@ -141,7 +143,7 @@ impl SeqLedger {
             self.lock().free.push(index);
             return None;
         }
-        Some(LedgerSlot { ledger: self.clone(), index })
+        Some(LedgerSlot { ledger: self.clone(), index, kept: false })
     }
 
     fn clear(&self, index: u64) {
@@ -163,8 +165,19 @@ impl LedgerSlot {
     }
 }
 
+impl LedgerSlot {
+    /// Leaves the slot as it is for the next process (the run stops here and is resumed
+    /// there).
+    pub fn keep(mut self) {
+        self.kept = true;
+    }
+}
+
 impl Drop for LedgerSlot {
     fn drop(&mut self) {
+        if self.kept {
+            return;
+        }
         self.ledger.clear(self.index);
         self.ledger.lock().free.push(self.index);
     }

@@ -160,3 +160,19 @@ fn note_block(count: &mut u32, id: Option<&str>, run_id: &str, infix: &str) {
         *count = (*count).max(n);
     }
 }
+
+impl ChatStore {
+    /// A recorder that continues `run` in this process: its written steps stay, the current
+    /// batch's step (if any) goes on.
+    pub fn recovered_recorder(&self, run: &InFlightRun) -> crate::Recorder {
+        let init = crate::RecorderInit {
+            chat_id: run.mark.chat_id.clone(),
+            run_id: run.mark.run_id.clone(),
+            query: run.mark.query.clone(),
+            system: run.mark.system.clone(),
+            action_tools: self.action_tools.clone(),
+        };
+        let step = run.batch.as_ref().map(|b| b.step.clone()).unwrap_or_default();
+        crate::Recorder::resumed(init, Box::new(agw_protocol::SystemClock), run.steps_written, step)
+    }
+}

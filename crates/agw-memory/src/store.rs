@@ -77,7 +77,7 @@ pub struct ChatContext {
 pub struct ChatStore {
     config: MemoryConfig,
     /// Lower-cased `action_tools`.
-    action_tools: Vec<String>,
+    pub(crate) action_tools: Vec<String>,
     pub(crate) backend: Backend,
 }
 

@@ -78,6 +78,11 @@ pub struct FrameBuffer {
     bytes: usize,
     latest: u64,
     limits: BufferLimits,
+    /// A run resumed after its process stopped (crash recovery): `(durable, first)`. An
+    /// observer whose cursor is at or after `durable` saw nothing this buffer needs to give
+    /// again (what came after `durable` is superseded, the run's `run.resume` says so), so it
+    /// is served from `first`, the resumed run's first seq, while that frame is held.
+    resumed: Option<(u64, u64)>,
 }
 
 /// Most typed events handed out at once (as [`MAX_CHUNK_BYTES`] bounds a chunk of frames).
@@ -90,7 +95,7 @@ const MAX_CHUNK_BYTES: usize = 64 * 1024;
 impl FrameBuffer {
     /// An empty buffer of frames only.
     pub fn new(limits: BufferLimits) -> Self {
-        Self { frames: VecDeque::new(), events: None, bytes: 0, latest: 0, limits }
+        Self { frames: VecDeque::new(), events: None, bytes: 0, latest: 0, limits, resumed: None }
     }
 
     /// An empty buffer that keeps each event typed next to its frame ([`Self::events_after`]).
@@ -146,9 +151,17 @@ impl FrameBuffer {
         self.bytes
     }
 
+    /// The buffer of a run resumed in this process after events up to `first - 1` were
+    /// numbered by the process that stopped, whose history covers them up to `durable`.
+    pub fn resumed_after(&mut self, durable: u64, first: u64) {
+        self.resumed = Some((durable.min(first.saturating_sub(1)), first));
+    }
+
     /// Whether an observer that has seen everything up to `cursor` can be served without a gap.
     pub fn can_serve(&self, cursor: u64) -> bool {
-        cursor >= self.latest || cursor + 1 >= self.oldest()
+        cursor >= self.latest
+            || cursor + 1 >= self.oldest()
+            || self.resumed.is_some_and(|(durable, first)| cursor >= durable && self.oldest() == first)
     }
 
     /// Up to `max` frames after `cursor`, each with its seq, and whether frames right after the

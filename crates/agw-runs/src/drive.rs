@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use agw_modes::runtime::{self, FrontendSubmits, Resume, RunContext, RunOutcome, SteerQueue};
+use agw_modes::runtime::{self, FrontendSubmits, Recovery, Resume, RunContext, RunOutcome, SteerQueue};
 use agw_protocol::{ErrorCode, RunErrorInfo};
 
 use crate::quotas::QuotaPermit;
@@ -20,6 +20,8 @@ pub(crate) enum Entry {
     Fresh,
     /// Where it waited for a person, with the answer (durable waiting).
     Resume(Box<Resume>),
+    /// After its last completed step, its process having stopped (crash recovery).
+    Recover(Box<Recovery>),
 }
 
 /// A run that has started streaming: what the rest of it needs, and what it holds until it ends.
@@ -57,6 +59,7 @@ impl LiveRun {
         let mode: Pin<Box<dyn Future<Output = RunOutcome> + Send + '_>> = match self.entry {
             Entry::Fresh => Box::pin(runtime::execute(self.ctx, &mut self.sink)),
             Entry::Resume(resume) => Box::pin(runtime::resume(self.ctx, *resume, &mut self.sink)),
+            Entry::Recover(recovery) => Box::pin(runtime::recover(self.ctx, *recovery, &mut self.sink)),
         };
         let ended = tokio::select! {
             outcome = mode => Ended::Mode(outcome),
@@ -100,6 +103,12 @@ pub(crate) async fn end_run(sink: &mut RunSink, ended: Ended, steers: &SteerQueu
     if matches!(ended, Ended::Shutdown) && sink.waits_durably() {
         steers.close();
         tracing::info!("the server stops while the run waits; it continues after a restart");
+        return;
+    }
+    if matches!(ended, Ended::Shutdown) && sink.resumable() {
+        steers.close();
+        sink.leave_for_recovery();
+        tracing::info!("the server stops while the run is in flight; the next start resumes it");
         return;
     }
     // Before the terminal event: a steer into a finished run is refused from here on.

@@ -216,6 +216,13 @@ impl RunHandle {
         self.lock().buffer.oldest()
     }
 
+    /// The run was resumed in this process after its old one stopped (crash recovery): its
+    /// first seq here is `first`; an observer that had seen up to `durable` or later is served
+    /// from there (see [`FrameBuffer::resumed_after`]).
+    pub fn resumed_after(&self, durable: u64, first: u64) {
+        self.lock().buffer.resumed_after(durable, first);
+    }
+
     /// Bytes of frames held.
     pub fn buffered_bytes(&self) -> usize {
         self.lock().buffer.bytes()

@@ -30,6 +30,7 @@ mod handle;
 mod node;
 mod principal;
 pub mod quotas;
+mod recover;
 mod registry;
 mod replica;
 mod service;
@@ -47,8 +48,11 @@ pub use handle::{
 };
 pub use node::Node;
 pub use principal::{ANONYMOUS_SUBJECT, Principal, anonymous, may_access};
+pub use recover::RECOVERED_RUNS;
 pub use registry::{RunGuard, RunTracker, drain};
-pub use service::{Catalogs, NoTelemetry, Parts, RunService, ServiceSettings, Telemetry, ToolSources};
+pub use service::{
+    Catalogs, NoTelemetry, Parts, RecoverySettings, RunService, ServiceSettings, Telemetry, ToolSources,
+};
 pub use settings::{ChatConcurrency, RunSettings};
 pub use start::NewRun;
 

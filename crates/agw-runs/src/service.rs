@@ -51,6 +51,28 @@ pub struct ServiceSettings {
     pub callers_authenticated: bool,
     /// `agw.guardrails.*`: default guards, the classifier webhook, judge and failure settings.
     pub guards: crate::guards::GuardSettings,
+    /// `agw.recovery.*`: runs in flight are resumed after a crash (`docs/run-lifecycle.md`).
+    pub recovery: RecoverySettings,
+}
+
+/// Crash recovery (`agw.recovery.*`, `docs/run-lifecycle.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecoverySettings {
+    /// Runs in flight keep a run mark and a seq ledger slot, and a start resumes them. Off: a
+    /// run in flight when the process stops is gone, as before.
+    pub enabled: bool,
+    /// A run that started longer ago than this when the server comes back ends with
+    /// `recovery_exhausted` instead of being resumed.
+    pub max_age: Duration,
+    /// A run resumed this many times already ends with `recovery_exhausted` (a server that
+    /// crashes while it resumes converges).
+    pub max_attempts: u32,
+}
+
+impl Default for RecoverySettings {
+    fn default() -> Self {
+        Self { enabled: true, max_age: Duration::from_secs(3600), max_attempts: 3 }
+    }
 }
 
 /// The registries a run snapshots when it starts; reloads swap them, a run keeps its snapshot.
@@ -134,6 +156,8 @@ pub(crate) struct Core {
     pub(crate) telemetry: Arc<dyn Telemetry>,
     /// This replica's place in a cluster, once joined.
     pub(crate) cluster: OnceLock<Arc<Node>>,
+    /// The seq ledger of this process, once runs are recovered (`crate::recover`).
+    pub(crate) ledger: OnceLock<Arc<agw_memory::SeqLedger>>,
 }
 
 impl RunService {
@@ -151,6 +175,7 @@ impl RunService {
             tool_sources,
             telemetry,
             cluster: OnceLock::new(),
+            ledger: OnceLock::new(),
             settings,
         };
         Self { core: Arc::new(core) }
@@ -222,6 +247,13 @@ impl Core {
             return catalog.iter().next().cloned().ok_or(RunError::NoAgents);
         }
         catalog.get(key).ok_or_else(|| RunError::AgentNotFound { key: key.to_owned() })
+    }
+
+    /// A new run's crash-recovery state: `None` when recovery is off, the run not recorded, or
+    /// this replica is one of several (a lost replica's runs end with `node_lost`).
+    pub(crate) fn recovering(&self, run_id: &str, chat_id: &str) -> Option<Box<crate::sink::Recovering>> {
+        let on = self.settings.recovery.enabled && self.settings.memory && self.cluster.get().is_none();
+        on.then(|| crate::sink::Recovering::new(self.ledger.get(), run_id, chat_id))
     }
 
     pub(crate) fn run_services(&self, client_tools: Vec<ToolDef>) -> Arc<RunServices> {

@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
-use agw_memory::{ChatStore, Recorder};
+use agw_memory::{ChatStore, LedgerEntry, LedgerSlot, Recorder, SeqLedger};
 
 use crate::RunHandle;
 use crate::webhook::RunTrigger;
-use agw_modes::runtime::{DeltaSink, EmitError, WaitPoint};
+use agw_modes::runtime::{BatchPoint, DeltaSink, EmitError, WaitPoint};
 use agw_protocol::event::{ChatStart, RequestQuery};
-use agw_protocol::history::{AwaitingLine, HistoryLine};
+use agw_protocol::history::{AwaitingLine, BatchCheckpoint, HistoryLine, RunMark};
 use agw_protocol::{AgentDelta, Assembler, ErrorCode, Event, RunErrorInfo};
 
 /// Where a run's history goes.
@@ -41,6 +41,54 @@ pub struct RunSink {
     waiting: bool,
     /// The agent running the conversation now (it changes with every `agent.handoff`).
     agent: AgentTrail,
+    /// The run can be resumed after its process stops (crash recovery); `None`: recovery is off,
+    /// or the run is not recorded.
+    recovery: Option<Box<Recovering>>,
+}
+
+/// What a run keeps so that a restarted server can resume it (`docs/run-lifecycle.md`, crash
+/// recovery): its run mark in the chat store, rewritten at checkpoints, and its slot in the
+/// seq ledger, noted at every publish.
+pub(crate) struct Recovering {
+    mark: RunMark,
+    /// The mark is written: the run must clear it when it ends.
+    written: bool,
+    slot: Option<LedgerSlot>,
+    entry: LedgerEntry,
+}
+
+impl Recovering {
+    /// A new run: its mark is written at bootstrap.
+    pub(crate) fn new(ledger: Option<&std::sync::Arc<SeqLedger>>, run_id: &str, chat_id: &str) -> Box<Self> {
+        Self::resumed(ledger, RunMark::new(chat_id, run_id, now_ms()), LedgerEntry::default(), false)
+    }
+
+    /// A run resumed from `mark` (already rewritten with its new attempt), numbering on after
+    /// `entry`.
+    pub(crate) fn resumed(
+        ledger: Option<&std::sync::Arc<SeqLedger>>,
+        mark: RunMark,
+        entry: LedgerEntry,
+        written: bool,
+    ) -> Box<Self> {
+        let slot = ledger.and_then(|l| l.slot(&mark.run_id, entry));
+        Box::new(Recovering { mark, written, slot, entry })
+    }
+
+    fn note(&mut self, assembler: &Assembler) {
+        self.entry.last_seq = assembler.next_seq().saturating_sub(1);
+        self.entry.shown = assembler.block_counts();
+        if let Some(slot) = &self.slot {
+            slot.note(&self.entry);
+        }
+    }
+
+    /// Everything streamed so far is on record (a step line, the mark).
+    fn durable(&mut self, assembler: &Assembler) {
+        self.entry.durable_seq = assembler.next_seq().saturating_sub(1);
+        self.entry.durable = assembler.block_counts();
+        self.note(assembler);
+    }
 }
 
 /// Which agent a run ends with, for the chat's next queries (handoffs, docs/multi-agent.md).
@@ -66,6 +114,34 @@ impl RunSink {
             marked: false,
             waiting: false,
             agent: AgentTrail::default(),
+            recovery: None,
+        }
+    }
+
+    /// Keeps the run resumable after a crash (a recorded run only).
+    pub(crate) fn recoverable(mut self, recovery: Option<Box<Recovering>>) -> Self {
+        self.recovery = recovery.filter(|_| self.persistence.is_some());
+        self
+    }
+
+    /// `run.resume` first in a resumed run: what its client was shown after `durable` is
+    /// superseded.
+    pub(crate) async fn resumed(&mut self, attempt: u32, durable: &LedgerEntry, shown: agw_protocol::BlockCounts) {
+        self.assembler.resume_run(attempt, durable.durable_seq + 1, durable.durable, shown, &mut self.events);
+        let _ = self.flush().await;
+    }
+
+    /// The run's mark is written: stopping the server now (or a crash) leaves it to be
+    /// resumed by the next start.
+    pub fn resumable(&self) -> bool {
+        self.recovery.as_ref().is_some_and(|r| r.written)
+    }
+
+    /// The server stops while the run is in flight and it is resumable: nothing more is
+    /// written, its ledger note stays for the next process.
+    pub(crate) fn leave_for_recovery(&mut self) {
+        if let Some(slot) = self.recovery.take().and_then(|r| r.slot) {
+            slot.keep();
         }
     }
 
@@ -93,7 +169,10 @@ impl RunSink {
         if let Some(p) = self.persistence.as_mut() {
             p.recorder.observe_events(&self.events);
         }
-        self.flush().await
+        self.flush().await?;
+        // Before the mode's first model call: a crash from here on finds the run.
+        self.write_mark().await;
+        Ok(())
     }
 
     /// `run.complete` — after the last step is persisted, so a client that saw `run.complete` can
@@ -168,6 +247,10 @@ impl RunSink {
             trigger.observe(&self.events);
         }
         metrics::counter!(crate::EVENTS_STREAMED).increment(self.events.len() as u64);
+        // Noted before any observer can read the events: a resumed run never reuses a seq.
+        if let Some(recovery) = self.recovery.as_mut() {
+            recovery.note(&self.assembler);
+        }
         self.handle.publish(self.events.drain(..));
         Ok(())
     }
@@ -187,6 +270,16 @@ impl RunSink {
                 tracing::warn!(error = %e, "chat index: the agent the run ended with was not noted");
             }
         }
+        if let Some(recovery) = self.recovery.take()
+            && recovery.written
+        {
+            // After the final lines, like the waiting mark below.
+            let (store, run_id) = (p.store.clone(), self.assembler.run_id().to_owned());
+            let cleared = tokio::task::spawn_blocking(move || store.clear_running(&run_id)).await;
+            if let Ok(Err(e)) = cleared {
+                tracing::warn!(error = %e, "could not clear the run mark of a run that ended");
+            }
+        }
         if std::mem::take(&mut self.marked) {
             // After the final lines: a crash in between leaves a mark whose run no longer
             // waits (its last line is not `awaiting`), which a restart clears.
@@ -197,6 +290,32 @@ impl RunSink {
             }
         }
         written
+    }
+
+    /// Writes the run mark as it stands (crash recovery). A failure is logged, not fatal: the
+    /// run goes on, it just would not be resumed after a crash.
+    async fn write_mark(&mut self) {
+        let (Some(recovery), Some(p)) = (self.recovery.as_mut(), self.persistence.as_ref()) else { return };
+        if !recovery.written {
+            let (query, system) = p.recorder.query_and_system();
+            recovery.mark.query = query.clone();
+            recovery.mark.system = system.cloned();
+        }
+        recovery.mark.updated_at = now_ms();
+        recovery.mark.last_seq = self.assembler.next_seq().saturating_sub(1);
+        let (store, mark) = (p.store.clone(), recovery.mark.clone());
+        match tokio::task::spawn_blocking(move || store.mark_running(&mark)).await {
+            Ok(Ok(())) => {
+                recovery.written = true;
+                recovery.durable(&self.assembler);
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "the run mark is not written; the run would not be resumed after a crash")
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the run mark is not written; the run would not be resumed after a crash")
+            }
+        }
     }
 
     /// Records the wait: the step so far and where the run stands as an `awaiting` line, and
@@ -281,6 +400,24 @@ impl DeltaSink for RunSink {
         self.stop_waiting();
     }
 
+    fn checkpoints(&self) -> bool {
+        self.recovery.is_some()
+    }
+
+    async fn checkpoint(&mut self, point: &BatchPoint) {
+        let (Some(recovery), Some(p)) = (self.recovery.as_mut(), self.persistence.as_mut()) else { return };
+        recovery.mark.batch = Some(BatchCheckpoint {
+            resume_at: point.resume_at.clone(),
+            steps_written: p.recorder.steps_written(),
+            step: p.recorder.checkpoint(),
+            calls: point.calls.clone(),
+            results: point.results.clone(),
+            running: point.running.clone(),
+            done: point.done,
+        });
+        self.write_mark().await;
+    }
+
     async fn emit(&mut self, delta: AgentDelta) -> Result<(), EmitError> {
         self.stop_waiting();
         if let AgentDelta::Handoff { to_agent_key, .. } = &delta
@@ -309,7 +446,11 @@ impl DeltaSink for RunSink {
             // An approval answered `always` is remembered for the chat at once.
             lines.extend(p.recorder.take_pending());
             if !lines.is_empty() {
+                let steps = lines.iter().any(|l| matches!(l, HistoryLine::Step(_)));
                 write_lines(p.store.clone(), p.chat_id.clone(), lines, false).await.map_err(EmitError::Storage)?;
+                if steps && let Some(recovery) = self.recovery.as_mut() {
+                    recovery.durable(&self.assembler);
+                }
             }
         }
         self.flush().await

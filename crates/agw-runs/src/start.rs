@@ -396,7 +396,9 @@ async fn start_phase(core: &Core, run: RunStart) -> Option<Box<LiveRun>> {
         Persistence { store: core.chats.clone(), chat_id: chat_id.clone(), recorder }
     });
     let assembler = Assembler::new(&run_id, &chat_id, Box::new(SystemClock)).with_prices(core.settings.prices.clone());
-    let mut sink = RunSink::new(assembler, handle.clone(), persistence).tracking_agent(&agent.key, chat_tracks_agent);
+    let mut sink = RunSink::new(assembler, handle.clone(), persistence)
+        .tracking_agent(&agent.key, chat_tracks_agent)
+        .recoverable(core.recovering(&run_id, &chat_id));
 
     let prepared = match prepared {
         Ok(p) => p,

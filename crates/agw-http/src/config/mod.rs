@@ -156,6 +156,8 @@ pub struct Settings {
     pub memory: MemorySettings,
     /// `agw.runs.*`: run buffers, retention, observers, disconnect policy, chat concurrency.
     pub runs: RunSettings,
+    /// `agw.recovery.*`: runs in flight are resumed after a crash (docs/run-lifecycle.md).
+    pub recovery: agw_runs::RecoverySettings,
     /// `agw.quotas.*`: runs, tokens and cost per subject and per agent.
     pub quotas: QuotaSettings,
     /// `agw.database.*`, `agw.redis.*`, `agw.node.id`, `agw.cluster.*`: several replicas.
@@ -199,6 +201,7 @@ impl Settings {
             webhook: self.webhook.clone(),
             callers_authenticated: self.auth.enforced(),
             guards: self.guardrails.guards.clone(),
+            recovery: self.recovery,
         }
     }
 
@@ -264,6 +267,7 @@ impl Settings {
             tools: tools::load(&src)?,
             memory: memory::load(&src)?,
             runs: runs::load(&src)?,
+            recovery: runs::load_recovery(&src)?,
             cluster: cluster::load(&src)?,
             quotas: quotas::load(&src)?,
             providers,

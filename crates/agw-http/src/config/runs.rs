@@ -4,12 +4,13 @@
 use super::ConfigError;
 use super::source::Source;
 use super::table::{
-    AGW_RUNS_BUFFER_BYTES, AGW_RUNS_BUFFER_EVENTS, AGW_RUNS_CHAT_CONCURRENCY, AGW_RUNS_DETACH_GRACE,
-    AGW_RUNS_MAX_OBSERVERS, AGW_RUNS_RETAINED_BYTES, AGW_RUNS_RETENTION,
+    AGW_RECOVERY_ENABLED, AGW_RECOVERY_MAX_AGE, AGW_RECOVERY_MAX_ATTEMPTS, AGW_RUNS_BUFFER_BYTES,
+    AGW_RUNS_BUFFER_EVENTS, AGW_RUNS_CHAT_CONCURRENCY, AGW_RUNS_DETACH_GRACE, AGW_RUNS_MAX_OBSERVERS,
+    AGW_RUNS_RETAINED_BYTES, AGW_RUNS_RETENTION,
 };
 use super::value::{self, ValueError};
 
-pub use agw_runs::{ChatConcurrency, RunSettings};
+pub use agw_runs::{ChatConcurrency, RecoverySettings, RunSettings};
 
 pub(super) fn load(src: &Source) -> Result<RunSettings, ConfigError> {
     let at_least_one = |spec: &'static super::table::SettingSpec| -> Result<usize, ConfigError> {
@@ -31,6 +32,15 @@ pub(super) fn load(src: &Source) -> Result<RunSettings, ConfigError> {
         detach_grace: src.parse(&AGW_RUNS_DETACH_GRACE, value::duration)?,
         max_observers: at_least_one(&AGW_RUNS_MAX_OBSERVERS)?,
         chat_concurrency: src.parse(&AGW_RUNS_CHAT_CONCURRENCY, chat_concurrency)?,
+    })
+}
+
+/// `agw.recovery.*`: crash recovery (`docs/run-lifecycle.md`).
+pub(super) fn load_recovery(src: &Source) -> Result<RecoverySettings, ConfigError> {
+    Ok(RecoverySettings {
+        enabled: src.parse(&AGW_RECOVERY_ENABLED, value::bool)?,
+        max_age: src.parse(&AGW_RECOVERY_MAX_AGE, value::duration)?,
+        max_attempts: src.parse(&AGW_RECOVERY_MAX_ATTEMPTS, value::whole)?,
     })
 }
 

@@ -224,6 +224,12 @@ settings! {
             "most open streams (query + attaches) of one run; more attaches get 429";
         AGW_RUNS_CHAT_CONCURRENCY: "agw.runs.chat-concurrency" = Some("reject"),
             "a query into a chat with a run in flight: reject (409 chat_busy naming the run) | queue (starts when that run ends)";
+        AGW_RECOVERY_ENABLED: "agw.recovery.enabled" = Some("true"),
+            "runs in flight when agw stops (a crash, a kill, the shutdown grace period ending) are resumed from their last completed step by the next start";
+        AGW_RECOVERY_MAX_AGE: "agw.recovery.max-age" = Some("1h"),
+            "a run that started longer ago than this when agw comes back ends with run.error recovery_exhausted instead";
+        AGW_RECOVERY_MAX_ATTEMPTS: "agw.recovery.max-attempts" = Some("3"),
+            "how many times one run is resumed; the next stop ends it with run.error recovery_exhausted (a crash loop converges)";
         AGW_DATABASE_URL: "agw.database.url" = None,
             "PostgreSQL URL (postgres://user:pass@host/db): chat memory shared by replicas instead of files in memory.chat.dir";
         AGW_DATABASE_SCHEMA: "agw.database.schema" = Some("agw"),

@@ -30,7 +30,7 @@ use super::pause;
 use super::plan::is_plan_tool;
 use super::submit::PendingSubmit;
 use super::tools::{Decoration, StageToolSet, decorate, plain_tool_meta};
-use super::{DeltaSink, RunContext, RunFailure, RunState, WaitPoint};
+use super::{BatchPoint, DeltaSink, RunContext, RunFailure, RunState, WaitPoint};
 
 /// Backend tool execution time (seconds), labelled by tool name.
 pub const TOOL_DURATION_METRIC: &str = "agw_tool_duration_seconds";
@@ -69,6 +69,10 @@ pub(crate) struct Resumed {
     pub kind: WaitKind,
     /// A status wait: the message of the status the user was shown.
     pub status_message: String,
+    /// A batch resumed after its process stopped (crash recovery): the call that was running
+    /// then. It runs again only if its tool is idempotent; else its result says it was
+    /// interrupted.
+    pub interrupted: Option<String>,
 }
 
 impl Answers {
@@ -76,6 +80,18 @@ impl Answers {
         match self {
             Self::Resumed(resumed) => resumed.done.remove(id),
             Self::Live(_) => None,
+        }
+    }
+
+    /// The result of a call that was running when its process stopped and may not run again
+    /// (its tool is not idempotent), once.
+    fn interrupted(&mut self, id: &str, name: &str, idempotent: bool) -> Option<String> {
+        match self {
+            Self::Resumed(resumed) if resumed.interrupted.as_deref() == Some(id) => {
+                resumed.interrupted = None;
+                (!idempotent).then(|| interrupted_result(name))
+            }
+            _ => None,
         }
     }
 
@@ -127,28 +143,65 @@ impl BatchSoFar<'_> {
         WaitPoint {
             ask,
             timeout: ctx.services.frontend_timeout,
-            // A continuing agent's wait cannot be resumed by a restart (which would start from
-            // the run's first agent): recorded without a position, it ends the run instead.
-            resume_at: if ctx.handed_from.is_some() { ResumeAt::Nowhere } else { state.resume_at.clone() },
-            calls: self
-                .calls
-                .iter()
-                .zip(self.shown)
-                .map(|(c, shown)| AwaitingCall {
-                    id: c.id.clone(),
-                    name: c.name.clone(),
-                    arguments: c.arguments.clone(),
-                    streamed_as: Some(*shown),
-                })
-                .collect(),
-            results: self
-                .executed
-                .iter()
-                .map(|e| AwaitingResult { id: e.id.clone(), result: e.result.clone() })
-                .collect(),
+            resume_at: self.resume_at(ctx, state),
+            calls: self.calls(),
+            results: self.results(),
             continued: 0,
         }
     }
+
+    /// The batch as a crash-recovery checkpoint: `running` is about to run, or (`done`) every
+    /// result streamed.
+    pub(super) fn batch_point(
+        &self,
+        ctx: &RunContext,
+        state: &RunState,
+        running: Option<&str>,
+        done: bool,
+    ) -> BatchPoint {
+        BatchPoint {
+            resume_at: self.resume_at(ctx, state),
+            calls: self.calls(),
+            results: self.results(),
+            running: running.map(str::to_owned),
+            done,
+        }
+    }
+
+    /// A continuing agent's batch cannot be resumed in another process (which would start from
+    /// the run's first agent): recorded without a position, it ends the run instead.
+    fn resume_at(&self, ctx: &RunContext, state: &RunState) -> ResumeAt {
+        if ctx.handed_from.is_some() { ResumeAt::Nowhere } else { state.resume_at.clone() }
+    }
+
+    fn calls(&self) -> Vec<AwaitingCall> {
+        self.calls
+            .iter()
+            .zip(self.shown)
+            .map(|(c, shown)| AwaitingCall {
+                id: c.id.clone(),
+                name: c.name.clone(),
+                arguments: c.arguments.clone(),
+                streamed_as: Some(*shown),
+            })
+            .collect()
+    }
+
+    fn results(&self) -> Vec<AwaitingResult> {
+        self.executed.iter().map(|e| AwaitingResult { id: e.id.clone(), result: e.result.clone() }).collect()
+    }
+}
+
+/// What the model is told of a call that was running when agw stopped and is not run again: it
+/// may or may not have taken effect.
+pub(crate) fn interrupted_result(name: &str) -> String {
+    json!({
+        "tool": name,
+        "ok": false,
+        "code": "interrupted",
+        "error": "agw stopped while this call was running. Whether it took effect is unknown; it was not run again. Check before repeating it."
+    })
+    .to_string()
 }
 
 /// `awaiting.ask` `form` for a frontend call (what a client needs to render it and submit).
@@ -212,7 +265,10 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
         let mut plan_after = None;
         let is_invoke = name == AGENT_INVOKE_TOOL;
         let is_transfer = handoff::is_transfer(&name);
-        let done = answers.done(&call.id);
+        let done = answers.done(&call.id).or_else(|| {
+            let idempotent = ctx.services.tools.is_idempotent(&name);
+            answers.interrupted(&call.id, &name, idempotent)
+        });
         // A call that ran before a restart was counted in the process that ran it.
         let doom = match &done {
             Some(_) => Doom::Fine,
@@ -312,6 +368,14 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
                         }
                     }
                     ToolKind::Backend if is_invoke => {
+                        checkpoint(
+                            ctx,
+                            BatchSoFar { calls, shown: &shown, executed: &executed },
+                            &call.id,
+                            state,
+                            sink,
+                        )
+                        .await;
                         let answer = super::invoke::invoke(ctx, &call.id, &args, state, sink).await?;
                         super::guard::tool_output(ctx, &call.id, &name, answer, state, sink).await?
                     }
@@ -324,6 +388,8 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
                     },
                     ToolKind::Backend => match ctx.services.tools.implementation(&name) {
                         Some(tool) => {
+                            let batch = BatchSoFar { calls, shown: &shown, executed: &executed };
+                            checkpoint(ctx, batch, &call.id, state, sink).await;
                             // It may pause for the user (`docs/pausing-tools.md`) before it answers.
                             // Boxed: the pause's states (the ask, the wait point) stay out of
                             // every run's future; a backend call costs far more than one
@@ -397,6 +463,10 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
             sink.emit(AgentDelta::PlanUpdate { plan_id: plan_id.clone(), plan: plan.clone() }).await?;
         }
     }
+    if sink.checkpoints() {
+        let batch = BatchSoFar { calls, shown: &shown, executed: &executed };
+        sink.checkpoint(&batch.batch_point(ctx, state, None, true)).await;
+    }
     if let Some(message) = frontend_timeout {
         // The batch that timed out is not charged to the tool budget.
         return Err(RunFailure::FrontendTimeout(message));
@@ -410,6 +480,13 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
         return Err(RunFailure::HandedOff(Box::new(handed)));
     }
     Ok(executed)
+}
+
+/// Before a call with effects runs: a run resumed after a crash knows it started.
+async fn checkpoint<S: DeltaSink>(ctx: &RunContext, batch: BatchSoFar<'_>, id: &str, state: &RunState, sink: &mut S) {
+    if sink.checkpoints() {
+        sink.checkpoint(&batch.batch_point(ctx, state, Some(id), false)).await;
+    }
 }
 
 /// The agent's approval rules on a call of any kind about to run (`approval::check`), with the

@@ -40,6 +40,10 @@ pub enum RunFailure {
     /// guard and its reason. `run.error` code `guardrail_blocked`.
     #[error("{0}")]
     Guarded(String),
+    /// A run resumed after its process stopped is somewhere its mode cannot go on from
+    /// (crash recovery); `run.error` code `recovery_exhausted`.
+    #[error("{0}")]
+    Unrecoverable(String),
     /// A bug, a storage failure, or an agent its mode cannot run (e.g. PLAN_EXECUTE with
     /// `toolChoice: NONE`); `run.error` code `internal`.
     #[error("{0}")]
@@ -86,6 +90,7 @@ impl RunFailure {
             RunFailure::Quota(_) => (ErrorCode::QuotaExceeded, true),
             // The same query would be blocked again.
             RunFailure::Guarded(_) => (ErrorCode::GuardrailBlocked, false),
+            RunFailure::Unrecoverable(_) => (ErrorCode::RecoveryExhausted, false),
             RunFailure::Internal(_) | RunFailure::HandedOff(_) | RunFailure::Disconnected => {
                 (ErrorCode::Internal, false)
             }

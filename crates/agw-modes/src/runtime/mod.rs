@@ -29,6 +29,7 @@ mod plan_execute;
 mod prompt;
 mod quota;
 mod react;
+mod recover;
 mod sink;
 mod skills;
 mod steer;
@@ -66,7 +67,8 @@ pub use invoke::{AGENT_INVOKE_TOOL, MAX_DEPTH_CAP, Nesting, SubAgentLimits};
 pub use meter::{COST_METRIC, MODEL_CALL_DURATION_METRIC, TOKENS_METRIC};
 pub use pause::MAX_PAUSES;
 pub use quota::{CallSpend, QuotaGate, QuotaRefused};
-pub use sink::{CollectingSink, DeltaSink, EmitError, WaitPoint};
+pub use recover::{RecoverAt, Recovery, recover};
+pub use sink::{BatchPoint, CollectingSink, DeltaSink, EmitError, WaitPoint};
 pub use steer::{DEFAULT_STEER_CAPACITY, Steer, SteerQueue, SteerRefused};
 pub use submit::{FrontendSubmits, PendingSubmit, SubmitStatus};
 pub use trace::{Propagate, RunTracing, TRACE_TARGET};
@@ -529,35 +531,14 @@ pub async fn resume<S: DeltaSink>(ctx: RunContext, resume: Resume, sink: &mut S)
     let mut state = new_state(&ctx);
     let Resume { conversation: so_far, resume_at, calls, results, awaiting_id, answer, wait, status } = resume;
     let calls: Vec<calls::StreamedCall> = calls.iter().map(calls::StreamedCall::restored).collect();
-    // Call ids stay unique across the whole run.
-    for call in &calls {
-        state.call_ids.claim(&call.id);
-    }
-    for message in &so_far {
-        match message {
-            ChatMessage::Assistant { tool_calls, .. } => {
-                for call in tool_calls {
-                    state.call_ids.claim(&call.id);
-                }
-            }
-            // The records the run's citable tools returned before the wait (kept in memory
-            // only), read again from the stored results.
-            ChatMessage::Tool { tool_call_id, name, content } => {
-                if let Some(fields) = citations::fields_of(&ctx, name)
-                    && let Ok(value) = serde_json::from_str::<serde_json::Value>(content)
-                {
-                    state.citations.collect(fields, &value, tool_call_id);
-                }
-            }
-            _ => {}
-        }
-    }
+    restore_calls(&ctx, &mut state, &so_far, &calls);
     let answers = execute::Answers::Resumed(execute::Resumed {
         done: results.into_iter().map(|r| (r.id, r.result)).collect(),
         awaiting_id,
         answer,
         kind: wait,
         status_message: status.map(|s| s.message).unwrap_or_default(),
+        interrupted: None,
     });
     let mut conversation = ctx.history.clone();
     conversation.extend(so_far);
@@ -581,4 +562,30 @@ pub async fn resume<S: DeltaSink>(ctx: RunContext, resume: Resume, sink: &mut S)
     let outcome = finish(&ctx, &span, fut).await;
     trace::run_ended(&span, &outcome, &state.usage);
     outcome
+}
+
+/// What a run continued in a new process takes back from its conversation so far: its call
+/// ids (unique across the whole run), and the records its citable tools returned (kept in
+/// memory only), read again from the stored results.
+fn restore_calls(ctx: &RunContext, state: &mut RunState, so_far: &[ChatMessage], calls: &[calls::StreamedCall]) {
+    for call in calls {
+        state.call_ids.claim(&call.id);
+    }
+    for message in so_far {
+        match message {
+            ChatMessage::Assistant { tool_calls, .. } => {
+                for call in tool_calls {
+                    state.call_ids.claim(&call.id);
+                }
+            }
+            ChatMessage::Tool { tool_call_id, name, content } => {
+                if let Some(fields) = citations::fields_of(ctx, name)
+                    && let Ok(value) = serde_json::from_str::<serde_json::Value>(content)
+                {
+                    state.citations.collect(fields, &value, tool_call_id);
+                }
+            }
+            _ => {}
+        }
+    }
 }

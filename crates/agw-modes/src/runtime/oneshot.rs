@@ -91,6 +91,25 @@ pub(super) async fn resume<S: DeltaSink>(
     Ok("stop".into())
 }
 
+/// Continues a run whose tool round finished (every result streamed) in a process that
+/// stopped before its answer (crash recovery): the final answer turn runs. `conversation` is
+/// the chat's window, then this run up to and with the tool round.
+pub(super) async fn final_turn<S: DeltaSink>(
+    ctx: &RunContext,
+    plain: &Stage,
+    mut conversation: Vec<ChatMessage>,
+    state: &mut RunState,
+    sink: &mut S,
+) -> Result<String, RunFailure> {
+    let model = ctx.agent.resolve_model(StageKind::Plain, |key| ctx.services.providers.default_model(key));
+    let tools = StageToolSet::for_stage(ctx, StageKind::Plain);
+    let system = stage_prompt(ctx, &plain.system_prompt, &tools, true);
+    let turns = Turns { model: &model, system: &system, tools: &tools };
+    state.resume_at = ResumeAt::Oneshot;
+    model_turn(ctx, turns.spec("agent-oneshot-tool-final", None, &mut conversation), state, sink).await?;
+    Ok("stop".into())
+}
+
 /// What every turn of the plain stage shares.
 struct Turns<'a> {
     model: &'a ResolvedModel,

@@ -50,7 +50,7 @@ pub(super) async fn resume<S: DeltaSink>(
 }
 
 /// The REACT loop from step `first` on.
-async fn steps_from<S: DeltaSink>(
+pub(super) async fn steps_from<S: DeltaSink>(
     ctx: &RunContext,
     react: &Stage,
     max_steps: u32,

@@ -45,6 +45,24 @@ pub struct WaitPoint {
     pub continued: u32,
 }
 
+/// A tool batch reached a point a run could be resumed from in another process after this one
+/// stopped (crash recovery, [`super::recover`]): before a call with effects runs, and once
+/// every result of the batch streamed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchPoint {
+    /// The step of the batch (`react-step-2`, `oneshot`); nowhere when the mode cannot go on
+    /// from it in another process.
+    pub resume_at: ResumeAt,
+    /// The batch's calls, in call order.
+    pub calls: Vec<AwaitingCall>,
+    /// Results of the calls that finished.
+    pub results: Vec<AwaitingResult>,
+    /// The call about to run.
+    pub running: Option<String>,
+    /// Every result streamed: the run goes on with its next model turn.
+    pub done: bool,
+}
+
 /// The consumer of a run's [`AgentDelta`]s: the HTTP layer's SSE sink (assembler + framing),
 /// a test collector, or an embedder's own sink. `emit` may wait (backpressure from a slow client
 /// travels back to the provider stream instead of piling up in memory).
@@ -63,6 +81,18 @@ pub trait DeltaSink: Send {
     /// The wait announced by [`Self::waiting`] is over (answered, or timed out): the run goes on
     /// in this process.
     fn wait_over(&mut self) {}
+
+    /// Whether the sink keeps [`Self::checkpoint`]s (the run mode builds them only then).
+    fn checkpoints(&self) -> bool {
+        false
+    }
+
+    /// A tool batch reached `point`. A sink that records the run for crash recovery keeps it
+    /// before it returns — before the call it names runs; the default keeps nothing.
+    fn checkpoint(&mut self, point: &BatchPoint) -> impl Future<Output = ()> + Send {
+        let _ = point;
+        std::future::ready(())
+    }
 }
 
 /// A sink that keeps every delta; for tests and embedders that post-process a whole run.

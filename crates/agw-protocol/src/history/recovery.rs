@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::{AwaitingCall, AwaitingResult, PendingStep, ResumeAt, SystemSnapshot};
 use crate::request::QueryRequest;
 
-/// `{"chatId","runId","startedAt","updatedAt","attempts","query","system"?,"batch"?}`.
+/// `{"chatId","runId","startedAt","updatedAt","attempts","lastSeq","query","system"?,"batch"?}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunMark {
@@ -29,6 +29,10 @@ pub struct RunMark {
     /// How many times the run was resumed after the process running it stopped.
     #[serde(default)]
     pub attempts: u32,
+    /// Seq of the run's last event when the mark was written: where a resumed run numbers on
+    /// from when the seq ledger has no note of it.
+    #[serde(default)]
+    pub last_seq: u64,
     /// The run's normalised request (its query line is written with its first step line).
     pub query: QueryRequest,
     /// The system snapshot for the run's first step line.
@@ -67,4 +71,21 @@ pub struct BatchCheckpoint {
     /// Every call finished and every result was streamed: the run goes on with its next turn.
     #[serde(default)]
     pub done: bool,
+}
+
+impl RunMark {
+    /// The mark of a run that starts now; its request is filled in before it is written.
+    pub fn new(chat_id: &str, run_id: &str, now_ms: i64) -> RunMark {
+        RunMark {
+            chat_id: chat_id.to_owned(),
+            run_id: run_id.to_owned(),
+            started_at: now_ms,
+            updated_at: now_ms,
+            attempts: 0,
+            last_seq: 0,
+            query: QueryRequest::default(),
+            system: None,
+            batch: None,
+        }
+    }
 }

@@ -1,0 +1,389 @@
+//! Crash recovery with the real binary (`docs/run-lifecycle.md`): agw is killed with SIGKILL at
+//! a point of a run, started again on the same memory directory, and the run completes — the
+//! scripted provider's request log shows no completed step asked for again, a tool call runs
+//! again only when its tool is idempotent (counted by the tool itself), the attach stream's
+//! `seq` goes on with no gap and no duplicate, and the chat file stays valid.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agw_testkit::{FixtureServer, Transcript};
+use common::{Agw, Events, types};
+use serde_json::{Value, json};
+
+/// A REACT agent and a ONESHOT agent on the scripted provider, with the MCP test server's
+/// `tally` (counts its calls, not idempotent) and `tally_read` (annotated read-only).
+const REACT: &str = r#"{"key":"r","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m","reasoning":{"enabled":false}},
+  "toolConfig":{"mcpServers":["t"]},"react":{"systemPrompt":"You use tools.","maxSteps":4}}"#;
+const ONESHOT: &str = r#"{"key":"o","mode":"ONESHOT","modelConfig":{"providerKey":"fixture","model":"m","reasoning":{"enabled":false}},
+  "toolConfig":{"mcpServers":["t"]},"plain":{"systemPrompt":"You use tools."}}"#;
+
+/// The MCP test server (built by `cargo test --workspace`; built here when missing).
+fn mcp_test_server() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let path = exe.parent().and_then(|deps| deps.parent()).unwrap().join("mcp-test-server");
+    if !path.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo).args(["build", "-p", "agw-mcp", "--bin", "mcp-test-server"]).status().unwrap();
+        assert!(status.success(), "building mcp-test-server");
+    }
+    path
+}
+
+/// One node's directory (agents, MCP servers, chats, its logs), a scripted provider and a
+/// client; the directory is removed on drop, its logs printed when a test failed.
+struct Node {
+    dir: PathBuf,
+    fixture: FixtureServer,
+    client: reqwest::Client,
+    lives: usize,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            for life in 0..self.lives {
+                let log = std::fs::read_to_string(self.log(life)).unwrap_or_default();
+                eprintln!("----- life {life} -----\n{log}");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Node {
+    async fn new(test: &str) -> Node {
+        let dir = std::env::temp_dir().join(format!("agw-recovery-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("agents")).unwrap();
+        std::fs::create_dir_all(dir.join("mcp")).unwrap();
+        std::fs::write(dir.join("agents/r.json"), REACT).unwrap();
+        std::fs::write(dir.join("agents/o.json"), ONESHOT).unwrap();
+        let tally = dir.join("tally");
+        let server = json!({"transport": "stdio", "command": mcp_test_server(), "startup": "boot", "env": {"MCP_TALLY_FILE": tally}});
+        std::fs::write(dir.join("mcp/t.json"), server.to_string()).unwrap();
+        let fixture = FixtureServer::start().await.expect("fixture");
+        Node { dir, fixture, client: reqwest::Client::new(), lives: 0 }
+    }
+
+    fn log(&self, life: usize) -> PathBuf {
+        self.dir.join(format!("life-{life}.log"))
+    }
+
+    /// Starts agw on this node's files; `extra` environment overrides.
+    async fn start(&mut self, extra: &[(&str, &str)]) -> Agw {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agw"));
+        for var in ["AGW_CONFIG", "SERVER_ADDRESS", "SERVER_PORT", "AGENT_AUTH_ENABLED"] {
+            cmd.env_remove(var);
+        }
+        cmd.args(["serve", "--port", "0"])
+            .env("AGENT_EXTERNAL_DIR", self.dir.join("agents"))
+            .env("AGW_RESOURCES_SYNC_BUNDLED", "false")
+            .env("AGENT_MCP_EXTERNAL_DIR", self.dir.join("mcp"))
+            .env("AGENT_DATA_EXTERNAL_DIR", self.dir.join("data"))
+            .env("MEMORY_CHAT_DIR", self.chats())
+            .env("AGENT_CHAT_EVENT_CALLBACK_ENABLED", "false")
+            .env("AGENT_PROVIDERS_FIXTURE_BASE_URL", self.fixture.base_url())
+            .env("AGENT_PROVIDERS_FIXTURE_API_KEY", "fixture-key")
+            .env("AGENT_PROVIDERS_FIXTURE_MODEL", "m")
+            .env("RUST_LOG", "info")
+            .envs(extra.iter().copied())
+            .stderr(std::fs::File::create(self.log(self.lives)).unwrap());
+        self.lives += 1;
+        let agw = Agw::spawn(&mut cmd);
+        self.wait_for_tools(&agw).await;
+        agw
+    }
+
+    /// The MCP server's tools are listed (the server starts at boot, in the background).
+    async fn wait_for_tools(&self, agw: &Agw) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let url = format!("{}/api/ap/agent?agentKey=r", agw.base);
+            let tools: Value = self.client.get(url).send().await.unwrap().json().await.unwrap();
+            if tools.to_string().contains("mcp__t__tally_read") {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the MCP server's tools never appeared: {tools}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn chats(&self) -> PathBuf {
+        self.dir.join("chats")
+    }
+
+    /// How many calls of `tool` began.
+    fn tally(&self, tool: &str) -> usize {
+        std::fs::read_to_string(self.dir.join("tally")).unwrap_or_default().lines().filter(|l| *l == tool).count()
+    }
+
+    async fn wait_tally(&self, tool: &str, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.tally(tool) < n {
+            assert!(Instant::now() < deadline, "{tool} was not called {n} time(s)");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn query(&self, agw: &Agw, body: Value) -> Events {
+        let resp = self.client.post(format!("{}/api/ap/query", agw.base)).json(&body).send().await.expect("query");
+        assert_eq!(resp.status(), 200);
+        Events::new(resp)
+    }
+
+    /// The run's stream after `last_seq`, to its end.
+    async fn attach(&self, agw: &Agw, run_id: &str, last_seq: u64) -> Vec<Value> {
+        let url = format!("{}/api/ap/attach?runId={run_id}", agw.base);
+        let resp = self.client.get(url).header("Last-Event-ID", last_seq.to_string()).send().await.expect("attach");
+        assert_eq!(resp.status(), 200, "attach after seq {last_seq}");
+        Events::new(resp).all().await
+    }
+
+    /// The chat's history lines; every one parses.
+    fn history(&self, chat_id: &str) -> Vec<Value> {
+        history_lines(&self.chats().join(format!("{chat_id}.json")))
+    }
+}
+
+fn history_lines(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).expect("history file");
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("history line does not parse: {e}: {l}")))
+        .collect()
+}
+
+/// Reads `stream` until `stop` says so; returns what was read.
+async fn read_until(stream: &mut Events, stop: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let mut seen = Vec::new();
+    while !stop(&seen) {
+        let event = stream.next().await.unwrap_or_else(|| panic!("stream ended early: {:?}", types(&seen)));
+        seen.push(event);
+    }
+    seen
+}
+
+fn count(events: &[Value], ty: &str) -> usize {
+    events.iter().filter(|e| e["type"] == ty).count()
+}
+
+fn seqs(events: &[Value]) -> Vec<u64> {
+    events.iter().filter_map(|e| e["seq"].as_u64()).collect()
+}
+
+/// The stream before the kill and the attach after it are one numbering: each seq once, in
+/// order, no gap.
+fn assert_one_sequence(before: &[Value], after: &[Value]) {
+    let all: Vec<u64> = seqs(before).into_iter().chain(seqs(after)).collect();
+    let expected: Vec<u64> = (1..=all.len() as u64).collect();
+    assert_eq!(all, expected, "before: {:?}\nafter: {:?}", types(before), types(after));
+}
+
+/// A text answer streamed slowly (300 ms between frames): long enough to be killed in.
+fn slow_text(pieces: &[&str]) -> Transcript {
+    Transcript::openai_text(pieces).with_chunk_delay_ms(300)
+}
+
+/// What a request sent the model, without the volatile parts.
+fn messages(node: &Node, n: usize) -> Value {
+    node.fixture.requests()[n].body["messages"].clone()
+}
+
+#[tokio::test]
+async fn a_run_killed_while_the_model_streams_resumes_with_the_same_request() {
+    let mut node = Node::new("streaming").await;
+    let mut agw = node.start(&[]).await;
+    node.fixture.push(slow_text(&["Once ", "upon ", "a ", "time ", "there ", "was ", "a ", "crash."]));
+    let mut stream = node.query(&agw, json!({"agentKey": "r", "message": "tell me a story"})).await;
+    let before = read_until(&mut stream, |seen| count(seen, "content.delta") >= 2).await;
+    let run_id = before.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_owned();
+    let chat_id = before[0]["chatId"].as_str().unwrap().to_owned();
+    agw.kill();
+    drop(stream);
+
+    node.fixture.push(Transcript::openai_text(&["A ", "calm ", "story."]));
+    let agw = node.start(&[]).await;
+    let last_seen = *seqs(&before).last().unwrap();
+    let after = node.attach(&agw, &run_id, last_seen).await;
+    assert_one_sequence(&before, &after);
+    let resume = &after[0];
+    assert_eq!(resume["type"], "run.resume", "{after:?}");
+    assert_eq!(resume["attempt"], 1);
+    // The interrupted turn's text is superseded: from its first event, naming its block.
+    let first_delta = before.iter().find(|e| e["type"] == "content.delta").unwrap();
+    assert!(resume["discardFrom"].as_u64().unwrap() <= first_delta["seq"].as_u64().unwrap(), "{resume}");
+    assert_eq!(resume["contentIds"], json!([first_delta["contentId"]]), "{resume}");
+    let text: String =
+        after.iter().filter(|e| e["type"] == "content.delta").map(|e| e["delta"].as_str().unwrap()).collect();
+    assert_eq!(text, "A calm story.");
+    assert_eq!(after.last().unwrap()["type"], "run.complete", "{:?}", types(&after));
+    // A new block id: never one the client was shown before.
+    let new_block = after.iter().find(|e| e["type"] == "content.start").unwrap();
+    assert_ne!(new_block["contentId"], first_delta["contentId"]);
+
+    // The model was asked the same thing again, once.
+    assert_eq!(node.fixture.requests().len(), 2);
+    assert_eq!(messages(&node, 0), messages(&node, 1));
+
+    // The history holds the run once, with the answer it completed with.
+    let lines = node.history(&chat_id);
+    let steps: Vec<&Value> = lines.iter().filter(|l| l["_type"] == "step" && l["runId"] == run_id.as_str()).collect();
+    assert_eq!(steps.len(), 1, "{lines:?}");
+    let answer = steps[0]["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "assistant").unwrap();
+    assert_eq!(answer["content"][0]["text"], "A calm story.", "{answer}");
+    assert_eq!(lines.iter().filter(|l| l["_type"] == "query").count(), 1);
+    // Nothing is left to resume.
+    assert!(!node.chats().join("_waiting").join(format!("{run_id}.run")).exists());
+}
+
+#[tokio::test]
+async fn a_read_only_call_runs_again_and_a_call_with_effects_never_runs_twice() {
+    let mut node = Node::new("tools").await;
+    for (tool, again) in [("tally_read", 2), ("tally", 1)] {
+        let mut agw = node.start(&[]).await;
+        let before_calls = node.tally(tool);
+        let name = format!("mcp__t__{tool}");
+        node.fixture.push(Transcript::openai_tool_call(&format!("call_{tool}"), &name, &[r#"{"ms":"#, "4000}"]));
+        let mut stream = node.query(&agw, json!({"agentKey": "r", "message": format!("use {tool}")})).await;
+        let before = read_until(&mut stream, |seen| count(seen, "tool.end") >= 1).await;
+        let run_id = before.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_owned();
+        node.wait_tally(tool, before_calls + 1).await;
+        agw.kill();
+        drop(stream);
+        let requests_before = node.fixture.requests().len();
+
+        node.fixture.push(Transcript::openai_text(&["Done."]));
+        let agw = node.start(&[]).await;
+        let after = node.attach(&agw, &run_id, *seqs(&before).last().unwrap()).await;
+        assert_one_sequence(&before, &after);
+        assert_eq!(after[0]["type"], "run.resume");
+        assert_eq!(after.last().unwrap()["type"], "run.complete", "{:?}", types(&after));
+        let result = after.iter().find(|e| e["type"] == "tool.result").expect("the call's result");
+        assert_eq!(node.tally(tool) - before_calls, again, "{tool}: {result}");
+        if tool == "tally" {
+            assert!(result["result"].as_str().unwrap().contains("\"code\":\"interrupted\""), "{result}");
+        } else {
+            assert_eq!(result["result"], "tally_read done");
+        }
+        // The turn that called the tool was not asked for again: only the next one.
+        let requests = node.fixture.requests();
+        assert_eq!(requests.len(), requests_before + 1);
+        let last = requests.last().unwrap().body["messages"].as_array().unwrap().clone();
+        let tool_message = last.iter().rev().find(|m| m["role"] == "tool").unwrap();
+        assert_eq!(tool_message["content"], result["result"]);
+        drop(agw);
+    }
+}
+
+#[tokio::test]
+async fn a_run_killed_between_react_steps_does_not_repeat_the_first() {
+    let mut node = Node::new("steps").await;
+    let mut agw = node.start(&[]).await;
+    node.fixture.push(Transcript::openai_tool_call("call_1", "mcp__t__tally", &[r#"{"ms":0}"#]));
+    node.fixture.push(slow_text(&["Step ", "two ", "is ", "slow ", "and ", "long."]));
+    let mut stream = node.query(&agw, json!({"agentKey": "r", "message": "two steps"})).await;
+    let before = read_until(&mut stream, |seen| count(seen, "content.delta") >= 1).await;
+    let run_id = before.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_owned();
+    agw.kill();
+    drop(stream);
+
+    node.fixture.push(Transcript::openai_text(&["Step two."]));
+    let agw = node.start(&[]).await;
+    let after = node.attach(&agw, &run_id, *seqs(&before).last().unwrap()).await;
+    assert_one_sequence(&before, &after);
+    assert_eq!(after.last().unwrap()["type"], "run.complete", "{:?}", types(&after));
+    assert_eq!(count(&after, "tool.result"), 0, "step 1 is not streamed again: {:?}", types(&after));
+    assert_eq!(node.tally("tally"), 1, "the step-1 call ran once");
+    // Requests: step 1, step 2, step 2 again — the same.
+    assert_eq!(node.fixture.requests().len(), 3);
+    assert_eq!(messages(&node, 1), messages(&node, 2));
+    drop(agw);
+}
+
+#[tokio::test]
+async fn a_oneshot_run_killed_in_its_answer_keeps_its_tool_round() {
+    let mut node = Node::new("oneshot").await;
+    let mut agw = node.start(&[]).await;
+    node.fixture.push(Transcript::openai_tool_call("call_1", "mcp__t__tally", &[r#"{"ms":0}"#]));
+    node.fixture.push(slow_text(&["The ", "answer ", "after ", "the ", "tool."]));
+    let mut stream = node.query(&agw, json!({"agentKey": "o", "message": "one tool round"})).await;
+    let before = read_until(&mut stream, |seen| count(seen, "content.delta") >= 1).await;
+    let run_id = before.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_owned();
+    let chat_id = before[0]["chatId"].as_str().unwrap().to_owned();
+    agw.kill();
+    drop(stream);
+
+    node.fixture.push(Transcript::openai_text(&["The answer."]));
+    let agw = node.start(&[]).await;
+    let after = node.attach(&agw, &run_id, *seqs(&before).last().unwrap()).await;
+    assert_one_sequence(&before, &after);
+    assert_eq!(after.last().unwrap()["type"], "run.complete", "{:?}", types(&after));
+    assert_eq!(node.tally("tally"), 1);
+    assert_eq!(node.fixture.requests().len(), 3);
+    assert_eq!(messages(&node, 1), messages(&node, 2));
+    // One step line: the tool round and the answer the run completed with.
+    let lines = node.history(&chat_id);
+    let step = lines.iter().find(|l| l["_type"] == "step").unwrap();
+    let roles: Vec<&str> = step["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant"], "{step}");
+    drop(agw);
+}
+
+#[tokio::test]
+async fn a_crash_loop_converges_on_recovery_exhausted() {
+    let mut node = Node::new("loop").await;
+    let once = [("AGW_RECOVERY_MAX_ATTEMPTS", "1")];
+    let mut agw = node.start(&once).await;
+    node.fixture.push(slow_text(&["Never ", "finishes ", "in ", "time ", "at ", "all."]));
+    let mut stream = node.query(&agw, json!({"agentKey": "r", "message": "crash me"})).await;
+    let before = read_until(&mut stream, |seen| count(seen, "content.delta") >= 1).await;
+    let run_id = before.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_owned();
+    agw.kill();
+    drop(stream);
+
+    // Resumed once, and killed again while the retried turn streams.
+    node.fixture.push(slow_text(&["Again ", "too ", "slow ", "to ", "finish."]));
+    let mut agw = node.start(&once).await;
+    let url = format!("{}/api/ap/attach?runId={run_id}", agw.base);
+    let last = *seqs(&before).last().unwrap();
+    let resp = node.client.get(url).header("Last-Event-ID", last.to_string()).send().await.unwrap();
+    let mut second = Events::new(resp);
+    let middle = read_until(&mut second, |seen| count(seen, "content.delta") >= 1).await;
+    assert_eq!(middle[0]["attempt"], 1);
+    agw.kill();
+    drop(second);
+
+    let agw = node.start(&once).await;
+    let after = node.attach(&agw, &run_id, *seqs(&middle).last().unwrap()).await;
+    let all: Vec<Value> = before.iter().chain(&middle).cloned().collect();
+    assert_one_sequence(&all, &after);
+    assert_eq!(after[0]["attempt"], 2);
+    let end = after.last().unwrap();
+    assert_eq!(end["type"], "run.error", "{:?}", types(&after));
+    assert_eq!(end["error"]["code"], "recovery_exhausted", "{end}");
+    // No third model call.
+    assert_eq!(node.fixture.requests().len(), 2);
+    drop(agw);
+}
+
+#[tokio::test]
+async fn recovery_can_be_switched_off() {
+    let mut node = Node::new("off").await;
+    let off = [("AGW_RECOVERY_ENABLED", "false")];
+    let mut agw = node.start(&off).await;
+    node.fixture.push(slow_text(&["Lost ", "with ", "its ", "process."]));
+    let mut stream = node.query(&agw, json!({"agentKey": "r", "message": "lost"})).await;
+    let before = read_until(&mut stream, |seen| count(seen, "content.delta") >= 1).await;
+    let run_id = before.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_owned();
+    agw.kill();
+    drop(stream);
+    let agw = node.start(&off).await;
+    let resp = node.client.get(format!("{}/api/ap/attach?runId={run_id}", agw.base)).send().await.unwrap();
+    assert_eq!(resp.status(), 404);
+    assert_eq!(node.fixture.requests().len(), 1);
+    assert!(!node.chats().join("_waiting").join(format!("{run_id}.run")).exists(), "no mark was written");
+}

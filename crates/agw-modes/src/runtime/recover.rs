@@ -1,0 +1,110 @@
+//! Resuming a run whose process stopped while it was in flight (crash recovery,
+//! `docs/run-lifecycle.md`): from its last completed step, repeating no completed model turn
+//! and no tool call that may not run twice.
+
+use agw_llm::ChatMessage;
+use agw_protocol::history::{AwaitingCall, AwaitingResult, ResumeAt};
+
+use super::calls::StreamedCall;
+use super::execute::{Answers, Resumed};
+use super::{
+    DeltaSink, RunContext, RunFailure, RunOutcome, continue_handoffs, finish, new_state, oneshot, react, restore_calls,
+    trace,
+};
+use crate::definition::ModeDef;
+
+/// A run in flight when its process stopped, as its history and run mark left it.
+#[derive(Debug, Clone)]
+pub struct Recovery {
+    /// The run's messages so far (its user message first; a tool batch's calls are not in it);
+    /// the chat's earlier turns are the context's `history`.
+    pub conversation: Vec<ChatMessage>,
+    /// Where the run goes on.
+    pub at: RecoverAt,
+}
+
+/// Where a resumed run goes on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RecoverAt {
+    /// With the model turn after its written steps: the first turn again when none was
+    /// written, else REACT step `steps_done + 1`.
+    NextTurn {
+        /// REACT steps written whole.
+        steps_done: u32,
+    },
+    /// Inside the tool batch of step `resume_at`.
+    Batch {
+        /// The batch's step.
+        resume_at: ResumeAt,
+        /// Its calls, in call order.
+        calls: Vec<AwaitingCall>,
+        /// Results of those that finished.
+        results: Vec<AwaitingResult>,
+        /// The call that was running: run again only when idempotent.
+        running: Option<String>,
+        /// Every result had streamed: the run goes on with its next model turn.
+        done: bool,
+    },
+}
+
+/// Continues the run described by `recovery`, streaming into `sink` (whose numbering and
+/// recording continue the run's). REACT and ONESHOT runs continue; any other position ends the
+/// run with `run.error` `recovery_exhausted` saying it cannot be resumed.
+pub async fn recover<S: DeltaSink>(ctx: RunContext, recovery: Recovery, sink: &mut S) -> RunOutcome {
+    let span = trace::invoke_agent(&ctx);
+    let mut state = new_state(&ctx);
+    let Recovery { conversation: so_far, at } = recovery;
+    // `steps_done` of a next turn; for a batch, 1 when it was done.
+    let (calls, answers, resume_at, steps_done) = match at {
+        RecoverAt::Batch { resume_at, calls, results, running, done } => {
+            let calls: Vec<StreamedCall> = calls.iter().map(StreamedCall::restored).collect();
+            let answers = Answers::Resumed(Resumed {
+                done: results.into_iter().map(|r| (r.id, r.result)).collect(),
+                awaiting_id: String::new(),
+                answer: None,
+                kind: agw_protocol::history::WaitKind::Form,
+                status_message: String::new(),
+                interrupted: running,
+            });
+            (calls, Some(answers), Some(resume_at), if done { 1 } else { 0 })
+        }
+        RecoverAt::NextTurn { steps_done } => (Vec::new(), None, None, steps_done),
+    };
+    restore_calls(&ctx, &mut state, &so_far, &calls);
+    let mut conversation = ctx.history.clone();
+    conversation.extend(so_far);
+    let fut = async {
+        let ended = match (&ctx.agent.mode, resume_at, answers) {
+            (ModeDef::React { react, max_steps }, Some(ResumeAt::ReactStep(step)), Some(answers))
+                if steps_done == 0 =>
+            {
+                let batch = (calls.as_slice(), answers);
+                react::resume(&ctx, react, *max_steps, step, conversation, batch, &mut state, sink).await
+            }
+            (ModeDef::React { react, max_steps }, Some(ResumeAt::ReactStep(step)), _) => {
+                react::steps_from(&ctx, react, *max_steps, step + 1, conversation, &mut state, sink).await
+            }
+            (ModeDef::React { react, max_steps }, None, _) => {
+                react::steps_from(&ctx, react, *max_steps, steps_done + 1, conversation, &mut state, sink).await
+            }
+            (ModeDef::Oneshot { plain }, Some(ResumeAt::Oneshot), Some(answers)) if steps_done == 0 => {
+                oneshot::resume(&ctx, plain, conversation, (calls.as_slice(), answers), &mut state, sink).await
+            }
+            (ModeDef::Oneshot { plain }, Some(ResumeAt::Oneshot), _) => {
+                oneshot::final_turn(&ctx, plain, conversation, &mut state, sink).await
+            }
+            (ModeDef::Oneshot { plain }, None, _) if steps_done == 0 => {
+                oneshot::run(&ctx, plain, &mut state, sink).await
+            }
+            (_, at, _) => Err(RunFailure::Unrecoverable(format!(
+                "this run of agent {} stopped at {:?}, where its mode cannot be resumed",
+                ctx.agent.key,
+                at.map(|at| at.to_string()).unwrap_or_else(|| format!("step {}", steps_done + 1))
+            ))),
+        };
+        continue_handoffs(&ctx, ended, &mut state, sink).await
+    };
+    let outcome = finish(&ctx, &span, fut).await;
+    trace::run_ended(&span, &outcome, &state.usage);
+    outcome
+}
