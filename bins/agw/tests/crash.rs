@@ -35,6 +35,11 @@ impl Drop for Scratch {
 impl Agw {
     /// Bundled demo agents on the demo model, chat memory in `scratch`.
     fn start(scratch: &Scratch, chunk_delay_ms: u64) -> Agw {
+        Self::start_with(scratch, chunk_delay_ms, &[])
+    }
+
+    /// [`Self::start`] with more environment.
+    fn start_with(scratch: &Scratch, chunk_delay_ms: u64, extra: &[(&str, &str)]) -> Agw {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_agw"));
         for var in ["AGENT_EXTERNAL_DIR", "AGW_CONFIG", "SERVER_ADDRESS", "SERVER_PORT", "AGENT_AUTH_ENABLED"] {
             cmd.env_remove(var);
@@ -43,6 +48,7 @@ impl Agw {
             .env("AGW_DEMO_CHUNK_DELAY_MS", chunk_delay_ms.to_string())
             .env("MEMORY_CHAT_DIR", scratch.chats())
             .env("AGENT_DATA_EXTERNAL_DIR", scratch.0.join("data"))
+            .envs(extra.iter().copied())
             .stderr(Stdio::null());
         Agw::spawn(&mut cmd)
     }
@@ -95,13 +101,16 @@ fn history_lines(path: &Path, torn: Option<&str>) -> (Vec<Value>, Option<String>
     (parsed, last_torn)
 }
 
+/// With crash recovery off, a run killed in flight is gone; what completed before it stays
+/// (with recovery on, the killed run is resumed: `tests/recovery.rs`).
 #[tokio::test]
 async fn sigkill_mid_run_loses_nothing_that_completed() {
     let scratch = Scratch::new("mid-run");
     let client = reqwest::Client::new();
+    let off = [("AGW_RECOVERY_ENABLED", "false")];
 
     // First life: one complete run, then a run killed after its first content.delta.
-    let mut agw = Agw::start(&scratch, 50);
+    let mut agw = Agw::start_with(&scratch, 50, &off);
     let first =
         query(&client, &agw, json!({"agentKey": "demoModePlain", "message": "first question"})).await.all().await;
     assert_eq!(first.last().unwrap()["type"], "run.complete");
@@ -142,7 +151,7 @@ async fn sigkill_mid_run_loses_nothing_that_completed() {
     assert!(first_lines.iter().any(|l| l["_type"] == "step"), "the completed run is on disk");
 
     // Second life on the same directory.
-    let agw = Agw::start(&scratch, 5);
+    let agw = Agw::start_with(&scratch, 5, &off);
     let chats = get(&client, &agw, "/api/ap/chats").await;
     let listed = chats.as_array().unwrap().iter().find(|c| c["chatId"] == chat_id.as_str()).expect("chat listed");
     assert_eq!(listed["chatName"], "first question");
