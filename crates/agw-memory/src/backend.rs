@@ -147,9 +147,17 @@ impl Backend {
     }
 
     /// Deletes everything stored of the chat: its waiting marks, its history, its index record.
-    /// Returns whether there was anything.
-    pub(crate) fn delete_chat(&self, chat_id: &str) -> Result<bool, MemoryError> {
-        dispatch!(self, b => b.delete_chat(chat_id))
+    /// Returns whether there was anything. With `untouched_since` (epoch ms), only a chat whose
+    /// index record says it was last updated before then (retention): a chat without a record,
+    /// or touched since, is left alone (`false`).
+    pub(crate) fn delete_chat(&self, chat_id: &str, untouched_since: Option<i64>) -> Result<bool, MemoryError> {
+        dispatch!(self, b => b.delete_chat(chat_id, untouched_since))
+    }
+
+    /// The chat's stored lines as text, in append order (a torn last line of a file included:
+    /// it does not parse, and callers skip what does not).
+    pub(crate) fn read_texts(&self, chat_id: &str) -> Result<Vec<String>, MemoryError> {
+        dispatch!(self, b => b.read_texts(chat_id))
     }
 
     pub(crate) fn clear_waiting(&self, run_id: &str) -> Result<(), MemoryError> {
@@ -262,6 +270,11 @@ impl FileBackend {
         file::read(&path)
     }
 
+    fn read_texts(&self, chat_id: &str) -> Result<Vec<String>, MemoryError> {
+        let bytes = self.read_bytes(chat_id)?.unwrap_or_default();
+        Ok(String::from_utf8_lossy(&bytes).lines().filter(|l| !l.trim().is_empty()).map(str::to_owned).collect())
+    }
+
     fn read_lines(&self, chat_id: &str) -> Result<Vec<HistoryLine>, MemoryError> {
         let path = self.history_path(chat_id);
         let bytes = self.read_bytes(chat_id)?;
@@ -329,7 +342,16 @@ impl FileBackend {
     /// The marks first, the index record last: a deletion cut short by a crash leaves at worst
     /// a record without history, which its owner can still see and delete again (history
     /// without a record would be ownerless, only the operator's).
-    fn delete_chat(&self, chat_id: &str) -> Result<bool, MemoryError> {
+    ///
+    /// `untouched_since` is checked against the record first. One process writes a chat
+    /// directory, and agw holds the chat's slot while it deletes, so no run can touch the chat
+    /// between the check and the deletion.
+    fn delete_chat(&self, chat_id: &str, untouched_since: Option<i64>) -> Result<bool, MemoryError> {
+        if let Some(cutoff) = untouched_since
+            && !self.index.get(chat_id)?.is_some_and(|record| record.updated_at < cutoff)
+        {
+            return Ok(false);
+        }
         for (run_id, _) in self.waiting_runs()?.into_iter().filter(|(_, chat)| chat == chat_id) {
             self.clear_waiting(&run_id)?;
         }

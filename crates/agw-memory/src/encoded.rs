@@ -25,12 +25,11 @@ impl EncodedLines {
         Ok(Self { buf })
     }
 
-    /// Lines already encoded (no `\n` in them), as the index and the migration hold them.
-    #[cfg(test)]
-    pub(crate) fn from_texts(texts: &[&str]) -> Self {
+    /// Lines already encoded (no `\n` in them), as the index, the migration and a fork hold them.
+    pub(crate) fn from_texts<S: AsRef<str>>(texts: &[S]) -> Self {
         let mut buf = String::from("\n");
         for text in texts {
-            buf.push_str(text);
+            buf.push_str(text.as_ref());
             buf.push('\n');
         }
         Self { buf }
@@ -65,7 +64,7 @@ mod tests {
         assert_eq!(lines.payload(), b"{\"a\":1}\n{\"b\":\"x\"}\n");
         assert_eq!(lines.after_separator(), b"\n{\"a\":1}\n{\"b\":\"x\"}\n");
         assert_eq!(lines.texts(), ["{\"a\":1}", "{\"b\":\"x\"}"]);
-        assert!(EncodedLines::from_texts(&[]).payload().is_empty());
+        assert!(EncodedLines::from_texts::<&str>(&[]).payload().is_empty());
         assert!(EncodedLines::encode(&[]).unwrap().texts().is_empty());
     }
 }

@@ -10,7 +10,7 @@
 //!   `migrate_chats` copies a JSONL directory into it (resumable, idempotent, verified by replay).
 //!
 //! Owns: [`ChatStore`] (appends, reads, window, latest plan, index upsert/list, waiting marks,
-//! explicit trim and chat deletion, readiness ping), the storage seam under it (a sealed enum of backends that
+//! explicit trim, chat deletion (on request and by retention) and forking, readiness ping), the storage seam under it (a sealed enum of backends that
 //! only move lines, records and marks; everything derived from them is shared), [`Recorder`]
 //! (live run → step lines, no I/O), the conversion of stored messages into
 //! [`agw_protocol::chat::ChatMessage`]s ([`history_messages`]). The line format itself and the
@@ -56,6 +56,7 @@ mod encoded;
 mod error;
 mod file;
 mod flusher;
+mod fork;
 mod group_sync;
 mod ids;
 mod index;
@@ -72,6 +73,7 @@ mod window;
 
 pub use config::{DEFAULT_K, FsyncPolicy, MemoryConfig};
 pub use error::MemoryError;
+pub use fork::{ForkError, ForkPoint, Forked};
 pub use index::{ChatSummary, ChatUpsert, Owner};
 pub use ledger::{LedgerEntry, LedgerSlot, SeqLedger};
 #[cfg(feature = "postgres")]

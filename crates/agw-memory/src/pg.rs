@@ -184,6 +184,7 @@ struct Sql {
     record: String,
     write_record: String,
     delete_record: String,
+    updated_at_for_update: String,
     list: String,
     mark: String,
     copy_mark: String,
@@ -220,6 +221,7 @@ impl Sql {
                  ON CONFLICT (chat_id) DO UPDATE SET record = EXCLUDED.record, updated_at = EXCLUDED.updated_at"
             ),
             delete_record: format!("DELETE FROM {q}.chats WHERE chat_id = $1"),
+            updated_at_for_update: format!("SELECT updated_at FROM {q}.chats WHERE chat_id = $1 FOR UPDATE"),
             list: format!("SELECT record FROM {q}.chats ORDER BY updated_at DESC, seq"),
             mark: format!(
                 "INSERT INTO {q}.waiting (run_id, chat_id) VALUES ($1, $2) \
@@ -398,14 +400,14 @@ impl PgBackend {
     }
 
     /// The chat's stored lines, in append order.
-    fn line_texts(&self, chat_id: &str) -> Result<Vec<String>, MemoryError> {
+    pub(crate) fn read_texts(&self, chat_id: &str) -> Result<Vec<String>, MemoryError> {
         let op = "read the history";
         let rows = self.conn(op, Some(chat_id))?.query(&self.sql.read, &[&chat_id]).map_err(db(op, Some(chat_id)))?;
         rows.iter().map(|row| row.try_get::<_, String>(0).map_err(db(op, Some(chat_id)))).collect()
     }
 
     pub(crate) fn read_lines(&self, chat_id: &str) -> Result<Vec<HistoryLine>, MemoryError> {
-        let texts = self.line_texts(chat_id)?;
+        let texts = self.read_texts(chat_id)?;
         let mut bytes = Vec::with_capacity(texts.iter().map(|t| t.len() + 1).sum());
         for text in &texts {
             bytes.extend_from_slice(text.as_bytes());
@@ -572,9 +574,18 @@ impl PgBackend {
 
     /// The chat's waiting marks, history rows and index record, in one transaction under the
     /// chat's lock. (A `migrated` row stays: `migrate_chats` does not bring the chat back from
-    /// the same source.)
-    pub(crate) fn delete_chat(&self, chat_id: &str) -> Result<bool, MemoryError> {
+    /// the same source.) With `untouched_since`, the record's `updated_at` is read `FOR UPDATE`
+    /// in that transaction first: replicas sweeping at once delete a chat once, and a run that
+    /// started in between (its upsert moved `updated_at`, under the same lock) keeps it.
+    pub(crate) fn delete_chat(&self, chat_id: &str, untouched_since: Option<i64>) -> Result<bool, MemoryError> {
         self.in_chat_transaction("delete the chat", chat_id, |tx| {
+            if let Some(cutoff) = untouched_since {
+                let row = tx.query_opt(&self.sql.updated_at_for_update, &[&chat_id])?;
+                let updated_at = row.map(|row| row.try_get::<_, i64>(0)).transpose()?;
+                if !updated_at.is_some_and(|at| at < cutoff) {
+                    return Ok(false);
+                }
+            }
             let marks = tx.execute(&self.sql.clear_chat, &[&chat_id])?
                 + tx.execute(&self.sql.clear_chat_run_marks, &[&chat_id])?;
             let lines = tx.execute(&self.sql.delete_history, &[&chat_id])?;

@@ -15,6 +15,7 @@ use crate::backend::{Backend, FileBackend};
 use crate::config::{FsyncPolicy, MemoryConfig, normalise};
 use crate::encoded::EncodedLines;
 use crate::error::MemoryError;
+use crate::fork::{ForkError, ForkPoint, Forked};
 use crate::ids::is_canonical;
 use crate::index::{ChatSummary, ChatUpsert, Owner, UpsertRequest};
 #[cfg(feature = "postgres")]
@@ -73,7 +74,8 @@ pub struct ChatContext {
 ///
 /// History is never deleted implicitly: [`Self::trim`] (the reference's window trimming)
 /// exists, but nothing calls it; the window `k` only limits what is sent to the model.
-/// [`Self::delete_chat`] deletes a whole chat when asked to (`DELETE /api/ap/chat`).
+/// [`Self::delete_chat`] deletes a whole chat when asked to (`DELETE /api/ap/chat`), and
+/// [`Self::delete_chat_untouched_since`] one that retention expired.
 pub struct ChatStore {
     config: MemoryConfig,
     /// Lower-cased `action_tools`.
@@ -445,9 +447,31 @@ impl ChatStore {
         if !is_canonical(chat_id) {
             return Ok(false);
         }
-        match self.backend.delete_chat(chat_id) {
+        self.delete(chat_id, None)
+    }
+
+    /// [`Self::delete_chat`] for retention: deletes the chat only if its index record says it
+    /// was last updated before `cutoff_ms` (epoch ms), checked again in the deletion itself
+    /// (PostgreSQL: in its transaction, under the chat's lock), so that of replicas sweeping
+    /// at once one deletes it, and a chat a run touched in between stays. A chat without an
+    /// index record is left alone. Returns whether it was deleted.
+    pub fn delete_chat_untouched_since(&self, chat_id: &str, cutoff_ms: i64) -> Result<bool, MemoryError> {
+        if !is_canonical(chat_id) {
+            return Ok(false);
+        }
+        self.delete(chat_id, Some(cutoff_ms))
+    }
+
+    fn delete(&self, chat_id: &str, untouched_since: Option<i64>) -> Result<bool, MemoryError> {
+        match self.backend.delete_chat(chat_id, untouched_since) {
             Ok(existed) => {
-                tracing::info!(chat_id, existed, backend = self.backend_name(), "chat deleted");
+                tracing::info!(
+                    chat_id,
+                    existed,
+                    expired = untouched_since.is_some(),
+                    backend = self.backend_name(),
+                    "chat deleted"
+                );
                 Ok(existed)
             }
             Err(e) => {
@@ -455,6 +479,77 @@ impl ChatStore {
                 Err(e)
             }
         }
+    }
+
+    /// The chats whose index record was last updated before `cutoff_ms` (epoch ms), oldest
+    /// first: what retention deletes.
+    pub fn chats_untouched_since(&self, cutoff_ms: i64) -> Result<Vec<ChatSummary>, MemoryError> {
+        let mut chats = self.list_chats()?;
+        chats.retain(|chat| chat.updated_at < cutoff_ms);
+        chats.reverse();
+        Ok(chats)
+    }
+
+    /// Forks `source` into the new chat `new_chat` (`POST /api/ap/chat/fork`): its lines up to
+    /// `point` are copied with the chat and run ids rewritten (which lines: `fork.rs`), and the
+    /// new chat gets an index record of its own — owned by `owner`, with the source's name and
+    /// first agent (from its first copied query when the source has no record), the totals of
+    /// the whole runs it holds, and the agent its last copied handoff went to. The record is
+    /// written first: a fork cut short leaves an owned chat with less history, never history
+    /// without an owner. The caller checks that the caller may read `source`. Blocks.
+    pub fn fork_chat(
+        &self,
+        source: &str,
+        new_chat: &str,
+        point: &ForkPoint,
+        owner: Option<&Owner>,
+        now_ms: i64,
+    ) -> Result<Forked, ForkError> {
+        if !is_canonical(new_chat) {
+            return Err(ForkError::ChatExists { chat_id: new_chat.to_owned() });
+        }
+        let texts = if is_canonical(source) { self.backend.read_texts(source)? } else { Vec::new() };
+        let selection = crate::fork::select(source, &texts, point, new_chat, &mut ids::new_run_id)?;
+        let summary = self.get_chat(source)?;
+        let name =
+            summary.as_ref().map(|s| s.chat_name.clone()).or(selection.first_message.clone()).unwrap_or_default();
+        let agent_key = summary.as_ref().and_then(|s| s.first_agent_key.clone()).or(selection.first_agent.clone());
+        let agent_name = summary.as_ref().and_then(|s| s.first_agent_name.clone());
+        let refuse = |_: Option<&Owner>| false;
+        let upserted = self.upsert_owned_chat(
+            new_chat,
+            &name,
+            agent_key.as_deref(),
+            agent_name.as_deref(),
+            owner,
+            &refuse,
+            now_ms,
+        )?;
+        let Some(upserted) = upserted.filter(|u| u.created) else {
+            return Err(ForkError::ChatExists { chat_id: new_chat.to_owned() });
+        };
+        if !selection.lines.is_empty() {
+            let written = self.backend.append_last(new_chat, &EncodedLines::from_texts(&selection.lines));
+            if let Err(e) = written {
+                // Best effort: the empty chat would only confuse its owner.
+                let _ = self.backend.delete_chat(new_chat, None);
+                return Err(e.into());
+            }
+        }
+        for (usage, cost) in &selection.totals {
+            if let Err(e) = self.backend.add_run_totals(new_chat, usage, cost.as_ref(), now_ms) {
+                tracing::warn!(chat_id = new_chat, error = %e, "chat index: a copied run's usage was not added to the fork's totals");
+            }
+        }
+        if let Some(agent) = &selection.handed_to {
+            self.note_last_agent(new_chat, agent, true)?;
+        }
+        Ok(Forked {
+            chat_id: new_chat.to_owned(),
+            chat_name: upserted.chat_name,
+            runs: selection.runs,
+            lines: selection.lines.len(),
+        })
     }
 
     /// Every chat of the index, newest first (`docs/contract/http-api.md` §3).

@@ -612,3 +612,73 @@ fn a_deleted_chat_is_gone_from_history_index_and_waiting_marks() {
         assert_eq!(fresh.chat_name, "again");
     }
 }
+
+/// `POST /api/ap/chat/fork`'s storage half, on each backend: the new chat holds the runs up to
+/// the point under new run ids and the caller as owner, with the source's name and agent; the
+/// source is unchanged; the model's window of the fork is the copied runs'.
+#[test]
+fn a_fork_copies_the_runs_up_to_its_point_under_new_ids() {
+    use agw_memory::{ForkError, ForkPoint, Owner};
+    const FORK: &str = "4c5d6e7f-8a9b-4c0d-9e1f-2a3b4c5d6e7f";
+    const RUN1: &str = "5d6e7f8a-9b0c-4d1e-8f2a-3b4c5d6e7f8a";
+    const RUN2: &str = "6e7f8a9b-0c1d-4e2f-9a3b-4c5d6e7f8a9b";
+    let bob = Owner { sub: "bob".into(), tenant: None };
+    for storage in storages() {
+        let store = storage.open(20, &[]);
+        store.upsert_chat(CHAT, "hello there", Some("a"), Some("Agent A"), 100).expect("upsert");
+        store.append_final(CHAT, &simple_run(RUN1, "u1", "a1")).expect("append");
+        store.append_final(CHAT, &simple_run(RUN2, "u2", "a2")).expect("append");
+        let source_lines = storage.raw_lines(CHAT);
+
+        let point = ForkPoint::After { run_id: RUN1.into(), step_seq: None };
+        let forked = store.fork_chat(CHAT, FORK, &point, Some(&bob), 500).expect("fork");
+        assert_eq!(forked.runs.len(), 1, "{}", storage.name());
+        let new_run = &forked.runs[0].1;
+        assert_ne!(new_run, RUN1, "a run id names one run");
+        let lines = store.read_lines(FORK).unwrap();
+        assert_eq!(lines.len(), 2);
+        assert!(lines.iter().all(|l| l.chat_id() == FORK && l.run_id() == new_run));
+        assert_eq!(lines[0].as_query().unwrap().query.chat_id.as_deref(), Some(FORK));
+        assert_eq!(texts(&store.history_for_model(FORK).unwrap()), ["user u1", "assistant a1"]);
+        let record = store.get_chat(FORK).unwrap().expect("indexed");
+        assert_eq!((record.chat_name.as_str(), record.first_agent_key.as_deref()), ("hello there", Some("a")));
+        assert_eq!(record.first_agent_name.as_deref(), Some("Agent A"));
+        assert_eq!((record.created_at, record.owner), (500, Some(bob.clone())));
+        assert_eq!(storage.raw_lines(CHAT), source_lines, "the source is unchanged");
+
+        // Before the first run: an empty chat of its own; an unknown run: refused, nothing made.
+        let empty = "7f8a9b0c-1d2e-4f3a-8b4c-5d6e7f8a9b0c";
+        store.fork_chat(CHAT, empty, &ForkPoint::Before { run_id: RUN1.into() }, None, 600).expect("fork");
+        assert!(store.read_lines(empty).unwrap().is_empty() && store.chat_exists(empty).unwrap());
+        let nowhere = "8a9b0c1d-2e3f-4a4b-9c5d-6e7f8a9b0c1d";
+        let refused = store.fork_chat(CHAT, nowhere, &ForkPoint::Before { run_id: "r9".into() }, None, 600);
+        assert!(matches!(refused, Err(ForkError::RunNotFound { .. })), "{refused:?}");
+        assert!(!store.chat_exists(nowhere).unwrap());
+    }
+}
+
+/// Retention's deletion, on each backend: only a chat whose record is older than the cutoff
+/// goes; a chat updated since, or one already gone, is left (`false`), so replicas that sweep
+/// together delete a chat once.
+#[test]
+fn retention_deletes_only_a_chat_untouched_since_the_cutoff() {
+    const FRESH: &str = "9b0c1d2e-3f4a-4b5c-8d6e-7f8a9b0c1d2e";
+    for storage in storages() {
+        let store = storage.open(20, &[]);
+        for (chat, at) in [(CHAT, 100), (FRESH, 900)] {
+            store.upsert_chat(chat, "hi", Some("a"), None, at).expect("upsert");
+            store.append_final(chat, &simple_run("run_001", "u", "a")).expect("append");
+        }
+        let old: Vec<String> = store.chats_untouched_since(500).unwrap().into_iter().map(|c| c.chat_id).collect();
+        assert_eq!(old, [CHAT], "{}", storage.name());
+        assert!(!store.delete_chat_untouched_since(FRESH, 500).unwrap(), "touched since");
+        // Touched between the listing and the deletion: kept.
+        store.upsert_chat(CHAT, "hi", Some("a"), None, 700).expect("upsert");
+        assert!(!store.delete_chat_untouched_since(CHAT, 500).unwrap());
+        assert!(store.chat_exists(CHAT).unwrap());
+        assert!(store.delete_chat_untouched_since(CHAT, 800).unwrap());
+        assert!(!store.delete_chat_untouched_since(CHAT, 800).unwrap(), "already gone");
+        assert!(storage.raw_lines(CHAT).is_empty() && !store.chat_exists(CHAT).unwrap());
+        assert!(store.chat_exists(FRESH).unwrap());
+    }
+}
