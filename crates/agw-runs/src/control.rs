@@ -15,7 +15,7 @@ use agw_protocol::usage::TokenCounts;
 use crate::calls::{Attached, ChatDeleted, Compacted, Control, Interrupted, SteerRequest, Steered, Submitted};
 use crate::cluster::{self, ChatLock, Located, Remote};
 use crate::principal::{Principal, may_access, quota_owner};
-use crate::service::RunService;
+use crate::service::{Core, RunService};
 use crate::sink::now_ms;
 use crate::{AttachError, CancelReason, RunError, RunHandle, RunStatus};
 
@@ -337,39 +337,8 @@ impl RunService {
         let Some(owner) = owner.filter(|owner| may_access(principal, owner.as_ref())) else {
             return Err(not_found());
         };
-        let holder = format!("delete-{}", ids::new_run_id());
-        let _slot = match core.tracker.chats().try_acquire(&chat_id, &holder) {
-            Ok(slot) => slot,
-            // A run that has sent its terminal event frees the slot a moment later: a client
-            // that deletes the moment it read `run.complete` waits for that, not a 409.
-            Err(busy)
-                if core.tracker.get(&busy.run_id).is_some_and(|h| h.status().is_finished() && !h.is_waiting()) =>
-            {
-                tokio::time::timeout(SLOT_WAIT, core.tracker.chats().acquire(&chat_id, &holder))
-                    .await
-                    .map_err(|_| RunError::ChatBusy { chat_id: chat_id.clone(), run_id: busy.run_id })?
-            }
-            Err(busy) => return Err(RunError::ChatBusy { chat_id, run_id: busy.run_id }),
-        };
-        // A run queued for the slot, or one waiting for a person without holding it.
-        let live = core
-            .tracker
-            .ids()
-            .into_iter()
-            .filter_map(|id| core.tracker.get(&id))
-            .find(|h| h.chat_id == chat_id && (!h.status().is_finished() || h.is_waiting()));
-        if let Some(run) = live {
-            return Err(RunError::ChatBusy { chat_id, run_id: run.run_id.clone() });
-        }
-        match cluster::lock_chat(core, &chat_id, &holder).await {
-            Ok(()) => {}
-            Err(ChatLock::Busy(run_id)) => return Err(RunError::ChatBusy { chat_id, run_id }),
-            Err(ChatLock::Unavailable(e)) => return Err(RunError::cluster(e)),
-        }
         let (store, id) = (core.chats.clone(), chat_id.clone());
-        let deleted = tokio::task::spawn_blocking(move || store.delete_chat(&id)).await.map_err(RunError::memory);
-        cluster::unlock_chat(core, &chat_id, &holder).await;
-        deleted?.map_err(RunError::memory)?;
+        hold_chat(core, &chat_id, "delete", true, move || store.delete_chat(&id)).await?.map_err(RunError::memory)?;
         let forgotten = core.tracker.forget_chat(&chat_id);
         let owner = owner.map(|o| o.sub);
         tracing::info!(chatId = %chat_id, owner = owner.as_deref().unwrap_or("-"), forgotten_runs = forgotten, "chat deleted");
@@ -404,4 +373,54 @@ pub(crate) async fn interrupt_handle(handle: &RunHandle) -> Interrupted {
     };
     tracing::info!(runId = %run_id, status, "interrupt");
     Interrupted { accepted: true, status: status.into(), run_id, detail: detail.into() }
+}
+
+/// Holds the chat for a change of the whole chat (deleting it, expiring it) and makes the
+/// change, `change` (blocking, on a blocking thread), while no run can start in it: this
+/// replica's slot of the chat, and in a cluster the chat's lock, are held meanwhile.
+/// [`RunError::ChatBusy`] naming the run when one of the chat's runs is in flight, queued or
+/// waiting for a person, here or (clustered) on another replica. `wait_finished`: a run that
+/// has sent its terminal event but not yet freed the slot is waited for (a client that deletes
+/// the moment it read `run.complete`), instead of answering busy.
+pub(crate) async fn hold_chat<T: Send + 'static>(
+    core: &Core,
+    chat_id: &str,
+    purpose: &str,
+    wait_finished: bool,
+    change: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, RunError> {
+    let holder = format!("{purpose}-{}", ids::new_run_id());
+    let _slot = match core.tracker.chats().try_acquire(chat_id, &holder) {
+        Ok(slot) => slot,
+        Err(busy)
+            if wait_finished
+                && core.tracker.get(&busy.run_id).is_some_and(|h| h.status().is_finished() && !h.is_waiting()) =>
+        {
+            tokio::time::timeout(SLOT_WAIT, core.tracker.chats().acquire(chat_id, &holder))
+                .await
+                .map_err(|_| RunError::ChatBusy { chat_id: chat_id.to_owned(), run_id: busy.run_id })?
+        }
+        Err(busy) => return Err(RunError::ChatBusy { chat_id: chat_id.to_owned(), run_id: busy.run_id }),
+    };
+    // A run queued for the slot, or one waiting for a person without holding it.
+    if let Some(run) = live_run(core, chat_id) {
+        return Err(RunError::ChatBusy { chat_id: chat_id.to_owned(), run_id: run.run_id.clone() });
+    }
+    match cluster::lock_chat(core, chat_id, &holder).await {
+        Ok(()) => {}
+        Err(ChatLock::Busy(run_id)) => return Err(RunError::ChatBusy { chat_id: chat_id.to_owned(), run_id }),
+        Err(ChatLock::Unavailable(e)) => return Err(RunError::cluster(e)),
+    }
+    let changed = tokio::task::spawn_blocking(change).await.map_err(RunError::memory);
+    cluster::unlock_chat(core, chat_id, &holder).await;
+    changed
+}
+
+/// A run of the chat on this replica that is in flight, queued or waiting for a person.
+pub(crate) fn live_run(core: &Core, chat_id: &str) -> Option<Arc<RunHandle>> {
+    core.tracker
+        .ids()
+        .into_iter()
+        .filter_map(|id| core.tracker.get(&id))
+        .find(|h| h.chat_id == chat_id && (!h.status().is_finished() || h.is_waiting()))
 }

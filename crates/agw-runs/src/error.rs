@@ -50,6 +50,17 @@ pub enum RunError {
         /// The id asked for.
         run_id: String,
     },
+    /// A fork's point is not in the chat: no run with this id, or the run has no such step.
+    #[error("{}", fork_point_message(.chat_id, .run_id, *.step_seq))]
+    ForkPointNotFound {
+        /// The source chat.
+        chat_id: String,
+        /// The run asked for.
+        run_id: String,
+        /// The step asked for, when one was.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step_seq: Option<i64>,
+    },
     /// The run has ended (or is ending): it takes no more messages.
     #[error("run {run_id} has finished ({status}); it takes no more messages")]
     RunFinished {
@@ -136,6 +147,13 @@ pub enum RunError {
         /// What happened.
         message: String,
     },
+}
+
+fn fork_point_message(chat_id: &str, run_id: &str, step_seq: Option<i64>) -> String {
+    match step_seq {
+        Some(seq) => format!("run {run_id} of chat {chat_id} has no step {seq}"),
+        None => format!("run {run_id} is not a run of chat {chat_id}"),
+    }
 }
 
 impl RunError {

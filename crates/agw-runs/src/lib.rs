@@ -2,14 +2,15 @@
 //! started it, so clients can leave, come back, stop it, redirect it and answer it.
 //!
 //! Owns: the run service ([`RunService`]: start, attach, interrupt, steer, submit, compact,
-//! restoring waiting runs) and its one error type ([`RunError`]); the run loop every run goes
-//! through, live, restored after a restart or adopted from another replica; the sink that turns
-//! a run's deltas into events, its history and its buffer ([`sink`]); the run registry
-//! ([`RunTracker`]) with each run's [`RunHandle`] (bounded buffer of encoded frames, observers,
-//! status, cancellation, steering queue) and one run per chat ([`ChatSlots`]); durable waiting;
-//! quotas ([`quotas`]); the chat-event webhook ([`webhook`]); this replica's part in a cluster
-//! (announcing and mirroring runs, forwarding control requests, adopting waiting runs); who may
-//! act on what ([`Principal`], [`may_access`]).
+//! restoring waiting runs; deleting, forking and expiring chats) and its one error type
+//! ([`RunError`]); the run loop every run goes through, live, restored after a restart or
+//! adopted from another replica; the sink that turns a run's deltas into events, its history
+//! and its buffer ([`sink`]); the run registry ([`RunTracker`]) with each run's [`RunHandle`]
+//! (bounded buffer of encoded frames, observers, status, cancellation, steering queue) and one
+//! run per chat ([`ChatSlots`]); durable waiting; quotas ([`quotas`]); the chat-event webhook
+//! ([`webhook`]); this replica's part in a cluster (announcing and mirroring runs, forwarding
+//! control requests, adopting waiting runs); who may act on what ([`Principal`],
+//! [`may_access`]).
 //!
 //! Must never: depend on hyper, http or any route (the edge — agw-http — turns requests into
 //! calls on this crate and its errors into status codes), hold more of a run than its buffer
@@ -25,6 +26,7 @@ mod control;
 mod drive;
 mod durable;
 mod error;
+mod fork;
 pub mod guards;
 mod handle;
 mod node;
@@ -33,6 +35,7 @@ pub mod quotas;
 mod recover;
 mod registry;
 mod replica;
+mod retention;
 mod service;
 mod settings;
 pub mod sink;
@@ -43,6 +46,7 @@ pub use buffer::{BufferLimits, FrameBuffer, Read, ReadEvents};
 pub use calls::{Attached, ChatDeleted, Compacted, Interrupted, SteerRequest, Steered, Submitted};
 pub use chats::{ChatBusy, ChatSlot, ChatSlots};
 pub use error::RunError;
+pub use fork::{ChatForked, ForkPosition, ForkRequest, ForkedFrom, ForkedRun};
 pub use handle::{
     AttachError, CancelReason, DisconnectPolicy, Mirrored, Observer, RunHandle, RunSpec, RunStatus, lagged_frame,
 };
@@ -50,6 +54,7 @@ pub use node::Node;
 pub use principal::{ANONYMOUS_SUBJECT, Principal, anonymous, may_access};
 pub use recover::RECOVERED_RUNS;
 pub use registry::{RunGuard, RunTracker, drain};
+pub use retention::{RetentionTask, Swept};
 pub use service::{
     Catalogs, NoTelemetry, Parts, RecoverySettings, RunService, ServiceSettings, Telemetry, ToolSources,
 };
@@ -60,5 +65,7 @@ pub use start::NewRun;
 pub const RUNS_ACTIVE: &str = "agw_runs_active";
 /// Counter: runs ended, by `outcome` and `code`.
 pub const RUNS_TOTAL: &str = "agw_runs_total";
+/// Counter: chats the retention sweep deleted (`agw.memory.retention`).
+pub const CHATS_EXPIRED: &str = "agw_chats_expired_total";
 /// Counter: events streamed to observers.
 pub const EVENTS_STREAMED: &str = "agw_events_streamed_total";
