@@ -146,6 +146,11 @@ impl From<RunError> for ApiError {
                 }),
             )
             .with_retry_after(exceeded.retry_after),
+            RunError::ForkPointNotFound { chat_id, run_id, step_seq } => ApiError::with_fields(
+                StatusCode::NOT_FOUND,
+                msg,
+                json!({"code": "fork_point_not_found", "chatId": chat_id, "runId": run_id, "stepSeq": step_seq}),
+            ),
             RunError::RunFinished { run_id, status } => {
                 ApiError::conflict(msg, json!({"code": "run_finished", "runId": run_id, "status": status}))
             }

@@ -5,9 +5,9 @@
 //!
 //! The order lives here once: start — the state (catalogs, chat store, run service, auth), the
 //! cluster (before the first request, so other replicas' runs are reachable), runs that waited
-//! for a person before the last stop, MCP servers that start at boot, the directory watcher;
-//! stop — runs get the grace period, the chat store's pending fsyncs finish, the cluster lease
-//! goes, MCP servers' processes end.
+//! for a person before the last stop, MCP servers that start at boot, the directory watcher,
+//! the chat retention sweep; stop — the retention sweep ends, runs get the grace period, the
+//! chat store's pending fsyncs finish, the cluster lease goes, MCP servers' processes end.
 
 use std::future::Future;
 
@@ -31,6 +31,9 @@ pub enum Reload {
 pub struct Gateway {
     state: AppState,
     _reload: Option<ReloadHandle>,
+    /// `agw.memory.retention`'s sweep, when on. Dropping the gateway leaves it to end with the
+    /// run service (the state's last clone); [`Gateway::shutdown`] stops it first.
+    retention: Option<crate::runs::RetentionTask>,
 }
 
 impl Gateway {
@@ -55,7 +58,10 @@ impl Gateway {
             Reload::Watch => Some(Reloader::new(state.clone(), watched_dirs(&state.settings)).start()),
             Reload::Off => None,
         };
-        Ok(Self { state, _reload: reload })
+        let memory = &state.settings.memory;
+        let retention =
+            memory.enabled.then(|| state.runs.start_retention(memory.retention, memory.retention_sweep)).flatten();
+        Ok(Self { state, _reload: reload, retention })
     }
 
     /// What every request handler reaches; pass it to [`crate::routes::handle`].
@@ -95,11 +101,14 @@ impl Gateway {
         crate::mcp_server::serve_stdio(&self.state, shutdown).await
     }
 
-    /// Stops, after the listener (or the host's server) stopped accepting: runs in flight get
-    /// `server.shutdown-grace-ms` to finish and the rest end with `run.error`; pending chat
-    /// fsyncs finish; the cluster lease is deleted at once (a stopped replica is not a lost
-    /// one); MCP servers' processes end; the directory watcher stops.
+    /// Stops, after the listener (or the host's server) stopped accepting: the retention sweep
+    /// stops; runs in flight get `server.shutdown-grace-ms` to finish and the rest end with
+    /// `run.error`; pending chat fsyncs finish; the cluster lease is deleted at once (a stopped
+    /// replica is not a lost one); MCP servers' processes end; the directory watcher stops.
     pub async fn shutdown(self) {
+        if let Some(retention) = self.retention {
+            retention.stop();
+        }
         let state = self.state;
         state.runs.drain(state.settings.server.shutdown_grace).await;
         let chats = state.runs.chat_store().clone();

@@ -8,6 +8,8 @@ use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+/// Recorded by agw-runs: chats the retention sweep deleted (`agw.memory.retention`).
+pub use agw_runs::CHATS_EXPIRED;
 /// Recorded by agw-runs: runs in flight (gauge), finished runs by `outcome` (completed, failed,
 /// cancelled, disconnected) and error `code`, events streamed.
 pub use agw_runs::{EVENTS_STREAMED, RUNS_ACTIVE, RUNS_TOTAL};
@@ -56,6 +58,7 @@ fn describe() {
     metrics::describe_gauge!(RUNS_ACTIVE, "runs currently streaming");
     metrics::describe_counter!(RUNS_TOTAL, "finished runs by outcome (completed, failed, disconnected) and error code");
     metrics::describe_counter!(EVENTS_STREAMED, "SSE events written to clients");
+    metrics::describe_counter!(CHATS_EXPIRED, "chats deleted by the retention sweep (agw.memory.retention)");
     metrics::describe_histogram!(
         PROVIDER_FIRST_TOKEN,
         metrics::Unit::Seconds,

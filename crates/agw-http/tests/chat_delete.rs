@@ -7,15 +7,8 @@
 mod common;
 
 use agw_testkit::Transcript;
-use common::{Gateway, LiveStream, oneshot_agent};
+use common::{Gateway, LiveStream, ask_agent, oneshot_agent};
 use serde_json::{Value, json};
-
-/// An agent whose run waits for a frontend tool.
-fn ask_agent() -> (String, String) {
-    let text = r#"{"key":"ask","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m"},
-        "toolConfig":{"frontends":["confirm_dialog"]},"react":{"systemPrompt":"You ask.","maxSteps":3}}"#;
-    ("ask.json".into(), text.into())
-}
 
 async fn delete(gw: &Gateway, chat_id: &str) -> (u16, Value) {
     let resp = gw.client.delete(format!("{}/api/ap/chat?chatId={chat_id}", gw.base)).send().await.unwrap();
@@ -27,19 +20,6 @@ fn listed(chats: &Value) -> Vec<&str> {
     chats["data"].as_array().unwrap().iter().map(|c| c["chatId"].as_str().unwrap()).collect()
 }
 
-/// Whether the store keeps anything of the chat: its history file (files) or rows (PostgreSQL).
-fn stored_anywhere(gw: &Gateway, chat_id: &str) -> bool {
-    if gw.on_postgres() {
-        let count = |table: &str| -> i64 {
-            gw.pg_query(&format!("SELECT count(*) FROM {{schema}}.{table} WHERE chat_id = '{chat_id}'"))[0].get(0)
-        };
-        return count("history") + count("chats") + count("waiting") > 0;
-    }
-    let path = gw.state.runs.chat_store().history_path(chat_id).unwrap();
-    let index = std::fs::read_to_string(path.with_file_name("_chats.jsonl")).unwrap_or_default();
-    path.exists() || index.lines().any(|l| l.contains(chat_id) && !l.contains(r#""deleted":true"#))
-}
-
 #[tokio::test]
 async fn a_deleted_chat_is_gone_everywhere_and_its_id_starts_a_new_chat() {
     let gw = Gateway::start(&[oneshot_agent("a", false, 5000)], &[]).await;
@@ -49,7 +29,7 @@ async fn a_deleted_chat_is_gone_everywhere_and_its_id_starts_a_new_chat() {
     let run_id = first.of_type("run.start")[0]["runId"].as_str().unwrap().to_owned();
     let other = gw.run(&json!({"agentKey": "a", "message": "another chat"})).await;
     let other_id = other.of_type("run.start")[0]["chatId"].as_str().unwrap().to_owned();
-    assert!(stored_anywhere(&gw, &chat_id));
+    assert!(gw.stored_anywhere(&chat_id));
     let attach = format!("{}/api/ap/attach?runId={run_id}", gw.base);
     assert_eq!(gw.client.get(&attach).send().await.unwrap().status(), 200, "retained before");
 
@@ -62,7 +42,7 @@ async fn a_deleted_chat_is_gone_everywhere_and_its_id_starts_a_new_chat() {
     let (_, chats) = gw.get_json("/api/ap/chats").await;
     assert_eq!(listed(&chats), [other_id.as_str()]);
     assert!(gw.history(&chat_id).await.is_empty());
-    assert!(!stored_anywhere(&gw, &chat_id), "history, index record and marks are gone");
+    assert!(!gw.stored_anywhere(&chat_id), "history, index record and marks are gone");
     assert_eq!(gw.client.get(&attach).send().await.unwrap().status(), 404, "its finished run is not attachable");
     let (status, _) = gw.get_json(&format!("/api/ap/chat?chatId={other_id}")).await;
     assert_eq!(status, 200, "the other chat is untouched");
@@ -116,18 +96,11 @@ async fn a_chat_whose_run_waits_for_a_person_is_not_deleted_until_the_run_ends()
     assert_eq!(gw.waiting_runs().await.len(), 1, "the mark stays");
 
     // Answered, the run completes in its chat; then the chat can go.
-    let resp = gw
-        .client
-        .post(format!("{}/api/ap/submit", gw.base))
-        .json(&json!({"runId": run_id, "toolId": tool_id, "params": {"ok": true}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.json::<Value>().await.unwrap()["data"]["accepted"], true);
+    gw.submit_accepted(&run_id, &tool_id, json!({"ok": true})).await;
     let rest = stream.rest().await;
     assert_eq!(rest.last().unwrap()["type"], "run.complete");
     let (status, body) = delete(&gw, &chat_id).await;
     assert_eq!(status, 200, "{body}");
     assert!(gw.waiting_runs().await.is_empty());
-    assert!(!stored_anywhere(&gw, &chat_id));
+    assert!(!gw.stored_anywhere(&chat_id));
 }

@@ -247,6 +247,40 @@ async fn only_the_owner_or_the_operator_deletes_a_chat() {
     assert!(users.chat_ids(&users.alice).await.is_empty());
 }
 
+/// Forking (`POST /api/ap/chat/fork`, issue 37): whoever may read a chat may fork it, and the
+/// fork is the caller's own chat; anyone else gets the 404 of a chat that never existed.
+#[tokio::test]
+async fn a_fork_belongs_to_whoever_forked_and_another_users_chat_is_not_found() {
+    let users = gateway_with_users(&[], &[oneshot_agent("a", false, 5000)]).await;
+    let alices = users.run(&users.alice, &json!({"agentKey": "a", "message": "alice's secret plan"})).await;
+    let fork = |token: &str, chat_id: &str| {
+        let request = users.gw.client.post(format!("{}/api/ap/chat/fork", users.gw.base));
+        let request = request.bearer_auth(token).json(&json!({"chatId": chat_id}));
+        async move {
+            let resp = request.send().await.unwrap();
+            (resp.status().as_u16(), resp.json::<Value>().await.unwrap())
+        }
+    };
+
+    let (status, body) = fork(&users.bob, &alices).await;
+    assert_eq!((status, body["msg"].as_str().unwrap()), (404, format!("chat not found: {alices}").as_str()));
+    let (_, absent) = fork(&users.bob, NEVER_CREATED).await;
+    assert_eq!(absent["data"], body["data"], "the same answer as for a chat that never existed");
+    assert!(users.chat_ids(&users.bob).await.is_empty(), "bob got nothing");
+
+    let (status, body) = fork(&users.alice, &alices).await;
+    assert_eq!(status, 200, "{body}");
+    let hers = body["data"]["chatId"].as_str().unwrap().to_owned();
+    assert_eq!(users.chat_ids(&users.alice).await.len(), 2);
+    assert_eq!(users.get(&users.bob, &format!("/api/ap/chat?chatId={hers}")).await.0, 404);
+    // The operator forks anyone's chat into a chat of its own, which alice does not see.
+    let (status, body) = fork(&users.operator, &alices).await;
+    assert_eq!(status, 200, "{body}");
+    let theirs = body["data"]["chatId"].as_str().unwrap().to_owned();
+    assert!(!users.chat_ids(&users.alice).await.contains(&theirs));
+    assert_eq!(users.get(&users.alice, &format!("/api/ap/chat?chatId={theirs}")).await.0, 404);
+}
+
 #[tokio::test]
 async fn the_operator_role_sees_and_continues_every_chat() {
     let users = gateway_with_users(&[], &[oneshot_agent("a", false, 5000)]).await;

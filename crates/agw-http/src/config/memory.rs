@@ -1,10 +1,15 @@
-//! `memory.chat.*` and `agw.memory.enabled`: chat history on disk.
+//! `memory.chat.*` and `agw.memory.*`: chat history, and how long it is kept.
+
+use std::time::Duration;
 
 use agw_memory::{FsyncPolicy, MemoryConfig};
 
 use super::ConfigError;
 use super::source::Source;
-use super::table::{AGW_MEMORY_ENABLED, MEMORY_CHAT_ACTION_TOOLS, MEMORY_CHAT_DIR, MEMORY_CHAT_FSYNC, MEMORY_CHAT_K};
+use super::table::{
+    AGW_MEMORY_ENABLED, AGW_MEMORY_RETENTION, AGW_MEMORY_RETENTION_SWEEP, MEMORY_CHAT_ACTION_TOOLS, MEMORY_CHAT_DIR,
+    MEMORY_CHAT_FSYNC, MEMORY_CHAT_K,
+};
 use super::value::{self, ValueError};
 
 /// `memory.chat.*` and `agw.memory.enabled`: chat history on disk.
@@ -14,6 +19,11 @@ pub struct MemorySettings {
     pub enabled: bool,
     /// Directory, history window, fsync policy and action tools of the chat store.
     pub chat: MemoryConfig,
+    /// `agw.memory.retention`: chats untouched this long are deleted by the server; zero
+    /// (the default) keeps them forever.
+    pub retention: Duration,
+    /// `agw.memory.retention-sweep`: how often the server looks for them.
+    pub retention_sweep: Duration,
 }
 
 pub(super) fn load(src: &Source) -> Result<MemorySettings, ConfigError> {
@@ -30,6 +40,8 @@ pub(super) fn load(src: &Source) -> Result<MemorySettings, ConfigError> {
                 .map(|t| t.to_lowercase())
                 .collect(),
         },
+        retention: src.parse(&AGW_MEMORY_RETENTION, value::duration)?,
+        retention_sweep: src.parse(&AGW_MEMORY_RETENTION_SWEEP, value::duration)?,
     })
 }
 

@@ -177,6 +177,10 @@ settings! {
             "when history is fsynced: never | step (after every step) | run (when a run ends)";
         AGW_MEMORY_ENABLED: "agw.memory.enabled" = Some("true"),
             "chat memory: false = no history files, no chat index, no history sent back to the model";
+        AGW_MEMORY_RETENTION: "agw.memory.retention" = Some("0"),
+            "chats no run has touched for this long are deleted by the server (e.g. 720h; 0 = keep forever)";
+        AGW_MEMORY_RETENTION_SWEEP: "agw.memory.retention-sweep" = Some("1h"),
+            "how often the server looks for chats past agw.memory.retention";
         SERVER_SHUTDOWN_GRACE_MS: "server.shutdown-grace-ms" = Some("10000"),
             "on SIGTERM/SIGINT, how long in-flight runs may finish before they end with run.error";
         AGENT_REFRESH_INTERVAL_MS: "agent.catalog.refresh-interval-ms" = Some("10000"),

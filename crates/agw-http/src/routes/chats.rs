@@ -1,8 +1,9 @@
-//! `GET /api/ap/chats`, `GET /api/ap/chat` and `DELETE /api/ap/chat` (`docs/contract/http-api.md`
-//! §3–§4a, replay per `docs/contract/sse-events.md` §9 with the ids the live stream used).
+//! `GET /api/ap/chats`, `GET /api/ap/chat`, `DELETE /api/ap/chat` and `POST /api/ap/chat/fork`
+//! (`docs/contract/http-api.md` §3–§4b, replay per `docs/contract/sse-events.md` §9 with the ids
+//! the live stream used).
 //!
-//! With auth on, a caller lists, reads and deletes only the chats [`may_access`] allows; another
-//! user's chat answers exactly like a chat that does not exist (404 `chat not found`).
+//! With auth on, a caller lists, reads, deletes and forks only the chats [`may_access`] allows;
+//! another user's chat answers exactly like a chat that does not exist (404 `chat not found`).
 
 use std::collections::HashMap;
 
@@ -18,7 +19,10 @@ use agw_protocol::usage::{Cost, RunUsage};
 
 use super::HandlerResult;
 use crate::auth::{Principal, may_access};
+use crate::body::RequestBody;
 use crate::envelope::{ApiError, success};
+use crate::request::read_body;
+use crate::runs::ForkRequest;
 use crate::state::AppState;
 
 fn memory_error(e: impl std::fmt::Display) -> ApiError {
@@ -93,6 +97,18 @@ pub async fn delete(
     let raw_id = params.get("chatId").ok_or_else(|| ApiError::bad_request("chatId is required"))?;
     let deleted = state.runs.delete_chat(raw_id, principal).await?;
     Ok(success(&deleted))
+}
+
+/// `POST /api/ap/chat/fork {chatId, runId?, position?, stepSeq?}`: the run service forks it
+/// (`RunService::fork_chat`) into a chat the caller owns.
+pub async fn fork(state: &AppState, req: http::Request<RequestBody>) -> HandlerResult {
+    let principal = req.extensions().get::<Principal>().cloned();
+    let server = &state.settings.server;
+    let body = read_body(req, server.max_request_bytes, server.limits.body_read_timeout).await?;
+    let request: ForkRequest =
+        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("invalid fork body: {e}")))?;
+    let forked = state.runs.fork_chat(request, principal.as_ref()).await?;
+    Ok(success(&forked))
 }
 
 pub async fn detail(

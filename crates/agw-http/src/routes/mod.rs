@@ -219,6 +219,8 @@ pub enum PostRoute {
     Steer,
     /// `POST /api/ap/compact`.
     Compact,
+    /// `POST /api/ap/chat/fork`.
+    ChatFork,
     /// `POST /api/ai-sdk/{agentKey}/chat`.
     AiSdkChat,
     /// `POST /api/ag-ui/{agentKey}`.
@@ -235,12 +237,13 @@ pub enum PostRoute {
 
 impl PostRoute {
     /// Every POST route.
-    pub const ALL: [PostRoute; 11] = [
+    pub const ALL: [PostRoute; 12] = [
         Self::Query,
         Self::Submit,
         Self::Interrupt,
         Self::Steer,
         Self::Compact,
+        Self::ChatFork,
         Self::AiSdkChat,
         Self::AgUiRun,
         Self::PhaseRun,
@@ -257,6 +260,7 @@ impl PostRoute {
             "/api/ap/interrupt" => Self::Interrupt,
             "/api/ap/steer" => Self::Steer,
             "/api/ap/compact" => Self::Compact,
+            "/api/ap/chat/fork" => Self::ChatFork,
             "/v1/chat/completions" => Self::ChatCompletions,
             PHASE_CHAT_PATH => Self::PhaseChat,
             crate::mcp_server::PATH => Self::Mcp,
@@ -275,6 +279,7 @@ impl PostRoute {
             Self::Interrupt => "/api/ap/interrupt".into(),
             Self::Steer => "/api/ap/steer".into(),
             Self::Compact => "/api/ap/compact".into(),
+            Self::ChatFork => "/api/ap/chat/fork".into(),
             Self::AiSdkChat => format!("/api/ai-sdk/{agent}/chat"),
             Self::AgUiRun => format!("/api/ag-ui/{agent}"),
             Self::PhaseRun => format!("/api/phase/{agent}"),
@@ -292,6 +297,7 @@ impl PostRoute {
             Self::Interrupt => runs::interrupt(&state, req).await,
             Self::Steer => runs::steer(&state, req).await,
             Self::Compact => compact::compact(&state, req).await,
+            Self::ChatFork => chats::fork(&state, req).await,
             Self::AiSdkChat => ai_sdk::chat(&state, ai_sdk_chat(&path).unwrap_or_default(), req).await,
             Self::AgUiRun => ag_ui::run(&state, ag_ui_agent(&path).unwrap_or_default(), req).await,
             Self::PhaseRun => phase::run(&state, Some(phase_agent(&path).unwrap_or_default()), req).await,

@@ -600,3 +600,41 @@ pub async fn http_receiver(
 pub fn header<'a>(headers: &'a [(String, String)], name: &str) -> &'a str {
     headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).unwrap_or("")
 }
+
+// -- whole chats: deletion, fork, retention ------------------------------------------------------
+
+/// A REACT agent `ask` whose run waits for its frontend tool `confirm_dialog` (a run that waits
+/// for a person).
+pub fn ask_agent() -> (String, String) {
+    let text = r#"{"key":"ask","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m"},
+        "toolConfig":{"frontends":["confirm_dialog"]},"react":{"systemPrompt":"You ask.","maxSteps":3}}"#;
+    ("ask.json".into(), text.into())
+}
+
+impl Gateway {
+    /// Answers a waiting frontend tool call (`POST /api/ap/submit`) and checks it was accepted.
+    pub async fn submit_accepted(&self, run_id: &str, tool_id: &str, params: Value) {
+        let resp = self
+            .client
+            .post(format!("{}/api/ap/submit", self.base))
+            .json(&serde_json::json!({"runId": run_id, "toolId": tool_id, "params": params}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.json::<Value>().await.unwrap()["data"]["accepted"], true);
+    }
+
+    /// Whether the store keeps anything of the chat: its history file or index record (files),
+    /// its rows in `history`, `chats` or `waiting` (PostgreSQL).
+    pub fn stored_anywhere(&self, chat_id: &str) -> bool {
+        if self.on_postgres() {
+            let count = |table: &str| -> i64 {
+                self.pg_query(&format!("SELECT count(*) FROM {{schema}}.{table} WHERE chat_id = '{chat_id}'"))[0].get(0)
+            };
+            return count("history") + count("chats") + count("waiting") > 0;
+        }
+        let path = self.state.runs.chat_store().history_path(chat_id).unwrap();
+        let index = std::fs::read_to_string(path.with_file_name("_chats.jsonl")).unwrap_or_default();
+        path.exists() || index.lines().any(|l| l.contains(chat_id) && !l.contains(r#""deleted":true"#))
+    }
+}
