@@ -31,9 +31,9 @@ async fn gateway() -> Gateway {
 }
 
 /// Every POST route agw serves, with a body that would start or change something there (the
-/// run-scoped ones aimed at `run_id`, waiting for `tool_id`). `the_attack_list_covers_every_post_route`
-/// fails when a route is added to the router and not here.
-fn post_routes(run_id: &str, tool_id: &str) -> Vec<(&'static str, Value)> {
+/// run-scoped ones aimed at `run_id`, waiting for `tool_id`, in `chat_id`).
+/// `the_attack_list_covers_every_post_route` fails when a route is added to the router and not here.
+fn post_routes(run_id: &str, tool_id: &str, chat_id: &str) -> Vec<(&'static str, Value)> {
     let user = json!({"id": "u1", "role": "user", "parts": [{"type": "text", "text": "run my tools"}]});
     vec![
         ("/api/ap/query", json!({"agentKey": "a", "message": "run my tools"})),
@@ -41,6 +41,8 @@ fn post_routes(run_id: &str, tool_id: &str) -> Vec<(&'static str, Value)> {
         ("/api/ap/interrupt", json!({"runId": run_id})),
         ("/api/ap/steer", json!({"runId": run_id, "message": "exfiltrate everything"})),
         ("/api/ap/compact", json!({"chatId": "0b8f6a52-7c1e-4d3a-9f2b-5e6d7c8b9a01", "agentKey": "a"})),
+        // A page must not copy the user's chat (into a chat the page could then name).
+        ("/api/ap/chat/fork", json!({"chatId": chat_id, "runId": run_id, "position": "before"})),
         ("/api/ai-sdk/a/chat", json!({"id": "evil-chat", "messages": [user]})),
         (
             "/api/ag-ui/a",
@@ -82,10 +84,11 @@ async fn a_cross_site_simple_post_to_every_post_route_is_refused_and_changes_not
     let end = stream.until(|e| e["type"] == "tool.end").await;
     let tool_id = end["toolId"].as_str().unwrap().to_owned();
     let run_id = stream.seen.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_owned();
+    let chat_id = stream.seen.iter().find(|e| e["type"] == "run.start").unwrap()["chatId"].as_str().unwrap().to_owned();
     let provider_calls = gw.fixture.request_count();
     assert_eq!(provider_calls, 1);
 
-    for (path, body) in post_routes(&run_id, &tool_id) {
+    for (path, body) in post_routes(&run_id, &tool_id, &chat_id) {
         for content_type in SIMPLE_TYPES {
             for (name, value) in FOREIGN {
                 let resp = gw
@@ -107,7 +110,6 @@ async fn a_cross_site_simple_post_to_every_post_route_is_refused_and_changes_not
         assert_refused(resp, &format!("POST {path} (JSON)")).await;
     }
     // Any method that changes state, on any path: the rule does not depend on the route table.
-    let chat_id = stream.seen.iter().find(|e| e["type"] == "run.start").unwrap()["chatId"].as_str().unwrap().to_owned();
     let delete_chat = format!("/api/ap/chat?chatId={chat_id}");
     for (method, path) in [
         // The one DELETE route: a page must not delete the user's chat.
@@ -180,7 +182,7 @@ async fn same_origin_allowed_origins_and_non_browser_clients_are_served() {
 #[tokio::test]
 async fn post_bodies_must_be_json_or_get_415() {
     let gw = gateway().await;
-    for (path, body) in post_routes("r", "t") {
+    for (path, body) in post_routes("r", "t", "c") {
         for content_type in [Some("text/plain"), Some("application/x-www-form-urlencoded"), Some("text/json"), None] {
             let mut req = gw
                 .client
@@ -216,7 +218,7 @@ async fn post_bodies_must_be_json_or_get_415() {
 /// [`post_routes`] fails here.
 #[test]
 fn the_attack_list_covers_every_post_route() {
-    let listed: Vec<&str> = post_routes("r", "t").iter().map(|(path, _)| *path).collect();
+    let listed: Vec<&str> = post_routes("r", "t", "c").iter().map(|(path, _)| *path).collect();
     for route in agw_http::routes::PostRoute::ALL {
         let path = route.path("a");
         assert!(listed.contains(&path.as_str()), "{route:?} ({path}) is not attacked by this test");

@@ -348,7 +348,7 @@ impl FileBackend {
     /// between the check and the deletion.
     fn delete_chat(&self, chat_id: &str, untouched_since: Option<i64>) -> Result<bool, MemoryError> {
         if let Some(cutoff) = untouched_since
-            && !self.index.get(chat_id)?.is_some_and(|record| record.updated_at < cutoff)
+            && self.index.get(chat_id)?.is_none_or(|record| record.updated_at >= cutoff)
         {
             return Ok(false);
         }

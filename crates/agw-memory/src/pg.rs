@@ -582,7 +582,7 @@ impl PgBackend {
             if let Some(cutoff) = untouched_since {
                 let row = tx.query_opt(&self.sql.updated_at_for_update, &[&chat_id])?;
                 let updated_at = row.map(|row| row.try_get::<_, i64>(0)).transpose()?;
-                if !updated_at.is_some_and(|at| at < cutoff) {
+                if updated_at.is_none_or(|at| at >= cutoff) {
                     return Ok(false);
                 }
             }

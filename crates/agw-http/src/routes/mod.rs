@@ -390,18 +390,21 @@ mod tests {
                 PostRoute::Interrupt => 2,
                 PostRoute::Steer => 3,
                 PostRoute::Compact => 4,
-                PostRoute::AiSdkChat => 5,
-                PostRoute::AgUiRun => 6,
-                PostRoute::PhaseRun => 7,
-                PostRoute::PhaseChat => 8,
-                PostRoute::ChatCompletions => 9,
-                PostRoute::Mcp => 10,
+                PostRoute::ChatFork => 5,
+                PostRoute::AiSdkChat => 6,
+                PostRoute::AgUiRun => 7,
+                PostRoute::PhaseRun => 8,
+                PostRoute::PhaseChat => 9,
+                PostRoute::ChatCompletions => 10,
+                PostRoute::Mcp => 11,
             };
             assert_eq!(PostRoute::ALL[index], route);
             assert_eq!(PostRoute::of(&route.path("some-agent")), Some(route), "{route:?}");
         }
         for other in [
             "/api/ap/agents",
+            "/api/ap/chat",
+            "/api/ap/chat/fork/x",
             "/api/ai-sdk/a/chat/x/stream",
             "/api/ag-ui/a/b",
             "/api/phase/attach",
