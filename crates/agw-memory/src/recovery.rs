@@ -150,6 +150,20 @@ fn ended_with_answer(steps: &[&history::StepLine]) -> bool {
         })
 }
 
+/// The highest reasoning and content block numbers of `run_id` that `messages` name: a run
+/// continued in another process numbers its new blocks after them.
+pub(crate) fn block_counts<'a>(
+    run_id: &str,
+    messages: impl IntoIterator<Item = &'a history::StoredMessage>,
+) -> agw_protocol::BlockCounts {
+    let mut blocks = agw_protocol::BlockCounts::default();
+    for message in messages {
+        note_block(&mut blocks.content, message.content_id.as_deref(), run_id, "_c_");
+        note_block(&mut blocks.reasoning, message.reasoning_id.as_deref(), run_id, "_r_");
+    }
+    blocks
+}
+
 /// Raises `count` to the block number of `id` (`{runId}{infix}{n}`), if it is one of the run's.
 fn note_block(count: &mut u32, id: Option<&str>, run_id: &str, infix: &str) {
     let n = id

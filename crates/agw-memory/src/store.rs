@@ -33,6 +33,8 @@ pub struct WaitingRun {
     pub conversation: Vec<ChatMessage>,
     /// The chat without this run: the model's window, the plan, remembered approvals.
     pub context: ChatContext,
+    /// The highest block numbers the run's history names: its new blocks are numbered after.
+    pub blocks: agw_protocol::BlockCounts,
 }
 
 /// What a run needs from memory before it starts (one read of the history file).
@@ -352,14 +354,15 @@ impl ChatStore {
             .then(|| history::StoredMessage::user(awaiting.query.message.clone().unwrap_or_default(), 0));
         let stored =
             steps.iter().flat_map(|s| s.messages.iter()).chain(user.iter()).chain(awaiting.step.messages.iter());
-        let conversation = window::conversation(stored);
+        let conversation = window::conversation(stored.clone());
+        let blocks = crate::recovery::block_counts(run_id, stored);
         let others: Vec<HistoryLine> =
             // A checkpoint this run made before it waited still stands for the runs it covers.
             lines
                 .into_iter()
                 .filter(|l| l.as_approval().is_some() || l.as_checkpoint().is_some() || l.run_id() != run_id)
                 .collect();
-        Ok(Some(WaitingRun { awaiting, conversation, context: self.chat_context_of(others)? }))
+        Ok(Some(WaitingRun { awaiting, conversation, context: self.chat_context_of(others)?, blocks }))
     }
 
     pub(crate) fn chat_context_of(&self, lines: Vec<HistoryLine>) -> Result<ChatContext, MemoryError> {

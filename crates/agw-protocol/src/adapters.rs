@@ -9,6 +9,17 @@ pub mod ai_sdk;
 pub mod openai_chat;
 pub mod phase;
 
+/// What a client of another protocol needs of `run.resume`: the attempt, where the superseded
+/// part began, and the text blocks (AI SDK text parts, AG-UI messages) it drops.
+pub(crate) fn resume_fields(e: &crate::event::RunResume) -> serde_json::Value {
+    serde_json::json!({
+        "attempt": e.attempt,
+        "discardFrom": e.discard_from,
+        "contentIds": e.content_ids,
+        "reasoningIds": e.reasoning_ids,
+    })
+}
+
 /// What a `context.compact` tells a client of another protocol: the level and the numbers (the
 /// summary text stays in agw's own stream and history).
 pub(crate) fn compact_summary(e: &crate::event::ContextCompact) -> serde_json::Value {
@@ -337,5 +348,30 @@ mod tests {
         let mut out = Vec::new();
         super::openai_chat::ChunkMapper::new("r", "m", 7).map(&event, &mut out);
         assert!(out.is_empty(), "the OpenAI façade carries only text");
+    }
+
+    #[test]
+    fn a_resumed_run_reaches_ai_sdk_and_ag_ui_naming_the_superseded_blocks() {
+        let resume = crate::event::RunResume {
+            run_id: "r".into(),
+            attempt: 1,
+            discard_from: 8,
+            content_ids: vec!["r_c_1".into()],
+            reasoning_ids: Vec::new(),
+        };
+        let event = Event::new(12, 7, resume);
+        let fields = json!({"attempt": 1, "discardFrom": 8, "contentIds": ["r_c_1"], "reasoningIds": []});
+        let mut out = Vec::new();
+        super::ai_sdk::UiMessageMapper::new().map(&event, &mut out);
+        assert_eq!(out, [json!({"type": "data-agw-resume", "data": fields})]);
+        let mut out = Vec::new();
+        super::ag_ui::AgUiMapper::default().map(&event, &mut out);
+        assert_eq!(out, [json!({"type": "CUSTOM", "name": "agw.resume", "value": fields, "timestamp": 7})]);
+        // The wire form of the event itself.
+        let wire = serde_json::to_value(&event).unwrap();
+        assert_eq!(
+            wire,
+            json!({"seq": 12, "type": "run.resume", "timestamp": 7, "runId": "r", "attempt": 1, "discardFrom": 8, "contentIds": ["r_c_1"]})
+        );
     }
 }

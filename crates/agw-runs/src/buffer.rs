@@ -297,4 +297,22 @@ mod tests {
         let ReadEvents::Frames { bytes, last } = frames_only.events_after(1) else { panic!("frames expected") };
         assert_eq!((bytes, last), ([frame(2, 10), frame(3, 10)].concat().into(), 3));
     }
+
+    #[test]
+    fn a_resumed_run_serves_a_cursor_anywhere_after_its_durable_point() {
+        let mut buffer = FrameBuffer::new(BufferLimits { max_events: 2, max_bytes: 1 << 20 });
+        // Seqs up to 40 were numbered by the process that stopped; its history covers up to 30.
+        buffer.resumed_after(30, 41);
+        for seq in 41..=42 {
+            buffer.push(event(seq), frame(seq, 10));
+        }
+        for cursor in [30, 35, 40] {
+            let Read::Frames { bytes, last } = buffer.read_after(cursor) else { panic!("served after {cursor}") };
+            assert_eq!((bytes, last), ([frame(41, 10), frame(42, 10)].concat().into(), 42));
+        }
+        assert!(matches!(buffer.read_after(29), Read::Expired { oldest: 41, .. }), "before the durable point");
+        // Once its first frame is gone, only a gapless cursor is served.
+        buffer.push(event(43), frame(43, 10));
+        assert!(matches!(buffer.read_after(35), Read::Expired { oldest: 42, .. }));
+    }
 }

@@ -128,7 +128,7 @@ async fn wait_again(
     ready: Option<tokio::sync::oneshot::Sender<()>>,
 ) {
     let core: &Core = &service.core;
-    let WaitingRun { awaiting, conversation, context } = run;
+    let WaitingRun { awaiting, conversation, context, blocks } = run;
     let (run_id, chat_id) = (handle.run_id.clone(), handle.chat_id.clone());
     let tools = core.catalogs.tools.load();
     // How the client had been shown each call; a call withheld until its approval is neither.
@@ -150,6 +150,8 @@ async fn wait_again(
         &ended_tools,
         &open_actions,
     )
+    // New blocks never reuse an id the client was shown before the restart.
+    .with_block_counts(blocks)
     // Usage from before the restart is not carried over (docs/observability.md).
     .with_prices(core.settings.prices.clone());
     let recorder = core.chats.resumed_recorder(&awaiting);

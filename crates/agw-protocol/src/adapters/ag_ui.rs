@@ -385,6 +385,9 @@ impl AgUiMapper {
                 "value": super::compact_summary(e)})),
             EventPayload::AgentHandoff(e) => values.push(json!({"type": "CUSTOM", "name": "agw.handoff",
                 "value": {"fromAgentKey": e.from_agent_key, "toAgentKey": e.to_agent_key, "toolCallId": e.tool_id}})),
+            // A run resumed after a crash (issue 37): the messages named are superseded.
+            EventPayload::RunResume(e) => values.push(json!({"type": "CUSTOM", "name": "agw.resume",
+                "value": super::resume_fields(e)})),
             EventPayload::AwaitingAsk(e) if e.mode == "status" => {
                 self.interrupts.retain(|i| i["id"] != e.awaiting_id.as_str());
                 self.interrupts.push(interrupt(e, task.as_deref()));

@@ -1125,3 +1125,27 @@ fn a_childs_revoke_and_warning_stay_in_its_lane() {
     let seqs: Vec<u64> = rig.events.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
 }
+
+#[test]
+fn a_resumed_run_numbers_on_names_the_superseded_blocks_and_never_reuses_an_id() {
+    let clock = Box::new(|| 5);
+    let shown = BlockCounts { reasoning: 2, content: 3 };
+    let mut asm = Assembler::resumed("run", "chat", clock, 41, &[], &[]).with_block_counts(shown);
+    let mut out = Vec::new();
+    asm.resume_run(1, 30, BlockCounts { reasoning: 1, content: 1 }, shown, &mut out);
+    let EventPayload::RunResume(resume) = &out[0].payload else { panic!("{out:?}") };
+    assert_eq!(out[0].seq, 41);
+    assert_eq!((resume.attempt, resume.discard_from), (1, 30));
+    assert_eq!(resume.content_ids, ["run_c_2", "run_c_3"]);
+    assert_eq!(resume.reasoning_ids, ["run_r_2"]);
+    asm.push(AgentDelta::Content("again".into()), &mut out).unwrap();
+    let EventPayload::ContentStart(start) = &out[1].payload else { panic!("{out:?}") };
+    assert_eq!((out[1].seq, start.content_id.as_str()), (42, "run_c_4"));
+    // Nothing superseded: `discardFrom` is the event's own seq.
+    let mut asm = Assembler::resumed("run", "chat", Box::new(|| 5), 10, &[], &[]);
+    let mut out = Vec::new();
+    asm.resume_run(2, 99, BlockCounts::default(), BlockCounts::default(), &mut out);
+    let EventPayload::RunResume(resume) = &out[0].payload else { panic!("{out:?}") };
+    assert_eq!(resume.discard_from, 10);
+    assert!(resume.content_ids.is_empty() && resume.reasoning_ids.is_empty());
+}
