@@ -145,9 +145,14 @@ async fn sigterm_lets_a_streaming_run_finish_and_keeps_its_history() {
     assert_eq!(stored, answer);
 }
 
+/// With crash recovery off; with it on, such a run is left to the next start
+/// (`tests/recovery.rs`).
 #[tokio::test]
 async fn after_the_grace_period_remaining_runs_end_with_run_error() {
-    let mut agw = start("grace", &[("AGW_DEMO_CHUNK_DELAY_MS", "200"), ("SERVER_SHUTDOWN_GRACE_MS", "300")]);
+    let mut agw = start(
+        "grace",
+        &[("AGW_DEMO_CHUNK_DELAY_MS", "200"), ("SERVER_SHUTDOWN_GRACE_MS", "300"), ("AGW_RECOVERY_ENABLED", "false")],
+    );
     let mut resp = reqwest::Client::new()
         .post(format!("{}/api/ap/query", agw.base))
         .json(&serde_json::json!({"agentKey": "demoModePlain", "message": "a long answer please"}))

@@ -63,7 +63,7 @@ impl Node {
         std::fs::write(dir.join("agents/r.json"), REACT).unwrap();
         std::fs::write(dir.join("agents/o.json"), ONESHOT).unwrap();
         let tally = dir.join("tally");
-        let server = json!({"transport": "stdio", "command": mcp_test_server(), "startup": "boot", "env": {"MCP_TALLY_FILE": tally}});
+        let server = json!({"transport": "stdio", "command": mcp_test_server(), "args": ["--tally"], "startup": "boot", "env": {"MCP_TALLY_FILE": tally}});
         std::fs::write(dir.join("mcp/t.json"), server.to_string()).unwrap();
         let fixture = FixtureServer::start().await.expect("fixture");
         Node { dir, fixture, client: reqwest::Client::new(), lives: 0 }
@@ -386,4 +386,34 @@ async fn recovery_can_be_switched_off() {
     assert_eq!(resp.status(), 404);
     assert_eq!(node.fixture.requests().len(), 1);
     assert!(!node.chats().join("_waiting").join(format!("{run_id}.run")).exists(), "no mark was written");
+}
+
+#[tokio::test]
+async fn a_graceful_shutdown_leaves_a_run_in_flight_to_the_next_start() {
+    let mut node = Node::new("grace").await;
+    let grace = [("SERVER_SHUTDOWN_GRACE_MS", "300")];
+    let mut agw = node.start(&grace).await;
+    node.fixture.push(slow_text(&["Too ", "slow ", "for ", "the ", "grace ", "period."]));
+    let mut stream = node.query(&agw, json!({"agentKey": "r", "message": "outlive the shutdown"})).await;
+    let before = read_until(&mut stream, |seen| count(seen, "content.delta") >= 1).await;
+    let run_id = before.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_owned();
+    let pid = agw.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    // The stream ends without a terminal event once the grace period is over.
+    let mut rest = Vec::new();
+    while let Some(event) = stream.next_or_end().await {
+        rest.push(event);
+    }
+    assert!(rest.iter().all(|e| !["run.complete", "run.error", "run.cancel"].contains(&e["type"].as_str().unwrap())));
+    let status = agw.child.wait().unwrap();
+    assert!(status.success(), "a graceful exit: {status:?}");
+    let before: Vec<Value> = before.into_iter().chain(rest).collect();
+
+    node.fixture.push(Transcript::openai_text(&["Resumed."]));
+    let agw = node.start(&[]).await;
+    let after = node.attach(&agw, &run_id, *seqs(&before).last().unwrap()).await;
+    assert_one_sequence(&before, &after);
+    assert_eq!(after[0]["type"], "run.resume");
+    assert_eq!(after.last().unwrap()["type"], "run.complete", "{:?}", types(&after));
+    drop(agw);
 }

@@ -131,6 +131,15 @@ impl Mcp {
             })
             .collect();
         if pending.is_empty() {
+            // Connected a moment ago, and the task that puts its tools into the registry has not
+            // run yet (a run resumed right at start): put them in now.
+            let index = self.index.load();
+            let unlisted = Self::servers_of(agent).into_iter().any(|server| {
+                !index.contains_key(&server) && hub.status(&server).is_some_and(|s| s.state == ServerState::Connected)
+            });
+            if unlisted {
+                self.refresh(tools);
+            }
             return;
         }
         futures::future::join_all(pending.iter().map(|server| {

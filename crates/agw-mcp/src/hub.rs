@@ -252,7 +252,11 @@ impl McpHub {
     pub async fn ensure(&self, server: &str) -> Result<(), ServerUnavailable> {
         let slot = self.inner.slots.get(server).ok_or_else(|| ServerUnavailable::NotDeclared(server.to_owned()))?;
         slot.start(&self.inner);
-        slot.settled().await
+        slot.settled().await?;
+        // The server's task lists its tools in the catalog just after it records the
+        // connection: a caller that goes on at once must find them there.
+        self.inner.rebuild_catalog();
+        Ok(())
     }
 
     /// The declared servers' names, sorted.

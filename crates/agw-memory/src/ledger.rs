@@ -3,7 +3,7 @@
 //! number is given twice, none skipped) and can name the blocks its client must drop
 //! (`run.resume`, `docs/run-lifecycle.md`).
 //!
-//! One file per process (`<memory dir>/_runs.ledger`) of fixed 128-byte slots, one per run in
+//! One file per process (`<memory dir>/_waiting/runs.ledger`) of fixed 128-byte slots, one per run in
 //! flight. A note is one `pwrite(2)` of 32 bytes into the run's slot — into the page cache, no
 //! flush: it survives the process (what recovery is for), not the machine. A slot never
 //! crosses a page, so a note is whole or absent. Slot layout (little-endian):

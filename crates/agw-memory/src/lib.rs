@@ -51,6 +51,7 @@
 
 #![forbid(unsafe_code)]
 mod backend;
+mod blocks;
 mod config;
 mod encoded;
 mod error;

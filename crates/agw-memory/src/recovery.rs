@@ -112,13 +112,9 @@ impl ChatStore {
         let conversation = window::conversation(stored);
         let stages = own_steps.map(|s| s.stage.clone()).collect();
         let plan = steps.iter().rev().find_map(|s| s.plan.clone()).filter(|p| !p.is_empty());
-        let mut blocks = agw_protocol::BlockCounts::default();
         let messages =
             steps.iter().flat_map(|s| s.messages.iter()).chain(batch.iter().flat_map(|b| b.step.messages.iter()));
-        for message in messages {
-            note_block(&mut blocks.content, message.content_id.as_deref(), run_id, "_c_");
-            note_block(&mut blocks.reasoning, message.reasoning_id.as_deref(), run_id, "_r_");
-        }
+        let blocks = crate::blocks::block_counts(run_id, messages);
         let others: Vec<HistoryLine> = lines
             .into_iter()
             .filter(|l| l.as_approval().is_some() || l.as_checkpoint().is_some() || l.run_id() != run_id)
@@ -148,31 +144,6 @@ fn ended_with_answer(steps: &[&history::StepLine]) -> bool {
         && last.messages.last().is_some_and(|m| {
             m.role == ROLE_ASSISTANT && m.tool_calls.as_ref().is_none_or(Vec::is_empty) && m.content.is_some()
         })
-}
-
-/// The highest reasoning and content block numbers of `run_id` that `messages` name: a run
-/// continued in another process numbers its new blocks after them.
-pub(crate) fn block_counts<'a>(
-    run_id: &str,
-    messages: impl IntoIterator<Item = &'a history::StoredMessage>,
-) -> agw_protocol::BlockCounts {
-    let mut blocks = agw_protocol::BlockCounts::default();
-    for message in messages {
-        note_block(&mut blocks.content, message.content_id.as_deref(), run_id, "_c_");
-        note_block(&mut blocks.reasoning, message.reasoning_id.as_deref(), run_id, "_r_");
-    }
-    blocks
-}
-
-/// Raises `count` to the block number of `id` (`{runId}{infix}{n}`), if it is one of the run's.
-fn note_block(count: &mut u32, id: Option<&str>, run_id: &str, infix: &str) {
-    let n = id
-        .and_then(|id| id.strip_prefix(run_id))
-        .and_then(|rest| rest.strip_prefix(infix))
-        .and_then(|n| n.parse().ok());
-    if let Some(n) = n {
-        *count = (*count).max(n);
-    }
 }
 
 impl ChatStore {

@@ -355,7 +355,7 @@ impl ChatStore {
         let stored =
             steps.iter().flat_map(|s| s.messages.iter()).chain(user.iter()).chain(awaiting.step.messages.iter());
         let conversation = window::conversation(stored.clone());
-        let blocks = crate::recovery::block_counts(run_id, stored);
+        let blocks = crate::blocks::block_counts(run_id, stored);
         let others: Vec<HistoryLine> =
             // A checkpoint this run made before it waited still stands for the runs it covers.
             lines

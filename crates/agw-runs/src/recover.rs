@@ -26,8 +26,8 @@ use crate::service::{Core, RunService};
 use crate::sink::{Persistence, Recovering, RunSink, now_ms};
 use crate::{ChatSlot, DisconnectPolicy, RunHandle};
 
-/// The seq ledger's file in the chat memory directory.
-const LEDGER_FILE: &str = "_runs.ledger";
+/// The seq ledger's file, beside the run marks in the chat memory directory.
+const LEDGER_FILE: &str = "_waiting/runs.ledger";
 
 /// Counter: runs found in flight at start, by `outcome` (`resumed`, `exhausted`, `ended`,
 /// `skipped`).

@@ -348,13 +348,6 @@ mod tests {
         let idempotent: Vec<bool> = parsed.defs.iter().map(|d| d.idempotent).collect();
         assert_eq!(idempotent, [true, false, false]);
         assert!(parsed.skipped[0].contains("\"idempotent\" must be true or false"), "{:?}", parsed.skipped);
-        // A definition says so for any tool; the read-only built-ins say so themselves.
-        let builtins = crate::builtin::builtins(Default::default());
-        let files = [("a.frontend", text)];
-        let registry = crate::ToolRegistry::from_sources(files, builtins);
-        assert!(registry.is_idempotent("a") && !registry.is_idempotent("b"));
-        assert!(registry.is_idempotent("mock_city_weather") && registry.is_idempotent("city_datetime"));
-        assert!(!registry.is_idempotent("_bash_") && !registry.is_idempotent("mock_image_generate"));
     }
 
     #[test]

@@ -329,3 +329,16 @@ fn client_tools_are_added_as_frontend_tools_without_shadowing_registered_ones() 
     assert!(with.get("bad name!").is_none());
     assert!(base.get("pick_color").is_none(), "the shared registry is untouched");
 }
+
+#[test]
+fn a_definition_or_the_built_in_says_whether_a_call_may_run_twice() {
+    let text = r#"{"tools":[
+        {"type":"function","name":"a","idempotent":true},
+        {"type":"function","name":"b"}
+    ]}"#;
+    let registry =
+        agw_tools::ToolRegistry::from_sources([("a.frontend", text)], agw_tools::builtins(Default::default()));
+    assert!(registry.is_idempotent("a") && !registry.is_idempotent("b"));
+    assert!(registry.is_idempotent("mock_city_weather") && registry.is_idempotent("city_datetime"));
+    assert!(!registry.is_idempotent("_bash_") && !registry.is_idempotent("mock_image_generate"));
+}

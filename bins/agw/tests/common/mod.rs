@@ -46,6 +46,27 @@ impl Events {
         }
     }
 
+    /// The next event; `None` when the response ended or its connection broke (a server that
+    /// stopped). Panics when nothing arrives for 20 s.
+    #[allow(dead_code)]
+    pub async fn next_or_end(&mut self) -> Option<Value> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                self.seen.push(event.clone());
+                return Some(event);
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(20), self.resp.chunk()).await.expect("stream stalled");
+            let chunk = chunk.ok()??;
+            let mut frames = Vec::new();
+            self.decoder.feed(&chunk, &mut frames);
+            for frame in frames.into_iter().filter(|f| !f.is_heartbeat()) {
+                if let Ok(event) = serde_json::from_str(&frame.data) {
+                    self.pending.push_back(event);
+                }
+            }
+        }
+    }
+
     /// Reads up to and including the first event of type `ty`.
     pub async fn until(&mut self, ty: &str) -> Value {
         loop {

@@ -9,8 +9,7 @@
 //! (`isError`), `image`, `mixed` (audio, embedded resource, resource link), `crash` (exits at
 //! once), `add_tool {name}` (adds a tool and sends `tools/list_changed`), `env {name}`,
 //! `weird.name/with spaces`, and `list_count` (how many listings, i.e. `tools/list` requests
-//! without a cursor, it has answered), `tally {ms}` and `tally_read {ms}` (annotated read-only):
-//! each call appends the tool's name to the file `MCP_TALLY_FILE` names, then sleeps.
+//! without a cursor, it has answered).
 //!
 //! Hostile modes, for the tests of agw's limits (any combination):
 //! * `--tools <n>`: `n` more tools `gen_00000`, `gen_00001`, … after the others, each with a
@@ -21,7 +20,10 @@
 //! * `--colliding`: one more tool, `Echo`, whose name is `echo`'s after sanitising;
 //! * `--flood-ms <ms>`: once the client is initialized, `notifications/tools/list_changed` every
 //!   `ms` milliseconds until the connection ends;
-//! * `--initialize-delay-ms <ms>`: answers `initialize` only after `ms` milliseconds.
+//! * `--initialize-delay-ms <ms>`: answers `initialize` only after `ms` milliseconds;
+//! * `--tally`: two more tools, `tally {ms}` and `tally_read {ms}` (annotated read-only): each
+//!   call appends the tool's name to the file `MCP_TALLY_FILE` names, then sleeps (the crash
+//!   recovery tests count how often a call ran).
 
 #![forbid(unsafe_code)]
 
@@ -65,6 +67,7 @@ struct Options {
     colliding: bool,
     flood: Option<Duration>,
     initialize_delay: Option<Duration>,
+    tally: bool,
 }
 
 impl Options {
@@ -80,6 +83,7 @@ impl Options {
             colliding: args.iter().any(|a| a == "--colliding"),
             flood: millis("--flood-ms"),
             initialize_delay: millis("--initialize-delay-ms"),
+            tally: args.iter().any(|a| a == "--tally"),
         }
     }
 }
@@ -116,10 +120,14 @@ impl TestServer {
             Tool::new("env", "Reads an environment variable", schema(json!({"name": {"type": "string"}}), &["name"])),
             Tool::new("weird.name/with spaces", "A tool whose name needs sanitising", none()),
             Tool::new("list_count", "How many listings (tools/list without a cursor) were answered", none()),
-            Tool::new("tally", "Counts the call, then sleeps for ms milliseconds", ms()),
-            Tool::new("tally_read", "Counts the call, then sleeps; read-only", ms())
-                .annotate(ToolAnnotations::new().read_only(true)),
         ];
+        if self.options.tally {
+            tools.push(Tool::new("tally", "Counts the call, then sleeps for ms milliseconds", ms()));
+            tools.push(
+                Tool::new("tally_read", "Counts the call, then sleeps; read-only", ms())
+                    .annotate(ToolAnnotations::new().read_only(true)),
+            );
+        }
         let added = self.state.added.lock().unwrap_or_else(|e| e.into_inner()).clone();
         tools.extend(added.into_iter().map(|name| Tool::new(name, "Added at run time", none())));
         if let Some(bytes) = self.options.huge {

@@ -421,6 +421,7 @@ fn error_codes_are_snake_case_and_unknown_codes_parse_as_internal() {
         "node_lost",
         "quota_exceeded",
         "guardrail_blocked",
+        "recovery_exhausted",
         "internal",
     ];
     for (code, text) in ErrorCode::ALL.into_iter().zip(expected) {
