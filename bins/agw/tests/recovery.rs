@@ -18,6 +18,8 @@ use serde_json::{Value, json};
 /// `tally` (counts its calls, not idempotent) and `tally_read` (annotated read-only).
 const REACT: &str = r#"{"key":"r","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m","reasoning":{"enabled":false}},
   "toolConfig":{"mcpServers":["t"]},"react":{"systemPrompt":"You use tools.","maxSteps":4}}"#;
+const PLAN: &str = r#"{"key":"p","mode":"PLAN_EXECUTE","modelConfig":{"providerKey":"fixture","model":"m","reasoning":{"enabled":false}},
+  "toolConfig":{"mcpServers":["t"]},"planExecute":{"plan":{"systemPrompt":"Plan."},"execute":{"systemPrompt":"Execute."},"summary":{"systemPrompt":"Sum up."}}}"#;
 const ONESHOT: &str = r#"{"key":"o","mode":"ONESHOT","modelConfig":{"providerKey":"fixture","model":"m","reasoning":{"enabled":false}},
   "toolConfig":{"mcpServers":["t"]},"plain":{"systemPrompt":"You use tools."}}"#;
 
@@ -62,6 +64,7 @@ impl Node {
         std::fs::create_dir_all(dir.join("mcp")).unwrap();
         std::fs::write(dir.join("agents/r.json"), REACT).unwrap();
         std::fs::write(dir.join("agents/o.json"), ONESHOT).unwrap();
+        std::fs::write(dir.join("agents/p.json"), PLAN).unwrap();
         let tally = dir.join("tally");
         let server = json!({"transport": "stdio", "command": mcp_test_server(), "args": ["--tally"], "startup": "boot", "env": {"MCP_TALLY_FILE": tally}});
         std::fs::write(dir.join("mcp/t.json"), server.to_string()).unwrap();
@@ -415,5 +418,80 @@ async fn a_graceful_shutdown_leaves_a_run_in_flight_to_the_next_start() {
     assert_one_sequence(&before, &after);
     assert_eq!(after[0]["type"], "run.resume");
     assert_eq!(after.last().unwrap()["type"], "run.complete", "{:?}", types(&after));
+    drop(agw);
+}
+
+/// One tool-call chunk with the whole arguments, then the turn's end.
+fn call(id: &str, name: &str, args: Value) -> Transcript {
+    Transcript::new()
+        .delta(json!({"tool_calls": [{"index": 0, "id": id, "type": "function",
+            "function": {"name": name, "arguments": args.to_string()}}]}))
+        .finish("tool_calls")
+        .done()
+}
+
+#[tokio::test]
+async fn a_plan_killed_in_its_second_task_goes_on_from_there() {
+    let mut node = Node::new("plan").await;
+    let mut agw = node.start(&[]).await;
+    let tasks = json!({"tasks": [{"description": "one"}, {"description": "two"}, {"description": "three"}]});
+    node.fixture.push(call("call_plan", "_plan_add_tasks_", tasks));
+    // Task 1's first round answers after a pause: time to script what needs the task ids.
+    node.fixture.push(Transcript::openai_text(&["Looking at task one."]).with_headers_delay_ms(500));
+    let mut stream = node.query(&agw, json!({"agentKey": "p", "message": "three tasks"})).await;
+    let before = read_until(&mut stream, |seen| count(seen, "plan.update") >= 1).await;
+    let plan = before.iter().find(|e| e["type"] == "plan.update").unwrap();
+    let ids: Vec<String> =
+        plan["plan"].as_array().unwrap().iter().map(|t| t["taskId"].as_str().unwrap().to_owned()).collect();
+    let update = |n: usize, status: &str| {
+        call(&format!("call_u{n}"), "_plan_update_task_", json!({"taskId": ids[n], "status": status}))
+    };
+    node.fixture.push(update(0, "completed"));
+    node.fixture.push(call("call_tally", "mcp__t__tally", json!({"ms": 4000})));
+    let mut before = before;
+    before.extend(read_until(&mut stream, |seen| count(seen, "task.start") >= 2 && count(seen, "tool.end") >= 2).await);
+    let run_id = before.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_owned();
+    let chat_id = before[0]["chatId"].as_str().unwrap().to_owned();
+    node.wait_tally("tally", 1).await;
+    agw.kill();
+    drop(stream);
+    let requests_before = node.fixture.requests().len();
+    assert_eq!(requests_before, 4, "generate, two rounds of task 1, the first of task 2");
+
+    node.fixture.push(update(1, "completed"));
+    node.fixture.push(update(2, "completed"));
+    node.fixture.push(Transcript::openai_text(&["All ", "three ", "done."]));
+    let agw = node.start(&[]).await;
+    let after = node.attach(&agw, &run_id, *seqs(&before).last().unwrap()).await;
+    assert_one_sequence(&before, &after);
+    assert_eq!(after[0]["type"], "run.resume");
+    assert_eq!(after.last().unwrap()["type"], "run.complete", "{:?}", types(&after));
+    // Task 2 goes on where it was (no second task.start), then task 3 and the summary.
+    let starts: Vec<&str> =
+        after.iter().filter(|e| e["type"] == "task.start").map(|e| e["taskId"].as_str().unwrap()).collect();
+    assert_eq!(starts, [ids[2].as_str()]);
+    let completed: Vec<&str> =
+        after.iter().filter(|e| e["type"] == "task.complete").map(|e| e["taskId"].as_str().unwrap()).collect();
+    assert_eq!(completed, [ids[1].as_str(), ids[2].as_str()]);
+    // The call with effects ran once; the model read that it was interrupted.
+    assert_eq!(node.tally("tally"), 1);
+    let result = after.iter().find(|e| e["type"] == "tool.result" && e["toolId"] == "call_tally").unwrap();
+    assert!(result["result"].as_str().unwrap().contains("\"code\":\"interrupted\""), "{result}");
+    // Nothing completed was asked for again: the plan and task 1 once each.
+    let requests = node.fixture.requests();
+    assert_eq!(requests.len(), requests_before + 3);
+    let stages: Vec<String> = requests.iter().map(|r| r.stage().unwrap_or_default().to_owned()).collect();
+    assert_eq!(stages.iter().filter(|s| *s == "agent-plan-generate").count(), 1, "{stages:?}");
+    assert_eq!(stages.iter().filter(|s| s.starts_with("agent-plan-execute-step-1")).count(), 2, "{stages:?}");
+    // Task 2's next round sees its task prompt, the interrupted call and its result.
+    let resumed = requests[requests_before].body["messages"].as_array().unwrap().clone();
+    let prompts = resumed.iter().filter(|m| m["role"] == "user").count();
+    assert_eq!(prompts, 3, "the request, task 1's prompt, task 2's: {resumed:?}");
+    assert_eq!(resumed.last().unwrap()["role"], "tool");
+    // One step line per stage: the plan, three tasks, the summary.
+    let lines = node.history(&chat_id);
+    let stages: Vec<&str> =
+        lines.iter().filter(|l| l["_type"] == "step").map(|l| l["_stage"].as_str().unwrap_or("?")).collect();
+    assert_eq!(stages, ["plan", "execute", "execute", "execute", "summary"], "{lines:#?}");
     drop(agw);
 }

@@ -31,6 +31,10 @@ pub struct InFlightRun {
     pub steps_written: i64,
     /// The stages of its own step lines, in order (`react`, `oneshot`, `plan`, …).
     pub stages: Vec<String>,
+    /// Its own step lines, in order, as the model is sent them.
+    pub steps: Vec<history::RecoveredStep>,
+    /// The current batch's step as far as it was recorded (in `conversation` too).
+    pub pending: Vec<ChatMessage>,
     /// The mark's tool batch when it is still current (its step was not written whole):
     /// the run goes on inside it.
     pub batch: Option<BatchCheckpoint>,
@@ -43,6 +47,8 @@ pub struct InFlightRun {
     pub blocks: agw_protocol::BlockCounts,
     /// The plan its last step line with a plan recorded.
     pub plan: Option<history::PlanSnapshot>,
+    /// An agent handed the conversation over in it: another agent was running it.
+    pub handed_off: bool,
 }
 
 impl ChatStore {
@@ -103,14 +109,27 @@ impl ChatStore {
             return Ok(FoundRun::Ended);
         }
         let steps_written = steps.last().map_or(0, |s| s.seq);
-        let batch = mark.batch.clone().filter(|b| b.steps_written == steps_written);
+        // A batch where the mode cannot go on (a plan stage's) is begun again with its stage.
+        let batch = mark
+            .batch
+            .clone()
+            .filter(|b| b.steps_written == steps_written && b.resume_at != history::ResumeAt::Nowhere);
+        let handed_off = steps.iter().any(|s| s.handoff.is_some());
         let user = (steps_written == 0)
             .then(|| history::StoredMessage::user(mark.query.message.clone().unwrap_or_default(), 0));
         let own_steps = steps.iter().filter(|s| s.sub_agent.is_none());
         let pending = batch.iter().flat_map(|b| b.step.messages.iter());
         let stored = own_steps.clone().flat_map(|s| s.messages.iter()).chain(user.iter()).chain(pending);
         let conversation = window::conversation(stored);
-        let stages = own_steps.map(|s| s.stage.clone()).collect();
+        let stages = own_steps.clone().map(|s| s.stage.clone()).collect();
+        let recovered = own_steps
+            .map(|s| history::RecoveredStep {
+                stage: s.stage.clone(),
+                messages: window::conversation(s.messages.iter()),
+                plan: s.plan.clone().filter(|p| !p.is_empty()),
+            })
+            .collect();
+        let pending_messages = window::conversation(batch.iter().flat_map(|b| b.step.messages.iter()));
         let plan = steps.iter().rev().find_map(|s| s.plan.clone()).filter(|p| !p.is_empty());
         let messages =
             steps.iter().flat_map(|s| s.messages.iter()).chain(batch.iter().flat_map(|b| b.step.messages.iter()));
@@ -123,11 +142,14 @@ impl ChatStore {
             mark,
             steps_written,
             stages,
+            steps: recovered,
+            pending: pending_messages,
             batch,
             conversation,
             context: self.chat_context_of(others)?,
             blocks,
             plan,
+            handed_off,
         })))
     }
 }

@@ -467,6 +467,11 @@ impl Assembler {
             AgentDelta::TaskStart { task_id, description } => self.task_start(task_id, description, out)?,
             AgentDelta::TaskComplete { task_id } => self.task_end(task_id, TaskEnd::Complete, out)?,
             AgentDelta::TaskCancel { task_id } => self.task_end(task_id, TaskEnd::Cancel, out)?,
+            AgentDelta::TaskResume { task_id } => {
+                // Its `task.start` (and the plan before it) streamed in the process that stopped.
+                self.plan_seen = true;
+                self.active_task = Some(task_id);
+            }
             AgentDelta::TaskFail { task_id, error } => self.task_end(task_id, TaskEnd::Fail(error), out)?,
             AgentDelta::Usage(call) => self.usage.add(&call.provider, &call.model, &call.usage),
             AgentDelta::Steer { steer_id, message, request_id } => self.steer(steer_id, message, request_id, out),

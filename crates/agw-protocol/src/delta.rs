@@ -167,6 +167,12 @@ pub enum AgentDelta {
         /// The task's description; omitted from the event when blank.
         description: Option<String>,
     },
+    /// A run resumed in another process (crash recovery) goes on inside the plan task its
+    /// client was shown starting there: the task is active again, nothing is emitted.
+    TaskResume {
+        /// The task's id from the plan.
+        task_id: String,
+    },
     /// `task.complete` for the active task.
     TaskComplete {
         /// Must name the active task.

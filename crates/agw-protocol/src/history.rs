@@ -23,7 +23,7 @@ use serde_json::Value;
 use crate::request::QueryRequest;
 
 pub use message::{ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, StoredFunction, StoredMessage, StoredToolCall};
-pub use recovery::{BatchCheckpoint, RunMark};
+pub use recovery::{BatchCheckpoint, RecoveredStep, RunMark};
 pub use snapshot::{PlanSnapshot, SystemMessage, SystemSnapshot, SystemTool};
 
 /// One line of a history file, tagged by `_type`.
@@ -273,6 +273,9 @@ pub enum ResumeAt {
     Oneshot,
     /// `react-step-N`: REACT step N (counted from 1).
     ReactStep(u32),
+    /// `execute-task-N`: the N-th task a PLAN_EXECUTE run executes (counted from 1; crash
+    /// recovery resumes a tool batch there, durable waiting does not continue from it).
+    ExecuteTask(u32),
     /// Any other text, e.g. from another version: kept as written (a line round-trips), but no
     /// mode continues from it.
     Unknown(String),
@@ -280,19 +283,25 @@ pub enum ResumeAt {
 
 impl ResumeAt {
     const REACT_STEP_PREFIX: &'static str = "react-step-";
+    const EXECUTE_TASK_PREFIX: &'static str = "execute-task-";
 
     /// Reads a written position. Never fails: text this version does not know is
     /// [`ResumeAt::Unknown`]; only the canonical spelling of a step number is a step, so every
     /// value is written back exactly as read.
     pub fn parse(text: &str) -> ResumeAt {
+        // Only the canonical spelling of a number: every value is written back as read.
+        let number = |prefix: &str| {
+            text.strip_prefix(prefix)
+                .filter(|n| n.bytes().all(|b| b.is_ascii_digit()) && (n.len() == 1 || !n.starts_with('0')))
+                .and_then(|n| n.parse::<u32>().ok())
+        };
         match text {
             "" => ResumeAt::Nowhere,
             "oneshot" => ResumeAt::Oneshot,
-            other => other
-                .strip_prefix(Self::REACT_STEP_PREFIX)
-                .filter(|n| n.bytes().all(|b| b.is_ascii_digit()) && (n.len() == 1 || !n.starts_with('0')))
-                .and_then(|n| n.parse().ok())
-                .map_or_else(|| ResumeAt::Unknown(other.to_owned()), ResumeAt::ReactStep),
+            other => number(Self::REACT_STEP_PREFIX)
+                .map(ResumeAt::ReactStep)
+                .or_else(|| number(Self::EXECUTE_TASK_PREFIX).map(ResumeAt::ExecuteTask))
+                .unwrap_or_else(|| ResumeAt::Unknown(other.to_owned())),
         }
     }
 }
@@ -304,6 +313,7 @@ impl std::fmt::Display for ResumeAt {
             ResumeAt::Nowhere => Ok(()),
             ResumeAt::Oneshot => f.write_str("oneshot"),
             ResumeAt::ReactStep(step) => write!(f, "{}{step}", Self::REACT_STEP_PREFIX),
+            ResumeAt::ExecuteTask(step) => write!(f, "{}{step}", Self::EXECUTE_TASK_PREFIX),
             ResumeAt::Unknown(text) => f.write_str(text),
         }
     }

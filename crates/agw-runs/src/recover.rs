@@ -228,6 +228,12 @@ async fn resume_run(
         end_run(&mut sink, fail(message), &handle.steers).await;
         return;
     }
+    if run.handed_off {
+        let message = "an agent handed this run over to another; a continued agent cannot be resumed yet".to_owned();
+        count("exhausted");
+        end_run(&mut sink, fail(message), &handle.steers).await;
+        return;
+    }
     let Ok(agent) = core.agent(mark.query.agent_key.as_deref()) else {
         let message = format!(
             "agent {} is no longer loaded; the run cannot be resumed",
@@ -242,7 +248,7 @@ async fn resume_run(
     if let Some(sources) = &core.tool_sources {
         sources.prepare(&agent, &core.catalogs.tools).await;
     }
-    let InFlightRun { conversation, context, stages, batch, .. } = *run;
+    let InFlightRun { conversation, context, stages, steps, pending, batch, plan, .. } = *run;
     let at = match batch {
         Some(b) => RecoverAt::Batch {
             resume_at: b.resume_at,
@@ -260,7 +266,8 @@ async fn resume_run(
         user_message: mark.query.message.clone().unwrap_or_default(),
         history: context.history,
         history_runs: context.history_runs,
-        initial_plan: context.plan,
+        // The plan as the run's own steps last recorded it, else the chat's.
+        initial_plan: plan.or(context.plan),
         remembered_approvals: context.remembered_approvals,
         steers: steers.clone(),
         quota: quota.gate(),
@@ -269,7 +276,7 @@ async fn resume_run(
     let answers = ForgetAnswers(core.submits.clone(), run_id);
     let live = Box::new(LiveRun {
         ctx,
-        entry: Entry::Recover(Box::new(Recovery { conversation, at })),
+        entry: Entry::Recover(Box::new(Recovery { conversation, at, steps, pending })),
         sink,
         steers,
         _guards: RunGuards { _slot: slot, _answers: answers, _guard: guard },

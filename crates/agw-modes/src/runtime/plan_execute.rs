@@ -20,6 +20,7 @@
 //! more steers arrived meanwhile (they come back from `SteerQueue::close`).
 
 use agw_llm::{ChatMessage, ReasoningSetting, ToolCallMessage, ToolChoice};
+use agw_protocol::history::{RecoveredStep, ResumeAt};
 use agw_protocol::{AgentDelta, ChildEnd, PlanTask, TaskError, TaskStatus};
 use serde_json::json;
 use tracing::Instrument;
@@ -88,6 +89,90 @@ pub(super) async fn run<S: DeltaSink>(
     } else {
         task_loop(ctx, stages.execute, &execute_tools, choice, max_steps, &mut execute, state, sink).await?;
     }
+    summary_stage(ctx, stages.summary, &mut execute, state, sink).await
+}
+
+/// What a resumed plan had written ([`recover`]).
+pub(super) struct Written<'a> {
+    /// Its step lines, in order.
+    pub steps: &'a [RecoveredStep],
+    /// The current task's step as far as its checkpoint recorded it.
+    pub pending: Vec<ChatMessage>,
+    /// A checkpoint of the current task is current: the recorder goes on in its step.
+    pub in_step: bool,
+}
+
+/// A sequential plan resumed after its process stopped (crash recovery): its written steps
+/// (`steps`: the plan, the tasks done), the task it was in — from its start, or inside its tool
+/// batch (`batch`, with `pending`, the task's rounds so far) — then the remaining tasks and the
+/// summary. Its plan (`state.plan`) is the one its last step recorded. Before any plan was
+/// written, the plan stage runs again. The conversation of the tasks is rebuilt from the steps,
+/// each task's prompt rendered again with the plan as it stood when the task began.
+pub(super) async fn recover<S: DeltaSink>(
+    ctx: &RunContext,
+    stages: Stages<'_>,
+    max_steps: u32,
+    written: Written<'_>,
+    batch: Option<(&[StreamedCall], Answers)>,
+    state: &mut RunState,
+    sink: &mut S,
+) -> Result<String, RunFailure> {
+    let Written { steps, pending, in_step } = written;
+    let Some(choice) = ctx.agent.tool_choice.to_llm() else {
+        return Err(RunFailure::Internal("PLAN_EXECUTE does not support toolChoice NONE".into()));
+    };
+    if stages.parallel > 1 {
+        return Err(RunFailure::Unrecoverable("a plan whose tasks run in parallel cannot be resumed yet".into()));
+    }
+    let Some(plan_step) = steps.iter().find(|s| s.stage == "plan") else {
+        // Nothing of the plan was written: it is made again (the plan tools have no effects).
+        return run(ctx, stages, max_steps, state, sink).await;
+    };
+    let execute_tools = StageToolSet::for_stage(ctx, StageKind::Execute);
+    let tasks = TaskLoop::new(ctx, stages.execute, &execute_tools, choice);
+
+    // `execute` as the plan stage left it: the request, steers, the plan call and its result.
+    let mut execute = ctx.opening();
+    let skip_request = if ctx.handed_from.is_some() { 0 } else { 1 };
+    execute.extend(
+        plan_step
+            .messages
+            .iter()
+            .skip(skip_request)
+            .filter(|m| match m {
+                ChatMessage::Assistant { tool_calls, .. } => !tool_calls.is_empty(),
+                _ => true,
+            })
+            .cloned(),
+    );
+    let mut plan = super::plan::PlanState::for_chat(&ctx.chat_id);
+    if let Some(snapshot) = &plan_step.plan {
+        plan = super::plan::PlanState::restored(snapshot, &ctx.chat_id);
+    }
+    let mut done = 0;
+    for step in steps.iter().filter(|s| s.stage == "execute") {
+        let Some(index) = plan.first_open() else { break };
+        done += 1;
+        execute.push(ChatMessage::User { content: tasks.prompt(&plan, &plan.tasks[index]) });
+        execute.extend(step.messages.iter().cloned());
+        if let Some(snapshot) = &step.plan {
+            plan = super::plan::PlanState::restored(snapshot, &ctx.chat_id);
+        }
+    }
+    state.plan = plan;
+    if let Some(index) = state.plan.first_open().filter(|_| done < max_steps) {
+        let step = done + 1;
+        let task = state.plan.tasks[index].clone();
+        if !in_step {
+            // The task's step is begun again (nothing of it was recorded).
+            sink.emit(AgentDelta::StageMarker(format!("execute-task-{step}"))).await?;
+        }
+        execute.push(ChatMessage::User { content: tasks.prompt(&state.plan, &task) });
+        execute.extend(pending);
+        tasks.resume(ctx, step, index, batch, &mut execute, state, sink).await?;
+        done = step;
+    }
+    tasks_from(ctx, &tasks, done, max_steps, &mut execute, state, sink).await?;
     summary_stage(ctx, stages.summary, &mut execute, state, sink).await
 }
 
@@ -239,8 +324,46 @@ impl<'a> TaskLoop<'a> {
             .await?;
         sink.emit(AgentDelta::StageMarker(format!("execute-task-{step}"))).await?;
         execute.push(ChatMessage::User { content: self.prompt(&state.plan, &task) });
-        let (end, failure) = self.work(ctx, step, &task, execute, state, sink).await?;
-        let task_id = task.task_id;
+        self.finish(ctx, step, &task, None, execute, state, sink).await
+    }
+
+    /// The rest of a task begun in a process that stopped (crash recovery): its `task.start`
+    /// streamed there, its prompt (and rounds so far) are in `execute`; `batch` is the tool
+    /// batch it was running, to finish first.
+    #[expect(clippy::too_many_arguments, reason = "the task, its interrupted batch and the run state")]
+    pub(super) async fn resume<S: DeltaSink>(
+        &self,
+        ctx: &RunContext,
+        step: u32,
+        index: usize,
+        batch: Option<(&[StreamedCall], Answers)>,
+        execute: &mut Vec<ChatMessage>,
+        state: &mut RunState,
+        sink: &mut S,
+    ) -> Result<(), RunFailure> {
+        let task = state.plan.tasks[index].clone();
+        sink.emit(AgentDelta::TaskResume { task_id: task.task_id.clone() }).await?;
+        self.finish(ctx, step, &task, batch, execute, state, sink).await
+    }
+
+    /// The task's rounds, then its end frame. A batch that pauses or waits here is resumed at
+    /// `execute-task-<step>` after a crash.
+    #[expect(clippy::too_many_arguments, reason = "the task, its interrupted batch and the run state")]
+    async fn finish<S: DeltaSink>(
+        &self,
+        ctx: &RunContext,
+        step: u32,
+        task: &PlanTask,
+        batch: Option<(&[StreamedCall], Answers)>,
+        execute: &mut Vec<ChatMessage>,
+        state: &mut RunState,
+        sink: &mut S,
+    ) -> Result<(), RunFailure> {
+        state.resume_at = ResumeAt::ExecuteTask(step);
+        let worked = self.work_from(ctx, step, task, batch, execute, state, sink).await;
+        state.resume_at = ResumeAt::Nowhere;
+        let (end, failure) = worked?;
+        let task_id = task.task_id.clone();
         let frame = match end {
             ChildEnd::Complete => AgentDelta::TaskComplete { task_id },
             ChildEnd::Cancel => AgentDelta::TaskCancel { task_id },
@@ -262,10 +385,25 @@ impl<'a> TaskLoop<'a> {
         state: &mut RunState,
         sink: &mut S,
     ) -> Result<(ChildEnd, Option<RunFailure>), RunFailure> {
+        self.work_from(ctx, step, task, None, execute, state, sink).await
+    }
+
+    /// [`Self::work`], finishing an interrupted `batch` first (crash recovery).
+    #[expect(clippy::too_many_arguments, reason = "the task, its interrupted batch and the run state")]
+    async fn work_from<S: DeltaSink>(
+        &self,
+        ctx: &RunContext,
+        step: u32,
+        task: &PlanTask,
+        batch: Option<(&[StreamedCall], Answers)>,
+        execute: &mut Vec<ChatMessage>,
+        state: &mut RunState,
+        sink: &mut S,
+    ) -> Result<(ChildEnd, Option<RunFailure>), RunFailure> {
         let task_id = task.task_id.as_str();
         let rounds = TaskRounds { model: &self.model, system: &self.system, tools: self.tools, choice: self.choice };
         let span = super::trace::task(task_id, &task.description);
-        let end = match rounds.run(ctx, step, task_id, execute, state, sink).instrument(span.clone()).await {
+        let end = match rounds.run(ctx, step, task_id, batch, execute, state, sink).instrument(span.clone()).await {
             Ok(end) => end,
             Err(failure) => {
                 let info = failure.to_error_info();
@@ -316,7 +454,20 @@ async fn task_loop<S: DeltaSink>(
     sink: &mut S,
 ) -> Result<(), RunFailure> {
     let tasks = TaskLoop::new(ctx, stage, tools, choice);
-    let mut step = 0;
+    tasks_from(ctx, &tasks, 0, max_steps, execute, state, sink).await
+}
+
+/// The plan's open tasks one by one, after `done` were executed.
+async fn tasks_from<S: DeltaSink>(
+    ctx: &RunContext,
+    tasks: &TaskLoop<'_>,
+    done: u32,
+    max_steps: u32,
+    execute: &mut Vec<ChatMessage>,
+    state: &mut RunState,
+    sink: &mut S,
+) -> Result<(), RunFailure> {
+    let mut step = done;
     while step < max_steps {
         let Some(index) = state.plan.first_open() else {
             break;
@@ -336,15 +487,22 @@ pub(super) struct TaskRounds<'a> {
 }
 
 impl TaskRounds<'_> {
+    #[expect(clippy::too_many_arguments, reason = "the task, its interrupted batch and the run state")]
     async fn run<S: DeltaSink>(
         &self,
         ctx: &RunContext,
         step: u32,
         task_id: &str,
+        batch: Option<(&[StreamedCall], Answers)>,
         execute: &mut Vec<ChatMessage>,
         state: &mut RunState,
         sink: &mut S,
     ) -> Result<TaskEnd, RunFailure> {
+        if let Some((calls, answers)) = batch
+            && self.settle(ctx, task_id, calls, answers, &[], execute, state, sink).await?
+        {
+            return Ok(TaskEnd::Updated);
+        }
         for round in 1..=MAX_WORK_ROUNDS_PER_TASK {
             let name = if round == 1 {
                 format!("agent-plan-execute-step-{step}")
@@ -399,24 +557,34 @@ impl TaskRounds<'_> {
         let Some((first, rest)) = out.calls.split_first() else {
             return Ok(false);
         };
+        let answers = Answers::Live(out.frontend_waiters);
+        self.settle(ctx, task_id, std::slice::from_ref(first), answers, rest, execute, state, sink).await
+    }
+
+    /// Runs a round's first call (`first`, one call) and answers the others unexecuted. True
+    /// when the call was a `_plan_update_task_` for this task that changed the task's status.
+    #[expect(clippy::too_many_arguments, reason = "one round needs the task, the messages and the run state")]
+    async fn settle<S: DeltaSink>(
+        &self,
+        ctx: &RunContext,
+        task_id: &str,
+        first: &[StreamedCall],
+        answers: Answers,
+        rest: &[StreamedCall],
+        execute: &mut Vec<ChatMessage>,
+        state: &mut RunState,
+        sink: &mut S,
+    ) -> Result<bool, RunFailure> {
+        let Some(call) = first.first() else { return Ok(false) };
         let before = state.plan.status_of(task_id);
-        execute_batch(
-            ctx,
-            self.tools,
-            std::slice::from_ref(first),
-            Answers::Live(out.frontend_waiters),
-            execute,
-            state,
-            sink,
-        )
-        .await?;
+        execute_batch(ctx, self.tools, first, answers, execute, state, sink).await?;
         // The other calls were streamed and stay open until the task ends; they never run, but
         // the provider history still answers each of them.
         for call in rest {
             answer_unexecuted(execute, call);
         }
-        let targets_task = first.normalized_name() == PLAN_UPDATE_TASK
-            && first.arguments_object().get("taskId").and_then(|v| v.as_str()).map(str::trim) == Some(task_id);
+        let targets_task = call.normalized_name() == PLAN_UPDATE_TASK
+            && call.arguments_object().get("taskId").and_then(|v| v.as_str()).map(str::trim) == Some(task_id);
         Ok(targets_task && state.plan.status_of(task_id) != before)
     }
 }

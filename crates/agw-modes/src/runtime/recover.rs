@@ -8,8 +8,8 @@ use agw_protocol::history::{AwaitingCall, AwaitingResult, ResumeAt};
 use super::calls::StreamedCall;
 use super::execute::{Answers, Resumed};
 use super::{
-    DeltaSink, RunContext, RunFailure, RunOutcome, continue_handoffs, finish, new_state, oneshot, react, restore_calls,
-    trace,
+    DeltaSink, RunContext, RunFailure, RunOutcome, continue_handoffs, finish, new_state, oneshot, plan_execute, react,
+    restore_calls, trace,
 };
 use crate::definition::ModeDef;
 
@@ -21,6 +21,11 @@ pub struct Recovery {
     pub conversation: Vec<ChatMessage>,
     /// Where the run goes on.
     pub at: RecoverAt,
+    /// The run's written step lines, in order (PLAN_EXECUTE rebuilds its task conversation
+    /// from them).
+    pub steps: Vec<agw_protocol::history::RecoveredStep>,
+    /// The current batch's step as far as it was recorded (at the end of `conversation` too).
+    pub pending: Vec<ChatMessage>,
 }
 
 /// Where a resumed run goes on.
@@ -53,7 +58,7 @@ pub enum RecoverAt {
 pub async fn recover<S: DeltaSink>(ctx: RunContext, recovery: Recovery, sink: &mut S) -> RunOutcome {
     let span = trace::invoke_agent(&ctx);
     let mut state = new_state(&ctx);
-    let Recovery { conversation: so_far, at } = recovery;
+    let Recovery { conversation: so_far, at, steps, pending } = recovery;
     // `steps_done` of a next turn; for a batch, 1 when it was done.
     let (calls, answers, resume_at, steps_done) = match at {
         RecoverAt::Batch { resume_at, calls, results, running, done } => {
@@ -95,6 +100,18 @@ pub async fn recover<S: DeltaSink>(ctx: RunContext, recovery: Recovery, sink: &m
             }
             (ModeDef::Oneshot { plain }, None, _) if steps_done == 0 => {
                 oneshot::run(&ctx, plain, &mut state, sink).await
+            }
+            (ModeDef::PlanExecute { plan, deep_thinking, execute, summary, max_steps, parallel }, at, answers)
+                if matches!(at, None | Some(ResumeAt::ExecuteTask(_))) =>
+            {
+                let stages =
+                    plan_execute::Stages { plan, deep_thinking: *deep_thinking, execute, summary, parallel: *parallel };
+                // Inside a task's batch the recorder holds the task's step; a batch that had
+                // streamed all its results is finished: the task's rounds go on.
+                let in_step = at.is_some();
+                let batch = answers.filter(|_| steps_done == 0).map(|answers| (calls.as_slice(), answers));
+                let written = plan_execute::Written { steps: &steps, pending, in_step };
+                plan_execute::recover(&ctx, stages, *max_steps, written, batch, &mut state, sink).await
             }
             (_, at, _) => Err(RunFailure::Unrecoverable(format!(
                 "this run of agent {} stopped at {:?}, where its mode cannot be resumed",

@@ -89,3 +89,16 @@ impl RunMark {
         }
     }
 }
+
+/// One step line of a run being resumed (crash recovery): what a mode that rebuilds its own
+/// conversation from the run's steps needs (PLAN_EXECUTE adds each task's prompt back).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecoveredStep {
+    /// `plan`, `execute`, `react`, `oneshot`, `summary`.
+    pub stage: String,
+    /// The step's messages as the model is sent them (the run's first step starts with its
+    /// user message).
+    pub messages: Vec<crate::chat::ChatMessage>,
+    /// The plan after the step, when it changed in it.
+    pub plan: Option<super::PlanSnapshot>,
+}

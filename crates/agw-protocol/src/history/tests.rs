@@ -390,8 +390,9 @@ fn resume_positions_are_typed_and_written_as_read() {
         ("react-step-12", ResumeAt::ReactStep(12)),
         ("oneshot", ResumeAt::Oneshot),
         ("", ResumeAt::Nowhere),
+        ("execute-task-2", ResumeAt::ExecuteTask(2)),
         // Not this version's spelling of a position: kept as written, continued nowhere.
-        ("execute-task-2", ResumeAt::Unknown("execute-task-2".into())),
+        ("execute-task-02", ResumeAt::Unknown("execute-task-02".into())),
         ("react-step-", ResumeAt::Unknown("react-step-".into())),
         ("react-step-01", ResumeAt::Unknown("react-step-01".into())),
         ("react-step-+1", ResumeAt::Unknown("react-step-+1".into())),
