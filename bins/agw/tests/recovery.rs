@@ -495,3 +495,47 @@ async fn a_plan_killed_in_its_second_task_goes_on_from_there() {
     assert_eq!(stages, ["plan", "execute", "execute", "execute", "summary"], "{lines:#?}");
     drop(agw);
 }
+
+/// The same on the PostgreSQL chat store (its run marks are rows of `running`). Needs
+/// `AGW_TEST_DATABASE_URL`; without it the test says it was skipped and passes.
+#[tokio::test]
+async fn a_run_resumes_on_the_postgresql_store() {
+    let Some(db) = std::env::var("AGW_TEST_DATABASE_URL").ok().filter(|u| !u.trim().is_empty()) else {
+        eprintln!("skipped: AGW_TEST_DATABASE_URL is not set");
+        return;
+    };
+    let schema = format!("agw_recovery_{}", std::process::id());
+    struct DropSchema(String, String);
+    impl Drop for DropSchema {
+        fn drop(&mut self) {
+            let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.1);
+            let _ = Command::new("psql").args([self.0.as_str(), "-q", "-c", &sql]).output();
+        }
+    }
+    let _cleanup = DropSchema(db.clone(), schema.clone());
+    let env = [("AGW_DATABASE_URL", db.as_str()), ("AGW_DATABASE_SCHEMA", schema.as_str())];
+    let mut node = Node::new("postgres").await;
+    let mut agw = node.start(&env).await;
+    node.fixture.push(slow_text(&["Stored ", "in ", "a ", "database ", "this ", "time."]));
+    let mut stream = node.query(&agw, json!({"agentKey": "r", "message": "on postgres"})).await;
+    let before = read_until(&mut stream, |seen| count(seen, "content.delta") >= 2).await;
+    let run_id = before.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_owned();
+    let rows = |sql: &str| {
+        let out = Command::new("psql").args([db.as_str(), "-tA", "-c", sql]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let marked = format!("SELECT count(*) FROM {schema}.running WHERE run_id = '{run_id}'");
+    assert_eq!(rows(&marked), "1", "the run's mark is a row");
+    agw.kill();
+    drop(stream);
+
+    node.fixture.push(Transcript::openai_text(&["Resumed ", "from ", "PostgreSQL."]));
+    let agw = node.start(&env).await;
+    let after = node.attach(&agw, &run_id, *seqs(&before).last().unwrap()).await;
+    assert_one_sequence(&before, &after);
+    assert_eq!(after[0]["type"], "run.resume");
+    assert_eq!(after.last().unwrap()["type"], "run.complete", "{:?}", types(&after));
+    assert_eq!(messages(&node, 0), messages(&node, 1));
+    assert_eq!(rows(&marked), "0", "the mark went with the run's end");
+    drop(agw);
+}

@@ -367,6 +367,13 @@ mod tests {
         let mut out = Vec::new();
         super::ag_ui::AgUiMapper::default().map(&event, &mut out);
         assert_eq!(out, [json!({"type": "CUSTOM", "name": "agw.resume", "value": fields, "timestamp": 7})]);
+        let mut out = Vec::new();
+        super::phase::PhaseMapper::new(Default::default(), None, Default::default()).map(&event, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!((&out[0]["type"], &out[0]["data"]), (&json!("resume"), &json!({"attempt": 1})));
+        let mut out = Vec::new();
+        super::openai_chat::ChunkMapper::new("r", "m", 7).map(&event, &mut out);
+        assert!(out.is_empty(), "the OpenAI façade carries only text");
         // The wire form of the event itself.
         let wire = serde_json::to_value(&event).unwrap();
         assert_eq!(

@@ -156,7 +156,22 @@ async fn wait_again(
     .with_prices(core.settings.prices.clone());
     let recorder = core.chats.resumed_recorder(&awaiting);
     let persistence = Persistence { store: core.chats.clone(), chat_id: chat_id.clone(), recorder };
-    let mut sink = RunSink::new(assembler, handle.clone(), Some(persistence));
+    // Its run mark (crash recovery) is still in the store from before the wait: the run goes
+    // on resumable and removes it when it ends.
+    let mark = agw_protocol::history::RunMark {
+        query: awaiting.query.clone(),
+        system: awaiting.system.clone(),
+        last_seq: awaiting.last_seq,
+        ..agw_protocol::history::RunMark::new(&chat_id, &run_id, awaiting.updated_at)
+    };
+    let entry = agw_memory::LedgerEntry {
+        last_seq: awaiting.last_seq,
+        durable_seq: awaiting.last_seq,
+        shown: blocks,
+        durable: blocks,
+    };
+    let mut sink =
+        RunSink::new(assembler, handle.clone(), Some(persistence)).recoverable(core.recovering_from(mark, entry));
     sink.adopt_mark();
 
     // Registered before the wait is shown, so an early submit is matched.

@@ -252,8 +252,21 @@ impl Core {
     /// A new run's crash-recovery state: `None` when recovery is off, the run not recorded, or
     /// this replica is one of several (a lost replica's runs end with `node_lost`).
     pub(crate) fn recovering(&self, run_id: &str, chat_id: &str) -> Option<Box<crate::sink::Recovering>> {
-        let on = self.settings.recovery.enabled && self.settings.memory && self.cluster.get().is_none();
-        on.then(|| crate::sink::Recovering::new(self.ledger.get(), run_id, chat_id))
+        self.recovers().then(|| crate::sink::Recovering::new(self.ledger.get(), run_id, chat_id))
+    }
+
+    /// [`Self::recovering`] for a run that goes on in this process (after a wait) from `mark`,
+    /// numbering on after `entry`; its mark may still be in the store.
+    pub(crate) fn recovering_from(
+        &self,
+        mark: agw_protocol::history::RunMark,
+        entry: agw_memory::LedgerEntry,
+    ) -> Option<Box<crate::sink::Recovering>> {
+        self.recovers().then(|| crate::sink::Recovering::resumed(self.ledger.get(), mark, entry, true))
+    }
+
+    fn recovers(&self) -> bool {
+        self.settings.recovery.enabled && self.settings.memory && self.cluster.get().is_none()
     }
 
     pub(crate) fn run_services(&self, client_tools: Vec<ToolDef>) -> Arc<RunServices> {

@@ -336,6 +336,11 @@ impl PhaseMapper {
             EventPayload::ContentRevoke(_) | EventPayload::GuardWarning(_) | EventPayload::GuardBlock(_) => {
                 self.guard(&event.payload, out);
             }
+            // Resumed after agw stopped (issue 37): the answer being written then is superseded.
+            EventPayload::RunResume(e) => {
+                self.run_id.clone_from(&e.run_id);
+                out.push(self.line("resume", json!({"attempt": e.attempt})));
+            }
             EventPayload::ContentCitation(e) => {
                 let record = &e.record;
                 let mut data = Map::new();
