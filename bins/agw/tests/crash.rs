@@ -268,7 +268,10 @@ async fn a_run_waiting_for_a_submit_survives_sigkill_and_completes_after_restart
     assert!(!content_text(&rest).is_empty(), "the next model turn ran in the new process");
     // Its marks (the wait's, and the run mark crash recovery keeps) go with its end.
     assert!(!mark.exists());
-    assert!(!scratch.chats().join("_waiting").join(format!("{run}.run")).exists(), "the run mark is removed");
+    assert!(
+        ["a", "b"].iter().all(|c| !scratch.chats().join("_waiting").join(format!("{run}.{c}.run")).exists()),
+        "the run mark is removed"
+    );
     let seqs: Vec<u64> = rest.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, (last_seq + 1..last_seq + 1 + rest.len() as u64).collect::<Vec<_>>(), "gapless");
     assert!(!types.contains(&"run.start"), "the same run goes on: {types:?}");

@@ -3,14 +3,17 @@
 //! `docs/contract/memory-jsonl.md`). Two backends keep it behind one API:
 //!
 //! - **files** (default, [`ChatStore::new`]): one JSON Lines history file per chat
-//!   (`<dir>/<chatId>.json`), the chat index (`<dir>/_chats.jsonl`), waiting marks
-//!   (`<dir>/_waiting/`); one agw process per directory.
+//!   (`<dir>/<chatId>.json`), the chat index (`<dir>/_chats.jsonl`), waiting and run marks and
+//!   the seq ledger (`<dir>/_waiting/`); one agw process per directory.
 //! - **PostgreSQL** (cargo feature `postgres`: `ChatStore::postgres`, `PgConfig`): the same
 //!   lines and index records in tables of one schema, shared by several agw replicas;
 //!   `migrate_chats` copies a JSONL directory into it (resumable, idempotent, verified by replay).
 //!
 //! Owns: [`ChatStore`] (appends, reads, window, latest plan, index upsert/list, waiting marks,
-//! explicit trim, chat deletion (on request and by retention) and forking, readiness ping), the storage seam under it (a sealed enum of backends that
+//! explicit trim, chat deletion (on request and by retention) and forking, readiness ping; the
+//! run marks of runs in flight and what their history says of them after a crash,
+//! [`ChatStore::found_run`]), the seq ledger ([`SeqLedger`]: each run's last seq, one `pwrite`
+//! per publish), the storage seam under it (a sealed enum of backends that
 //! only move lines, records and marks; everything derived from them is shared), [`Recorder`]
 //! (live run → step lines, no I/O), the conversion of stored messages into
 //! [`agw_protocol::chat::ChatMessage`]s ([`history_messages`]). The line format itself and the

@@ -52,8 +52,9 @@ pub struct InFlightRun {
 }
 
 impl ChatStore {
-    /// Writes the mark of a run in flight (files: `<dir>/_waiting/<runId>.run`, replaced whole;
-    /// PostgreSQL: a row of `running`). Rewritten at every checkpoint of the run; removed with
+    /// Writes the mark of a run in flight (files: `<dir>/_waiting/<runId>.a.run` or `.b.run` by
+    /// its revision — call [`RunMark::next_revision`] before each write; PostgreSQL: a row of
+    /// `running`). Rewritten at every checkpoint of the run; removed with
     /// [`Self::clear_running`] when it ends.
     pub fn mark_running(&self, mark: &RunMark) -> Result<(), MemoryError> {
         if !is_canonical(&mark.run_id) || !is_canonical(&mark.chat_id) {
@@ -61,7 +62,7 @@ impl ChatStore {
         }
         let json = serde_json::to_string(mark)
             .map_err(|source| MemoryError::Encode { path: format!("run mark {}", mark.run_id).into(), source })?;
-        self.backend.put_run_mark(&mark.run_id, &mark.chat_id, &json)
+        self.backend.put_run_mark(&mark.run_id, &mark.chat_id, &json, mark.revision)
     }
 
     /// Removes the mark of a run that ended.
@@ -90,6 +91,9 @@ impl ChatStore {
                 }
             })
             .collect();
+        // Of a run's two copies (files), the newer; a copy a crash cut short did not parse.
+        marks.sort_by(|a, b| (&a.run_id, b.revision).cmp(&(&b.run_id, a.revision)));
+        marks.dedup_by(|later, first| later.run_id == first.run_id);
         marks.sort_by(|a, b| (a.started_at, &a.run_id).cmp(&(b.started_at, &b.run_id)));
         Ok(marks)
     }
@@ -181,5 +185,51 @@ impl ChatStore {
         };
         let step = run.batch.as_ref().map(|b| b.step.clone()).unwrap_or_default();
         crate::Recorder::resumed(init, Box::new(agw_protocol::SystemClock), run.steps_written, step)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agw_protocol::history::RunMark;
+
+    use crate::{ChatStore, MemoryConfig};
+
+    const CHAT: &str = "0b9c3f1e-6d3a-4c1b-9a55-1f2e3d4c5b6a";
+    const RUN: &str = "1c9c3f1e-6d3a-4c1b-9a55-1f2e3d4c5b6a";
+
+    #[test]
+    fn the_newest_whole_copy_of_a_mark_wins_and_a_torn_one_is_passed_over() {
+        let dir = std::env::temp_dir().join(format!("agw-run-marks-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = ChatStore::new(MemoryConfig { dir: dir.clone(), ..MemoryConfig::default() });
+        let mut mark = RunMark::new(CHAT, RUN, 1);
+        for attempts in 0..3 {
+            mark.attempts = attempts;
+            mark.next_revision(1_000);
+            store.mark_running(&mark).unwrap();
+        }
+        let found = store.running_runs().unwrap();
+        assert_eq!((found.len(), found[0].attempts), (1, 2), "the newest of two copies");
+        // A crash in the middle of the next write: that copy does not parse.
+        let newest = if mark.revision % 2 == 0 { "a" } else { "b" };
+        let path = dir.join("_waiting").join(format!("{RUN}.{newest}.run"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, &text[..text.len() / 2]).unwrap();
+        let found = store.running_runs().unwrap();
+        assert_eq!((found.len(), found[0].attempts), (1, 1), "the other copy, one write older");
+        store.clear_running(RUN).unwrap();
+        assert!(store.running_runs().unwrap().is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn revisions_grow_and_alternate_in_parity() {
+        let mut mark = RunMark::new(CHAT, RUN, 1);
+        let mut last = mark.revision;
+        for now in [5, 5, 6, 100, 3] {
+            mark.next_revision(now);
+            assert!(mark.revision > last && mark.revision % 2 != last % 2, "{last} → {}", mark.revision);
+            last = mark.revision;
+        }
     }
 }

@@ -2,12 +2,13 @@
 //! started it, so clients can leave, come back, stop it, redirect it and answer it.
 //!
 //! Owns: the run service ([`RunService`]: start, attach, interrupt, steer, submit, compact,
-//! restoring waiting runs; deleting, forking and expiring chats) and its one error type
-//! ([`RunError`]); the run loop every run goes through, live, restored after a restart or
-//! adopted from another replica; the sink that turns a run's deltas into events, its history
+//! restoring waiting runs, resuming runs in flight after a crash; deleting, forking and
+//! expiring chats) and its one error type ([`RunError`]); the run loop every run goes through,
+//! live, restored after a restart, resumed after a crash or adopted from another replica; the sink that turns a run's deltas into events, its history
 //! and its buffer ([`sink`]); the run registry ([`RunTracker`]) with each run's [`RunHandle`]
 //! (bounded buffer of encoded frames, observers, status, cancellation, steering queue) and one
-//! run per chat ([`ChatSlots`]); durable waiting; quotas ([`quotas`]); the chat-event webhook
+//! run per chat ([`ChatSlots`]); durable waiting; crash recovery (each run's mark and ledger
+//! slot, and resuming at start); quotas ([`quotas`]); the chat-event webhook
 //! ([`webhook`]); this replica's part in a cluster (announcing and mirroring runs, forwarding
 //! control requests, adopting waiting runs); who may act on what ([`Principal`],
 //! [`may_access`]).

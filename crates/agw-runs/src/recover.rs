@@ -23,7 +23,7 @@ use tracing::Instrument;
 use crate::drive::{Ended, Entry, ForgetAnswers, LiveRun, RunGuards, end_run};
 use crate::principal::anonymous;
 use crate::service::{Core, RunService};
-use crate::sink::{Persistence, Recovering, RunSink, now_ms};
+use crate::sink::{Persistence, Recovering, RunSink, now_ms, now_us};
 use crate::{ChatSlot, DisconnectPolicy, RunHandle};
 
 /// The seq ledger's file, beside the run marks in the chat memory directory.
@@ -171,6 +171,7 @@ async fn resume_run(
     let mut mark = run.mark.clone();
     mark.attempts += 1;
     mark.updated_at = now_ms();
+    mark.next_revision(now_us());
     let attempt = mark.attempts;
     let store = core.chats.clone();
     let rewritten = {

@@ -302,6 +302,7 @@ impl RunSink {
             recovery.mark.system = system.cloned();
         }
         recovery.mark.updated_at = now_ms();
+        recovery.mark.next_revision(now_us());
         recovery.mark.last_seq = self.assembler.next_seq().saturating_sub(1);
         let (store, mark) = (p.store.clone(), recovery.mark.clone());
         match tokio::task::spawn_blocking(move || store.mark_running(&mark)).await {
@@ -379,6 +380,11 @@ async fn write_lines(
         }
         Err(e) => Err(format!("chat history writer stopped: {e}")),
     }
+}
+
+/// Wall-clock epoch µs (run mark revisions).
+pub(crate) fn now_us() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
 }
 
 /// Wall-clock epoch ms (history timestamps, wait deadlines).

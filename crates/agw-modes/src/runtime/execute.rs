@@ -463,7 +463,7 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
             sink.emit(AgentDelta::PlanUpdate { plan_id: plan_id.clone(), plan: plan.clone() }).await?;
         }
     }
-    if sink.checkpoints() {
+    if sink.checkpoints() && !state.step_follows_batch {
         let batch = BatchSoFar { calls, shown: &shown, executed: &executed };
         sink.checkpoint(&batch.batch_point(ctx, state, None, true)).await;
     }

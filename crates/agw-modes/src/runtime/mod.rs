@@ -276,6 +276,9 @@ pub(crate) struct RunState {
     pub handoffs: u32,
     /// The records the run's citable tools returned, and how many citations streamed.
     pub citations: citations::CitationBook,
+    /// The mode writes a step line right after each tool batch (REACT: the next step begins):
+    /// a batch needs no crash-recovery checkpoint once its results streamed.
+    pub step_follows_batch: bool,
 }
 
 impl RunState {
@@ -297,6 +300,7 @@ impl RunState {
             shows_plan: false,
             citations: self.citations.clone(),
             handoffs: self.handoffs,
+            step_follows_batch: false,
         }
     }
 
@@ -360,6 +364,7 @@ fn new_state(ctx: &RunContext) -> RunState {
         shows_plan: true,
         handoffs: 0,
         citations: Default::default(),
+        step_follows_batch: false,
     }
 }
 
@@ -488,6 +493,7 @@ async fn continue_handoffs<S: DeltaSink>(
     while let Err(RunFailure::HandedOff(handed)) = ended {
         let ctx = current.as_ref().unwrap_or(first);
         let next = handoff::hand_over(ctx, *handed, state, sink).await?;
+        state.step_follows_batch = false;
         ended = Box::pin(run_mode(&next, state, sink)).await;
         current = Some(next);
     }

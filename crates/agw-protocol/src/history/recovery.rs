@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::{AwaitingCall, AwaitingResult, PendingStep, ResumeAt, SystemSnapshot};
 use crate::request::QueryRequest;
 
-/// `{"chatId","runId","startedAt","updatedAt","attempts","lastSeq","query","system"?,"batch"?}`.
+/// `{"chatId","runId","startedAt","updatedAt","revision","attempts","lastSeq","query","system"?,"batch"?}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunMark {
@@ -26,6 +26,10 @@ pub struct RunMark {
     /// Epoch ms of this version of the mark.
     #[serde(default)]
     pub updated_at: i64,
+    /// Orders the versions of a mark: of two copies, the higher revision is the newer
+    /// ([`Self::next_revision`]).
+    #[serde(default)]
+    pub revision: u64,
     /// How many times the run was resumed after the process running it stopped.
     #[serde(default)]
     pub attempts: u32,
@@ -74,6 +78,17 @@ pub struct BatchCheckpoint {
 }
 
 impl RunMark {
+    /// Moves to the revision of the mark's next write: higher than the last (and than `now_us`,
+    /// microseconds since the epoch, so a later process's marks are newer), of the other
+    /// parity, so that a store keeping two copies alternates between them.
+    pub fn next_revision(&mut self, now_us: u64) {
+        let mut next = (self.revision + 1).max(now_us);
+        if next % 2 == self.revision % 2 {
+            next += 1;
+        }
+        self.revision = next;
+    }
+
     /// The mark of a run that starts now; its request is filled in before it is written.
     pub fn new(chat_id: &str, run_id: &str, now_ms: i64) -> RunMark {
         RunMark {
@@ -81,6 +96,7 @@ impl RunMark {
             run_id: run_id.to_owned(),
             started_at: now_ms,
             updated_at: now_ms,
+            revision: 0,
             attempts: 0,
             last_seq: 0,
             query: QueryRequest::default(),
