@@ -215,9 +215,13 @@ async fn a_run_killed_while_the_model_streams_resumes_with_the_same_request() {
     assert!(!no_run_mark(&node.chats(), &run_id), "the killed run left its mark");
 
     node.fixture.push(Transcript::openai_text(&["A ", "calm ", "story."]));
+    let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
     let agw = node.start(&[]).await;
     let last_seen = *seqs(&before).last().unwrap();
     let after = node.attach(&agw, &run_id, last_seen).await;
+    // For docs/reliability.md: how soon after the process starts the run goes on.
+    let resumed_after = after[0]["timestamp"].as_i64().unwrap() - started;
+    eprintln!("run.resume {resumed_after} ms after the new process was started");
     assert_one_sequence(&before, &after);
     let resume = &after[0];
     assert_eq!(resume["type"], "run.resume", "{after:?}");
