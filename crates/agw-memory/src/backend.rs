@@ -176,7 +176,7 @@ impl Backend {
         match self {
             Backend::Files(files) => files.put_run_mark(run_id, mark, revision),
             #[cfg(feature = "postgres")]
-            Backend::Postgres(pg) => pg.put_run_mark(run_id, chat_id, mark),
+            Backend::Postgres(pg) => pg.put_run_mark(run_id, chat_id, mark, revision),
         }
     }
 

@@ -234,8 +234,9 @@ impl Sql {
             clear_chat: format!("DELETE FROM {q}.waiting WHERE chat_id = $1"),
             waiting: format!("SELECT run_id, chat_id FROM {q}.waiting"),
             put_run_mark: format!(
-                "INSERT INTO {q}.running (run_id, chat_id, mark) VALUES ($1, $2, $3) \
-                 ON CONFLICT (run_id) DO UPDATE SET mark = EXCLUDED.mark, updated_at = now()"
+                "INSERT INTO {q}.running (run_id, chat_id, mark, revision) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (run_id) DO UPDATE SET mark = EXCLUDED.mark, revision = EXCLUDED.revision, \
+                 updated_at = now() WHERE {q}.running.revision < EXCLUDED.revision"
             ),
             clear_run_mark: format!("DELETE FROM {q}.running WHERE run_id = $1"),
             clear_chat_run_marks: format!("DELETE FROM {q}.running WHERE chat_id = $1"),
@@ -594,10 +595,17 @@ impl PgBackend {
         })
     }
 
-    pub(crate) fn put_run_mark(&self, run_id: &str, chat_id: &str, mark: &str) -> Result<(), MemoryError> {
+    pub(crate) fn put_run_mark(
+        &self,
+        run_id: &str,
+        chat_id: &str,
+        mark: &str,
+        revision: u64,
+    ) -> Result<(), MemoryError> {
+        let revision = i64::try_from(revision).unwrap_or(i64::MAX);
         let op = "write a run mark";
         self.conn(op, Some(chat_id))?
-            .execute(&self.sql.put_run_mark, &[&run_id, &chat_id, &mark])
+            .execute(&self.sql.put_run_mark, &[&run_id, &chat_id, &mark, &revision])
             .map_err(db(op, Some(chat_id)))?;
         Ok(())
     }

@@ -105,7 +105,7 @@ pub(crate) async fn end_run(sink: &mut RunSink, ended: Ended, steers: &SteerQueu
         tracing::info!("the server stops while the run waits; it continues after a restart");
         return;
     }
-    if matches!(ended, Ended::Shutdown) && sink.resumable() {
+    if matches!(ended, Ended::Shutdown) && sink.resumable().await {
         steers.close();
         sink.leave_for_recovery();
         tracing::info!("the server stops while the run is in flight; the next start resumes it");

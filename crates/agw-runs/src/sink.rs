@@ -53,6 +53,9 @@ pub(crate) struct Recovering {
     mark: RunMark,
     /// The mark is written: the run must clear it when it ends.
     written: bool,
+    /// The first write, not waited for (the model call need not wait for it): whether it
+    /// succeeded, once it is done.
+    pending: Option<tokio::task::JoinHandle<bool>>,
     slot: Option<LedgerSlot>,
     entry: LedgerEntry,
 }
@@ -72,7 +75,7 @@ impl Recovering {
         written: bool,
     ) -> Box<Self> {
         let slot = ledger.and_then(|l| l.slot(&mark.run_id, entry));
-        Box::new(Recovering { mark, written, slot, entry })
+        Box::new(Recovering { mark, written, pending: None, slot, entry })
     }
 
     fn note(&mut self, assembler: &Assembler) {
@@ -133,8 +136,19 @@ impl RunSink {
 
     /// The run's mark is written: stopping the server now (or a crash) leaves it to be
     /// resumed by the next start.
-    pub fn resumable(&self) -> bool {
+    pub async fn resumable(&mut self) -> bool {
+        self.settle_mark().await;
         self.recovery.as_ref().is_some_and(|r| r.written)
+    }
+
+    /// Waits for the mark's first write, if it is still under way.
+    async fn settle_mark(&mut self) {
+        let Some(recovery) = self.recovery.as_mut() else { return };
+        if let Some(pending) = recovery.pending.take()
+            && let Ok(true) = pending.await
+        {
+            recovery.written = true;
+        }
     }
 
     /// The server stops while the run is in flight and it is resumable: nothing more is
@@ -170,8 +184,9 @@ impl RunSink {
             p.recorder.observe_events(&self.events);
         }
         self.flush().await?;
-        // Before the mode's first model call: a crash from here on finds the run.
-        self.write_mark().await;
+        // Beside the mode's first model call, not before it: the run does not wait for it. A
+        // crash within that write's few hundred µs loses the run, as before recovery.
+        self.write_mark(false).await;
         Ok(())
     }
 
@@ -270,6 +285,8 @@ impl RunSink {
                 tracing::warn!(error = %e, "chat index: the agent the run ended with was not noted");
             }
         }
+        self.settle_mark().await;
+        let Some(p) = self.persistence.as_mut() else { return written };
         if let Some(recovery) = self.recovery.take()
             && recovery.written
         {
@@ -292,11 +309,13 @@ impl RunSink {
         written
     }
 
-    /// Writes the run mark as it stands (crash recovery). A failure is logged, not fatal: the
-    /// run goes on, it just would not be resumed after a crash.
-    async fn write_mark(&mut self) {
+    /// Writes the run mark as it stands (crash recovery); `wait`: returns once it is written (a
+    /// checkpoint before a call with effects), else in the background. A failure is logged,
+    /// not fatal: the run goes on, it just would not be resumed after a crash.
+    async fn write_mark(&mut self, wait: bool) {
+        self.settle_mark().await;
         let (Some(recovery), Some(p)) = (self.recovery.as_mut(), self.persistence.as_ref()) else { return };
-        if !recovery.written {
+        if recovery.mark.query.chat_id.is_none() {
             let (query, system) = p.recorder.query_and_system();
             recovery.mark.query = query.clone();
             recovery.mark.system = system.cloned();
@@ -305,17 +324,19 @@ impl RunSink {
         recovery.mark.next_revision(now_us());
         recovery.mark.last_seq = self.assembler.next_seq().saturating_sub(1);
         let (store, mark) = (p.store.clone(), recovery.mark.clone());
-        match tokio::task::spawn_blocking(move || store.mark_running(&mark)).await {
-            Ok(Ok(())) => {
-                recovery.written = true;
-                recovery.durable(&self.assembler);
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "the run mark is not written; the run would not be resumed after a crash")
-            }
+        let write = tokio::task::spawn_blocking(move || match store.mark_running(&mark) {
+            Ok(()) => true,
             Err(e) => {
-                tracing::warn!(error = %e, "the run mark is not written; the run would not be resumed after a crash")
+                tracing::warn!(error = %e, "the run mark is not written; the run would not be resumed after a crash");
+                false
             }
+        });
+        // What it records is covered from now on (if the write fails, nothing finds the run).
+        recovery.durable(&self.assembler);
+        if wait {
+            recovery.written |= write.await.unwrap_or(false);
+        } else {
+            recovery.pending = Some(write);
         }
     }
 
@@ -421,7 +442,7 @@ impl DeltaSink for RunSink {
             running: point.running.clone(),
             done: point.done,
         });
-        self.write_mark().await;
+        self.write_mark(true).await;
     }
 
     async fn emit(&mut self, delta: AgentDelta) -> Result<(), EmitError> {

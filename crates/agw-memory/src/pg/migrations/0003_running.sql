@@ -5,6 +5,8 @@ CREATE TABLE running (
     chat_id    text        NOT NULL,
     -- The mark as JSON text (`agw_protocol::history::RunMark`).
     mark       text        NOT NULL,
+    -- The mark's revision: a write of an older one (a late write) changes nothing.
+    revision   bigint      NOT NULL DEFAULT 0,
     updated_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX running_chat ON running (chat_id);
