@@ -405,7 +405,7 @@ impl FileBackend {
     /// in-place write is a few µs. A write cut short by a crash leaves that copy unparseable and
     /// the other, one revision older, whole.
     fn run_mark_path(&self, run_id: &str, revision: u64) -> PathBuf {
-        let copy = if revision % 2 == 0 { "a" } else { "b" };
+        let copy = if revision.is_multiple_of(2) { "a" } else { "b" };
         self.dir.join(WAITING_DIR).join(format!("{run_id}.{copy}.run"))
     }
 

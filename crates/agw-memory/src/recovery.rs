@@ -211,7 +211,7 @@ mod tests {
         let found = store.running_runs().unwrap();
         assert_eq!((found.len(), found[0].attempts), (1, 2), "the newest of two copies");
         // A crash in the middle of the next write: that copy does not parse.
-        let newest = if mark.revision % 2 == 0 { "a" } else { "b" };
+        let newest = if mark.revision.is_multiple_of(2) { "a" } else { "b" };
         let path = dir.join("_waiting").join(format!("{RUN}.{newest}.run"));
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::write(&path, &text[..text.len() / 2]).unwrap();
