@@ -165,7 +165,8 @@ impl Backend {
     }
 
     /// Writes (or rewrites) the run mark of a run in flight (crash recovery): its JSON, at its
-    /// `revision` (0, 1, 2, … per run).
+    /// `revision` (`RunMark::next_revision`). The chat id is a column of the database's row.
+    #[cfg_attr(not(feature = "postgres"), allow(unused_variables))]
     pub(crate) fn put_run_mark(
         &self,
         run_id: &str,
