@@ -268,8 +268,14 @@ async fn a_restored_wait_can_be_interrupted_and_one_that_expired_while_down_goes
     let (run_id, _, last_seq) = ask_then_stop_watching(&first).await;
     first.state.runs.tracker().stop_all();
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
-    let second = restart(&first, json!({"mock_city_weather": "ask"}), &[]).await;
-    second.fixture.on_stage("agent-react-step-2", Transcript::openai_text(&["Nobody approved."]));
+    // The run goes on as the server starts: its next model turn is scripted before.
+    first.state.runs.tracker().stop_all();
+    let store = first.store_env();
+    let vars: Vec<(&str, &str)> = store.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let second = Gateway::start_scripted(&[agent(json!({"mock_city_weather": "ask"}))], &vars, |fixture| {
+        fixture.on_stage("agent-react-step-2", Transcript::openai_text(&["Nobody approved."]));
+    })
+    .await;
     let events = attach(&second, &run_id, last_seq).await.rest().await;
     let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert!(types.contains(&"awaiting.expired"), "{types:?}");

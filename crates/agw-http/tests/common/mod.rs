@@ -161,8 +161,29 @@ impl Gateway {
         Self::start_inner(agents, env, true).await
     }
 
+    /// Like [`Gateway::start`], with `script` run on the fixture before the gateway starts: for
+    /// a run the start itself continues (a restored wait that expired, a resumed run), whose
+    /// model request may come before the test could script it afterwards.
+    pub async fn start_scripted(
+        agents: &[(String, String)],
+        env: &[(&str, &str)],
+        script: impl FnOnce(&FixtureServer),
+    ) -> Gateway {
+        Self::start_inner_scripted(agents, env, false, script).await
+    }
+
     async fn start_inner(agents: &[(String, String)], env: &[(&str, &str)], second: bool) -> Gateway {
+        Self::start_inner_scripted(agents, env, second, |_| {}).await
+    }
+
+    async fn start_inner_scripted(
+        agents: &[(String, String)],
+        env: &[(&str, &str)],
+        second: bool,
+        script: impl FnOnce(&FixtureServer),
+    ) -> Gateway {
         let fixture = FixtureServer::start().await.expect("fixture server");
+        script(&fixture);
         let fixture2 = if second { Some(FixtureServer::start().await.expect("second fixture server")) } else { None };
         let agents_dir = std::env::temp_dir().join(format!(
             "agw-http-test-{}-{}",
