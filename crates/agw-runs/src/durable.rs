@@ -69,17 +69,7 @@ async fn restore_waiting_runs(service: &RunService) -> usize {
         Ok::<_, agw_memory::MemoryError>(waiting)
     })
     .await;
-    let waiting = match found {
-        Ok(Ok(waiting)) => waiting,
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "waiting runs could not be listed");
-            return 0;
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "waiting runs could not be listed");
-            return 0;
-        }
-    };
+    let Some(waiting) = listed(found, "waiting runs") else { return 0 };
     let mut restored = 0;
     for (run, owner) in waiting {
         let line = &run.awaiting;
@@ -102,6 +92,24 @@ async fn restore_waiting_runs(service: &RunService) -> usize {
         tracing::info!(restored, "runs waiting for a person were restored");
     }
     restored
+}
+
+/// What a blocking listing of marked runs (`what`) found; `None` (logged) when it failed.
+pub(crate) fn listed<T>(
+    found: Result<Result<Vec<T>, agw_memory::MemoryError>, tokio::task::JoinError>,
+    what: &str,
+) -> Option<Vec<T>> {
+    match found {
+        Ok(Ok(found)) => Some(found),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "{what} could not be listed");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "{what} could not be listed");
+            None
+        }
+    }
 }
 
 /// Starts the task of a registered run that waits again (restored at start, or adopted from a

@@ -83,17 +83,7 @@ async fn recover_runs(service: &RunService) -> usize {
         Ok::<_, agw_memory::MemoryError>(runs)
     })
     .await;
-    let runs = match listed {
-        Ok(Ok(runs)) => runs,
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "runs in flight could not be listed");
-            return 0;
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "runs in flight could not be listed");
-            return 0;
-        }
-    };
+    let Some(runs) = crate::durable::listed(listed, "runs in flight") else { return 0 };
     let mut resumed = 0;
     for (found, owner, run_id) in runs {
         let run = match found {

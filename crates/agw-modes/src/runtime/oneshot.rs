@@ -81,14 +81,10 @@ pub(super) async fn resume<S: DeltaSink>(
     state: &mut RunState,
     sink: &mut S,
 ) -> Result<String, RunFailure> {
-    let model = ctx.agent.resolve_model(StageKind::Plain, |key| ctx.services.providers.default_model(key));
     let tools = StageToolSet::for_stage(ctx, StageKind::Plain);
-    let system = stage_prompt(ctx, &plain.system_prompt, &tools, true);
-    let turns = Turns { model: &model, system: &system, tools: &tools };
     state.resume_at = ResumeAt::Oneshot;
     execute_batch(ctx, &tools, batch.0, batch.1, &mut conversation, state, sink).await?;
-    model_turn(ctx, turns.spec("agent-oneshot-tool-final", None, &mut conversation), state, sink).await?;
-    Ok("stop".into())
+    final_turn(ctx, plain, conversation, state, sink).await
 }
 
 /// Continues a run whose tool round finished (every result streamed) in a process that
