@@ -113,13 +113,18 @@ impl ChatStore {
             return Ok(FoundRun::Ended);
         }
         let steps_written = steps.last().map_or(0, |s| s.seq);
-        // A batch where the mode cannot go on (a plan stage's) is begun again with its stage.
-        let batch = mark
-            .batch
-            .clone()
-            .filter(|b| b.steps_written == steps_written && b.resume_at != history::ResumeAt::Nowhere);
+        // The batch is current until a step line of the run's own follows it (a sub-agent's
+        // line, written when the child ends, does not end the batch that started it). A batch
+        // where the mode cannot go on (a plan stage's) is begun again with its stage.
+        let batch = mark.batch.clone().filter(|b| {
+            let written_after = steps.iter().any(|s| s.sub_agent.is_none() && s.seq > b.steps_written);
+            !written_after && b.resume_at != history::ResumeAt::Nowhere
+        });
         let handed_off = steps.iter().any(|s| s.handoff.is_some());
-        let user = (steps_written == 0)
+        // The run's first own step line starts with its user message; before it, the mark has it.
+        let user = steps
+            .iter()
+            .all(|s| s.sub_agent.is_some())
             .then(|| history::StoredMessage::user(mark.query.message.clone().unwrap_or_default(), 0));
         let own_steps = steps.iter().filter(|s| s.sub_agent.is_none());
         let pending = batch.iter().flat_map(|b| b.step.messages.iter());
