@@ -29,8 +29,6 @@ pub struct InFlightRun {
     pub mark: RunMark,
     /// Its step lines on record (the run's own, sub-agents' included).
     pub steps_written: i64,
-    /// The stages of its own step lines, in order (`react`, `oneshot`, `plan`, …).
-    pub stages: Vec<String>,
     /// Its own step lines, in order, as the model is sent them.
     pub steps: Vec<history::RecoveredStep>,
     /// The current batch's step as far as it was recorded (in `conversation` too).
@@ -130,7 +128,6 @@ impl ChatStore {
         let pending = batch.iter().flat_map(|b| b.step.messages.iter());
         let stored = own_steps.clone().flat_map(|s| s.messages.iter()).chain(user.iter()).chain(pending);
         let conversation = window::conversation(stored);
-        let stages = own_steps.clone().map(|s| s.stage.clone()).collect();
         let recovered = own_steps
             .map(|s| history::RecoveredStep {
                 stage: s.stage.clone(),
@@ -150,7 +147,6 @@ impl ChatStore {
         Ok(FoundRun::InFlight(Box::new(InFlightRun {
             mark,
             steps_written,
-            stages,
             steps: recovered,
             pending: pending_messages,
             batch,

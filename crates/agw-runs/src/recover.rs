@@ -239,7 +239,7 @@ async fn resume_run(
     if let Some(sources) = &core.tool_sources {
         sources.prepare(&agent, &core.catalogs.tools).await;
     }
-    let InFlightRun { conversation, context, stages, steps, pending, batch, plan, .. } = *run;
+    let InFlightRun { conversation, context, steps, pending, batch, plan, .. } = *run;
     let at = match batch {
         Some(b) => RecoverAt::Batch {
             resume_at: b.resume_at,
@@ -248,7 +248,7 @@ async fn resume_run(
             running: b.running,
             done: b.done,
         },
-        None => RecoverAt::NextTurn { steps_done: react_steps(&stages) },
+        None => RecoverAt::NextTurn { steps_done: react_steps(&steps) },
     };
     let owner = handle.owner.clone().unwrap_or_else(anonymous);
     let quota = core.quotas.continue_run(core.cluster(), &owner, &agent.key, &run_id);
@@ -278,8 +278,8 @@ async fn resume_run(
 }
 
 /// REACT steps a run wrote whole.
-fn react_steps(stages: &[String]) -> u32 {
-    stages.iter().filter(|s| s.as_str() == Stage::React.as_str()).count() as u32
+fn react_steps(steps: &[agw_protocol::history::RecoveredStep]) -> u32 {
+    steps.iter().filter(|s| s.stage == Stage::React.as_str()).count() as u32
 }
 
 fn max_counts(a: BlockCounts, b: BlockCounts) -> BlockCounts {
