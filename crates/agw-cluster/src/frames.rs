@@ -15,10 +15,12 @@ use redis::{Client, Value};
 
 use crate::conn::{bounded, dedicated};
 use crate::secret::ClusterSecret;
-use crate::{Cluster, ClusterError, FollowItem, Frame};
+use crate::{Appended, Cluster, ClusterError, FollowItem, Frame};
 
 /// MAC domain of frames.
 const FRAME_DOMAIN: &str = "agw-cluster frame";
+/// MAC domain of a run's progress note.
+const PROGRESS_DOMAIN: &str = "agw-cluster run progress";
 
 /// How long one `XREAD BLOCK` waits before the follower yields [`FollowItem::Idle`].
 const FOLLOW_BLOCK: Duration = Duration::from_millis(1000);
@@ -35,6 +37,10 @@ fn seq_of(id: &str) -> Result<u64, ClusterError> {
 
 fn frame_mac(secret: &ClusterSecret, run_id: &str, seq: u64, bytes: &[u8]) -> [u8; crate::secret::MAC_LEN] {
     secret.mac(FRAME_DOMAIN, &[run_id.as_bytes(), &seq.to_be_bytes(), bytes])
+}
+
+fn progress_mac(secret: &ClusterSecret, run_id: &str, progress: &[u8]) -> [u8; crate::secret::MAC_LEN] {
+    secret.mac(PROGRESS_DOMAIN, &[run_id.as_bytes(), progress])
 }
 
 fn field<'a>(entry: &'a StreamId, name: &str) -> Option<&'a [u8]> {
@@ -68,42 +74,94 @@ impl Cluster {
     /// Appends frames to the run's stream in one round trip (`XADD MAXLEN ~ stream_max_events`,
     /// entry id `{seq}-0`, field `f`, and `m`, the frame's MAC). A frame whose seq is at or below
     /// the stream's last id is skipped silently, so a retry after a partial failure is idempotent.
-    /// Atomic: a Lua script.
+    /// Atomic: a Lua script. Unfenced: for a node that speaks for a run it does not run (the
+    /// `node_lost` notice); the node running the run uses [`Cluster::mirror_frames`].
     pub async fn append_frames(&self, run_id: &str, frames: &[Frame]) -> Result<(), ClusterError> {
+        self.append(run_id, frames, None, None).await.map(drop)
+    }
+
+    /// [`Cluster::append_frames`] by the node that runs the run: refused
+    /// ([`Appended::TakenOver`]) when its record names another node — this node's lease had
+    /// expired and another replica resumed the run. `progress`, when given, is stored on the
+    /// record in the same step, signed ([`Cluster::run_progress`] reads it back): what a replica
+    /// that takes the run over needs to number on (opaque text to this crate).
+    pub async fn mirror_frames(
+        &self,
+        run_id: &str,
+        frames: &[Frame],
+        progress: Option<&str>,
+    ) -> Result<Appended, ClusterError> {
+        self.append(run_id, frames, Some(self.node_id()), progress).await
+    }
+
+    async fn append(
+        &self,
+        run_id: &str,
+        frames: &[Frame],
+        fence: Option<&str>,
+        progress: Option<&str>,
+    ) -> Result<Appended, ClusterError> {
         let frames: Vec<&Frame> = frames.iter().filter(|f| f.seq > 0).collect();
-        if frames.is_empty() {
-            return Ok(());
+        if frames.is_empty() && progress.is_none() {
+            return Ok(Appended::Done);
         }
         let keys = &self.inner.keys;
         let key = keys.frames(run_id);
         let mut inv = self.inner.scripts.append_frames.key(&key);
-        inv.key(keys.run(run_id)).arg(self.inner.cfg.stream_max_events);
+        inv.key(keys.run(run_id)).arg(self.inner.cfg.stream_max_events).arg(fence.unwrap_or(""));
         let secret = &self.inner.secret;
+        match progress {
+            Some(p) => inv.arg(p).arg(hex::encode(progress_mac(secret, run_id, p.as_bytes()))),
+            None => inv.arg("").arg(""),
+        };
         for f in &frames {
             inv.arg(format!("{}-0", f.seq)).arg(f.bytes.as_ref()).arg(&frame_mac(secret, run_id, f.seq, &f.bytes)[..]);
         }
-        let added: u64 = self.eval(|| format!("XADD {key}"), &inv).await?;
-        if added < frames.len() as u64 {
+        let added: i64 = self.eval(|| format!("XADD {key}"), &inv).await?;
+        if added < 0 {
+            return Ok(Appended::TakenOver);
+        }
+        if (added as u64) < frames.len() as u64 {
             tracing::debug!(
                 run = run_id,
-                skipped = frames.len() as u64 - added,
+                skipped = frames.len() as u64 - added as u64,
                 "frames already in the stream skipped"
             );
         }
-        Ok(())
+        Ok(Appended::Done)
+    }
+
+    /// The progress the node running the run last stored with its frames
+    /// ([`Cluster::mirror_frames`]); `None` when there is none, and when its signature does not
+    /// verify (logged).
+    pub async fn run_progress(&self, run_id: &str) -> Result<Option<String>, ClusterError> {
+        let key = self.inner.keys.run(run_id);
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(&key).arg("progress").arg("progress_mac");
+        let (progress, mac): (Option<String>, Option<String>) = self.query(|| format!("HMGET {key}"), &cmd).await?;
+        let Some(progress) = progress else { return Ok(None) };
+        let genuine = mac
+            .and_then(|m| hex::decode(m).ok())
+            .is_some_and(|m| self.inner.secret.verify(PROGRESS_DOMAIN, &[run_id.as_bytes(), progress.as_bytes()], &m));
+        if !genuine {
+            tracing::warn!(run = run_id, "run progress refused: its MAC does not verify; treated as absent");
+            return Ok(None);
+        }
+        Ok(Some(progress))
     }
 
     /// Ends a run in Redis in one atomic step: appends its last `frames` (the terminal one among
     /// them), sets its final `status` with the retention expiry on its record and stream, and
     /// frees `chat_id`'s lock if the run still holds it. A replica that reads the terminal frame
-    /// from the stream can take the chat at once.
+    /// from the stream can take the chat at once. Fenced like [`Cluster::mirror_frames`]: a run
+    /// another node took over is not ended by this one.
     pub async fn finish_run(
         &self,
         run_id: &str,
         chat_id: &str,
         frames: &[Frame],
         status: &str,
-    ) -> Result<(), ClusterError> {
+    ) -> Result<Appended, ClusterError> {
         let keys = &self.inner.keys;
         let key = keys.frames(run_id);
         let mut inv = self.inner.scripts.finish_run.key(&key);
@@ -111,13 +169,14 @@ impl Cluster {
         inv.arg(self.inner.cfg.stream_max_events)
             .arg(status)
             .arg(crate::conn::millis(self.inner.cfg.retention))
-            .arg(run_id);
+            .arg(run_id)
+            .arg(self.node_id());
         let secret = &self.inner.secret;
         for f in frames.iter().filter(|f| f.seq > 0) {
             inv.arg(format!("{}-0", f.seq)).arg(f.bytes.as_ref()).arg(&frame_mac(secret, run_id, f.seq, &f.bytes)[..]);
         }
-        let _added: u64 = self.eval(|| format!("finish {key}"), &inv).await?;
-        Ok(())
+        let added: i64 = self.eval(|| format!("finish {key}"), &inv).await?;
+        Ok(if added < 0 { Appended::TakenOver } else { Appended::Done })
     }
 
     /// The seq of the oldest retained frame, `None` when the stream is empty or gone.

@@ -10,7 +10,9 @@
 //! - each run's event frames: `{prefix}:run:{id}:frames`, a Redis stream whose entry ids are
 //!   `{seq}-0` (field `f` = the frame's bytes, `m` = its MAC), appended idempotently
 //!   ([`Cluster::append_frames`]) and followed from a cursor by any replica ([`Cluster::follow`]),
-//!   which skips an entry whose MAC does not verify;
+//!   which skips an entry whose MAC does not verify; the node running the run writes them fenced
+//!   ([`Cluster::mirror_frames`]: refused once the record names another node) with a signed
+//!   progress note on the record (`progress`, `progress_mac`) for whoever takes the run over;
 //! - request/reply control messages to the node that owns a run: an inbox list per node
 //!   `{prefix}:node:{id}:inbox` and one short-lived reply list per request
 //!   `{prefix}:reply:{request id}` ([`Cluster::serve_control`], [`Cluster::send_control`]),
@@ -63,7 +65,7 @@ pub use cluster::Cluster;
 pub use config::{ClusterConfig, ClusterConfigError};
 pub use error::ClusterError;
 pub use secret::ClusterSecret;
-pub use types::{ControlKind, ControlReply, ControlRequest, FollowItem, Frame, RunRecord};
+pub use types::{Appended, ControlKind, ControlReply, ControlRequest, FollowItem, Frame, RunRecord};
 
 // The HTTP layer shares one cluster handle between tasks and moves followers into body streams.
 const _: () = {

@@ -30,22 +30,42 @@ end
     };
 }
 
-/// Appends frames, skipping those at or below the stream's last id.
-/// KEYS: frames stream, run record. ARGV: maxlen (0 = none), then `id, bytes, mac` triples.
+/// Refuses (returns -1) when ARGV[i], a node id, is set and the run record names another node:
+/// the run was taken over, and what its old node still writes must not reach its stream.
+macro_rules! fence {
+    ($i:literal) => {
+        concat!(
+            "\nif ARGV[",
+            $i,
+            "] ~= '' then\n  local holder = redis.call('HGET', KEYS[2], 'node_id')\n  if holder and holder ~= ARGV[",
+            $i,
+            "] then return -1 end\nend\n"
+        )
+    };
+}
+
+/// Appends frames, skipping those at or below the stream's last id, and notes the run's
+/// progress on its record (when given and the record exists).
+/// KEYS: frames stream, run record. ARGV: maxlen (0 = none), fence node ('' = none), progress
+/// ('' = none), its MAC, then `id, bytes, mac` triples.
 /// A stream created here copies the run record's remaining expiry (a finished run).
-/// Returns how many frames were added.
+/// Returns how many frames were added, or -1 when fenced.
 const APPEND_FRAMES: &str = concat!(
+    fence!(2),
     r#"
 local key = KEYS[1]
 local maxlen = ARGV[1]
 local fresh = redis.call('EXISTS', key) == 0
-local first = 2
+local first = 5
 "#,
     xadd_frames!(),
     r#"
 if fresh and added > 0 then
   local ttl = redis.call('PTTL', KEYS[2])
   if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+end
+if ARGV[3] ~= '' and redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('HSET', KEYS[2], 'progress', ARGV[3], 'progress_mac', ARGV[4])
 end
 return added
 "#
@@ -71,12 +91,14 @@ return 1
 /// status with the retention expiry (as [`SET_RUN_STATUS`]), and releases its chat's lock if the
 /// run still holds it (as [`RELEASE_CHAT`]) — so whoever reads the terminal frame from Redis finds
 /// the chat free. KEYS: frames stream, run record, chat lock. ARGV: maxlen (0 = none), status,
-/// retention ms, run id, then `id, bytes, mac` triples. Returns how many frames were added.
+/// retention ms, run id, fence node ('' = none), then `id, bytes, mac` triples. Returns how
+/// many frames were added, or -1 when fenced.
 const FINISH_RUN: &str = concat!(
+    fence!(5),
     r#"
 local key = KEYS[1]
 local maxlen = ARGV[1]
-local first = 5
+local first = 6
 "#,
     xadd_frames!(),
     r#"if redis.call('EXISTS', KEYS[2]) == 1 then

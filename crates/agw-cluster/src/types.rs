@@ -30,6 +30,18 @@ pub struct Frame {
     pub bytes: bytes::Bytes,
 }
 
+/// How a fenced write of a run's frames went ([`crate::Cluster::mirror_frames`],
+/// [`crate::Cluster::finish_run`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Appended {
+    /// Written (frames already in the stream skipped).
+    Done,
+    /// Refused: the run's record names another node, which took the run over. Nothing was
+    /// written; the caller must stop speaking for the run.
+    TakenOver,
+}
+
 /// What a follower of a run's frames yields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FollowItem {

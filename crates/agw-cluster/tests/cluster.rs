@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use agw_cluster::{
-    Cluster, ClusterConfig, ClusterError, ClusterSecret, ControlKind, ControlReply, ControlRequest, FollowItem, Frame,
-    RunRecord,
+    Appended, Cluster, ClusterConfig, ClusterError, ClusterSecret, ControlKind, ControlReply, ControlRequest,
+    FollowItem, Frame, RunRecord,
 };
 use bytes::Bytes;
 use futures::StreamExt;
@@ -225,7 +225,7 @@ async fn finishing_a_run_appends_its_last_frames_sets_its_status_and_frees_its_c
     a.append_frames("r1", &frames(1..=3)).await.unwrap();
     assert_eq!(b.acquire_chat("c1", "r2").await.unwrap(), Some("r1".into()), "held while running");
 
-    a.finish_run("r1", "c1", &frames(3..=5), "completed").await.unwrap();
+    assert_eq!(a.finish_run("r1", "c1", &frames(3..=5), "completed").await.unwrap(), Appended::Done);
     assert_eq!(b.last_seq("r1").await.unwrap(), Some(5), "the last frames are there (3 not twice)");
     assert_eq!(b.get_run("r1").await.unwrap().map(|r| r.status), Some("completed".into()));
     for key in ["run:r1", "run:r1:frames"] {
@@ -235,8 +235,53 @@ async fn finishing_a_run_appends_its_last_frames_sets_its_status_and_frees_its_c
     assert_eq!(b.acquire_chat("c1", "r2").await.unwrap(), None, "the chat is free");
 
     // A chat another run holds by now is not freed by a late finish.
-    a.finish_run("r1", "c1", &[], "completed").await.unwrap();
+    assert_eq!(a.finish_run("r1", "c1", &[], "completed").await.unwrap(), Appended::Done);
     assert_eq!(a.acquire_chat("c1", "r3").await.unwrap(), Some("r2".into()));
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// Crash recovery across replicas: the node running a run writes its frames fenced with a signed
+/// progress note; once another node took the run over (the record names it), the old node's
+/// writes are refused and change nothing, and a progress note rewritten in Redis reads as absent.
+#[tokio::test]
+async fn a_run_taken_over_by_another_node_refuses_its_old_nodes_writes() {
+    let Some(env) = Env::new() else { return };
+    let (a, b) = (env.node().await, env.node().await);
+    let run = RunRecord {
+        run_id: "r".into(),
+        chat_id: "c".into(),
+        agent_key: "demo".into(),
+        node_id: a.node_id().into(),
+        owner: None,
+        status: "running".into(),
+    };
+    a.put_run(&run).await.unwrap();
+    assert_eq!(b.run_progress("r").await.unwrap(), None, "no note yet");
+    assert_eq!(a.mirror_frames("r", &frames(1..=3), Some("p3")).await.unwrap(), Appended::Done);
+    assert_eq!(b.run_progress("r").await.unwrap().as_deref(), Some("p3"), "the note, verified");
+    // A note alone (no frames) is written too.
+    assert_eq!(a.mirror_frames("r", &[], Some("p3b")).await.unwrap(), Appended::Done);
+    assert_eq!(b.run_progress("r").await.unwrap().as_deref(), Some("p3b"));
+
+    // b takes the run over and numbers on.
+    b.set_run_node("r", b.node_id()).await.unwrap();
+    assert_eq!(b.mirror_frames("r", &frames([4]), Some("p4")).await.unwrap(), Appended::Done);
+    assert_eq!(a.mirror_frames("r", &frames(4..=6), Some("stale")).await.unwrap(), Appended::TakenOver);
+    assert_eq!(a.finish_run("r", "c", &frames([7]), "failed").await.unwrap(), Appended::TakenOver);
+    assert_eq!(b.last_seq("r").await.unwrap(), Some(4), "nothing of the old node's got in");
+    assert_eq!(b.get_run("r").await.unwrap().map(|r| r.status), Some("running".into()));
+    assert_eq!(b.run_progress("r").await.unwrap().as_deref(), Some("p4"));
+
+    // Rewritten in Redis: refused.
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{}:run:r", env.prefix))
+        .arg("progress")
+        .arg("forged")
+        .query(&mut env.redis())
+        .unwrap();
+    assert_eq!(b.run_progress("r").await.unwrap(), None, "a forged note reads as absent");
+    assert_eq!(b.finish_run("r", "c", &frames([5]), "completed").await.unwrap(), Appended::Done);
     a.shutdown().await;
     b.shutdown().await;
 }
