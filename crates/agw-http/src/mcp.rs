@@ -134,10 +134,17 @@ impl Mcp {
             // Connected a moment ago, and the task that puts its tools into the registry has not
             // run yet (a run resumed right at start): put them in now.
             let index = self.index.load();
-            let unlisted = Self::servers_of(agent).into_iter().any(|server| {
-                !index.contains_key(&server) && hub.status(&server).is_some_and(|s| s.state == ServerState::Connected)
-            });
-            if unlisted {
+            let unlisted: Vec<String> = Self::servers_of(agent)
+                .into_iter()
+                .filter(|server| {
+                    !index.contains_key(server) && hub.status(server).is_some_and(|s| s.state == ServerState::Connected)
+                })
+                .collect();
+            if !unlisted.is_empty() {
+                // The hub's own catalog may lag the connection too: settled servers rebuild it.
+                for server in &unlisted {
+                    let _ = hub.ensure(server).await;
+                }
                 self.refresh(tools);
             }
             return;
