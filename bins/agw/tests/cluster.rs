@@ -1,8 +1,9 @@
 //! Several replicas of the real binary on one PostgreSQL database and one Redis
 //! (`docs/deployment.md`): a run started on one replica is attached, steered, answered and
-//! interrupted through the others; a replica killed mid-run leaves its observers a
-//! `run.error` `node_lost`; a run that waited for a person on it is adopted by the replica its
-//! answer reaches; the chat lists agree.
+//! interrupted through the others; a run in flight on a replica killed mid-run is taken over by
+//! another (crash recovery) — or, with recovery off, leaves its observers a `run.error`
+//! `node_lost`; a run that waited for a person on it is adopted by the replica its answer
+//! reaches; the chat lists agree.
 //!
 //! The cluster's trust boundary (issue 32, `docs/security.md`): what someone who can write to
 //! Redis pushes onto a replica's inbox — unsigned, forged, replayed, or for another user — is
@@ -252,10 +253,15 @@ impl Cluster {
 
     /// Three replicas started together (they apply the schema's migrations at the same time).
     fn replicas(&self) -> [Agw; 3] {
+        self.replicas_with(&[])
+    }
+
+    /// [`Self::replicas`] with extra environment.
+    fn replicas_with(&self, extra: &[(&str, String)]) -> [Agw; 3] {
         std::thread::scope(|s| {
-            let a = s.spawn(|| self.replica("a"));
-            let b = s.spawn(|| self.replica("b"));
-            let c = s.spawn(|| self.replica("c"));
+            let a = s.spawn(|| self.replica_with("a", extra));
+            let b = s.spawn(|| self.replica_with("b", extra));
+            let c = s.spawn(|| self.replica_with("c", extra));
             [a.join().unwrap(), b.join().unwrap(), c.join().unwrap()]
         })
     }
@@ -463,13 +469,13 @@ async fn a_submit_received_by_another_replica_reaches_the_waiting_run() {
     assert!(text(&events).contains("confirmed"));
 }
 
-/// SIGKILL of the replica running a run: observers on another replica get `run.error`
-/// `node_lost` within the lease; the history holds what was flushed; a new query continues the
-/// chat on a surviving replica.
+/// SIGKILL of the replica running a run, crash recovery off: observers on another replica get
+/// `run.error` `node_lost` within the lease; the history holds what was flushed; a new query
+/// continues the chat on a surviving replica.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn observers_of_a_killed_replica_see_node_lost() {
     let Some(cluster) = Cluster::new("killed").await else { return };
-    let [mut a, b, c] = cluster.replicas();
+    let [mut a, b, c] = cluster.replicas_with(&[("AGW_RECOVERY_ENABLED", "false".into())]);
     // Step 1 (a tool call and its result) is flushed; step 2 streams when the replica dies.
     let weather = r#"{"city":"Paris","date":"2026-11-26"}"#;
     script(
@@ -509,6 +515,118 @@ async fn observers_of_a_killed_replica_see_node_lost() {
     let replayed = chat["data"]["events"].as_array().cloned().unwrap_or_default();
     assert_eq!(of(&replayed, "request.query").len(), 2, "both runs are in the history: {:?}", types(&replayed));
     assert_eq!(of(&replayed, "tool.result").len(), 1, "the lost run's flushed step: {replayed:#?}");
+}
+
+/// Seqs of `events` go up by one from the first: no gap, no duplicate.
+fn assert_gap_free(events: &[Value]) {
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    for pair in seqs.windows(2) {
+        assert_eq!(pair[1], pair[0] + 1, "seqs go up by one: {seqs:?}\n{:?}", types(events));
+    }
+}
+
+/// Crash recovery across replicas (issue 37): SIGKILL of the replica while the second REACT
+/// turn streams. A surviving replica takes the run over within about a lease: an observer
+/// attached on another replica sees `run.resume` right after the last event it had, then the
+/// retried turn and `run.complete`, with one gap-free `seq` sequence; the provider is asked for
+/// the completed first step once and for the interrupted turn again; a third replica attaches
+/// mid-way with `lastSeq` and gets the rest; the history holds the run once, whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_in_flight_on_a_killed_replica_is_resumed_by_another() {
+    let Some(cluster) = Cluster::new("takeover").await else { return };
+    let [mut a, b, c] = cluster.replicas();
+    let weather = r#"{"city":"Paris","date":"2026-11-26"}"#;
+    script(
+        &cluster.fixture,
+        vec![
+            ("survive", "agent-react-step-1", Transcript::openai_tool_call("call_w", "mock_city_weather", &[weather])),
+            ("survive", "agent-react-step-2", slow_text(30, 60)),
+        ],
+    );
+    let mut on_a = cluster.query(&a, json!({"agentKey": "c", "message": "survive"})).await;
+    let start = on_a.until("run.start").await;
+    let (run_id, chat_id) = (start["runId"].as_str().unwrap().to_owned(), start["chatId"].as_str().unwrap().to_owned());
+    on_a.until("tool.result").await;
+    let mut on_b = cluster.attach(&b, &run_id, 0).await;
+    let mut seen = Vec::new();
+    while seen.iter().filter(|e: &&Value| e["type"] == "content.delta").count() < 3 {
+        seen.push(on_b.next().await.expect("events before the kill"));
+    }
+    a.kill();
+    drop(on_a);
+    let killed = Instant::now();
+    while let Some(event) = on_b.next().await {
+        seen.push(event);
+    }
+    assert_eq!(seen.last().unwrap()["type"], "run.complete", "{:?}", types(&seen));
+    assert!(killed.elapsed() < Duration::from_millis(LEASE_MS * 2 + 6000), "resumed within about a lease");
+    assert_gap_free(&seen);
+    let resume = of(&seen, "run.resume");
+    assert_eq!(resume.len(), 1, "{:?}", types(&seen));
+    assert_eq!(resume[0]["attempt"], 1);
+    // What came after the first step is superseded; the retried turn streams in new blocks.
+    let discard = resume[0]["discardFrom"].as_u64().unwrap();
+    let result_seq = of(&seen, "tool.result")[0]["seq"].as_u64().unwrap();
+    assert!(discard > result_seq && discard <= resume[0]["seq"].as_u64().unwrap(), "{}", resume[0]);
+    let after: Vec<Value> = seen.iter().filter(|e| e["seq"].as_u64() > resume[0]["seq"].as_u64()).cloned().collect();
+    assert_eq!(text(&after), pieces(30).concat(), "the retried turn, whole");
+    assert_eq!(of(&seen, "tool.result").len(), 1, "the completed step is not repeated");
+
+    // The provider: step 1 once, step 2 twice (the interrupted turn, then its retry).
+    let stages: Vec<String> =
+        cluster.fixture.requests().iter().map(|r| r.stage().unwrap_or_default().to_owned()).collect();
+    assert_eq!(stages.iter().filter(|s| *s == "agent-react-step-1").count(), 1, "{stages:?}");
+    assert_eq!(stages.iter().filter(|s| *s == "agent-react-step-2").count(), 2, "{stages:?}");
+    let taker = if std::fs::read_to_string(cluster.log("b")).unwrap().contains("took over a run") { "b" } else { "c" };
+    cluster.wait_logged(taker, &["took over a run of a lost replica", &run_id], 1).await;
+
+    // A third observer, from the last event the history covers: the same events from there on —
+    // through Redis the superseded ones too; from the replica that took the run over, which
+    // never held them, `run.resume` next (it supersedes them anyway).
+    let resume_seq = resume[0]["seq"].as_u64().unwrap();
+    let late = cluster.attach(&c, &run_id, discard - 1).await.all().await;
+    let expected: Vec<&Value> = seen.iter().filter(|e| e["seq"].as_u64().unwrap() >= discard).collect();
+    let fresh: Vec<&Value> = seen.iter().filter(|e| e["seq"].as_u64().unwrap() >= resume_seq).collect();
+    let late: Vec<&Value> = late.iter().collect();
+    assert!(late == expected || late == fresh, "the same stream from lastSeq on: {late:?}");
+
+    // The history holds the run once, with the retried answer.
+    let (_, chat) = cluster.get(&b, &format!("/api/ap/chat?chatId={chat_id}")).await;
+    let replayed = chat["data"]["events"].as_array().cloned().unwrap_or_default();
+    assert_eq!(of(&replayed, "request.query").len(), 1, "{:?}", types(&replayed));
+    assert_eq!(of(&replayed, "tool.result").len(), 1, "{:?}", types(&replayed));
+    let answer: String = of(&replayed, "content.snapshot").iter().map(|e| e["text"].as_str().unwrap()).collect();
+    assert_eq!(answer, pieces(30).concat(), "{:?}", types(&replayed));
+    assert_eq!(of(&replayed, "run.complete").len(), 1);
+}
+
+/// Nobody watches a run when its replica dies: the surviving replicas' sweep takes it over
+/// anyway (the provider gets the retried turn without any request naming the run), and an
+/// attach afterwards from the start shows the whole run, `run.resume` included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unwatched_run_of_a_killed_replica_is_resumed_by_the_sweep() {
+    let Some(cluster) = Cluster::new("sweep").await else { return };
+    let [mut a, b, c] = cluster.replicas();
+    script(&cluster.fixture, vec![("alone", "agent-react-step-1", slow_text(20, 60))]);
+    let mut on_a = cluster.query(&a, json!({"agentKey": "c", "message": "alone"})).await;
+    let run_id = on_a.until("run.start").await["runId"].as_str().unwrap().to_owned();
+    on_a.until("content.delta").await;
+    a.kill();
+    drop(on_a);
+    let deadline = Instant::now() + Duration::from_millis(LEASE_MS * 3 + 5000);
+    while cluster.fixture.requests().len() < 2 {
+        assert!(Instant::now() < deadline, "the sweep never retried the turn");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let events = cluster.attach(&c, &run_id, 0).await.all().await;
+    assert_eq!(events.last().unwrap()["type"], "run.complete", "{:?}", types(&events));
+    assert_gap_free(&events);
+    let resume = of(&events, "run.resume");
+    assert_eq!(resume.len(), 1, "{:?}", types(&events));
+    let after: Vec<Value> = events.iter().filter(|e| e["seq"].as_u64() > resume[0]["seq"].as_u64()).cloned().collect();
+    assert_eq!(text(&after), pieces(20).concat());
+    assert_eq!(cluster.fixture.requests().len(), 2, "one retry");
+    drop((b, c));
 }
 
 /// A run that waits for a person on a replica that is killed is adopted by the replica its

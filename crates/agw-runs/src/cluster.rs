@@ -14,10 +14,14 @@
 //!   there, checking the caller against the run's owner again (the forwarding replica checked it
 //!   against the record's owner, which is signed too: a record rewritten in Redis reads as
 //!   absent);
-//! - when the owner's lease has expired, a running run is declared lost: one replica (a claim
-//!   decides which) appends `run.error` `node_lost` to its stream, which ends every observer's
-//!   response; a run that waited durably for a person is *adopted* by the replica its answer
-//!   reaches ([`adopt`]): that replica continues it from its history, as after a restart.
+//! - when the owner's lease has expired, a running run's fate is settled once
+//!   (`crate::takeover`): one replica takes it over from its last completed step, or appends
+//!   `run.error` `node_lost` to its stream, which ends every observer's response; a run that
+//!   waited durably for a person is *adopted* by the replica its answer reaches ([`adopt`]):
+//!   that replica continues it from its history, as after a restart.
+//!
+//! The mirror's writes are fenced (the record must still name this node) and carry the run's
+//! progress note ([`ProgressNote`]), what a replica taking the run over numbers on from.
 //!
 //! One run per chat holds across replicas through a chat lock in Redis taken next to the local
 //! slot; a lock whose node lease expired is free.
@@ -25,7 +29,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agw_cluster::{ControlRequest, FollowItem, Frame, RunRecord};
+use agw_cluster::{Appended, ControlRequest, FollowItem, Frame, RunRecord};
 use agw_memory::Owner;
 use agw_protocol::{ErrorCode, Event, RunErrorInfo, sse};
 use bytes::Bytes;
@@ -36,7 +40,8 @@ use crate::calls::{Caller, Control, decode_reply};
 use crate::node::Node;
 use crate::principal::{Principal, may_access};
 use crate::service::{Core, RunService};
-use crate::{DisconnectPolicy, RunError, RunHandle, RunStatus};
+use crate::takeover::Fate;
+use crate::{CancelReason, DisconnectPolicy, RunError, RunHandle, RunStatus};
 
 /// Longest pause between retries of a mirror append while Redis is unreachable.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
@@ -139,17 +144,52 @@ pub(crate) async fn announce(core: &Core, handle: &Arc<RunHandle>, status: &str)
         status: status.to_owned(),
     };
     node.cluster.put_run(&record).await.map_err(RunError::cluster)?;
-    tokio::spawn(mirror(node.clone(), handle.clone()));
+    tokio::spawn(mirror(node.clone(), handle.clone(), 0));
     Ok(())
 }
 
-/// Copies a run's frames to its Redis stream, in order, until the run ended and its last frame
-/// is there; keeps the record's status current; releases the chat's lock at the end.
-async fn mirror(node: Arc<Node>, handle: Arc<RunHandle>) {
+/// What a replica that takes a run over needs of where it stood (the run's progress note in
+/// Redis, written with its frames): what its history covered, and the blocks it had opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct ProgressNote {
+    /// The last seq its history (or run mark) covered; never beyond the frames in Redis.
+    pub durable_seq: u64,
+    /// Reasoning and content blocks the history covered.
+    pub durable: [u32; 2],
+    /// Reasoning and content blocks it had opened.
+    pub shown: [u32; 2],
+}
+
+impl ProgressNote {
+    fn of(entry: &agw_memory::LedgerEntry) -> Self {
+        ProgressNote {
+            durable_seq: entry.durable_seq,
+            durable: [entry.durable.reasoning, entry.durable.content],
+            shown: [entry.shown.reasoning, entry.shown.content],
+        }
+    }
+
+    /// The ledger entry a run taken over numbers on from: after `last_seq`, the stream's last.
+    pub(crate) fn entry(&self, last_seq: u64) -> agw_memory::LedgerEntry {
+        let counts = |[reasoning, content]: [u32; 2]| agw_protocol::BlockCounts { reasoning, content };
+        agw_memory::LedgerEntry {
+            last_seq,
+            durable_seq: self.durable_seq.min(last_seq),
+            shown: counts(self.shown),
+            durable: counts(self.durable),
+        }
+    }
+}
+
+/// Copies a run's frames to its Redis stream, in order, from after `cursor` until the run ended
+/// and its last frame is there; keeps the record's status and the run's progress note current;
+/// releases the chat's lock at the end. Its writes are fenced: once another replica took the
+/// run over, the run is stopped here ([`CancelReason::TakenOver`]).
+pub(crate) async fn mirror(node: Arc<Node>, handle: Arc<RunHandle>, mut cursor: u64) {
     let run_id = handle.run_id.clone();
     let mut wake = handle.subscribe();
-    let mut cursor = 0u64;
     let mut reported_waiting = false;
+    let mut noted: Option<ProgressNote> = None;
     let mut backoff = Duration::from_millis(50);
     let mut failing = false;
     // Past this long without reaching Redis the mirror gives up (the run itself is unaffected);
@@ -165,26 +205,39 @@ async fn mirror(node: Arc<Node>, handle: Arc<RunHandle>) {
         // The run has ended and nothing waits durably: its last frames, its status and its
         // chat's lock go to Redis in one step (a replica reading the terminal frame finds the
         // chat free).
-        let ended = read.status.is_finished() && !read.waiting;
-        let step = if let Some((last, _)) = read.frames.last() {
-            let last = *last;
+        let ended = read.status.is_finished() && !read.waiting && !read.left;
+        let last = read.frames.last().map_or(cursor, |(seq, _)| *seq);
+        // The note goes with frames that reach past what it covers: a replica taking over never
+        // reads a note ahead of the stream.
+        let note = read.progress.map(|p| ProgressNote::of(&p)).filter(|n| n.durable_seq <= last && noted != Some(*n));
+        let step = if !read.frames.is_empty() || note.is_some() {
             let frames: Vec<Frame> = read.frames.into_iter().map(|(seq, bytes)| Frame { seq, bytes }).collect();
             if ended && last == read.latest {
-                match node.cluster.finish_run(&run_id, &handle.chat_id, &frames, read.status.as_str()).await {
-                    Ok(()) => return,
-                    Err(e) => Err(e),
-                }
+                node.cluster
+                    .finish_run(&run_id, &handle.chat_id, &frames, read.status.as_str())
+                    .await
+                    .map(|a| (a, true))
             } else {
-                node.cluster.append_frames(&run_id, &frames).await.map(|()| cursor = last)
+                let text = note.and_then(|n| serde_json::to_string(&n).ok());
+                node.cluster.mirror_frames(&run_id, &frames, text.as_deref()).await.map(|a| {
+                    cursor = last;
+                    noted = note.or(noted);
+                    (a, false)
+                })
             }
         } else if read.waiting != reported_waiting {
             let status = if read.waiting { "waiting" } else { "running" };
-            node.cluster.set_run_status(&run_id, status, false).await.map(|()| reported_waiting = read.waiting)
+            node.cluster.set_run_status(&run_id, status, false).await.map(|()| {
+                reported_waiting = read.waiting;
+                (Appended::Done, false)
+            })
         } else if ended {
-            match node.cluster.finish_run(&run_id, &handle.chat_id, &[], read.status.as_str()).await {
-                Ok(()) => return,
-                Err(e) => Err(e),
-            }
+            node.cluster.finish_run(&run_id, &handle.chat_id, &[], read.status.as_str()).await.map(|a| (a, true))
+        } else if read.left {
+            // Stopped to be resumed (shutdown, or taken over): the record stays `running` for
+            // the replica that resumes it; the chat's lock goes with this node's lease.
+            tracing::info!(runId = %run_id, "the run left to be resumed; its mirror stops");
+            return;
         } else if read.status.is_finished() {
             // A run that stops (server shutdown) while it waits durably stays adoptable.
             match node.cluster.set_run_status(&run_id, "waiting", false).await {
@@ -203,7 +256,18 @@ async fn mirror(node: Arc<Node>, handle: Arc<RunHandle>) {
             continue;
         };
         match step {
-            Ok(()) => {
+            Ok((Appended::TakenOver, _)) => {
+                tracing::error!(
+                    runId = %run_id,
+                    "another replica took this run over (this replica's lease had expired); it stops here"
+                );
+                handle.cancel(CancelReason::TakenOver);
+                return;
+            }
+            Ok((Appended::Done, finished)) => {
+                if finished {
+                    return;
+                }
                 if failing {
                     tracing::info!(runId = %run_id, "the run's frames reach Redis again");
                 }
@@ -282,22 +346,57 @@ pub(crate) enum Located {
 /// Finds the run `run_id` for `principal`: this replica's registry first, then the cluster.
 /// A run this replica holds but the caller may not see is [`Located::Nowhere`], as is one held
 /// elsewhere for another owner.
-pub(crate) async fn find_run(core: &Core, run_id: &str, principal: Option<&Principal>) -> Result<Located, RunError> {
+pub(crate) async fn find_run(
+    service: &RunService,
+    run_id: &str,
+    principal: Option<&Principal>,
+) -> Result<Located, RunError> {
+    let core = &service.core;
     if let Some(handle) = core.tracker.get(run_id) {
         let visible = may_access(principal, handle.owner.as_ref());
         return Ok(if visible { Located::Here(handle) } else { Located::Nowhere });
     }
     let Some(remote) = locate(core, run_id, principal).await? else { return Ok(Located::Nowhere) };
-    Ok(if remote.orphaned_wait() {
+    if remote.lost() {
+        return match crate::takeover::settle_lost(service, &remote.record).await? {
+            Fate::Here(handle) => Ok(Located::Here(handle)),
+            Fate::Lost => Ok(Located::Ended(remote)),
+            // Another replica is resuming it (or it waits for a person): look again once it
+            // says where.
+            Fate::Decided => Ok(relocate(core, remote, principal).await),
+        };
+    }
+    Ok(placed(remote))
+}
+
+/// Where a located run is, by its record.
+fn placed(remote: Remote) -> Located {
+    if remote.orphaned_wait() {
         Located::Orphaned(remote)
-    } else if remote.lost() {
-        declare_lost(core, &remote.record).await?;
-        Located::Ended(remote)
-    } else if remote.finished() {
+    } else if remote.finished() || remote.lost() {
         Located::Ended(remote)
     } else {
         Located::Elsewhere(remote)
-    })
+    }
+}
+
+/// A lost run whose fate another replica decides: its record, once it names the run's new node
+/// (a few milliseconds after the decision; at most two seconds are waited).
+async fn relocate(core: &Core, lost: Remote, principal: Option<&Principal>) -> Located {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        if let Ok(Some(remote)) = locate(core, &lost.record.run_id, principal).await
+            && (remote.record.node_id != lost.record.node_id || !remote.lost())
+        {
+            return placed(remote);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            // Followed through its stream meanwhile; a request forwarded to it waits for the
+            // new node's record.
+            return Located::Elsewhere(lost);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// The record of a run this replica does not hold, when the caller may see it. `Ok(None)`:
@@ -312,6 +411,14 @@ async fn locate(core: &Core, run_id: &str, principal: Option<&Principal>) -> Res
     let alive =
         record.node_id != node.id() && node.cluster.node_alive(&record.node_id).await.map_err(RunError::cluster)?;
     Ok(Some(Remote { record, alive }))
+}
+
+/// The record of a run this replica holds, as the cluster has it (`None` without a cluster or
+/// a record).
+pub(crate) async fn own_record(core: &Core, handle: &RunHandle) -> Option<Remote> {
+    let node = core.cluster.get()?;
+    let record = node.cluster.get_run(&handle.run_id).await.ok().flatten()?;
+    Some(Remote { record, alive: true })
 }
 
 /// Sends a control request on behalf of `principal` to the replica that holds the run and
@@ -359,14 +466,10 @@ fn unavailable_frame(error: &str) -> Bytes {
 }
 
 /// Ends a run whose node was lost for every observer: appends `run.error` `node_lost` to its
-/// stream — once, whichever replica notices first — and marks the record failed.
+/// stream and marks the record failed. The caller decided the run's fate (a claim,
+/// [`crate::takeover::settle_lost`]): it is written once.
 pub(crate) async fn declare_lost(core: &Core, record: &RunRecord) -> Result<(), RunError> {
     let Some(node) = core.cluster.get() else { return Ok(()) };
-    let retention = core.settings.runs.retention.max(Duration::from_secs(60));
-    let key = format!("lost:{}:{}", record.run_id, record.node_id);
-    if !node.cluster.claim(&key, retention).await.map_err(RunError::cluster)? {
-        return Ok(());
-    }
     let seq = node.cluster.last_seq(&record.run_id).await.map_err(RunError::cluster)?.unwrap_or(0) + 1;
     let error = RunErrorInfo::new(
         ErrorCode::NodeLost,
@@ -443,11 +546,10 @@ pub(crate) fn follow(
                             // two quiet reads after that mean it will not come (trimmed).
                             f.quiet_after_end += 1;
                             f.done = f.quiet_after_end >= 2;
-                        } else if !remote.alive
-                            && !remote.waiting()
-                            && let Err(e) = declare_lost(&f.service.core, &remote.record).await
+                        } else if remote.lost()
+                            && let Err(e) = crate::takeover::settle_lost(&f.service, &remote.record).await
                         {
-                            tracing::warn!(runId = %f.run_id, error = %e, "could not declare the run lost");
+                            tracing::warn!(runId = %f.run_id, error = %e, "could not settle the fate of a lost run");
                         }
                     }
                     // Expired with its retention: nothing more will come.
@@ -504,7 +606,7 @@ pub(crate) async fn adopt(service: &RunService, remote: &Remote) -> Result<Arc<R
         false,
     );
     node.cluster.set_run_node(&record.run_id, node.id()).await.map_err(RunError::cluster)?;
-    tokio::spawn(mirror(node.clone(), handle.clone()));
+    tokio::spawn(mirror(node.clone(), handle.clone(), 0));
     let (ready, registered) = tokio::sync::oneshot::channel();
     crate::durable::spawn_wait_again(service, handle.clone(), slot, waiting, Some(ready));
     let _ = tokio::time::timeout(Duration::from_secs(5), registered).await;

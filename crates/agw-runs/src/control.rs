@@ -32,7 +32,7 @@ impl RunService {
         if run_id.trim().is_empty() {
             return Err(RunError::invalid("runId is required"));
         }
-        cluster::find_run(&self.core, run_id, principal).await
+        cluster::find_run(self, run_id, principal).await
     }
 
     /// The run's stream after `last_seq`: every buffered event with a greater seq, then live,
@@ -63,6 +63,11 @@ impl RunService {
                 Ok(Attached::Here(observer))
             }
             Err(AttachError::Expired { oldest, latest }) => {
+                // Clustered, the run's stream in Redis may reach further back (a run this
+                // replica took over holds only what it streamed itself).
+                if let Some(remote) = cluster::own_record(&self.core, &handle).await {
+                    return self.attach_remote(remote, Some(last_seq)).await;
+                }
                 Err(RunError::SeqExpired { run_id: handle.run_id.clone(), last_seq, oldest, latest })
             }
             Err(AttachError::TooManyObservers(max)) => {
@@ -171,7 +176,7 @@ impl RunService {
         // not hold is looked for in the cluster.
         let mut owner = core.tracker.owner(&submit.run_id);
         if owner.is_none() {
-            match cluster::find_run(core, &submit.run_id, principal).await? {
+            match cluster::find_run(self, &submit.run_id, principal).await? {
                 Located::Orphaned(remote) => owner = Some(cluster::adopt(self, &remote).await?.owner.clone()),
                 Located::Elsewhere(remote) => {
                     return cluster::forward(core, &remote, Control::Submit(submit), principal).await;

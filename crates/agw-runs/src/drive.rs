@@ -63,7 +63,10 @@ impl LiveRun {
         };
         let ended = tokio::select! {
             outcome = mode => Ended::Mode(outcome),
-            reason = self.handle.cancelled() => Ended::Cancelled(reason),
+            reason = self.handle.cancelled() => match reason {
+                CancelReason::TakenOver => Ended::TakenOver,
+                reason => Ended::Cancelled(reason),
+            },
             () = self.handle.abandoned() => Ended::Cancelled(CancelReason::Detached),
             () = core.tracker.stopped() => Ended::Shutdown,
         };
@@ -89,6 +92,8 @@ pub(crate) enum Ended {
     Mode(RunOutcome),
     Cancelled(CancelReason),
     Shutdown,
+    /// Another replica resumed the run: nothing more is written here.
+    TakenOver,
 }
 
 /// Counts a run's end in `agw_runs_total`.
@@ -103,6 +108,12 @@ pub(crate) async fn end_run(sink: &mut RunSink, ended: Ended, steers: &SteerQueu
     if matches!(ended, Ended::Shutdown) && sink.waits_durably() {
         steers.close();
         tracing::info!("the server stops while the run waits; it continues after a restart");
+        return;
+    }
+    if matches!(ended, Ended::TakenOver) {
+        steers.close();
+        sink.leave_for_recovery();
+        tracing::warn!("another replica took the run over (this one's lease had expired); it stops here");
         return;
     }
     if matches!(ended, Ended::Shutdown) && sink.resumable().await {
@@ -146,5 +157,7 @@ pub(crate) async fn end_run(sink: &mut RunSink, ended: Ended, steers: &SteerQueu
                 RunErrorInfo::new(ErrorCode::Internal, "the server is shutting down; the run was stopped", true);
             let _ = sink.fail(error).await;
         }
+        // Left above, before any terminal event.
+        Ended::TakenOver => {}
     }
 }

@@ -127,7 +127,7 @@ impl RunService {
                     return Err(busy(run.run_id.clone()));
                 }
             }
-            ForkPoint::After { run_id, .. } => match cluster::find_run(core, run_id, principal).await? {
+            ForkPoint::After { run_id, .. } => match cluster::find_run(self, run_id, principal).await? {
                 Located::Here(handle)
                     if handle.chat_id == source && (!handle.status().is_finished() || handle.is_waiting()) =>
                 {

@@ -52,6 +52,9 @@ pub enum CancelReason {
     /// Nobody watched the run for the detach grace period (or the query asked
     /// `onDisconnect: cancel` and its client left).
     Detached,
+    /// Another replica took the run over (this one's lease had expired): it stops here without
+    /// a word, its new replica goes on (crash recovery, clustered).
+    TakenOver,
 }
 
 /// What a run does when its last observer leaves (per query `onDisconnect`).
@@ -86,6 +89,9 @@ struct State {
     /// Calls (awaiting ids) whose submit was taken, kept as long as the handle: a second
     /// answer is told so even after the run ended.
     answered: Vec<String>,
+    /// Where the run stands for crash recovery (clustered mode): noted by its sink at every
+    /// publish, copied to Redis by its mirror for a replica that takes the run over.
+    progress: Option<agw_memory::LedgerEntry>,
 }
 
 /// A run registered with the server.
@@ -113,6 +119,9 @@ pub struct RunHandle {
     /// The run waits for a person and its wait is recorded (durable waiting): another replica
     /// may adopt it if this one is lost (agw-http's cluster glue).
     waits_durably: std::sync::atomic::AtomicBool,
+    /// The run stopped without its terminal event to be resumed elsewhere (crash recovery:
+    /// the server stops, or another replica took it over): its mirror leaves it running.
+    left: std::sync::atomic::AtomicBool,
 }
 
 /// What the cluster mirror of a run reads from its handle ([`RunHandle::frames_after`]).
@@ -128,6 +137,10 @@ pub struct Mirrored {
     pub status: RunStatus,
     /// Whether the run waits durably for a person.
     pub waiting: bool,
+    /// Where the run stands for crash recovery, when it is resumable.
+    pub progress: Option<agw_memory::LedgerEntry>,
+    /// The run stopped to be resumed elsewhere ([`RunHandle::leave`]).
+    pub left: bool,
 }
 
 impl std::fmt::Debug for RunHandle {
@@ -178,12 +191,14 @@ impl RunHandle {
                 status: RunStatus::Running,
                 observers: 0,
                 answered: Vec::new(),
+                progress: None,
             }),
             wake: watch::Sender::new(0),
             cancel: watch::Sender::new(None),
             watchers: watch::Sender::new(0),
             usage: Default::default(),
             waits_durably: Default::default(),
+            left: Default::default(),
         })
     }
 
@@ -295,7 +310,30 @@ impl RunHandle {
     pub fn frames_after(&self, cursor: u64) -> Mirrored {
         let state = self.lock();
         let (frames, skipped) = state.buffer.frames_after(cursor, 256);
-        Mirrored { frames, skipped, latest: state.buffer.latest(), status: state.status, waiting: self.is_waiting() }
+        Mirrored {
+            frames,
+            skipped,
+            latest: state.buffer.latest(),
+            status: state.status,
+            waiting: self.is_waiting(),
+            progress: state.progress,
+            left: self.left.load(std::sync::atomic::Ordering::Acquire),
+        }
+    }
+
+    /// Notes where the run stands for crash recovery (clustered mode); `wake`: its readers (the
+    /// mirror) are told, for a change no publish follows.
+    pub fn note_progress(&self, progress: agw_memory::LedgerEntry, wake: bool) {
+        self.lock().progress = Some(progress);
+        if wake {
+            self.wake.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// The run stops without its terminal event, to be resumed by the next start or another
+    /// replica (crash recovery). Called before its task ends.
+    pub fn leave(&self) {
+        self.left.store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// Ends a run that could not publish its terminal event (its task failed); observers end.

@@ -8,9 +8,9 @@
 //! and its buffer ([`sink`]); the run registry ([`RunTracker`]) with each run's [`RunHandle`]
 //! (bounded buffer of encoded frames, observers, status, cancellation, steering queue) and one
 //! run per chat ([`ChatSlots`]); durable waiting; crash recovery (each run's mark and ledger
-//! slot, and resuming at start); quotas ([`quotas`]); the chat-event webhook
-//! ([`webhook`]); this replica's part in a cluster (announcing and mirroring runs, forwarding
-//! control requests, adopting waiting runs); who may act on what ([`Principal`],
+//! slot, and resuming at start — or, clustered, taking a lost replica's runs over); quotas
+//! ([`quotas`]); the chat-event webhook ([`webhook`]); this replica's part in a cluster
+//! (announcing and mirroring runs, forwarding control requests, adopting waiting runs); who may act on what ([`Principal`],
 //! [`may_access`]).
 //!
 //! Must never: depend on hyper, http or any route (the edge — agw-http — turns requests into
@@ -41,6 +41,7 @@ mod service;
 mod settings;
 pub mod sink;
 mod start;
+mod takeover;
 pub mod webhook;
 
 pub use buffer::{BufferLimits, FrameBuffer, Read, ReadEvents};

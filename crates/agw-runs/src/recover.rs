@@ -46,7 +46,17 @@ impl RunService {
 async fn recover_runs(service: &RunService) -> usize {
     let core = &service.core;
     let settings = core.settings.recovery;
-    if !settings.enabled || !core.settings.memory || core.cluster.get().is_some() {
+    if !core.recovers() {
+        if settings.enabled && core.settings.memory && core.cluster.get().is_some() {
+            tracing::warn!(
+                "crash recovery is off: the replicas of a cluster keep chats in files, where no other replica finds a lost one's runs (use PostgreSQL)"
+            );
+        }
+        return 0;
+    }
+    if core.cluster.get().is_some() {
+        // Clustered: runs are taken over from replicas whose lease is gone, whenever that is.
+        crate::takeover::start_sweep(service);
         return 0;
     }
     let path = core.chats.config().dir.join(LEDGER_FILE);
@@ -111,7 +121,7 @@ async fn recover_runs(service: &RunService) -> usize {
         };
         let agent_key = run.mark.query.agent_key.clone().unwrap_or_default();
         let handle = core.tracker.register(&run_id, &chat_id, &agent_key, owner, DisconnectPolicy::Continue, false);
-        let entry = noted.get(&run_id).copied();
+        let entry = numbering(noted.get(&run_id).copied(), &run);
         let span = tracing::info_span!("run", runId = %run_id, chatId = %chat_id, agentKey = %agent_key);
         let (ready_tx, ready) = tokio::sync::oneshot::channel();
         tokio::spawn(resume_run(service.clone(), handle, slot, run, entry, ready_tx).instrument(span));
@@ -128,37 +138,25 @@ async fn recover_runs(service: &RunService) -> usize {
     resumed
 }
 
-fn count(outcome: &'static str) {
+pub(crate) fn count(outcome: &'static str) {
     metrics::counter!(RECOVERED_RUNS, "outcome" => outcome).increment(1);
 }
 
 /// The resumed run's task: its new attempt on record, `run.resume`, then the mode from where
 /// it stopped. `ready` is told once the run has its ledger slot.
-async fn resume_run(
+pub(crate) async fn resume_run(
     service: RunService,
     handle: Arc<RunHandle>,
     slot: ChatSlot,
     run: Box<InFlightRun>,
-    ledger_entry: Option<LedgerEntry>,
+    entry: LedgerEntry,
     ready: tokio::sync::oneshot::Sender<()>,
 ) {
     let core: &Core = &service.core;
     let settings = core.settings.recovery;
     let (run_id, chat_id) = (handle.run_id.clone(), handle.chat_id.clone());
-    // Without a note in the ledger (it was lost or unusable) numbering goes on after the mark.
-    let from_mark = LedgerEntry {
-        last_seq: run.mark.last_seq,
-        durable_seq: run.mark.last_seq,
-        shown: run.blocks,
-        durable: run.blocks,
-    };
-    let mut entry = ledger_entry.unwrap_or(from_mark);
-    // Never below what the history names.
-    entry.shown = max_counts(entry.shown, run.blocks);
-    entry.durable = max_counts(entry.durable, run.blocks);
-    entry.last_seq = entry.last_seq.max(run.mark.last_seq);
-
     let mut mark = run.mark.clone();
+    mark.node = core.node_id().map(str::to_owned);
     mark.attempts += 1;
     mark.updated_at = now_ms();
     mark.next_revision(now_us());
@@ -275,6 +273,27 @@ async fn resume_run(
         quota,
     });
     Box::pin(live.run(core)).await;
+}
+
+/// Where a run resumed on the node that ran it numbers on: after the last seq its ledger noted
+/// (without a note — lost or unusable — after its mark), never below what its history names.
+fn numbering(noted: Option<LedgerEntry>, run: &InFlightRun) -> LedgerEntry {
+    let from_mark = LedgerEntry {
+        last_seq: run.mark.last_seq,
+        durable_seq: run.mark.last_seq,
+        shown: run.blocks,
+        durable: run.blocks,
+    };
+    let mut entry = noted.unwrap_or(from_mark);
+    entry.last_seq = entry.last_seq.max(run.mark.last_seq);
+    covering_history(entry, run)
+}
+
+/// `entry` with block counts never below those the run's history names.
+pub(crate) fn covering_history(mut entry: LedgerEntry, run: &InFlightRun) -> LedgerEntry {
+    entry.shown = max_counts(entry.shown, run.blocks);
+    entry.durable = max_counts(entry.durable, run.blocks);
+    entry
 }
 
 /// REACT steps a run wrote whole.

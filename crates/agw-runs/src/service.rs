@@ -250,23 +250,33 @@ impl Core {
     }
 
     /// A new run's crash-recovery state: `None` when recovery is off, the run not recorded, or
-    /// this replica is one of several (a lost replica's runs end with `node_lost`).
+    /// the run marks are not shared by the replicas of a cluster (files).
     pub(crate) fn recovering(&self, run_id: &str, chat_id: &str) -> Option<Box<crate::sink::Recovering>> {
-        self.recovers().then(|| crate::sink::Recovering::new(self.ledger.get(), run_id, chat_id))
+        self.recovers().then(|| crate::sink::Recovering::new(self.ledger.get(), run_id, chat_id, self.node_id()))
     }
 
-    /// [`Self::recovering`] for a run that goes on in this process (after a wait) from `mark`,
-    /// numbering on after `entry`; its mark may still be in the store.
+    /// [`Self::recovering`] for a run that goes on in this process (after a wait, or taken over)
+    /// from `mark`, numbering on after `entry`; its mark may still be in the store.
     pub(crate) fn recovering_from(
         &self,
-        mark: agw_protocol::history::RunMark,
+        mut mark: agw_protocol::history::RunMark,
         entry: agw_memory::LedgerEntry,
     ) -> Option<Box<crate::sink::Recovering>> {
+        mark.node = self.node_id().map(str::to_owned);
         self.recovers().then(|| crate::sink::Recovering::resumed(self.ledger.get(), mark, entry, true))
     }
 
-    fn recovers(&self) -> bool {
-        self.settings.recovery.enabled && self.settings.memory && self.cluster.get().is_none()
+    /// Runs are resumable: recovery is on, runs are recorded, and — clustered — their marks are
+    /// in the shared database where every replica finds them.
+    pub(crate) fn recovers(&self) -> bool {
+        self.settings.recovery.enabled
+            && self.settings.memory
+            && (self.cluster.get().is_none() || self.chats.backend_name() == "postgres")
+    }
+
+    /// This replica's node id, clustered.
+    pub(crate) fn node_id(&self) -> Option<&str> {
+        self.cluster.get().map(|node| node.id())
     }
 
     pub(crate) fn run_services(&self, client_tools: Vec<ToolDef>) -> Arc<RunServices> {

@@ -46,9 +46,10 @@ pub struct RunSink {
     recovery: Option<Box<Recovering>>,
 }
 
-/// What a run keeps so that a restarted server can resume it (`docs/run-lifecycle.md`, crash
-/// recovery): its run mark in the chat store, rewritten at checkpoints, and its slot in the
-/// seq ledger, noted at every publish.
+/// What a run keeps so that a restarted server (or, clustered, another replica) can resume it
+/// (`docs/run-lifecycle.md`, crash recovery): its run mark in the chat store, rewritten at
+/// checkpoints, and where its stream stands, noted at every publish — in this process's seq
+/// ledger on a single node, on its handle for the cluster mirror to copy to Redis otherwise.
 pub(crate) struct Recovering {
     mark: RunMark,
     /// The mark is written: the run must clear it when it ends.
@@ -61,13 +62,19 @@ pub(crate) struct Recovering {
 }
 
 impl Recovering {
-    /// A new run: its mark is written at bootstrap.
-    pub(crate) fn new(ledger: Option<&std::sync::Arc<SeqLedger>>, run_id: &str, chat_id: &str) -> Box<Self> {
-        Self::resumed(ledger, RunMark::new(chat_id, run_id, now_ms()), LedgerEntry::default(), false)
+    /// A new run: its mark is written at bootstrap. `node`: this replica's id (clustered).
+    pub(crate) fn new(
+        ledger: Option<&std::sync::Arc<SeqLedger>>,
+        run_id: &str,
+        chat_id: &str,
+        node: Option<&str>,
+    ) -> Box<Self> {
+        let mark = RunMark { node: node.map(str::to_owned), ..RunMark::new(chat_id, run_id, now_ms()) };
+        Self::resumed(ledger, mark, LedgerEntry::default(), false)
     }
 
-    /// A run resumed from `mark` (already rewritten with its new attempt), numbering on after
-    /// `entry`.
+    /// A run resumed from `mark` (already rewritten with its new attempt and node), numbering
+    /// on after `entry`.
     pub(crate) fn resumed(
         ledger: Option<&std::sync::Arc<SeqLedger>>,
         mark: RunMark,
@@ -78,19 +85,21 @@ impl Recovering {
         Box::new(Recovering { mark, written, pending: None, slot, entry })
     }
 
-    fn note(&mut self, assembler: &Assembler) {
+    fn note(&mut self, assembler: &Assembler, handle: &RunHandle, changed: bool) {
         self.entry.last_seq = assembler.next_seq().saturating_sub(1);
         self.entry.shown = assembler.block_counts();
         if let Some(slot) = &self.slot {
             slot.note(&self.entry);
+        } else if self.mark.node.is_some() {
+            handle.note_progress(self.entry, changed);
         }
     }
 
     /// Everything streamed so far is on record (a step line, the mark).
-    fn durable(&mut self, assembler: &Assembler) {
+    fn durable(&mut self, assembler: &Assembler, handle: &RunHandle) {
         self.entry.durable_seq = assembler.next_seq().saturating_sub(1);
         self.entry.durable = assembler.block_counts();
-        self.note(assembler);
+        self.note(assembler, handle, true);
     }
 }
 
@@ -151,9 +160,11 @@ impl RunSink {
         }
     }
 
-    /// The server stops while the run is in flight and it is resumable: nothing more is
-    /// written, its ledger note stays for the next process.
+    /// The server stops while the run is in flight and it is resumable (or another replica
+    /// took it over): nothing more is written, its ledger note stays for the next process, its
+    /// mirror leaves it running.
     pub(crate) fn leave_for_recovery(&mut self) {
+        self.handle.leave();
         if let Some(slot) = self.recovery.take().and_then(|r| r.slot) {
             slot.keep();
         }
@@ -264,7 +275,7 @@ impl RunSink {
         metrics::counter!(crate::EVENTS_STREAMED).increment(self.events.len() as u64);
         // Noted before any observer can read the events: a resumed run never reuses a seq.
         if let Some(recovery) = self.recovery.as_mut() {
-            recovery.note(&self.assembler);
+            recovery.note(&self.assembler, &self.handle, false);
         }
         self.handle.publish(self.events.drain(..));
         Ok(())
@@ -332,7 +343,7 @@ impl RunSink {
             }
         });
         // What it records is covered from now on (if the write fails, nothing finds the run).
-        recovery.durable(&self.assembler);
+        recovery.durable(&self.assembler, &self.handle);
         if wait {
             recovery.written |= write.await.unwrap_or(false);
         } else {
@@ -476,7 +487,7 @@ impl DeltaSink for RunSink {
                 let steps = lines.iter().any(|l| matches!(l, HistoryLine::Step(_)));
                 write_lines(p.store.clone(), p.chat_id.clone(), lines, false).await.map_err(EmitError::Storage)?;
                 if steps && let Some(recovery) = self.recovery.as_mut() {
-                    recovery.durable(&self.assembler);
+                    recovery.durable(&self.assembler, &self.handle);
                 }
             }
         }

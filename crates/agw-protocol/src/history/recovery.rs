@@ -30,6 +30,10 @@ pub struct RunMark {
     /// ([`Self::next_revision`]).
     #[serde(default)]
     pub revision: u64,
+    /// The cluster node running the run (clustered mode): a replica that finds this node's
+    /// lease gone takes the run over. `None` on a single node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     /// How many times the run was resumed after the process running it stopped.
     #[serde(default)]
     pub attempts: u32,
@@ -97,6 +101,7 @@ impl RunMark {
             started_at: now_ms,
             updated_at: now_ms,
             revision: 0,
+            node: None,
             attempts: 0,
             last_seq: 0,
             query: QueryRequest::default(),
