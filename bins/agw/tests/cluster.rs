@@ -555,11 +555,21 @@ async fn a_run_in_flight_on_a_killed_replica_is_resumed_by_another() {
     a.kill();
     drop(on_a);
     let killed = Instant::now();
+    let mut resumed_after = None;
     while let Some(event) = on_b.next().await {
+        if event["type"] == "run.resume" {
+            resumed_after = Some(killed.elapsed());
+        }
         seen.push(event);
     }
     assert_eq!(seen.last().unwrap()["type"], "run.complete", "{:?}", types(&seen));
-    assert!(killed.elapsed() < Duration::from_millis(LEASE_MS * 2 + 6000), "resumed within about a lease");
+    // The lease runs out, then the observer's next quiet second settles it (+ slack for CI).
+    let resumed_after = resumed_after.expect("run.resume");
+    eprintln!("run.resume reached the observer {resumed_after:?} after the kill (lease {LEASE_MS} ms)");
+    assert!(
+        resumed_after < Duration::from_millis(LEASE_MS + 1000 + 700),
+        "within the lease + a second: {resumed_after:?}"
+    );
     assert_gap_free(&seen);
     let resume = of(&seen, "run.resume");
     assert_eq!(resume.len(), 1, "{:?}", types(&seen));
