@@ -1,9 +1,10 @@
 // The phase stream (issue 35), read the way its design's client guide reads it: fetch, the
 // body's reader, a TextDecoder, each chunk split on '\n' (the unfinished tail kept for the next
 // chunk), blank lines skipped, each line JSON.parse'd and dispatched on its `type` to a callback.
-// No client library exists for this protocol: the parser below is the guide's shape, nothing
-// more. Run by run.sh against a running agw (AGW_BASE).
+// No client library exists for this protocol: the parser (phase_parser.mjs) is the guide's
+// shape, nothing more. Run by run.sh against a running agw (AGW_BASE).
 import assert from 'node:assert/strict';
+import { PhaseStreamParser } from './phase_parser.mjs';
 
 const BASE = process.env.AGW_BASE;
 let passed = 0;
@@ -12,84 +13,6 @@ async function check(name, fn) {
   await fn();
   passed += 1;
   console.log(`ok   phase: ${name}`);
-}
-
-/** The guide's parser: one instance per stream, callbacks per line type. */
-class PhaseStreamParser {
-  constructor(callbacks = {}) {
-    this.callbacks = callbacks;
-    this.buffer = '';
-    this.phase = null;
-    this.phases = [];
-    this.text = '';
-    this.citations = [];
-    this.lines = [];
-  }
-
-  /** Reads a whole response body, handling each line as it arrives. */
-  async consume(response) {
-    const reader = response.body.getReader();
-    const decoder = new TextDecoder();
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      this.buffer += decoder.decode(value, { stream: true });
-      const lines = this.buffer.split('\n');
-      this.buffer = lines.pop();
-      for (const line of lines) {
-        if (line.trim() === '') continue; // the heartbeat
-        this.handleLine(line);
-      }
-    }
-    if (this.buffer.trim() !== '') this.handleLine(this.buffer);
-  }
-
-  handleLine(line) {
-    const event = JSON.parse(line);
-    this.lines.push(event);
-    const { type, phase, data } = event;
-    switch (type) {
-      case 'phase_change':
-        this.phase = phase;
-        this.phases.push(phase);
-        this.callbacks.onPhaseChange?.(phase, data.message);
-        break;
-      case 'thinking':
-        this.callbacks.onThinking?.(data.content);
-        break;
-      case 'text':
-        this.text += data.content;
-        this.callbacks.onText?.(data.content);
-        break;
-      case 'citation':
-        this.citations.push(data);
-        this.callbacks.onCitation?.(data);
-        break;
-      case 'tool_start':
-        this.callbacks.onToolStart?.(data);
-        break;
-      case 'tool_end':
-        this.callbacks.onToolEnd?.(data);
-        break;
-      case 'done':
-        this.callbacks.onDone?.(data);
-        break;
-      case 'revoke':
-        // The guide's client takes the withdrawn text back out of what it shows.
-        this.text = this.text.slice(0, data.offset) + this.text.slice(data.offset + data.length);
-        this.callbacks.onRevoke?.(data);
-        break;
-      case 'warning':
-        this.callbacks.onWarning?.(data);
-        break;
-      case 'error':
-        this.callbacks.onError?.(data);
-        break;
-      default:
-        // Unknown types (agw's input_required among them for a client that has no use for it).
-        this.callbacks.onOther?.(event);
-    }
-  }
 }
 
 function post(path, body, headers = {}) {

@@ -4,7 +4,9 @@
 # package's chat transport (Node) and `@ai-sdk/react`'s `useChat` hook (rendered in Node with
 # react-test-renderer, automatic sends on) against the AI SDK UI message stream, and AG-UI's
 # HttpAgent (Node) against the AG-UI endpoint, and a line parser shaped like the phase stream's
-# client guide (Node's fetch, no package) against the phase stream. The clients are
+# client guide (Node's fetch, no package) against the phase stream, then kills agw while an AI SDK
+# run and a phase-stream run stream and has both clients re-attach to the runs the restarted agw
+# resumes (crash recovery, issue 37). The clients are
 # installed from the registries at the versions pinned in requirements.lock (with hashes) and
 # package-lock.json, into this directory (.venv, node_modules, .cache): nothing outside the repo.
 #
@@ -19,15 +21,20 @@ here=$(cd "$(dirname "$0")" && pwd)
 suite_init
 start_fixture "$here/scenario.json"
 
-env -i PATH="$PATH" HOME="$work" \
-    SERVER_PORT=0 AGENT_EXTERNAL_DIR="$here/agents" AGW_RESOURCES_SYNC_BUNDLED=false \
-    MEMORY_CHAT_DIR="$work/chats" AGENT_DATA_EXTERNAL_DIR="$work/data" \
-    AGENT_BASH_WORKING_DIRECTORY="$work/bash" AGENT_CHAT_EVENT_CALLBACK_ENABLED=false \
-    AGENT_PROVIDERS_FIXTURE_BASE_URL="$(cat "$work/fixture.addr")" AGENT_PROVIDERS_FIXTURE_API_KEY=sk-fixture \
-    AGENT_PROVIDERS_FIXTURE_MODEL=fixture-model AGW_LOG=warn \
-    "$target/debug/agw" serve >"$work/agw.out" 2>"$work/agw.log" &
-pids+=($!)
-wait_for_agw
+# start_agw: agw on the suite's agents and chat directory; sets agw_pid and base.
+start_agw() {
+    env -i PATH="$PATH" HOME="$work" \
+        SERVER_PORT=0 AGENT_EXTERNAL_DIR="$here/agents" AGW_RESOURCES_SYNC_BUNDLED=false \
+        MEMORY_CHAT_DIR="$work/chats" AGENT_DATA_EXTERNAL_DIR="$work/data" \
+        AGENT_BASH_WORKING_DIRECTORY="$work/bash" AGENT_CHAT_EVENT_CALLBACK_ENABLED=false \
+        AGENT_PROVIDERS_FIXTURE_BASE_URL="$(cat "$work/fixture.addr")" AGENT_PROVIDERS_FIXTURE_API_KEY=sk-fixture \
+        AGENT_PROVIDERS_FIXTURE_MODEL=fixture-model AGW_LOG=warn \
+        "$target/debug/agw" serve >"$work/agw.out" 2>>"$work/agw.log" &
+    agw_pid=$!
+    pids+=($agw_pid)
+    wait_for_agw
+}
+start_agw
 
 
 # Python: the openai SDK.
@@ -58,6 +65,24 @@ AGW_BASE="$base" node "$here/phase.mjs" >"$work/phase.out" 2>&1
 status=$?
 cat "$work/phase.out"
 record phase "$status" "$work/phase.out"
+
+# Crash recovery (issue 37): SIGKILL while an AI SDK run and a phase-stream run stream, a new
+# agw on the same chat directory resumes both, and each client re-attaches its own way.
+AGW_BASE="$base" node "$here/resume.mjs" start "$work/resume.json" >"$work/resume.out" 2>&1 &
+reader=$!
+for _ in $(seq 200); do [ -s "$work/resume.json" ] && break; sleep 0.05; done
+kill -9 "$agw_pid"
+wait "$agw_pid" 2>/dev/null
+wait "$reader"
+status=$?
+rm -f "$work/agw.out"
+start_agw
+if [ "$status" -eq 0 ]; then
+    AGW_BASE="$base" node "$here/resume.mjs" finish "$work/resume.json" >>"$work/resume.out" 2>&1
+    status=$?
+fi
+cat "$work/resume.out"
+record resume "$status" "$work/resume.out"
 
 if [ "$failed" -ne 0 ]; then
     echo "--- agw log"

@@ -331,12 +331,14 @@ impl UiMessageMapper {
 
     fn open_block(&mut self, block: Block, out: &mut Vec<Value>) {
         self.output_turn(block.task.as_deref(), out);
-        let kind = if block.reasoning { "reasoning-start" } else { "text-start" };
-        let mut chunk = json!({"type": kind, "id": block.id});
+        let (kind, key) = if block.reasoning { ("reasoning-start", "reasoningId") } else { ("text-start", "contentId") };
+        // The part's id is not kept in a UIMessage's parts: its metadata names the block, so a
+        // client can find the part a revoke or a resume names (and a child's, its task).
+        let mut agw = json!({key: block.id});
         if let Some(task) = &block.task {
-            chunk["providerMetadata"] = task_metadata(task);
+            agw["taskId"] = json!(task);
         }
-        out.push(chunk);
+        out.push(json!({"type": kind, "id": block.id, "providerMetadata": {"agw": agw}}));
         self.blocks.push(block);
     }
 
@@ -1109,7 +1111,8 @@ mod tests {
             next.map(event, &mut out);
         }
         assert_eq!(types(&out[..3]), ["start-step", "text-start", "text-end"], "{out:?}");
-        assert_eq!(out[1]["providerMetadata"], json!({"agw": {"taskId": "t2"}}));
+        assert_eq!(out[1]["providerMetadata"]["agw"]["taskId"], "t2");
+        assert_eq!(out[1]["providerMetadata"]["agw"]["contentId"], out[1]["id"], "the part names its block");
         assert!(next.pending_approvals().is_empty());
         assert_eq!(texts(&out).last().unwrap().2, "Team done.");
         assert_eq!(out.last().unwrap()["type"], "finish");
