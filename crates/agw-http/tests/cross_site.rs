@@ -57,6 +57,11 @@ fn post_routes(run_id: &str, tool_id: &str, chat_id: &str) -> Vec<(&'static str,
             json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-03-26",
             "capabilities": {}, "clientInfo": {"name": "evil", "version": "1"}}}),
         ),
+        (
+            "/a2a/a",
+            json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"messageId": "m",
+            "role": "ROLE_USER", "parts": [{"text": "run my tools"}]}}}),
+        ),
     ]
 }
 

@@ -4,6 +4,7 @@
 //!
 //! [`Event`]: crate::Event
 
+pub mod a2a;
 pub mod ag_ui;
 pub mod ai_sdk;
 pub mod openai_chat;

@@ -142,7 +142,9 @@ pub(crate) fn protects(method: &Method, path: &str) -> bool {
         || path == "/metrics"
         // The phase stream's `routes::PHASE_CHAT_PATH`, written out: routes depends on auth,
         // not the other way round (a routes unit test keeps the two equal).
-        || path == "/chat")
+        || path == "/chat"
+        // A2A endpoints; their agent cards are public (discovery names the auth they need).
+        || (path.starts_with("/a2a/") && !path.ends_with("/.well-known/agent-card.json")))
         && method != Method::OPTIONS
 }
 

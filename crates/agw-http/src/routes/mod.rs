@@ -1,5 +1,6 @@
 //! Request routing. Handlers return `Result<Response, ApiError>`; the error becomes the envelope.
 
+mod a2a;
 mod ag_ui;
 mod agents;
 mod ai_sdk;
@@ -163,6 +164,10 @@ async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> 
         (&Method::GET, "/api/ap/attach") => runs::attach(&state, &params, req.headers(), principal).await,
         (&Method::GET, "/api/phase/attach") => phase::attach(&state, &params, req.headers(), principal).await,
         (&Method::GET, "/v1/models") => openai::models(&state),
+        (&Method::GET, a2a::CARD_PATH) => a2a::card(&state, None, req.headers()),
+        (&Method::GET, p) if a2a::agent_card_path(p).is_some() => {
+            a2a::card(&state, a2a::agent_card_path(p), req.headers())
+        }
         (&Method::GET, p) if ai_sdk_resume(p).is_some() => {
             let (_, id) = ai_sdk_resume(p).unwrap_or_default();
             ai_sdk::resume(&state, id, principal)
@@ -197,7 +202,11 @@ async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> 
 
 /// 405 on a known path, 404 elsewhere.
 fn unrouted(path: &str) -> ApiError {
-    if ROUTES.contains(&path) || path.starts_with("/api/ap/data/") || PostRoute::of(path).is_some() {
+    if ROUTES.contains(&path)
+        || path.starts_with("/api/ap/data/")
+        || PostRoute::of(path).is_some()
+        || a2a::agent_card_path(path).is_some()
+    {
         ApiError::method_not_allowed()
     } else {
         ApiError::not_found(format!("no route for {path}"))
@@ -233,11 +242,13 @@ pub enum PostRoute {
     ChatCompletions,
     /// `POST /mcp` (MCP streamable HTTP: a JSON-RPC message).
     Mcp,
+    /// `POST /a2a/{agentKey}` (A2A's JSON-RPC binding).
+    A2a,
 }
 
 impl PostRoute {
     /// Every POST route.
-    pub const ALL: [PostRoute; 12] = [
+    pub const ALL: [PostRoute; 13] = [
         Self::Query,
         Self::Submit,
         Self::Interrupt,
@@ -250,6 +261,7 @@ impl PostRoute {
         Self::PhaseChat,
         Self::ChatCompletions,
         Self::Mcp,
+        Self::A2a,
     ];
 
     /// The route a POST to `path` reaches.
@@ -267,6 +279,7 @@ impl PostRoute {
             p if ai_sdk_chat(p).is_some() => Self::AiSdkChat,
             p if ag_ui_agent(p).is_some() => Self::AgUiRun,
             p if phase_agent(p).is_some() => Self::PhaseRun,
+            p if a2a::agent_endpoint(p).is_some() => Self::A2a,
             _ => return None,
         })
     }
@@ -286,6 +299,7 @@ impl PostRoute {
             Self::PhaseChat => PHASE_CHAT_PATH.into(),
             Self::ChatCompletions => "/v1/chat/completions".into(),
             Self::Mcp => crate::mcp_server::PATH.into(),
+            Self::A2a => format!("{}{agent}", a2a::PREFIX),
         }
     }
 
@@ -304,6 +318,7 @@ impl PostRoute {
             Self::PhaseChat => phase::run(&state, None, req).await,
             Self::ChatCompletions => openai::completions(&state, req).await,
             Self::Mcp => Ok(crate::mcp_server::handle(&state, req).await),
+            Self::A2a => a2a::rpc(&state, a2a::agent_endpoint(&path).unwrap_or_default(), req).await,
         }
     }
 }
@@ -397,6 +412,7 @@ mod tests {
                 PostRoute::PhaseChat => 9,
                 PostRoute::ChatCompletions => 10,
                 PostRoute::Mcp => 11,
+                PostRoute::A2a => 12,
             };
             assert_eq!(PostRoute::ALL[index], route);
             assert_eq!(PostRoute::of(&route.path("some-agent")), Some(route), "{route:?}");
@@ -415,6 +431,15 @@ mod tests {
         ] {
             assert_eq!(PostRoute::of(other), None, "{other}");
         }
+    }
+
+    #[test]
+    fn a2a_endpoints_are_protected_and_their_cards_public() {
+        assert_eq!(PostRoute::of("/a2a/helper"), Some(PostRoute::A2a));
+        assert_eq!(PostRoute::of("/a2a/helper/.well-known/agent-card.json"), None);
+        assert!(auth::protects(&Method::POST, "/a2a/helper"));
+        assert!(!auth::protects(&Method::GET, "/a2a/helper/.well-known/agent-card.json"));
+        assert!(!auth::protects(&Method::GET, a2a::CARD_PATH));
     }
 
     #[test]

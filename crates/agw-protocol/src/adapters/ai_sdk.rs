@@ -331,7 +331,8 @@ impl UiMessageMapper {
 
     fn open_block(&mut self, block: Block, out: &mut Vec<Value>) {
         self.output_turn(block.task.as_deref(), out);
-        let (kind, key) = if block.reasoning { ("reasoning-start", "reasoningId") } else { ("text-start", "contentId") };
+        let (kind, key) =
+            if block.reasoning { ("reasoning-start", "reasoningId") } else { ("text-start", "contentId") };
         // The part's id is not kept in a UIMessage's parts: its metadata names the block, so a
         // client can find the part a revoke or a resume names (and a child's, its task).
         let mut agw = json!({key: block.id});

@@ -1,0 +1,334 @@
+//! A2A 1.0 (the Agent2Agent protocol, issue 38; `docs/protocols.md` "A2A"): a run seen as an
+//! A2A task. The mapper turns a run's events into the protocol's `StreamResponse` objects
+//! (ProtoJSON, camelCase, enums by name) and keeps the task as it stands, for the answer of a
+//! blocking `SendMessage` and for `GetTask`.
+//!
+//! The mapping: the task id is the run id, the `contextId` the chat id; the run's answer is one
+//! artifact per content block (its `artifactId` is the block's id), streamed as artifact updates
+//! — the first delta of a block with `append: false`, the next ones with `append: true`, one
+//! update per delta; tool calls and results are `TASK_STATE_WORKING` status updates whose
+//! message carries a data part; the end is a status update `TASK_STATE_COMPLETED`,
+//! `TASK_STATE_FAILED` (its message says why) or `TASK_STATE_CANCELED`, after which the stream
+//! ends.
+
+use serde_json::{Value, json};
+
+use crate::{Event, EventPayload};
+
+/// The protocol version this adapter speaks (`A2A-Version`, `protocolVersion`).
+pub const PROTOCOL_VERSION: &str = "1.0";
+
+/// A task's state, as A2A names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskState {
+    /// Accepted, not started.
+    Submitted,
+    /// In progress.
+    Working,
+    /// Ended with an answer.
+    Completed,
+    /// Ended with an error.
+    Failed,
+    /// Cancelled (`CancelTask`, an interrupt).
+    Canceled,
+    /// Waits for the client's next message.
+    InputRequired,
+    /// Refused before it ran (quota, …).
+    Rejected,
+}
+
+impl TaskState {
+    /// The enum's ProtoJSON name (`TASK_STATE_WORKING`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Submitted => "TASK_STATE_SUBMITTED",
+            Self::Working => "TASK_STATE_WORKING",
+            Self::Completed => "TASK_STATE_COMPLETED",
+            Self::Failed => "TASK_STATE_FAILED",
+            Self::Canceled => "TASK_STATE_CANCELED",
+            Self::InputRequired => "TASK_STATE_INPUT_REQUIRED",
+            Self::Rejected => "TASK_STATE_REJECTED",
+        }
+    }
+
+    /// Whether the task can change no more.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Canceled | Self::Rejected)
+    }
+}
+
+/// One artifact as it stands: a content block's text so far.
+#[derive(Debug, Clone, PartialEq)]
+struct Artifact {
+    id: String,
+    text: String,
+}
+
+/// Maps one run's events to A2A stream responses and keeps the task (see the module docs).
+#[derive(Debug, Clone)]
+pub struct A2aMapper {
+    task_id: String,
+    context_id: String,
+    state: TaskState,
+    /// The status message of a failed task.
+    status_message: Option<String>,
+    artifacts: Vec<Artifact>,
+    /// Epoch ms of the last status change.
+    updated: i64,
+}
+
+/// An RFC 3339 UTC timestamp of epoch milliseconds (ProtoJSON's `Timestamp`).
+fn timestamp(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let millis = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+impl A2aMapper {
+    /// A mapper for the run `task_id` of chat `context_id`; the task starts `SUBMITTED`.
+    pub fn new(task_id: impl Into<String>, context_id: impl Into<String>) -> Self {
+        Self {
+            task_id: task_id.into(),
+            context_id: context_id.into(),
+            state: TaskState::Submitted,
+            status_message: None,
+            artifacts: Vec::new(),
+            updated: 0,
+        }
+    }
+
+    /// The task's state now.
+    pub fn state(&self) -> TaskState {
+        self.state
+    }
+
+    /// Whether the task reached a terminal state (its stream ends there).
+    pub fn is_finished(&self) -> bool {
+        self.state.is_terminal()
+    }
+
+    /// The task as it stands: `Task {id, contextId, status, artifacts}`.
+    pub fn task(&self) -> Value {
+        let mut task = json!({"id": self.task_id, "contextId": self.context_id, "status": self.status()});
+        if !self.artifacts.is_empty() {
+            task["artifacts"] = self.artifacts.iter().map(|a| artifact(&a.id, &a.text)).collect();
+        }
+        task
+    }
+
+    fn status(&self) -> Value {
+        let mut status = json!({"state": self.state.as_str()});
+        if self.updated > 0 {
+            status["timestamp"] = json!(timestamp(self.updated));
+        }
+        if let Some(text) = &self.status_message {
+            status["message"] = self.agent_message(vec![json!({"text": text})], None);
+        }
+        status
+    }
+
+    fn agent_message(&self, parts: Vec<Value>, metadata: Option<Value>) -> Value {
+        let mut message = json!({
+            "messageId": crate::ids::new_run_id(),
+            "contextId": self.context_id,
+            "taskId": self.task_id,
+            "role": "ROLE_AGENT",
+            "parts": parts,
+        });
+        if let Some(metadata) = metadata {
+            message["metadata"] = metadata;
+        }
+        message
+    }
+
+    fn status_update(&self, message: Option<Value>) -> Value {
+        let mut status = self.status();
+        if let Some(message) = message {
+            status["message"] = message;
+        }
+        json!({"statusUpdate": {"taskId": self.task_id, "contextId": self.context_id, "status": status}})
+    }
+
+    fn set_state(&mut self, state: TaskState, at: i64) {
+        self.state = state;
+        self.updated = at;
+    }
+
+    /// The first stream response: the task, `SUBMITTED`.
+    pub fn start(&mut self, at: i64, out: &mut Vec<Value>) {
+        self.updated = at;
+        out.push(json!({"task": self.task()}));
+    }
+
+    /// Maps one event to the stream responses it produces (none for most bookkeeping events).
+    pub fn map(&mut self, event: &Event, out: &mut Vec<Value>) {
+        if self.is_finished() {
+            return;
+        }
+        // A sub-agent's activity stays inside the run (its answer reaches the parent as a tool
+        // result): only the run's own blocks are artifacts.
+        let own = event.task().is_none();
+        let at = event.timestamp;
+        match &event.payload {
+            EventPayload::RunStart(_) => {
+                self.set_state(TaskState::Working, at);
+                out.push(self.status_update(None));
+            }
+            EventPayload::ContentDelta(e) if own => {
+                let append = match self.artifacts.iter_mut().find(|a| a.id == e.content_id) {
+                    Some(a) => {
+                        a.text.push_str(&e.delta);
+                        true
+                    }
+                    None => {
+                        self.artifacts.push(Artifact { id: e.content_id.clone(), text: e.delta.clone() });
+                        false
+                    }
+                };
+                out.push(json!({"artifactUpdate": {
+                    "taskId": self.task_id, "contextId": self.context_id,
+                    "artifact": artifact(&e.content_id, &e.delta),
+                    "append": append, "lastChunk": false,
+                }}));
+            }
+            EventPayload::ContentEnd(e) if own => {
+                if let Some(a) = self.artifacts.iter().find(|a| a.id == e.content_id) {
+                    let mut last = artifact(&a.id, "");
+                    last["parts"] = json!([]);
+                    out.push(json!({"artifactUpdate": {
+                        "taskId": self.task_id, "contextId": self.context_id,
+                        "artifact": last, "append": true, "lastChunk": true,
+                    }}));
+                }
+            }
+            EventPayload::ToolStart(e) if own => {
+                let data = json!({"kind": "tool_call", "toolCallId": e.tool_id, "toolName": e.tool_name});
+                let message =
+                    self.agent_message(vec![json!({"data": data})], Some(json!({"agw": {"event": "tool.start"}})));
+                out.push(self.status_update(Some(message)));
+            }
+            EventPayload::ToolResult(e) if own => {
+                let data = json!({"kind": "tool_result", "toolCallId": e.tool_id, "result": e.result});
+                let message =
+                    self.agent_message(vec![json!({"data": data})], Some(json!({"agw": {"event": "tool.result"}})));
+                out.push(self.status_update(Some(message)));
+            }
+            EventPayload::RunComplete(_) => {
+                self.set_state(TaskState::Completed, at);
+                out.push(self.status_update(None));
+            }
+            EventPayload::RunError(e) => {
+                self.status_message = Some(format!("{}: {}", e.error.code.as_str(), e.error.message));
+                self.set_state(TaskState::Failed, at);
+                out.push(self.status_update(None));
+            }
+            EventPayload::RunCancel(_) => {
+                self.set_state(TaskState::Canceled, at);
+                out.push(self.status_update(None));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// An artifact of one text part.
+fn artifact(id: &str, text: &str) -> Value {
+    json!({"artifactId": id, "name": "answer", "parts": [{"text": text}]})
+}
+
+/// `data: {"jsonrpc":"2.0","id":…,"result":…}\n\n`: one stream response as an SSE frame of the
+/// JSON-RPC binding.
+pub fn sse_frame(request_id: &Value, result: &Value) -> Vec<u8> {
+    let body = json!({"jsonrpc": "2.0", "id": request_id, "result": result});
+    format!("data: {body}\n\n").into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{ContentDelta, ContentEnd, ContentStart, RunComplete, RunError, RunStart};
+    use crate::{ErrorCode, RunErrorInfo};
+
+    const AT: i64 = 1_771_000_000_000;
+
+    fn events(payloads: Vec<EventPayload>) -> Vec<Event> {
+        payloads.into_iter().enumerate().map(|(i, p)| Event::new(i as u64 + 1, AT, p)).collect()
+    }
+
+    fn answer(deltas: &[&str]) -> Vec<EventPayload> {
+        let mut run: Vec<EventPayload> = vec![
+            RunStart { run_id: "run-1".into(), chat_id: "chat-1".into() }.into(),
+            ContentStart { content_id: "run-1_c_1".into(), run_id: "run-1".into(), task_id: None }.into(),
+        ];
+        for d in deltas {
+            run.push(ContentDelta { content_id: "run-1_c_1".into(), delta: (*d).into() }.into());
+        }
+        run
+    }
+
+    #[test]
+    fn a_run_is_a_task_whose_answer_streams_as_one_artifact_update_per_delta() {
+        let mut run = answer(&["Hello", " there."]);
+        run.push(ContentEnd { content_id: "run-1_c_1".into() }.into());
+        run.push(
+            RunComplete { run_id: "run-1".into(), finish_reason: "stop".into(), totals: Default::default() }.into(),
+        );
+        let mut mapper = A2aMapper::new("run-1", "chat-1");
+        let mut out = Vec::new();
+        mapper.start(AT, &mut out);
+        for e in &events(run) {
+            mapper.map(e, &mut out);
+        }
+        assert_eq!(out[0]["task"]["status"]["state"], "TASK_STATE_SUBMITTED");
+        assert_eq!(out[1]["statusUpdate"]["status"]["state"], "TASK_STATE_WORKING");
+        let updates: Vec<&Value> = out.iter().filter(|v| v.get("artifactUpdate").is_some()).collect();
+        assert_eq!(updates.len(), 3, "two deltas and the block's end: {out:#?}");
+        assert_eq!(updates[0]["artifactUpdate"]["artifact"]["parts"][0]["text"], "Hello");
+        assert_eq!(updates[0]["artifactUpdate"]["append"], false);
+        assert_eq!(updates[1]["artifactUpdate"]["append"], true);
+        assert_eq!(updates[2]["artifactUpdate"]["lastChunk"], true);
+        let last = out.last().unwrap();
+        assert_eq!(last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED");
+        assert!(mapper.is_finished());
+        let task = mapper.task();
+        assert_eq!(task["artifacts"][0]["parts"][0]["text"], "Hello there.");
+        assert_eq!(task["contextId"], "chat-1");
+        assert_eq!(task["status"]["timestamp"], "2026-02-13T16:26:40.000Z");
+    }
+
+    #[test]
+    fn a_failure_is_a_failed_task_saying_why() {
+        let mut run = answer(&["Hal"]);
+        let error = RunErrorInfo::new(ErrorCode::ProviderError, "upstream 500", true);
+        run.push(RunError { run_id: "run-1".into(), error, totals: Default::default() }.into());
+        let mut mapper = A2aMapper::new("run-1", "chat-1");
+        let mut out = Vec::new();
+        for e in &events(run) {
+            mapper.map(e, &mut out);
+        }
+        let status = &out.last().unwrap()["statusUpdate"]["status"];
+        assert_eq!(status["state"], "TASK_STATE_FAILED");
+        assert_eq!(status["message"]["role"], "ROLE_AGENT");
+        assert_eq!(status["message"]["parts"][0]["text"], "provider_error: upstream 500");
+        assert_eq!(mapper.task()["artifacts"][0]["parts"][0]["text"], "Hal", "what streamed stays");
+    }
+
+    #[test]
+    fn timestamps_are_rfc_3339_utc() {
+        assert_eq!(timestamp(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(timestamp(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(timestamp(1_795_967_423_513), "2026-11-29T15:50:23.513Z");
+    }
+}
