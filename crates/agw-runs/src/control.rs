@@ -13,7 +13,8 @@ use agw_protocol::request::SubmitRequest;
 use agw_protocol::usage::TokenCounts;
 
 use crate::calls::{Attached, ChatDeleted, Compacted, Control, Interrupted, SteerRequest, Steered, Submitted};
-use crate::cluster::{self, ChatLock, Located, Remote};
+use crate::cluster::{self, ChatLock, Remote};
+use crate::locate::{self, Located};
 use crate::principal::{Principal, may_access, quota_owner};
 use crate::service::{Core, RunService};
 use crate::sink::now_ms;
@@ -32,7 +33,7 @@ impl RunService {
         if run_id.trim().is_empty() {
             return Err(RunError::invalid("runId is required"));
         }
-        cluster::find_run(self, run_id, principal).await
+        locate::find_run(self, run_id, principal).await
     }
 
     /// The run's stream after `last_seq`: every buffered event with a greater seq, then live,
@@ -87,7 +88,7 @@ impl RunService {
             return Err(RunError::SeqExpired { run_id, last_seq, oldest, latest });
         }
         tracing::info!(runId = %run_id, last_seq, node = %remote.record.node_id, status = %remote.record.status, "attached to a run of another replica");
-        Ok(Attached::Elsewhere(cluster::follow(self, remote, last_seq)))
+        Ok(Attached::Elsewhere(locate::follow(self, remote, last_seq)))
     }
 
     /// Cancels a running run. A finished run is not an error: `accepted: false`, and `status`
@@ -176,7 +177,7 @@ impl RunService {
         // not hold is looked for in the cluster.
         let mut owner = core.tracker.owner(&submit.run_id);
         if owner.is_none() {
-            match cluster::find_run(self, &submit.run_id, principal).await? {
+            match locate::find_run(self, &submit.run_id, principal).await? {
                 Located::Orphaned(remote) => owner = Some(cluster::adopt(self, &remote).await?.owner.clone()),
                 Located::Elsewhere(remote) => {
                     return cluster::forward(core, &remote, Control::Submit(submit), principal).await;

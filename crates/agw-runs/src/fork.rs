@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use agw_memory::{ForkError, ForkPoint};
 use agw_protocol::ids;
 
-use crate::cluster::{self, Located};
+use crate::locate::{self, Located};
 use crate::principal::{Principal, may_access};
 use crate::service::RunService;
 use crate::sink::now_ms;
@@ -127,7 +127,7 @@ impl RunService {
                     return Err(busy(run.run_id.clone()));
                 }
             }
-            ForkPoint::After { run_id, .. } => match cluster::find_run(self, run_id, principal).await? {
+            ForkPoint::After { run_id, .. } => match locate::find_run(self, run_id, principal).await? {
                 Located::Here(handle)
                     if handle.chat_id == source && (!handle.status().is_finished() || handle.is_waiting()) =>
                 {

@@ -30,6 +30,7 @@ mod error;
 mod fork;
 pub mod guards;
 mod handle;
+mod locate;
 mod node;
 mod principal;
 pub mod quotas;

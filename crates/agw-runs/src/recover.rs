@@ -33,17 +33,8 @@ const LEDGER_FILE: &str = "_waiting/runs.ledger";
 /// `skipped`).
 pub const RECOVERED_RUNS: &str = "agw_runs_recovered_total";
 
-impl RunService {
-    /// Resumes every run that was in flight when the server last stopped (see the module
-    /// docs); returns how many. Call it after [`Self::restore_waiting_runs`] and before serving
-    /// requests. A run that cannot be read is logged and skipped; one resumed too often, or too
-    /// old, ends with `run.error` `recovery_exhausted`.
-    pub async fn recover_runs(&self) -> usize {
-        recover_runs(self).await
-    }
-}
-
-async fn recover_runs(service: &RunService) -> usize {
+/// Resumes this process's own runs in flight (single node), see [`RunService::recover_runs`].
+pub(crate) async fn recover_local(service: &RunService) -> usize {
     let core = &service.core;
     let settings = core.settings.recovery;
     if !core.recovers() {
@@ -52,11 +43,6 @@ async fn recover_runs(service: &RunService) -> usize {
                 "crash recovery is off: the replicas of a cluster keep chats in files, where no other replica finds a lost one's runs (use PostgreSQL)"
             );
         }
-        return 0;
-    }
-    if core.cluster.get().is_some() {
-        // Clustered: runs are taken over from replicas whose lease is gone, whenever that is.
-        crate::takeover::start_sweep(service);
         return 0;
     }
     let path = core.chats.config().dir.join(LEDGER_FILE);
@@ -197,7 +183,7 @@ pub(crate) async fn resume_run(
     handle.resumed_after(entry.durable_seq, entry.last_seq + 1);
     let _ = ready.send(());
     let guard = core.tracker.enter_run(&handle);
-    sink.resumed(attempt, &entry, entry.shown).await;
+    sink.resumed(attempt, &entry, entry.shown, superseded_tasks(batch)).await;
     tracing::info!(attempt, lastSeq = entry.last_seq, "run resumed after the server stopped");
 
     let fail = |message: String| Ended::Mode(runtime::RunOutcome::Failed(unrecoverable(message)));
@@ -294,6 +280,23 @@ pub(crate) fn covering_history(mut entry: LedgerEntry, run: &InFlightRun) -> Led
     entry.shown = max_counts(entry.shown, run.blocks);
     entry.durable = max_counts(entry.durable, run.blocks);
     entry
+}
+
+/// The child tasks of the `agent_invoke` call that was running: none of them was recorded (a
+/// call's children are written when the last one ends), so they are superseded whole. Their ids
+/// derive from the call ([`agw_protocol::ids::task_id_for_call`]).
+fn superseded_tasks(batch: Option<&agw_protocol::history::BatchCheckpoint>) -> Vec<String> {
+    let Some(running) = batch.and_then(|b| {
+        let id = b.running.as_deref()?;
+        b.calls.iter().find(|c| c.id == id && c.name == agw_modes::runtime::AGENT_INVOKE_TOOL)
+    }) else {
+        return Vec::new();
+    };
+    let tasks = serde_json::from_str::<serde_json::Value>(&running.arguments)
+        .ok()
+        .and_then(|args| args.get("tasks").and_then(serde_json::Value::as_array).map(Vec::len))
+        .unwrap_or(0);
+    (0..tasks).map(|index| agw_protocol::ids::task_id_for_call(&running.id, index)).collect()
 }
 
 /// REACT steps a run wrote whole.

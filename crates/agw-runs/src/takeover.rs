@@ -26,6 +26,24 @@ use crate::recover::{covering_history, resume_run};
 use crate::service::{Core, RunService};
 use crate::{DisconnectPolicy, RunError, RunHandle};
 
+impl RunService {
+    /// Resumes every run that was in flight when the server last stopped (crash recovery,
+    /// `docs/run-lifecycle.md`); returns how many. Call it after
+    /// [`Self::restore_waiting_runs`] and before serving requests. On a single node the runs
+    /// marked in this process's chat store are resumed now (`crate::recover`): one that cannot be
+    /// read is logged and skipped, one resumed too often or too old ends with `run.error`
+    /// `recovery_exhausted`. Clustered, the takeover sweep starts instead (0 is returned): runs
+    /// of replicas whose lease is gone — this process's earlier incarnation's among them — are
+    /// resumed here or elsewhere as soon as the lease has expired.
+    pub async fn recover_runs(&self) -> usize {
+        if self.core.cluster.get().is_some() && self.core.recovers() {
+            start_sweep(self);
+            return 0;
+        }
+        crate::recover::recover_local(self).await
+    }
+}
+
 /// What became of a run whose replica was lost while it ran.
 pub(crate) enum Fate {
     /// This replica resumed it.
@@ -145,7 +163,7 @@ fn taken_numbering(note: Option<ProgressNote>, last: u64, run: &InFlightRun) -> 
 /// Starts the takeover sweep: at once, then every lease, the run marks of the shared database
 /// whose node's lease is gone are settled ([`settle_lost`]). The task holds the service weakly
 /// and ends with it.
-pub(crate) fn start_sweep(service: &RunService) {
+fn start_sweep(service: &RunService) {
     let Some(node) = service.core.cluster.get() else { return };
     let every = node.cluster.config().lease.max(Duration::from_millis(100));
     let core = Arc::downgrade(&service.core);
