@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Drives agw's other wire protocols with the real client libraries of each ecosystem (issue 16):
-# the official `openai` SDK (Python) against the OpenAI Chat Completions façade, the `ai`
+# the official `openai` SDK (Python) against the OpenAI Chat Completions façade, the official
+# `a2a-sdk` (Python, its own venv in ./a2a) against the A2A 1.0 JSON-RPC binding, the `ai`
 # package's chat transport (Node) and `@ai-sdk/react`'s `useChat` hook (rendered in Node with
 # react-test-renderer, automatic sends on) against the AI SDK UI message stream, and AG-UI's
 # HttpAgent (Node) against the AG-UI endpoint, and a line parser shaped like the phase stream's
@@ -43,6 +44,13 @@ AGW_BASE="$base" "$here/.venv/bin/python" "$here/openai_sdk.py" >"$work/openai.o
 status=$?
 cat "$work/openai.out"
 record openai-sdk "$status" "$work/openai.out"
+
+# Python: the a2a-sdk (A2A 1.0), in its own venv (it pins another httpx than the openai SDK).
+python_venv "$here/a2a"
+AGW_BASE="$base" "$here/a2a/.venv/bin/python" "$here/a2a_sdk.py" >"$work/a2a.out" 2>&1
+status=$?
+cat "$work/a2a.out"
+record a2a-sdk "$status" "$work/a2a.out"
 
 # Node: the `ai` package and `useChat` (AI SDK UI message stream) and AG-UI's client.
 export npm_config_cache="$here/.cache/npm" npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false

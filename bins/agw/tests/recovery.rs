@@ -23,6 +23,15 @@ const PLAN: &str = r#"{"key":"p","mode":"PLAN_EXECUTE","modelConfig":{"providerK
 const ONESHOT: &str = r#"{"key":"o","mode":"ONESHOT","modelConfig":{"providerKey":"fixture","model":"m","reasoning":{"enabled":false}},
   "toolConfig":{"mcpServers":["t"]},"plain":{"systemPrompt":"You use tools."}}"#;
 
+/// A lead that runs sub-agents: `h` answers with no tools (it can start over after a crash),
+/// `e` may call the counting `tally` (it cannot).
+const LEAD: &str = r#"{"key":"l","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m","reasoning":{"enabled":false}},
+  "toolConfig":{"subAgents":["h","e"]},"react":{"systemPrompt":"You delegate.","maxSteps":4}}"#;
+const HELPER: &str = r#"{"key":"h","description":"Writes.","mode":"ONESHOT","modelConfig":{"providerKey":"fixture","model":"m","reasoning":{"enabled":false}},
+  "plain":{"systemPrompt":"You write."}}"#;
+const EFFECTFUL: &str = r#"{"key":"e","description":"Counts.","mode":"ONESHOT","modelConfig":{"providerKey":"fixture","model":"m","reasoning":{"enabled":false}},
+  "toolConfig":{"mcpServers":["t"]},"plain":{"systemPrompt":"You count."}}"#;
+
 /// The MCP test server (built by `cargo test --workspace`; built here when missing).
 fn mcp_test_server() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
@@ -65,6 +74,9 @@ impl Node {
         std::fs::write(dir.join("agents/r.json"), REACT).unwrap();
         std::fs::write(dir.join("agents/o.json"), ONESHOT).unwrap();
         std::fs::write(dir.join("agents/p.json"), PLAN).unwrap();
+        std::fs::write(dir.join("agents/l.json"), LEAD).unwrap();
+        std::fs::write(dir.join("agents/h.json"), HELPER).unwrap();
+        std::fs::write(dir.join("agents/e.json"), EFFECTFUL).unwrap();
         let tally = dir.join("tally");
         let server = json!({"transport": "stdio", "command": mcp_test_server(), "args": ["--tally"], "startup": "boot", "env": {"MCP_TALLY_FILE": tally}});
         std::fs::write(dir.join("mcp/t.json"), server.to_string()).unwrap();
@@ -315,6 +327,55 @@ async fn a_run_killed_between_react_steps_does_not_repeat_the_first() {
     assert_eq!(node.fixture.requests().len(), 3);
     assert_eq!(messages(&node, 1), messages(&node, 2));
     drop(agw);
+}
+
+/// Killed while a sub-agent streams: a sub-agent whose tools can do no harm twice (none, here)
+/// starts over — `run.resume` names its task, which starts again under the same id, and the
+/// lead's first step is not asked again; one that could (`tally`) is not run again, and the
+/// lead reads that its call was interrupted.
+#[tokio::test]
+async fn a_sub_agent_killed_mid_task_starts_over_only_when_it_can_do_no_harm_twice() {
+    let mut node = Node::new("children").await;
+    for (helper, again) in [("h", true), ("e", false)] {
+        let mut agw = node.start(&[]).await;
+        node.fixture.forget_requests();
+        let tasks = json!({"tasks": [{"subAgentKey": helper, "task": "write it"}]}).to_string();
+        node.fixture.push(Transcript::openai_tool_call("call_inv", "agent_invoke", &[&tasks]));
+        node.fixture.push(slow_text(&["Half ", "a ", "task ", "done ", "when ", "killed."]));
+        let mut stream = node.query(&agw, json!({"agentKey": "l", "message": format!("delegate to {helper}")})).await;
+        let before = read_until(&mut stream, |seen| count(seen, "content.delta") >= 2).await;
+        let run_id = before.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_owned();
+        let task_id = before.iter().find(|e| e["type"] == "task.start").unwrap()["taskId"].as_str().unwrap().to_owned();
+        agw.kill();
+        drop(stream);
+
+        if again {
+            node.fixture.push(Transcript::openai_text(&["Written."]));
+        }
+        node.fixture.push(Transcript::openai_text(&["All done."]));
+        let agw = node.start(&[]).await;
+        let after = node.attach(&agw, &run_id, *seqs(&before).last().unwrap()).await;
+        assert_one_sequence(&before, &after);
+        assert_eq!(after.last().unwrap()["type"], "run.complete", "{helper}: {:?}", types(&after));
+        let resume = &after[0];
+        assert_eq!(resume["taskIds"], json!([task_id]), "{helper}: the task is superseded whole: {resume}");
+        let requests = node.fixture.requests();
+        let lead_first = requests.iter().filter(|r| r.body.to_string().contains("You delegate.")).count();
+        assert_eq!(lead_first, 2, "{helper}: the lead's first step once, then its second");
+        let last = requests.last().unwrap().body.to_string();
+        if again {
+            let restarted = after.iter().find(|e| e["type"] == "task.start").expect("the task starts again");
+            assert_eq!(restarted["taskId"], task_id.as_str());
+            assert_eq!(count(&after, "task.complete"), 1, "{:?}", types(&after));
+            assert_eq!(requests.len(), 4, "lead, helper, helper again, lead");
+            assert!(last.contains("Written."), "the lead read the new answer: {last}");
+        } else {
+            assert_eq!(count(&after, "task.start"), 0, "{:?}", types(&after));
+            assert_eq!(requests.len(), 3, "lead, helper, lead");
+            assert!(last.contains("interrupted"), "the lead read that its call was interrupted: {last}");
+        }
+        drop(agw);
+    }
 }
 
 #[tokio::test]

@@ -11,13 +11,14 @@ pub mod openai_chat;
 pub mod phase;
 
 /// What a client of another protocol needs of `run.resume`: the attempt, where the superseded
-/// part began, and the text blocks (AI SDK text parts, AG-UI messages) it drops.
+/// part began, the text blocks (AI SDK text parts, AG-UI messages) and the child tasks it drops.
 pub(crate) fn resume_fields(e: &crate::event::RunResume) -> serde_json::Value {
     serde_json::json!({
         "attempt": e.attempt,
         "discardFrom": e.discard_from,
         "contentIds": e.content_ids,
         "reasoningIds": e.reasoning_ids,
+        "taskIds": e.task_ids,
     })
 }
 
@@ -359,9 +360,11 @@ mod tests {
             discard_from: 8,
             content_ids: vec!["r_c_1".into()],
             reasoning_ids: Vec::new(),
+            task_ids: vec!["t1".into()],
         };
         let event = Event::new(12, 7, resume);
-        let fields = json!({"attempt": 1, "discardFrom": 8, "contentIds": ["r_c_1"], "reasoningIds": []});
+        let fields =
+            json!({"attempt": 1, "discardFrom": 8, "contentIds": ["r_c_1"], "reasoningIds": [], "taskIds": ["t1"]});
         let mut out = Vec::new();
         super::ai_sdk::UiMessageMapper::new().map(&event, &mut out);
         assert_eq!(out, [json!({"type": "data-agw-resume", "data": fields})]);
@@ -379,7 +382,8 @@ mod tests {
         let wire = serde_json::to_value(&event).unwrap();
         assert_eq!(
             wire,
-            json!({"seq": 12, "type": "run.resume", "timestamp": 7, "runId": "r", "attempt": 1, "discardFrom": 8, "contentIds": ["r_c_1"]})
+            json!({"seq": 12, "type": "run.resume", "timestamp": 7, "runId": "r", "attempt": 1, "discardFrom": 8,
+                "contentIds": ["r_c_1"], "taskIds": ["t1"]})
         );
     }
 }

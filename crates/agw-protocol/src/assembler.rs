@@ -357,6 +357,7 @@ impl Assembler {
         discard_from: u64,
         durable: BlockCounts,
         shown: BlockCounts,
+        task_ids: Vec<String>,
         out: &mut Vec<Event>,
     ) {
         if self.finished {
@@ -366,7 +367,9 @@ impl Assembler {
         let content_ids = (durable.content + 1..=shown.content).map(|n| ids::content_id(&base, n)).collect();
         let reasoning_ids = (durable.reasoning + 1..=shown.reasoning).map(|n| ids::reasoning_id(&base, n)).collect();
         let discard_from = discard_from.min(self.next_seq);
-        self.emit(RunResume { run_id: self.run_id.clone(), attempt, discard_from, content_ids, reasoning_ids }, out);
+        let resume =
+            RunResume { run_id: self.run_id.clone(), attempt, discard_from, content_ids, reasoning_ids, task_ids };
+        self.emit(resume, out);
     }
 
     /// What block ids begin with (see `id_base`).

@@ -36,6 +36,15 @@ pub fn plan_id_for_chat(chat_id: &str) -> String {
     format!("plan_{}", hex::encode(&digest[..6]))
 }
 
+/// The id of the `index`-th task of an `agent_invoke` call (`call_id` unique in its run): 8
+/// lower-case hex chars of MD5(`call_id` NUL `index`). Derived, not drawn: a run resumed after a
+/// crash names the tasks of the call it runs again, so its clients can drop them (`run.resume`
+/// `taskIds`).
+pub fn task_id_for_call(call_id: &str, index: usize) -> String {
+    let digest = Md5::digest(format!("{call_id}\0{index}").as_bytes());
+    hex::encode(&digest[..4])
+}
+
 /// A fresh task id: 8 lower-case hex chars. The first 8 hex chars of a v4 UUID are all random
 /// bits (the version nibble comes later). Callers keep ids unique within a plan.
 pub fn new_task_id() -> String {

@@ -138,8 +138,14 @@ impl RunSink {
 
     /// `run.resume` first in a resumed run: what its client was shown after `durable` is
     /// superseded.
-    pub(crate) async fn resumed(&mut self, attempt: u32, durable: &LedgerEntry, shown: agw_protocol::BlockCounts) {
-        self.assembler.resume_run(attempt, durable.durable_seq + 1, durable.durable, shown, &mut self.events);
+    pub(crate) async fn resumed(
+        &mut self,
+        attempt: u32,
+        durable: &LedgerEntry,
+        shown: agw_protocol::BlockCounts,
+        task_ids: Vec<String>,
+    ) {
+        self.assembler.resume_run(attempt, durable.durable_seq + 1, durable.durable, shown, task_ids, &mut self.events);
         let _ = self.flush().await;
     }
 

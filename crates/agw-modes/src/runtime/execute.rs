@@ -266,7 +266,12 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
         let is_invoke = name == AGENT_INVOKE_TOOL;
         let is_transfer = handoff::is_transfer(&name);
         let done = answers.done(&call.id).or_else(|| {
-            let idempotent = ctx.services.tools.is_idempotent(&name);
+            // Sub-agents that can only repeat what is harmless start over.
+            let idempotent = if is_invoke {
+                super::invoke::rerunnable(ctx, &call.id, &args)
+            } else {
+                ctx.services.tools.is_idempotent(&name)
+            };
             answers.interrupted(&call.id, &name, idempotent)
         });
         // A call that ran before a restart was counted in the process that ran it.

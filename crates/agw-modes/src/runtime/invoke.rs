@@ -142,7 +142,7 @@ pub(crate) async fn invoke<S: DeltaSink>(
     state: &mut RunState,
     sink: &mut S,
 ) -> Result<String, RunFailure> {
-    let planned = match plan(ctx, args) {
+    let planned = match plan(ctx, call_id, args) {
         Ok(planned) => planned,
         Err(message) => return Ok(exec::error_result(AGENT_INVOKE_TOOL, &message)),
     };
@@ -175,8 +175,50 @@ pub(crate) async fn invoke<S: DeltaSink>(
     Ok(aggregate(&planned, &reports))
 }
 
+/// Whether an `agent_invoke` call that was running when its process stopped may run again
+/// (crash recovery, `docs/run-lifecycle.md`): nothing of it was recorded (its children's lines
+/// are written when the last one ends), so all its tasks start over — which is only safe when
+/// their agents can do nothing that must not happen twice: in every stage, every tool they are
+/// offered is idempotent, a plan tool or a question for a person (an MCP server whose tools are
+/// not listed yet counts as having effects), and so are their own sub-agents'. A call that
+/// would be refused runs again as well (it ran nothing).
+pub(crate) fn rerunnable(ctx: &RunContext, call_id: &str, args: &Value) -> bool {
+    let Ok(planned) = plan(ctx, call_id, args) else { return true };
+    planned.iter().all(|task| agent_rerunnable(&child_context(ctx, task)))
+}
+
+fn agent_rerunnable(ctx: &RunContext) -> bool {
+    use crate::definition::StageKind;
+    [StageKind::Plain, StageKind::React, StageKind::Plan, StageKind::Execute, StageKind::Summary].into_iter().all(
+        |kind| {
+            // An MCP server whose tools are not known yet may offer anything.
+            let servers_known =
+                ctx.agent.stage_tools(kind).mcp_servers.iter().all(|s| ctx.services.mcp_tools.contains_key(&s.server));
+            let tools = super::tools::StageToolSet::for_stage(ctx, kind);
+            servers_known
+                && tools.defs().iter().all(|def| match def.kind {
+                    ToolKind::Frontend => true,
+                    ToolKind::Action => false,
+                    ToolKind::Backend if def.name == AGENT_INVOKE_TOOL => ctx.agent.sub_agents.iter().all(|key| {
+                        ctx.services.agents.get(key).is_none_or(|agent| {
+                            let task = Planned {
+                                task_id: String::new(),
+                                arg: TaskArg { sub_agent_key: key.clone(), task: String::new(), task_name: None },
+                                agent,
+                            };
+                            agent_rerunnable(&child_context(ctx, &task))
+                        })
+                    }),
+                    ToolKind::Backend => {
+                        super::plan::is_plan_tool(&def.name) || ctx.services.tools.is_idempotent(&def.name)
+                    }
+                })
+        },
+    )
+}
+
 /// Checks the call against the agent's `subAgents`, the catalog and the limits.
-fn plan(ctx: &RunContext, args: &Value) -> Result<Vec<Planned>, String> {
+fn plan(ctx: &RunContext, call_id: &str, args: &Value) -> Result<Vec<Planned>, String> {
     if ctx.nesting.depth >= depth_limit(&ctx.services) {
         return Err("sub-agents cannot invoke agents at this depth".to_owned());
     }
@@ -187,7 +229,7 @@ fn plan(ctx: &RunContext, args: &Value) -> Result<Vec<Planned>, String> {
         return Err(format!("give 1 to {max_tasks} tasks, not {}", parsed.tasks.len()));
     }
     let mut planned = Vec::with_capacity(parsed.tasks.len());
-    for arg in parsed.tasks {
+    for (index, arg) in parsed.tasks.into_iter().enumerate() {
         let key = arg.sub_agent_key.trim();
         if !ctx.agent.sub_agents.iter().any(|k| k == key) {
             return Err(format!(
@@ -199,7 +241,7 @@ fn plan(ctx: &RunContext, args: &Value) -> Result<Vec<Planned>, String> {
         if arg.task.trim().is_empty() {
             return Err(format!("the task for `{key}` is empty"));
         }
-        planned.push(Planned { task_id: ids::new_task_id(), arg, agent });
+        planned.push(Planned { task_id: ids::task_id_for_call(call_id, index), arg, agent });
     }
     Ok(planned)
 }

@@ -104,6 +104,11 @@ impl StageToolSet {
         Self { defs: self.defs.iter().filter(|d| d.name == name).cloned().collect() }
     }
 
+    /// The tools, sorted by name.
+    pub fn defs(&self) -> &[ToolDef] {
+        &self.defs
+    }
+
     pub fn get(&self, name: &str) -> Option<&ToolDef> {
         self.defs.iter().find(|d| d.name == name)
     }

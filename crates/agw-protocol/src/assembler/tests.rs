@@ -1132,19 +1132,20 @@ fn a_resumed_run_numbers_on_names_the_superseded_blocks_and_never_reuses_an_id()
     let shown = BlockCounts { reasoning: 2, content: 3 };
     let mut asm = Assembler::resumed("run", "chat", clock, 41, &[], &[]).with_block_counts(shown);
     let mut out = Vec::new();
-    asm.resume_run(1, 30, BlockCounts { reasoning: 1, content: 1 }, shown, &mut out);
+    asm.resume_run(1, 30, BlockCounts { reasoning: 1, content: 1 }, shown, vec!["t1".into()], &mut out);
     let EventPayload::RunResume(resume) = &out[0].payload else { panic!("{out:?}") };
     assert_eq!(out[0].seq, 41);
     assert_eq!((resume.attempt, resume.discard_from), (1, 30));
     assert_eq!(resume.content_ids, ["run_c_2", "run_c_3"]);
     assert_eq!(resume.reasoning_ids, ["run_r_2"]);
+    assert_eq!(resume.task_ids, ["t1"]);
     asm.push(AgentDelta::Content("again".into()), &mut out).unwrap();
     let EventPayload::ContentStart(start) = &out[1].payload else { panic!("{out:?}") };
     assert_eq!((out[1].seq, start.content_id.as_str()), (42, "run_c_4"));
     // Nothing superseded: `discardFrom` is the event's own seq.
     let mut asm = Assembler::resumed("run", "chat", Box::new(|| 5), 10, &[], &[]);
     let mut out = Vec::new();
-    asm.resume_run(2, 99, BlockCounts::default(), BlockCounts::default(), &mut out);
+    asm.resume_run(2, 99, BlockCounts::default(), BlockCounts::default(), Vec::new(), &mut out);
     let EventPayload::RunResume(resume) = &out[0].payload else { panic!("{out:?}") };
     assert_eq!(resume.discard_from, 10);
     assert!(resume.content_ids.is_empty() && resume.reasoning_ids.is_empty());

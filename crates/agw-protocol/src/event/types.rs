@@ -441,6 +441,11 @@ pub struct RunResume {
     /// Reasoning blocks opened in the superseded range.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasoning_ids: Vec<String>,
+    /// Child tasks superseded whole (the sub-agents of an `agent_invoke` call that was running):
+    /// every event carrying one of these `taskId`s is dropped, wherever it was; the task may
+    /// start again under the same id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub task_ids: Vec<String>,
 }
 
 /// `run.complete` — normal end (`stop`, `timeout`, `end_turn`, …).

@@ -1,0 +1,76 @@
+"""A2A 1.0 against agw with the official a2a-sdk (issue 38): the card is resolved and validated by
+the SDK, its client sends messages through the JSON-RPC binding (streaming and not), reads and
+cancels tasks. Run by run.sh against a running agw (AGW_BASE), from the a2a/ venv. Each check
+prints one line; a failure raises.
+"""
+
+import asyncio
+import os
+
+import httpx
+from a2a.client import A2ACardResolver, ClientConfig, create_client
+from a2a.types.a2a_pb2 import (
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    TaskState,
+)
+
+BASE = os.environ["AGW_BASE"]
+passed = 0
+
+
+def check(name):
+    global passed
+    passed += 1
+    print(f"ok   a2a-sdk: {name}")
+
+
+def request(text, context_id=""):
+    return SendMessageRequest(
+        message=Message(message_id=f"m-{text}", role=Role.ROLE_USER, parts=[Part(text=text)], context_id=context_id)
+    )
+
+
+def answer(task):
+    return "".join(part.text for artifact in task.artifacts for part in artifact.parts)
+
+
+async def main():
+    async with httpx.AsyncClient(timeout=30) as http:
+        card = await A2ACardResolver(http, f"{BASE}/a2a/plain").get_agent_card()
+        assert card.supported_interfaces[0].protocol_version == "1.0", card
+        assert card.supported_interfaces[0].url.endswith("/a2a/plain"), card
+        assert card.capabilities.streaming
+        check("the agent card resolves and names the JSON-RPC endpoint")
+
+        # Streaming: the SDK folds the updates into the task it yields.
+        streaming = await create_client(card, ClientConfig(httpx_client=http, streaming=True))
+        events = [event async for event in streaming.send_message(request("say hello"))]
+        assert events[0].HasField("task"), events[0]
+        deltas = [e.artifact_update.artifact.parts[0].text for e in events if e.HasField("artifact_update") and e.artifact_update.artifact.parts]
+        assert "".join(deltas) == "Hello there.", deltas
+        last = events[-1]
+        assert last.HasField("status_update"), last
+        assert last.status_update.status.state == TaskState.TASK_STATE_COMPLETED, last
+        task_id, context_id = events[0].task.id, events[0].task.context_id
+        check("SendStreamingMessage: the task, one artifact update per delta, then COMPLETED")
+
+        task = await streaming.get_task(GetTaskRequest(id=task_id))
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED, task
+        assert answer(task) == "Hello there.", task
+        check("GetTask reads the completed task back with its artifact")
+
+        # Blocking: one task, completed, in the same context (the chat goes on).
+        blocking = await create_client(card, ClientConfig(httpx_client=http, streaming=False))
+        [event] = [event async for event in blocking.send_message(request("think first", context_id))]
+        assert event.task.context_id == context_id, event
+        assert event.task.status.state == TaskState.TASK_STATE_COMPLETED, event
+        assert answer(event.task) == "42", event
+        check("SendMessage in the same context: the completed task")
+
+
+asyncio.run(main())
+print(f"a2a-sdk: {passed} passed")
