@@ -65,10 +65,11 @@ async def main():
 
         # Blocking: one task, completed, in the same context (the chat goes on).
         blocking = await create_client(card, ClientConfig(httpx_client=http, streaming=False))
-        [event] = [event async for event in blocking.send_message(request("think first", context_id))]
+        # (The scripted provider matches the first rule any user message of the chat names.)
+        [event] = [event async for event in blocking.send_message(request("about the dosage", context_id))]
         assert event.task.context_id == context_id, event
         assert event.task.status.state == TaskState.TASK_STATE_COMPLETED, event
-        assert answer(event.task) == "42", event
+        assert answer(event.task) == "Take the usual dosage and rest.", event
         check("SendMessage in the same context: the completed task")
 
 
