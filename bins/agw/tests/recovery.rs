@@ -32,6 +32,11 @@ const HELPER: &str = r#"{"key":"h","description":"Writes.","mode":"ONESHOT","mod
 const EFFECTFUL: &str = r#"{"key":"e","description":"Counts.","mode":"ONESHOT","modelConfig":{"providerKey":"fixture","model":"m","reasoning":{"enabled":false}},
   "toolConfig":{"mcpServers":["t"]},"plain":{"systemPrompt":"You count."}}"#;
 
+/// A plan whose tasks run two at a time, with a read-only tool only.
+const PARALLEL: &str = r#"{"key":"pp","mode":"PLAN_EXECUTE","modelConfig":{"providerKey":"fixture","model":"m","reasoning":{"enabled":false}},
+  "toolConfig":{"backends":["mock_city_weather"]},
+  "planExecute":{"parallel":2,"plan":{"systemPrompt":"Plan."},"execute":{"systemPrompt":"Execute."},"summary":{"systemPrompt":"Sum up."}}}"#;
+
 /// The MCP test server (built by `cargo test --workspace`; built here when missing).
 fn mcp_test_server() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
@@ -75,6 +80,7 @@ impl Node {
         std::fs::write(dir.join("agents/o.json"), ONESHOT).unwrap();
         std::fs::write(dir.join("agents/p.json"), PLAN).unwrap();
         std::fs::write(dir.join("agents/l.json"), LEAD).unwrap();
+        std::fs::write(dir.join("agents/pp.json"), PARALLEL).unwrap();
         std::fs::write(dir.join("agents/h.json"), HELPER).unwrap();
         std::fs::write(dir.join("agents/e.json"), EFFECTFUL).unwrap();
         let tally = dir.join("tally");
@@ -376,6 +382,85 @@ async fn a_sub_agent_killed_mid_task_starts_over_only_when_it_can_do_no_harm_twi
         }
         drop(agw);
     }
+}
+
+/// The task a plan request works on: `Current task ID:` of its last user message.
+fn task_of(body: &Value) -> Option<String> {
+    let messages = body["messages"].as_array()?;
+    let prompt = messages.iter().rev().find(|m| m["role"] == "user")?["content"].as_str()?;
+    Some(prompt.lines().find_map(|l| l.strip_prefix("Current task ID:"))?.trim().to_owned())
+}
+
+/// Killed while a round of two tasks runs: the plan is not made again, the round (not on record)
+/// runs again — `run.resume` names its tasks, which start again under their ids — then the
+/// planner's turn and the summary; the history holds each task once.
+#[tokio::test]
+async fn a_parallel_plan_killed_mid_round_runs_the_round_again() {
+    let mut node = Node::new("parallel").await;
+    node.fixture.set_responder(|stage, body| {
+        let stage = stage.unwrap_or("");
+        Some(if stage == "agent-plan-generate" {
+            let tasks = json!({"tasks": [{"description": "alpha"}, {"description": "beta"}]});
+            Transcript::openai_tool_call("call_plan", "_plan_add_tasks_", &[&tasks.to_string()])
+        } else if stage.starts_with("agent-plan-replan-") {
+            Transcript::openai_text(&["Nothing to change."])
+        } else if stage == "agent-plan-final" {
+            Transcript::openai_text(&["Both ", "done."])
+        } else if let Some(task) = task_of(body) {
+            let after_tool = body["messages"].as_array().and_then(|m| m.last()).is_some_and(|m| m["role"] == "tool");
+            if after_tool {
+                let args = json!({"taskId": task, "status": "completed"}).to_string();
+                Transcript::openai_tool_call("call_done", "_plan_update_task_", &[&args])
+            } else {
+                let args = r#"{"city":"Paris","date":"2026-11-29"}"#;
+                Transcript::openai_tool_call("call_w", "mock_city_weather", &[args]).with_headers_delay_ms(1500)
+            }
+        } else {
+            return None;
+        })
+    });
+    let mut agw = node.start(&[]).await;
+    let mut stream = node.query(&agw, json!({"agentKey": "pp", "message": "two at once"})).await;
+    let before = read_until(&mut stream, |seen| count(seen, "task.start") >= 2).await;
+    let run_id = before.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_owned();
+    let chat_id = before[0]["chatId"].as_str().unwrap().to_owned();
+    let mut ids: Vec<String> =
+        before.iter().filter(|e| e["type"] == "task.start").map(|e| e["taskId"].as_str().unwrap().to_owned()).collect();
+    ids.sort();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while node.fixture.requests().len() < 3 {
+        assert!(Instant::now() < deadline, "both tasks asked the model");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    agw.kill();
+    drop(stream);
+
+    let agw = node.start(&[]).await;
+    let after = node.attach(&agw, &run_id, *seqs(&before).last().unwrap()).await;
+    assert_one_sequence(&before, &after);
+    assert_eq!(after.last().unwrap()["type"], "run.complete", "{:?}", types(&after));
+    let mut superseded: Vec<String> =
+        after[0]["taskIds"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_owned()).collect();
+    superseded.sort();
+    assert_eq!(superseded, ids, "the round's tasks are superseded whole: {}", after[0]);
+    let mut again: Vec<String> =
+        after.iter().filter(|e| e["type"] == "task.start").map(|e| e["taskId"].as_str().unwrap().to_owned()).collect();
+    again.sort();
+    assert_eq!(again, ids, "the round runs again under the same task ids");
+    assert_eq!(count(&after, "task.complete"), 2, "{:?}", types(&after));
+    let stages: Vec<String> =
+        node.fixture.requests().iter().map(|r| r.stage().unwrap_or_default().to_owned()).collect();
+    assert_eq!(stages.iter().filter(|s| *s == "agent-plan-generate").count(), 1, "the plan once: {stages:?}");
+    // The history: the plan, each task once, the planner's turn, the summary.
+    let lines = node.history(&chat_id);
+    let steps: Vec<(&str, Option<&str>)> = lines
+        .iter()
+        .filter(|l| l["_type"] == "step")
+        .map(|l| (l["_stage"].as_str().unwrap_or("?"), l["taskId"].as_str()))
+        .collect();
+    assert_eq!(steps.len(), 5, "{steps:?}");
+    assert_eq!(steps.iter().filter(|(stage, task)| *stage == "execute" && task.is_some()).count(), 2, "{steps:?}");
+    drop(agw);
 }
 
 #[tokio::test]

@@ -133,6 +133,7 @@ impl ChatStore {
                 stage: s.stage.clone(),
                 messages: window::conversation(s.messages.iter()),
                 plan: s.plan.clone().filter(|p| !p.is_empty()),
+                task_id: s.task_id.clone(),
             })
             .collect();
         let pending_messages = window::conversation(batch.iter().flat_map(|b| b.step.messages.iter()));

@@ -183,7 +183,11 @@ pub(crate) async fn resume_run(
     handle.resumed_after(entry.durable_seq, entry.last_seq + 1);
     let _ = ready.send(());
     let guard = core.tracker.enter_run(&handle);
-    sink.resumed(attempt, &entry, entry.shown, superseded_tasks(batch)).await;
+    let mut superseded = superseded_tasks(batch);
+    if let Ok(agent) = core.agent(mark.query.agent_key.as_deref()) {
+        superseded.extend(round_tasks(&agent, run.plan.as_ref().or(run.context.plan.as_ref())));
+    }
+    sink.resumed(attempt, &entry, entry.shown, superseded).await;
     tracing::info!(attempt, lastSeq = entry.last_seq, "run resumed after the server stopped");
 
     let fail = |message: String| Ended::Mode(runtime::RunOutcome::Failed(unrecoverable(message)));
@@ -297,6 +301,29 @@ fn superseded_tasks(batch: Option<&agw_protocol::history::BatchCheckpoint>) -> V
         .and_then(|args| args.get("tasks").and_then(serde_json::Value::as_array).map(Vec::len))
         .unwrap_or(0);
     (0..tasks).map(|index| agw_protocol::ids::task_id_for_call(&running.id, index)).collect()
+}
+
+/// The open tasks of a plan whose tasks run in parallel: a round that was running is not on
+/// record (its tasks are written together when it ends), so those of its tasks that started are
+/// superseded whole; the open ones cover them.
+fn round_tasks(
+    agent: &agw_modes::definition::AgentDefinition,
+    plan: Option<&agw_protocol::history::PlanSnapshot>,
+) -> Vec<String> {
+    let parallel = matches!(agent.mode, agw_modes::definition::ModeDef::PlanExecute { parallel, .. } if parallel > 1);
+    let Some(plan) = plan.filter(|_| parallel) else { return Vec::new() };
+    plan.tasks
+        .iter()
+        .filter(|t| {
+            !matches!(
+                t.status,
+                agw_protocol::TaskStatus::Completed
+                    | agw_protocol::TaskStatus::Canceled
+                    | agw_protocol::TaskStatus::Failed
+            )
+        })
+        .map(|t| t.task_id.clone())
+        .collect()
 }
 
 /// REACT steps a run wrote whole.

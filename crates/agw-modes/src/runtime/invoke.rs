@@ -189,32 +189,33 @@ pub(crate) fn rerunnable(ctx: &RunContext, call_id: &str, args: &Value) -> bool 
 
 fn agent_rerunnable(ctx: &RunContext) -> bool {
     use crate::definition::StageKind;
-    [StageKind::Plain, StageKind::React, StageKind::Plan, StageKind::Execute, StageKind::Summary].into_iter().all(
-        |kind| {
-            // An MCP server whose tools are not known yet may offer anything.
-            let servers_known =
-                ctx.agent.stage_tools(kind).mcp_servers.iter().all(|s| ctx.services.mcp_tools.contains_key(&s.server));
-            let tools = super::tools::StageToolSet::for_stage(ctx, kind);
-            servers_known
-                && tools.defs().iter().all(|def| match def.kind {
-                    ToolKind::Frontend => true,
-                    ToolKind::Action => false,
-                    ToolKind::Backend if def.name == AGENT_INVOKE_TOOL => ctx.agent.sub_agents.iter().all(|key| {
-                        ctx.services.agents.get(key).is_none_or(|agent| {
-                            let task = Planned {
-                                task_id: String::new(),
-                                arg: TaskArg { sub_agent_key: key.clone(), task: String::new(), task_name: None },
-                                agent,
-                            };
-                            agent_rerunnable(&child_context(ctx, &task))
-                        })
-                    }),
-                    ToolKind::Backend => {
-                        super::plan::is_plan_tool(&def.name) || ctx.services.tools.is_idempotent(&def.name)
-                    }
+    [StageKind::Plain, StageKind::React, StageKind::Plan, StageKind::Execute, StageKind::Summary]
+        .into_iter()
+        .all(|kind| stage_rerunnable(ctx, kind))
+}
+
+/// Whether what a stage of `ctx`'s agent may call can all happen twice (see [`rerunnable`]).
+pub(crate) fn stage_rerunnable(ctx: &RunContext, kind: crate::definition::StageKind) -> bool {
+    // An MCP server whose tools are not known yet may offer anything.
+    let servers_known =
+        ctx.agent.stage_tools(kind).mcp_servers.iter().all(|s| ctx.services.mcp_tools.contains_key(&s.server));
+    let tools = super::tools::StageToolSet::for_stage(ctx, kind);
+    servers_known
+        && tools.defs().iter().all(|def| match def.kind {
+            ToolKind::Frontend => true,
+            ToolKind::Action => false,
+            ToolKind::Backend if def.name == AGENT_INVOKE_TOOL => ctx.agent.sub_agents.iter().all(|key| {
+                ctx.services.agents.get(key).is_none_or(|agent| {
+                    let task = Planned {
+                        task_id: String::new(),
+                        arg: TaskArg { sub_agent_key: key.clone(), task: String::new(), task_name: None },
+                        agent,
+                    };
+                    agent_rerunnable(&child_context(ctx, &task))
                 })
-        },
-    )
+            }),
+            ToolKind::Backend => super::plan::is_plan_tool(&def.name) || ctx.services.tools.is_idempotent(&def.name),
+        })
 }
 
 /// Checks the call against the agent's `subAgents`, the catalog and the limits.

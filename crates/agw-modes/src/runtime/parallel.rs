@@ -12,6 +12,7 @@
 use agw_llm::ChatMessage;
 use agw_protocol::{AgentDelta, ChildTask, PlanTask};
 
+use super::calls::StreamedCall;
 use super::children::run_children;
 use super::execute::{Answers, execute_batch};
 use super::plan::{PLAN_ADD_TASKS, PLAN_UPDATE_TASK};
@@ -77,21 +78,28 @@ impl Replan {
     }
 }
 
+/// The pieces of the task loop with rounds: the tasks, the planner after each round, and the
+/// bounds (`parallel` tasks at once, `max_steps` tasks run).
+pub(super) struct Rounds<'a> {
+    pub tasks: &'a TaskLoop<'a>,
+    pub replan: &'a Replan,
+    pub parallel: u32,
+    pub max_steps: u32,
+}
+
 /// The task loop with up to `parallel` tasks at once, then the planner after every round;
-/// `max_steps` bounds the tasks run, as in the sequential loop.
-#[expect(clippy::too_many_arguments, reason = "the stage pieces and the run's mutable state, passed once")]
+/// `max_steps` bounds the tasks run, as in the sequential loop. `step` tasks ran and `round`
+/// rounds ended before (a resumed run).
 pub(super) async fn run<S: DeltaSink>(
     ctx: &RunContext,
-    tasks: &TaskLoop<'_>,
-    replan: &Replan,
-    parallel: u32,
-    max_steps: u32,
+    rounds: &Rounds<'_>,
+    mut step: u32,
+    mut round: u32,
     execute: &mut Vec<ChatMessage>,
     state: &mut RunState,
     sink: &mut S,
 ) -> Result<(), RunFailure> {
-    let mut step = 0u32;
-    let mut round = 0u32;
+    let Rounds { tasks, replan, parallel, max_steps } = *rounds;
     while step < max_steps {
         let Some(first_open) = state.plan.first_open() else {
             break;
@@ -114,6 +122,83 @@ pub(super) async fn run<S: DeltaSink>(
         replan.turn(ctx, round, execute, state, sink).await?;
     }
     Ok(())
+}
+
+/// A round of one task that was inside its tool batch when its process stopped: the task's
+/// rounds so far and the batch.
+pub(super) struct InTask<'a> {
+    pub pending: Vec<ChatMessage>,
+    pub batch: Option<(&'a [StreamedCall], Answers)>,
+}
+
+/// The task a round of one runs: the first ready task, else the first open one.
+fn single_task(plan: &super::plan::PlanState) -> Option<usize> {
+    plan.ready().first().copied().or_else(|| plan.first_open())
+}
+
+/// A plan with rounds resumed after its process stopped (crash recovery). `written`: its step
+/// lines after the plan's — each task of a round (its `taskId` set; the round's last carries the
+/// merged plan), a round of one task as the run's own `execute` step, each planner turn after a
+/// round as a `plan` step. The execute conversation is rebuilt from them as the rounds built it
+/// (each task's prompt rendered with the plan its round began with); a round that was running is
+/// not on record and runs again (the caller checked its tasks can do no harm twice); a round of
+/// one task that was inside its tool batch (`current`: its rounds so far and the batch) goes on
+/// there; a round whose planner turn was not written gets it now; then the loop goes on.
+pub(super) async fn recover<S: DeltaSink>(
+    ctx: &RunContext,
+    rounds: &Rounds<'_>,
+    written: &[agw_protocol::history::RecoveredStep],
+    current: Option<InTask<'_>>,
+    execute: &mut Vec<ChatMessage>,
+    state: &mut RunState,
+    sink: &mut S,
+) -> Result<(), RunFailure> {
+    let (mut step, mut round, mut replan_pending) = (0u32, 0u32, false);
+    for line in written {
+        if line.stage == "plan" {
+            // The planner's turn after a round: its plan-tool calls and results joined the
+            // context; an answer without calls did not.
+            round += 1;
+            replan_pending = false;
+            let called = line
+                .messages
+                .iter()
+                .any(|m| matches!(m, ChatMessage::Assistant { tool_calls, .. } if !tool_calls.is_empty()));
+            if called {
+                execute.extend(line.messages.iter().cloned());
+            }
+        } else if line.stage == "execute" {
+            let index = match &line.task_id {
+                Some(id) => state.plan.tasks.iter().position(|t| &t.task_id == id),
+                None => single_task(&state.plan),
+            };
+            if let Some(index) = index {
+                let task = state.plan.tasks[index].clone();
+                execute.push(ChatMessage::User { content: rounds.tasks.prompt(&state.plan, &task) });
+            }
+            execute.extend(line.messages.iter().cloned());
+            step += 1;
+            replan_pending = true;
+        }
+        if let Some(snapshot) = &line.plan {
+            state.plan = super::plan::PlanState::restored(snapshot, &ctx.chat_id);
+        }
+    }
+    if let Some(InTask { pending, batch }) = current
+        && let Some(index) = single_task(&state.plan).filter(|_| step < rounds.max_steps)
+    {
+        step += 1;
+        let task = state.plan.tasks[index].clone();
+        execute.push(ChatMessage::User { content: rounds.tasks.prompt(&state.plan, &task) });
+        execute.extend(pending);
+        rounds.tasks.resume(ctx, step, index, batch, execute, state, sink).await?;
+        replan_pending = true;
+    }
+    if replan_pending {
+        round += 1;
+        rounds.replan.turn(ctx, round, execute, state, sink).await?;
+    }
+    run(ctx, rounds, step, round, execute, state, sink).await
 }
 
 /// One round of several tasks at once (see the module docs). The first failure in plan order

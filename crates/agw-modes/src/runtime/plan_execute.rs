@@ -85,7 +85,8 @@ pub(super) async fn run<S: DeltaSink>(
     if stages.parallel > 1 {
         let replan = super::parallel::Replan::new(ctx, stages.plan, &plan_tools, &execute_tools);
         let tasks = TaskLoop::new(ctx, stages.execute, &execute_tools, choice);
-        super::parallel::run(ctx, &tasks, &replan, stages.parallel, max_steps, &mut execute, state, sink).await?;
+        let rounds = super::parallel::Rounds { tasks: &tasks, replan: &replan, parallel: stages.parallel, max_steps };
+        super::parallel::run(ctx, &rounds, 0, 0, &mut execute, state, sink).await?;
     } else {
         task_loop(ctx, stages.execute, &execute_tools, choice, max_steps, &mut execute, state, sink).await?;
     }
@@ -121,8 +122,14 @@ pub(super) async fn recover<S: DeltaSink>(
     let Some(choice) = ctx.agent.tool_choice.to_llm() else {
         return Err(RunFailure::Internal("PLAN_EXECUTE does not support toolChoice NONE".into()));
     };
-    if stages.parallel > 1 {
-        return Err(RunFailure::Unrecoverable("a plan whose tasks run in parallel cannot be resumed yet".into()));
+    // A parallel round is not on record until it ended (its tasks are written together), so its
+    // tasks start over: only when they can do nothing that must not happen twice.
+    if stages.parallel > 1 && !super::invoke::stage_rerunnable(ctx, StageKind::Execute) {
+        return Err(RunFailure::Unrecoverable(
+            "a plan whose tasks run in parallel cannot be resumed when its tasks may call tools with effects: \
+             a task that was running could have called one"
+                .into(),
+        ));
     }
     let Some(plan_step) = steps.iter().find(|s| s.stage == "plan") else {
         // Nothing of the plan was written: it is made again (the plan tools have no effects).
@@ -148,6 +155,16 @@ pub(super) async fn recover<S: DeltaSink>(
     let mut plan = super::plan::PlanState::for_chat(&ctx.chat_id);
     if let Some(snapshot) = &plan_step.plan {
         plan = super::plan::PlanState::restored(snapshot, &ctx.chat_id);
+    }
+    if stages.parallel > 1 {
+        state.plan = plan;
+        let first = steps.iter().position(|s| s.stage == "plan").unwrap_or(0);
+        let plan_tools = StageToolSet::for_stage(ctx, StageKind::Plan);
+        let replan = super::parallel::Replan::new(ctx, stages.plan, &plan_tools, &execute_tools);
+        let rounds = super::parallel::Rounds { tasks: &tasks, replan: &replan, parallel: stages.parallel, max_steps };
+        let current = in_step.then_some(super::parallel::InTask { pending, batch });
+        super::parallel::recover(ctx, &rounds, &steps[first + 1..], current, &mut execute, state, sink).await?;
+        return summary_stage(ctx, stages.summary, &mut execute, state, sink).await;
     }
     let mut done = 0;
     for step in steps.iter().filter(|s| s.stage == "execute") {

@@ -122,4 +122,6 @@ pub struct RecoveredStep {
     pub messages: Vec<crate::chat::ChatMessage>,
     /// The plan after the step, when it changed in it.
     pub plan: Option<super::PlanSnapshot>,
+    /// The plan task the step is (a task of a parallel round, written as its own line).
+    pub task_id: Option<String>,
 }
