@@ -37,6 +37,12 @@ const PARALLEL: &str = r#"{"key":"pp","mode":"PLAN_EXECUTE","modelConfig":{"prov
   "toolConfig":{"backends":["mock_city_weather"]},
   "planExecute":{"parallel":2,"plan":{"systemPrompt":"Plan."},"execute":{"systemPrompt":"Execute."},"summary":{"systemPrompt":"Sum up."}}}"#;
 
+/// A front desk that hands the conversation to billing, which answers.
+const FRONT: &str = r#"{"key":"hf","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m","reasoning":{"enabled":false}},
+  "toolConfig":{"handoffs":["hb"]},"react":{"systemPrompt":"You are the front desk.","maxSteps":4}}"#;
+const BILLING: &str = r#"{"key":"hb","description":"Billing.","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m","reasoning":{"enabled":false}},
+  "react":{"systemPrompt":"You are billing.","maxSteps":4}}"#;
+
 /// The MCP test server (built by `cargo test --workspace`; built here when missing).
 fn mcp_test_server() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
@@ -81,6 +87,8 @@ impl Node {
         std::fs::write(dir.join("agents/p.json"), PLAN).unwrap();
         std::fs::write(dir.join("agents/l.json"), LEAD).unwrap();
         std::fs::write(dir.join("agents/pp.json"), PARALLEL).unwrap();
+        std::fs::write(dir.join("agents/hf.json"), FRONT).unwrap();
+        std::fs::write(dir.join("agents/hb.json"), BILLING).unwrap();
         std::fs::write(dir.join("agents/h.json"), HELPER).unwrap();
         std::fs::write(dir.join("agents/e.json"), EFFECTFUL).unwrap();
         let tally = dir.join("tally");
@@ -460,6 +468,46 @@ async fn a_parallel_plan_killed_mid_round_runs_the_round_again() {
         .collect();
     assert_eq!(steps.len(), 5, "{steps:?}");
     assert_eq!(steps.iter().filter(|(stage, task)| *stage == "execute" && task.is_some()).count(), 2, "{steps:?}");
+    drop(agw);
+}
+
+/// Killed after a handoff, while the agent it went to streams: the run resumes with that agent
+/// (its system prompt, the handed conversation), asks it the same thing again, never the
+/// handing agent; the chat's next query goes to it.
+#[tokio::test]
+async fn a_run_handed_over_resumes_with_the_agent_it_went_to() {
+    let mut node = Node::new("handoff").await;
+    let mut agw = node.start(&[]).await;
+    node.fixture.push(Transcript::openai_tool_call("call_t", "transfer_to_hb", &["{}"]));
+    node.fixture.push(slow_text(&["Billing ", "is ", "looking ", "into ", "it ", "now."]));
+    let mut stream = node.query(&agw, json!({"agentKey": "hf", "message": "my invoice is wrong"})).await;
+    let before = read_until(&mut stream, |seen| count(seen, "content.delta") >= 2).await;
+    assert_eq!(count(&before, "agent.handoff"), 1, "{:?}", types(&before));
+    let run_id = before.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_owned();
+    let chat_id = before[0]["chatId"].as_str().unwrap().to_owned();
+    agw.kill();
+    drop(stream);
+
+    node.fixture.push(Transcript::openai_text(&["Billing here: fixed."]));
+    let agw = node.start(&[]).await;
+    let after = node.attach(&agw, &run_id, *seqs(&before).last().unwrap()).await;
+    assert_one_sequence(&before, &after);
+    assert_eq!(after[0]["type"], "run.resume");
+    assert_eq!(after.last().unwrap()["type"], "run.complete", "{:?}", types(&after));
+    let text: String =
+        after.iter().filter(|e| e["type"] == "content.delta").map(|e| e["delta"].as_str().unwrap()).collect();
+    assert_eq!(text, "Billing here: fixed.");
+    // Requests: the front desk once, billing twice — the same request.
+    let requests = node.fixture.requests();
+    assert_eq!(requests.len(), 3);
+    assert!(requests[1].body.to_string().contains("You are billing."), "billing's own prompt");
+    assert_eq!(messages(&node, 1), messages(&node, 2), "billing is asked the same thing again");
+    // The chat goes on with billing.
+    node.fixture.push(Transcript::openai_text(&["Still billing."]));
+    let mut next = node.query(&agw, json!({"chatId": chat_id, "message": "thanks"})).await;
+    let next = read_until(&mut next, |seen| count(seen, "run.complete") >= 1).await;
+    assert_eq!(count(&next, "run.complete"), 1);
+    assert!(node.fixture.requests().last().unwrap().body.to_string().contains("You are billing."));
     drop(agw);
 }
 

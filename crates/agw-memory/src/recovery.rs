@@ -134,6 +134,7 @@ impl ChatStore {
                 messages: window::conversation(s.messages.iter()),
                 plan: s.plan.clone().filter(|p| !p.is_empty()),
                 task_id: s.task_id.clone(),
+                handoff: s.handoff.as_ref().map(|h| (h.event.from_agent_key.clone(), h.event.to_agent_key.clone())),
             })
             .collect();
         let pending_messages = window::conversation(batch.iter().flat_map(|b| b.step.messages.iter()));

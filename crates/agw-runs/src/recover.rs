@@ -15,8 +15,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use agw_memory::{FoundRun, InFlightRun, LedgerEntry, SeqLedger};
-use agw_modes::runtime::{self, RecoverAt, Recovery, RunContext};
-use agw_protocol::history::{Stage, StreamedAs};
+use agw_modes::runtime::{self, RecoverAt, RecoveredHandoff, Recovery, RunContext};
+use agw_protocol::history::{RecoveredStep, Stage, StreamedAs};
 use agw_protocol::{Assembler, BlockCounts, ErrorCode, RunErrorInfo, SystemClock};
 use tracing::Instrument;
 
@@ -207,12 +207,6 @@ pub(crate) async fn resume_run(
         end_run(&mut sink, fail(message), &handle.steers).await;
         return;
     }
-    if run.handed_off {
-        let message = "an agent handed this run over to another; a continued agent cannot be resumed yet".to_owned();
-        count("exhausted");
-        end_run(&mut sink, fail(message), &handle.steers).await;
-        return;
-    }
     let Ok(agent) = core.agent(mark.query.agent_key.as_deref()) else {
         let message = format!(
             "agent {} is no longer loaded; the run cannot be resumed",
@@ -228,6 +222,24 @@ pub(crate) async fn resume_run(
         sources.prepare(&agent, &core.catalogs.tools).await;
     }
     let InFlightRun { conversation, context, steps, pending, batch, plan, .. } = *run;
+    // The agent the run was last handed over to continues it, from its own part of the run.
+    let (conversation, steps, handoff) = match steps.iter().rposition(|s| s.handoff.is_some()) {
+        None => (conversation, steps, None),
+        Some(last) => {
+            let (from, to) = steps[last].handoff.clone().unwrap_or_default();
+            let handoffs = steps.iter().filter(|s| s.handoff.is_some()).count() as u32;
+            let handing = steps[..=last].iter().flat_map(|s| s.messages.iter().cloned()).collect();
+            let own: Vec<RecoveredStep> = steps[last + 1..].to_vec();
+            let mut so_far: Vec<_> = own.iter().flat_map(|s| s.messages.iter().cloned()).collect();
+            so_far.extend(pending.iter().cloned());
+            if let (Some(sources), Ok(target)) = (&core.tool_sources, core.agent(Some(&to))) {
+                sources.prepare(&target, &core.catalogs.tools).await;
+            }
+            sink.continued_by(&to);
+            let handoff = RecoveredHandoff { from_agent_key: from, to_agent_key: to, handing, count: handoffs };
+            (so_far, own, Some(handoff))
+        }
+    };
     let at = match batch {
         Some(b) => RecoverAt::Batch {
             resume_at: b.resume_at,
@@ -255,7 +267,7 @@ pub(crate) async fn resume_run(
     let answers = ForgetAnswers(core.submits.clone(), run_id);
     let live = Box::new(LiveRun {
         ctx,
-        entry: Entry::Recover(Box::new(Recovery { conversation, at, steps, pending })),
+        entry: Entry::Recover(Box::new(Recovery { conversation, at, steps, pending, handoff })),
         sink,
         steers,
         _guards: RunGuards { _slot: slot, _answers: answers, _guard: guard },

@@ -183,6 +183,12 @@ impl RunSink {
         self
     }
 
+    /// The run goes on with the agent it had been handed over to (a run resumed after a crash):
+    /// when it ends, the chat's index names that agent, as after a live handoff.
+    pub(crate) fn continued_by(&mut self, agent_key: &str) {
+        self.agent = AgentTrail { current: agent_key.to_owned(), handed_off: true, chat_tracks: true };
+    }
+
     /// Fires the chat-event webhook at the run's first content delta.
     pub fn with_webhook(mut self, trigger: Option<RunTrigger>) -> Self {
         self.webhook = trigger;

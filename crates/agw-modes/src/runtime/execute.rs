@@ -152,15 +152,10 @@ impl BatchSoFar<'_> {
 
     /// The batch as a crash-recovery checkpoint: `running` is about to run, or (`done`) every
     /// result streamed.
-    pub(super) fn batch_point(
-        &self,
-        ctx: &RunContext,
-        state: &RunState,
-        running: Option<&str>,
-        done: bool,
-    ) -> BatchPoint {
+    pub(super) fn batch_point(&self, state: &RunState, running: Option<&str>, done: bool) -> BatchPoint {
         BatchPoint {
-            resume_at: self.resume_at(ctx, state),
+            // Crash recovery resumes a continuing agent too (its handoff is on record).
+            resume_at: state.resume_at.clone(),
             calls: self.calls(),
             results: self.results(),
             running: running.map(str::to_owned),
@@ -168,8 +163,8 @@ impl BatchSoFar<'_> {
         }
     }
 
-    /// A continuing agent's batch cannot be resumed in another process (which would start from
-    /// the run's first agent): recorded without a position, it ends the run instead.
+    /// A continuing agent's wait cannot be resumed in another process yet (durable waiting would
+    /// start from the run's first agent): recorded without a position, it ends the run instead.
     fn resume_at(&self, ctx: &RunContext, state: &RunState) -> ResumeAt {
         if ctx.handed_from.is_some() { ResumeAt::Nowhere } else { state.resume_at.clone() }
     }
@@ -373,14 +368,8 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
                         }
                     }
                     ToolKind::Backend if is_invoke => {
-                        checkpoint(
-                            ctx,
-                            BatchSoFar { calls, shown: &shown, executed: &executed },
-                            &call.id,
-                            state,
-                            sink,
-                        )
-                        .await;
+                        checkpoint(BatchSoFar { calls, shown: &shown, executed: &executed }, &call.id, state, sink)
+                            .await;
                         let answer = super::invoke::invoke(ctx, &call.id, &args, state, sink).await?;
                         super::guard::tool_output(ctx, &call.id, &name, answer, state, sink).await?
                     }
@@ -394,7 +383,7 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
                     ToolKind::Backend => match ctx.services.tools.implementation(&name) {
                         Some(tool) => {
                             let batch = BatchSoFar { calls, shown: &shown, executed: &executed };
-                            checkpoint(ctx, batch, &call.id, state, sink).await;
+                            checkpoint(batch, &call.id, state, sink).await;
                             // It may pause for the user (`docs/pausing-tools.md`) before it answers.
                             // Boxed: the pause's states (the ask, the wait point) stay out of
                             // every run's future; a backend call costs far more than one
@@ -470,7 +459,7 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
     }
     if sink.checkpoints() && !state.step_follows_batch {
         let batch = BatchSoFar { calls, shown: &shown, executed: &executed };
-        sink.checkpoint(&batch.batch_point(ctx, state, None, true)).await;
+        sink.checkpoint(&batch.batch_point(state, None, true)).await;
     }
     if let Some(message) = frontend_timeout {
         // The batch that timed out is not charged to the tool budget.
@@ -488,9 +477,9 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
 }
 
 /// Before a call with effects runs: a run resumed after a crash knows it started.
-async fn checkpoint<S: DeltaSink>(ctx: &RunContext, batch: BatchSoFar<'_>, id: &str, state: &RunState, sink: &mut S) {
+async fn checkpoint<S: DeltaSink>(batch: BatchSoFar<'_>, id: &str, state: &RunState, sink: &mut S) {
     if sink.checkpoints() {
-        sink.checkpoint(&batch.batch_point(ctx, state, Some(id), false)).await;
+        sink.checkpoint(&batch.batch_point(state, Some(id), false)).await;
     }
 }
 

@@ -67,7 +67,7 @@ pub use invoke::{AGENT_INVOKE_TOOL, MAX_DEPTH_CAP, Nesting, SubAgentLimits};
 pub use meter::{COST_METRIC, MODEL_CALL_DURATION_METRIC, TOKENS_METRIC};
 pub use pause::MAX_PAUSES;
 pub use quota::{CallSpend, QuotaGate, QuotaRefused};
-pub use recover::{RecoverAt, Recovery, recover};
+pub use recover::{RecoverAt, RecoveredHandoff, Recovery, recover};
 pub use sink::{BatchPoint, CollectingSink, DeltaSink, EmitError, WaitPoint};
 pub use steer::{DEFAULT_STEER_CAPACITY, Steer, SteerQueue, SteerRefused};
 pub use submit::{FrontendSubmits, PendingSubmit, SubmitStatus};

@@ -26,6 +26,22 @@ pub struct Recovery {
     pub steps: Vec<agw_protocol::history::RecoveredStep>,
     /// The current batch's step as far as it was recorded (at the end of `conversation` too).
     pub pending: Vec<ChatMessage>,
+    /// The conversation was handed over to another agent in the run: `conversation` and `steps`
+    /// are then the continuing agent's part only.
+    pub handoff: Option<RecoveredHandoff>,
+}
+
+/// The last handoff of a run being resumed: which agent continues, and what it was handed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecoveredHandoff {
+    /// The agent that handed the conversation over.
+    pub from_agent_key: String,
+    /// The agent that continues it (the one the run resumes with).
+    pub to_agent_key: String,
+    /// The run's messages up to and with the handoff's step (its user message first).
+    pub handing: Vec<ChatMessage>,
+    /// Handoffs the run had made.
+    pub count: u32,
 }
 
 /// Where a resumed run goes on.
@@ -53,12 +69,21 @@ pub enum RecoverAt {
 }
 
 /// Continues the run described by `recovery`, streaming into `sink` (whose numbering and
-/// recording continue the run's). REACT and ONESHOT runs continue; any other position ends the
-/// run with `run.error` `recovery_exhausted` saying it cannot be resumed.
+/// recording continue the run's), with the agent it was handed over to when it was. REACT,
+/// ONESHOT and PLAN_EXECUTE runs continue; any other position ends the run with `run.error`
+/// `recovery_exhausted` saying it cannot be resumed.
 pub async fn recover<S: DeltaSink>(ctx: RunContext, recovery: Recovery, sink: &mut S) -> RunOutcome {
+    let Recovery { conversation: so_far, at, steps, pending, handoff } = recovery;
+    let (ctx, handoffs) = match handoff {
+        None => (ctx, 0),
+        Some(handoff) => match continued_context(ctx, handoff) {
+            Ok(continued) => continued,
+            Err(failure) => return RunOutcome::Failed(failure.to_error_info()),
+        },
+    };
     let span = trace::invoke_agent(&ctx);
     let mut state = new_state(&ctx);
-    let Recovery { conversation: so_far, at, steps, pending } = recovery;
+    state.handoffs = handoffs;
     // `steps_done` of a next turn; for a batch, 1 when it was done.
     let (calls, answers, resume_at, steps_done) = match at {
         RecoverAt::Batch { resume_at, calls, results, running, done } => {
@@ -124,4 +149,37 @@ pub async fn recover<S: DeltaSink>(ctx: RunContext, recovery: Recovery, sink: &m
     let outcome = finish(&ctx, &span, fut).await;
     trace::run_ended(&span, &outcome, &state.usage);
     outcome
+}
+
+/// The context of the agent a run was handed over to, as [`super::handoff::hand_over`] built it
+/// in the process that stopped: its definition, the handing conversation through the handoff's
+/// input filter as its history, the handing agent named.
+fn continued_context(ctx: RunContext, handoff: RecoveredHandoff) -> Result<(RunContext, u32), RunFailure> {
+    let RecoveredHandoff { from_agent_key, to_agent_key, handing, count } = handoff;
+    let Some(to) = ctx.services.agents.get(&to_agent_key) else {
+        return Err(RunFailure::Unrecoverable(format!(
+            "agent {to_agent_key}, which the run was handed over to, is no longer loaded"
+        )));
+    };
+    let filter = ctx
+        .services
+        .agents
+        .get(&from_agent_key)
+        .and_then(|from| from.handoffs.iter().find(|h| h.agent_key == to_agent_key).map(|h| h.input_filter))
+        .unwrap_or_default();
+    let mut conversation = ctx.history.clone();
+    conversation.extend(handing);
+    let history_runs = match filter {
+        crate::definition::InputFilter::All => ctx.history_runs.clone(),
+        _ => Vec::new(),
+    };
+    let continued = RunContext {
+        agent: to,
+        history: super::handoff::filtered(conversation, filter),
+        history_runs,
+        initial_plan: None,
+        handed_from: Some(from_agent_key),
+        ..ctx
+    };
+    Ok((continued, count))
 }

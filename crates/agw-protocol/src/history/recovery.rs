@@ -124,4 +124,6 @@ pub struct RecoveredStep {
     pub plan: Option<super::PlanSnapshot>,
     /// The plan task the step is (a task of a parallel round, written as its own line).
     pub task_id: Option<String>,
+    /// The step ended with a handoff: the agents that handed the conversation over and took it.
+    pub handoff: Option<(String, String)>,
 }
