@@ -150,6 +150,30 @@ async fn a_task_returned_at_once_is_cancelled_and_subscribed_to() {
     assert_eq!(ended["error"]["code"], -32004, "{ended}");
 }
 
+/// `a2a.enabled: false` takes one agent off A2A; `agw.a2a.enabled=false` all of them.
+#[tokio::test]
+async fn agents_opt_out_alone_or_all_at_once() {
+    let hidden = r#"{"key":"hidden","mode":"ONESHOT","modelConfig":{"providerKey":"fixture","model":"m"},
+        "a2a":{"enabled":false},"plain":{"systemPrompt":"s"}}"#;
+    let gw = Gateway::start(&[oneshot_agent("a", false, 5000), ("hidden.json".into(), hidden.into())], &[]).await;
+    let (status, _) = gw.get_json("/a2a/hidden/.well-known/agent-card.json").await;
+    assert_eq!(status, 404);
+    let resp = gw
+        .client
+        .post(format!("{}/a2a/hidden", gw.base))
+        .header("A2A-Version", "1.0")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": message("hi", None)}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+    assert_eq!(gw.get_json("/a2a/a/.well-known/agent-card.json").await.0, 200, "the others stay");
+    let off = Gateway::start(&[oneshot_agent("a", false, 5000)], &[("AGW_A2A_ENABLED", "false")]).await;
+    assert_eq!(off.get_json("/a2a/a/.well-known/agent-card.json").await.0, 404);
+    assert_eq!(off.get_json("/.well-known/agent-card.json").await.0, 404);
+    assert_eq!(gw.fixture.request_count() + off.fixture.request_count(), 0, "nothing ran");
+}
+
 #[tokio::test]
 async fn the_protocols_errors() {
     let gw = gateway().await;

@@ -158,6 +158,8 @@ pub struct Settings {
     pub runs: RunSettings,
     /// `agw.recovery.*`: runs in flight are resumed after a crash (docs/run-lifecycle.md).
     pub recovery: agw_runs::RecoverySettings,
+    /// `agw.a2a.enabled`: agents are served over A2A (docs/protocols.md §7).
+    pub a2a_enabled: bool,
     /// `agw.quotas.*`: runs, tokens and cost per subject and per agent.
     pub quotas: QuotaSettings,
     /// `agw.database.*`, `agw.redis.*`, `agw.node.id`, `agw.cluster.*`: several replicas.
@@ -268,6 +270,7 @@ impl Settings {
             memory: memory::load(&src)?,
             runs: runs::load(&src)?,
             recovery: runs::load_recovery(&src)?,
+            a2a_enabled: src.parse(&table::AGW_A2A_ENABLED, value::bool)?,
             cluster: cluster::load(&src)?,
             quotas: quotas::load(&src)?,
             providers,

@@ -228,6 +228,8 @@ settings! {
             "most open streams (query + attaches) of one run; more attaches get 429";
         AGW_RUNS_CHAT_CONCURRENCY: "agw.runs.chat-concurrency" = Some("reject"),
             "a query into a chat with a run in flight: reject (409 chat_busy naming the run) | queue (starts when that run ends)";
+        AGW_A2A_ENABLED: "agw.a2a.enabled" = Some("true"),
+            "every agent is served over A2A 1.0 (its card and JSON-RPC endpoint under /a2a/<agentKey>); false: those paths and /.well-known/agent-card.json answer 404 (an agent opts out alone with \"a2a\": {\"enabled\": false})";
         AGW_RECOVERY_ENABLED: "agw.recovery.enabled" = Some("true"),
             "runs in flight when agw stops (a crash, a kill, the shutdown grace period ending) are resumed from their last completed step by the next start";
         AGW_RECOVERY_MAX_AGE: "agw.recovery.max-age" = Some("1h"),

@@ -111,9 +111,19 @@ pub(crate) fn agent_card_path(path: &str) -> Option<&str> {
     (!key.is_empty() && !key.contains('/')).then_some(key)
 }
 
+/// The agent `agent_key` names (`None`: the default agent) when it is served over A2A: a 404
+/// otherwise, as for a path that does not exist (`agw.a2a.enabled`, the agent's `a2a.enabled`).
+fn served(state: &AppState, agent_key: Option<&str>) -> Result<Arc<agw_modes::definition::AgentDefinition>, ApiError> {
+    let agent = state.runs.agent(agent_key)?;
+    if !state.settings.a2a_enabled || !agent.a2a_enabled {
+        return Err(ApiError::not_found(format!("agent {} is not served over A2A", agent.key)));
+    }
+    Ok(agent)
+}
+
 /// `GET` an agent card (`agent_key` `None`: the default agent).
 pub fn card(state: &AppState, agent_key: Option<&str>, headers: &HeaderMap) -> HandlerResult {
-    let agent = state.runs.agent(agent_key)?;
+    let agent = served(state, agent_key)?;
     let host = headers.get(http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("127.0.0.1");
     let url = format!("http://{host}{PREFIX}{}", agent.key);
     let mut card = json!({
@@ -160,6 +170,7 @@ fn version_ok(headers: &HeaderMap, query: &std::collections::HashMap<String, Str
 
 /// `POST /a2a/{agentKey}`: one JSON-RPC request.
 pub async fn rpc(state: &AppState, agent_key: &str, req: Request<RequestBody>) -> HandlerResult {
+    served(state, Some(agent_key))?;
     let principal = req.extensions().get::<Principal>().cloned();
     let version = version_ok(req.headers(), &super::query_params(&req));
     let server = &state.settings.server;

@@ -64,6 +64,8 @@ pub struct AgentDefinition {
     /// `guardrails` (agw extension, docs/guardrails.md): this agent's guards, added to the
     /// server's defaults at run time.
     pub guardrails: super::GuardrailPolicy,
+    /// `a2a.enabled` (agw extension, default `true`): the agent is served over A2A.
+    pub a2a_enabled: bool,
     /// `phaseStream.messages` (agw extension): what this agent's `phase_change` events say.
     pub phase_messages: agw_protocol::adapters::phase::PhaseMessages,
     /// `runtimePrompts` with agw's defaults filled in.

@@ -87,6 +87,10 @@ fn build(root: &Obj<'_>, file_name: &str) -> Result<AgentDefinition, DefinitionE
         context: root.obj("contextConfig")?.map(|c| super::context::parse(&c)).transpose()?.unwrap_or_default(),
         citations: super::citations::parse(root.obj("citations")?.as_ref())?,
         guardrails: super::guardrails::parse(root.obj("guardrails")?.as_ref())?,
+        a2a_enabled: match root.obj("a2a")? {
+            Some(a2a) => a2a.bool("enabled")?.unwrap_or(true),
+            None => true,
+        },
         phase_messages: super::phase_stream::parse(root.obj("phaseStream")?.as_ref())?,
         runtime_prompts: prompts::parse(root.obj("runtimePrompts")?.as_ref())?,
         source_file: file_name.to_owned(),
