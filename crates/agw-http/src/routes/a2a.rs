@@ -35,7 +35,7 @@ use crate::auth::Principal;
 use crate::body::{BoxBody, RequestBody, SseBody};
 use crate::envelope::{ApiError, json_response};
 use crate::request::read_body;
-use crate::runs::{Attached, NewRun, RunError};
+use crate::runs::{NewRun, RunError};
 use crate::state::AppState;
 
 /// Where an agent card is published, under the site and under each agent's endpoint.
@@ -330,28 +330,7 @@ async fn run_events(
     principal: Option<&Principal>,
 ) -> Result<futures::stream::BoxStream<'static, Vec<Arc<Event>>>, RpcError> {
     let attached = state.runs.attach(task_id, None, principal).await.map_err(|e| RpcError::of_run(e, true))?;
-    Ok(match attached {
-        Attached::Here(observer) => futures::stream::unfold(observer, |mut observer| async move {
-            let batch = observer.next_events().await?;
-            Some((batch, observer))
-        })
-        .boxed(),
-        Attached::Elsewhere(frames) => {
-            let mut decoder = agw_protocol::SseDecoder::new();
-            frames
-                .map(move |chunk| {
-                    let mut frames = Vec::new();
-                    decoder.feed(&chunk, &mut frames);
-                    frames
-                        .iter()
-                        .filter(|f| f.event == "message")
-                        .filter_map(|f| f.parse_event().ok())
-                        .map(Arc::new)
-                        .collect::<Vec<_>>()
-                })
-                .boxed()
-        }
-    })
+    Ok(super::events::attached_events(attached))
 }
 
 /// The task as its run stands now: the events it holds, read without waiting for more.
@@ -362,23 +341,12 @@ async fn snapshot(state: &AppState, task_id: &str, principal: Option<&Principal>
     let mut out = Vec::new();
     // What is there arrives at once; a quiet moment means the run has nothing more yet.
     while let Ok(Some(batch)) = tokio::time::timeout(Duration::from_millis(100), events.next()).await {
-        for event in &batch {
-            if let agw_protocol::EventPayload::RunStart(e) = &event.payload
-                && chat_id_unknown(&mapper)
-            {
-                mapper = A2aMapper::new(task_id, e.chat_id.clone());
-            }
-            mapper.map(event, &mut out);
-        }
+        feed(&mut mapper, &batch, &mut out);
         if mapper.is_finished() {
             break;
         }
     }
     Ok(mapper)
-}
-
-fn chat_id_unknown(mapper: &A2aMapper) -> bool {
-    mapper.task()["contextId"].as_str().is_none_or(str::is_empty)
 }
 
 /// `GetTask`.
@@ -424,11 +392,7 @@ async fn stream(
     let mut mapper = A2aMapper::new(&handle.run_id, &handle.chat_id);
     let mut first = Vec::new();
     mapper.start(now_ms(), &mut first);
-    let events = futures::stream::unfold(observer, |mut observer| async move {
-        let batch = observer.next_events().await?;
-        Some((batch, observer))
-    });
-    Ok(sse(state, id, mapper, first, events.boxed()))
+    Ok(sse(state, id, mapper, first, super::events::observed(observer)))
 }
 
 /// `SubscribeToTask`: the task's stream from its start (as far as the run holds its events),
@@ -480,11 +444,11 @@ fn sse(
             }
             let batch = st.events.next().await?;
             for event in &batch {
+                // A subscriber's stream begins with the task, at the run's start.
                 if let agw_protocol::EventPayload::RunStart(e) = &event.payload
-                    && chat_id_unknown(&st.mapper)
+                    && !st.mapper.started()
                 {
-                    let task = st.mapper.task()["id"].as_str().unwrap_or_default().to_owned();
-                    st.mapper = A2aMapper::new(task, e.chat_id.clone());
+                    st.mapper.adopt_context(&e.chat_id);
                     st.mapper.start(event.timestamp, &mut out);
                 }
                 st.mapper.map(event, &mut out);

@@ -33,7 +33,7 @@ use crate::auth::Principal;
 use crate::body::{BoxBody, RequestBody, SseBody};
 use crate::envelope::ApiError;
 use crate::request::read_body;
-use crate::runs::{Attached, NewRun};
+use crate::runs::NewRun;
 use crate::state::AppState;
 
 /// The response header naming the run.
@@ -181,11 +181,7 @@ pub async fn run(state: &AppState, agent_key: Option<&str>, req: Request<Request
         userId = user_id.as_deref().unwrap_or("-"), deviceId = device_id.as_deref().unwrap_or("-"),
         "phase stream started");
     let mapper = PhaseMapper::new(options, language, messages);
-    let events = futures::stream::unfold(observer, |mut observer| async move {
-        let batch = observer.next_events().await?;
-        Some((batch, observer))
-    });
-    let mut resp = stream_response(state, events, mapper, None, framing);
+    let mut resp = stream_response(state, super::events::observed(observer), mapper, None, framing);
     set_ids(&mut resp, &handle.run_id, &handle.chat_id);
     Ok(resp)
 }
@@ -225,26 +221,7 @@ pub async fn attach(
         local.as_ref().and_then(|h| state.runs.agent(Some(&h.agent_key)).ok()).map(|a| a.phase_messages.clone());
     let chat_id = local.as_ref().map(|h| h.chat_id.clone());
     let attached = state.runs.attach(run_id, None, principal).await?;
-    let events: futures::stream::BoxStream<'static, Vec<Arc<Event>>> = match attached {
-        Attached::Here(observer) => Box::pin(futures::stream::unfold(observer, |mut observer| async move {
-            let batch = observer.next_events().await?;
-            Some((batch, observer))
-        })),
-        Attached::Elsewhere(frames) => {
-            use futures::StreamExt;
-            let mut decoder = agw_protocol::SseDecoder::new();
-            Box::pin(frames.map(move |chunk| {
-                let mut frames = Vec::new();
-                decoder.feed(&chunk, &mut frames);
-                frames
-                    .iter()
-                    .filter(|f| f.event == "message")
-                    .filter_map(|f| f.parse_event().ok())
-                    .map(Arc::new)
-                    .collect::<Vec<_>>()
-            }))
-        }
-    };
+    let events = super::events::attached_events(attached);
     let resolve = messages.is_none().then(|| state.clone());
     let mapper = PhaseMapper::new(options, language, messages.unwrap_or_default());
     let mut resp = stream_response(state, events, mapper, resolve, framing);

@@ -75,6 +75,8 @@ pub struct A2aMapper {
     artifacts: Vec<Artifact>,
     /// Epoch ms of the last status change.
     updated: i64,
+    /// The first stream response (the task) was given ([`Self::start`]).
+    started: bool,
 }
 
 /// An RFC 3339 UTC timestamp of epoch milliseconds (ProtoJSON's `Timestamp`).
@@ -106,6 +108,7 @@ impl A2aMapper {
             status_message: None,
             artifacts: Vec::new(),
             updated: 0,
+            started: false,
         }
     }
 
@@ -166,9 +169,23 @@ impl A2aMapper {
         self.updated = at;
     }
 
+    /// A mapper made for a task id alone (a subscriber's, another replica's run) takes the
+    /// run's chat as its context (`run.start` does this too).
+    pub fn adopt_context(&mut self, chat_id: &str) {
+        if self.context_id.is_empty() {
+            self.context_id = chat_id.to_owned();
+        }
+    }
+
+    /// Whether [`Self::start`] was called.
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
     /// The first stream response: the task, `SUBMITTED`.
     pub fn start(&mut self, at: i64, out: &mut Vec<Value>) {
         self.updated = at;
+        self.started = true;
         out.push(json!({"task": self.task()}));
     }
 
@@ -182,7 +199,8 @@ impl A2aMapper {
         let own = event.task().is_none();
         let at = event.timestamp;
         match &event.payload {
-            EventPayload::RunStart(_) => {
+            EventPayload::RunStart(e) => {
+                self.adopt_context(&e.chat_id);
                 self.set_state(TaskState::Working, at);
                 out.push(self.status_update(None));
             }
