@@ -599,6 +599,12 @@ async fn a_run_in_flight_on_a_killed_replica_is_resumed_by_another() {
     let fresh: Vec<&Value> = seen.iter().filter(|e| e["seq"].as_u64().unwrap() >= resume_seq).collect();
     let late: Vec<&Value> = late.iter().collect();
     assert!(late == expected || late == fresh, "the same stream from lastSeq on: {late:?}");
+    // From the very start, on both survivors: the replica that took the run over never held
+    // the old attempt's events and serves them from Redis.
+    for on in [&b, &c] {
+        let whole = cluster.attach(on, &run_id, 0).await.all().await;
+        assert_eq!(whole, seen, "the whole run, old attempt included, on {}", on.base);
+    }
 
     // The history holds the run once, with the retried answer.
     let (_, chat) = cluster.get(&b, &format!("/api/ap/chat?chatId={chat_id}")).await;
