@@ -37,6 +37,11 @@ const PARALLEL: &str = r#"{"key":"pp","mode":"PLAN_EXECUTE","modelConfig":{"prov
   "toolConfig":{"backends":["mock_city_weather"]},
   "planExecute":{"parallel":2,"plan":{"systemPrompt":"Plan."},"execute":{"systemPrompt":"Execute."},"summary":{"systemPrompt":"Sum up."}}}"#;
 
+/// The same with the MCP test server's tools: `tally` has effects.
+const PARALLEL_TALLY: &str = r#"{"key":"pt","mode":"PLAN_EXECUTE","modelConfig":{"providerKey":"fixture","model":"m","reasoning":{"enabled":false}},
+  "toolConfig":{"mcpServers":["t"]},
+  "planExecute":{"parallel":2,"plan":{"systemPrompt":"Plan."},"execute":{"systemPrompt":"Execute."},"summary":{"systemPrompt":"Sum up."}}}"#;
+
 /// A front desk that hands the conversation to billing, which answers.
 const FRONT: &str = r#"{"key":"hf","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m","reasoning":{"enabled":false}},
   "toolConfig":{"handoffs":["hb"]},"react":{"systemPrompt":"You are the front desk.","maxSteps":4}}"#;
@@ -87,6 +92,7 @@ impl Node {
         std::fs::write(dir.join("agents/p.json"), PLAN).unwrap();
         std::fs::write(dir.join("agents/l.json"), LEAD).unwrap();
         std::fs::write(dir.join("agents/pp.json"), PARALLEL).unwrap();
+        std::fs::write(dir.join("agents/pt.json"), PARALLEL_TALLY).unwrap();
         std::fs::write(dir.join("agents/hf.json"), FRONT).unwrap();
         std::fs::write(dir.join("agents/hb.json"), BILLING).unwrap();
         std::fs::write(dir.join("agents/h.json"), HELPER).unwrap();
@@ -181,6 +187,18 @@ impl Node {
 /// Neither copy of the run's mark is on disk.
 fn no_run_mark(chats: &Path, run_id: &str) -> bool {
     ["a", "b"].iter().all(|copy| !chats.join("_waiting").join(format!("{run_id}.{copy}.run")).exists())
+}
+
+/// A copy of the run's mark records that `task` of its round ended.
+fn task_ended_in_mark(chats: &Path, run_id: &str, task: &str) -> bool {
+    ["a", "b"].iter().any(|copy| {
+        let path = chats.join("_waiting").join(format!("{run_id}.{copy}.run"));
+        let mark: Value =
+            std::fs::read_to_string(path).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
+        mark["round"]["tasks"]
+            .as_array()
+            .is_some_and(|tasks| tasks.iter().any(|t| t["taskId"] == task && t["ended"].is_object()))
+    })
 }
 
 fn history_lines(path: &Path) -> Vec<Value> {
@@ -399,13 +417,18 @@ fn task_of(body: &Value) -> Option<String> {
     Some(prompt.lines().find_map(|l| l.strip_prefix("Current task ID:"))?.trim().to_owned())
 }
 
-/// Killed while a round of two tasks runs: the plan is not made again, the round (not on record)
-/// runs again — `run.resume` names its tasks, which start again under their ids — then the
-/// planner's turn and the summary; the history holds each task once.
-#[tokio::test]
-async fn a_parallel_plan_killed_mid_round_runs_the_round_again() {
-    let mut node = Node::new("parallel").await;
-    node.fixture.set_responder(|stage, body| {
+/// The description of the task a request works on.
+fn description_of(body: &Value) -> Option<String> {
+    let messages = body["messages"].as_array()?;
+    let prompt = messages.iter().rev().find(|m| m["role"] == "user")?["content"].as_str()?;
+    Some(prompt.lines().find_map(|l| l.strip_prefix("Current task description:"))?.trim().to_owned())
+}
+
+/// Scripts a plan of two tasks, `alpha` and `beta`, run side by side: each task's first turn is
+/// `first_turn(description)`, its next one updates it to completed; then the planner's turn and
+/// the summary.
+fn script_two_tasks(node: &Node, first_turn: fn(&str) -> Transcript) {
+    node.fixture.set_responder(move |stage, body| {
         let stage = stage.unwrap_or("");
         Some(if stage == "agent-plan-generate" {
             let tasks = json!({"tasks": [{"description": "alpha"}, {"description": "beta"}]});
@@ -414,18 +437,29 @@ async fn a_parallel_plan_killed_mid_round_runs_the_round_again() {
             Transcript::openai_text(&["Nothing to change."])
         } else if stage == "agent-plan-final" {
             Transcript::openai_text(&["Both ", "done."])
-        } else if let Some(task) = task_of(body) {
+        } else if let (Some(task), Some(description)) = (task_of(body), description_of(body)) {
             let after_tool = body["messages"].as_array().and_then(|m| m.last()).is_some_and(|m| m["role"] == "tool");
             if after_tool {
                 let args = json!({"taskId": task, "status": "completed"}).to_string();
                 Transcript::openai_tool_call("call_done", "_plan_update_task_", &[&args])
             } else {
-                let args = r#"{"city":"Paris","date":"2026-11-29"}"#;
-                Transcript::openai_tool_call("call_w", "mock_city_weather", &[args]).with_headers_delay_ms(1500)
+                first_turn(&description)
             }
         } else {
             return None;
         })
+    });
+}
+
+/// Killed while a round of two tasks runs: the plan is not made again, the round (not on record)
+/// runs again — `run.resume` names its tasks, which start again under their ids — then the
+/// planner's turn and the summary; the history holds each task once.
+#[tokio::test]
+async fn a_parallel_plan_killed_mid_round_runs_the_round_again() {
+    let mut node = Node::new("parallel").await;
+    script_two_tasks(&node, |_| {
+        let args = r#"{"city":"Paris","date":"2026-11-29"}"#;
+        Transcript::openai_tool_call("call_w", "mock_city_weather", &[args]).with_headers_delay_ms(1500)
     });
     let mut agw = node.start(&[]).await;
     let mut stream = node.query(&agw, json!({"agentKey": "pp", "message": "two at once"})).await;
@@ -468,6 +502,99 @@ async fn a_parallel_plan_killed_mid_round_runs_the_round_again() {
         .collect();
     assert_eq!(steps.len(), 5, "{steps:?}");
     assert_eq!(steps.iter().filter(|(stage, task)| *stage == "execute" && task.is_some()).count(), 2, "{steps:?}");
+    drop(agw);
+}
+
+/// Killed while a round of two tasks runs whose tools have effects: task `alpha` had ended (a
+/// read-only call, then its update), task `beta` was inside its call with effects. The round
+/// goes on from its checkpoints: alpha is not run again (no request, no second call, its events
+/// stand), beta starts again in the stream under its id and goes on from its batch — its call
+/// is not run twice, the model reads that it was interrupted; the history holds each task once,
+/// with what it did before the kill.
+#[tokio::test]
+async fn a_parallel_round_with_effects_goes_on_from_each_tasks_checkpoint() {
+    let mut node = Node::new("parallel-effects").await;
+    script_two_tasks(&node, |description| {
+        if description == "alpha" {
+            Transcript::openai_tool_call("call_r", "mcp__t__tally_read", &[r#"{"ms":10}"#])
+        } else {
+            Transcript::openai_tool_call("call_t", "mcp__t__tally", &[r#"{"ms":4000}"#])
+        }
+    });
+    let mut agw = node.start(&[]).await;
+    let mut stream = node.query(&agw, json!({"agentKey": "pt", "message": "two with effects"})).await;
+    let before = read_until(&mut stream, |seen| count(seen, "task.complete") >= 1).await;
+    node.wait_tally("tally", 1).await;
+    let run_id = before.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_owned();
+    let chat_id = before[0]["chatId"].as_str().unwrap().to_owned();
+    let alpha = before.iter().find(|e| e["type"] == "task.complete").unwrap()["taskId"].as_str().unwrap().to_owned();
+    let beta = before
+        .iter()
+        .filter(|e| e["type"] == "task.start")
+        .map(|e| e["taskId"].as_str().unwrap().to_owned())
+        .find(|id| *id != alpha)
+        .unwrap();
+    // The end of a task is kept just after its end streamed: wait for the mark to have it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !task_ended_in_mark(&node.chats(), &run_id, &alpha) {
+        assert!(Instant::now() < deadline, "the run mark never recorded that {alpha} ended");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    agw.kill();
+    drop(stream);
+    let requests_before = node.fixture.requests().len();
+    assert_eq!(requests_before, 4, "generate, alpha's two turns, beta's first");
+
+    let agw = node.start(&[]).await;
+    let after = node.attach(&agw, &run_id, *seqs(&before).last().unwrap()).await;
+    assert_one_sequence(&before, &after);
+    assert_eq!(after[0]["type"], "run.resume");
+    assert_eq!(after.last().unwrap()["type"], "run.complete", "{:?}", types(&after));
+    assert_eq!(after[0]["taskIds"], json!([beta]), "only the task that had not ended starts again: {}", after[0]);
+    let starts: Vec<&str> =
+        after.iter().filter(|e| e["type"] == "task.start").map(|e| e["taskId"].as_str().unwrap()).collect();
+    assert_eq!(starts, [beta.as_str()]);
+    let completed: Vec<&str> =
+        after.iter().filter(|e| e["type"] == "task.complete").map(|e| e["taskId"].as_str().unwrap()).collect();
+    assert_eq!(completed, [beta.as_str()]);
+    // Beta's call is shown again, not run again; the model reads that it was interrupted.
+    assert_eq!(node.tally("tally"), 1, "the call with effects ran once");
+    assert_eq!(node.tally("tally_read"), 1, "the ended task did not run again");
+    let result = after.iter().find(|e| e["type"] == "tool.result" && e["taskId"] == beta.as_str()).unwrap();
+    assert!(result["result"].as_str().unwrap().contains("\"code\":\"interrupted\""), "{result}");
+    // Asked after the restart: beta's next turn, the planner, the summary — nothing of alpha.
+    let requests = node.fixture.requests();
+    let asked: Vec<(String, Option<String>)> = requests[requests_before..]
+        .iter()
+        .map(|r| (r.stage().unwrap_or_default().to_owned(), description_of(&r.body)))
+        .collect();
+    assert_eq!(asked.len(), 3, "{asked:?}");
+    assert_eq!(asked[0].1.as_deref(), Some("beta"), "{asked:?}");
+    let resumed = requests[requests_before].body["messages"].as_array().unwrap().clone();
+    assert_eq!(resumed.last().unwrap()["role"], "tool", "{resumed:?}");
+    // The history: the plan, each task once (with what it did before the kill), the planner's
+    // turn, the summary; the merged plan shows both done.
+    let lines = node.history(&chat_id);
+    let steps: Vec<&Value> = lines.iter().filter(|l| l["_type"] == "step").collect();
+    let shape: Vec<(&str, Option<&str>)> =
+        steps.iter().map(|l| (l["_stage"].as_str().unwrap_or("?"), l["taskId"].as_str())).collect();
+    assert_eq!(
+        shape,
+        [
+            ("plan", None),
+            ("execute", Some(alpha.as_str())),
+            ("execute", Some(beta.as_str())),
+            ("plan", None),
+            ("summary", None)
+        ],
+        "{lines:#?}"
+    );
+    let text = |line: &Value| line["messages"].to_string();
+    assert!(text(steps[1]).contains("mcp__t__tally_read"), "{}", steps[1]);
+    assert!(text(steps[2]).contains("interrupted") && text(steps[2]).contains("_plan_update_task_"), "{}", steps[2]);
+    let plan = steps[2]["plan"]["tasks"].as_array().expect("the merged plan rides the round's last line");
+    assert!(plan.iter().all(|t| t["status"] == "completed"), "{plan:?}");
+    assert!(no_run_mark(&node.chats(), &run_id));
     drop(agw);
 }
 

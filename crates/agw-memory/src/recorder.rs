@@ -24,8 +24,8 @@ use agw_protocol::event::{ContentRevoke, ContextCompact, Event, EventPayload, Ru
 use agw_protocol::guard::Revocation;
 use agw_protocol::history::{
     ApprovalLine, CheckpointLine, GuardEvent, HistoryLine, PendingCall, PendingStep, PlanSnapshot, QueryLine,
-    ROLE_ASSISTANT, ROLE_TOOL, Stage, StepCompaction, StepGuard, StepHandoff, StepLine, StoredMessage, StoredToolCall,
-    SubAgentStep, SystemSnapshot,
+    ROLE_ASSISTANT, ROLE_TOOL, RoundCheckpoint, Stage, StepCompaction, StepGuard, StepHandoff, StepLine, StoredMessage,
+    StoredToolCall, SubAgentStep, SystemSnapshot,
 };
 use agw_protocol::request::QueryRequest;
 use agw_protocol::{AgentDelta, Clock, SystemClock, ids};
@@ -83,6 +83,9 @@ pub struct Recorder {
     children_started: u64,
     /// Step lines of a round of parallel plan tasks, written with the run's next step.
     held: Vec<HistoryLine>,
+    /// Tasks of a round resumed after a crash, with their start order and their step as far
+    /// as it was recorded: taken up when each starts again.
+    restored: Vec<(String, u64, Step)>,
 }
 
 /// A sub-agent's task being recorded beside the run's own step (docs/multi-agent.md): one step
@@ -220,6 +223,7 @@ impl Recorder {
             ended_children: Vec::new(),
             children_started: 0,
             held: Vec::new(),
+            restored: Vec::new(),
         }
     }
 
@@ -280,6 +284,49 @@ impl Recorder {
             plan: step.plan.clone(),
             usage: step.usage.clone(),
             guards: step.guards.clone(),
+        }
+    }
+
+    /// A plan task running beside others, as far as it was recorded (see [`Self::checkpoint`]);
+    /// `None` when no such task is being recorded.
+    pub fn task_checkpoint(&mut self, task_id: &str) -> Option<PendingStep> {
+        let index = self.children.iter().position(|c| c.task_id == task_id && c.frame.is_none())?;
+        self.swap_child(index);
+        let step = self.checkpoint();
+        self.swap_child(index);
+        Some(step)
+    }
+
+    /// The step line of a plan task that ended beside others, not written yet (it goes with
+    /// its round).
+    pub fn ended_task(&self, task_id: &str) -> Option<StepLine> {
+        let ended = self.ended_children.iter().map(|(_, line)| line).chain(&self.held);
+        ended.filter_map(HistoryLine::as_step).find(|s| s.task_id.as_deref() == Some(task_id)).cloned()
+    }
+
+    /// Continues recording a round of parallel plan tasks begun in another process (crash
+    /// recovery): its ended tasks' lines are written with the round, as they would have been;
+    /// each other task's step goes on from its checkpoint when the task starts again (the calls
+    /// of its batch are streamed again then, and recorded anew).
+    pub fn resume_round(&mut self, round: &RoundCheckpoint) {
+        for (order, task) in (1..).zip(&round.tasks) {
+            match &task.ended {
+                Some(line) => self.ended_children.push((order, HistoryLine::Step((**line).clone()))),
+                None => {
+                    let PendingStep { stage, messages, plan, usage, guards, calls: _ } = task.step.clone();
+                    let mut step = Step::new(if stage.is_empty() { Stage::Execute.as_str() } else { &stage });
+                    step.messages = messages;
+                    step.plan = plan;
+                    step.usage = usage;
+                    step.guards = guards;
+                    self.restored.push((task.task_id.clone(), order, step));
+                }
+            }
+        }
+        self.children_started = round.tasks.len() as u64;
+        if self.restored.is_empty() {
+            self.ended_children.sort_by_key(|(order, _)| *order);
+            self.held.extend(std::mem::take(&mut self.ended_children).into_iter().map(|(_, line)| line));
         }
     }
 
@@ -462,14 +509,24 @@ impl Recorder {
             status: String::new(),
             error: None,
         });
-        self.children_started += 1;
         let stage = if frame.is_some() { SUB_AGENT_STAGE } else { Stage::Execute.as_str() };
+        let restored = match self.restored.iter().position(|(id, _, _)| *id == child.task_id) {
+            Some(at) if frame.is_none() => Some(self.restored.remove(at)),
+            _ => None,
+        };
+        let (order, step) = match restored {
+            Some((_, order, step)) => (order, step),
+            None => {
+                self.children_started += 1;
+                (self.children_started, Step::new(stage))
+            }
+        };
         self.children.push(ChildRecord {
             task_id: child.task_id.clone(),
-            order: self.children_started,
+            order,
             frame,
             started_at: self.last_ts,
-            step: Step::new(stage),
+            step,
             msg_id: ids::new_msg_id(),
             renew_msg_id: false,
         });

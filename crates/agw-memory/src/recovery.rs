@@ -2,7 +2,9 @@
 //! run's history says of it when a restarted server finds its mark.
 
 use agw_protocol::chat::ChatMessage;
-use agw_protocol::history::{self, BatchCheckpoint, HistoryLine, ROLE_ASSISTANT, RunMark, Stage};
+use agw_protocol::history::{
+    self, BatchCheckpoint, HistoryLine, ROLE_ASSISTANT, RecoveredTask, RoundCheckpoint, RunMark, Stage,
+};
 
 use crate::error::MemoryError;
 use crate::ids::is_canonical;
@@ -47,6 +49,10 @@ pub struct InFlightRun {
     pub plan: Option<history::PlanSnapshot>,
     /// An agent handed the conversation over in it: another agent was running it.
     pub handed_off: bool,
+    /// The round of parallel plan tasks it was in, when its tasks' lines are not written yet.
+    pub round: Option<RoundCheckpoint>,
+    /// That round's tasks, as a mode resumes them.
+    pub tasks: Vec<RecoveredTask>,
 }
 
 impl ChatStore {
@@ -119,6 +125,10 @@ impl ChatStore {
             !written_after && b.resume_at != history::ResumeAt::Nowhere
         });
         let handed_off = steps.iter().any(|s| s.handoff.is_some());
+        // The same for a round of parallel tasks: current until its tasks' lines are written.
+        let round =
+            mark.round.clone().filter(|r| !steps.iter().any(|s| s.sub_agent.is_none() && s.seq > r.steps_written));
+        let tasks = round.iter().flat_map(|r| r.tasks.iter()).map(recovered_task).collect();
         // The run's first own step line starts with its user message; before it, the mark has it.
         let user = steps
             .iter()
@@ -157,7 +167,25 @@ impl ChatStore {
             blocks,
             plan,
             handed_off,
+            round,
+            tasks,
         })))
+    }
+}
+
+/// A task of a round as its mode resumes it: ended (its line's messages), or from its last
+/// checkpoint (the batch it was in, unless every result of it had streamed).
+fn recovered_task(task: &history::TaskCheckpoint) -> RecoveredTask {
+    let (messages, batch) = match &task.ended {
+        Some(line) => (window::conversation(line.messages.iter()), None),
+        None => (window::conversation(task.step.messages.iter()), task.batch.clone().filter(|b| !b.done)),
+    };
+    RecoveredTask {
+        task_id: task.task_id.clone(),
+        task: task.task.clone(),
+        messages,
+        batch,
+        ended: task.ended.is_some(),
     }
 }
 
@@ -187,7 +215,11 @@ impl ChatStore {
             action_tools: self.action_tools.clone(),
         };
         let step = run.batch.as_ref().map(|b| b.step.clone()).unwrap_or_default();
-        crate::Recorder::resumed(init, Box::new(agw_protocol::SystemClock), run.steps_written, step)
+        let mut recorder = crate::Recorder::resumed(init, Box::new(agw_protocol::SystemClock), run.steps_written, step);
+        if let Some(round) = &run.round {
+            recorder.resume_round(round);
+        }
+        recorder
     }
 }
 

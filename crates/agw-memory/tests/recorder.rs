@@ -890,3 +890,106 @@ fn a_childs_revoke_and_warning_are_recorded_with_the_child() {
         "in the live order"
     );
 }
+
+/// Issue 37: a round of parallel plan tasks cut by a crash and resumed from its checkpoint
+/// (one task ended, the other inside a tool call) is recorded as the uncut round is: each task
+/// once, in plan order, with everything it did on both sides of the crash.
+#[test]
+fn a_round_resumed_from_its_checkpoint_is_recorded_as_if_never_cut() {
+    use agw_protocol::history::{RoundCheckpoint, TaskCheckpoint};
+    use agw_protocol::{ChildEnd, ChildTask};
+    let task = |id: &str| ChildTask {
+        task_id: id.into(),
+        task_name: None,
+        description: Some(format!("do {id}")),
+        sub_agent_key: None,
+        tool_id: None,
+    };
+    let of = |id: &str, delta: AgentDelta| AgentDelta::Child { task_id: id.into(), delta: Box::new(delta) };
+    let end = |id: &str| AgentDelta::ChildEnd { task_id: id.into(), end: ChildEnd::Complete };
+    let plan = AgentDelta::PlanUpdate {
+        plan_id: "plan_1".into(),
+        plan: ["t1", "t2"]
+            .iter()
+            .map(|id| PlanTask {
+                task_id: (*id).into(),
+                description: format!("do {id}"),
+                status: TaskStatus::Completed,
+            })
+            .collect(),
+    };
+    // Up to the crash: t1 ran a call and ended; t2 wrote, then started a call.
+    let before = |run: &mut Run| {
+        run.push(1, marker("plan-generate"));
+        run.push(2, content("Planned."));
+        run.push(3, marker("execute-task-1"));
+        run.push(4, AgentDelta::ChildStart(task("t1")));
+        run.push(5, AgentDelta::ChildStart(task("t2")));
+        run.push(6, of("t1", tool_args("a1", "read", "{}")));
+        run.push(7, of("t1", AgentDelta::ToolEnd { tool_id: "a1".into() }));
+        run.push(8, of("t2", content("Working on t2.")));
+        run.push(9, of("t1", tool_result("a1", "read it")));
+        run.push(10, end("t1"));
+        run.push(11, of("t2", tool_args("b1", "write", "{}")));
+        run.push(12, of("t2", AgentDelta::ToolEnd { tool_id: "b1".into() }));
+    };
+    let after = |run: &mut Run| {
+        run.push(13, of("t2", tool_result("b1", "interrupted")));
+        run.push(14, end("t2"));
+        run.push(15, plan.clone());
+        run.push(16, marker("plan-replan-1"));
+        run.push(17, content("Nothing to change."));
+        run.complete(18);
+    };
+    let mut whole = Run::new(CHAT, RUN, query("q"), None, &[]);
+    before(&mut whole);
+    after(&mut whole);
+
+    let mut cut = Run::new(CHAT, RUN, query("q"), None, &[]);
+    before(&mut cut);
+    let steps_written = cut.recorder.steps_written();
+    assert_eq!(steps_written, 1, "only the plan's line is on record");
+    let ended = cut.recorder.ended_task("t1").expect("t1's line, held for the round");
+    let step = cut.recorder.task_checkpoint("t2").expect("t2's step so far");
+    assert_eq!(step.calls.len(), 1, "b1 has no result yet");
+    let round = RoundCheckpoint {
+        steps_written,
+        tasks: vec![
+            TaskCheckpoint { task_id: "t1".into(), ended: Some(Box::new(ended)), ..TaskCheckpoint::default() },
+            TaskCheckpoint { task_id: "t2".into(), step, ..TaskCheckpoint::default() },
+        ],
+    };
+    // A new process: a fresh stream, a recorder that goes on from the checkpoint; t2 starts
+    // again in the stream and its call is shown again.
+    let mut resumed = Run::new(CHAT, RUN, query("q"), None, &[]);
+    resumed.resume_recorder(steps_written, PendingStep::default());
+    resumed.recorder.resume_round(&round);
+    resumed.push(12, AgentDelta::ChildStart(task("t2")));
+    resumed.push(12, of("t2", tool_args("b1", "write", "{}")));
+    resumed.push(12, of("t2", AgentDelta::ToolEnd { tool_id: "b1".into() }));
+    after(&mut resumed);
+
+    let shape = |lines: &[HistoryLine]| -> Vec<(String, Option<String>, i64, Vec<String>)> {
+        lines
+            .iter()
+            .filter_map(HistoryLine::as_step)
+            .map(|s| {
+                let messages = s
+                    .messages
+                    .iter()
+                    .map(|m| {
+                        let calls: Vec<&str> = m.calls().iter().map(|c| c.id.as_str()).collect();
+                        format!("{} {} {:?}", m.role, m.text(), calls)
+                    })
+                    .collect();
+                (s.stage.clone(), s.task_id.clone(), s.seq, messages)
+            })
+            .collect()
+    };
+    let split: Vec<HistoryLine> = cut.lines.iter().chain(&resumed.lines).cloned().collect();
+    assert_eq!(shape(&split), shape(&whole.lines));
+    let tasks: Vec<_> = shape(&whole.lines).into_iter().filter_map(|(_, task, _, _)| task).collect();
+    assert_eq!(tasks, ["t1", "t2"]);
+    let last_task = split.iter().filter_map(HistoryLine::as_step).find(|s| s.task_id.as_deref() == Some("t2")).unwrap();
+    assert!(last_task.plan.is_some(), "the merged plan rides the round's last line");
+}

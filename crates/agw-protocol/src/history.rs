@@ -23,7 +23,9 @@ use serde_json::Value;
 use crate::request::QueryRequest;
 
 pub use message::{ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_TOOL, ROLE_USER, StoredFunction, StoredMessage, StoredToolCall};
-pub use recovery::{BatchCheckpoint, RecoveredStep, RunMark};
+pub use recovery::{
+    BatchCheckpoint, RecoveredStep, RecoveredTask, RoundCheckpoint, RunMark, TaskBatch, TaskCheckpoint,
+};
 pub use snapshot::{PlanSnapshot, SystemMessage, SystemSnapshot, SystemTool};
 
 /// One line of a history file, tagged by `_type`.

@@ -184,9 +184,8 @@ pub(crate) async fn resume_run(
     let _ = ready.send(());
     let guard = core.tracker.enter_run(&handle);
     let mut superseded = superseded_tasks(batch);
-    if let Ok(agent) = core.agent(mark.query.agent_key.as_deref()) {
-        superseded.extend(round_tasks(&agent, run.plan.as_ref().or(run.context.plan.as_ref())));
-    }
+    // The tasks of a round that had not ended start again in the stream.
+    superseded.extend(run.tasks.iter().filter(|t| !t.ended).map(|t| t.task_id.clone()));
     sink.resumed(attempt, &entry, entry.shown, superseded).await;
     tracing::info!(attempt, lastSeq = entry.last_seq, "run resumed after the server stopped");
 
@@ -221,7 +220,7 @@ pub(crate) async fn resume_run(
     if let Some(sources) = &core.tool_sources {
         sources.prepare(&agent, &core.catalogs.tools).await;
     }
-    let InFlightRun { conversation, context, steps, pending, batch, plan, .. } = *run;
+    let InFlightRun { conversation, context, steps, pending, batch, plan, tasks: round, .. } = *run;
     // The agent the run was last handed over to continues it, from its own part of the run.
     let (conversation, steps, handoff) = match steps.iter().rposition(|s| s.handoff.is_some()) {
         None => (conversation, steps, None),
@@ -267,7 +266,7 @@ pub(crate) async fn resume_run(
     let answers = ForgetAnswers(core.submits.clone(), run_id);
     let live = Box::new(LiveRun {
         ctx,
-        entry: Entry::Recover(Box::new(Recovery { conversation, at, steps, pending, handoff })),
+        entry: Entry::Recover(Box::new(Recovery { conversation, at, steps, pending, handoff, round })),
         sink,
         steers,
         _guards: RunGuards { _slot: slot, _answers: answers, _guard: guard },
@@ -313,29 +312,6 @@ fn superseded_tasks(batch: Option<&agw_protocol::history::BatchCheckpoint>) -> V
         .and_then(|args| args.get("tasks").and_then(serde_json::Value::as_array).map(Vec::len))
         .unwrap_or(0);
     (0..tasks).map(|index| agw_protocol::ids::task_id_for_call(&running.id, index)).collect()
-}
-
-/// The open tasks of a plan whose tasks run in parallel: a round that was running is not on
-/// record (its tasks are written together when it ends), so those of its tasks that started are
-/// superseded whole; the open ones cover them.
-fn round_tasks(
-    agent: &agw_modes::definition::AgentDefinition,
-    plan: Option<&agw_protocol::history::PlanSnapshot>,
-) -> Vec<String> {
-    let parallel = matches!(agent.mode, agw_modes::definition::ModeDef::PlanExecute { parallel, .. } if parallel > 1);
-    let Some(plan) = plan.filter(|_| parallel) else { return Vec::new() };
-    plan.tasks
-        .iter()
-        .filter(|t| {
-            !matches!(
-                t.status,
-                agw_protocol::TaskStatus::Completed
-                    | agw_protocol::TaskStatus::Canceled
-                    | agw_protocol::TaskStatus::Failed
-            )
-        })
-        .map(|t| t.task_id.clone())
-        .collect()
 }
 
 /// REACT steps a run wrote whole.

@@ -7,9 +7,11 @@ use agw_memory::{ChatStore, LedgerEntry, LedgerSlot, Recorder, SeqLedger};
 
 use crate::RunHandle;
 use crate::webhook::RunTrigger;
-use agw_modes::runtime::{BatchPoint, DeltaSink, EmitError, WaitPoint};
+use agw_modes::runtime::{BatchPoint, DeltaSink, EmitError, TaskPoint, WaitPoint};
 use agw_protocol::event::{ChatStart, RequestQuery};
-use agw_protocol::history::{AwaitingLine, BatchCheckpoint, HistoryLine, RunMark};
+use agw_protocol::history::{
+    AwaitingLine, BatchCheckpoint, HistoryLine, RoundCheckpoint, RunMark, TaskBatch, TaskCheckpoint,
+};
 use agw_protocol::{AgentDelta, Assembler, ErrorCode, Event, RunErrorInfo};
 
 /// Where a run's history goes.
@@ -465,6 +467,39 @@ impl DeltaSink for RunSink {
             running: point.running.clone(),
             done: point.done,
         });
+        self.write_mark(true).await;
+    }
+
+    async fn task_checkpoint(&mut self, point: TaskPoint) {
+        let (Some(recovery), Some(p)) = (self.recovery.as_mut(), self.persistence.as_mut()) else { return };
+        let task_id = match &point {
+            TaskPoint::Round(tasks) => {
+                let tasks = tasks.clone();
+                let tasks = tasks.into_iter().map(|task_id| TaskCheckpoint { task_id, ..Default::default() }).collect();
+                recovery.mark.round = Some(RoundCheckpoint { steps_written: p.recorder.steps_written(), tasks });
+                return self.write_mark(true).await;
+            }
+            TaskPoint::Batch { task_id, .. } | TaskPoint::Ended { task_id, .. } => task_id.clone(),
+        };
+        let Some(entry) = recovery.mark.round.as_mut().and_then(|r| r.tasks.iter_mut().find(|t| t.task_id == task_id))
+        else {
+            return;
+        };
+        match point {
+            TaskPoint::Batch { point, .. } => {
+                entry.step = p.recorder.task_checkpoint(&task_id).unwrap_or_default();
+                entry.task = point.forked_plan.and_then(|plan| plan.into_iter().find(|t| t.task_id == task_id));
+                let BatchPoint { calls, results, running, done, .. } = point;
+                entry.batch = Some(TaskBatch { calls, results, running, done });
+            }
+            TaskPoint::Ended { task, .. } => {
+                entry.ended = p.recorder.ended_task(&task_id).map(Box::new);
+                entry.task = task;
+                entry.step = Default::default();
+                entry.batch = None;
+            }
+            TaskPoint::Round(_) => {}
+        }
         self.write_mark(true).await;
     }
 

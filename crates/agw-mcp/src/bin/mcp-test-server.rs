@@ -240,7 +240,8 @@ impl ServerHandler for TestServer {
                         .append(true)
                         .open(path)
                         .map_err(|e| ErrorData::internal_error(format!("tally file: {e}"), None))?;
-                    let _ = writeln!(file, "{}", request.name);
+                    // One write per line: calls running at once append whole lines.
+                    let _ = file.write_all(format!("{}\n", request.name).as_bytes());
                 }
                 let ms = arg(&args, "ms")?.as_u64().unwrap_or_default();
                 tokio::time::sleep(Duration::from_millis(ms)).await;

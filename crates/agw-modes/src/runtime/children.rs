@@ -9,9 +9,9 @@
 
 use agw_protocol::{AgentDelta, CallUsage, ChildEnd};
 use futures::future::join_all;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
-use super::{DeltaSink, EmitError, RunOutcome, WaitPoint};
+use super::{BatchPoint, DeltaSink, EmitError, RunOutcome, TaskPoint, WaitPoint};
 
 /// Deltas the children may have in flight before they wait for the parent's sink.
 const CHILD_DELTA_BUFFER: usize = 32;
@@ -36,23 +36,44 @@ pub(crate) fn end_of(outcome: &RunOutcome) -> ChildEnd {
     }
 }
 
+/// What a child sends its parent: its deltas and, in a round of plan tasks, its checkpoints
+/// (through the same channel, so each follows the deltas before it).
+enum ChildMsg {
+    Delta(AgentDelta),
+    /// Told (when there is someone to tell) once the parent kept it.
+    Checkpoint(TaskPoint, Option<oneshot::Sender<()>>),
+}
+
 /// Where a child's mode emits: into its parent's stream, tagged with the child's task.
 pub(crate) struct ChildSink {
     task_id: String,
-    tx: mpsc::Sender<AgentDelta>,
+    tx: mpsc::Sender<ChildMsg>,
     answer: String,
     usage: Vec<CallUsage>,
+    /// The child is a plan task whose progress the parent keeps (crash recovery).
+    checkpoints: bool,
+    /// The task as its copy of the plan had it when it ended.
+    ended_as: Option<agw_protocol::PlanTask>,
 }
 
 impl ChildSink {
     async fn send(&self, delta: AgentDelta) -> Result<(), EmitError> {
-        self.tx.send(delta).await.map_err(|_| EmitError::Closed)
+        self.tx.send(ChildMsg::Delta(delta)).await.map_err(|_| EmitError::Closed)
+    }
+
+    /// The plan task as it ended, for its last checkpoint.
+    pub(crate) fn ended_as(&mut self, task: Option<agw_protocol::PlanTask>) {
+        self.ended_as = task;
     }
 
     /// Ends the child in the parent's stream and hands back what it left.
     async fn finish(self, end: ChildEnd) -> ChildReport {
         // The parent gone, nobody is left to tell.
         let _ = self.send(AgentDelta::ChildEnd { task_id: self.task_id.clone(), end }).await;
+        if self.checkpoints {
+            let point = TaskPoint::Ended { task_id: self.task_id.clone(), task: self.ended_as };
+            let _ = self.tx.send(ChildMsg::Checkpoint(point, None)).await;
+        }
         ChildReport { answer: self.answer, usage: self.usage }
     }
 }
@@ -75,16 +96,33 @@ impl DeltaSink for ChildSink {
     async fn waiting(&mut self, _wait: &WaitPoint) -> Result<(), EmitError> {
         Ok(())
     }
+
+    fn checkpoints(&self) -> bool {
+        self.checkpoints
+    }
+
+    async fn checkpoint(&mut self, point: &BatchPoint) {
+        let point = TaskPoint::Batch { task_id: self.task_id.clone(), point: point.clone() };
+        // Kept before the call it names runs: the child waits for the parent to say so. The
+        // parent gone, the run is over.
+        let (kept, wait) = oneshot::channel();
+        if self.tx.send(ChildMsg::Checkpoint(point, Some(kept))).await.is_ok() {
+            let _ = wait.await;
+        }
+    }
 }
 
 /// Runs every child (task id and input) at once, each with its own [`ChildSink`] (`run(input, sink)` makes the
 /// child's future, which hands the sink back with how the child ended and its result),
 /// forwarding their deltas into `sink`; their `task.start`s must have been emitted already.
 /// Returns the reports and results in input order once all ended — a failing child never stops
-/// its siblings — or the parent sink's error (the children are dropped with it).
+/// its siblings — or the parent sink's error (the children are dropped with it). With
+/// `checkpoints` (plan tasks of a run kept for crash recovery) the children's
+/// [`TaskPoint`]s reach `sink` too.
 pub(crate) async fn run_children<S, I, F, Fut, T>(
     sink: &mut S,
     children: Vec<(String, I)>,
+    checkpoints: bool,
     mut run: F,
 ) -> Result<Vec<(ChildReport, T)>, EmitError>
 where
@@ -94,7 +132,14 @@ where
 {
     let (tx, mut rx) = mpsc::channel(CHILD_DELTA_BUFFER);
     let children = children.into_iter().map(|(task_id, input)| {
-        let child = ChildSink { task_id, tx: tx.clone(), answer: String::new(), usage: Vec::new() };
+        let child = ChildSink {
+            task_id,
+            tx: tx.clone(),
+            answer: String::new(),
+            usage: Vec::new(),
+            checkpoints,
+            ended_as: None,
+        };
         let fut = run(input, child);
         async move {
             let (child, end, result) = fut.await;
@@ -109,7 +154,15 @@ where
         tokio::select! {
             // Deltas first: a child's end reaches the stream before the parent moves on.
             biased;
-            Some(delta) = rx.recv() => sink.emit(delta).await?,
+            Some(msg) = rx.recv() => match msg {
+                ChildMsg::Delta(delta) => sink.emit(delta).await?,
+                ChildMsg::Checkpoint(point, kept) => {
+                    sink.task_checkpoint(point).await;
+                    if let Some(kept) = kept {
+                        let _ = kept.send(());
+                    }
+                }
+            },
             done = &mut all, if reports.is_none() => reports = Some(done),
             else => break,
         }

@@ -76,6 +76,19 @@ pub(crate) struct Resumed {
 }
 
 impl Answers {
+    /// A batch resumed after its process stopped (crash recovery): `results` of the calls that
+    /// finished are not run again; `running` was running then.
+    pub(crate) fn after_crash(results: Vec<AwaitingResult>, running: Option<String>) -> Self {
+        Self::Resumed(Resumed {
+            done: results.into_iter().map(|r| (r.id, r.result)).collect(),
+            awaiting_id: String::new(),
+            answer: None,
+            kind: WaitKind::Form,
+            status_message: String::new(),
+            interrupted: running,
+        })
+    }
+
     fn done(&mut self, id: &str) -> Option<String> {
         match self {
             Self::Resumed(resumed) => resumed.done.remove(id),
@@ -160,6 +173,7 @@ impl BatchSoFar<'_> {
             results: self.results(),
             running: running.map(str::to_owned),
             done,
+            forked_plan: (!state.shows_plan).then(|| state.plan.tasks.clone()),
         }
     }
 

@@ -157,7 +157,7 @@ pub(crate) async fn invoke<S: DeltaSink>(
         sink.emit(AgentDelta::ChildStart(child)).await?;
     }
     let children = planned.iter().map(|t| (t.task_id.clone(), t)).collect();
-    let reports = run_children(sink, children, |task, mut child_sink| {
+    let reports = run_children(sink, children, false, |task, mut child_sink| {
         let child_ctx = child_context(ctx, task);
         async move {
             // Boxed: a run that invokes runs is a recursive future.

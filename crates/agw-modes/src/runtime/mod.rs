@@ -68,7 +68,7 @@ pub use meter::{COST_METRIC, MODEL_CALL_DURATION_METRIC, TOKENS_METRIC};
 pub use pause::MAX_PAUSES;
 pub use quota::{CallSpend, QuotaGate, QuotaRefused};
 pub use recover::{RecoverAt, RecoveredHandoff, Recovery, recover};
-pub use sink::{BatchPoint, CollectingSink, DeltaSink, EmitError, WaitPoint};
+pub use sink::{BatchPoint, CollectingSink, DeltaSink, EmitError, TaskPoint, WaitPoint};
 pub use steer::{DEFAULT_STEER_CAPACITY, Steer, SteerQueue, SteerRefused};
 pub use submit::{FrontendSubmits, PendingSubmit, SubmitStatus};
 pub use trace::{Propagate, RunTracing, TRACE_TARGET};

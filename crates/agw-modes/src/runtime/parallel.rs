@@ -10,16 +10,17 @@
 //! back after the round, in plan order, and the merged plan is shown once.
 
 use agw_llm::ChatMessage;
-use agw_protocol::{AgentDelta, ChildTask, PlanTask};
+use agw_protocol::history::{RecoveredStep, RecoveredTask, StreamedAs};
+use agw_protocol::{AgentDelta, ChildEnd, ChildTask, PlanTask, TaskStatus};
 
 use super::calls::StreamedCall;
 use super::children::run_children;
 use super::execute::{Answers, execute_batch};
 use super::plan::{PLAN_ADD_TASKS, PLAN_UPDATE_TASK};
 use super::plan_execute::{TaskLoop, model_for, plan_system_prompt, push_text};
-use super::tools::StageToolSet;
+use super::tools::{Decoration, StageToolSet, decorate, plain_tool_meta};
 use super::turn::{TurnSpec, model_turn};
-use super::{DeltaSink, RunContext, RunFailure, RunState, prompt};
+use super::{DeltaSink, RunContext, RunFailure, RunState, TaskPoint, prompt};
 use crate::definition::{ResolvedModel, Stage, StageKind};
 
 /// What the planner is asked after a round.
@@ -115,7 +116,7 @@ pub(super) async fn run<S: DeltaSink>(
             step += 1;
             tasks.one(ctx, step, index, execute, state, sink).await?;
         } else {
-            let ran = parallel_round(ctx, tasks, step, &batch, execute, state, sink).await;
+            let ran = parallel_round(ctx, tasks, step, &batch, &[], execute, state, sink).await;
             step += batch.len() as u32;
             ran?;
         }
@@ -136,23 +137,35 @@ fn single_task(plan: &super::plan::PlanState) -> Option<usize> {
     plan.ready().first().copied().or_else(|| plan.first_open())
 }
 
+/// Where a plan with rounds stopped (crash recovery, [`recover`]).
+pub(super) struct Stopped<'a> {
+    /// Its step lines after the plan's.
+    pub written: &'a [RecoveredStep],
+    /// A round of one task that was inside its tool batch.
+    pub current: Option<InTask<'a>>,
+    /// A round of several tasks that was running (not on record until it ended), each task as
+    /// far as it got.
+    pub round: &'a [RecoveredTask],
+}
+
 /// A plan with rounds resumed after its process stopped (crash recovery). `written`: its step
 /// lines after the plan's — each task of a round (its `taskId` set; the round's last carries the
 /// merged plan), a round of one task as the run's own `execute` step, each planner turn after a
 /// round as a `plan` step. The execute conversation is rebuilt from them as the rounds built it
-/// (each task's prompt rendered with the plan its round began with); a round that was running is
-/// not on record and runs again (the caller checked its tasks can do no harm twice); a round of
-/// one task that was inside its tool batch (`current`: its rounds so far and the batch) goes on
-/// there; a round whose planner turn was not written gets it now; then the loop goes on.
+/// (each task's prompt rendered with the plan its round began with). A round of several tasks
+/// that was running goes on from its checkpoints (`round`): its ended tasks stand, the others go
+/// on from their last completed step; a round of one task that was inside its tool batch
+/// (`current`: its rounds so far and the batch) goes on there; a round whose planner turn was
+/// not written gets it now; then the loop goes on.
 pub(super) async fn recover<S: DeltaSink>(
     ctx: &RunContext,
     rounds: &Rounds<'_>,
-    written: &[agw_protocol::history::RecoveredStep],
-    current: Option<InTask<'_>>,
+    stopped: Stopped<'_>,
     execute: &mut Vec<ChatMessage>,
     state: &mut RunState,
     sink: &mut S,
 ) -> Result<(), RunFailure> {
+    let Stopped { written, current, round: running } = stopped;
     let (mut step, mut round, mut replan_pending) = (0u32, 0u32, false);
     for line in written {
         if line.stage == "plan" {
@@ -184,7 +197,15 @@ pub(super) async fn recover<S: DeltaSink>(
             state.plan = super::plan::PlanState::restored(snapshot, &ctx.chat_id);
         }
     }
-    if let Some(InTask { pending, batch }) = current
+    let batch: Vec<usize> =
+        running.iter().filter_map(|t| state.plan.tasks.iter().position(|p| p.task_id == t.task_id)).collect();
+    if !batch.is_empty() {
+        round += 1;
+        let ran = parallel_round(ctx, rounds.tasks, step, &batch, running, execute, state, sink).await;
+        step += batch.len() as u32;
+        ran?;
+        replan_pending = true;
+    } else if let Some(InTask { pending, batch }) = current
         && let Some(index) = single_task(&state.plan).filter(|_| step < rounds.max_steps)
     {
         step += 1;
@@ -202,20 +223,30 @@ pub(super) async fn recover<S: DeltaSink>(
 }
 
 /// One round of several tasks at once (see the module docs). The first failure in plan order
-/// ends the run, once every task of the round has ended.
+/// ends the run, once every task of the round has ended. `resumed`: the round began in a process
+/// that stopped (crash recovery) — its ended tasks do not run again, the others go on from their
+/// checkpoints.
+#[expect(clippy::too_many_arguments, reason = "the round's tasks, where it stopped and the run state")]
 async fn parallel_round<S: DeltaSink>(
     ctx: &RunContext,
     tasks: &TaskLoop<'_>,
     step: u32,
     batch: &[usize],
+    resumed: &[RecoveredTask],
     execute: &mut Vec<ChatMessage>,
     state: &mut RunState,
     sink: &mut S,
 ) -> Result<(), RunFailure> {
     let chosen: Vec<PlanTask> = batch.iter().map(|&i| state.plan.tasks[i].clone()).collect();
-    // The run's own step of this round stays empty: each task is recorded as its own step.
-    sink.emit(AgentDelta::StageMarker(format!("execute-task-{}", step + 1))).await?;
-    for task in &chosen {
+    let found = |task: &PlanTask| resumed.iter().find(|r| r.task_id == task.task_id);
+    if resumed.is_empty() {
+        // The run's own step of this round stays empty: each task is recorded as its own step.
+        sink.emit(AgentDelta::StageMarker(format!("execute-task-{}", step + 1))).await?;
+        if sink.checkpoints() {
+            sink.task_checkpoint(TaskPoint::Round(chosen.iter().map(|t| t.task_id.clone()).collect())).await;
+        }
+    }
+    for task in chosen.iter().filter(|t| !found(t).is_some_and(|r| r.ended)) {
         let child = ChildTask {
             task_id: task.task_id.clone(),
             task_name: None,
@@ -227,31 +258,76 @@ async fn parallel_round<S: DeltaSink>(
     }
     let forked_at = state.budget.clone();
     let base = execute.len();
-    let children: Vec<_> = chosen
-        .iter()
-        .enumerate()
-        .map(|(offset, task)| {
-            let mut context = execute.clone();
-            context.push(ChatMessage::User { content: tasks.prompt(&state.plan, task) });
-            let fork = state.fork(ctx, &format!("{}_", task.task_id));
-            (task.task_id.clone(), (step + 1 + offset as u32, task, context, fork))
-        })
-        .collect();
-    let ended = run_children(sink, children, |(task_step, task, mut context, mut fork), mut child_sink| async move {
-        let worked = tasks.work(ctx, task_step, task, &mut context, &mut fork, &mut child_sink).await;
+    let mut results: Vec<Option<TaskResult>> = Vec::with_capacity(chosen.len());
+    let mut children = Vec::new();
+    for (offset, task) in chosen.iter().enumerate() {
+        let mut context = execute.clone();
+        context.push(ChatMessage::User { content: tasks.prompt(&state.plan, task) });
+        let mut fork = state.fork(ctx, &format!("{}_", task.task_id));
+        let mut calls = Vec::new();
+        let mut answers = None;
+        if let Some(before) = found(task) {
+            context.extend(before.messages.iter().cloned());
+            if let Some(own) = &before.task
+                && let Some(mine) = fork.plan.tasks.iter_mut().find(|t| t.task_id == own.task_id)
+            {
+                mine.clone_from(own);
+            }
+            if let Some(b) = &before.batch {
+                calls = b.calls.iter().map(StreamedCall::restored).collect();
+                answers = Some(Answers::after_crash(b.results.clone(), b.running.clone()));
+            }
+            super::restore_calls(ctx, &mut fork, &before.messages, &calls);
+            if before.ended {
+                // Ended open, it failed (the run ended with the round): it fails again.
+                let end = settled(&fork, &task.task_id).unwrap_or_else(|| {
+                    let message = format!("task [{}] was not updated to completed/canceled/failed", task.task_id);
+                    let error = agw_protocol::TaskError::new("task_execution_error", &message);
+                    (ChildEnd::Fail(error), Some(RunFailure::PlanStalled(message)))
+                });
+                results.push(Some((context, fork, Ok(end))));
+                continue;
+            }
+        }
+        results.push(None);
+        let work = TaskWork { step: step + 1 + offset as u32, task, context, fork, calls, answers };
+        children.push((task.task_id.clone(), (offset, work)));
+    }
+    let checkpoints = sink.checkpoints();
+    let ended = run_children(sink, children, checkpoints, |(offset, work), mut child_sink| async move {
+        let TaskWork { step, task, mut context, mut fork, calls, answers } = work;
+        let worked = match show_again(ctx, &calls, &mut child_sink).await {
+            // It had updated its status when its process stopped: it ends now.
+            Ok(())
+                if answers.is_none()
+                    && let Some(end) = settled(&fork, &task.task_id) =>
+            {
+                Ok(end)
+            }
+            Ok(()) => {
+                let batch = answers.map(|answers| (calls.as_slice(), answers));
+                tasks.work(ctx, step, task, batch, &mut context, &mut fork, &mut child_sink).await
+            }
+            Err(failure) => Err(failure),
+        };
+        child_sink.ended_as(fork.plan.tasks.iter().find(|t| t.task_id == task.task_id).cloned());
         let end = match &worked {
             Ok((end, _)) => end.clone(),
             Err(failure) => {
                 let info = failure.to_error_info();
-                agw_protocol::ChildEnd::Fail(agw_protocol::TaskError::new(info.code.as_str(), info.message))
+                ChildEnd::Fail(agw_protocol::TaskError::new(info.code.as_str(), info.message))
             }
         };
-        (child_sink, end, (context, fork, worked))
+        (child_sink, end, (offset, context, fork, worked))
     })
     .await?;
+    for (_, (offset, context, fork, worked)) in ended {
+        results[offset] = Some((context, fork, worked));
+    }
 
     let mut first_failure = None;
-    for ((_, (context, fork, worked)), task) in ended.into_iter().zip(&chosen) {
+    for (result, task) in results.into_iter().zip(&chosen) {
+        let Some((context, fork, worked)) = result else { continue };
         execute.extend(context.into_iter().skip(base));
         let joined = state.join(&forked_at, fork, &task.task_id);
         let failure = match worked {
@@ -264,4 +340,56 @@ async fn parallel_round<S: DeltaSink>(
     }
     sink.emit(state.plan.update_delta()).await?;
     first_failure.map_or(Ok(()), Err)
+}
+
+/// A task's context, state and what it worked to: how its frame ended and why the plan stops.
+type TaskResult = (Vec<ChatMessage>, RunState, Result<(ChildEnd, Option<RunFailure>), RunFailure>);
+
+/// What a task of a round runs with.
+struct TaskWork<'t> {
+    step: u32,
+    task: &'t PlanTask,
+    context: Vec<ChatMessage>,
+    fork: RunState,
+    /// The tool batch it was in when its process stopped, with its answers so far.
+    calls: Vec<StreamedCall>,
+    answers: Option<Answers>,
+}
+
+/// How a task resumed after its process stopped ends when it had settled its status there (its
+/// copy of the plan says so): its frame, and why the plan stops, as [`TaskLoop::work`] said.
+/// `None` while the task is open.
+fn settled(fork: &RunState, task_id: &str) -> Option<(ChildEnd, Option<RunFailure>)> {
+    match fork.plan.status_of(task_id)? {
+        TaskStatus::Completed => Some((ChildEnd::Complete, None)),
+        TaskStatus::Canceled => Some((ChildEnd::Cancel, None)),
+        TaskStatus::Failed => Some((
+            ChildEnd::Fail(agw_protocol::TaskError::new("task_failed", "Task status updated to failed")),
+            Some(RunFailure::PlanStalled(format!("task [{task_id}] was marked failed; the plan was stopped"))),
+        )),
+        TaskStatus::Init => None,
+    }
+}
+
+/// The calls of a task's interrupted batch, shown again: the task starts over in the stream
+/// (`run.resume` superseded what it showed before), and its batch's results follow.
+async fn show_again<S: DeltaSink>(ctx: &RunContext, calls: &[StreamedCall], sink: &mut S) -> Result<(), RunFailure> {
+    for call in calls {
+        let delta = call.arguments.clone();
+        match (call.streamed_as, decorate(ctx, &call.name)) {
+            (Some(StreamedAs::Withheld), _) => {}
+            (Some(StreamedAs::Action), Decoration::Action(meta)) => {
+                sink.emit(AgentDelta::ActionArgs { action_id: call.id.clone(), meta, delta }).await?;
+            }
+            (_, decoration) => {
+                let meta = match decoration {
+                    Decoration::Tool(meta) => meta,
+                    Decoration::Action(_) => plain_tool_meta(ctx, &call.name),
+                };
+                sink.emit(AgentDelta::ToolArgs { tool_id: call.id.clone(), meta, delta }).await?;
+                sink.emit(AgentDelta::ToolEnd { tool_id: call.id.clone() }).await?;
+            }
+        }
+    }
+    Ok(())
 }

@@ -101,6 +101,8 @@ pub(super) struct Written<'a> {
     pub pending: Vec<ChatMessage>,
     /// A checkpoint of the current task is current: the recorder goes on in its step.
     pub in_step: bool,
+    /// The round of parallel tasks that was running, each task as far as it got.
+    pub round: &'a [agw_protocol::history::RecoveredTask],
 }
 
 /// A sequential plan resumed after its process stopped (crash recovery): its written steps
@@ -118,19 +120,10 @@ pub(super) async fn recover<S: DeltaSink>(
     state: &mut RunState,
     sink: &mut S,
 ) -> Result<String, RunFailure> {
-    let Written { steps, pending, in_step } = written;
+    let Written { steps, pending, in_step, round } = written;
     let Some(choice) = ctx.agent.tool_choice.to_llm() else {
         return Err(RunFailure::Internal("PLAN_EXECUTE does not support toolChoice NONE".into()));
     };
-    // A parallel round is not on record until it ended (its tasks are written together), so its
-    // tasks start over: only when they can do nothing that must not happen twice.
-    if stages.parallel > 1 && !super::invoke::stage_rerunnable(ctx, StageKind::Execute) {
-        return Err(RunFailure::Unrecoverable(
-            "a plan whose tasks run in parallel cannot be resumed when its tasks may call tools with effects: \
-             a task that was running could have called one"
-                .into(),
-        ));
-    }
     let Some(plan_step) = steps.iter().find(|s| s.stage == "plan") else {
         // Nothing of the plan was written: it is made again (the plan tools have no effects).
         return run(ctx, stages, max_steps, state, sink).await;
@@ -163,7 +156,8 @@ pub(super) async fn recover<S: DeltaSink>(
         let replan = super::parallel::Replan::new(ctx, stages.plan, &plan_tools, &execute_tools);
         let rounds = super::parallel::Rounds { tasks: &tasks, replan: &replan, parallel: stages.parallel, max_steps };
         let current = in_step.then_some(super::parallel::InTask { pending, batch });
-        super::parallel::recover(ctx, &rounds, &steps[first + 1..], current, &mut execute, state, sink).await?;
+        let at = super::parallel::Stopped { written: &steps[first + 1..], current, round };
+        super::parallel::recover(ctx, &rounds, at, &mut execute, state, sink).await?;
         return summary_stage(ctx, stages.summary, &mut execute, state, sink).await;
     }
     let mut done = 0;
@@ -377,7 +371,7 @@ impl<'a> TaskLoop<'a> {
         sink: &mut S,
     ) -> Result<(), RunFailure> {
         state.resume_at = ResumeAt::ExecuteTask(step);
-        let worked = self.work_from(ctx, step, task, batch, execute, state, sink).await;
+        let worked = self.work(ctx, step, task, batch, execute, state, sink).await;
         state.resume_at = ResumeAt::Nowhere;
         let (end, failure) = worked?;
         let task_id = task.task_id.clone();
@@ -390,24 +384,12 @@ impl<'a> TaskLoop<'a> {
         failure.map_or(Ok(()), Err)
     }
 
-    /// The rounds of one task (its prompt already in `execute`), traced: how its frame ends
-    /// and, when the plan must stop, why. `Err`: the run failed inside the task (a provider
-    /// error, a budget) — the caller ends the task with that error.
-    pub(super) async fn work<S: DeltaSink>(
-        &self,
-        ctx: &RunContext,
-        step: u32,
-        task: &PlanTask,
-        execute: &mut Vec<ChatMessage>,
-        state: &mut RunState,
-        sink: &mut S,
-    ) -> Result<(ChildEnd, Option<RunFailure>), RunFailure> {
-        self.work_from(ctx, step, task, None, execute, state, sink).await
-    }
-
-    /// [`Self::work`], finishing an interrupted `batch` first (crash recovery).
+    /// The rounds of one task (its prompt already in `execute`), traced, finishing an
+    /// interrupted `batch` first (crash recovery): how its frame ends and, when the plan must
+    /// stop, why. `Err`: the run failed inside the task (a provider error, a budget) — the
+    /// caller ends the task with that error.
     #[expect(clippy::too_many_arguments, reason = "the task, its interrupted batch and the run state")]
-    async fn work_from<S: DeltaSink>(
+    pub(super) async fn work<S: DeltaSink>(
         &self,
         ctx: &RunContext,
         step: u32,

@@ -6,7 +6,7 @@ use agw_llm::ChatMessage;
 use agw_protocol::history::{AwaitingCall, AwaitingResult, ResumeAt};
 
 use super::calls::StreamedCall;
-use super::execute::{Answers, Resumed};
+use super::execute::Answers;
 use super::{
     DeltaSink, RunContext, RunFailure, RunOutcome, continue_handoffs, finish, new_state, oneshot, plan_execute, react,
     restore_calls, trace,
@@ -29,6 +29,9 @@ pub struct Recovery {
     /// The conversation was handed over to another agent in the run: `conversation` and `steps`
     /// are then the continuing agent's part only.
     pub handoff: Option<RecoveredHandoff>,
+    /// The round of parallel plan tasks that was running (not on record yet), each task as far
+    /// as it got; empty when none was.
+    pub round: Vec<agw_protocol::history::RecoveredTask>,
 }
 
 /// The last handoff of a run being resumed: which agent continues, and what it was handed.
@@ -73,7 +76,7 @@ pub enum RecoverAt {
 /// ONESHOT and PLAN_EXECUTE runs continue; any other position ends the run with `run.error`
 /// `recovery_exhausted` saying it cannot be resumed.
 pub async fn recover<S: DeltaSink>(ctx: RunContext, recovery: Recovery, sink: &mut S) -> RunOutcome {
-    let Recovery { conversation: so_far, at, steps, pending, handoff } = recovery;
+    let Recovery { conversation: so_far, at, steps, pending, handoff, round } = recovery;
     let (ctx, handoffs) = match handoff {
         None => (ctx, 0),
         Some(handoff) => match continued_context(ctx, handoff) {
@@ -88,14 +91,7 @@ pub async fn recover<S: DeltaSink>(ctx: RunContext, recovery: Recovery, sink: &m
     let (calls, answers, resume_at, steps_done) = match at {
         RecoverAt::Batch { resume_at, calls, results, running, done } => {
             let calls: Vec<StreamedCall> = calls.iter().map(StreamedCall::restored).collect();
-            let answers = Answers::Resumed(Resumed {
-                done: results.into_iter().map(|r| (r.id, r.result)).collect(),
-                awaiting_id: String::new(),
-                answer: None,
-                kind: agw_protocol::history::WaitKind::Form,
-                status_message: String::new(),
-                interrupted: running,
-            });
+            let answers = Answers::after_crash(results, running);
             (calls, Some(answers), Some(resume_at), if done { 1 } else { 0 })
         }
         RecoverAt::NextTurn { steps_done } => (Vec::new(), None, None, steps_done),
@@ -135,7 +131,7 @@ pub async fn recover<S: DeltaSink>(ctx: RunContext, recovery: Recovery, sink: &m
                 // streamed all its results is finished: the task's rounds go on.
                 let in_step = at.is_some();
                 let batch = answers.filter(|_| steps_done == 0).map(|answers| (calls.as_slice(), answers));
-                let written = plan_execute::Written { steps: &steps, pending, in_step };
+                let written = plan_execute::Written { steps: &steps, pending, in_step, round: &round };
                 plan_execute::recover(&ctx, stages, *max_steps, written, batch, &mut state, sink).await
             }
             (_, at, _) => Err(RunFailure::Unrecoverable(format!(

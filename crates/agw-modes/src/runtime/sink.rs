@@ -61,6 +61,32 @@ pub struct BatchPoint {
     pub running: Option<String>,
     /// Every result streamed: the run goes on with its next model turn.
     pub done: bool,
+    /// In a plan task running beside others: its own copy of the plan's tasks (where its
+    /// status changes until the round merges the copies).
+    pub forked_plan: Option<Vec<agw_protocol::PlanTask>>,
+}
+
+/// A round of plan tasks running side by side reached a point a run could be resumed from
+/// after its process stopped (crash recovery; [`DeltaSink::task_checkpoint`]). Each arrives
+/// after every delta its task emitted before it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskPoint {
+    /// A round starts these tasks (in plan order), before any of them streams.
+    Round(Vec<String>),
+    /// A task's tool batch reached `point` (before a call with effects runs, or done).
+    Batch {
+        /// The task.
+        task_id: String,
+        /// Where its batch is.
+        point: BatchPoint,
+    },
+    /// A task ended (after its end frame).
+    Ended {
+        /// The task.
+        task_id: String,
+        /// The task as its copy of the plan has it.
+        task: Option<agw_protocol::PlanTask>,
+    },
 }
 
 /// The consumer of a run's [`AgentDelta`]s: the HTTP layer's SSE sink (assembler + framing),
@@ -90,6 +116,13 @@ pub trait DeltaSink: Send {
     /// A tool batch reached `point`. A sink that records the run for crash recovery keeps it
     /// before it returns — before the call it names runs; the default keeps nothing.
     fn checkpoint(&mut self, point: &BatchPoint) -> impl Future<Output = ()> + Send {
+        let _ = point;
+        std::future::ready(())
+    }
+
+    /// A round of parallel plan tasks reached `point`; kept like [`Self::checkpoint`] (only
+    /// called when [`Self::checkpoints`] says so).
+    fn task_checkpoint(&mut self, point: TaskPoint) -> impl Future<Output = ()> + Send {
         let _ = point;
         std::future::ready(())
     }

@@ -50,6 +50,65 @@ pub struct RunMark {
     /// [`BatchCheckpoint::steps_written`] tells).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<BatchCheckpoint>,
+    /// The round of plan tasks running side by side now, or the last one (stale once its
+    /// tasks' step lines are written: [`RoundCheckpoint::steps_written`] tells).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round: Option<RoundCheckpoint>,
+}
+
+/// A round of a plan whose tasks run in parallel, as far as each task got (the run mark's
+/// `round`). Written when the round starts, at each task's tool-batch checkpoints and when a
+/// task ends: its tasks' step lines are only written together once the round is over.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RoundCheckpoint {
+    /// Step lines of the run written before the round: when the run has more, the round's
+    /// lines were written and this checkpoint is stale.
+    #[serde(default)]
+    pub steps_written: i64,
+    /// The round's tasks, in plan order.
+    #[serde(default)]
+    pub tasks: Vec<TaskCheckpoint>,
+}
+
+/// One task of a [`RoundCheckpoint`].
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskCheckpoint {
+    /// The plan task.
+    pub task_id: String,
+    /// The task as its own copy of the plan had it at the checkpoint (its status, once the
+    /// task updated it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<crate::PlanTask>,
+    /// The task's step as recorded so far (its messages; the calls of its batch without
+    /// results). Empty before its first checkpoint.
+    #[serde(default)]
+    pub step: PendingStep,
+    /// The task's tool batch at its last checkpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<TaskBatch>,
+    /// The task ended: its whole step line, written with its round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<Box<super::StepLine>>,
+}
+
+/// A task's tool batch as far as it got (see [`BatchCheckpoint`], whose fields these are).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskBatch {
+    /// The batch's calls, in call order.
+    #[serde(default)]
+    pub calls: Vec<AwaitingCall>,
+    /// Results of the calls that finished, in call order.
+    #[serde(default)]
+    pub results: Vec<AwaitingResult>,
+    /// The call that was running: run again only if its tool is idempotent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<String>,
+    /// Every result streamed: the task goes on with its next model turn.
+    #[serde(default)]
+    pub done: bool,
 }
 
 /// A tool batch as far as it got (the run mark's `batch`).
@@ -107,6 +166,7 @@ impl RunMark {
             query: QueryRequest::default(),
             system: None,
             batch: None,
+            round: None,
         }
     }
 }
@@ -126,4 +186,20 @@ pub struct RecoveredStep {
     pub task_id: Option<String>,
     /// The step ended with a handoff: the agents that handed the conversation over and took it.
     pub handoff: Option<(String, String)>,
+}
+
+/// A task of a parallel round being resumed (crash recovery), from its [`TaskCheckpoint`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecoveredTask {
+    /// The plan task.
+    pub task_id: String,
+    /// The task as its copy of the plan had it (status, description), when it changed.
+    pub task: Option<crate::PlanTask>,
+    /// The task's messages so far, as the model is sent them (its prompt not included; a
+    /// running batch's calls are in `batch`).
+    pub messages: Vec<crate::chat::ChatMessage>,
+    /// The batch it was in, unless every result of it had streamed.
+    pub batch: Option<TaskBatch>,
+    /// It ended before the process stopped: it does not run again.
+    pub ended: bool,
 }
