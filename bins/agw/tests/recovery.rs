@@ -48,6 +48,12 @@ const FRONT: &str = r#"{"key":"hf","mode":"REACT","modelConfig":{"providerKey":"
 const BILLING: &str = r#"{"key":"hb","description":"Billing.","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m","reasoning":{"enabled":false}},
   "react":{"systemPrompt":"You are billing.","maxSteps":4}}"#;
 
+/// A front desk that hands over to billing, which asks the user before it acts.
+const FRONT_ASKS: &str = r#"{"key":"hw","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m","reasoning":{"enabled":false}},
+  "toolConfig":{"handoffs":["hbw"]},"react":{"systemPrompt":"You are the front desk.","maxSteps":4}}"#;
+const BILLING_ASKS: &str = r#"{"key":"hbw","description":"Billing.","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m","reasoning":{"enabled":false}},
+  "toolConfig":{"frontends":["confirm_dialog"]},"react":{"systemPrompt":"You are billing; you ask first.","maxSteps":4}}"#;
+
 /// The MCP test server (built by `cargo test --workspace`; built here when missing).
 fn mcp_test_server() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
@@ -93,6 +99,8 @@ impl Node {
         std::fs::write(dir.join("agents/l.json"), LEAD).unwrap();
         std::fs::write(dir.join("agents/pp.json"), PARALLEL).unwrap();
         std::fs::write(dir.join("agents/pt.json"), PARALLEL_TALLY).unwrap();
+        std::fs::write(dir.join("agents/hw.json"), FRONT_ASKS).unwrap();
+        std::fs::write(dir.join("agents/hbw.json"), BILLING_ASKS).unwrap();
         std::fs::write(dir.join("agents/hf.json"), FRONT).unwrap();
         std::fs::write(dir.join("agents/hb.json"), BILLING).unwrap();
         std::fs::write(dir.join("agents/h.json"), HELPER).unwrap();
@@ -595,6 +603,79 @@ async fn a_parallel_round_with_effects_goes_on_from_each_tasks_checkpoint() {
     let plan = steps[2]["plan"]["tasks"].as_array().expect("the merged plan rides the round's last line");
     assert!(plan.iter().all(|t| t["status"] == "completed"), "{plan:?}");
     assert!(no_run_mark(&node.chats(), &run_id));
+    drop(agw);
+}
+
+/// A run handed over to another agent that waits for a person there survives a kill (durable
+/// waiting): after the restart the wait is shown again, and the submit continues the agent the
+/// run went to — its prompt, the handed conversation, the answered call — never the front desk;
+/// the chat's next query goes to it too.
+#[tokio::test]
+async fn a_handed_over_run_waiting_for_a_person_survives_a_restart() {
+    let mut node = Node::new("handoff-wait").await;
+    let mut agw = node.start(&[]).await;
+    node.fixture.push(Transcript::openai_tool_call("call_t", "transfer_to_hbw", &["{}"]));
+    let ask = r#"{"question":"Refund the invoice?","options":["No","Yes"]}"#;
+    node.fixture.push(Transcript::openai_tool_call("call_c", "confirm_dialog", &[ask]));
+    let mut stream = node.query(&agw, json!({"agentKey": "hw", "message": "refund my invoice"})).await;
+    let before =
+        read_until(&mut stream, |seen| count(seen, "agent.handoff") == 1 && count(seen, "tool.end") >= 2).await;
+    let run_id = before.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_owned();
+    let chat_id = before[0]["chatId"].as_str().unwrap().to_owned();
+    let tool_id = before.iter().rev().find(|e| e["type"] == "tool.end").unwrap()["toolId"].as_str().unwrap().to_owned();
+    let wait_mark = node.chats().join("_waiting").join(format!("{run_id}.wait"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !wait_mark.exists() {
+        assert!(Instant::now() < deadline, "the wait was never recorded");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    agw.kill();
+    drop(stream);
+
+    let agw = node.start(&[]).await;
+    let last_seq = *seqs(&before).last().unwrap();
+    let url = format!("{}/api/ap/attach?runId={run_id}", agw.base);
+    let resp = node.client.get(url).header("Last-Event-ID", last_seq.to_string()).send().await.unwrap();
+    assert_eq!(resp.status(), 200, "the waiting run is attachable after the restart");
+    let mut attached = Events::new(resp);
+    let shown = attached.next().await.expect("the wait is shown again");
+    assert_eq!(shown["type"], "awaiting.ask", "{shown}");
+    assert_eq!(shown["awaitingId"], tool_id.as_str());
+    node.fixture.push(Transcript::openai_text(&["Billing: refunded."]));
+    let params = json!({"selectedOption": "Yes", "selectedIndex": 1});
+    let submit: Value = node
+        .client
+        .post(format!("{}/api/ap/submit", agw.base))
+        .json(&json!({"runId": run_id, "toolId": tool_id, "params": params}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(submit["data"]["accepted"], true, "{submit}");
+    let after = attached.all().await;
+    assert_one_sequence(&before, &after);
+    assert_eq!(after.last().unwrap()["type"], "run.complete", "{:?}", types(&after));
+    let text: String =
+        after.iter().filter(|e| e["type"] == "content.delta").map(|e| e["delta"].as_str().unwrap()).collect();
+    assert_eq!(text, "Billing: refunded.");
+    // Billing is asked, with its own prompt, the handed conversation and the answered call.
+    let requests = node.fixture.requests();
+    assert_eq!(requests.len(), 3, "the front desk, billing, billing after the answer");
+    let body = requests[2].body.to_string();
+    assert!(body.contains("You are billing; you ask first."), "billing's own prompt: {body}");
+    assert!(!body.contains("You are the front desk."), "{body}");
+    assert!(body.contains("refund my invoice"), "the handed conversation: {body}");
+    let last = requests[2].body["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["role"], "tool");
+    assert_eq!(last["content"], params.to_string());
+    assert!(no_run_mark(&node.chats(), &run_id));
+    // The chat goes on with billing.
+    node.fixture.push(Transcript::openai_text(&["Still billing."]));
+    let mut next = node.query(&agw, json!({"chatId": chat_id, "message": "thanks"})).await;
+    read_until(&mut next, |seen| count(seen, "run.complete") >= 1).await;
+    assert!(node.fixture.requests().last().unwrap().body.to_string().contains("You are billing; you ask first."));
     drop(agw);
 }
 

@@ -31,6 +31,11 @@ pub struct WaitingRun {
     /// The run's messages up to the turn that waits (the user's message first; the waiting
     /// turn's calls are not in it).
     pub conversation: Vec<ChatMessage>,
+    /// The run's own step lines (not its sub-agents'), as a mode rebuilds its conversation
+    /// from them: where it was handed over to another agent, say.
+    pub steps: Vec<history::RecoveredStep>,
+    /// The waiting turn's step as far as it was recorded (at the end of `conversation` too).
+    pub pending: Vec<ChatMessage>,
     /// The chat without this run: the model's window, the plan, remembered approvals.
     pub context: ChatContext,
     /// The highest block numbers the run's history names: its new blocks are numbered after.
@@ -347,22 +352,30 @@ impl ChatStore {
             return Ok(None);
         };
         let awaiting = awaiting.as_ref().clone();
-        let mut steps: Vec<&history::StepLine> =
-            lines.iter().filter(|l| l.run_id() == run_id).filter_map(HistoryLine::as_step).collect();
+        // A sub-agent's line holds its own conversation, not the run's.
+        let mut steps: Vec<&history::StepLine> = lines
+            .iter()
+            .filter(|l| l.run_id() == run_id)
+            .filter_map(HistoryLine::as_step)
+            .filter(|s| s.sub_agent.is_none())
+            .collect();
         steps.sort_by_key(|s| s.seq);
-        let user = (awaiting.steps_written == 0)
+        let user = steps
+            .is_empty()
             .then(|| history::StoredMessage::user(awaiting.query.message.clone().unwrap_or_default(), 0));
         let stored =
             steps.iter().flat_map(|s| s.messages.iter()).chain(user.iter()).chain(awaiting.step.messages.iter());
         let conversation = window::conversation(stored.clone());
         let blocks = crate::blocks::block_counts(run_id, stored);
+        let pending = window::conversation(awaiting.step.messages.iter());
+        let steps = crate::recovery::recovered_steps(steps.iter());
         let others: Vec<HistoryLine> =
             // A checkpoint this run made before it waited still stands for the runs it covers.
             lines
                 .into_iter()
                 .filter(|l| l.as_approval().is_some() || l.as_checkpoint().is_some() || l.run_id() != run_id)
                 .collect();
-        Ok(Some(WaitingRun { awaiting, conversation, context: self.chat_context_of(others)?, blocks }))
+        Ok(Some(WaitingRun { awaiting, conversation, steps, pending, context: self.chat_context_of(others)?, blocks }))
     }
 
     pub(crate) fn chat_context_of(&self, lines: Vec<HistoryLine>) -> Result<ChatContext, MemoryError> {

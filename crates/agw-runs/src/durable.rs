@@ -136,7 +136,7 @@ async fn wait_again(
     ready: Option<tokio::sync::oneshot::Sender<()>>,
 ) {
     let core: &Core = &service.core;
-    let WaitingRun { awaiting, conversation, context, blocks } = run;
+    let WaitingRun { awaiting, conversation, steps, pending, context, blocks } = run;
     let (run_id, chat_id) = (handle.run_id.clone(), handle.chat_id.clone());
     let tools = core.catalogs.tools.load();
     // How the client had been shown each call; a call withheld until its approval is neither.
@@ -235,6 +235,9 @@ async fn wait_again(
         end_run(&mut sink, Ended::Mode(runtime::RunOutcome::Failed(fail(message))), &handle.steers).await;
         return;
     };
+    // An agent the run was handed over to waited: it goes on, from its own part of the run.
+    let (conversation, _, handoff) =
+        crate::recover::continued_part(core, &mut sink, conversation, steps, &pending).await;
     let steers = handle.steers.clone();
     // Not admitted again (it was, before the wait), but every model call from here on is
     // checked against and counted in its owner's and agent's daily quotas like any run's.
@@ -264,6 +267,7 @@ async fn wait_again(
         results: awaiting.results,
         awaiting_id: awaiting.awaiting_id,
         answer,
+        handoff,
     };
     tracing::info!("run continues after the wait");
     let live = Box::new(LiveRun {

@@ -221,24 +221,7 @@ pub(crate) async fn resume_run(
         sources.prepare(&agent, &core.catalogs.tools).await;
     }
     let InFlightRun { conversation, context, steps, pending, batch, plan, tasks: round, .. } = *run;
-    // The agent the run was last handed over to continues it, from its own part of the run.
-    let (conversation, steps, handoff) = match steps.iter().rposition(|s| s.handoff.is_some()) {
-        None => (conversation, steps, None),
-        Some(last) => {
-            let (from, to) = steps[last].handoff.clone().unwrap_or_default();
-            let handoffs = steps.iter().filter(|s| s.handoff.is_some()).count() as u32;
-            let handing = steps[..=last].iter().flat_map(|s| s.messages.iter().cloned()).collect();
-            let own: Vec<RecoveredStep> = steps[last + 1..].to_vec();
-            let mut so_far: Vec<_> = own.iter().flat_map(|s| s.messages.iter().cloned()).collect();
-            so_far.extend(pending.iter().cloned());
-            if let (Some(sources), Ok(target)) = (&core.tool_sources, core.agent(Some(&to))) {
-                sources.prepare(&target, &core.catalogs.tools).await;
-            }
-            sink.continued_by(&to);
-            let handoff = RecoveredHandoff { from_agent_key: from, to_agent_key: to, handing, count: handoffs };
-            (so_far, own, Some(handoff))
-        }
-    };
+    let (conversation, steps, handoff) = continued_part(core, &mut sink, conversation, steps, &pending).await;
     let at = match batch {
         Some(b) => RecoverAt::Batch {
             resume_at: b.resume_at,
@@ -274,6 +257,34 @@ pub(crate) async fn resume_run(
         quota,
     });
     Box::pin(live.run(core)).await;
+}
+
+/// The part of a run that goes on in this process (crash recovery, durable waiting): the whole
+/// run, or — when it was handed over to another agent — that agent's part, with what the
+/// handoff gave it (`conversation`: the run's messages so far, `pending` at their end). The
+/// agent it went to continues it: its MCP servers start, and the chat names it when the run
+/// ends.
+pub(crate) async fn continued_part(
+    core: &Core,
+    sink: &mut RunSink,
+    conversation: Vec<agw_protocol::chat::ChatMessage>,
+    steps: Vec<RecoveredStep>,
+    pending: &[agw_protocol::chat::ChatMessage],
+) -> (Vec<agw_protocol::chat::ChatMessage>, Vec<RecoveredStep>, Option<RecoveredHandoff>) {
+    let Some(last) = steps.iter().rposition(|s| s.handoff.is_some()) else {
+        return (conversation, steps, None);
+    };
+    let (from, to) = steps[last].handoff.clone().unwrap_or_default();
+    let count = steps.iter().filter(|s| s.handoff.is_some()).count() as u32;
+    let handing = steps[..=last].iter().flat_map(|s| s.messages.iter().cloned()).collect();
+    let own: Vec<RecoveredStep> = steps[last + 1..].to_vec();
+    let mut so_far: Vec<_> = own.iter().flat_map(|s| s.messages.iter().cloned()).collect();
+    so_far.extend(pending.iter().cloned());
+    if let (Some(sources), Ok(target)) = (&core.tool_sources, core.agent(Some(&to))) {
+        sources.prepare(&target, &core.catalogs.tools).await;
+    }
+    sink.continued_by(&to);
+    (so_far, own, Some(RecoveredHandoff { from_agent_key: from, to_agent_key: to, handing, count }))
 }
 
 /// Where a run resumed on the node that ran it numbers on: after the last seq its ledger noted

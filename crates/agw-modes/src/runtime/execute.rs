@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use agw_llm::{ChatMessage, ToolCallMessage};
 use agw_protocol::event::{AwaitingAsk, EventPayload};
-use agw_protocol::history::{AwaitingCall, AwaitingResult, ResumeAt, StreamedAs, WaitKind};
+use agw_protocol::history::{AwaitingCall, AwaitingResult, StreamedAs, WaitKind};
 use agw_protocol::{AgentDelta, PlanTask};
 use agw_tools::templates::{self, RecordedCall};
 use agw_tools::{ToolKind, exec};
@@ -156,7 +156,7 @@ impl BatchSoFar<'_> {
         WaitPoint {
             ask,
             timeout: ctx.services.frontend_timeout,
-            resume_at: self.resume_at(ctx, state),
+            resume_at: state.resume_at.clone(),
             calls: self.calls(),
             results: self.results(),
             continued: 0,
@@ -167,7 +167,6 @@ impl BatchSoFar<'_> {
     /// result streamed.
     pub(super) fn batch_point(&self, state: &RunState, running: Option<&str>, done: bool) -> BatchPoint {
         BatchPoint {
-            // Crash recovery resumes a continuing agent too (its handoff is on record).
             resume_at: state.resume_at.clone(),
             calls: self.calls(),
             results: self.results(),
@@ -175,12 +174,6 @@ impl BatchSoFar<'_> {
             done,
             forked_plan: (!state.shows_plan).then(|| state.plan.tasks.clone()),
         }
-    }
-
-    /// A continuing agent's wait cannot be resumed in another process yet (durable waiting would
-    /// start from the run's first agent): recorded without a position, it ends the run instead.
-    fn resume_at(&self, ctx: &RunContext, state: &RunState) -> ResumeAt {
-        if ctx.handed_from.is_some() { ResumeAt::Nowhere } else { state.resume_at.clone() }
     }
 
     fn calls(&self) -> Vec<AwaitingCall> {

@@ -525,6 +525,9 @@ pub struct Resume {
     pub wait: agw_protocol::history::WaitKind,
     /// A status wait: the status it showed (the declined result quotes its message).
     pub status: Option<agw_protocol::event::AwaitingStatus>,
+    /// The conversation had been handed over to another agent, which waited: `conversation`
+    /// is then that agent's part only, and it goes on.
+    pub handoff: Option<RecoveredHandoff>,
 }
 
 /// Continues a run from where it waited (see [`Resume`]): the waiting turn's calls are
@@ -533,9 +536,17 @@ pub struct Resume {
 /// numbering continues the run's). REACT and ONESHOT runs continue; a PLAN_EXECUTE run (or a
 /// wait recorded without a position) ends with `run.error` saying it cannot.
 pub async fn resume<S: DeltaSink>(ctx: RunContext, resume: Resume, sink: &mut S) -> RunOutcome {
+    let Resume { conversation: so_far, resume_at, calls, results, awaiting_id, answer, wait, status, handoff } = resume;
+    let (ctx, handoffs) = match handoff {
+        None => (ctx, 0),
+        Some(handoff) => match recover::continued_context(ctx, handoff) {
+            Ok(continued) => continued,
+            Err(failure) => return RunOutcome::Failed(failure.to_error_info()),
+        },
+    };
     let span = trace::invoke_agent(&ctx);
     let mut state = new_state(&ctx);
-    let Resume { conversation: so_far, resume_at, calls, results, awaiting_id, answer, wait, status } = resume;
+    state.handoffs = handoffs;
     let calls: Vec<calls::StreamedCall> = calls.iter().map(calls::StreamedCall::restored).collect();
     restore_calls(&ctx, &mut state, &so_far, &calls);
     let answers = execute::Answers::Resumed(execute::Resumed {

@@ -148,9 +148,9 @@ pub async fn recover<S: DeltaSink>(ctx: RunContext, recovery: Recovery, sink: &m
 }
 
 /// The context of the agent a run was handed over to, as [`super::handoff::hand_over`] built it
-/// in the process that stopped: its definition, the handing conversation through the handoff's
+/// in the process that stopped (crash recovery, durable waiting): its definition, the handing conversation through the handoff's
 /// input filter as its history, the handing agent named.
-fn continued_context(ctx: RunContext, handoff: RecoveredHandoff) -> Result<(RunContext, u32), RunFailure> {
+pub(super) fn continued_context(ctx: RunContext, handoff: RecoveredHandoff) -> Result<(RunContext, u32), RunFailure> {
     let RecoveredHandoff { from_agent_key, to_agent_key, handing, count } = handoff;
     let Some(to) = ctx.services.agents.get(&to_agent_key) else {
         return Err(RunFailure::Unrecoverable(format!(
