@@ -369,53 +369,94 @@ async fn a_run_killed_between_react_steps_does_not_repeat_the_first() {
     drop(agw);
 }
 
-/// Killed while a sub-agent streams: a sub-agent whose tools can do no harm twice (none, here)
-/// starts over — `run.resume` names its task, which starts again under the same id, and the
-/// lead's first step is not asked again; one that could (`tally`) is not run again, and the
-/// lead reads that its call was interrupted.
+/// Killed while a sub-agent of an `agent_invoke` call streams its answer (it made no call yet):
+/// the lead's first step is not asked again; the sub-agent starts over under the same task id
+/// (`run.resume` names it in `taskIds`) and the lead reads its new answer.
 #[tokio::test]
-async fn a_sub_agent_killed_mid_task_starts_over_only_when_it_can_do_no_harm_twice() {
+async fn a_sub_agent_killed_in_its_answer_starts_over() {
     let mut node = Node::new("children").await;
-    for (helper, again) in [("h", true), ("e", false)] {
-        let mut agw = node.start(&[]).await;
-        node.fixture.forget_requests();
-        let tasks = json!({"tasks": [{"subAgentKey": helper, "task": "write it"}]}).to_string();
-        node.fixture.push(Transcript::openai_tool_call("call_inv", "agent_invoke", &[&tasks]));
-        node.fixture.push(slow_text(&["Half ", "a ", "task ", "done ", "when ", "killed."]));
-        let mut stream = node.query(&agw, json!({"agentKey": "l", "message": format!("delegate to {helper}")})).await;
-        let before = read_until(&mut stream, |seen| count(seen, "content.delta") >= 2).await;
-        let run_id = before.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_owned();
-        let task_id = before.iter().find(|e| e["type"] == "task.start").unwrap()["taskId"].as_str().unwrap().to_owned();
-        agw.kill();
-        drop(stream);
+    let mut agw = node.start(&[]).await;
+    let tasks = json!({"tasks": [{"subAgentKey": "h", "task": "write it"}]}).to_string();
+    node.fixture.push(Transcript::openai_tool_call("call_inv", "agent_invoke", &[&tasks]));
+    node.fixture.push(slow_text(&["Half ", "a ", "task ", "done ", "when ", "killed."]));
+    let mut stream = node.query(&agw, json!({"agentKey": "l", "message": "delegate to h"})).await;
+    let before = read_until(&mut stream, |seen| count(seen, "content.delta") >= 2).await;
+    let run_id = before.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_owned();
+    let task_id = before.iter().find(|e| e["type"] == "task.start").unwrap()["taskId"].as_str().unwrap().to_owned();
+    agw.kill();
+    drop(stream);
 
-        if again {
-            node.fixture.push(Transcript::openai_text(&["Written."]));
-        }
-        node.fixture.push(Transcript::openai_text(&["All done."]));
-        let agw = node.start(&[]).await;
-        let after = node.attach(&agw, &run_id, *seqs(&before).last().unwrap()).await;
-        assert_one_sequence(&before, &after);
-        assert_eq!(after.last().unwrap()["type"], "run.complete", "{helper}: {:?}", types(&after));
-        let resume = &after[0];
-        assert_eq!(resume["taskIds"], json!([task_id]), "{helper}: the task is superseded whole: {resume}");
-        let requests = node.fixture.requests();
-        let lead_first = requests.iter().filter(|r| r.body.to_string().contains("You delegate.")).count();
-        assert_eq!(lead_first, 2, "{helper}: the lead's first step once, then its second");
-        let last = requests.last().unwrap().body.to_string();
-        if again {
-            let restarted = after.iter().find(|e| e["type"] == "task.start").expect("the task starts again");
-            assert_eq!(restarted["taskId"], task_id.as_str());
-            assert_eq!(count(&after, "task.complete"), 1, "{:?}", types(&after));
-            assert_eq!(requests.len(), 4, "lead, helper, helper again, lead");
-            assert!(last.contains("Written."), "the lead read the new answer: {last}");
-        } else {
-            assert_eq!(count(&after, "task.start"), 0, "{:?}", types(&after));
-            assert_eq!(requests.len(), 3, "lead, helper, lead");
-            assert!(last.contains("interrupted"), "the lead read that its call was interrupted: {last}");
-        }
-        drop(agw);
-    }
+    node.fixture.push(Transcript::openai_text(&["Written."]));
+    node.fixture.push(Transcript::openai_text(&["All done."]));
+    let agw = node.start(&[]).await;
+    let after = node.attach(&agw, &run_id, *seqs(&before).last().unwrap()).await;
+    assert_one_sequence(&before, &after);
+    assert_eq!(after.last().unwrap()["type"], "run.complete", "{:?}", types(&after));
+    assert_eq!(after[0]["taskIds"], json!([task_id]), "the task is superseded whole: {}", after[0]);
+    let restarted = after.iter().find(|e| e["type"] == "task.start").expect("the task starts again");
+    assert_eq!(restarted["taskId"], task_id.as_str());
+    assert_eq!(count(&after, "task.complete"), 1, "{:?}", types(&after));
+    let requests = node.fixture.requests();
+    assert_eq!(requests.len(), 4, "lead, helper, helper again, lead");
+    let lead = requests.iter().filter(|r| r.body.to_string().contains("You delegate.")).count();
+    assert_eq!(lead, 2, "the lead's first step once, then its second");
+    let last = requests.last().unwrap().body.to_string();
+    assert!(last.contains("Written."), "the lead read the new answer: {last}");
+    drop(agw);
+}
+
+/// Killed while a sub-agent runs a call with effects: the sub-agent goes on from its checkpoint
+/// — it starts again in the stream, its call is shown again but not run again, it reads that
+/// the call was interrupted and answers — and the lead reads that answer. Its step line holds
+/// the call once, with the result it got.
+#[tokio::test]
+async fn a_sub_agent_killed_in_a_call_with_effects_goes_on_from_its_checkpoint() {
+    let mut node = Node::new("children-effects").await;
+    let mut agw = node.start(&[]).await;
+    let tasks = json!({"tasks": [{"subAgentKey": "e", "task": "count it"}]}).to_string();
+    node.fixture.push(Transcript::openai_tool_call("call_inv", "agent_invoke", &[&tasks]));
+    node.fixture.push(Transcript::openai_tool_call("call_t", "mcp__t__tally", &[r#"{"ms":4000}"#]));
+    let mut stream = node.query(&agw, json!({"agentKey": "l", "message": "delegate to e"})).await;
+    let before = read_until(&mut stream, |seen| count(seen, "tool.end") >= 2).await;
+    node.wait_tally("tally", 1).await;
+    let run_id = before.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_owned();
+    let chat_id = before[0]["chatId"].as_str().unwrap().to_owned();
+    let task_id = before.iter().find(|e| e["type"] == "task.start").unwrap()["taskId"].as_str().unwrap().to_owned();
+    agw.kill();
+    drop(stream);
+
+    node.fixture.push(Transcript::openai_text(&["Counted, maybe."]));
+    node.fixture.push(Transcript::openai_text(&["All done."]));
+    let agw = node.start(&[]).await;
+    let after = node.attach(&agw, &run_id, *seqs(&before).last().unwrap()).await;
+    assert_one_sequence(&before, &after);
+    assert_eq!(after.last().unwrap()["type"], "run.complete", "{:?}", types(&after));
+    assert_eq!(after[0]["taskIds"], json!([task_id]), "{}", after[0]);
+    assert_eq!(node.tally("tally"), 1, "the call with effects ran once");
+    let in_task = |ty: &str| after.iter().filter(|e| e["type"] == ty && e["taskId"] == task_id.as_str()).count();
+    assert_eq!(
+        (in_task("task.start"), in_task("tool.start"), in_task("task.complete")),
+        (1, 1, 1),
+        "{:?}",
+        types(&after)
+    );
+    let result = after.iter().find(|e| e["type"] == "tool.result" && e["taskId"] == task_id.as_str()).unwrap();
+    assert!(result["result"].as_str().unwrap().contains("\"code\":\"interrupted\""), "{result}");
+    let requests = node.fixture.requests();
+    assert_eq!(requests.len(), 4, "lead, sub-agent, sub-agent after its batch, lead");
+    let resumed = requests[2].body["messages"].as_array().unwrap();
+    assert_eq!(resumed.last().unwrap()["role"], "tool", "the sub-agent goes on after its call: {resumed:?}");
+    let last = requests[3].body.to_string();
+    assert!(last.contains("Counted, maybe."), "the lead read the sub-agent's answer: {last}");
+    // The sub-agent's line: its task, the call once with its result, its answer.
+    let lines = node.history(&chat_id);
+    let child = lines.iter().find(|l| l["taskId"] == task_id.as_str()).expect("the sub-agent's line");
+    let text = child["messages"].to_string();
+    assert_eq!(text.matches("\"tool_calls\"").count(), 1, "the call once: {child}");
+    assert_eq!(text.matches("\"role\":\"tool\"").count(), 1, "its result once: {child}");
+    assert!(text.contains("interrupted") && text.contains("Counted, maybe."), "{child}");
+    assert_eq!(lines.iter().filter(|l| l["taskId"] == task_id.as_str()).count(), 1);
+    drop(agw);
 }
 
 /// The task a plan request works on: `Current task ID:` of its last user message.

@@ -84,8 +84,8 @@ pub struct Recorder {
     /// Step lines of a round of parallel plan tasks, written with the run's next step.
     held: Vec<HistoryLine>,
     /// Tasks of a round resumed after a crash, with their start order and their step as far
-    /// as it was recorded: taken up when each starts again.
-    restored: Vec<(String, u64, Step)>,
+    /// as it was recorded (`None`: nothing was): taken up when each starts again.
+    restored: Vec<(String, u64, Option<Step>)>,
 }
 
 /// A sub-agent's task being recorded beside the run's own step (docs/multi-agent.md): one step
@@ -287,44 +287,49 @@ impl Recorder {
         }
     }
 
-    /// A plan task running beside others, as far as it was recorded (see [`Self::checkpoint`]);
-    /// `None` when no such task is being recorded.
+    /// A child task (a plan task running beside others, a sub-agent) as far as it was recorded
+    /// (see [`Self::checkpoint`]); `None` when no such task is being recorded.
     pub fn task_checkpoint(&mut self, task_id: &str) -> Option<PendingStep> {
-        let index = self.children.iter().position(|c| c.task_id == task_id && c.frame.is_none())?;
+        let index = self.children.iter().position(|c| c.task_id == task_id)?;
         self.swap_child(index);
         let step = self.checkpoint();
         self.swap_child(index);
         Some(step)
     }
 
-    /// The step line of a plan task that ended beside others, not written yet (it goes with
-    /// its round).
+    /// The step line of a child task that ended beside others, not written yet (it goes with
+    /// its round, or with its last sibling).
     pub fn ended_task(&self, task_id: &str) -> Option<StepLine> {
         let ended = self.ended_children.iter().map(|(_, line)| line).chain(&self.held);
         ended.filter_map(HistoryLine::as_step).find(|s| s.task_id.as_deref() == Some(task_id)).cloned()
     }
 
-    /// Continues recording a round of parallel plan tasks begun in another process (crash
-    /// recovery): its ended tasks' lines are written with the round, as they would have been;
-    /// each other task's step goes on from its checkpoint when the task starts again (the calls
-    /// of its batch are streamed again then, and recorded anew).
+    /// Continues recording child tasks begun in another process (crash recovery; a round of
+    /// parallel plan tasks, an `agent_invoke` call's sub-agents): the ended tasks' lines are
+    /// written with their siblings', as they would have been; each other task's step goes on
+    /// from its checkpoint when the task starts again (the calls of its batch are streamed again
+    /// then, and recorded anew).
     pub fn resume_round(&mut self, round: &RoundCheckpoint) {
         for (order, task) in (1..).zip(&round.tasks) {
             match &task.ended {
                 Some(line) => self.ended_children.push((order, HistoryLine::Step((**line).clone()))),
                 None => {
                     let PendingStep { stage, messages, plan, usage, guards, calls: _ } = task.step.clone();
-                    let mut step = Step::new(if stage.is_empty() { Stage::Execute.as_str() } else { &stage });
-                    step.messages = messages;
-                    step.plan = plan;
-                    step.usage = usage;
-                    step.guards = guards;
+                    // Nothing recorded yet: the task starts afresh, in its place.
+                    let step = (!stage.is_empty()).then(|| {
+                        let mut step = Step::new(&stage);
+                        step.messages = messages;
+                        step.plan = plan;
+                        step.usage = usage;
+                        step.guards = guards;
+                        step
+                    });
                     self.restored.push((task.task_id.clone(), order, step));
                 }
             }
         }
         self.children_started = round.tasks.len() as u64;
-        if self.restored.is_empty() {
+        if self.restored.is_empty() && round.call_id.is_none() {
             self.ended_children.sort_by_key(|(order, _)| *order);
             self.held.extend(std::mem::take(&mut self.ended_children).into_iter().map(|(_, line)| line));
         }
@@ -510,12 +515,9 @@ impl Recorder {
             error: None,
         });
         let stage = if frame.is_some() { SUB_AGENT_STAGE } else { Stage::Execute.as_str() };
-        let restored = match self.restored.iter().position(|(id, _, _)| *id == child.task_id) {
-            Some(at) if frame.is_none() => Some(self.restored.remove(at)),
-            _ => None,
-        };
-        let (order, step) = match restored {
-            Some((_, order, step)) => (order, step),
+        let at = self.restored.iter().position(|(id, _, _)| *id == child.task_id);
+        let (order, step) = match at.map(|at| self.restored.remove(at)) {
+            Some((_, order, step)) => (order, step.unwrap_or_else(|| Step::new(stage))),
             None => {
                 self.children_started += 1;
                 (self.children_started, Step::new(stage))

@@ -125,10 +125,26 @@ impl ChatStore {
             !written_after && b.resume_at != history::ResumeAt::Nowhere
         });
         let handed_off = steps.iter().any(|s| s.handoff.is_some());
-        // The same for a round of parallel tasks: current until its tasks' lines are written.
-        let round =
-            mark.round.clone().filter(|r| !steps.iter().any(|s| s.sub_agent.is_none() && s.seq > r.steps_written));
-        let tasks = round.iter().flat_map(|r| r.tasks.iter()).map(recovered_task).collect();
+        // A round of parallel plan tasks is current until its tasks' lines are written; the
+        // sub-agents of an `agent_invoke` call while the batch has it running (their lines,
+        // written when the last one ended, then stand for them).
+        let round = mark.round.clone().filter(|r| match &r.call_id {
+            None => !steps.iter().any(|s| s.sub_agent.is_none() && s.seq > r.steps_written),
+            Some(call) => batch.as_ref().is_some_and(|b| b.running.as_ref() == Some(call)),
+        });
+        let written = |task: &str| steps.iter().find(|s| s.sub_agent.is_some() && s.task_id.as_deref() == Some(task));
+        let tasks = round
+            .iter()
+            .flat_map(|r| r.tasks.iter())
+            .map(|t| match written(&t.task_id) {
+                Some(line) => {
+                    recovered_task(&history::TaskCheckpoint { ended: Some(Box::new((*line).clone())), ..t.clone() })
+                }
+                None => recovered_task(t),
+            })
+            .collect();
+        // What the recorder goes on with: nothing of sub-agents whose lines are written.
+        let round = round.filter(|r| r.call_id.is_none() || !r.tasks.iter().any(|t| written(&t.task_id).is_some()));
         // The run's first own step line starts with its user message; before it, the mark has it.
         let user = steps
             .iter()
@@ -180,12 +196,16 @@ pub(crate) fn recovered_steps<'a>(
         .collect()
 }
 
-/// A task of a round as its mode resumes it: ended (its line's messages), or from its last
-/// checkpoint (the batch it was in, unless every result of it had streamed).
+/// A task of a round as its mode resumes it: ended (its line's messages and, for a sub-agent,
+/// its frame), or from its last checkpoint (the batch it was in).
 fn recovered_task(task: &history::TaskCheckpoint) -> RecoveredTask {
-    let (messages, batch) = match &task.ended {
-        Some(line) => (window::conversation(line.messages.iter()), None),
-        None => (window::conversation(task.step.messages.iter()), task.batch.clone().filter(|b| !b.done)),
+    let (messages, batch, sub_agent) = match &task.ended {
+        Some(line) => {
+            // A sub-agent's line starts with its task, which is not part of what it did.
+            let skip = usize::from(line.sub_agent.is_some());
+            (window::conversation(line.messages.iter().skip(skip)), None, line.sub_agent.clone())
+        }
+        None => (window::conversation(task.step.messages.iter()), task.batch.clone(), None),
     };
     RecoveredTask {
         task_id: task.task_id.clone(),
@@ -193,6 +213,7 @@ fn recovered_task(task: &history::TaskCheckpoint) -> RecoveredTask {
         messages,
         batch,
         ended: task.ended.is_some(),
+        sub_agent,
     }
 }
 

@@ -954,6 +954,7 @@ fn a_round_resumed_from_its_checkpoint_is_recorded_as_if_never_cut() {
     assert_eq!(step.calls.len(), 1, "b1 has no result yet");
     let round = RoundCheckpoint {
         steps_written,
+        call_id: None,
         tasks: vec![
             TaskCheckpoint { task_id: "t1".into(), ended: Some(Box::new(ended)), ..TaskCheckpoint::default() },
             TaskCheckpoint { task_id: "t2".into(), step, ..TaskCheckpoint::default() },

@@ -183,9 +183,12 @@ pub(crate) async fn resume_run(
     handle.resumed_after(entry.durable_seq, entry.last_seq + 1);
     let _ = ready.send(());
     let guard = core.tracker.enter_run(&handle);
-    let mut superseded = superseded_tasks(batch);
-    // The tasks of a round that had not ended start again in the stream.
-    superseded.extend(run.tasks.iter().filter(|t| !t.ended).map(|t| t.task_id.clone()));
+    // Child tasks that kept checkpoints and had not ended start again in the stream; without
+    // checkpoints, a running `agent_invoke` call's tasks all do.
+    let mut superseded: Vec<String> = run.tasks.iter().filter(|t| !t.ended).map(|t| t.task_id.clone()).collect();
+    if run.tasks.is_empty() {
+        superseded = superseded_tasks(batch);
+    }
     sink.resumed(attempt, &entry, entry.shown, superseded).await;
     tracing::info!(attempt, lastSeq = entry.last_seq, "run resumed after the server stopped");
 
@@ -220,7 +223,10 @@ pub(crate) async fn resume_run(
     if let Some(sources) = &core.tool_sources {
         sources.prepare(&agent, &core.catalogs.tools).await;
     }
-    let InFlightRun { conversation, context, steps, pending, batch, plan, tasks: round, .. } = *run;
+    // The checkpoints of child tasks: a parallel plan round's, or the running call's sub-agents'.
+    let of_call = run.mark.round.as_ref().is_some_and(|r| r.call_id.is_some());
+    let InFlightRun { conversation, context, steps, pending, batch, plan, tasks, .. } = *run;
+    let (round, sub_agents) = if of_call { (Vec::new(), tasks) } else { (tasks, Vec::new()) };
     let (conversation, steps, handoff) = continued_part(core, &mut sink, conversation, steps, &pending).await;
     let at = match batch {
         Some(b) => RecoverAt::Batch {
@@ -249,7 +255,7 @@ pub(crate) async fn resume_run(
     let answers = ForgetAnswers(core.submits.clone(), run_id);
     let live = Box::new(LiveRun {
         ctx,
-        entry: Entry::Recover(Box::new(Recovery { conversation, at, steps, pending, handoff, round })),
+        entry: Entry::Recover(Box::new(Recovery { conversation, at, steps, pending, handoff, round, sub_agents })),
         sink,
         steers,
         _guards: RunGuards { _slot: slot, _answers: answers, _guard: guard },
@@ -308,9 +314,10 @@ pub(crate) fn covering_history(mut entry: LedgerEntry, run: &InFlightRun) -> Led
     entry
 }
 
-/// The child tasks of the `agent_invoke` call that was running: none of them was recorded (a
-/// call's children are written when the last one ends), so they are superseded whole. Their ids
-/// derive from the call ([`agw_protocol::ids::task_id_for_call`]).
+/// The child tasks of the `agent_invoke` call that was running, when they kept no checkpoints
+/// (a mark written before they did): none of them was recorded (a call's children are written
+/// when the last one ends), so they are superseded whole. Their ids derive from the call
+/// ([`agw_protocol::ids::task_id_for_call`]).
 fn superseded_tasks(batch: Option<&agw_protocol::history::BatchCheckpoint>) -> Vec<String> {
     let Some(running) = batch.and_then(|b| {
         let id = b.running.as_deref()?;

@@ -473,10 +473,11 @@ impl DeltaSink for RunSink {
     async fn task_checkpoint(&mut self, point: TaskPoint) {
         let (Some(recovery), Some(p)) = (self.recovery.as_mut(), self.persistence.as_mut()) else { return };
         let task_id = match &point {
-            TaskPoint::Round(tasks) => {
-                let tasks = tasks.clone();
-                let tasks = tasks.into_iter().map(|task_id| TaskCheckpoint { task_id, ..Default::default() }).collect();
-                recovery.mark.round = Some(RoundCheckpoint { steps_written: p.recorder.steps_written(), tasks });
+            TaskPoint::Round { tasks, call } => {
+                let tasks =
+                    tasks.iter().map(|id| TaskCheckpoint { task_id: id.clone(), ..Default::default() }).collect();
+                let steps_written = p.recorder.steps_written();
+                recovery.mark.round = Some(RoundCheckpoint { steps_written, call_id: call.clone(), tasks });
                 return self.write_mark(true).await;
             }
             TaskPoint::Batch { task_id, .. } | TaskPoint::Ended { task_id, .. } => task_id.clone(),
@@ -489,8 +490,8 @@ impl DeltaSink for RunSink {
             TaskPoint::Batch { point, .. } => {
                 entry.step = p.recorder.task_checkpoint(&task_id).unwrap_or_default();
                 entry.task = point.forked_plan.and_then(|plan| plan.into_iter().find(|t| t.task_id == task_id));
-                let BatchPoint { calls, results, running, done, .. } = point;
-                entry.batch = Some(TaskBatch { calls, results, running, done });
+                let BatchPoint { resume_at, calls, results, running, done, .. } = point;
+                entry.batch = Some(TaskBatch { resume_at, calls, results, running, done });
             }
             TaskPoint::Ended { task, .. } => {
                 entry.ended = p.recorder.ended_task(&task_id).map(Box::new);
@@ -498,7 +499,7 @@ impl DeltaSink for RunSink {
                 entry.step = Default::default();
                 entry.batch = None;
             }
-            TaskPoint::Round(_) => {}
+            TaskPoint::Round { .. } => {}
         }
         self.write_mark(true).await;
     }

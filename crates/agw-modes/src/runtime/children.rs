@@ -11,7 +11,11 @@ use agw_protocol::{AgentDelta, CallUsage, ChildEnd};
 use futures::future::join_all;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{BatchPoint, DeltaSink, EmitError, RunOutcome, TaskPoint, WaitPoint};
+use agw_protocol::history::StreamedAs;
+
+use super::calls::StreamedCall;
+use super::tools::{Decoration, decorate, plain_tool_meta};
+use super::{BatchPoint, DeltaSink, EmitError, RunContext, RunFailure, RunOutcome, TaskPoint, WaitPoint};
 
 /// Deltas the children may have in flight before they wait for the parent's sink.
 const CHILD_DELTA_BUFFER: usize = 32;
@@ -168,4 +172,32 @@ where
         }
     }
     Ok(reports.unwrap_or_default())
+}
+
+/// The calls of a child task's interrupted batch, shown again (crash recovery): the task starts
+/// over in the stream (`run.resume` superseded what it showed before), and its batch's results
+/// follow.
+pub(super) async fn show_again<S: DeltaSink>(
+    ctx: &RunContext,
+    calls: &[StreamedCall],
+    sink: &mut S,
+) -> Result<(), RunFailure> {
+    for call in calls {
+        let delta = call.arguments.clone();
+        match (call.streamed_as, decorate(ctx, &call.name)) {
+            (Some(StreamedAs::Withheld), _) => {}
+            (Some(StreamedAs::Action), Decoration::Action(meta)) => {
+                sink.emit(AgentDelta::ActionArgs { action_id: call.id.clone(), meta, delta }).await?;
+            }
+            (_, decoration) => {
+                let meta = match decoration {
+                    Decoration::Tool(meta) => meta,
+                    Decoration::Action(_) => plain_tool_meta(ctx, &call.name),
+                };
+                sink.emit(AgentDelta::ToolArgs { tool_id: call.id.clone(), meta, delta }).await?;
+                sink.emit(AgentDelta::ToolEnd { tool_id: call.id.clone() }).await?;
+            }
+        }
+    }
+    Ok(())
 }

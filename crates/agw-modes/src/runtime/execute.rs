@@ -73,12 +73,19 @@ pub(crate) struct Resumed {
     /// then. It runs again only if its tool is idempotent; else its result says it was
     /// interrupted.
     pub interrupted: Option<String>,
+    /// That call's sub-agents as their checkpoints left them, when it is an `agent_invoke`
+    /// call that kept them: it goes on from there instead.
+    pub children: Vec<agw_protocol::history::RecoveredTask>,
 }
 
 impl Answers {
     /// A batch resumed after its process stopped (crash recovery): `results` of the calls that
     /// finished are not run again; `running` was running then.
-    pub(crate) fn after_crash(results: Vec<AwaitingResult>, running: Option<String>) -> Self {
+    pub(crate) fn after_crash(
+        results: Vec<AwaitingResult>,
+        running: Option<String>,
+        children: Vec<agw_protocol::history::RecoveredTask>,
+    ) -> Self {
         Self::Resumed(Resumed {
             done: results.into_iter().map(|r| (r.id, r.result)).collect(),
             awaiting_id: String::new(),
@@ -86,7 +93,20 @@ impl Answers {
             kind: WaitKind::Form,
             status_message: String::new(),
             interrupted: running,
+            children,
         })
+    }
+
+    /// The sub-agents of `agent_invoke` call `id`, which was running when its process stopped
+    /// and kept their checkpoints, once: the call goes on with them.
+    fn children(&mut self, id: &str) -> Option<Vec<agw_protocol::history::RecoveredTask>> {
+        match self {
+            Self::Resumed(resumed) if resumed.interrupted.as_deref() == Some(id) && !resumed.children.is_empty() => {
+                resumed.interrupted = None;
+                Some(std::mem::take(&mut resumed.children))
+            }
+            _ => None,
+        }
     }
 
     fn done(&mut self, id: &str) -> Option<String> {
@@ -267,7 +287,12 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
         let mut plan_after = None;
         let is_invoke = name == AGENT_INVOKE_TOOL;
         let is_transfer = handoff::is_transfer(&name);
+        // Sub-agents that kept checkpoints go on from them.
+        let mut children = if is_invoke { answers.children(&call.id) } else { None };
         let done = answers.done(&call.id).or_else(|| {
+            if children.is_some() {
+                return None;
+            }
             // Sub-agents that can only repeat what is harmless start over.
             let idempotent = if is_invoke {
                 super::invoke::rerunnable(ctx, &call.id, &args)
@@ -377,7 +402,7 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
                     ToolKind::Backend if is_invoke => {
                         checkpoint(BatchSoFar { calls, shown: &shown, executed: &executed }, &call.id, state, sink)
                             .await;
-                        let answer = super::invoke::invoke(ctx, &call.id, &args, state, sink).await?;
+                        let answer = super::invoke::invoke(ctx, &call.id, &args, children.take(), state, sink).await?;
                         super::guard::tool_output(ctx, &call.id, &name, answer, state, sink).await?
                     }
                     ToolKind::Backend if is_transfer => match handoff::transfer(ctx, state, &name, &call.id) {

@@ -15,9 +15,14 @@ use agw_tools::{ToolDef, ToolKind, exec};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use agw_protocol::history::RecoveredTask;
+use agw_protocol::{ErrorCode, RunErrorInfo};
+
+use super::calls::StreamedCall;
 use super::children::{ChildReport, end_of, run_children};
-use super::{DeltaSink, RunContext, RunFailure, RunOutcome, RunServices, RunState, SteerQueue};
-use crate::definition::AgentDefinition;
+use super::recover::{RecoverAt, Recovery};
+use super::{DeltaSink, RunContext, RunFailure, RunOutcome, RunServices, RunState, SteerQueue, TaskPoint};
+use crate::definition::{AgentDefinition, ModeDef};
 
 /// The built-in tool's name.
 pub const AGENT_INVOKE_TOOL: &str = "agent_invoke";
@@ -134,11 +139,14 @@ struct Planned {
 
 /// Runs an `agent_invoke` call: the tasks' children stream into `sink`; the result is the
 /// aggregate the model reads (or an error result naming what was wrong with the call, with
-/// nothing run). The children's usage becomes this run's (budgets).
+/// nothing run). The children's usage becomes this run's (budgets). `resumed`: the call was
+/// running when its process stopped and its children kept checkpoints (crash recovery) — those
+/// that ended stand, the others go on from their checkpoints.
 pub(crate) async fn invoke<S: DeltaSink>(
     ctx: &RunContext,
     call_id: &str,
     args: &Value,
+    resumed: Option<Vec<RecoveredTask>>,
     state: &mut RunState,
     sink: &mut S,
 ) -> Result<String, RunFailure> {
@@ -146,7 +154,15 @@ pub(crate) async fn invoke<S: DeltaSink>(
         Ok(planned) => planned,
         Err(message) => return Ok(exec::error_result(AGENT_INVOKE_TOOL, &message)),
     };
-    for task in &planned {
+    let resumed = resumed.unwrap_or_default();
+    let found = |task: &Planned| resumed.iter().find(|r| r.task_id == task.task_id);
+    if resumed.is_empty() && sink.checkpoints() {
+        let tasks = planned.iter().map(|t| t.task_id.clone()).collect();
+        sink.task_checkpoint(TaskPoint::Round { tasks, call: Some(call_id.to_owned()) }).await;
+    }
+    let mut reports: Vec<Option<(ChildReport, RunOutcome)>> =
+        planned.iter().map(|t| found(t).filter(|r| r.ended).map(ended_report)).collect();
+    for (task, _) in planned.iter().zip(&reports).filter(|(_, ended)| ended.is_none()) {
         let child = ChildTask {
             task_id: task.task_id.clone(),
             task_name: task.arg.task_name.clone(),
@@ -156,23 +172,112 @@ pub(crate) async fn invoke<S: DeltaSink>(
         };
         sink.emit(AgentDelta::ChildStart(child)).await?;
     }
-    let children = planned.iter().map(|t| (t.task_id.clone(), t)).collect();
-    let reports = run_children(sink, children, false, |task, mut child_sink| {
+    let children = planned
+        .iter()
+        .enumerate()
+        .filter(|(at, _)| reports[*at].is_none())
+        .map(|(at, t)| (t.task_id.clone(), (at, t, found(t).cloned())))
+        .collect();
+    let checkpoints = sink.checkpoints();
+    let ran = run_children(sink, children, checkpoints, |(at, task, before), mut child_sink| {
         let child_ctx = child_context(ctx, task);
         async move {
             // Boxed: a run that invokes runs is a recursive future.
-            let outcome = Box::pin(super::execute(child_ctx, &mut child_sink)).await;
-            (child_sink, end_of(&outcome), outcome)
+            let outcome = match before {
+                None => Box::pin(super::execute(child_ctx, &mut child_sink)).await,
+                Some(before) => resume_child(child_ctx, before, &mut child_sink).await,
+            };
+            (child_sink, end_of(&outcome), (at, outcome))
         }
     })
     .await?;
-    for (report, _) in &reports {
+    for (report, (at, outcome)) in ran {
         for call in &report.usage {
             let tokens = agw_protocol::usage::TokenCounts::from_usage(&call.usage);
             state.usage.add_counts(&call.provider, &call.model, &tokens, 1);
         }
+        reports[at] = Some((report, outcome));
     }
+    let reports: Vec<(ChildReport, RunOutcome)> = reports.into_iter().flatten().collect();
     Ok(aggregate(&planned, &reports))
+}
+
+/// What a sub-agent that ended before its process stopped left: its answer (the text of its
+/// last answer) and how it ended, from its step line.
+fn ended_report(task: &RecoveredTask) -> (ChildReport, RunOutcome) {
+    let answer = task
+        .messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            agw_llm::ChatMessage::Assistant { content, .. } if !content.is_empty() => Some(content.clone()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let frame = task.sub_agent.as_deref();
+    let outcome = match frame.map(|f| f.status.as_str()) {
+        Some("failed") => {
+            let error = frame
+                .and_then(|f| f.error.clone())
+                .unwrap_or_else(|| agw_protocol::TaskError::new("internal", "the sub-agent failed"));
+            RunOutcome::Failed(RunErrorInfo::new(ErrorCode::from_wire(&error.code), error.message, false))
+        }
+        Some("cancelled") => RunOutcome::Disconnected,
+        _ => RunOutcome::Completed { finish_reason: "stop".into() },
+    };
+    (ChildReport { answer, usage: Vec::new() }, outcome)
+}
+
+/// A sub-agent that was running when its process stopped goes on from its last checkpoint: the
+/// calls of an interrupted batch are shown again and the batch is finished (a call with effects
+/// that was running is answered "interrupted"), then its mode goes on. A plan's steps are not
+/// recorded apart inside a sub-agent, so a PLAN_EXECUTE sub-agent starts over when it can do no
+/// harm twice, and fails otherwise. Its type erased: the resumed mode may invoke sub-agents in
+/// turn, so the future types would contain themselves.
+fn resume_child<S: DeltaSink>(
+    ctx: RunContext,
+    before: RecoveredTask,
+    sink: &mut S,
+) -> futures::future::BoxFuture<'_, RunOutcome> {
+    Box::pin(resume_child_from(ctx, before, sink))
+}
+
+async fn resume_child_from<S: DeltaSink>(ctx: RunContext, before: RecoveredTask, sink: &mut S) -> RunOutcome {
+    if !matches!(ctx.agent.mode, ModeDef::React { .. } | ModeDef::Oneshot { .. }) {
+        if agent_rerunnable(&ctx) {
+            return super::execute(ctx, sink).await;
+        }
+        let message = "agw stopped while this sub-agent was running; its tools may have taken effect, so it was not \
+                       run again";
+        return RunOutcome::Failed(RunErrorInfo::new(ErrorCode::RecoveryExhausted, message, false));
+    }
+    let open: Vec<StreamedCall> =
+        before.batch.iter().filter(|b| !b.done).flat_map(|b| b.calls.iter().map(StreamedCall::restored)).collect();
+    if let Err(failure) = super::children::show_again(&ctx, &open, sink).await {
+        return RunOutcome::Failed(failure.to_error_info());
+    }
+    let mut conversation = vec![agw_llm::ChatMessage::User { content: ctx.user_message.clone() }];
+    conversation.extend(before.messages);
+    let at = match before.batch {
+        Some(b) => RecoverAt::Batch {
+            resume_at: b.resume_at,
+            calls: b.calls,
+            results: b.results,
+            running: b.running,
+            done: b.done,
+        },
+        None => RecoverAt::NextTurn { steps_done: 0 },
+    };
+    let recovery = Recovery {
+        conversation,
+        at,
+        steps: Vec::new(),
+        pending: Vec::new(),
+        handoff: None,
+        round: Vec::new(),
+        sub_agents: Vec::new(),
+    };
+    super::recover::recover(ctx, recovery, sink).await
 }
 
 /// Whether an `agent_invoke` call that was running when its process stopped may run again

@@ -556,6 +556,7 @@ pub async fn resume<S: DeltaSink>(ctx: RunContext, resume: Resume, sink: &mut S)
         kind: wait,
         status_message: status.map(|s| s.message).unwrap_or_default(),
         interrupted: None,
+        children: Vec::new(),
     });
     let mut conversation = ctx.history.clone();
     conversation.extend(so_far);

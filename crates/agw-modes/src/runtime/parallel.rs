@@ -10,7 +10,7 @@
 //! back after the round, in plan order, and the merged plan is shown once.
 
 use agw_llm::ChatMessage;
-use agw_protocol::history::{RecoveredStep, RecoveredTask, StreamedAs};
+use agw_protocol::history::{RecoveredStep, RecoveredTask};
 use agw_protocol::{AgentDelta, ChildEnd, ChildTask, PlanTask, TaskStatus};
 
 use super::calls::StreamedCall;
@@ -18,7 +18,7 @@ use super::children::run_children;
 use super::execute::{Answers, execute_batch};
 use super::plan::{PLAN_ADD_TASKS, PLAN_UPDATE_TASK};
 use super::plan_execute::{TaskLoop, model_for, plan_system_prompt, push_text};
-use super::tools::{Decoration, StageToolSet, decorate, plain_tool_meta};
+use super::tools::StageToolSet;
 use super::turn::{TurnSpec, model_turn};
 use super::{DeltaSink, RunContext, RunFailure, RunState, TaskPoint, prompt};
 use crate::definition::{ResolvedModel, Stage, StageKind};
@@ -243,7 +243,8 @@ async fn parallel_round<S: DeltaSink>(
         // The run's own step of this round stays empty: each task is recorded as its own step.
         sink.emit(AgentDelta::StageMarker(format!("execute-task-{}", step + 1))).await?;
         if sink.checkpoints() {
-            sink.task_checkpoint(TaskPoint::Round(chosen.iter().map(|t| t.task_id.clone()).collect())).await;
+            let tasks = chosen.iter().map(|t| t.task_id.clone()).collect();
+            sink.task_checkpoint(TaskPoint::Round { tasks, call: None }).await;
         }
     }
     for task in chosen.iter().filter(|t| !found(t).is_some_and(|r| r.ended)) {
@@ -273,9 +274,9 @@ async fn parallel_round<S: DeltaSink>(
             {
                 mine.clone_from(own);
             }
-            if let Some(b) = &before.batch {
+            if let Some(b) = before.batch.as_ref().filter(|b| !b.done) {
                 calls = b.calls.iter().map(StreamedCall::restored).collect();
-                answers = Some(Answers::after_crash(b.results.clone(), b.running.clone()));
+                answers = Some(Answers::after_crash(b.results.clone(), b.running.clone(), Vec::new()));
             }
             super::restore_calls(ctx, &mut fork, &before.messages, &calls);
             if before.ended {
@@ -296,7 +297,7 @@ async fn parallel_round<S: DeltaSink>(
     let checkpoints = sink.checkpoints();
     let ended = run_children(sink, children, checkpoints, |(offset, work), mut child_sink| async move {
         let TaskWork { step, task, mut context, mut fork, calls, answers } = work;
-        let worked = match show_again(ctx, &calls, &mut child_sink).await {
+        let worked = match super::children::show_again(ctx, &calls, &mut child_sink).await {
             // It had updated its status when its process stopped: it ends now.
             Ok(())
                 if answers.is_none()
@@ -369,27 +370,4 @@ fn settled(fork: &RunState, task_id: &str) -> Option<(ChildEnd, Option<RunFailur
         )),
         TaskStatus::Init => None,
     }
-}
-
-/// The calls of a task's interrupted batch, shown again: the task starts over in the stream
-/// (`run.resume` superseded what it showed before), and its batch's results follow.
-async fn show_again<S: DeltaSink>(ctx: &RunContext, calls: &[StreamedCall], sink: &mut S) -> Result<(), RunFailure> {
-    for call in calls {
-        let delta = call.arguments.clone();
-        match (call.streamed_as, decorate(ctx, &call.name)) {
-            (Some(StreamedAs::Withheld), _) => {}
-            (Some(StreamedAs::Action), Decoration::Action(meta)) => {
-                sink.emit(AgentDelta::ActionArgs { action_id: call.id.clone(), meta, delta }).await?;
-            }
-            (_, decoration) => {
-                let meta = match decoration {
-                    Decoration::Tool(meta) => meta,
-                    Decoration::Action(_) => plain_tool_meta(ctx, &call.name),
-                };
-                sink.emit(AgentDelta::ToolArgs { tool_id: call.id.clone(), meta, delta }).await?;
-                sink.emit(AgentDelta::ToolEnd { tool_id: call.id.clone() }).await?;
-            }
-        }
-    }
-    Ok(())
 }

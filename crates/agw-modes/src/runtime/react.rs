@@ -45,8 +45,9 @@ pub(super) async fn resume<S: DeltaSink>(
 ) -> Result<String, RunFailure> {
     let tools = StageToolSet::for_stage(ctx, StageKind::React);
     state.resume_at = ResumeAt::ReactStep(step);
-    // The next step's line follows each batch at once.
-    state.step_follows_batch = true;
+    // The next step's line follows each batch at once (a sub-agent's steps are one line, written
+    // when it ends: its batches keep their checkpoints).
+    state.step_follows_batch = ctx.nesting.depth == 0;
     execute_batch(ctx, &tools, batch.0, batch.1, &mut conversation, state, sink).await?;
     steps_from(ctx, react, max_steps, step + 1, conversation, state, sink).await
 }
@@ -64,8 +65,9 @@ pub(super) async fn steps_from<S: DeltaSink>(
     let model = ctx.agent.resolve_model(StageKind::React, |key| ctx.services.providers.default_model(key));
     let tools = StageToolSet::for_stage(ctx, StageKind::React);
     let system = stage_prompt(ctx, &react.system_prompt, &tools, true);
-    // The next step's line follows each batch at once.
-    state.step_follows_batch = true;
+    // The next step's line follows each batch at once (a sub-agent's steps are one line, written
+    // when it ends: its batches keep their checkpoints).
+    state.step_follows_batch = ctx.nesting.depth == 0;
     let choice = ctx.agent.tool_choice.to_llm();
     let retries = match state.budget.budget().model.retry_count {
         0 => 1,

@@ -32,6 +32,9 @@ pub struct Recovery {
     /// The round of parallel plan tasks that was running (not on record yet), each task as far
     /// as it got; empty when none was.
     pub round: Vec<agw_protocol::history::RecoveredTask>,
+    /// The sub-agents of the batch's running `agent_invoke` call, each as far as it got; empty
+    /// when they kept no checkpoints.
+    pub sub_agents: Vec<agw_protocol::history::RecoveredTask>,
 }
 
 /// The last handoff of a run being resumed: which agent continues, and what it was handed.
@@ -76,7 +79,7 @@ pub enum RecoverAt {
 /// ONESHOT and PLAN_EXECUTE runs continue; any other position ends the run with `run.error`
 /// `recovery_exhausted` saying it cannot be resumed.
 pub async fn recover<S: DeltaSink>(ctx: RunContext, recovery: Recovery, sink: &mut S) -> RunOutcome {
-    let Recovery { conversation: so_far, at, steps, pending, handoff, round } = recovery;
+    let Recovery { conversation: so_far, at, steps, pending, handoff, round, sub_agents } = recovery;
     let (ctx, handoffs) = match handoff {
         None => (ctx, 0),
         Some(handoff) => match continued_context(ctx, handoff) {
@@ -91,7 +94,7 @@ pub async fn recover<S: DeltaSink>(ctx: RunContext, recovery: Recovery, sink: &m
     let (calls, answers, resume_at, steps_done) = match at {
         RecoverAt::Batch { resume_at, calls, results, running, done } => {
             let calls: Vec<StreamedCall> = calls.iter().map(StreamedCall::restored).collect();
-            let answers = Answers::after_crash(results, running);
+            let answers = Answers::after_crash(results, running, sub_agents);
             (calls, Some(answers), Some(resume_at), if done { 1 } else { 0 })
         }
         RecoverAt::NextTurn { steps_done } => (Vec::new(), None, None, steps_done),

@@ -66,13 +66,19 @@ pub struct BatchPoint {
     pub forked_plan: Option<Vec<agw_protocol::PlanTask>>,
 }
 
-/// A round of plan tasks running side by side reached a point a run could be resumed from
-/// after its process stopped (crash recovery; [`DeltaSink::task_checkpoint`]). Each arrives
+/// Child tasks running side by side (a parallel plan round, an `agent_invoke` call's
+/// sub-agents) reached a point a run could be resumed from after its process stopped (crash recovery; [`DeltaSink::task_checkpoint`]). Each arrives
 /// after every delta its task emitted before it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TaskPoint {
-    /// A round starts these tasks (in plan order), before any of them streams.
-    Round(Vec<String>),
+    /// Child tasks start (in their order), before any of them streams: a round of plan tasks,
+    /// or the sub-agents of the `agent_invoke` call `call`.
+    Round {
+        /// The tasks.
+        tasks: Vec<String>,
+        /// The `agent_invoke` call whose sub-agents they are.
+        call: Option<String>,
+    },
     /// A task's tool batch reached `point` (before a call with effects runs, or done).
     Batch {
         /// The task.

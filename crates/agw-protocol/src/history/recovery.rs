@@ -56,9 +56,10 @@ pub struct RunMark {
     pub round: Option<RoundCheckpoint>,
 }
 
-/// A round of a plan whose tasks run in parallel, as far as each task got (the run mark's
-/// `round`). Written when the round starts, at each task's tool-batch checkpoints and when a
-/// task ends: its tasks' step lines are only written together once the round is over.
+/// Child tasks running side by side — a round of a plan whose tasks run in parallel, or the
+/// sub-agents of an `agent_invoke` call — as far as each got (the run mark's `round`). Written
+/// when they start, at each task's tool-batch checkpoints and when a task ends: their step
+/// lines are only written together once the last one ended.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RoundCheckpoint {
@@ -66,6 +67,10 @@ pub struct RoundCheckpoint {
     /// lines were written and this checkpoint is stale.
     #[serde(default)]
     pub steps_written: i64,
+    /// The `agent_invoke` call whose sub-agents these are (current while the run's batch has
+    /// it running); `None` for the tasks of a parallel plan round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
     /// The round's tasks, in plan order.
     #[serde(default)]
     pub tasks: Vec<TaskCheckpoint>,
@@ -97,6 +102,10 @@ pub struct TaskCheckpoint {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskBatch {
+    /// The batch's step in the task's own run (a sub-agent's `react-step-2`); nowhere for a plan
+    /// task.
+    #[serde(default)]
+    pub resume_at: ResumeAt,
     /// The batch's calls, in call order.
     #[serde(default)]
     pub calls: Vec<AwaitingCall>,
@@ -198,8 +207,10 @@ pub struct RecoveredTask {
     /// The task's messages so far, as the model is sent them (its prompt not included; a
     /// running batch's calls are in `batch`).
     pub messages: Vec<crate::chat::ChatMessage>,
-    /// The batch it was in, unless every result of it had streamed.
+    /// The batch it was in at its last checkpoint.
     pub batch: Option<TaskBatch>,
     /// It ended before the process stopped: it does not run again.
     pub ended: bool,
+    /// A sub-agent that ended: how (its line's frame: status, error).
+    pub sub_agent: Option<Box<super::SubAgentStep>>,
 }
