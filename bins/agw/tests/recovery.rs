@@ -54,6 +54,10 @@ const FRONT_ASKS: &str = r#"{"key":"hw","mode":"REACT","modelConfig":{"providerK
 const BILLING_ASKS: &str = r#"{"key":"hbw","description":"Billing.","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m","reasoning":{"enabled":false}},
   "toolConfig":{"frontends":["confirm_dialog"]},"react":{"systemPrompt":"You are billing; you ask first.","maxSteps":4}}"#;
 
+/// A plan whose tasks may ask the user.
+const PLAN_ASKS: &str = r#"{"key":"pf","mode":"PLAN_EXECUTE","modelConfig":{"providerKey":"fixture","model":"m","reasoning":{"enabled":false}},
+  "toolConfig":{"frontends":["confirm_dialog"]},"planExecute":{"plan":{"systemPrompt":"Plan."},"execute":{"systemPrompt":"Execute."},"summary":{"systemPrompt":"Sum up."}}}"#;
+
 /// The MCP test server (built by `cargo test --workspace`; built here when missing).
 fn mcp_test_server() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
@@ -100,6 +104,7 @@ impl Node {
         std::fs::write(dir.join("agents/pp.json"), PARALLEL).unwrap();
         std::fs::write(dir.join("agents/pt.json"), PARALLEL_TALLY).unwrap();
         std::fs::write(dir.join("agents/hw.json"), FRONT_ASKS).unwrap();
+        std::fs::write(dir.join("agents/pf.json"), PLAN_ASKS).unwrap();
         std::fs::write(dir.join("agents/hbw.json"), BILLING_ASKS).unwrap();
         std::fs::write(dir.join("agents/hf.json"), FRONT).unwrap();
         std::fs::write(dir.join("agents/hb.json"), BILLING).unwrap();
@@ -717,6 +722,88 @@ async fn a_handed_over_run_waiting_for_a_person_survives_a_restart() {
     let mut next = node.query(&agw, json!({"chatId": chat_id, "message": "thanks"})).await;
     read_until(&mut next, |seen| count(seen, "run.complete") >= 1).await;
     assert!(node.fixture.requests().last().unwrap().body.to_string().contains("You are billing; you ask first."));
+    drop(agw);
+}
+
+/// A plan whose second task waits for the user survives a kill (durable waiting): after the
+/// restart the wait is shown again, and the submit continues that task — its conversation
+/// rebuilt from the written steps, the plan not made again — then the summary.
+#[tokio::test]
+async fn a_plan_waiting_in_a_task_survives_a_restart() {
+    let mut node = Node::new("plan-wait").await;
+    node.fixture.set_responder(|stage, body| {
+        let stage = stage.unwrap_or("");
+        Some(if stage == "agent-plan-generate" {
+            let tasks = json!({"tasks": [{"description": "look"}, {"description": "ask"}]});
+            Transcript::openai_tool_call("call_plan", "_plan_add_tasks_", &[&tasks.to_string()])
+        } else if stage == "agent-plan-final" {
+            Transcript::openai_text(&["Done, ", "as agreed."])
+        } else if let (Some(task), Some(description)) = (task_of(body), description_of(body)) {
+            let after_tool = body["messages"].as_array().and_then(|m| m.last()).is_some_and(|m| m["role"] == "tool");
+            if description == "ask" && !after_tool {
+                let ask = r#"{"question":"Go ahead?","options":["No","Yes"]}"#;
+                Transcript::openai_tool_call("call_c", "confirm_dialog", &[ask])
+            } else {
+                let args = json!({"taskId": task, "status": "completed"}).to_string();
+                Transcript::openai_tool_call("call_done", "_plan_update_task_", &[&args])
+            }
+        } else {
+            return None;
+        })
+    });
+    let mut agw = node.start(&[]).await;
+    let mut stream = node.query(&agw, json!({"agentKey": "pf", "message": "look, then ask me"})).await;
+    // The plan's call, task one's update, task two's question.
+    let before = read_until(&mut stream, |seen| count(seen, "tool.end") >= 3).await;
+    let run_id = before.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_owned();
+    let chat_id = before[0]["chatId"].as_str().unwrap().to_owned();
+    let tool_id = before.iter().rev().find(|e| e["type"] == "tool.end").unwrap()["toolId"].as_str().unwrap().to_owned();
+    let wait_mark = node.chats().join("_waiting").join(format!("{run_id}.wait"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !wait_mark.exists() {
+        assert!(Instant::now() < deadline, "the wait was never recorded");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    agw.kill();
+    drop(stream);
+    let requests_before = node.fixture.requests().len();
+    assert_eq!(requests_before, 3, "the plan, task one, task two's first turn");
+
+    let agw = node.start(&[]).await;
+    let url = format!("{}/api/ap/attach?runId={run_id}", agw.base);
+    let last_seq = *seqs(&before).last().unwrap();
+    let resp = node.client.get(url).header("Last-Event-ID", last_seq.to_string()).send().await.unwrap();
+    assert_eq!(resp.status(), 200, "{:?}", resp.text().await);
+    let mut attached = Events::new(resp);
+    let shown = attached.next().await.expect("the wait is shown again");
+    assert_eq!(shown["type"], "awaiting.ask", "{shown}");
+    let params = json!({"selectedOption": "Yes", "selectedIndex": 1});
+    let submit = node
+        .client
+        .post(format!("{}/api/ap/submit", agw.base))
+        .json(&json!({"runId": run_id, "toolId": tool_id, "params": params}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(submit.status(), 200);
+    let after = attached.all().await;
+    assert_one_sequence(&before, &after);
+    assert_eq!(after.last().unwrap()["type"], "run.complete", "{:?}", types(&after));
+    assert_eq!(count(&after, "task.start"), 0, "task two goes on, nothing starts again: {:?}", types(&after));
+    assert_eq!(count(&after, "task.complete"), 1, "{:?}", types(&after));
+    // Asked after the restart: task two's next turn (it reads the answer), then the summary.
+    let requests = node.fixture.requests();
+    let asked: Vec<String> =
+        requests[requests_before..].iter().map(|r| r.stage().unwrap_or_default().to_owned()).collect();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert_eq!(asked[1], "agent-plan-final");
+    let resumed = requests[requests_before].body["messages"].as_array().unwrap();
+    assert_eq!(resumed.last().unwrap()["content"], params.to_string(), "{resumed:?}");
+    assert_eq!(resumed.iter().filter(|m| m["role"] == "user").count(), 3, "the request and both task prompts");
+    let lines = node.history(&chat_id);
+    let stages: Vec<&str> =
+        lines.iter().filter(|l| l["_type"] == "step").map(|l| l["_stage"].as_str().unwrap_or("?")).collect();
+    assert_eq!(stages, ["plan", "execute", "execute", "summary"], "{lines:#?}");
     drop(agw);
 }
 

@@ -236,7 +236,7 @@ async fn wait_again(
         return;
     };
     // An agent the run was handed over to waited: it goes on, from its own part of the run.
-    let (conversation, _, handoff) =
+    let (conversation, steps, handoff) =
         crate::recover::continued_part(core, &mut sink, conversation, steps, &pending).await;
     let steers = handle.steers.clone();
     // Not admitted again (it was, before the wait), but every model call from here on is
@@ -268,6 +268,8 @@ async fn wait_again(
         awaiting_id: awaiting.awaiting_id,
         answer,
         handoff,
+        steps,
+        pending,
     };
     tracing::info!("run continues after the wait");
     let live = Box::new(LiveRun {

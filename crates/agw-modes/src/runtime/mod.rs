@@ -528,15 +528,32 @@ pub struct Resume {
     /// The conversation had been handed over to another agent, which waited: `conversation`
     /// is then that agent's part only, and it goes on.
     pub handoff: Option<RecoveredHandoff>,
+    /// The run's written step lines (a plan rebuilds its task conversation from them), after
+    /// the handoff when there was one.
+    pub steps: Vec<agw_protocol::history::RecoveredStep>,
+    /// The waiting step as far as it was recorded (at the end of `conversation` too).
+    pub pending: Vec<ChatMessage>,
 }
 
 /// Continues a run from where it waited (see [`Resume`]): the waiting turn's calls are
 /// finished — those that ran keep their results, the one that waited takes the answer, the
 /// rest run now — and the mode goes on from the next turn, streaming into `sink` (whose
-/// numbering continues the run's). REACT and ONESHOT runs continue; a PLAN_EXECUTE run (or a
-/// wait recorded without a position) ends with `run.error` saying it cannot.
+/// numbering continues the run's). REACT, ONESHOT and PLAN_EXECUTE runs (waiting in a task)
+/// continue; a wait recorded without a position ends with `run.error` saying it cannot.
 pub async fn resume<S: DeltaSink>(ctx: RunContext, resume: Resume, sink: &mut S) -> RunOutcome {
-    let Resume { conversation: so_far, resume_at, calls, results, awaiting_id, answer, wait, status, handoff } = resume;
+    let Resume {
+        conversation: so_far,
+        resume_at,
+        calls,
+        results,
+        awaiting_id,
+        answer,
+        wait,
+        status,
+        handoff,
+        steps,
+        pending,
+    } = resume;
     let (ctx, handoffs) = match handoff {
         None => (ctx, 0),
         Some(handoff) => match recover::continued_context(ctx, handoff) {
@@ -568,6 +585,17 @@ pub async fn resume<S: DeltaSink>(ctx: RunContext, resume: Resume, sink: &mut S)
             }
             (ModeDef::Oneshot { plain }, ResumeAt::Oneshot) => {
                 oneshot::resume(&ctx, plain, conversation, (calls.as_slice(), answers), &mut state, sink).await
+            }
+            (
+                ModeDef::PlanExecute { plan, deep_thinking, execute, summary, max_steps, parallel },
+                ResumeAt::ExecuteTask(_),
+            ) => {
+                // The task's conversation is rebuilt from the written steps, as after a crash.
+                let stages =
+                    plan_execute::Stages { plan, deep_thinking: *deep_thinking, execute, summary, parallel: *parallel };
+                let written = plan_execute::Written { steps: &steps, pending, in_step: true, round: &[] };
+                let batch = Some((calls.as_slice(), answers));
+                plan_execute::recover(&ctx, stages, *max_steps, written, batch, &mut state, sink).await
             }
             _ => Err(RunFailure::Internal(format!(
                 "this run of agent {} waited at {:?} and cannot continue after a restart",
