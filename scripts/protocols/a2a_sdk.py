@@ -1,20 +1,25 @@
 """A2A 1.0 against agw with the official a2a-sdk (issue 38): the card is resolved and validated by
-the SDK, its client sends messages through the JSON-RPC binding (streaming and not), reads and
-cancels tasks. Run by run.sh against a running agw (AGW_BASE), from the a2a/ venv. Each check
-prints one line; a failure raises.
+the SDK, its client sends messages through the JSON-RPC binding (streaming and not), reads tasks,
+answers an approval through INPUT_REQUIRED, lists tasks and resubscribes to a running one. Run by
+run.sh against a running agw (AGW_BASE), from the a2a/ venv. Each check prints one line; a
+failure raises.
 """
 
 import asyncio
 import os
 
 import httpx
+from google.protobuf.json_format import MessageToDict
 from a2a.client import A2ACardResolver, ClientConfig, create_client
 from a2a.types.a2a_pb2 import (
     GetTaskRequest,
+    ListTasksRequest,
     Message,
     Part,
     Role,
+    SendMessageConfiguration,
     SendMessageRequest,
+    SubscribeToTaskRequest,
     TaskState,
 )
 
@@ -28,10 +33,12 @@ def check(name):
     print(f"ok   a2a-sdk: {name}")
 
 
-def request(text, context_id=""):
-    return SendMessageRequest(
-        message=Message(message_id=f"m-{text}", role=Role.ROLE_USER, parts=[Part(text=text)], context_id=context_id)
+def request(text, context_id="", task_id="", immediately=False):
+    message = Message(
+        message_id=f"m-{text}-{task_id}", role=Role.ROLE_USER, parts=[Part(text=text)], context_id=context_id, task_id=task_id
     )
+    configuration = SendMessageConfiguration(return_immediately=immediately)
+    return SendMessageRequest(message=message, configuration=configuration)
 
 
 def answer(task):
@@ -71,6 +78,41 @@ async def main():
         assert event.task.status.state == TaskState.TASK_STATE_COMPLETED, event
         assert answer(event.task) == "Take the usual dosage and rest.", event
         check("SendMessage in the same context: the completed task")
+
+        listed = await blocking.list_tasks(ListTasksRequest(context_id=context_id))
+        assert listed.total_size == 2 and {t.id for t in listed.tasks} >= {task_id}, listed
+        assert all(t.context_id == context_id for t in listed.tasks), listed
+        check("ListTasks by context: both tasks of the conversation")
+
+        # An approval is INPUT_REQUIRED; the task's next message (a word) answers it.
+        guarded_card = await A2ACardResolver(http, f"{BASE}/a2a/guarded").get_agent_card()
+        guarded = await create_client(guarded_card, ClientConfig(httpx_client=http, streaming=False))
+        [event] = [event async for event in guarded.send_message(request("guarded forecast"))]
+        waiting = event.task
+        assert waiting.status.state == TaskState.TASK_STATE_INPUT_REQUIRED, waiting
+        asked = MessageToDict(waiting.status.message.parts[1].data)
+        assert asked["kind"] == "approval" and asked["toolName"] == "mock_city_weather", asked
+        answer_request = request("once", waiting.context_id, waiting.id)
+        [event] = [event async for event in guarded.send_message(answer_request)]
+        assert event.task.id == waiting.id, event
+        assert event.task.status.state == TaskState.TASK_STATE_COMPLETED, event
+        assert answer(event.task) == "Checked with your approval.", event
+        check("an approval: INPUT_REQUIRED, answered by the task's next message, then COMPLETED")
+
+        # Resubscribing to a running task: the task as it stands, then the rest, nothing lost.
+        [event] = [event async for event in blocking.send_message(request("survive a crash", immediately=True))]
+        running = event.task.id
+        await asyncio.sleep(0.5)
+        events = [event async for event in streaming.subscribe(SubscribeToTaskRequest(id=running))]
+        assert events[0].HasField("task"), events[0]
+        text = answer(events[0].task) + "".join(
+            e.artifact_update.artifact.parts[0].text
+            for e in events
+            if e.HasField("artifact_update") and e.artifact_update.artifact.parts
+        )
+        assert text == "".join(f"w{i} " for i in range(30)), text
+        assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED, events[-1]
+        check("SubscribeToTask on a running task: its state so far, then every later update once")
 
 
 asyncio.run(main())

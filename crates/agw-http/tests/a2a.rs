@@ -216,3 +216,189 @@ async fn the_protocols_errors() {
     let body: Value = resp.json().await.unwrap();
     assert_eq!((body["error"]["code"].as_i64(), &body["id"]), (Some(-32700), &Value::Null), "{body}");
 }
+
+async fn stream_rpc(gw: &Gateway, agent: &str, method: &str, params: Value, last_event_id: Option<u64>) -> String {
+    let mut req = gw.client.post(format!("{}/a2a/{agent}", gw.base)).header("A2A-Version", "1.0");
+    if let Some(seq) = last_event_id {
+        req = req.header("Last-Event-ID", seq.to_string());
+    }
+    let resp = req.json(&json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": params})).send().await.unwrap();
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    resp.text().await.unwrap()
+}
+
+/// The SSE ids (the run's seqs) of a body's frames.
+fn sse_ids(body: &str) -> Vec<u64> {
+    body.split("\n\n")
+        .filter_map(|f| f.lines().find_map(|l| l.strip_prefix("id: ")))
+        .map(|id| id.parse().unwrap())
+        .collect()
+}
+
+fn ask_gateway_agents() -> Vec<(String, String)> {
+    let guarded = r#"{"key":"guarded","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m"},
+        "toolConfig":{"backends":["mock_city_weather"],"approvals":{"mock_city_weather":"ask"}},
+        "react":{"systemPrompt":"You check first.","maxSteps":3}}"#;
+    vec![common::ask_agent(), ("guarded.json".into(), guarded.into())]
+}
+
+/// A frontend tool's form is `INPUT_REQUIRED`: the blocking `SendMessage` answers with the task
+/// waiting (what is asked in its status message), the next message of the task — a data part
+/// with the form's values — answers it, and the task goes on to its end.
+#[tokio::test]
+async fn a_form_is_input_required_and_the_next_message_answers_it() {
+    let gw = Gateway::start(&ask_gateway_agents(), &[]).await;
+    let ask = r#"{"question":"Go?","options":["Yes","No"]}"#;
+    gw.fixture.push(Transcript::openai_tool_call("call_c", "confirm_dialog", &[ask]));
+    let body = rpc(&gw, "ask", "SendMessage", message("ask me", None)).await;
+    let task = &body["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{body}");
+    let asked = &task["status"]["message"]["parts"][1]["data"];
+    assert_eq!((asked["kind"].as_str(), asked["toolName"].as_str()), (Some("form"), Some("confirm_dialog")), "{asked}");
+    assert_eq!(asked["arguments"]["question"], "Go?");
+    let (task_id, context) = (task["id"].as_str().unwrap().to_owned(), task["contextId"].as_str().unwrap().to_owned());
+
+    // GetTask shows the wait too.
+    let got = rpc(&gw, "ask", "GetTask", json!({"id": task_id})).await;
+    assert_eq!(got["result"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+
+    gw.fixture.push(Transcript::openai_text(&["You ", "chose yes."]));
+    let values = json!({"selectedOption": "Yes", "selectedIndex": 0});
+    let answer = json!({"message": {"messageId": "m2", "role": "ROLE_USER", "taskId": task_id, "contextId": context,
+        "parts": [{"data": values}]}});
+    let done = rpc(&gw, "ask", "SendMessage", answer).await;
+    let task = &done["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    assert_eq!(task["id"], task_id.as_str(), "the same task");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "You chose yes.");
+    let last = gw.fixture.requests().last().unwrap().body["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!((last["role"].as_str(), last["content"].clone()), (Some("tool"), json!(values.to_string())));
+
+    // The task has ended: another answer is refused.
+    let again =
+        json!({"message": {"messageId": "m3", "role": "ROLE_USER", "taskId": task_id, "parts": [{"text": "yes"}]}});
+    let refused = rpc(&gw, "ask", "SendMessage", again).await;
+    assert_eq!(refused["error"]["code"], -32004, "{refused}");
+}
+
+/// An approval is `INPUT_REQUIRED` in a stream, which ends there; the answer (`once`) streams the
+/// rest of the task from where it waited.
+#[tokio::test]
+async fn an_approval_streams_as_input_required_and_a_word_answers_it() {
+    let gw = Gateway::start(&ask_gateway_agents(), &[]).await;
+    gw.fixture.push(Transcript::openai_tool_call("call_w", "mock_city_weather", &[r#"{"city":"Rome"}"#]));
+    let body = stream_rpc(&gw, "guarded", "SendStreamingMessage", message("weather in Rome", None), None).await;
+    let results: Vec<Value> = sse_results(&body).into_iter().map(|r| r["result"].clone()).collect();
+    let last = results.last().unwrap();
+    assert_eq!(last["statusUpdate"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{results:#?}");
+    let asked = &last["statusUpdate"]["status"]["message"]["parts"][1]["data"];
+    assert_eq!((asked["kind"].as_str(), asked["toolName"].as_str()), (Some("approval"), Some("mock_city_weather")));
+    let task_id = results[0]["task"]["id"].as_str().unwrap().to_owned();
+    let ids = sse_ids(&body);
+    assert_eq!(ids.len(), results.len(), "every frame carries its seq");
+    assert!(ids.windows(2).all(|w| w[0] <= w[1]), "{ids:?}");
+
+    gw.fixture.push(Transcript::openai_text(&["Sunny ", "in Rome."]));
+    let answer =
+        json!({"message": {"messageId": "m2", "role": "ROLE_USER", "taskId": task_id, "parts": [{"text": "once"}]}});
+    let body = stream_rpc(&gw, "guarded", "SendStreamingMessage", answer, None).await;
+    let results: Vec<Value> = sse_results(&body).into_iter().map(|r| r["result"].clone()).collect();
+    assert_eq!(results[0]["task"]["status"]["state"], "TASK_STATE_WORKING", "{results:#?}");
+    assert!(
+        results.iter().any(|r| r["statusUpdate"]["status"]["message"]["parts"][0]["data"]["kind"] == "tool_result"),
+        "the approved call ran: {results:#?}"
+    );
+    let text: String = results
+        .iter()
+        .filter_map(|r| r.get("artifactUpdate"))
+        .filter_map(|u| u["artifact"]["parts"][0]["text"].as_str())
+        .collect();
+    assert_eq!(text, "Sunny in Rome.");
+    assert_eq!(results.last().unwrap()["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED");
+}
+
+/// `SubscribeToTask` with `Last-Event-ID` (agw's seq extension, declared in the card) goes on
+/// right after that event: what a client dropped in between, no duplicate; without it, the
+/// task as it stands comes first.
+#[tokio::test]
+async fn subscribe_resumes_after_the_last_event_seen() {
+    let gw = gateway().await;
+    let (_, card) = gw.get_json("/a2a/a/.well-known/agent-card.json").await;
+    let extension = card["capabilities"]["extensions"][0]["uri"].as_str().unwrap().to_owned();
+    assert!(extension.contains("seq-resume"), "{card}");
+    let words: Vec<String> = (0..12).map(|i| format!("w{i} ")).collect();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    gw.fixture.push(Transcript::openai_text(&words).with_chunk_delay_ms(60));
+    let mut params = message("go slowly", None);
+    params["configuration"] = json!({"returnImmediately": true});
+    let task_id = rpc(&gw, "a", "SendMessage", params).await["result"]["task"]["id"].as_str().unwrap().to_owned();
+    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    // A client that saw up to seq 5 and dropped.
+    let body = stream_rpc(&gw, "a", "SubscribeToTask", json!({"id": task_id}), Some(5)).await;
+    let ids = sse_ids(&body);
+    assert!(ids.first().is_some_and(|first| *first > 5), "{ids:?}");
+    let results: Vec<Value> = sse_results(&body).into_iter().map(|r| r["result"].clone()).collect();
+    assert!(results[0].get("task").is_none(), "no task first: {results:#?}");
+    // Seqs 1..=5 held the start and the first words; every word after them arrives once.
+    let text: String = results
+        .iter()
+        .filter_map(|r| r.get("artifactUpdate"))
+        .filter_map(|u| u["artifact"]["parts"][0]["text"].as_str())
+        .collect();
+    let all: String = words.concat();
+    assert!(all.ends_with(&text) && !text.is_empty(), "{text:?}");
+    let task = rpc(&gw, "a", "GetTask", json!({"id": task_id})).await;
+    let artifact = task["result"]["artifacts"][0]["parts"][0]["text"].as_str().unwrap().to_owned();
+    assert_eq!(artifact, all);
+    // What the client had before seq 5 plus what followed is the whole answer.
+    let seen_before = &all[..all.len() - text.len()];
+    assert!(!seen_before.is_empty() && seen_before.len() < all.len(), "{seen_before:?}");
+}
+
+/// `ListTasks`: the caller's tasks of the agent, newest first, by context and status, paged.
+#[tokio::test]
+async fn list_tasks_filters_and_pages() {
+    let gw = gateway().await;
+    let mut contexts = Vec::new();
+    for i in 0..3 {
+        gw.fixture.push(Transcript::openai_text(&[&format!("answer {i}")]));
+        let task = rpc(&gw, "a", "SendMessage", message(&format!("q{i}"), None)).await["result"]["task"].clone();
+        contexts.push(task["contextId"].as_str().unwrap().to_owned());
+    }
+    let all = rpc(&gw, "a", "ListTasks", json!({})).await;
+    assert_eq!(all["result"]["totalSize"], 3, "{all}");
+    let tasks = all["result"]["tasks"].as_array().unwrap();
+    assert!(tasks.iter().all(|t| t.get("artifacts").is_none()), "artifacts only when asked for");
+    let page = rpc(&gw, "a", "ListTasks", json!({"pageSize": 2, "includeArtifacts": true})).await;
+    assert_eq!(page["result"]["tasks"].as_array().unwrap().len(), 2);
+    assert!(page["result"]["tasks"][0]["artifacts"].is_array());
+    let token = page["result"]["nextPageToken"].as_str().unwrap().to_owned();
+    let rest = rpc(&gw, "a", "ListTasks", json!({"pageSize": 2, "pageToken": token})).await;
+    assert_eq!(rest["result"]["tasks"].as_array().unwrap().len(), 1);
+    assert_eq!(rest["result"]["nextPageToken"], "");
+    let one = rpc(&gw, "a", "ListTasks", json!({"contextId": contexts[1]})).await;
+    assert_eq!(one["result"]["totalSize"], 1);
+    assert_eq!(one["result"]["tasks"][0]["contextId"], contexts[1].as_str());
+    let none = rpc(&gw, "a", "ListTasks", json!({"status": "TASK_STATE_FAILED"})).await;
+    assert_eq!(none["result"]["totalSize"], 0);
+    let bad = rpc(&gw, "a", "ListTasks", json!({"pageSize": 1000})).await;
+    assert_eq!(bad["error"]["code"], -32602);
+}
+
+/// A task refused before it runs (a quota) is `REJECTED`, its status message saying why.
+#[tokio::test]
+async fn a_quota_refusal_is_a_rejected_task() {
+    let gw = Gateway::start(&[oneshot_agent("a", false, 5000)], &[("AGW_QUOTAS_AGENT_RUNS_PER_MINUTE", "1")]).await;
+    gw.fixture.push(Transcript::openai_text(&["One."]));
+    let first = rpc(&gw, "a", "SendMessage", message("one", None)).await;
+    assert_eq!(first["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{first}");
+    let second = rpc(&gw, "a", "SendMessage", message("two", None)).await;
+    let status = &second["result"]["task"]["status"];
+    assert_eq!(status["state"], "TASK_STATE_REJECTED", "{second}");
+    assert!(status["message"]["parts"][0]["text"].as_str().unwrap().contains("quota"), "{status}");
+    let streamed = stream_rpc(&gw, "a", "SendStreamingMessage", message("three", None), None).await;
+    let results = sse_results(&streamed);
+    assert_eq!(results.len(), 1, "the rejected task alone: {results:?}");
+    assert_eq!(results[0]["result"]["task"]["status"]["state"], "TASK_STATE_REJECTED");
+    assert_eq!(gw.fixture.request_count(), 1, "nothing ran after the first");
+}

@@ -356,6 +356,12 @@ impl RunService {
     pub fn local_run(&self, run_id: &str, principal: Option<&Principal>) -> Option<Arc<RunHandle>> {
         self.core.tracker.get(run_id).filter(|h| may_access(principal, h.owner.as_ref()))
     }
+
+    /// The runs this replica holds (running, waiting, or ended within the retention window)
+    /// that the caller may see.
+    pub fn local_runs(&self, principal: Option<&Principal>) -> Vec<Arc<RunHandle>> {
+        self.core.tracker.ids().iter().filter_map(|id| self.local_run(id, principal)).collect()
+    }
 }
 
 /// Cancels a run this replica holds.

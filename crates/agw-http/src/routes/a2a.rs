@@ -1,13 +1,17 @@
-//! A2A 1.0 (issue 38, first part; `docs/protocols.md` "A2A"): every agent is an A2A agent.
+//! A2A 1.0 (issue 38, the server; `docs/protocols.md` "A2A"): every agent is an A2A agent.
 //!
 //! - Discovery: `GET /.well-known/agent-card.json` (the default agent) and
 //!   `GET /a2a/{agentKey}/.well-known/agent-card.json`, public like any card: built from the
-//!   agent's definition, naming its JSON-RPC endpoint and, with auth on, a bearer scheme.
+//!   agent's definition, naming its JSON-RPC endpoint, agw's seq extension and, with auth on, a
+//!   bearer scheme.
 //! - `POST /a2a/{agentKey}`: the JSON-RPC 2.0 binding. `SendMessage` (blocking unless
-//!   `configuration.returnImmediately`), `SendStreamingMessage` (SSE), `GetTask`, `CancelTask`
-//!   and `SubscribeToTask`; the methods of capabilities the card does not claim answer the
-//!   protocol's errors for them (push notifications, the extended card), `ListTasks` answers
-//!   `UnsupportedOperationError` in this part.
+//!   `configuration.returnImmediately`), `SendStreamingMessage` (SSE), `GetTask`, `ListTasks`,
+//!   `CancelTask` and `SubscribeToTask`; the methods of capabilities the card does not claim
+//!   answer the protocol's errors for them (push notifications, the extended card).
+//! - A task that waits for a person is `INPUT_REQUIRED`; its next message (same `taskId`) is the
+//!   submit that answers it. A quota refusal is a `REJECTED` task.
+//! - Stream frames carry the run's seq as their SSE id; `SubscribeToTask` with `Last-Event-ID`
+//!   goes on right after it ([`SEQ_EXTENSION`]).
 //! - The request must name protocol version 1.0 (`A2A-Version` header or query parameter; none
 //!   means 0.3): anything else is `VersionNotSupportedError`.
 //!
@@ -20,13 +24,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use http::{HeaderMap, Request, StatusCode};
 use serde_json::{Value, json};
 
 use agw_protocol::Event;
 use agw_protocol::adapters::a2a::{A2aMapper, PROTOCOL_VERSION, sse_frame};
-use agw_protocol::request::QueryRequest;
+use agw_protocol::request::{QueryRequest, SubmitRequest};
 
 use super::HandlerResult;
 use super::ai_sdk::chat_id_for;
@@ -37,6 +42,10 @@ use crate::envelope::{ApiError, json_response};
 use crate::request::read_body;
 use crate::runs::{NewRun, RunError};
 use crate::state::AppState;
+
+/// agw's A2A extension: stream responses carry the run's seq as their SSE `id`, and
+/// `SubscribeToTask` with `Last-Event-ID` goes on right after that event (declared in the card).
+pub const SEQ_EXTENSION: &str = "https://agw.dev/a2a/extensions/seq-resume/v1";
 
 /// Where an agent card is published, under the site and under each agent's endpoint.
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
@@ -132,7 +141,9 @@ pub fn card(state: &AppState, agent_key: Option<&str>, headers: &HeaderMap) -> H
         "version": env!("CARGO_PKG_VERSION"),
         "supportedInterfaces": [{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": PROTOCOL_VERSION}],
         "provider": {"organization": "agw", "url": format!("http://{host}/")},
-        "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": false},
+        "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": false,
+            "extensions": [{"uri": SEQ_EXTENSION, "required": false,
+                "description": "Each stream response's SSE id is the run's seq; SubscribeToTask with Last-Event-ID continues right after it, with no gap and no duplicate."}]},
         "defaultInputModes": ["text/plain"],
         "defaultOutputModes": ["text/plain"],
         "skills": [{
@@ -173,6 +184,8 @@ pub async fn rpc(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
     served(state, Some(agent_key))?;
     let principal = req.extensions().get::<Principal>().cloned();
     let version = version_ok(req.headers(), &super::query_params(&req));
+    let last_event_id =
+        req.headers().get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
     let server = &state.settings.server;
     let body = read_body(req, server.max_request_bytes, server.limits.body_read_timeout).await?;
     let request: Value = match serde_json::from_slice(&body) {
@@ -195,8 +208,8 @@ pub async fn rpc(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
         "SendStreamingMessage" => return stream(state, agent_key, &params, id, principal).await,
         "GetTask" => get_task(state, task_id(&params), principal).await,
         "CancelTask" => cancel(state, task_id(&params), principal).await,
-        "SubscribeToTask" => return subscribe(state, task_id(&params), id, principal).await,
-        "ListTasks" => Err(RpcError::new(code::UNSUPPORTED_OPERATION, "ListTasks is not offered yet")),
+        "SubscribeToTask" => return subscribe(state, task_id(&params), id, last_event_id, principal).await,
+        "ListTasks" => list_tasks(state, agent_key, &params, principal).await,
         "CreateTaskPushNotificationConfig"
         | "GetTaskPushNotificationConfig"
         | "ListTaskPushNotificationConfigs"
@@ -222,9 +235,11 @@ fn task_id(params: &Value) -> Result<String, RpcError> {
 }
 
 /// What a `SendMessageRequest` asks for.
-struct Sent {
-    query: QueryRequest,
-    return_immediately: bool,
+enum Sent {
+    /// A new task.
+    New { query: QueryRequest, return_immediately: bool },
+    /// The next message of a task that waits for input (`taskId`): its answer.
+    Answer { task_id: String, params: Value, return_immediately: bool },
 }
 
 fn read_message(
@@ -239,27 +254,37 @@ fn read_message(
     if message.get("role").and_then(Value::as_str) != Some("ROLE_USER") {
         return Err(invalid("params.message.role must be ROLE_USER"));
     }
-    if message.get("taskId").and_then(Value::as_str).is_some_and(|t| !t.trim().is_empty()) {
-        return Err(RpcError::new(
-            code::UNSUPPORTED_OPERATION,
-            "continuing a task with a message is not offered yet: send it without taskId, with the task's contextId",
-        ));
-    }
     let parts =
         message.get("parts").and_then(Value::as_array).ok_or_else(|| invalid("params.message.parts is required"))?;
     let mut texts = Vec::new();
+    let mut data = None;
     for part in parts {
-        match part.get("text").and_then(Value::as_str) {
-            Some(text) => texts.push(text),
-            None => {
+        match (part.get("text").and_then(Value::as_str), part.get("data")) {
+            (Some(text), _) => texts.push(text),
+            (None, Some(value)) if data.is_none() => data = Some(value.clone()),
+            _ => {
                 return Err(RpcError::new(
                     code::CONTENT_TYPE_NOT_SUPPORTED,
-                    "only text parts are accepted (files and data parts are not offered yet)",
+                    "only text parts (and a data part answering a task that waits) are accepted",
                 ));
             }
         }
     }
     let text = texts.join("\n");
+    let return_immediately =
+        params.pointer("/configuration/returnImmediately").and_then(Value::as_bool).unwrap_or(false);
+    if let Some(task_id) = message.get("taskId").and_then(Value::as_str).map(str::trim).filter(|t| !t.is_empty()) {
+        // The answer: a form's values as a data part, or a word (`once`, `continue`, …).
+        let params = match data {
+            Some(value) => value,
+            None if !text.trim().is_empty() => Value::String(text.trim().to_owned()),
+            None => return Err(invalid("params.message answers nothing: give a text or a data part")),
+        };
+        return Ok(Sent::Answer { task_id: task_id.to_owned(), params, return_immediately });
+    }
+    if data.is_some() {
+        return Err(RpcError::new(code::CONTENT_TYPE_NOT_SUPPORTED, "a new task takes text parts only"));
+    }
     if text.trim().is_empty() {
         return Err(invalid("params.message has no text"));
     }
@@ -270,47 +295,75 @@ fn read_message(
     let agent = state.runs.agent(Some(agent_key)).map_err(|e| RpcError::of_run(e, false))?;
     let query =
         QueryRequest { agent_key: Some(agent.key.clone()), chat_id, message: Some(text), ..QueryRequest::default() };
-    let return_immediately =
-        params.pointer("/configuration/returnImmediately").and_then(Value::as_bool).unwrap_or(false);
-    Ok(Sent { query, return_immediately })
+    Ok(Sent::New { query, return_immediately })
+}
+
+/// How a new task began: its run, or its refusal (a quota): a `REJECTED` task.
+enum Began {
+    Run(Arc<crate::runs::RunHandle>, crate::runs::Observer),
+    Rejected(Box<A2aMapper>),
 }
 
 async fn start(
     state: &AppState,
     agent_key: &str,
-    params: &Value,
+    mut query: QueryRequest,
+    return_immediately: bool,
     principal: Option<&Principal>,
-) -> Result<(bool, Arc<crate::runs::RunHandle>, crate::runs::Observer), RpcError> {
-    let Sent { mut query, return_immediately } = read_message(state, agent_key, params, principal)?;
+) -> Result<Began, RpcError> {
     if return_immediately {
         // Nobody watches a task it returned at once: it runs to its end.
         query.on_disconnect = Some(agw_protocol::OnDisconnect::Continue);
     }
+    let context = query.chat_id.clone().unwrap_or_default();
     let agent = state.runs.agent(Some(agent_key)).map_err(|e| RpcError::of_run(e, false))?;
     let new = NewRun { keep_events: true, ..NewRun::new(agent, query, principal.cloned()) };
-    let (handle, observer) = state.runs.start(new).await.map_err(|e| RpcError::of_run(e, false))?;
+    let (handle, observer) = match state.runs.start(new).await {
+        Ok(started) => started,
+        Err(error @ crate::runs::RunError::QuotaExceeded { .. }) => {
+            let reason = ApiError::from(error).msg;
+            tracing::info!(agentKey = %agent_key, %reason, "A2A task rejected");
+            let mapper = A2aMapper::rejected(agw_protocol::ids::new_run_id(), context, &reason, now_ms());
+            return Ok(Began::Rejected(Box::new(mapper)));
+        }
+        Err(e) => return Err(RpcError::of_run(e, false)),
+    };
     tracing::info!(runId = %handle.run_id, chatId = %handle.chat_id, agentKey = %handle.agent_key, "A2A task started");
-    Ok((return_immediately, handle, observer))
+    Ok(Began::Run(handle, observer))
 }
 
-/// `SendMessage`: the task when it ends (or at once with `returnImmediately`).
+/// `SendMessage`: the task once it ends or waits for input (or at once with
+/// `returnImmediately`).
 async fn send(
     state: &AppState,
     agent_key: &str,
     params: &Value,
     principal: Option<&Principal>,
 ) -> Result<Value, RpcError> {
-    let (immediately, handle, mut observer) = start(state, agent_key, params, principal).await?;
-    let mut mapper = A2aMapper::new(&handle.run_id, &handle.chat_id);
+    let (immediately, mut mapper, mut events) = match read_message(state, agent_key, params, principal)? {
+        Sent::New { query, return_immediately } => {
+            match start(state, agent_key, query, return_immediately, principal).await? {
+                Began::Rejected(mapper) => return Ok(json!({"task": mapper.task()})),
+                Began::Run(handle, observer) => {
+                    let mapper = A2aMapper::new(&handle.run_id, &handle.chat_id);
+                    (return_immediately, mapper, super::events::observed(observer))
+                }
+            }
+        }
+        Sent::Answer { task_id, params, return_immediately } => {
+            let (mapper, events) = answer(state, &task_id, params, principal).await?;
+            (return_immediately, mapper, events)
+        }
+    };
     let mut sink = Vec::new();
     if immediately {
-        while let Some(Some(batch)) = observer.next_events().now_or_never() {
+        while let Some(Some(batch)) = events.next().now_or_never() {
             feed(&mut mapper, &batch, &mut sink);
         }
         return Ok(json!({"task": mapper.task()}));
     }
-    while !mapper.is_finished() {
-        let Some(batch) = observer.next_events().await else { break };
+    while !mapper.stops() {
+        let Some(batch) = events.next().await else { break };
         feed(&mut mapper, &batch, &mut sink);
         sink.clear();
     }
@@ -323,30 +376,62 @@ fn feed(mapper: &mut A2aMapper, batch: &[Arc<Event>], out: &mut Vec<Value>) {
     }
 }
 
-/// The events of a run that has started, however far it got: from its oldest held event.
-async fn run_events(
+/// The task as its run stands: a mapper fed every event the run holds up to `through` (default:
+/// its latest), the events of the last batch read that came after it, and the run's events from
+/// there on.
+async fn prime(
     state: &AppState,
     task_id: &str,
     principal: Option<&Principal>,
-) -> Result<futures::stream::BoxStream<'static, Vec<Arc<Event>>>, RpcError> {
+    through: Option<u64>,
+) -> Result<(A2aMapper, Vec<Arc<Event>>, BoxStream<'static, Vec<Arc<Event>>>), RpcError> {
+    let local = state.runs.local_run(task_id, principal);
+    let chat_id = local.as_ref().map(|h| h.chat_id.clone()).unwrap_or_default();
+    let target = through.or_else(|| local.as_ref().map(|h| h.latest_seq()));
     let attached = state.runs.attach(task_id, None, principal).await.map_err(|e| RpcError::of_run(e, true))?;
-    Ok(super::events::attached_events(attached))
+    let mut events = super::events::attached_events(attached);
+    let mut mapper = A2aMapper::new(task_id, chat_id);
+    let mut after = Vec::new();
+    let mut out = Vec::new();
+    // What the run holds arrives at once; without a known end, a quiet moment ends it.
+    let quiet = Duration::from_millis(if target.is_some() { 500 } else { 100 });
+    while after.is_empty() && !mapper.is_finished() && target.is_none_or(|t| mapper.last_seq() < t) {
+        let Ok(Some(batch)) = tokio::time::timeout(quiet, events.next()).await else { break };
+        for event in batch {
+            if target.is_some_and(|t| event.seq > t) {
+                after.push(event);
+            } else {
+                mapper.map(&event, &mut out);
+            }
+        }
+        out.clear();
+    }
+    Ok((mapper, after, events))
 }
 
-/// The task as its run stands now: the events it holds, read without waiting for more.
-async fn snapshot(state: &AppState, task_id: &str, principal: Option<&Principal>) -> Result<A2aMapper, RpcError> {
-    let chat_id = state.runs.local_run(task_id, principal).map(|h| h.chat_id.clone()).unwrap_or_default();
-    let mut events = run_events(state, task_id, principal).await?;
-    let mut mapper = A2aMapper::new(task_id, chat_id);
-    let mut out = Vec::new();
-    // What is there arrives at once; a quiet moment means the run has nothing more yet.
-    while let Ok(Some(batch)) = tokio::time::timeout(Duration::from_millis(100), events.next()).await {
-        feed(&mut mapper, &batch, &mut out);
-        if mapper.is_finished() {
-            break;
-        }
+/// The next message of a task that waits for input answers its wait (a submit): the task as it
+/// stood, working again, and the run's events from there.
+async fn answer(
+    state: &AppState,
+    task_id: &str,
+    params: Value,
+    principal: Option<&Principal>,
+) -> Result<(A2aMapper, BoxStream<'static, Vec<Arc<Event>>>), RpcError> {
+    let (mut mapper, after, events) = prime(state, task_id, principal, None).await?;
+    let Some(awaiting) = mapper.awaiting_id().map(str::to_owned) else {
+        let why = if mapper.is_finished() { "the task has ended" } else { "the task does not wait for input" };
+        let message = format!("{why}: send a new message with the task's contextId instead");
+        return Err(RpcError::new(code::UNSUPPORTED_OPERATION, message));
+    };
+    let submit = SubmitRequest { run_id: task_id.to_owned(), tool_id: awaiting, params, awaiting_id: None };
+    let submitted = state.runs.submit(submit, principal).await.map_err(|e| RpcError::of_run(e, true))?;
+    if !submitted.accepted {
+        return Err(RpcError::new(code::INVALID_PARAMS, submitted.detail));
     }
-    Ok(mapper)
+    mapper.input_given(now_ms());
+    let mut out = Vec::new();
+    feed(&mut mapper, &after, &mut out);
+    Ok((mapper, events))
 }
 
 /// `GetTask`.
@@ -356,7 +441,57 @@ async fn get_task(
     principal: Option<&Principal>,
 ) -> Result<Value, RpcError> {
     let task_id = task_id?;
-    Ok(snapshot(state, &task_id, principal).await?.task())
+    Ok(prime(state, &task_id, principal, None).await?.0.task())
+}
+
+/// `ListTasks`: the caller's tasks of this agent that this server holds (running, waiting, or
+/// ended within the retention window), newest first, filtered by `contextId` and `status`,
+/// paged by `pageSize` (≤ 100, default 50) and `pageToken`; artifacts only with
+/// `includeArtifacts`.
+async fn list_tasks(
+    state: &AppState,
+    agent_key: &str,
+    params: &Value,
+    principal: Option<&Principal>,
+) -> Result<Value, RpcError> {
+    let invalid = |m: &str| RpcError::new(code::INVALID_PARAMS, m);
+    let context = params.get("contextId").and_then(Value::as_str).map(str::trim).filter(|c| !c.is_empty());
+    let chat = context.map(|c| chat_id_for(c, principal));
+    let status =
+        params.get("status").and_then(Value::as_str).filter(|s| !s.is_empty() && *s != "TASK_STATE_UNSPECIFIED");
+    let page_size = match params.get("pageSize").and_then(Value::as_u64) {
+        None | Some(0) => 50,
+        Some(n @ 1..=100) => n as usize,
+        Some(_) => return Err(invalid("pageSize must be between 1 and 100")),
+    };
+    let offset = match params.get("pageToken").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+        None => 0,
+        Some(token) => token.parse::<usize>().map_err(|_| invalid("pageToken is not one this server gave"))?,
+    };
+    let artifacts = params.get("includeArtifacts").and_then(Value::as_bool).unwrap_or(false);
+    let mut tasks = Vec::new();
+    for handle in state.runs.local_runs(principal) {
+        if handle.agent_key != agent_key || chat.as_ref().is_some_and(|c| *c != handle.chat_id) {
+            continue;
+        }
+        let Ok((mapper, _, _)) = prime(state, &handle.run_id, principal, None).await else { continue };
+        let mut task = mapper.task();
+        if status.is_some_and(|s| task["status"]["state"] != s) {
+            continue;
+        }
+        if !artifacts && let Some(task) = task.as_object_mut() {
+            task.remove("artifacts");
+        }
+        tasks.push(task);
+    }
+    let key = |t: &Value| {
+        (t["status"]["timestamp"].as_str().unwrap_or("").to_owned(), t["id"].as_str().unwrap_or("").to_owned())
+    };
+    tasks.sort_by_key(|t| std::cmp::Reverse(key(t)));
+    let total = tasks.len();
+    let page: Vec<Value> = tasks.into_iter().skip(offset).take(page_size).collect();
+    let next = if offset + page.len() < total { (offset + page.len()).to_string() } else { String::new() };
+    Ok(json!({"tasks": page, "nextPageToken": next, "pageSize": page_size, "totalSize": total}))
 }
 
 /// `CancelTask`: interrupts the run; a task that had ended is not cancelable.
@@ -373,11 +508,12 @@ async fn cancel(
             format!("the task had already ended ({})", interrupted.status),
         ));
     }
-    Ok(snapshot(state, &task_id, principal).await?.task())
+    Ok(prime(state, &task_id, principal, None).await?.0.task())
 }
 
 /// `SendStreamingMessage`: the task, then one stream response per event that maps to one, until
-/// the task ends.
+/// the task ends or waits for input. The next message of a waiting task streams the same way
+/// from where it waited.
 async fn stream(
     state: &AppState,
     agent_key: &str,
@@ -385,78 +521,103 @@ async fn stream(
     id: Value,
     principal: Option<&Principal>,
 ) -> HandlerResult {
-    let (_, handle, observer) = match start(state, agent_key, params, principal).await {
-        Ok(started) => started,
+    let sent = match read_message(state, agent_key, params, principal) {
+        Ok(sent) => sent,
         Err(e) => return rpc_response(&e.body(&id)),
     };
-    let mut mapper = A2aMapper::new(&handle.run_id, &handle.chat_id);
+    let (mut mapper, events) = match sent {
+        Sent::New { query, return_immediately } => {
+            match start(state, agent_key, query, return_immediately, principal).await {
+                Ok(Began::Run(handle, observer)) => {
+                    (A2aMapper::new(&handle.run_id, &handle.chat_id), super::events::observed(observer))
+                }
+                Ok(Began::Rejected(mapper)) => (*mapper, futures::stream::empty().boxed()),
+                Err(e) => return rpc_response(&e.body(&id)),
+            }
+        }
+        Sent::Answer { task_id, params, .. } => match answer(state, &task_id, params, principal).await {
+            Ok(answered) => answered,
+            Err(e) => return rpc_response(&e.body(&id)),
+        },
+    };
     let mut first = Vec::new();
     mapper.start(now_ms(), &mut first);
-    Ok(sse(state, id, mapper, first, super::events::observed(observer)))
+    let first = first.into_iter().map(|frame| (mapper.last_seq(), frame)).collect();
+    Ok(sse(state, id, mapper, first, events))
 }
 
-/// `SubscribeToTask`: the task's stream from its start (as far as the run holds its events),
-/// then live; a task that has ended is `UnsupportedOperationError`.
+/// `SubscribeToTask`: the task as it stands, then its updates until it ends or waits for input
+/// (a task that has ended is `UnsupportedOperationError`). With `Last-Event-ID` (agw's seq
+/// extension, [`SEQ_EXTENSION`]), the stream goes on right after that event instead: no task
+/// first, no gap, no duplicate.
 async fn subscribe(
     state: &AppState,
     task_id: Result<String, RpcError>,
     id: Value,
+    through: Option<u64>,
     principal: Option<&Principal>,
 ) -> HandlerResult {
     let task_id = match task_id {
         Ok(t) => t,
         Err(e) => return rpc_response(&e.body(&id)),
     };
-    if let Some(handle) = state.runs.local_run(&task_id, principal)
-        && handle.status().is_finished()
-        && !handle.is_waiting()
-    {
-        let message = "the task has ended: read it with GetTask";
-        return rpc_response(&RpcError::new(code::UNSUPPORTED_OPERATION, message).body(&id));
-    }
-    let events = match run_events(state, &task_id, principal).await {
-        Ok(events) => events,
+    let (mut mapper, after, events) = match prime(state, &task_id, principal, through).await {
+        Ok(primed) => primed,
         Err(e) => return rpc_response(&e.body(&id)),
     };
-    let mapper = A2aMapper::new(&task_id, "");
-    Ok(sse(state, id, mapper, Vec::new(), events))
+    let mut first = Vec::new();
+    match through {
+        None if mapper.is_finished() => {
+            let message = "the task has ended: read it with GetTask";
+            return rpc_response(&RpcError::new(code::UNSUPPORTED_OPERATION, message).body(&id));
+        }
+        None => {
+            let mut out = Vec::new();
+            mapper.start(now_ms(), &mut out);
+            first.extend(out.into_iter().map(|frame| (mapper.last_seq(), frame)));
+        }
+        Some(_) => mapper.mark_started(),
+    }
+    for event in &after {
+        let mut out = Vec::new();
+        mapper.map(event, &mut out);
+        first.extend(out.into_iter().map(|frame| (event.seq, frame)));
+    }
+    Ok(sse(state, id, mapper, first, events))
 }
 
+/// The stream responses as SSE frames, each with the seq of the event it came from as its `id`
+/// (what `Last-Event-ID` resumes after), until the task ends or waits for input.
 fn sse(
     state: &AppState,
     id: Value,
     mapper: A2aMapper,
-    first: Vec<Value>,
-    events: futures::stream::BoxStream<'static, Vec<Arc<Event>>>,
+    first: Vec<(u64, Value)>,
+    events: BoxStream<'static, Vec<Arc<Event>>>,
 ) -> http::Response<BoxBody> {
     struct St {
-        events: futures::stream::BoxStream<'static, Vec<Arc<Event>>>,
+        events: BoxStream<'static, Vec<Arc<Event>>>,
         mapper: A2aMapper,
-        first: Vec<Value>,
+        first: Vec<(u64, Value)>,
         id: Value,
     }
     let start = St { events, mapper, first, id };
     let frames = futures::stream::unfold(start, |mut st| async move {
         let mut out = std::mem::take(&mut st.first);
-        if out.is_empty() {
-            if st.mapper.is_finished() {
+        while out.is_empty() {
+            if st.mapper.stops() {
                 return None;
             }
             let batch = st.events.next().await?;
             for event in &batch {
-                // A subscriber's stream begins with the task, at the run's start.
-                if let agw_protocol::EventPayload::RunStart(e) = &event.payload
-                    && !st.mapper.started()
-                {
-                    st.mapper.adopt_context(&e.chat_id);
-                    st.mapper.start(event.timestamp, &mut out);
-                }
-                st.mapper.map(event, &mut out);
+                let mut mapped = Vec::new();
+                st.mapper.map(event, &mut mapped);
+                out.extend(mapped.into_iter().map(|frame| (event.seq, frame)));
             }
         }
         let mut bytes = Vec::new();
-        for result in &out {
-            bytes.extend_from_slice(&sse_frame(&st.id, result));
+        for (seq, result) in &out {
+            bytes.extend_from_slice(&sse_frame(&st.id, result, Some(*seq)));
         }
         Some((Bytes::from(bytes), st))
     });

@@ -7,9 +7,16 @@
 //! artifact per content block (its `artifactId` is the block's id), streamed as artifact updates
 //! — the first delta of a block with `append: false`, the next ones with `append: true`, one
 //! update per delta; tool calls and results are `TASK_STATE_WORKING` status updates whose
-//! message carries a data part; the end is a status update `TASK_STATE_COMPLETED`,
-//! `TASK_STATE_FAILED` (its message says why) or `TASK_STATE_CANCELED`, after which the stream
-//! ends.
+//! message carries a data part, reasoning deltas `TASK_STATE_WORKING` status updates whose
+//! message carries the text (metadata `agw.event: "reasoning.delta"`); a run that waits for a
+//! person (a frontend tool's form, a tool approval, a paused tool's continue) is
+//! `TASK_STATE_INPUT_REQUIRED`, its status message saying what is asked (a data part with
+//! `kind`, `awaitingId`, the tool and its arguments or the approval options), and `WORKING`
+//! again once answered; the end is a status update `TASK_STATE_COMPLETED`,
+//! `TASK_STATE_FAILED` (its message says why) or `TASK_STATE_CANCELED`. A stream of new events
+//! ends at the end or at a wait ([`A2aMapper::stops`]).
+
+use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
@@ -77,6 +84,21 @@ pub struct A2aMapper {
     updated: i64,
     /// The first stream response (the task) was given ([`Self::start`]).
     started: bool,
+    /// Calls of the run's own so far (frontend ones wait for their submit at their end).
+    calls: HashMap<String, Call>,
+    /// What the run waits for now (`INPUT_REQUIRED`): the wait's id and what is asked.
+    waiting: Option<(String, Value)>,
+    /// Seq of the last event mapped.
+    last_seq: u64,
+}
+
+/// A call of the run as far as it streamed.
+#[derive(Debug, Clone, Default)]
+struct Call {
+    name: String,
+    args: String,
+    /// The viewport of a frontend tool.
+    tool_key: Option<String>,
 }
 
 /// An RFC 3339 UTC timestamp of epoch milliseconds (ProtoJSON's `Timestamp`).
@@ -109,7 +131,26 @@ impl A2aMapper {
             artifacts: Vec::new(),
             updated: 0,
             started: false,
+            calls: HashMap::new(),
+            waiting: None,
+            last_seq: 0,
         }
+    }
+
+    /// Whether a stream of the task's new events ends here: at its end, or when it waits for
+    /// the client's next message (A2A's interrupted state).
+    pub fn stops(&self) -> bool {
+        self.is_finished() || self.state == TaskState::InputRequired
+    }
+
+    /// The wait the task is in (`INPUT_REQUIRED`): its id, what the next message answers.
+    pub fn awaiting_id(&self) -> Option<&str> {
+        self.waiting.as_ref().map(|(id, _)| id.as_str()).filter(|_| self.state == TaskState::InputRequired)
+    }
+
+    /// Seq of the last event mapped (0 before any).
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
     }
 
     /// The task's state now.
@@ -138,8 +179,41 @@ impl A2aMapper {
         }
         if let Some(text) = &self.status_message {
             status["message"] = self.agent_message(vec![json!({"text": text})], None);
+        } else if let (TaskState::InputRequired, Some((_, asked))) = (self.state, &self.waiting) {
+            status["message"] = self.input_message(asked);
         }
         status
+    }
+
+    /// The status message of a wait: a text part for people, a data part for clients.
+    fn input_message(&self, asked: &Value) -> Value {
+        let tool = asked.get("toolName").and_then(Value::as_str).unwrap_or("a tool");
+        let text = match asked.get("kind").and_then(Value::as_str) {
+            Some("approval") => format!("Approve the call of {tool}? Answer once, always or reject."),
+            Some("status") => format!("{tool} needs you to go on. Answer continue or cancel."),
+            _ => format!("{tool} asks for input: answer with a data part holding its form's values."),
+        };
+        self.agent_message(
+            vec![json!({"text": text}), json!({"data": asked})],
+            Some(json!({"agw": {"event": "input_required"}})),
+        )
+    }
+
+    fn wait(&mut self, id: &str, asked: Value, at: i64, out: &mut Vec<Value>) {
+        self.waiting = Some((id.to_owned(), asked));
+        self.set_state(TaskState::InputRequired, at);
+        out.push(self.status_update(None));
+    }
+
+    /// The wait `id` was answered (or expired): the task works again.
+    fn answered(&mut self, id: &str, at: i64, out: &mut Vec<Value>) {
+        if self.waiting.as_ref().is_some_and(|(w, _)| w == id) {
+            self.waiting = None;
+            if self.state == TaskState::InputRequired {
+                self.set_state(TaskState::Working, at);
+                out.push(self.status_update(None));
+            }
+        }
     }
 
     fn agent_message(&self, parts: Vec<Value>, metadata: Option<Value>) -> Value {
@@ -182,6 +256,25 @@ impl A2aMapper {
         self.started
     }
 
+    /// A stream that goes on after an event its client saw (`Last-Event-ID`) gives no task first.
+    pub fn mark_started(&mut self) {
+        self.started = true;
+    }
+
+    /// The client answered the wait: the task works again.
+    pub fn input_given(&mut self, at: i64) {
+        self.waiting = None;
+        self.set_state(TaskState::Working, at);
+    }
+
+    /// A task refused before it ran (a quota): `REJECTED`, its message saying why.
+    pub fn rejected(task_id: impl Into<String>, context_id: impl Into<String>, reason: &str, at: i64) -> Self {
+        let mut mapper = Self::new(task_id, context_id);
+        mapper.status_message = Some(reason.to_owned());
+        mapper.set_state(TaskState::Rejected, at);
+        mapper
+    }
+
     /// The first stream response: the task, `SUBMITTED`.
     pub fn start(&mut self, at: i64, out: &mut Vec<Value>) {
         self.updated = at;
@@ -198,6 +291,7 @@ impl A2aMapper {
         // result): only the run's own blocks are artifacts.
         let own = event.task().is_none();
         let at = event.timestamp;
+        self.last_seq = self.last_seq.max(event.seq);
         match &event.payload {
             EventPayload::RunStart(e) => {
                 self.adopt_context(&e.chat_id);
@@ -231,13 +325,62 @@ impl A2aMapper {
                     }}));
                 }
             }
+            EventPayload::ReasoningDelta(e) if own => {
+                let metadata = json!({"agw": {"event": "reasoning.delta", "reasoningId": e.reasoning_id}});
+                let message = self.agent_message(vec![json!({"text": e.delta})], Some(metadata));
+                out.push(self.status_update(Some(message)));
+            }
+            EventPayload::ToolArgs(e) if own => {
+                self.calls.entry(e.tool_id.clone()).or_default().args.push_str(&e.delta);
+            }
+            EventPayload::ToolEnd(e) if own => {
+                // A frontend tool's call waits for its form from here.
+                if let Some(call) = self.calls.get(&e.tool_id).filter(|c| c.tool_key.is_some()) {
+                    let arguments = serde_json::from_str::<Value>(&call.args).unwrap_or(Value::Null);
+                    let asked = json!({"kind": "form", "awaitingId": e.tool_id, "toolName": call.name,
+                        "arguments": arguments, "viewportKey": call.tool_key});
+                    self.wait(&e.tool_id.clone(), asked, at, out);
+                }
+            }
+            EventPayload::AwaitingAsk(e) if own => {
+                let mut asked = json!({"kind": e.mode, "awaitingId": e.awaiting_id});
+                if let Some(name) = e.tool_name.as_ref().or_else(|| e.approvals.first().map(|a| &a.tool_name)) {
+                    asked["toolName"] = json!(name);
+                }
+                if let Some(arguments) = &e.arguments {
+                    asked["arguments"] = arguments.clone();
+                }
+                if !e.approvals.is_empty() {
+                    asked["approvals"] = json!(e.approvals);
+                }
+                if let Some(status) = &e.status {
+                    asked["status"] = json!(status);
+                }
+                if !e.options.is_empty() {
+                    asked["options"] = json!(e.options);
+                }
+                if let Some(key) = &e.viewport_key {
+                    asked["viewportKey"] = json!(key);
+                }
+                self.wait(&e.awaiting_id, asked, at, out);
+            }
+            EventPayload::AwaitingAnswer(e) if own => self.answered(&e.awaiting_id, at, out),
+            EventPayload::AwaitingExpired(e) if own => self.answered(&e.awaiting_id, at, out),
             EventPayload::ToolStart(e) if own => {
+                let call = Call {
+                    name: e.tool_name.clone().unwrap_or_default(),
+                    args: String::new(),
+                    tool_key: e.tool_key.clone(),
+                };
+                self.calls.insert(e.tool_id.clone(), call);
                 let data = json!({"kind": "tool_call", "toolCallId": e.tool_id, "toolName": e.tool_name});
                 let message =
                     self.agent_message(vec![json!({"data": data})], Some(json!({"agw": {"event": "tool.start"}})));
                 out.push(self.status_update(Some(message)));
             }
             EventPayload::ToolResult(e) if own => {
+                // A frontend call's result is its submit.
+                self.answered(&e.tool_id, at, out);
                 let data = json!({"kind": "tool_result", "toolCallId": e.tool_id, "result": e.result});
                 let message =
                     self.agent_message(vec![json!({"data": data})], Some(json!({"agw": {"event": "tool.result"}})));
@@ -266,11 +409,14 @@ fn artifact(id: &str, text: &str) -> Value {
     json!({"artifactId": id, "name": "answer", "parts": [{"text": text}]})
 }
 
-/// `data: {"jsonrpc":"2.0","id":…,"result":…}\n\n`: one stream response as an SSE frame of the
-/// JSON-RPC binding.
-pub fn sse_frame(request_id: &Value, result: &Value) -> Vec<u8> {
+/// `id: <seq>\ndata: {"jsonrpc":"2.0","id":…,"result":…}\n\n`: one stream response as an SSE
+/// frame of the JSON-RPC binding; `seq` (the run event it came from) is its SSE id.
+pub fn sse_frame(request_id: &Value, result: &Value, seq: Option<u64>) -> Vec<u8> {
     let body = json!({"jsonrpc": "2.0", "id": request_id, "result": result});
-    format!("data: {body}\n\n").into_bytes()
+    match seq {
+        Some(seq) => format!("id: {seq}\ndata: {body}\n\n").into_bytes(),
+        None => format!("data: {body}\n\n").into_bytes(),
+    }
 }
 
 #[cfg(test)]
@@ -341,6 +487,51 @@ mod tests {
         assert_eq!(status["message"]["role"], "ROLE_AGENT");
         assert_eq!(status["message"]["parts"][0]["text"], "provider_error: upstream 500");
         assert_eq!(mapper.task()["artifacts"][0]["parts"][0]["text"], "Hal", "what streamed stays");
+    }
+
+    #[test]
+    fn reasoning_streams_as_working_updates_and_a_frontend_call_waits_for_input() {
+        use crate::event::{ReasoningDelta, ToolArgs, ToolEnd, ToolResult, ToolStart};
+        let start = ToolStart {
+            tool_id: "call_1".into(),
+            run_id: "run-1".into(),
+            task_id: None,
+            tool_name: Some("confirm_dialog".into()),
+            tool_type: Some("html".into()),
+            tool_api: None,
+            tool_params: None,
+            description: None,
+            tool_key: Some("confirm_dialog".into()),
+            tool_timeout: Some(1000),
+        };
+        let run: Vec<EventPayload> = vec![
+            RunStart { run_id: "run-1".into(), chat_id: "chat-1".into() }.into(),
+            ReasoningDelta { reasoning_id: "run-1_r_1".into(), delta: "Hmm.".into() }.into(),
+            start.into(),
+            ToolArgs { tool_id: "call_1".into(), delta: r#"{"question":"Go?"}"#.into(), chunk_index: 0 }.into(),
+            ToolEnd { tool_id: "call_1".into() }.into(),
+        ];
+        let mut mapper = A2aMapper::new("run-1", "chat-1");
+        let mut out = Vec::new();
+        for e in &events(run) {
+            mapper.map(e, &mut out);
+        }
+        let reasoning = &out[1]["statusUpdate"]["status"];
+        assert_eq!(reasoning["state"], "TASK_STATE_WORKING");
+        assert_eq!(reasoning["message"]["parts"][0]["text"], "Hmm.");
+        assert_eq!(reasoning["message"]["metadata"]["agw"]["event"], "reasoning.delta");
+        let waiting = &out.last().unwrap()["statusUpdate"]["status"];
+        assert_eq!(waiting["state"], "TASK_STATE_INPUT_REQUIRED", "{out:#?}");
+        assert_eq!(waiting["message"]["parts"][1]["data"]["arguments"]["question"], "Go?");
+        assert!(mapper.stops() && !mapper.is_finished());
+        assert_eq!(mapper.awaiting_id(), Some("call_1"));
+        assert_eq!(mapper.last_seq(), 5);
+        // The submit's result: working again.
+        let result = Event::new(6, AT, ToolResult { tool_id: "call_1".into(), result: "{}".into() });
+        out.clear();
+        mapper.map(&result, &mut out);
+        assert_eq!(out[0]["statusUpdate"]["status"]["state"], "TASK_STATE_WORKING");
+        assert!(!mapper.stops() && mapper.awaiting_id().is_none());
     }
 
     #[test]
