@@ -6,12 +6,16 @@ failure raises.
 """
 
 import asyncio
+import json
 import os
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import httpx
 from google.protobuf.json_format import MessageToDict
 from a2a.client import A2ACardResolver, ClientConfig, create_client
 from a2a.types.a2a_pb2 import (
+    AuthenticationInfo,
     GetTaskRequest,
     ListTasksRequest,
     Message,
@@ -20,6 +24,7 @@ from a2a.types.a2a_pb2 import (
     SendMessageConfiguration,
     SendMessageRequest,
     SubscribeToTaskRequest,
+    TaskPushNotificationConfig,
     TaskState,
 )
 
@@ -39,6 +44,25 @@ def request(text, context_id="", task_id="", immediately=False):
     )
     configuration = SendMessageConfiguration(return_immediately=immediately)
     return SendMessageRequest(message=message, configuration=configuration)
+
+
+def webhook():
+    """A loopback receiver of push notifications: (url, received [(headers, body)])."""
+    received = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("content-length", 0)))
+            received.append(({k.lower(): v for k, v in self.headers.items()}, json.loads(body)))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_port}/hook", received
 
 
 def answer(task):
@@ -113,6 +137,24 @@ async def main():
         assert text == "".join(f"w{i} " for i in range(30)), text
         assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED, events[-1]
         check("SubscribeToTask on a running task: its state so far, then every later update once")
+
+        # Push notifications: a config on a running task receives its changes, then the task.
+        url, received = webhook()
+        [event] = [event async for event in blocking.send_message(request("survive a crash", immediately=True))]
+        pushed_task = event.task.id
+        config = TaskPushNotificationConfig(
+            task_id=pushed_task, url=url, token="tok-sdk", authentication=AuthenticationInfo(scheme="Bearer", credentials="c1")
+        )
+        created = await blocking.create_task_push_notification_config(config)
+        assert created.task_id == pushed_task and created.url == url and created.id, created
+        for _ in range(200):
+            if received and "task" in received[-1][1]:
+                break
+            await asyncio.sleep(0.05)
+        headers, final = received[-1]
+        assert final["task"]["status"]["state"] == "TASK_STATE_COMPLETED", received
+        assert headers.get("x-a2a-notification-token") == "tok-sdk" and headers.get("authorization") == "Bearer c1", headers
+        check("a push config on a running task: its changes, then the completed task, with its token")
 
 
 asyncio.run(main())

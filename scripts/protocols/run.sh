@@ -29,7 +29,7 @@ start_agw() {
         MEMORY_CHAT_DIR="$work/chats" AGENT_DATA_EXTERNAL_DIR="$work/data" \
         AGENT_BASH_WORKING_DIRECTORY="$work/bash" AGENT_CHAT_EVENT_CALLBACK_ENABLED=false \
         AGENT_PROVIDERS_FIXTURE_BASE_URL="$(cat "$work/fixture.addr")" AGENT_PROVIDERS_FIXTURE_API_KEY=sk-fixture \
-        AGENT_PROVIDERS_FIXTURE_MODEL=fixture-model AGW_LOG=warn \
+        AGENT_PROVIDERS_FIXTURE_MODEL=fixture-model AGW_LOG=warn AGW_A2A_PUSH_ALLOW_PRIVATE_NETWORKS=true \
         "$target/debug/agw" serve >"$work/agw.out" 2>>"$work/agw.log" &
     agw_pid=$!
     pids+=($agw_pid)

@@ -36,6 +36,9 @@ pub struct Inner {
     /// `/mcp`: the agents as MCP tools, set up on first use by `mcp_server` (held here as `Any`
     /// so the state does not import the protocol module that reads it).
     pub(crate) mcp_mount: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
+    /// A2A push-notification webhooks, set up on first use by the A2A routes (as `Any`, like
+    /// `mcp_mount`).
+    pub(crate) a2a_push: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 /// The registries a server starts with.
@@ -82,6 +85,7 @@ impl AppState {
                 auth: Authenticator::new(&settings.auth),
                 mcp: catalogs.mcp,
                 mcp_mount: std::sync::OnceLock::new(),
+                a2a_push: std::sync::OnceLock::new(),
                 settings,
             }),
         }

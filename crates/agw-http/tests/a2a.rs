@@ -191,7 +191,7 @@ async fn the_protocols_errors() {
         ("GetTask", json!({"id": "00000000-0000-4000-8000-000000000000"}), -32001),
         ("GetTask", json!({}), -32602),
         ("NoSuchMethod", json!({}), -32601),
-        ("CreateTaskPushNotificationConfig", json!({}), -32003),
+        ("CreateTaskPushNotificationConfig", json!({}), -32602),
         ("GetExtendedAgentCard", json!({}), -32007),
         ("SendMessage", json!({"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "x"}]}}), -32602),
         (
@@ -401,4 +401,89 @@ async fn a_quota_refusal_is_a_rejected_task() {
     assert_eq!(results.len(), 1, "the rejected task alone: {results:?}");
     assert_eq!(results[0]["result"]["task"]["status"]["state"], "TASK_STATE_REJECTED");
     assert_eq!(gw.fixture.request_count(), 1, "nothing ran after the first");
+}
+
+/// Push notifications: a webhook registered with `SendMessage` (and one more with
+/// `CreateTaskPushNotificationConfig`) receives each state change of the task and the task at its
+/// end, with the config's token and authentication; the configs are listed, read and deleted;
+/// a URL that resolves to a private address is refused unless allowed.
+#[tokio::test]
+async fn push_notifications_reach_the_webhooks_of_a_task() {
+    let (url, received) = common::webhook_receiver(std::time::Duration::ZERO).await;
+    let gw = Gateway::start(&ask_gateway_agents(), &[("AGW_A2A_PUSH_ALLOW_PRIVATE_NETWORKS", "true")]).await;
+    let (_, card) = gw.get_json("/a2a/ask/.well-known/agent-card.json").await;
+    assert_eq!(card["capabilities"]["pushNotifications"], true);
+    let ask = r#"{"question":"Go?","options":["Yes","No"]}"#;
+    gw.fixture.push(Transcript::openai_tool_call("call_c", "confirm_dialog", &[ask]));
+    let mut params = message("ask me", None);
+    params["configuration"] = json!({"taskPushNotificationConfig": {"url": url, "token": "tok-1",
+        "authentication": {"scheme": "Bearer", "credentials": "hook-secret"}}});
+    let body = rpc(&gw, "ask", "SendMessage", params).await;
+    let task_id = body["result"]["task"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(body["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{body}");
+
+    let second =
+        rpc(&gw, "ask", "CreateTaskPushNotificationConfig", json!({"taskId": task_id, "id": "two", "url": url})).await;
+    assert_eq!(second["result"]["id"], "two", "{second}");
+    let listed = rpc(&gw, "ask", "ListTaskPushNotificationConfigs", json!({"taskId": task_id})).await;
+    assert_eq!(listed["result"]["configs"].as_array().unwrap().len(), 2, "{listed}");
+    assert!(listed.to_string().find("hook-secret").is_none(), "credentials are never shown back");
+    let got = rpc(&gw, "ask", "GetTaskPushNotificationConfig", json!({"taskId": task_id, "id": "two"})).await;
+    assert_eq!(got["result"]["url"], url.as_str());
+    rpc(&gw, "ask", "DeleteTaskPushNotificationConfig", json!({"taskId": task_id, "id": "two"})).await;
+    let listed = rpc(&gw, "ask", "ListTaskPushNotificationConfigs", json!({"taskId": task_id})).await;
+    assert_eq!(listed["result"]["configs"].as_array().unwrap().len(), 1);
+
+    gw.fixture.push(Transcript::openai_text(&["Done."]));
+    let answer = json!({"message": {"messageId": "m2", "role": "ROLE_USER", "taskId": task_id,
+        "parts": [{"data": {"selectedOption": "Yes", "selectedIndex": 0}}]}});
+    let done = rpc(&gw, "ask", "SendMessage", answer).await;
+    assert_eq!(done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let last_is_task = |r: &common::Webhooks| {
+        r.lock().unwrap().last().is_some_and(|(_, body)| body.contains("\"task\"") && body.contains("COMPLETED"))
+    };
+    while !last_is_task(&received) {
+        assert!(std::time::Instant::now() < deadline, "the final task was never pushed");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let pushed = received.lock().unwrap().clone();
+    let states: Vec<String> = pushed
+        .iter()
+        .map(|(_, body)| {
+            let v: Value = serde_json::from_str(body).unwrap();
+            v["statusUpdate"]["status"]["state"].as_str().or(v["task"]["status"]["state"].as_str()).unwrap().to_owned()
+        })
+        .collect();
+    // The first webhook's own deliveries (the second, registered while the task waited, got
+    // that state too, with neither token nor credentials).
+    let header = |headers: &[(String, String)], name: &str| common::header(headers, name).to_owned();
+    let first: Vec<&String> = pushed
+        .iter()
+        .zip(&states)
+        .filter(|((h, _), _)| header(h, "x-a2a-notification-token") == "tok-1")
+        .map(|(_, state)| state)
+        .collect();
+    assert_eq!(
+        first,
+        ["TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"],
+        "each change once, then the task: {states:?}"
+    );
+    for (headers, _) in &pushed {
+        let token = header(headers, "x-a2a-notification-token");
+        let auth = header(headers, "authorization");
+        assert!(
+            (token == "tok-1" && auth == "Bearer hook-secret") || (token.is_empty() && auth.is_empty()),
+            "{headers:?}"
+        );
+    }
+
+    // Without the setting, a loopback webhook is refused before anything starts.
+    let strict = Gateway::start(&[oneshot_agent("a", false, 5000)], &[]).await;
+    let mut params = message("hi", None);
+    params["configuration"] = json!({"taskPushNotificationConfig": {"url": url}});
+    let refused = rpc(&strict, "a", "SendMessage", params).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("not a public address"), "{refused}");
+    assert_eq!(strict.fixture.request_count(), 0, "nothing ran");
 }

@@ -160,6 +160,8 @@ pub struct Settings {
     pub recovery: agw_runs::RecoverySettings,
     /// `agw.a2a.enabled`: agents are served over A2A (docs/protocols.md §7).
     pub a2a_enabled: bool,
+    /// `agw.a2a.push.*`: A2A push-notification webhooks.
+    pub a2a_push: A2aPushSettings,
     /// `agw.quotas.*`: runs, tokens and cost per subject and per agent.
     pub quotas: QuotaSettings,
     /// `agw.database.*`, `agw.redis.*`, `agw.node.id`, `agw.cluster.*`: several replicas.
@@ -185,6 +187,15 @@ pub struct Settings {
     pub guardrails: GuardrailSettings,
     /// Probable mistakes that did not stop loading: `serve` logs them, `agw check` lists them.
     pub warnings: Vec<ConfigWarning>,
+}
+
+/// `agw.a2a.push.*` (docs/protocols.md §7, push notifications).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct A2aPushSettings {
+    /// Clients may register push-notification webhooks.
+    pub enabled: bool,
+    /// Webhooks may target non-public addresses (loopback, private, link-local, …).
+    pub allow_private_networks: bool,
 }
 
 impl Settings {
@@ -271,6 +282,10 @@ impl Settings {
             runs: runs::load(&src)?,
             recovery: runs::load_recovery(&src)?,
             a2a_enabled: src.parse(&table::AGW_A2A_ENABLED, value::bool)?,
+            a2a_push: A2aPushSettings {
+                enabled: src.parse(&table::AGW_A2A_PUSH_ENABLED, value::bool)?,
+                allow_private_networks: src.parse(&table::AGW_A2A_PUSH_ALLOW_PRIVATE_NETWORKS, value::bool)?,
+            },
             cluster: cluster::load(&src)?,
             quotas: quotas::load(&src)?,
             providers,

@@ -230,6 +230,10 @@ settings! {
             "a query into a chat with a run in flight: reject (409 chat_busy naming the run) | queue (starts when that run ends)";
         AGW_A2A_ENABLED: "agw.a2a.enabled" = Some("true"),
             "every agent is served over A2A 1.0 (its card and JSON-RPC endpoint under /a2a/<agentKey>); false: those paths and /.well-known/agent-card.json answer 404 (an agent opts out alone with \"a2a\": {\"enabled\": false})";
+        AGW_A2A_PUSH_ENABLED: "agw.a2a.push.enabled" = Some("true"),
+            "A2A clients may register push-notification webhooks for their tasks (each task state change is POSTed to them); false: the card says pushNotifications false and the methods answer PushNotificationNotSupportedError";
+        AGW_A2A_PUSH_ALLOW_PRIVATE_NETWORKS: "agw.a2a.push.allow-private-networks" = Some("false"),
+            "push-notification webhooks may target loopback, private, link-local and other non-public addresses (off: such URLs are refused, so a client cannot make agw call into its own network)";
         AGW_RECOVERY_ENABLED: "agw.recovery.enabled" = Some("true"),
             "runs in flight when agw stops (a crash, a kill, the shutdown grace period ending) are resumed from their last completed step by the next start";
         AGW_RECOVERY_MAX_AGE: "agw.recovery.max-age" = Some("1h"),

@@ -20,6 +20,8 @@
 //! the AI SDK's `id` does. Behind the same door as every route: Host check, CORS, body limit,
 //! JWT, and a task of another user is not found.
 
+mod push;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -141,7 +143,7 @@ pub fn card(state: &AppState, agent_key: Option<&str>, headers: &HeaderMap) -> H
         "version": env!("CARGO_PKG_VERSION"),
         "supportedInterfaces": [{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": PROTOCOL_VERSION}],
         "provider": {"organization": "agw", "url": format!("http://{host}/")},
-        "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": false,
+        "capabilities": {"streaming": true, "pushNotifications": state.settings.a2a_push.enabled, "extendedAgentCard": false,
             "extensions": [{"uri": SEQ_EXTENSION, "required": false,
                 "description": "Each stream response's SSE id is the run's seq; SubscribeToTask with Last-Event-ID continues right after it, with no gap and no duplicate."}]},
         "defaultInputModes": ["text/plain"],
@@ -210,12 +212,10 @@ pub async fn rpc(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
         "CancelTask" => cancel(state, task_id(&params), principal).await,
         "SubscribeToTask" => return subscribe(state, task_id(&params), id, last_event_id, principal).await,
         "ListTasks" => list_tasks(state, agent_key, &params, principal).await,
-        "CreateTaskPushNotificationConfig"
-        | "GetTaskPushNotificationConfig"
-        | "ListTaskPushNotificationConfigs"
-        | "DeleteTaskPushNotificationConfig" => {
-            Err(RpcError::new(code::PUSH_NOT_SUPPORTED, "this agent does not send push notifications"))
-        }
+        "CreateTaskPushNotificationConfig" => push::create(state, &params, principal).await,
+        "GetTaskPushNotificationConfig" => push::get(state, &params, principal),
+        "ListTaskPushNotificationConfigs" => push::list(state, &params, principal),
+        "DeleteTaskPushNotificationConfig" => push::delete(state, &params, principal),
         "GetExtendedAgentCard" => {
             Err(RpcError::new(code::EXTENDED_CARD_NOT_CONFIGURED, "this agent has no extended agent card"))
         }
@@ -236,8 +236,8 @@ fn task_id(params: &Value) -> Result<String, RpcError> {
 
 /// What a `SendMessageRequest` asks for.
 enum Sent {
-    /// A new task.
-    New { query: QueryRequest, return_immediately: bool },
+    /// A new task, with a push-notification webhook when the request registers one.
+    New { query: QueryRequest, return_immediately: bool, push: Option<Box<push::PushConfig>> },
     /// The next message of a task that waits for input (`taskId`): its answer.
     Answer { task_id: String, params: Value, return_immediately: bool },
 }
@@ -295,7 +295,12 @@ fn read_message(
     let agent = state.runs.agent(Some(agent_key)).map_err(|e| RpcError::of_run(e, false))?;
     let query =
         QueryRequest { agent_key: Some(agent.key.clone()), chat_id, message: Some(text), ..QueryRequest::default() };
-    Ok(Sent::New { query, return_immediately })
+    // Checked before the task starts; it gets the task's id once there is one.
+    let push = match params.pointer("/configuration/taskPushNotificationConfig").filter(|c| c.is_object()) {
+        Some(config) => Some(Box::new(push::PushConfig::parse(config, "")?)),
+        None => None,
+    };
+    Ok(Sent::New { query, return_immediately, push })
 }
 
 /// How a new task began: its run, or its refusal (a quota): a `REJECTED` task.
@@ -307,10 +312,13 @@ enum Began {
 async fn start(
     state: &AppState,
     agent_key: &str,
-    mut query: QueryRequest,
-    return_immediately: bool,
+    sent: (QueryRequest, bool, Option<Box<push::PushConfig>>),
     principal: Option<&Principal>,
 ) -> Result<Began, RpcError> {
+    let (mut query, return_immediately, push) = sent;
+    if let Some(config) = &push {
+        push::check(state, config).await?;
+    }
     if return_immediately {
         // Nobody watches a task it returned at once: it runs to its end.
         query.on_disconnect = Some(agw_protocol::OnDisconnect::Continue);
@@ -329,6 +337,9 @@ async fn start(
         Err(e) => return Err(RpcError::of_run(e, false)),
     };
     tracing::info!(runId = %handle.run_id, chatId = %handle.chat_id, agentKey = %handle.agent_key, "A2A task started");
+    if let Some(config) = push {
+        push::register(state, config.for_task(&handle.run_id), principal).await?;
+    }
     Ok(Began::Run(handle, observer))
 }
 
@@ -341,8 +352,8 @@ async fn send(
     principal: Option<&Principal>,
 ) -> Result<Value, RpcError> {
     let (immediately, mut mapper, mut events) = match read_message(state, agent_key, params, principal)? {
-        Sent::New { query, return_immediately } => {
-            match start(state, agent_key, query, return_immediately, principal).await? {
+        Sent::New { query, return_immediately, push } => {
+            match start(state, agent_key, (query, return_immediately, push), principal).await? {
                 Began::Rejected(mapper) => return Ok(json!({"task": mapper.task()})),
                 Began::Run(handle, observer) => {
                     let mapper = A2aMapper::new(&handle.run_id, &handle.chat_id);
@@ -526,8 +537,8 @@ async fn stream(
         Err(e) => return rpc_response(&e.body(&id)),
     };
     let (mut mapper, events) = match sent {
-        Sent::New { query, return_immediately } => {
-            match start(state, agent_key, query, return_immediately, principal).await {
+        Sent::New { query, return_immediately, push } => {
+            match start(state, agent_key, (query, return_immediately, push), principal).await {
                 Ok(Began::Run(handle, observer)) => {
                     (A2aMapper::new(&handle.run_id, &handle.chat_id), super::events::observed(observer))
                 }
