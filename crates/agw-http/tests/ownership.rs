@@ -548,3 +548,70 @@ async fn the_phase_stream_keeps_runs_and_chats_to_their_owner() {
     assert_eq!(resp.status(), 404);
     assert_eq!(gw.fixture.request_count(), calls, "no model call for a refused run");
 }
+
+impl Users {
+    /// One A2A JSON-RPC call as `token`.
+    async fn a2a(&self, token: &str, method: &str, params: Value) -> Value {
+        let resp = self
+            .gw
+            .client
+            .post(format!("{}/a2a/a", self.gw.base))
+            .bearer_auth(token)
+            .header("A2A-Version", "1.0")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        resp.json().await.unwrap()
+    }
+}
+
+/// A2A tasks are their owner's: another user cannot read, list, cancel, subscribe to or push
+/// from them (as absent as a task that does not exist); with auth on, the card names the bearer
+/// scheme and an authenticated client gets the extended card.
+#[tokio::test]
+async fn a2a_tasks_belong_to_their_owner() {
+    let tooled = r#"{"key":"a","mode":"ONESHOT","modelConfig":{"providerKey":"fixture","model":"m"},
+        "toolConfig":{"backends":["mock_city_weather"]},"plain":{"systemPrompt":"s"}}"#;
+    let users = gateway_with_users(&[], &[("a.json".into(), tooled.into())]).await;
+    let message = json!({"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "alice's task"}]}});
+    let sent = users.a2a(&users.alice, "SendMessage", message).await;
+    let task_id = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(sent["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{sent}");
+
+    let got = users.a2a(&users.bob, "GetTask", json!({"id": task_id})).await;
+    assert_eq!(got["error"]["code"], -32001, "{got}");
+    let listed = users.a2a(&users.bob, "ListTasks", json!({})).await;
+    assert_eq!(listed["result"]["totalSize"], 0, "{listed}");
+    let cancel = users.a2a(&users.bob, "CancelTask", json!({"id": task_id})).await;
+    assert_eq!(cancel["error"]["code"], -32001, "{cancel}");
+    let push = users
+        .a2a(&users.bob, "CreateTaskPushNotificationConfig", json!({"taskId": task_id, "url": "http://127.0.0.1:9/x"}))
+        .await;
+    assert_eq!(push["error"]["code"], -32001, "{push}");
+    let mine = users.a2a(&users.alice, "ListTasks", json!({})).await;
+    assert_eq!(mine["result"]["totalSize"], 1, "{mine}");
+    let operator = users.a2a(&users.operator, "GetTask", json!({"id": task_id})).await;
+    assert_eq!(operator["result"]["id"], task_id.as_str(), "the operator role sees every task: {operator}");
+
+    let (status, card) = users.get(&users.bob, "/a2a/a/.well-known/agent-card.json").await;
+    assert_eq!(status, 200);
+    assert_eq!(card["capabilities"]["extendedAgentCard"], true);
+    assert!(card["securitySchemes"]["bearer"].is_object(), "{card}");
+    let extended = users.a2a(&users.bob, "GetExtendedAgentCard", json!({})).await;
+    let skills: Vec<&str> =
+        extended["result"]["skills"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert_eq!(skills, ["a", "tool:mock_city_weather"], "{extended}");
+    assert_eq!(card["skills"].as_array().unwrap().len(), 1, "the public card names no tools");
+    let anonymous = users
+        .gw
+        .client
+        .post(format!("{}/a2a/a", users.gw.base))
+        .header("A2A-Version", "1.0")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard", "params": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401, "no token, no A2A");
+}

@@ -135,22 +135,33 @@ fn served(state: &AppState, agent_key: Option<&str>) -> Result<Arc<agw_modes::de
 /// `GET` an agent card (`agent_key` `None`: the default agent).
 pub fn card(state: &AppState, agent_key: Option<&str>, headers: &HeaderMap) -> HandlerResult {
     let agent = served(state, agent_key)?;
-    let host = headers.get(http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("127.0.0.1");
+    Ok(json_response(StatusCode::OK, &card_json(state, &agent, host_of(headers))))
+}
+
+fn host_of(headers: &HeaderMap) -> &str {
+    headers.get(http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("127.0.0.1")
+}
+
+/// The public card of `agent`, reached at `host`.
+fn card_json(state: &AppState, agent: &agw_modes::definition::AgentDefinition, host: &str) -> Value {
     let url = format!("http://{host}{PREFIX}{}", agent.key);
+    let name = if agent.name.trim().is_empty() { agent.key.clone() } else { agent.name.clone() };
     let mut card = json!({
-        "name": if agent.name.trim().is_empty() { agent.key.clone() } else { agent.name.clone() },
+        "name": name,
         "description": agent.description,
         "version": env!("CARGO_PKG_VERSION"),
         "supportedInterfaces": [{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": PROTOCOL_VERSION}],
         "provider": {"organization": "agw", "url": format!("http://{host}/")},
-        "capabilities": {"streaming": true, "pushNotifications": state.settings.a2a_push.enabled, "extendedAgentCard": false,
+        "capabilities": {"streaming": true, "pushNotifications": state.settings.a2a_push.enabled,
+            // Only an authenticated client gets more than the public card.
+            "extendedAgentCard": state.auth.is_some(),
             "extensions": [{"uri": SEQ_EXTENSION, "required": false,
                 "description": "Each stream response's SSE id is the run's seq; SubscribeToTask with Last-Event-ID continues right after it, with no gap and no duplicate."}]},
         "defaultInputModes": ["text/plain"],
         "defaultOutputModes": ["text/plain"],
         "skills": [{
             "id": agent.key,
-            "name": if agent.name.trim().is_empty() { agent.key.clone() } else { agent.name.clone() },
+            "name": name,
             "description": if agent.description.trim().is_empty() { format!("The agent {}", agent.key) } else { agent.description.clone() },
             "tags": [agent.mode_kind().as_str().to_lowercase()],
         }],
@@ -160,7 +171,35 @@ pub fn card(state: &AppState, agent_key: Option<&str>, headers: &HeaderMap) -> H
             json!({"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}}});
         card["securityRequirements"] = json!([{"schemes": {"bearer": {"list": []}}}]);
     }
-    Ok(json_response(StatusCode::OK, &card))
+    card
+}
+
+/// `GetExtendedAgentCard` (auth on: the caller has a valid token): the public card plus one
+/// skill per tool, skill and sub-agent the agent may use. With auth off there is nobody to
+/// tell apart, so there is no extended card.
+fn extended_card(state: &AppState, agent_key: &str, host: &str) -> Result<Value, RpcError> {
+    if state.auth.is_none() {
+        return Err(RpcError::new(code::EXTENDED_CARD_NOT_CONFIGURED, "this agent has no extended agent card"));
+    }
+    let agent = state.runs.agent(Some(agent_key)).map_err(|e| RpcError::of_run(e, false))?;
+    let mut card = card_json(state, &agent, host);
+    let tools = state.catalogs().tools.load();
+    let mut skills = Vec::new();
+    for name in agent.tool_names() {
+        let description = tools.get(&name).map(|t| t.description.clone()).filter(|d| !d.is_empty());
+        skills.push(json!({"id": format!("tool:{name}"), "name": name,
+            "description": description.unwrap_or_else(|| format!("The tool {name}")), "tags": ["tool"]}));
+    }
+    for skill in &agent.skills {
+        skills.push(json!({"id": format!("skill:{skill}"), "name": skill, "description": format!("The skill {skill}"), "tags": ["skill"]}));
+    }
+    for sub in &agent.sub_agents {
+        skills.push(json!({"id": format!("agent:{sub}"), "name": sub, "description": format!("The sub-agent {sub}"), "tags": ["sub-agent"]}));
+    }
+    if let Some(list) = card["skills"].as_array_mut() {
+        list.extend(skills);
+    }
+    Ok(card)
 }
 
 /// Whether the request names A2A 1.0 (patch numbers ignored; none means 0.3).
@@ -186,6 +225,7 @@ pub async fn rpc(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
     served(state, Some(agent_key))?;
     let principal = req.extensions().get::<Principal>().cloned();
     let version = version_ok(req.headers(), &super::query_params(&req));
+    let host = host_of(req.headers()).to_owned();
     let last_event_id =
         req.headers().get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
     let server = &state.settings.server;
@@ -216,9 +256,7 @@ pub async fn rpc(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
         "GetTaskPushNotificationConfig" => push::get(state, &params, principal),
         "ListTaskPushNotificationConfigs" => push::list(state, &params, principal),
         "DeleteTaskPushNotificationConfig" => push::delete(state, &params, principal),
-        "GetExtendedAgentCard" => {
-            Err(RpcError::new(code::EXTENDED_CARD_NOT_CONFIGURED, "this agent has no extended agent card"))
-        }
+        "GetExtendedAgentCard" => extended_card(state, agent_key, &host),
         other => Err(RpcError::new(code::METHOD_NOT_FOUND, format!("no method {other:?}"))),
     };
     rpc_response(&match answer {
