@@ -138,6 +138,17 @@ async def main():
         assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED, events[-1]
         check("SubscribeToTask on a running task: its state so far, then every later update once")
 
+        # The HTTP+JSON binding, the SDK's REST transport: the same task, streamed and read back.
+        rest = await create_client(
+            card, ClientConfig(httpx_client=http, streaming=True, supported_protocol_bindings=["HTTP+JSON"])
+        )
+        events = [event async for event in rest.send_message(request("say hello"))]
+        deltas = [e.artifact_update.artifact.parts[0].text for e in events if e.HasField("artifact_update") and e.artifact_update.artifact.parts]
+        assert "".join(deltas) == "Hello there." and events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED, events
+        task = await rest.get_task(GetTaskRequest(id=events[0].task.id))
+        assert answer(task) == "Hello there.", task
+        check("the HTTP+JSON binding (the SDK's REST transport): streamed, then read back")
+
         # Push notifications: a config on a running task receives its changes, then the task.
         url, received = webhook()
         [event] = [event async for event in blocking.send_message(request("survive a crash", immediately=True))]

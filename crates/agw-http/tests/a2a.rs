@@ -487,3 +487,89 @@ async fn push_notifications_reach_the_webhooks_of_a_task() {
     assert!(refused["error"]["message"].as_str().unwrap().contains("not a public address"), "{refused}");
     assert_eq!(strict.fixture.request_count(), 0, "nothing ran");
 }
+
+/// The HTTP+JSON binding: the same methods at REST paths under `/a2a/{agentKey}`, the bare
+/// objects as answers, streams without the JSON-RPC envelope, errors as HTTP statuses with a
+/// `google.rpc.Status` whose `ErrorInfo` reason is A2A's.
+#[tokio::test]
+async fn the_http_json_binding_serves_the_same_methods() {
+    let gw = gateway().await;
+    let (_, card) = gw.get_json("/a2a/a/.well-known/agent-card.json").await;
+    let bindings: Vec<&str> = card["supportedInterfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["protocolBinding"].as_str().unwrap())
+        .collect();
+    assert_eq!(bindings, ["JSONRPC", "HTTP+JSON"]);
+    let base = format!("{}/a2a/a", gw.base);
+    let v1 = |req: reqwest::RequestBuilder| req.header("A2A-Version", "1.0");
+
+    gw.fixture.push(Transcript::openai_text(&["Hello ", "REST."]));
+    let resp = v1(gw.client.post(format!("{base}/message:send"))).json(&message("hi", None)).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let sent: Value = resp.json().await.unwrap();
+    let task = &sent["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{sent}");
+    let task_id = task["id"].as_str().unwrap().to_owned();
+
+    let got: Value = v1(gw.client.get(format!("{base}/tasks/{task_id}"))).send().await.unwrap().json().await.unwrap();
+    assert_eq!(got["artifacts"][0]["parts"][0]["text"], "Hello REST.", "{got}");
+    let listed: Value = v1(gw.client.get(format!("{base}/tasks?pageSize=10&includeArtifacts=true")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["totalSize"], 1, "{listed}");
+    assert!(listed["tasks"][0]["artifacts"].is_array());
+
+    gw.fixture.push(Transcript::openai_text(&["Streamed."]));
+    let resp =
+        v1(gw.client.post(format!("{base}/message:stream"))).json(&message("stream", None)).send().await.unwrap();
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let results = sse_results(&resp.text().await.unwrap());
+    assert!(results[0].get("task").is_some() && results[0].get("jsonrpc").is_none(), "{results:?}");
+    assert_eq!(results.last().unwrap()["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED");
+
+    // Errors: a task that does not exist, an ended task cancelled, no version.
+    let missing = v1(gw.client.get(format!("{base}/tasks/00000000-0000-4000-8000-000000000000"))).send().await.unwrap();
+    assert_eq!(missing.status(), 404);
+    let body: Value = missing.json().await.unwrap();
+    assert_eq!(body["error"]["status"], "NOT_FOUND");
+    assert_eq!(body["error"]["details"][0]["reason"], "TASK_NOT_FOUND", "{body}");
+    let cancel = v1(gw.client.post(format!("{base}/tasks/{task_id}:cancel"))).json(&json!({})).send().await.unwrap();
+    assert_eq!(cancel.status(), 400);
+    let body: Value = cancel.json().await.unwrap();
+    assert_eq!(body["error"]["details"][0]["reason"], "TASK_NOT_CANCELABLE", "{body}");
+    let unversioned = gw.client.get(format!("{base}/tasks/{task_id}")).send().await.unwrap();
+    assert_eq!(unversioned.status(), 400);
+    // A subscription is a POST without a body; an ended task cannot be subscribed to.
+    let sub = v1(gw.client.post(format!("{base}/tasks/{task_id}:subscribe"))).send().await.unwrap();
+    let body: Value = sub.json().await.unwrap();
+    assert_eq!(body["error"]["details"][0]["reason"], "UNSUPPORTED_OPERATION", "{body}");
+    // Any other POST needs its JSON body, as every POST route.
+    let plain = v1(gw.client.post(format!("{base}/message:send")))
+        .header("content-type", "text/plain")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), 415);
+}
+
+/// A new task's data parts reach the model as JSON beside its text; file parts are refused.
+#[tokio::test]
+async fn a_data_part_is_json_the_model_reads() {
+    let gw = gateway().await;
+    gw.fixture.push(Transcript::openai_text(&["Got it."]));
+    let params = json!({"message": {"messageId": "m1", "role": "ROLE_USER",
+        "parts": [{"text": "book this"}, {"data": {"flight": "LH 400", "seats": 2}}]}});
+    let body = rpc(&gw, "a", "SendMessage", params).await;
+    assert_eq!(body["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{body}");
+    let sent = gw.fixture.requests().last().unwrap().body["messages"].to_string();
+    assert!(sent.contains("book this") && sent.contains(r#"\"flight\":\"LH 400\""#), "{sent}");
+    let file = json!({"message": {"messageId": "m2", "role": "ROLE_USER", "parts": [{"raw": "aGk=", "mediaType": "text/plain"}]}});
+    assert_eq!(rpc(&gw, "a", "SendMessage", file).await["error"]["code"], -32005);
+}

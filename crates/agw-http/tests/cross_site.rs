@@ -62,6 +62,10 @@ fn post_routes(run_id: &str, tool_id: &str, chat_id: &str) -> Vec<(&'static str,
             json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"messageId": "m",
             "role": "ROLE_USER", "parts": [{"text": "run my tools"}]}}}),
         ),
+        (
+            "/a2a/a/message:send",
+            json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "run my tools"}]}}),
+        ),
     ]
 }
 

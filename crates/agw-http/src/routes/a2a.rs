@@ -96,6 +96,38 @@ impl RpcError {
         Self { code, message: api.msg, agw_code }
     }
 
+    /// The HTTP+JSON binding's error: the status and `google.rpc.Status` A2A maps the code to,
+    /// its reason in an `ErrorInfo` (agw's own code in its metadata).
+    fn rest_response(&self) -> http::Response<BoxBody> {
+        let (status, name, reason) = match self.code {
+            code::TASK_NOT_FOUND => (StatusCode::NOT_FOUND, "NOT_FOUND", "TASK_NOT_FOUND"),
+            code::METHOD_NOT_FOUND => (StatusCode::NOT_FOUND, "NOT_FOUND", "METHOD_NOT_FOUND"),
+            code::TASK_NOT_CANCELABLE => (StatusCode::BAD_REQUEST, "FAILED_PRECONDITION", "TASK_NOT_CANCELABLE"),
+            code::PUSH_NOT_SUPPORTED => {
+                (StatusCode::BAD_REQUEST, "FAILED_PRECONDITION", "PUSH_NOTIFICATION_NOT_SUPPORTED")
+            }
+            code::UNSUPPORTED_OPERATION => (StatusCode::BAD_REQUEST, "FAILED_PRECONDITION", "UNSUPPORTED_OPERATION"),
+            code::CONTENT_TYPE_NOT_SUPPORTED => {
+                (StatusCode::BAD_REQUEST, "INVALID_ARGUMENT", "CONTENT_TYPE_NOT_SUPPORTED")
+            }
+            code::EXTENDED_CARD_NOT_CONFIGURED => {
+                (StatusCode::BAD_REQUEST, "FAILED_PRECONDITION", "EXTENDED_AGENT_CARD_NOT_CONFIGURED")
+            }
+            code::VERSION_NOT_SUPPORTED => (StatusCode::BAD_REQUEST, "FAILED_PRECONDITION", "VERSION_NOT_SUPPORTED"),
+            code::INVALID_PARAMS => (StatusCode::BAD_REQUEST, "INVALID_ARGUMENT", "INVALID_PARAMS"),
+            code::INVALID_REQUEST | code::PARSE => (StatusCode::BAD_REQUEST, "INVALID_ARGUMENT", "INVALID_REQUEST"),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", "INTERNAL_ERROR"),
+        };
+        let mut info = json!({"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason,
+            "domain": "a2a-protocol.org"});
+        if let Some(agw) = &self.agw_code {
+            info["metadata"] = json!({"agwCode": agw});
+        }
+        let body =
+            json!({"error": {"code": status.as_u16(), "status": name, "message": self.message, "details": [info]}});
+        json_response(status, &body)
+    }
+
     fn body(&self, id: &Value) -> Value {
         let mut error = json!({"code": self.code, "message": self.message});
         if let Some(agw) = &self.agw_code {
@@ -150,7 +182,10 @@ fn card_json(state: &AppState, agent: &agw_modes::definition::AgentDefinition, h
         "name": name,
         "description": agent.description,
         "version": env!("CARGO_PKG_VERSION"),
-        "supportedInterfaces": [{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": PROTOCOL_VERSION}],
+        "supportedInterfaces": [
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": PROTOCOL_VERSION},
+            {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": PROTOCOL_VERSION},
+        ],
         "provider": {"organization": "agw", "url": format!("http://{host}/")},
         "capabilities": {"streaming": true, "pushNotifications": state.settings.a2a_push.enabled,
             // Only an authenticated client gets more than the public card.
@@ -220,14 +255,83 @@ fn version_ok(headers: &HeaderMap, query: &std::collections::HashMap<String, Str
     Err(format!("A2A version {shown} is not supported; this agent speaks {PROTOCOL_VERSION}"))
 }
 
+/// How a request came, and how its answer goes back: A2A's JSON-RPC binding (answers and
+/// errors in the JSON-RPC envelope, HTTP 200) or its HTTP+JSON binding (the bare objects;
+/// errors as HTTP statuses with a `google.rpc.Status`).
+#[derive(Debug, Clone)]
+enum Binding {
+    /// The request's `id`.
+    JsonRpc(Value),
+    Rest,
+}
+
+impl Binding {
+    fn answer(&self, answer: Result<Value, RpcError>) -> HandlerResult {
+        match (self, answer) {
+            (Self::JsonRpc(id), Ok(result)) => rpc_response(&json!({"jsonrpc": "2.0", "id": id, "result": result})),
+            (Self::JsonRpc(id), Err(e)) => rpc_response(&e.body(id)),
+            (Self::Rest, Ok(result)) => Ok(json_response(StatusCode::OK, &result)),
+            (Self::Rest, Err(e)) => Ok(e.rest_response()),
+        }
+    }
+
+    fn error(&self, error: RpcError) -> HandlerResult {
+        self.answer(Err(error))
+    }
+
+    /// One stream response as an SSE frame: `seq` (the run event it came from) is its id.
+    fn frame(&self, result: &Value, seq: u64) -> Vec<u8> {
+        match self {
+            Self::JsonRpc(id) => sse_frame(id, result, Some(seq)),
+            Self::Rest => format!("id: {seq}\ndata: {result}\n\n").into_bytes(),
+        }
+    }
+}
+
+/// What every method is called with besides its params.
+struct Call<'a> {
+    agent_key: &'a str,
+    principal: Option<&'a Principal>,
+    host: String,
+    /// `Last-Event-ID`: a subscription goes on after it (agw's seq extension).
+    last_event_id: Option<u64>,
+    binding: Binding,
+}
+
+impl<'a> Call<'a> {
+    fn of(agent_key: &'a str, principal: Option<&'a Principal>, headers: &HeaderMap, binding: Binding) -> Self {
+        let last_event_id =
+            headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
+        Call { agent_key, principal, host: host_of(headers).to_owned(), last_event_id, binding }
+    }
+}
+
+/// Runs one A2A method (both bindings).
+async fn dispatch(state: &AppState, call: &Call<'_>, method: &str, params: Value) -> HandlerResult {
+    let (agent_key, principal) = (call.agent_key, call.principal);
+    let answer = match method {
+        "SendMessage" => send(state, agent_key, &params, principal).await,
+        "SendStreamingMessage" => return stream(state, call, &params).await,
+        "GetTask" => get_task(state, task_id(&params), principal).await,
+        "CancelTask" => cancel(state, task_id(&params), principal).await,
+        "SubscribeToTask" => return subscribe(state, call, task_id(&params)).await,
+        "ListTasks" => list_tasks(state, agent_key, &params, principal).await,
+        "CreateTaskPushNotificationConfig" => push::create(state, &params, principal).await,
+        "GetTaskPushNotificationConfig" => push::get(state, &params, principal),
+        "ListTaskPushNotificationConfigs" => push::list(state, &params, principal),
+        "DeleteTaskPushNotificationConfig" => push::delete(state, &params, principal),
+        "GetExtendedAgentCard" => extended_card(state, agent_key, &call.host),
+        other => Err(RpcError::new(code::METHOD_NOT_FOUND, format!("no method {other:?}"))),
+    };
+    call.binding.answer(answer)
+}
+
 /// `POST /a2a/{agentKey}`: one JSON-RPC request.
 pub async fn rpc(state: &AppState, agent_key: &str, req: Request<RequestBody>) -> HandlerResult {
     served(state, Some(agent_key))?;
     let principal = req.extensions().get::<Principal>().cloned();
     let version = version_ok(req.headers(), &super::query_params(&req));
-    let host = host_of(req.headers()).to_owned();
-    let last_event_id =
-        req.headers().get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
+    let headers = req.headers().clone();
     let server = &state.settings.server;
     let body = read_body(req, server.max_request_bytes, server.limits.body_read_timeout).await?;
     let request: Value = match serde_json::from_slice(&body) {
@@ -244,25 +348,110 @@ pub async fn rpc(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
         return rpc_response(&RpcError::new(code::VERSION_NOT_SUPPORTED, message).body(&id));
     }
     let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
-    let principal = principal.as_ref();
-    let answer = match method {
-        "SendMessage" => send(state, agent_key, &params, principal).await,
-        "SendStreamingMessage" => return stream(state, agent_key, &params, id, principal).await,
-        "GetTask" => get_task(state, task_id(&params), principal).await,
-        "CancelTask" => cancel(state, task_id(&params), principal).await,
-        "SubscribeToTask" => return subscribe(state, task_id(&params), id, last_event_id, principal).await,
-        "ListTasks" => list_tasks(state, agent_key, &params, principal).await,
-        "CreateTaskPushNotificationConfig" => push::create(state, &params, principal).await,
-        "GetTaskPushNotificationConfig" => push::get(state, &params, principal),
-        "ListTaskPushNotificationConfigs" => push::list(state, &params, principal),
-        "DeleteTaskPushNotificationConfig" => push::delete(state, &params, principal),
-        "GetExtendedAgentCard" => extended_card(state, agent_key, &host),
-        other => Err(RpcError::new(code::METHOD_NOT_FOUND, format!("no method {other:?}"))),
+    let call = Call::of(agent_key, principal.as_ref(), &headers, Binding::JsonRpc(id));
+    dispatch(state, &call, method, params).await
+}
+
+/// An HTTP+JSON binding path under `/a2a/{agentKey}`: the agent key and the rest
+/// (`/message:send`, `/tasks/{id}`, …).
+pub(crate) fn rest_path(path: &str) -> Option<(&str, &str)> {
+    let rest = path.strip_prefix(PREFIX)?;
+    let (key, tail) = rest.split_once('/')?;
+    let known =
+        tail.starts_with("message:") || tail == "tasks" || tail.starts_with("tasks/") || tail == "extendedAgentCard";
+    (!key.is_empty() && known).then(|| (key, &path[PREFIX.len() + key.len()..]))
+}
+
+/// Whether a POST to an HTTP+JSON path carries no body (a subscription): the one POST that
+/// needs no JSON content type (it changes nothing, and its answer is the caller's own task).
+pub(crate) fn bodiless_post(path: &str) -> bool {
+    rest_path(path).is_some_and(|(_, tail)| tail.ends_with(":subscribe"))
+}
+
+/// The method and params an HTTP+JSON request maps to.
+fn rest_method(
+    method: &http::Method,
+    tail: &str,
+    query: &std::collections::HashMap<String, String>,
+    body: Value,
+) -> Option<(&'static str, Value)> {
+    use http::Method;
+    let with = |mut body: Value, key: &str, value: &str| {
+        if !body.is_object() {
+            body = json!({});
+        }
+        body[key] = json!(value);
+        body
     };
-    rpc_response(&match answer {
-        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        Err(e) => e.body(&id),
+    let segments: Vec<&str> = tail.split('/').collect();
+    let post_or_get = *method == Method::POST || *method == Method::GET;
+    Some(match (method, segments.as_slice()) {
+        (&Method::POST, ["message:send"]) => ("SendMessage", body),
+        (&Method::POST, ["message:stream"]) => ("SendStreamingMessage", body),
+        (&Method::GET, ["extendedAgentCard"]) => ("GetExtendedAgentCard", json!({})),
+        (&Method::GET, ["tasks"]) => {
+            let mut params = json!({});
+            for (key, value) in query {
+                params[key.as_str()] = match key.as_str() {
+                    "pageSize" | "historyLength" => value.parse::<u64>().map_or_else(|_| json!(value), |n| json!(n)),
+                    "includeArtifacts" => json!(value == "true"),
+                    _ => json!(value),
+                };
+            }
+            ("ListTasks", params)
+        }
+        (&Method::POST, ["tasks", task]) if task.ends_with(":cancel") => {
+            ("CancelTask", with(body, "id", task.trim_end_matches(":cancel")))
+        }
+        (_, ["tasks", task]) if task.ends_with(":subscribe") && post_or_get => {
+            ("SubscribeToTask", json!({"id": task.trim_end_matches(":subscribe")}))
+        }
+        (&Method::GET, ["tasks", task]) => ("GetTask", json!({"id": task})),
+        (&Method::POST, ["tasks", task, "pushNotificationConfigs"]) => {
+            ("CreateTaskPushNotificationConfig", with(body, "taskId", task))
+        }
+        (&Method::GET, ["tasks", task, "pushNotificationConfigs"]) => {
+            ("ListTaskPushNotificationConfigs", json!({"taskId": task}))
+        }
+        (&Method::GET, ["tasks", task, "pushNotificationConfigs", id]) => {
+            ("GetTaskPushNotificationConfig", json!({"taskId": task, "id": id}))
+        }
+        (&Method::DELETE, ["tasks", task, "pushNotificationConfigs", id]) => {
+            ("DeleteTaskPushNotificationConfig", json!({"taskId": task, "id": id}))
+        }
+        _ => return None,
     })
+}
+
+/// A request of the HTTP+JSON binding (`/a2a/{agentKey}/message:send`, `/tasks/{id}`, …).
+pub async fn rest(state: &AppState, req: Request<RequestBody>) -> HandlerResult {
+    let path = req.uri().path().to_owned();
+    let Some((agent_key, tail)) = rest_path(&path) else {
+        return Err(ApiError::not_found(format!("no route for {path}")));
+    };
+    served(state, Some(agent_key))?;
+    let principal = req.extensions().get::<Principal>().cloned();
+    let query = super::query_params(&req);
+    let version = version_ok(req.headers(), &query);
+    let (method, headers) = (req.method().clone(), req.headers().clone());
+    let body = if method == http::Method::POST && !bodiless_post(&path) {
+        let server = &state.settings.server;
+        let bytes = read_body(req, server.max_request_bytes, server.limits.body_read_timeout).await?;
+        match serde_json::from_slice::<Value>(&bytes) {
+            Ok(v) => v,
+            Err(e) => return Binding::Rest.error(RpcError::new(code::PARSE, format!("invalid JSON: {e}"))),
+        }
+    } else {
+        json!({})
+    };
+    if let Err(message) = version {
+        return Binding::Rest.error(RpcError::new(code::VERSION_NOT_SUPPORTED, message));
+    }
+    let Some((name, params)) = rest_method(&method, tail.trim_start_matches('/'), &query, body) else {
+        return Binding::Rest.error(RpcError::new(code::METHOD_NOT_FOUND, format!("no A2A method at {method} {tail}")));
+    };
+    let call = Call::of(agent_key, principal.as_ref(), &headers, Binding::Rest);
+    dispatch(state, &call, name, params).await
 }
 
 fn task_id(params: &Value) -> Result<String, RpcError> {
@@ -294,16 +483,20 @@ fn read_message(
     }
     let parts =
         message.get("parts").and_then(Value::as_array).ok_or_else(|| invalid("params.message.parts is required"))?;
-    let mut texts = Vec::new();
+    let mut texts: Vec<String> = Vec::new();
     let mut data = None;
     for part in parts {
         match (part.get("text").and_then(Value::as_str), part.get("data")) {
-            (Some(text), _) => texts.push(text),
-            (None, Some(value)) if data.is_none() => data = Some(value.clone()),
+            (Some(text), _) => texts.push(text.to_owned()),
+            (None, Some(value)) => {
+                // A new task's model reads it as JSON; a waiting task's answer is the first one.
+                texts.push(format!("```json\n{value}\n```"));
+                data.get_or_insert_with(|| value.clone());
+            }
             _ => {
                 return Err(RpcError::new(
                     code::CONTENT_TYPE_NOT_SUPPORTED,
-                    "only text parts (and a data part answering a task that waits) are accepted",
+                    "only text and data parts are accepted (files are not offered yet)",
                 ));
             }
         }
@@ -319,9 +512,6 @@ fn read_message(
             None => return Err(invalid("params.message answers nothing: give a text or a data part")),
         };
         return Ok(Sent::Answer { task_id: task_id.to_owned(), params, return_immediately });
-    }
-    if data.is_some() {
-        return Err(RpcError::new(code::CONTENT_TYPE_NOT_SUPPORTED, "a new task takes text parts only"));
     }
     if text.trim().is_empty() {
         return Err(invalid("params.message has no text"));
@@ -563,16 +753,11 @@ async fn cancel(
 /// `SendStreamingMessage`: the task, then one stream response per event that maps to one, until
 /// the task ends or waits for input. The next message of a waiting task streams the same way
 /// from where it waited.
-async fn stream(
-    state: &AppState,
-    agent_key: &str,
-    params: &Value,
-    id: Value,
-    principal: Option<&Principal>,
-) -> HandlerResult {
+async fn stream(state: &AppState, call: &Call<'_>, params: &Value) -> HandlerResult {
+    let (agent_key, principal) = (call.agent_key, call.principal);
     let sent = match read_message(state, agent_key, params, principal) {
         Ok(sent) => sent,
-        Err(e) => return rpc_response(&e.body(&id)),
+        Err(e) => return call.binding.error(e),
     };
     let (mut mapper, events) = match sent {
         Sent::New { query, return_immediately, push } => {
@@ -581,44 +766,39 @@ async fn stream(
                     (A2aMapper::new(&handle.run_id, &handle.chat_id), super::events::observed(observer))
                 }
                 Ok(Began::Rejected(mapper)) => (*mapper, futures::stream::empty().boxed()),
-                Err(e) => return rpc_response(&e.body(&id)),
+                Err(e) => return call.binding.error(e),
             }
         }
         Sent::Answer { task_id, params, .. } => match answer(state, &task_id, params, principal).await {
             Ok(answered) => answered,
-            Err(e) => return rpc_response(&e.body(&id)),
+            Err(e) => return call.binding.error(e),
         },
     };
     let mut first = Vec::new();
     mapper.start(now_ms(), &mut first);
     let first = first.into_iter().map(|frame| (mapper.last_seq(), frame)).collect();
-    Ok(sse(state, id, mapper, first, events))
+    Ok(sse(state, call.binding.clone(), mapper, first, events))
 }
 
-/// `SubscribeToTask`: the task as it stands, then its updates until it ends or waits for input
-/// (a task that has ended is `UnsupportedOperationError`). With `Last-Event-ID` (agw's seq
-/// extension, [`SEQ_EXTENSION`]), the stream goes on right after that event instead: no task
-/// first, no gap, no duplicate.
-async fn subscribe(
-    state: &AppState,
-    task_id: Result<String, RpcError>,
-    id: Value,
-    through: Option<u64>,
-    principal: Option<&Principal>,
-) -> HandlerResult {
+/// `SubscribeToTask`: the task as it stands now (the run's held events folded in), then its
+/// updates until it ends or waits for input (a task that has ended is
+/// `UnsupportedOperationError`). With `Last-Event-ID` (agw's seq extension, [`SEQ_EXTENSION`]),
+/// the stream goes on right after that event instead: no task first, no gap, no duplicate.
+async fn subscribe(state: &AppState, call: &Call<'_>, task_id: Result<String, RpcError>) -> HandlerResult {
     let task_id = match task_id {
         Ok(t) => t,
-        Err(e) => return rpc_response(&e.body(&id)),
+        Err(e) => return call.binding.error(e),
     };
-    let (mut mapper, after, events) = match prime(state, &task_id, principal, through).await {
+    let through = call.last_event_id;
+    let (mut mapper, after, events) = match prime(state, &task_id, call.principal, through).await {
         Ok(primed) => primed,
-        Err(e) => return rpc_response(&e.body(&id)),
+        Err(e) => return call.binding.error(e),
     };
     let mut first = Vec::new();
     match through {
         None if mapper.is_finished() => {
             let message = "the task has ended: read it with GetTask";
-            return rpc_response(&RpcError::new(code::UNSUPPORTED_OPERATION, message).body(&id));
+            return call.binding.error(RpcError::new(code::UNSUPPORTED_OPERATION, message));
         }
         None => {
             let mut out = Vec::new();
@@ -632,14 +812,14 @@ async fn subscribe(
         mapper.map(event, &mut out);
         first.extend(out.into_iter().map(|frame| (event.seq, frame)));
     }
-    Ok(sse(state, id, mapper, first, events))
+    Ok(sse(state, call.binding.clone(), mapper, first, events))
 }
 
 /// The stream responses as SSE frames, each with the seq of the event it came from as its `id`
 /// (what `Last-Event-ID` resumes after), until the task ends or waits for input.
 fn sse(
     state: &AppState,
-    id: Value,
+    binding: Binding,
     mapper: A2aMapper,
     first: Vec<(u64, Value)>,
     events: BoxStream<'static, Vec<Arc<Event>>>,
@@ -648,9 +828,9 @@ fn sse(
         events: BoxStream<'static, Vec<Arc<Event>>>,
         mapper: A2aMapper,
         first: Vec<(u64, Value)>,
-        id: Value,
+        binding: Binding,
     }
-    let start = St { events, mapper, first, id };
+    let start = St { events, mapper, first, binding };
     let frames = futures::stream::unfold(start, |mut st| async move {
         let mut out = std::mem::take(&mut st.first);
         while out.is_empty() {
@@ -666,7 +846,7 @@ fn sse(
         }
         let mut bytes = Vec::new();
         for (seq, result) in &out {
-            bytes.extend_from_slice(&sse_frame(&st.id, result, Some(*seq)));
+            bytes.extend_from_slice(&st.binding.frame(result, *seq));
         }
         Some((Bytes::from(bytes), st))
     });

@@ -155,6 +155,8 @@ async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> 
         // Every POST goes through `PostRoute`, which checks the body's content type first: a
         // POST route must be added there, never as an arm of its own here.
         (&Method::POST, _) => match posted {
+            // An A2A subscription is the one POST without a body (see `a2a::bodiless_post`).
+            Some(route) if a2a::bodiless_post(&path) => route.serve(state, req).await,
             Some(route) => match require_json(req.headers()) {
                 Ok(()) => route.serve(state, req).await,
                 Err(e) => Err(e),
@@ -165,6 +167,7 @@ async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> 
         (&Method::GET, "/api/phase/attach") => phase::attach(&state, &params, req.headers(), principal).await,
         (&Method::GET, "/v1/models") => openai::models(&state),
         (&Method::GET, a2a::CARD_PATH) => a2a::card(&state, None, req.headers()),
+        (&Method::GET | &Method::DELETE, p) if a2a::rest_path(p).is_some() => a2a::rest(&state, req).await,
         (&Method::GET, p) if a2a::agent_card_path(p).is_some() => {
             a2a::card(&state, a2a::agent_card_path(p), req.headers())
         }
@@ -206,6 +209,7 @@ fn unrouted(path: &str) -> ApiError {
         || path.starts_with("/api/ap/data/")
         || PostRoute::of(path).is_some()
         || a2a::agent_card_path(path).is_some()
+        || a2a::rest_path(path).is_some()
     {
         ApiError::method_not_allowed()
     } else {
@@ -244,11 +248,13 @@ pub enum PostRoute {
     Mcp,
     /// `POST /a2a/{agentKey}` (A2A's JSON-RPC binding).
     A2a,
+    /// `POST /a2a/{agentKey}/message:send` and the other POSTs of A2A's HTTP+JSON binding.
+    A2aRest,
 }
 
 impl PostRoute {
     /// Every POST route.
-    pub const ALL: [PostRoute; 13] = [
+    pub const ALL: [PostRoute; 14] = [
         Self::Query,
         Self::Submit,
         Self::Interrupt,
@@ -262,6 +268,7 @@ impl PostRoute {
         Self::ChatCompletions,
         Self::Mcp,
         Self::A2a,
+        Self::A2aRest,
     ];
 
     /// The route a POST to `path` reaches.
@@ -280,6 +287,7 @@ impl PostRoute {
             p if ag_ui_agent(p).is_some() => Self::AgUiRun,
             p if phase_agent(p).is_some() => Self::PhaseRun,
             p if a2a::agent_endpoint(p).is_some() => Self::A2a,
+            p if a2a::rest_path(p).is_some() => Self::A2aRest,
             _ => return None,
         })
     }
@@ -300,6 +308,7 @@ impl PostRoute {
             Self::ChatCompletions => "/v1/chat/completions".into(),
             Self::Mcp => crate::mcp_server::PATH.into(),
             Self::A2a => format!("{}{agent}", a2a::PREFIX),
+            Self::A2aRest => format!("{}{agent}/message:send", a2a::PREFIX),
         }
     }
 
@@ -319,6 +328,7 @@ impl PostRoute {
             Self::ChatCompletions => openai::completions(&state, req).await,
             Self::Mcp => Ok(crate::mcp_server::handle(&state, req).await),
             Self::A2a => a2a::rpc(&state, a2a::agent_endpoint(&path).unwrap_or_default(), req).await,
+            Self::A2aRest => a2a::rest(&state, req).await,
         }
     }
 }
@@ -413,6 +423,7 @@ mod tests {
                 PostRoute::ChatCompletions => 10,
                 PostRoute::Mcp => 11,
                 PostRoute::A2a => 12,
+                PostRoute::A2aRest => 13,
             };
             assert_eq!(PostRoute::ALL[index], route);
             assert_eq!(PostRoute::of(&route.path("some-agent")), Some(route), "{route:?}");
@@ -437,6 +448,11 @@ mod tests {
     fn a2a_endpoints_are_protected_and_their_cards_public() {
         assert_eq!(PostRoute::of("/a2a/helper"), Some(PostRoute::A2a));
         assert_eq!(PostRoute::of("/a2a/helper/.well-known/agent-card.json"), None);
+        assert_eq!(PostRoute::of("/a2a/helper/tasks/t1:cancel"), Some(PostRoute::A2aRest));
+        assert_eq!(PostRoute::of("/a2a/helper/elsewhere"), None);
+        assert!(auth::protects(&Method::GET, "/a2a/helper/tasks/t1"));
+        assert!(a2a::bodiless_post("/a2a/helper/tasks/t1:subscribe"));
+        assert!(!a2a::bodiless_post("/a2a/helper/message:send"));
         assert!(auth::protects(&Method::POST, "/a2a/helper"));
         assert!(!auth::protects(&Method::GET, "/a2a/helper/.well-known/agent-card.json"));
         assert!(!auth::protects(&Method::GET, a2a::CARD_PATH));
