@@ -31,6 +31,7 @@ fn the_library_crates_are_the_published_ones() {
     names.sort();
     let expected = [
         "agw",
+        "agw-a2a",
         "agw-cluster",
         "agw-demo",
         "agw-guard",

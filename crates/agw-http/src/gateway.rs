@@ -52,6 +52,9 @@ impl Gateway {
         if let Some(mcp) = &state.mcp {
             mcp.start(&state.catalogs().tools);
         }
+        if let Some(dir) = &state.settings.resources.a2a_dir {
+            crate::a2a_agents::load(dir, &state.catalogs().tools).await;
+        }
         // After the MCP servers start: a resumed run may call their tools at once.
         state.runs.recover_runs().await;
         let reload = match reload {

@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 // What an embedder reaches is re-exported below or lives in one of the `pub` modules; the rest
 // is the edge's own machinery.
+mod a2a_agents;
 pub mod auth;
 mod body;
 pub mod check;

@@ -39,6 +39,8 @@ pub enum Catalog {
     Skills,
     /// MCP server files (`*.json`, one server each).
     Mcp,
+    /// Remote A2A agent files (`*.json`, one agent each).
+    A2aAgents,
     /// Guardrails rule files (`<name>.json`, one rule set each).
     Guardrails,
 }
@@ -207,6 +209,10 @@ impl Reloader {
                     mcp.reconfigure(&self.state.catalogs().tools, configs);
                 }
             }
+            Catalog::A2aAgents => {
+                let (dir, tools) = (dir.clone(), self.state.catalogs().tools.clone());
+                tokio::spawn(async move { crate::a2a_agents::load(&dir, &tools).await });
+            }
             Catalog::Guardrails => {
                 // Its own last-good rule (a file that broke keeps its set), and its own file
                 // checks: rule files are never followed through links.
@@ -333,6 +339,7 @@ pub fn watched_dirs(settings: &crate::Settings) -> Vec<WatchedDir> {
     add(Catalog::Agents, &r.agents.dir, r.agents.refresh);
     add(Catalog::Tools, &r.tools.dir, r.tools.refresh);
     add(Catalog::Mcp, &r.mcp_dir, r.tools.refresh);
+    add(Catalog::A2aAgents, &r.a2a_dir, r.tools.refresh);
     add(Catalog::Viewports, &r.viewports.dir, r.viewports.refresh);
     add(Catalog::Skills, &r.skills.dir, r.skills.refresh);
     let rules = &settings.guardrails.rules;

@@ -154,7 +154,7 @@ impl ChatStore {
         let pending = batch.iter().flat_map(|b| b.step.messages.iter());
         let stored = own_steps.clone().flat_map(|s| s.messages.iter()).chain(user.iter()).chain(pending);
         let conversation = window::conversation(stored);
-        let recovered = recovered_steps(own_steps);
+        let recovered = window::recovered_steps(own_steps);
         let pending_messages = window::conversation(batch.iter().flat_map(|b| b.step.messages.iter()));
         let plan = steps.iter().rev().find_map(|s| s.plan.clone()).filter(|p| !p.is_empty());
         let messages =
@@ -179,21 +179,6 @@ impl ChatStore {
             tasks,
         })))
     }
-}
-
-/// A run's own step lines as a mode rebuilds its conversation from them.
-pub(crate) fn recovered_steps<'a>(
-    steps: impl Iterator<Item = &'a &'a history::StepLine>,
-) -> Vec<history::RecoveredStep> {
-    steps
-        .map(|s| history::RecoveredStep {
-            stage: s.stage.clone(),
-            messages: window::conversation(s.messages.iter()),
-            plan: s.plan.clone().filter(|p| !p.is_empty()),
-            task_id: s.task_id.clone(),
-            handoff: s.handoff.as_ref().map(|h| (h.event.from_agent_key.clone(), h.event.to_agent_key.clone())),
-        })
-        .collect()
 }
 
 /// A task of a round as its mode resumes it: ended (its line's messages and, for a sub-agent,

@@ -368,7 +368,7 @@ impl ChatStore {
         let conversation = window::conversation(stored.clone());
         let blocks = crate::blocks::block_counts(run_id, stored);
         let pending = window::conversation(awaiting.step.messages.iter());
-        let steps = crate::recovery::recovered_steps(steps.iter());
+        let steps = window::recovered_steps(steps.iter());
         let others: Vec<HistoryLine> =
             // A checkpoint this run made before it waited still stands for the runs it covers.
             lines

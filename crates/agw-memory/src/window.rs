@@ -203,6 +203,21 @@ impl Pairing {
     }
 }
 
+/// A run's own step lines as a mode rebuilds its conversation from them.
+pub(crate) fn recovered_steps<'a>(
+    steps: impl Iterator<Item = &'a &'a history::StepLine>,
+) -> Vec<history::RecoveredStep> {
+    steps
+        .map(|s| history::RecoveredStep {
+            stage: s.stage.clone(),
+            messages: conversation(s.messages.iter()),
+            plan: s.plan.clone().filter(|p| !p.is_empty()),
+            task_id: s.task_id.clone(),
+            handoff: s.handoff.as_ref().map(|h| (h.event.from_agent_key.clone(), h.event.to_agent_key.clone())),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

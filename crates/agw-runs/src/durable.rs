@@ -237,7 +237,7 @@ async fn wait_again(
     };
     // An agent the run was handed over to waited: it goes on, from its own part of the run.
     let (conversation, steps, handoff) =
-        crate::recover::continued_part(core, &mut sink, conversation, steps, &pending).await;
+        crate::continued::continued_part(core, &mut sink, conversation, steps, &pending).await;
     let steers = handle.steers.clone();
     // Not admitted again (it was, before the wait), but every model call from here on is
     // checked against and counted in its owner's and agent's daily quotas like any run's.

@@ -23,6 +23,7 @@ mod buffer;
 mod calls;
 mod chats;
 mod cluster;
+mod continued;
 mod control;
 mod drive;
 mod durable;

@@ -15,8 +15,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use agw_memory::{FoundRun, InFlightRun, LedgerEntry, SeqLedger};
-use agw_modes::runtime::{self, RecoverAt, RecoveredHandoff, Recovery, RunContext};
-use agw_protocol::history::{RecoveredStep, Stage, StreamedAs};
+use agw_modes::runtime::{self, RecoverAt, Recovery, RunContext};
+use agw_protocol::history::{Stage, StreamedAs};
 use agw_protocol::{Assembler, BlockCounts, ErrorCode, RunErrorInfo, SystemClock};
 use tracing::Instrument;
 
@@ -227,7 +227,8 @@ pub(crate) async fn resume_run(
     let of_call = run.mark.round.as_ref().is_some_and(|r| r.call_id.is_some());
     let InFlightRun { conversation, context, steps, pending, batch, plan, tasks, .. } = *run;
     let (round, sub_agents) = if of_call { (Vec::new(), tasks) } else { (tasks, Vec::new()) };
-    let (conversation, steps, handoff) = continued_part(core, &mut sink, conversation, steps, &pending).await;
+    let (conversation, steps, handoff) =
+        crate::continued::continued_part(core, &mut sink, conversation, steps, &pending).await;
     let at = match batch {
         Some(b) => RecoverAt::Batch {
             resume_at: b.resume_at,
@@ -263,34 +264,6 @@ pub(crate) async fn resume_run(
         quota,
     });
     Box::pin(live.run(core)).await;
-}
-
-/// The part of a run that goes on in this process (crash recovery, durable waiting): the whole
-/// run, or — when it was handed over to another agent — that agent's part, with what the
-/// handoff gave it (`conversation`: the run's messages so far, `pending` at their end). The
-/// agent it went to continues it: its MCP servers start, and the chat names it when the run
-/// ends.
-pub(crate) async fn continued_part(
-    core: &Core,
-    sink: &mut RunSink,
-    conversation: Vec<agw_protocol::chat::ChatMessage>,
-    steps: Vec<RecoveredStep>,
-    pending: &[agw_protocol::chat::ChatMessage],
-) -> (Vec<agw_protocol::chat::ChatMessage>, Vec<RecoveredStep>, Option<RecoveredHandoff>) {
-    let Some(last) = steps.iter().rposition(|s| s.handoff.is_some()) else {
-        return (conversation, steps, None);
-    };
-    let (from, to) = steps[last].handoff.clone().unwrap_or_default();
-    let count = steps.iter().filter(|s| s.handoff.is_some()).count() as u32;
-    let handing = steps[..=last].iter().flat_map(|s| s.messages.iter().cloned()).collect();
-    let own: Vec<RecoveredStep> = steps[last + 1..].to_vec();
-    let mut so_far: Vec<_> = own.iter().flat_map(|s| s.messages.iter().cloned()).collect();
-    so_far.extend(pending.iter().cloned());
-    if let (Some(sources), Ok(target)) = (&core.tool_sources, core.agent(Some(&to))) {
-        sources.prepare(&target, &core.catalogs.tools).await;
-    }
-    sink.continued_by(&to);
-    (so_far, own, Some(RecoveredHandoff { from_agent_key: from, to_agent_key: to, handing, count }))
 }
 
 /// Where a run resumed on the node that ran it numbers on: after the last seq its ledger noted

@@ -262,6 +262,23 @@ fn text_field(entry: &Map<String, Value>, key: &str) -> Option<String> {
     entry.get(key).and_then(Value::as_str).map(|s| s.trim().to_owned())
 }
 
+/// The namespace of remote A2A agents' tools in the registry (`a2a__<name>`, agw-a2a).
+pub const A2A_NAMESPACE: &str = "a2a__";
+
+/// The tool a remote A2A agent declared as `name` is offered as: `a2a__<name>`, lower-cased,
+/// anything but `[a-z0-9_-]` as `_`, at most 64 characters (what providers accept).
+pub fn a2a_tool_name(name: &str) -> String {
+    let cleaned: String = name
+        .trim()
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .collect();
+    let mut tool = format!("{A2A_NAMESPACE}{cleaned}");
+    tool.truncate(64);
+    tool
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

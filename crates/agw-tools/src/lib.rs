@@ -47,7 +47,9 @@ pub use builtin::{
     BUILTIN_NAMES, BashCommand, BashCommandError, BashConfig, BashTool, BuiltinsConfig, CityDatetime,
     PLAN_CONTEXT_UNAVAILABLE, PlanTool, builtins,
 };
-pub use definition::{CitationFields, DefinitionFileError, ToolDef, ToolKind, default_parameters};
+pub use definition::{
+    A2A_NAMESPACE, CitationFields, DefinitionFileError, ToolDef, ToolKind, a2a_tool_name, default_parameters,
+};
 
 /// Shell-style wildcard match of a whole string (`*`, `?`, `[abc]`, `[a-z]`, `[!x]`; an unclosed
 /// `[` is literal) — the matcher `_bash_` uses for file names, shared with the modes' tool-approval

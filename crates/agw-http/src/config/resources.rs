@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use super::source::Source;
 use super::table::{
-    AGENT_CAPABILITY_REFRESH_INTERVAL_MS, AGENT_DATA_EXTERNAL_DIR, AGENT_EXTERNAL_DIR, AGENT_MCP_EXTERNAL_DIR,
-    AGENT_REFRESH_INTERVAL_MS, AGENT_SKILL_EXTERNAL_DIR, AGENT_SKILL_MAX_PROMPT_CHARS, AGENT_SKILL_REFRESH_INTERVAL_MS,
-    AGENT_TOOLS_EXTERNAL_DIR, AGENT_VIEWPORT_EXTERNAL_DIR, AGENT_VIEWPORT_REFRESH_INTERVAL_MS,
-    AGW_RESOURCES_SYNC_BUNDLED, SettingSpec,
+    AGENT_A2A_EXTERNAL_DIR, AGENT_CAPABILITY_REFRESH_INTERVAL_MS, AGENT_DATA_EXTERNAL_DIR, AGENT_EXTERNAL_DIR,
+    AGENT_MCP_EXTERNAL_DIR, AGENT_REFRESH_INTERVAL_MS, AGENT_SKILL_EXTERNAL_DIR, AGENT_SKILL_MAX_PROMPT_CHARS,
+    AGENT_SKILL_REFRESH_INTERVAL_MS, AGENT_TOOLS_EXTERNAL_DIR, AGENT_VIEWPORT_EXTERNAL_DIR,
+    AGENT_VIEWPORT_REFRESH_INTERVAL_MS, AGW_RESOURCES_SYNC_BUNDLED, SettingSpec,
 };
 use super::{ConfigError, value};
 
@@ -31,6 +31,8 @@ pub struct ResourceSettings {
     pub sync_bundled: bool,
     /// MCP server declarations (`None`: no MCP servers); read at start.
     pub mcp_dir: Option<PathBuf>,
+    /// Remote A2A agent declarations (`None`: none); read at start and on change.
+    pub a2a_dir: Option<PathBuf>,
 }
 
 /// A watched catalog directory.
@@ -56,5 +58,6 @@ pub(super) fn load(src: &Source) -> Result<ResourceSettings, ConfigError> {
         skill_max_prompt_chars: src.parse(&AGENT_SKILL_MAX_PROMPT_CHARS, value::whole::<i64>)?.max(0) as usize,
         sync_bundled: src.parse(&AGW_RESOURCES_SYNC_BUNDLED, value::bool)?,
         mcp_dir: src.parse_opt(&AGENT_MCP_EXTERNAL_DIR, value::path)?,
+        a2a_dir: src.parse_opt(&AGENT_A2A_EXTERNAL_DIR, value::path)?,
     })
 }

@@ -113,6 +113,8 @@ settings! {
             "directory of *.backend / *.frontend / *.action tool files; unset = the bundled tools";
         AGENT_MCP_EXTERNAL_DIR: "agent.mcp.external-dir" = None,
             "directory of MCP server files (one *.json per server, docs/mcp.md); unset = no MCP servers";
+        AGENT_A2A_EXTERNAL_DIR: "agent.a2a.external-dir" = None,
+            "directory of remote A2A agent files (one *.json per agent, docs/a2a.md), each offered as the tool a2a__<name> to agents that list it in toolConfig.a2aAgents; unset = none";
         AGW_MCP_MAX_TOOLS_PER_SERVER: "agw.mcp.max-tools-per-server" = Some("256"),
             "most tools taken from one MCP server; later ones are skipped (logged) and its further tools/list pages not read";
         AGW_MCP_MAX_TOOL_BYTES: "agw.mcp.max-tool-bytes" = Some("16384"),

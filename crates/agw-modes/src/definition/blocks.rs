@@ -51,8 +51,18 @@ fn reasoning(obj: &Obj<'_>) -> Result<ReasoningConfig, DefinitionError> {
 }
 
 pub fn tool_config(obj: &Obj<'_>) -> Result<ToolConfig, DefinitionError> {
+    // `a2aAgents` (agw, docs/a2a.md): each remote A2A agent is the backend tool `a2a__<name>`.
+    let mut backends = obj.str_list("backends")?;
+    let remote: Vec<String> = obj
+        .str_list("a2aAgents")?
+        .iter()
+        .map(|name| name.trim())
+        .filter(|name| !name.is_empty())
+        .map(agw_tools::a2a_tool_name)
+        .collect();
+    backends.extend(remote.iter().map(String::as_str));
     Ok(ToolConfig {
-        backends: normalize_names(obj.str_list("backends")?),
+        backends: normalize_names(backends),
         frontends: normalize_names(obj.str_list("frontends")?),
         actions: normalize_names(obj.str_list("actions")?),
         mcp_servers: mcp_servers(obj)?,

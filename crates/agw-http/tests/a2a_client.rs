@@ -1,0 +1,184 @@
+//! Remote A2A agents as tools (issue 38, the client; docs/a2a.md), agw against agw over
+//! loopback: one gateway serves its agents over A2A, another declares them in its
+//! `agent.a2a.external-dir` and offers them to its lead agent as `a2a__<name>` tools. Each call
+//! streams the remote task, answers with its state and text, continues the same remote
+//! conversation for the same chat, hands a remote question back to the model (and its answer
+//! back to the remote task), and cancels the remote task when the local run is interrupted.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use agw_testkit::Transcript;
+use common::{Gateway, LiveStream, oneshot_agent};
+use serde_json::{Value, json};
+
+const LEAD: &str = r#"{"key":"lead","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m"},
+    "toolConfig":{"a2aAgents":["helper","asker"]},"react":{"systemPrompt":"You delegate.","maxSteps":4}}"#;
+
+/// The remote gateway (its agents `helper` and `asker`, the latter asking with a form) and the
+/// local one that calls them; the declarations live in `dir`.
+async fn gateways(dir: &std::path::Path) -> (Gateway, Gateway) {
+    let asker = r#"{"key":"asker","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m"},
+        "toolConfig":{"frontends":["confirm_dialog"]},"react":{"systemPrompt":"You ask.","maxSteps":3}}"#;
+    let remote =
+        Gateway::start(&[oneshot_agent("helper", false, 5000), ("asker.json".into(), asker.into())], &[]).await;
+    std::fs::create_dir_all(dir).unwrap();
+    for name in ["helper", "asker"] {
+        let file = json!({"url": format!("{}/a2a/{name}", remote.base)});
+        std::fs::write(dir.join(format!("{name}.json")), file.to_string()).unwrap();
+    }
+    let local =
+        Gateway::start(&[("lead.json".into(), LEAD.into())], &[("AGENT_A2A_EXTERNAL_DIR", dir.to_str().unwrap())])
+            .await;
+    (remote, local)
+}
+
+fn scratch(test: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("agw-a2a-client-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn call(id: &str, tool: &str, args: Value) -> Transcript {
+    Transcript::openai_tool_call(id, tool, &[&args.to_string()])
+}
+
+/// The tool result the local run got for its remote call.
+fn remote_result(stream: &common::Stream) -> Value {
+    let result = stream.of_type("tool.result")[0]["result"].as_str().unwrap().to_owned();
+    serde_json::from_str(&result).unwrap()
+}
+
+#[tokio::test]
+async fn a_remote_agent_answers_as_a_tool_and_keeps_the_chats_conversation() {
+    let dir = scratch("answers");
+    let (remote, local) = gateways(&dir).await;
+    let (_, agent) = local.get_json("/api/ap/agent?agentKey=lead").await;
+    assert!(agent.to_string().contains("a2a__helper"), "the lead is offered the remote agent: {agent}");
+
+    local.fixture.push(call("call_1", "a2a__helper", json!({"message": "What is the weather?"})));
+    local.fixture.push(Transcript::openai_text(&["It is sunny."]));
+    remote.fixture.push(Transcript::openai_text(&["Sunny ", "today."]));
+    let first = local.run(&json!({"agentKey": "lead", "message": "weather?"})).await;
+    assert_eq!(first.last()["type"], "run.complete", "{:?}", first.types());
+    let result = remote_result(&first);
+    assert_eq!(
+        (result["state"].as_str(), result["answer"].as_str()),
+        (Some("completed"), Some("Sunny today.")),
+        "{result}"
+    );
+    assert_eq!(result["ok"], true);
+    let asked = remote.fixture.requests().last().unwrap().body.to_string();
+    assert!(asked.contains("What is the weather?"), "{asked}");
+
+    // The same chat's next call continues the remote conversation: the remote model sees it.
+    let chat_id = first.of_type("run.start")[0]["chatId"].as_str().unwrap().to_owned();
+    local.fixture.push(call("call_2", "a2a__helper", json!({"message": "And tomorrow?"})));
+    local.fixture.push(Transcript::openai_text(&["Rain tomorrow."]));
+    remote.fixture.push(Transcript::openai_text(&["Rainy."]));
+    let second = local.run(&json!({"agentKey": "lead", "message": "and tomorrow?", "chatId": chat_id})).await;
+    assert_eq!(remote_result(&second)["answer"], "Rainy.");
+    let asked = remote.fixture.requests().last().unwrap().body.to_string();
+    assert!(
+        asked.contains("What is the weather?") && asked.contains("Sunny today.") && asked.contains("And tomorrow?"),
+        "{asked}"
+    );
+    // Another chat starts another remote conversation.
+    local.fixture.push(call("call_3", "a2a__helper", json!({"message": "Fresh question"})));
+    local.fixture.push(Transcript::openai_text(&["ok"]));
+    remote.fixture.push(Transcript::openai_text(&["Fresh answer."]));
+    local.run(&json!({"agentKey": "lead", "message": "new chat"})).await;
+    let asked = remote.fixture.requests().last().unwrap().body.to_string();
+    assert!(!asked.contains("What is the weather?"), "{asked}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_remote_question_goes_to_the_model_and_its_answer_back() {
+    let dir = scratch("question");
+    let (remote, local) = gateways(&dir).await;
+    local.fixture.push(call("call_1", "a2a__asker", json!({"message": "Book it"})));
+    remote.fixture.push(call(
+        "call_c",
+        "confirm_dialog",
+        json!({"question": "Really book?", "options": ["Yes", "No"]}),
+    ));
+    local.fixture.push(Transcript::openai_text(&["The agent asks whether to book."]));
+    let first = local.run(&json!({"agentKey": "lead", "message": "book"})).await;
+    let result = remote_result(&first);
+    assert_eq!(result["state"], "input_required", "{result}");
+    assert_eq!(result["asked"]["kind"], "form");
+    assert_eq!(result["asked"]["arguments"]["question"], "Really book?");
+    let task_id = result["taskId"].as_str().unwrap().to_owned();
+
+    // The model answers the remote task with its taskId; the remote run goes on to its end.
+    let chat_id = first.of_type("run.start")[0]["chatId"].as_str().unwrap().to_owned();
+    local.fixture.push(call("call_2", "a2a__asker", json!({"message": "Yes", "taskId": task_id})));
+    local.fixture.push(Transcript::openai_text(&["Booked."]));
+    remote.fixture.push(Transcript::openai_text(&["Booking done."]));
+    let second = local.run(&json!({"agentKey": "lead", "message": "yes, book", "chatId": chat_id})).await;
+    let result = remote_result(&second);
+    assert_eq!(
+        (result["state"].as_str(), result["answer"].as_str()),
+        (Some("completed"), Some("Booking done.")),
+        "{result}"
+    );
+    assert_eq!(result["taskId"], task_id.as_str(), "the same remote task");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn interrupting_the_local_run_cancels_the_remote_task() {
+    let dir = scratch("cancel");
+    let (remote, local) = gateways(&dir).await;
+    local.fixture.push(call("call_1", "a2a__helper", json!({"message": "Take your time"})));
+    let words: Vec<String> = (0..40).map(|i| format!("w{i} ")).collect();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    remote.fixture.push(Transcript::openai_text(&words).with_chunk_delay_ms(100));
+    let resp = local.post_query(&json!({"agentKey": "lead", "message": "slow one"})).await;
+    let mut stream = LiveStream::new(resp);
+    let start = stream.until(|e| e["type"] == "run.start").await;
+    let run_id = start["runId"].as_str().unwrap().to_owned();
+    stream.until(|e| e["type"] == "tool.end").await;
+    // Wait until the remote task is streaming.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while remote.fixture.request_count() == 0 {
+        assert!(Instant::now() < deadline, "the remote agent was never asked");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let interrupted: Value = local
+        .client
+        .post(format!("{}/api/ap/interrupt", local.base))
+        .json(&json!({"runId": run_id}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(interrupted["data"]["accepted"], true, "{interrupted}");
+    // The remote task ends cancelled, long before its answer would have.
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}});
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let listed: Value = remote
+            .client
+            .post(format!("{}/a2a/helper", remote.base))
+            .header("A2A-Version", "1.0")
+            .json(&list)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if listed["result"]["tasks"][0]["status"]["state"] == "TASK_STATE_CANCELED" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the remote task was not cancelled: {listed}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
