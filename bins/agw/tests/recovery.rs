@@ -58,6 +58,12 @@ const BILLING_ASKS: &str = r#"{"key":"hbw","description":"Billing.","mode":"REAC
 const PLAN_ASKS: &str = r#"{"key":"pf","mode":"PLAN_EXECUTE","modelConfig":{"providerKey":"fixture","model":"m","reasoning":{"enabled":false}},
   "toolConfig":{"frontends":["confirm_dialog"]},"planExecute":{"plan":{"systemPrompt":"Plan."},"execute":{"systemPrompt":"Execute."},"summary":{"systemPrompt":"Sum up."}}}"#;
 
+/// A lead whose sub-agent is a plan with the counting tools.
+const PLAN_LEAD: &str = r#"{"key":"lp","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m","reasoning":{"enabled":false}},
+  "toolConfig":{"subAgents":["ps"]},"react":{"systemPrompt":"You lead plans.","maxSteps":4}}"#;
+const PLAN_SUB: &str = r#"{"key":"ps","description":"Plans and counts.","mode":"PLAN_EXECUTE","modelConfig":{"providerKey":"fixture","model":"m","reasoning":{"enabled":false}},
+  "toolConfig":{"mcpServers":["t"]},"planExecute":{"plan":{"systemPrompt":"Plan."},"execute":{"systemPrompt":"Execute."},"summary":{"systemPrompt":"Sum up."}}}"#;
+
 /// The MCP test server (built by `cargo test --workspace`; built here when missing).
 fn mcp_test_server() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
@@ -105,6 +111,8 @@ impl Node {
         std::fs::write(dir.join("agents/pt.json"), PARALLEL_TALLY).unwrap();
         std::fs::write(dir.join("agents/hw.json"), FRONT_ASKS).unwrap();
         std::fs::write(dir.join("agents/pf.json"), PLAN_ASKS).unwrap();
+        std::fs::write(dir.join("agents/lp.json"), PLAN_LEAD).unwrap();
+        std::fs::write(dir.join("agents/ps.json"), PLAN_SUB).unwrap();
         std::fs::write(dir.join("agents/hbw.json"), BILLING_ASKS).unwrap();
         std::fs::write(dir.join("agents/hf.json"), FRONT).unwrap();
         std::fs::write(dir.join("agents/hb.json"), BILLING).unwrap();
@@ -804,6 +812,82 @@ async fn a_plan_waiting_in_a_task_survives_a_restart() {
     let stages: Vec<&str> =
         lines.iter().filter(|l| l["_type"] == "step").map(|l| l["_stage"].as_str().unwrap_or("?")).collect();
     assert_eq!(stages, ["plan", "execute", "execute", "summary"], "{lines:#?}");
+    drop(agw);
+}
+
+/// Killed while a PLAN_EXECUTE sub-agent is inside its second task's call with effects: the
+/// sub-agent goes on from its stages — its plan is not made again, its first task not run
+/// again, the call not run twice (it reads `interrupted`) — then its summary, and the lead reads
+/// its answer.
+#[tokio::test]
+async fn a_plan_sub_agent_goes_on_from_its_task() {
+    let mut node = Node::new("plan-sub").await;
+    node.fixture.set_responder(|stage, body| {
+        let stage = stage.unwrap_or("");
+        let after_tool = body["messages"].as_array().and_then(|m| m.last()).is_some_and(|m| m["role"] == "tool");
+        if body.to_string().contains("You lead plans.") {
+            return Some(if after_tool {
+                Transcript::openai_text(&["All done."])
+            } else {
+                let tasks = json!({"tasks": [{"subAgentKey": "ps", "task": "count in two tasks"}]});
+                Transcript::openai_tool_call("call_inv", "agent_invoke", &[&tasks.to_string()])
+            });
+        }
+        Some(if stage == "agent-plan-generate" {
+            let tasks = json!({"tasks": [{"description": "one"}, {"description": "two"}]});
+            Transcript::openai_tool_call("call_plan", "_plan_add_tasks_", &[&tasks.to_string()])
+        } else if stage == "agent-plan-final" {
+            Transcript::openai_text(&["Counted ", "twice."])
+        } else if let (Some(task), Some(description)) = (task_of(body), description_of(body)) {
+            if after_tool {
+                let args = json!({"taskId": task, "status": "completed"}).to_string();
+                Transcript::openai_tool_call("call_done", "_plan_update_task_", &[&args])
+            } else if description == "one" {
+                Transcript::openai_tool_call("call_r", "mcp__t__tally_read", &[r#"{"ms":10}"#])
+            } else {
+                Transcript::openai_tool_call("call_t", "mcp__t__tally", &[r#"{"ms":4000}"#])
+            }
+        } else {
+            return None;
+        })
+    });
+    let mut agw = node.start(&[]).await;
+    let mut stream = node.query(&agw, json!({"agentKey": "lp", "message": "delegate a plan"})).await;
+    let before = read_until(&mut stream, |seen| count(seen, "task.start") >= 1).await;
+    node.wait_tally("tally", 1).await;
+    let mut before = before;
+    // What streamed meanwhile, then the kill.
+    while let Ok(Some(event)) = tokio::time::timeout(Duration::from_millis(200), stream.next()).await {
+        before.push(event);
+    }
+    let run_id = before.iter().find(|e| e["type"] == "run.start").unwrap()["runId"].as_str().unwrap().to_owned();
+    let chat_id = before[0]["chatId"].as_str().unwrap().to_owned();
+    agw.kill();
+    drop(stream);
+    let requests_before = node.fixture.requests().len();
+    assert_eq!(requests_before, 5, "the lead, the plan, task one's two turns, task two's first");
+
+    let agw = node.start(&[]).await;
+    let after = node.attach(&agw, &run_id, *seqs(&before).last().unwrap()).await;
+    assert_one_sequence(&before, &after);
+    assert_eq!(after.last().unwrap()["type"], "run.complete", "{:?}", types(&after));
+    assert_eq!(node.tally("tally"), 1, "the call with effects ran once");
+    assert_eq!(node.tally("tally_read"), 1, "task one did not run again");
+    let requests = node.fixture.requests();
+    let stages: Vec<String> = requests.iter().map(|r| r.stage().unwrap_or_default().to_owned()).collect();
+    assert_eq!(stages.iter().filter(|s| *s == "agent-plan-generate").count(), 1, "the plan once: {stages:?}");
+    // After the restart: task two's next turn (it reads interrupted), the summary, the lead.
+    let asked = &requests[requests_before..];
+    assert_eq!(asked.len(), 3, "{stages:?}");
+    let resumed = asked[0].body["messages"].as_array().unwrap();
+    assert_eq!(description_of(&asked[0].body).as_deref(), Some("two"));
+    assert!(resumed.last().unwrap()["content"].to_string().contains("interrupted"), "{resumed:?}");
+    assert!(asked[2].body.to_string().contains("Counted twice."), "the lead read the sub-agent's answer");
+    // The sub-agent's line: its plan once, each task's call once.
+    let lines = node.history(&chat_id);
+    let child = lines.iter().find(|l| l["_subAgent"].is_object()).expect("the sub-agent's line").to_string();
+    assert_eq!(child.matches("_plan_add_tasks_").count(), 2, "one call and its result: {child}");
+    assert_eq!(child.matches("\"mcp__t__tally_read\"").count(), 2, "{child}");
     drop(agw);
 }
 

@@ -24,8 +24,8 @@ use agw_protocol::event::{ContentRevoke, ContextCompact, Event, EventPayload, Ru
 use agw_protocol::guard::Revocation;
 use agw_protocol::history::{
     ApprovalLine, CheckpointLine, GuardEvent, HistoryLine, PendingCall, PendingStep, PlanSnapshot, QueryLine,
-    ROLE_ASSISTANT, ROLE_TOOL, RoundCheckpoint, Stage, StepCompaction, StepGuard, StepHandoff, StepLine, StoredMessage,
-    StoredToolCall, SubAgentStep, SystemSnapshot,
+    ROLE_ASSISTANT, ROLE_TOOL, RoundCheckpoint, Stage, StepCompaction, StepGuard, StepHandoff, StepLine, StepSegment,
+    StoredMessage, StoredToolCall, SubAgentStep, SystemSnapshot,
 };
 use agw_protocol::request::QueryRequest;
 use agw_protocol::{AgentDelta, Clock, SystemClock, ids};
@@ -133,6 +133,8 @@ struct Step {
     guards: Vec<StepGuard>,
     /// The step ended with its agent handing the conversation over (`agent.handoff`).
     handoff: Option<StepHandoff>,
+    /// A sub-agent's stages within its one step (see [`PendingStep::segments`]).
+    segments: Vec<StepSegment>,
 }
 
 impl Step {
@@ -147,6 +149,7 @@ impl Step {
             compactions: Vec::new(),
             guards: Vec::new(),
             handoff: None,
+            segments: Vec::new(),
         }
     }
 }
@@ -233,12 +236,13 @@ impl Recorder {
     pub fn resumed(init: RecorderInit, clock: Box<dyn Clock>, steps_written: i64, step: PendingStep) -> Self {
         let mut recorder = Self::with_clock(init, clock);
         recorder.seq = steps_written.max(0);
-        let PendingStep { stage, messages, calls, plan, usage, guards } = step;
+        let PendingStep { stage, messages, calls, plan, usage, guards, segments } = step;
         let mut resumed = Step::new(&stage);
         resumed.messages = messages;
         resumed.guards = guards;
         resumed.plan = plan;
         resumed.usage = usage;
+        resumed.segments = segments;
         for call in calls {
             if let Some(name) = &call.name {
                 recorder.call_names.insert(call.id.clone(), name.clone());
@@ -284,6 +288,13 @@ impl Recorder {
             plan: step.plan.clone(),
             usage: step.usage.clone(),
             guards: step.guards.clone(),
+            segments: {
+                let mut segments = step.segments.clone();
+                if let Some(open) = segments.last_mut() {
+                    open.plan = step.plan.clone();
+                }
+                segments
+            },
         }
     }
 
@@ -314,7 +325,7 @@ impl Recorder {
             match &task.ended {
                 Some(line) => self.ended_children.push((order, HistoryLine::Step((**line).clone()))),
                 None => {
-                    let PendingStep { stage, messages, plan, usage, guards, calls: _ } = task.step.clone();
+                    let PendingStep { stage, messages, plan, usage, guards, segments, calls: _ } = task.step.clone();
                     // Nothing recorded yet: the task starts afresh, in its place.
                     let step = (!stage.is_empty()).then(|| {
                         let mut step = Step::new(&stage);
@@ -322,6 +333,7 @@ impl Recorder {
                         step.plan = plan;
                         step.usage = usage;
                         step.guards = guards;
+                        step.segments = segments;
                         step
                     });
                     self.restored.push((task.task_id.clone(), order, step));
@@ -353,6 +365,11 @@ impl Recorder {
             AgentDelta::Usage(call) if !call.usage.is_null() => self.step.usage = Some(call.usage.clone()),
             // Its `task.start` does not tell a child (run beside others) from the run's plan task.
             AgentDelta::ChildStart(child) => self.open_child(child),
+            AgentDelta::Child { task_id, delta } => {
+                if let AgentDelta::StageMarker(marker) = delta.as_ref() {
+                    self.child_stage(task_id, marker);
+                }
+            }
             _ => {}
         }
         for event in events {
@@ -532,6 +549,25 @@ impl Recorder {
             msg_id: ids::new_msg_id(),
             renew_msg_id: false,
         });
+    }
+
+    /// A sub-agent's mode began a stage: where it begins among the sub-agent's messages, and the
+    /// plan the stage before ended with (plan-draft then plan-generate: one stage).
+    fn child_stage(&mut self, task_id: &str, marker: &str) {
+        let Some(index) = self.children.iter().position(|c| c.task_id == task_id && c.frame.is_some()) else { return };
+        let stage = Stage::from_marker(marker).map_or_else(|| marker.to_owned(), |s| s.as_str().to_owned());
+        self.swap_child(index);
+        let now = self.now();
+        self.write_text(now);
+        let (at, plan) = (self.step.messages.len(), self.step.plan.clone());
+        let same = stage == Stage::Plan.as_str() && self.step.segments.last().is_some_and(|s| s.stage == stage);
+        if let Some(last) = self.step.segments.last_mut() {
+            last.plan = plan;
+        }
+        if !same {
+            self.step.segments.push(StepSegment { at, stage, plan: None });
+        }
+        self.swap_child(index);
     }
 
     /// Routes a child task's events to its own record; the rest are the run's.

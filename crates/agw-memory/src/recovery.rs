@@ -192,6 +192,24 @@ fn recovered_task(task: &history::TaskCheckpoint) -> RecoveredTask {
         }
         None => (window::conversation(task.step.messages.iter()), task.batch.clone(), None),
     };
+    // A sub-agent's stages, cut from its messages where each began.
+    let segments = if task.ended.is_some() { &[][..] } else { &task.step.segments[..] };
+    let stored = &task.step.messages;
+    let stages = segments
+        .iter()
+        .enumerate()
+        .map(|(i, segment)| {
+            let end = segments.get(i + 1).map_or(stored.len(), |next| next.at).min(stored.len());
+            let start = segment.at.min(end);
+            history::RecoveredStep {
+                stage: segment.stage.clone(),
+                messages: window::conversation(stored[start..end].iter()),
+                plan: segment.plan.clone().filter(|p| !p.is_empty()),
+                task_id: None,
+                handoff: None,
+            }
+        })
+        .collect();
     RecoveredTask {
         task_id: task.task_id.clone(),
         task: task.task.clone(),
@@ -199,6 +217,7 @@ fn recovered_task(task: &history::TaskCheckpoint) -> RecoveredTask {
         batch,
         ended: task.ended.is_some(),
         sub_agent,
+        stages,
     }
 }
 

@@ -355,6 +355,24 @@ pub struct PendingStep {
     /// The step's guardrail events so far (see [`StepLine::guards`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub guards: Vec<StepGuard>,
+    /// A sub-agent's stages within its one step (crash recovery resumes a PLAN_EXECUTE
+    /// sub-agent from them); empty for any other step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub segments: Vec<StepSegment>,
+}
+
+/// Where a stage of a sub-agent's run begins among its step's messages (see
+/// [`PendingStep::segments`]).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepSegment {
+    /// How many of the step's messages came before the stage.
+    pub at: usize,
+    /// `plan`, `execute`, `summary`, …
+    pub stage: String,
+    /// The sub-agent's plan when the stage ended (or at the checkpoint, for the last).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanSnapshot>,
 }
 
 /// A call of a [`PendingStep`] without its result yet.

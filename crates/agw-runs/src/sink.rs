@@ -438,6 +438,26 @@ pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
+impl RunSink {
+    /// A sub-agent with checkpoints began a stage: its checkpoint moves there (its last batch
+    /// is over), as a run's own step line would be written.
+    async fn child_stage_began(&mut self, task_id: &str) {
+        let (Some(recovery), Some(p)) = (self.recovery.as_mut(), self.persistence.as_mut()) else { return };
+        let Some(entry) = recovery
+            .mark
+            .round
+            .as_mut()
+            .filter(|r| r.call_id.is_some())
+            .and_then(|r| r.tasks.iter_mut().find(|t| t.task_id == task_id && t.ended.is_none()))
+        else {
+            return;
+        };
+        entry.step = p.recorder.task_checkpoint(task_id).unwrap_or_default();
+        entry.batch = None;
+        self.write_mark(true).await;
+    }
+}
+
 impl DeltaSink for RunSink {
     async fn waiting(&mut self, wait: &WaitPoint) -> Result<(), EmitError> {
         self.record_wait(wait).await;
@@ -518,10 +538,21 @@ impl DeltaSink for RunSink {
         }
         let mut lines = Vec::new();
         // Markers and usage produce no events; the recorder reads them from the delta itself.
+        let child_stage = match &delta {
+            AgentDelta::Child { task_id, delta } if matches!(delta.as_ref(), AgentDelta::StageMarker(_)) => {
+                Some(task_id.clone())
+            }
+            _ => None,
+        };
         if let (Some(p), AgentDelta::StageMarker(_) | AgentDelta::Usage(_) | AgentDelta::ChildStart(_)) =
             (self.persistence.as_mut(), &delta)
         {
             lines = p.recorder.observe(&delta, &[]);
+        } else if let (Some(p), Some(_)) = (self.persistence.as_mut(), &child_stage) {
+            p.recorder.observe(&delta, &[]);
+        }
+        if let Some(task_id) = child_stage {
+            self.child_stage_began(&task_id).await;
         }
         if let Err(e) = self.assembler.push(delta, &mut self.events) {
             self.events.clear();

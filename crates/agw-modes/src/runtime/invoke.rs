@@ -15,7 +15,7 @@ use agw_tools::{ToolDef, ToolKind, exec};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use agw_protocol::history::RecoveredTask;
+use agw_protocol::history::{RecoveredTask, ResumeAt};
 use agw_protocol::{ErrorCode, RunErrorInfo};
 
 use super::calls::StreamedCall;
@@ -230,10 +230,9 @@ fn ended_report(task: &RecoveredTask) -> (ChildReport, RunOutcome) {
 
 /// A sub-agent that was running when its process stopped goes on from its last checkpoint: the
 /// calls of an interrupted batch are shown again and the batch is finished (a call with effects
-/// that was running is answered "interrupted"), then its mode goes on. A plan's steps are not
-/// recorded apart inside a sub-agent, so a PLAN_EXECUTE sub-agent starts over when it can do no
-/// harm twice, and fails otherwise. Its type erased: the resumed mode may invoke sub-agents in
-/// turn, so the future types would contain themselves.
+/// that was running is answered "interrupted"), then its mode goes on — a PLAN_EXECUTE sub-agent
+/// from its stages (plan, tasks) as its step recorded where each began. Its type erased: the
+/// resumed mode may invoke sub-agents in turn, so the future types would contain themselves.
 fn resume_child<S: DeltaSink>(
     ctx: RunContext,
     before: RecoveredTask,
@@ -243,7 +242,13 @@ fn resume_child<S: DeltaSink>(
 }
 
 async fn resume_child_from<S: DeltaSink>(ctx: RunContext, before: RecoveredTask, sink: &mut S) -> RunOutcome {
-    if !matches!(ctx.agent.mode, ModeDef::React { .. } | ModeDef::Oneshot { .. }) {
+    let RecoveredTask { messages, batch, mut stages, .. } = before;
+    // A batch the mode cannot go on from (a plan stage's) is as good as none.
+    let batch = batch.filter(|b| b.resume_at != ResumeAt::Nowhere);
+    let plan_execute = matches!(ctx.agent.mode, ModeDef::PlanExecute { .. });
+    if plan_execute && stages.is_empty() && !messages.is_empty() {
+        // Recorded before its stages were: where it was is unknown, so it starts over when that
+        // is harmless.
         if agent_rerunnable(&ctx) {
             return super::execute(ctx, sink).await;
         }
@@ -252,13 +257,21 @@ async fn resume_child_from<S: DeltaSink>(ctx: RunContext, before: RecoveredTask,
         return RunOutcome::Failed(RunErrorInfo::new(ErrorCode::RecoveryExhausted, message, false));
     }
     let open: Vec<StreamedCall> =
-        before.batch.iter().filter(|b| !b.done).flat_map(|b| b.calls.iter().map(StreamedCall::restored)).collect();
+        batch.iter().filter(|b| !b.done).flat_map(|b| b.calls.iter().map(StreamedCall::restored)).collect();
     if let Err(failure) = super::children::show_again(&ctx, &open, sink).await {
         return RunOutcome::Failed(failure.to_error_info());
     }
-    let mut conversation = vec![agw_llm::ChatMessage::User { content: ctx.user_message.clone() }];
-    conversation.extend(before.messages);
-    let at = match before.batch {
+    // The open stage: what its step holds so far, unless it is a plan stage that had run its
+    // batch (the plan was made) — then it is a written stage like the others.
+    let mut pending = Vec::new();
+    if let Some(last) = stages.pop() {
+        if last.stage == "plan" && batch.is_none() {
+            stages.push(last);
+        } else {
+            pending = last.messages;
+        }
+    }
+    let at = match batch {
         Some(b) => RecoverAt::Batch {
             resume_at: b.resume_at,
             calls: b.calls,
@@ -266,13 +279,16 @@ async fn resume_child_from<S: DeltaSink>(ctx: RunContext, before: RecoveredTask,
             running: b.running,
             done: b.done,
         },
-        None => RecoverAt::NextTurn { steps_done: 0 },
+        // REACT: the steps it went through are done (its open one is asked again).
+        None => RecoverAt::NextTurn { steps_done: stages.iter().filter(|s| s.stage == "react").count() as u32 },
     };
+    let mut conversation = vec![agw_llm::ChatMessage::User { content: ctx.user_message.clone() }];
+    conversation.extend(messages);
     let recovery = Recovery {
         conversation,
         at,
-        steps: Vec::new(),
-        pending: Vec::new(),
+        steps: if plan_execute { stages } else { Vec::new() },
+        pending,
         handoff: None,
         round: Vec::new(),
         sub_agents: Vec::new(),

@@ -213,4 +213,7 @@ pub struct RecoveredTask {
     pub ended: bool,
     /// A sub-agent that ended: how (its line's frame: status, error).
     pub sub_agent: Option<Box<super::SubAgentStep>>,
+    /// A running sub-agent's stages so far (its mode's plan, execute and summary stages, or
+    /// REACT steps), the last one open: `messages` cut where each began.
+    pub stages: Vec<RecoveredStep>,
 }
