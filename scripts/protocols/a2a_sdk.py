@@ -29,6 +29,7 @@ from a2a.types.a2a_pb2 import (
 )
 
 BASE = os.environ["AGW_BASE"]
+SDK_URL = os.environ.get("SDK_URL", "")
 passed = 0
 
 
@@ -63,6 +64,22 @@ def webhook():
     server = HTTPServer(("127.0.0.1", 0), Hook)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return f"http://127.0.0.1:{server.server_port}/hook", received
+
+
+async def agw_run(http, body, until=None):
+    """A run on agw's native API: its events (stops early once `until(event)` holds)."""
+    events = []
+    async with http.stream("POST", f"{BASE}/api/ap/query", json=body) as resp:
+        async for line in resp.aiter_lines():
+            if line.startswith("data:"):
+                events.append(json.loads(line[5:].strip()))
+                if until and until(events[-1]):
+                    break
+    return events
+
+
+def remote_result(events):
+    return json.loads(next(e for e in events if e.get("type") == "tool.result")["result"])
 
 
 def answer(task):
@@ -166,6 +183,43 @@ async def main():
         assert final["task"]["status"]["state"] == "TASK_STATE_COMPLETED", received
         assert headers.get("x-a2a-notification-token") == "tok-sdk" and headers.get("authorization") == "Bearer c1", headers
         check("a push config on a running task: its changes, then the completed task, with its token")
+
+        # agw as the client: the a2a-sdk's server is the remote agent of `a2a_caller`.
+        first = await agw_run(http, {"agentKey": "a2a_caller", "message": "relay to the sdk agent"})
+        result = remote_result(first)
+        assert result["state"] == "completed" and result["answer"] == "Sunny in Paris.", result
+        chat = next(e for e in first if e.get("type") == "run.start")["chatId"]
+        again = await agw_run(http, {"agentKey": "a2a_caller", "chatId": chat, "message": "once more please"})
+        result = remote_result(again)
+        assert "you asked before: Paris" in result["answer"], result
+        check("agw calls the a2a-sdk's server, streaming; the chat's next call continues the remote context")
+
+        blocking_run = await agw_run(http, {"agentKey": "a2a_caller", "message": "relay blocking to the sdk agent"})
+        result = remote_result(blocking_run)
+        assert result["state"] == "completed" and result["answer"] == "Sunny in Rome.", result
+        check("agw calls the a2a-sdk's server with a blocking SendMessage")
+
+        asking = await agw_run(http, {"agentKey": "a2a_caller", "message": "book through the sdk agent"})
+        result = remote_result(asking)
+        assert result["state"] == "input_required" and result["question"] == "Which day?" and result["taskId"], result
+        check("the a2a-sdk agent's INPUT_REQUIRED reaches agw's model with its question and task")
+
+        slow = await agw_run(
+            http,
+            {"agentKey": "a2a_caller", "message": "slow through the sdk agent"},
+            until=lambda e: e.get("type") == "tool.end",
+        )
+        run_id = next(e for e in slow if e.get("type") == "run.start")["runId"]
+        await asyncio.sleep(1.0)
+        interrupted = (await http.post(f"{BASE}/api/ap/interrupt", json={"runId": run_id})).json()
+        assert interrupted["data"]["accepted"], interrupted
+        for _ in range(60):
+            cancelled = (await http.get(f"{SDK_URL}cancelled")).json()["cancelled"]
+            if cancelled:
+                break
+            await asyncio.sleep(0.05)
+        assert cancelled, "the a2a-sdk's task was not cancelled"
+        check("interrupting agw's run cancels the a2a-sdk's task")
 
 
 asyncio.run(main())

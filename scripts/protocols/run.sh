@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Drives agw's other wire protocols with the real client libraries of each ecosystem (issue 16):
 # the official `openai` SDK (Python) against the OpenAI Chat Completions façade, the official
-# `a2a-sdk` (Python, its own venv in ./a2a) against the A2A 1.0 JSON-RPC binding, the `ai`
+# `a2a-sdk` (Python, its own venv in ./a2a) against the A2A 1.0 bindings — and its server as the remote
+# agent an agw agent calls —, the `ai`
 # package's chat transport (Node) and `@ai-sdk/react`'s `useChat` hook (rendered in Node with
 # react-test-renderer, automatic sends on) against the AI SDK UI message stream, and AG-UI's
 # HttpAgent (Node) against the AG-UI endpoint, and a line parser shaped like the phase stream's
@@ -22,6 +23,19 @@ here=$(cd "$(dirname "$0")" && pwd)
 suite_init
 start_fixture "$here/scenario.json"
 
+# The a2a-sdk (A2A 1.0), in its own venv (it pins another httpx than the openai SDK): its server
+# is the remote agent the `a2a_caller` agent calls (declared in $work/a2a-agents, as `sdk` and,
+# never streaming, `sdk_blocking`); its client drives agw's A2A server below.
+python_venv "$here/a2a"
+"$here/a2a/.venv/bin/python" "$here/a2a_sdk_server.py" "$work/sdk.port" 2>"$work/sdk-server.log" &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$work/sdk.port" ] && break; sleep 0.1; done
+[ -s "$work/sdk.port" ] || { echo "the a2a-sdk server did not start"; cat "$work/sdk-server.log"; exit 1; }
+sdk_url="http://127.0.0.1:$(cat "$work/sdk.port")/"
+mkdir -p "$work/a2a-agents"
+echo "{\"url\": \"$sdk_url\"}" >"$work/a2a-agents/sdk.json"
+echo "{\"url\": \"$sdk_url\", \"streaming\": false}" >"$work/a2a-agents/sdk_blocking.json"
+
 # start_agw: agw on the suite's agents and chat directory; sets agw_pid and base.
 start_agw() {
     env -i PATH="$PATH" HOME="$work" \
@@ -30,6 +44,7 @@ start_agw() {
         AGENT_BASH_WORKING_DIRECTORY="$work/bash" AGENT_CHAT_EVENT_CALLBACK_ENABLED=false \
         AGENT_PROVIDERS_FIXTURE_BASE_URL="$(cat "$work/fixture.addr")" AGENT_PROVIDERS_FIXTURE_API_KEY=sk-fixture \
         AGENT_PROVIDERS_FIXTURE_MODEL=fixture-model AGW_LOG=warn AGW_A2A_PUSH_ALLOW_PRIVATE_NETWORKS=true \
+        AGENT_A2A_EXTERNAL_DIR="$work/a2a-agents" \
         "$target/debug/agw" serve >"$work/agw.out" 2>>"$work/agw.log" &
     agw_pid=$!
     pids+=($agw_pid)
@@ -45,9 +60,8 @@ status=$?
 cat "$work/openai.out"
 record openai-sdk "$status" "$work/openai.out"
 
-# Python: the a2a-sdk (A2A 1.0), in its own venv (it pins another httpx than the openai SDK).
-python_venv "$here/a2a"
-AGW_BASE="$base" "$here/a2a/.venv/bin/python" "$here/a2a_sdk.py" >"$work/a2a.out" 2>&1
+# Python: the a2a-sdk's client against agw's A2A server, and agw calling the a2a-sdk's server.
+AGW_BASE="$base" SDK_URL="$sdk_url" "$here/a2a/.venv/bin/python" "$here/a2a_sdk.py" >"$work/a2a.out" 2>&1
 status=$?
 cat "$work/a2a.out"
 record a2a-sdk "$status" "$work/a2a.out"
