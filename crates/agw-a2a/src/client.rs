@@ -132,9 +132,9 @@ impl Remote {
         text: &str,
         context_id: &str,
         task_id: Option<&str>,
-        on_task: &mut (dyn FnMut(&str) + Send),
+        on: Observers<'_>,
     ) -> Result<Outcome, CallError> {
-        self.exchange(text, context_id, task_id, on_task).await.map_err(CallError)
+        self.exchange(text, context_id, task_id, on).await.map_err(CallError)
     }
 
     async fn exchange(
@@ -142,8 +142,9 @@ impl Remote {
         text: &str,
         context_id: &str,
         task_id: Option<&str>,
-        on_task: &mut (dyn FnMut(&str) + Send),
+        on: Observers<'_>,
     ) -> Result<Outcome, String> {
+        let Observers { task: on_task, text: on_text } = on;
         let card = self.read_card().await?;
         let mut message =
             json!({"messageId": new_id(), "role": "ROLE_USER", "parts": [{"text": text}], "contextId": context_id});
@@ -169,7 +170,9 @@ impl Remote {
                 .map_err(|e| format!("not JSON: {e}"))?;
             let result = rpc_result(answer)?;
             fold.apply(&result, &mut outcome, on_task);
-            return Ok(fold.finish(outcome));
+            let outcome = fold.finish(outcome);
+            on_text(&outcome.answer);
+            return Ok(outcome);
         }
         let mut response = response;
         let (mut buffer, mut read) = (Vec::<u8>::new(), 0usize);
@@ -192,7 +195,11 @@ impl Remote {
                 }
                 let value: Value =
                     serde_json::from_str(&data).map_err(|e| format!("a stream frame is not JSON: {e}"))?;
-                fold.apply(&rpc_result(value)?, &mut outcome, on_task);
+                let result = rpc_result(value)?;
+                if let Some(delta) = result.pointer("/artifactUpdate/artifact/parts").map(|p| parts_text(Some(p))) {
+                    on_text(&delta);
+                }
+                fold.apply(&result, &mut outcome, on_task);
                 if fold.stops(&outcome) {
                     return Ok(fold.finish(outcome));
                 }
@@ -214,6 +221,13 @@ impl Remote {
             }
         }
     }
+}
+
+/// Who learns what while a message is answered: the remote task's id once it is known, and each
+/// piece of the answer's text as it arrives.
+pub(crate) struct Observers<'a> {
+    pub task: &'a mut (dyn FnMut(&str) + Send),
+    pub text: &'a mut (dyn FnMut(&str) + Send),
 }
 
 /// Folds stream responses (or one blocking result) into an [`Outcome`].

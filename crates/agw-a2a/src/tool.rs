@@ -105,60 +105,84 @@ impl Tool for RemoteAgentTool {
     }
 
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let message = args.get("message").and_then(Value::as_str).map(str::trim).unwrap_or_default();
-            if message.is_empty() {
-                return Err(ToolError::InvalidArguments("message is required".into()));
+        Box::pin(self.ask(args, ctx, None))
+    }
+
+    fn call_streaming<'a>(
+        &'a self,
+        args: Value,
+        ctx: &'a ToolContext,
+        text: futures::channel::mpsc::UnboundedSender<String>,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(self.ask(args, ctx, Some(text)))
+    }
+}
+
+impl RemoteAgentTool {
+    /// One call: the message sent, the answer's text to `text` as it arrives (when given).
+    async fn ask(
+        &self,
+        args: Value,
+        ctx: &ToolContext,
+        text: Option<futures::channel::mpsc::UnboundedSender<String>>,
+    ) -> Result<ToolOutput, ToolError> {
+        let message = args.get("message").and_then(Value::as_str).map(str::trim).unwrap_or_default();
+        if message.is_empty() {
+            return Err(ToolError::InvalidArguments("message is required".into()));
+        }
+        let task_id = args.get("taskId").and_then(Value::as_str).map(str::trim).filter(|t| !t.is_empty());
+        let agent = self.remote.config.name.clone();
+        let context = context_id(&ctx.chat_id, &agent);
+        let task = Arc::new(Mutex::new(task_id.map(str::to_owned)));
+        let mut guard = CancelOnDrop { remote: self.remote.clone(), task: task.clone(), done: false };
+        let mut on_task = |id: &str| {
+            if let Ok(mut slot) = task.lock() {
+                *slot = Some(id.to_owned());
             }
-            let task_id = args.get("taskId").and_then(Value::as_str).map(str::trim).filter(|t| !t.is_empty());
-            let agent = self.remote.config.name.clone();
-            let context = context_id(&ctx.chat_id, &agent);
-            let task = Arc::new(Mutex::new(task_id.map(str::to_owned)));
-            let mut guard = CancelOnDrop { remote: self.remote.clone(), task: task.clone(), done: false };
-            let mut on_task = |id: &str| {
-                if let Ok(mut slot) = task.lock() {
-                    *slot = Some(id.to_owned());
-                }
-            };
-            let sent = tokio::time::timeout(
-                self.remote.config.timeout,
-                self.remote.send(message, &context, task_id, &mut on_task),
-            )
-            .await;
-            // A remote task that waits for its caller, or has ended, is not cancelled.
-            let outcome = match sent {
-                Ok(Ok(outcome)) => {
-                    guard.done = !matches!(outcome.state.as_str(), "working" | "submitted");
-                    outcome
-                }
-                Ok(Err(error)) => {
-                    guard.done = true;
-                    tracing::warn!(agent = %agent, error = %error, "remote A2A call failed");
-                    // Never retried as a failure: the remote may have acted on the message.
-                    return Ok(ToolOutput::Json(
-                        json!({"agent": agent, "ok": false, "state": "error", "error": error.to_string()}),
-                    ));
-                }
-                Err(_) => {
-                    return Ok(ToolOutput::Json(json!({"agent": agent, "ok": false, "state": "timeout",
-                        "error": format!("the agent did not answer within {} s", self.remote.config.timeout.as_secs())})));
-                }
-            };
-            let mut result = json!({
-                "agent": agent,
-                "ok": outcome.state == "completed",
-                "state": outcome.state,
-                "taskId": outcome.task_id,
-                "answer": outcome.answer,
-            });
-            if let Some(text) = outcome.status_text {
-                result["question"] = json!(text);
+        };
+        let mut on_text = |delta: &str| {
+            if let Some(text) = &text
+                && !delta.is_empty()
+            {
+                let _ = text.unbounded_send(delta.to_owned());
             }
-            if let Some(asked) = outcome.asked {
-                result["asked"] = asked;
+        };
+        let on = crate::client::Observers { task: &mut on_task, text: &mut on_text };
+        let sent =
+            tokio::time::timeout(self.remote.config.timeout, self.remote.send(message, &context, task_id, on)).await;
+        // A remote task that waits for its caller, or has ended, is not cancelled.
+        let outcome = match sent {
+            Ok(Ok(outcome)) => {
+                guard.done = !matches!(outcome.state.as_str(), "working" | "submitted");
+                outcome
             }
-            Ok(ToolOutput::Json(result))
-        })
+            Ok(Err(error)) => {
+                guard.done = true;
+                tracing::warn!(agent = %agent, error = %error, "remote A2A call failed");
+                // Never retried as a failure: the remote may have acted on the message.
+                return Ok(ToolOutput::Json(
+                    json!({"agent": agent, "ok": false, "state": "error", "error": error.to_string()}),
+                ));
+            }
+            Err(_) => {
+                return Ok(ToolOutput::Json(json!({"agent": agent, "ok": false, "state": "timeout",
+                    "error": format!("the agent did not answer within {} s", self.remote.config.timeout.as_secs())})));
+            }
+        };
+        let mut result = json!({
+            "agent": agent,
+            "ok": outcome.state == "completed",
+            "state": outcome.state,
+            "taskId": outcome.task_id,
+            "answer": outcome.answer,
+        });
+        if let Some(text) = outcome.status_text {
+            result["question"] = json!(text);
+        }
+        if let Some(asked) = outcome.asked {
+            result["asked"] = asked;
+        }
+        Ok(ToolOutput::Json(result))
     }
 }
 

@@ -14,7 +14,7 @@ use common::{Gateway, LiveStream, oneshot_agent};
 use serde_json::{Value, json};
 
 const LEAD: &str = r#"{"key":"lead","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m"},
-    "toolConfig":{"a2aAgents":["helper","asker"]},"react":{"systemPrompt":"You delegate.","maxSteps":4}}"#;
+    "toolConfig":{"a2aAgents":["helper","asker"],"subAgents":["a2a:helper"]},"react":{"systemPrompt":"You delegate.","maxSteps":4}}"#;
 
 /// The remote gateway (its agents `helper` and `asker`, the latter asking with a form) and the
 /// local one that calls them; the declarations live in `dir`.
@@ -180,5 +180,36 @@ async fn interrupting_the_local_run_cancels_the_remote_task() {
         assert!(Instant::now() < deadline, "the remote task was not cancelled: {listed}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A remote agent as a sub-agent (`a2a:<name>` in `subAgents`): its task is a child of the run
+/// whose lane streams the remote answer as it arrives (the remote task's progress in this run's
+/// stream), and the lead reads it in `agent_invoke`'s result.
+#[tokio::test]
+async fn a_remote_agent_is_a_sub_agent_streaming_into_its_lane() {
+    let dir = scratch("sub-agent");
+    let (remote, local) = gateways(&dir).await;
+    let tasks = json!({"tasks": [{"subAgentKey": "a2a:helper", "task": "What is the weather?"}]});
+    local.fixture.push(call("call_inv", "agent_invoke", tasks));
+    local.fixture.push(Transcript::openai_text(&["The helper says sunny."]));
+    remote.fixture.push(Transcript::openai_text(&["Sunny ", "today", "."]));
+    let stream = local.run(&json!({"agentKey": "lead", "message": "ask the helper"})).await;
+    assert_eq!(stream.last()["type"], "run.complete", "{:?}", stream.types());
+    let start = stream.of_type("task.start")[0];
+    assert_eq!(start["subAgentKey"], "a2a:helper");
+    let task_id = start["taskId"].as_str().unwrap();
+    let deltas: Vec<&str> = stream
+        .of_type("content.delta")
+        .into_iter()
+        .filter(|e| e["taskId"] == task_id)
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(deltas, ["Sunny ", "today", "."], "one delta per remote artifact update");
+    assert_eq!(stream.of_type("task.complete").len(), 1);
+    let result = stream.of_type("tool.result")[0]["result"].as_str().unwrap().to_owned();
+    assert!(result.contains("Sunny today.") && result.contains("completed"), "{result}");
+    let offered = local.fixture.requests()[0].body.to_string();
+    assert!(offered.contains("a2a:helper"), "agent_invoke names the remote agent: {offered}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -40,6 +40,18 @@ pub trait Tool: Send + Sync {
     /// Runs the tool. `args` is always a JSON object ([`crate::execute_backend`] turns anything
     /// else into `{}`), with argument templates already resolved.
     fn call<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+
+    /// [`Self::call`], sending the text of the answer to `text` as it arrives (a remote agent
+    /// run as a sub-agent streams into its child's lane); the default streams nothing.
+    fn call_streaming<'a>(
+        &'a self,
+        args: Value,
+        ctx: &'a ToolContext,
+        text: futures::channel::mpsc::UnboundedSender<String>,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        drop(text);
+        self.call(args, ctx)
+    }
 }
 
 /// What a tool returns: a JSON value or plain text — or, instead of a result, that it cannot go

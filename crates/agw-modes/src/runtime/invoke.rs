@@ -64,6 +64,12 @@ pub(crate) fn tool_def(ctx: &RunContext) -> Option<ToolDef> {
     }
     let mut lines = Vec::new();
     for key in &ctx.agent.sub_agents {
+        if let Some(tool) = remote_tool(ctx, key) {
+            let about =
+                tool.description().lines().next().unwrap_or_default().trim_start_matches("Ask a remote agent (A2A). ");
+            lines.push(format!("- {key}: a remote agent. {}", about.trim()));
+            continue;
+        }
         match ctx.services.agents.get(key) {
             Some(agent) => lines.push(format!("- {key}: {}", agent.description.trim())),
             None => {
@@ -134,7 +140,23 @@ struct InvokeArgs {
 struct Planned {
     task_id: String,
     arg: TaskArg,
-    agent: Arc<AgentDefinition>,
+    doer: Doer,
+}
+
+/// Who does a task: an agent of this server, or a remote A2A agent (`a2a:<name>` in
+/// `subAgents`, docs/a2a.md), called through its tool.
+enum Doer {
+    Local(Arc<AgentDefinition>),
+    Remote(Arc<dyn agw_tools::Tool>),
+}
+
+/// The prefix of a remote A2A agent in `toolConfig.subAgents`.
+const REMOTE_PREFIX: &str = "a2a:";
+
+/// The tool of the remote agent `key` names (`a2a:<name>`), when it is declared.
+fn remote_tool(ctx: &RunContext, key: &str) -> Option<Arc<dyn agw_tools::Tool>> {
+    let name = key.strip_prefix(REMOTE_PREFIX)?;
+    ctx.services.tools.implementation(&agw_tools::a2a_tool_name(name))
 }
 
 /// Runs an `agent_invoke` call: the tasks' children stream into `sink`; the result is the
@@ -180,12 +202,21 @@ pub(crate) async fn invoke<S: DeltaSink>(
         .collect();
     let checkpoints = sink.checkpoints();
     let ran = run_children(sink, children, checkpoints, |(at, task, before), mut child_sink| {
-        let child_ctx = child_context(ctx, task);
+        let local = match &task.doer {
+            Doer::Local(agent) => Ok(child_context(ctx, &task.arg, &task.task_id, agent)),
+            Doer::Remote(tool) => Err(tool.clone()),
+        };
         async move {
             // Boxed: a run that invokes runs is a recursive future.
-            let outcome = match before {
-                None => Box::pin(super::execute(child_ctx, &mut child_sink)).await,
-                Some(before) => resume_child(child_ctx, before, &mut child_sink).await,
+            let outcome = match (local, before) {
+                (Ok(child_ctx), None) => Box::pin(super::execute(child_ctx, &mut child_sink)).await,
+                (Ok(child_ctx), Some(before)) => resume_child(child_ctx, before, &mut child_sink).await,
+                (Err(tool), None) => remote_child(ctx, tool.as_ref(), &task.arg, &mut child_sink).await,
+                (Err(_), Some(_)) => {
+                    let message = "agw stopped while the remote agent worked on this task; the message was not sent \
+                                   again";
+                    RunOutcome::Failed(RunErrorInfo::new(ErrorCode::RecoveryExhausted, message, false))
+                }
             };
             (child_sink, end_of(&outcome), (at, outcome))
         }
@@ -200,6 +231,50 @@ pub(crate) async fn invoke<S: DeltaSink>(
     }
     let reports: Vec<(ChildReport, RunOutcome)> = reports.into_iter().flatten().collect();
     Ok(aggregate(&planned, &reports))
+}
+
+/// A task of a remote A2A agent: its tool called with the task as the message, the remote
+/// answer streamed into the child's lane as it arrives (the remote task's progress in this run's
+/// stream), its end the remote task's.
+async fn remote_child<S: DeltaSink>(
+    ctx: &RunContext,
+    tool: &dyn agw_tools::Tool,
+    arg: &TaskArg,
+    sink: &mut S,
+) -> RunOutcome {
+    use futures::StreamExt;
+    let (text, mut texts) = futures::channel::mpsc::unbounded::<String>();
+    let tool_ctx = agw_tools::ToolContext::new(ctx.run_id.clone(), ctx.chat_id.clone());
+    let call = tool.call_streaming(json!({"message": arg.task}), &tool_ctx, text);
+    tokio::pin!(call);
+    let output = loop {
+        tokio::select! {
+            biased;
+            Some(delta) = texts.next() => {
+                if sink.emit(AgentDelta::Content(delta)).await.is_err() {
+                    return RunOutcome::Disconnected;
+                }
+            }
+            output = &mut call => break output,
+        }
+    };
+    while let Ok(delta) = texts.try_recv() {
+        if sink.emit(AgentDelta::Content(delta)).await.is_err() {
+            return RunOutcome::Disconnected;
+        }
+    }
+    let result = match output {
+        Ok(agw_tools::ToolOutput::Json(value)) => value,
+        Ok(other) => json!({"state": "failed", "error": format!("{other:?}")}),
+        Err(error) => json!({"state": "failed", "error": error.to_string()}),
+    };
+    let state = result["state"].as_str().unwrap_or("failed");
+    if state == "completed" {
+        return RunOutcome::Completed { finish_reason: "stop".into() };
+    }
+    let why = result["question"].as_str().or(result["error"].as_str()).unwrap_or_default();
+    let message = format!("the remote agent's task ended {state}: {why}");
+    RunOutcome::Failed(RunErrorInfo::new(ErrorCode::ProviderError, message, false))
 }
 
 /// What a sub-agent that ended before its process stopped left: its answer (the text of its
@@ -305,7 +380,11 @@ async fn resume_child_from<S: DeltaSink>(ctx: RunContext, before: RecoveredTask,
 /// would be refused runs again as well (it ran nothing).
 pub(crate) fn rerunnable(ctx: &RunContext, call_id: &str, args: &Value) -> bool {
     let Ok(planned) = plan(ctx, call_id, args) else { return true };
-    planned.iter().all(|task| agent_rerunnable(&child_context(ctx, task)))
+    planned.iter().all(|task| match &task.doer {
+        Doer::Local(agent) => agent_rerunnable(&child_context(ctx, &task.arg, &task.task_id, agent)),
+        // A remote agent may have acted on the message.
+        Doer::Remote(_) => false,
+    })
 }
 
 fn agent_rerunnable(ctx: &RunContext) -> bool {
@@ -326,14 +405,11 @@ pub(crate) fn stage_rerunnable(ctx: &RunContext, kind: crate::definition::StageK
             ToolKind::Frontend => true,
             ToolKind::Action => false,
             ToolKind::Backend if def.name == AGENT_INVOKE_TOOL => ctx.agent.sub_agents.iter().all(|key| {
-                ctx.services.agents.get(key).is_none_or(|agent| {
-                    let task = Planned {
-                        task_id: String::new(),
-                        arg: TaskArg { sub_agent_key: key.clone(), task: String::new(), task_name: None },
-                        agent,
-                    };
-                    agent_rerunnable(&child_context(ctx, &task))
-                })
+                !key.starts_with(REMOTE_PREFIX)
+                    && ctx.services.agents.get(key).is_none_or(|agent| {
+                        let arg = TaskArg { sub_agent_key: key.clone(), task: String::new(), task_name: None };
+                        agent_rerunnable(&child_context(ctx, &arg, "", &agent))
+                    })
             }),
             ToolKind::Backend => super::plan::is_plan_tool(&def.name) || ctx.services.tools.is_idempotent(&def.name),
         })
@@ -359,11 +435,15 @@ fn plan(ctx: &RunContext, call_id: &str, args: &Value) -> Result<Vec<Planned>, S
                 ctx.agent.sub_agents.join(", ")
             ));
         }
-        let agent = ctx.services.agents.get(key).ok_or_else(|| format!("no agent `{key}` is loaded"))?;
+        let doer = match remote_tool(ctx, key) {
+            Some(tool) => Doer::Remote(tool),
+            None if key.starts_with(REMOTE_PREFIX) => return Err(format!("no remote agent `{key}` is declared")),
+            None => Doer::Local(ctx.services.agents.get(key).ok_or_else(|| format!("no agent `{key}` is loaded"))?),
+        };
         if arg.task.trim().is_empty() {
             return Err(format!("the task for `{key}` is empty"));
         }
-        planned.push(Planned { task_id: ids::task_id_for_call(call_id, index), arg, agent });
+        planned.push(Planned { task_id: ids::task_id_for_call(call_id, index), arg, doer });
     }
     Ok(planned)
 }
@@ -371,8 +451,8 @@ fn plan(ctx: &RunContext, call_id: &str, args: &Value) -> Result<Vec<Planned>, S
 /// The child's context: its own definition with the parent's approval rules and sandbox grants
 /// on top (permissions only narrow), the parent's run, chat, quotas and services, but none of
 /// the chat's history, no client-declared tools and no steers.
-fn child_context(ctx: &RunContext, task: &Planned) -> RunContext {
-    let agent = narrowed(&task.agent, &ctx.agent);
+fn child_context(ctx: &RunContext, arg: &TaskArg, task_id: &str, agent: &AgentDefinition) -> RunContext {
+    let agent = narrowed(agent, &ctx.agent);
     let services = if ctx.services.client_tools.is_empty() {
         ctx.services.clone()
     } else {
@@ -382,7 +462,7 @@ fn child_context(ctx: &RunContext, task: &Planned) -> RunContext {
         run_id: ctx.run_id.clone(),
         chat_id: ctx.chat_id.clone(),
         agent: Arc::new(agent),
-        user_message: task.arg.task.clone(),
+        user_message: arg.task.clone(),
         history: Vec::new(),
         history_runs: Vec::new(),
         initial_plan: None,
@@ -392,7 +472,7 @@ fn child_context(ctx: &RunContext, task: &Planned) -> RunContext {
         quota: ctx.quota.clone(),
         nesting: Nesting {
             depth: ctx.nesting.depth + 1,
-            call_prefix: format!("{}{}_", ctx.nesting.call_prefix, task.task_id),
+            call_prefix: format!("{}{}_", ctx.nesting.call_prefix, task_id),
         },
         handed_from: None,
     }
