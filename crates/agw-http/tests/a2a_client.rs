@@ -213,3 +213,42 @@ async fn a_remote_agent_is_a_sub_agent_streaming_into_its_lane() {
     assert!(offered.contains("a2a:helper"), "agent_invoke names the remote agent: {offered}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The declarations are reloaded: a remote agent whose file goes is no longer offered to the
+/// model, and one declared while agw runs is.
+#[tokio::test]
+async fn declarations_are_hot_reloaded() {
+    let dir = scratch("reload");
+    let (remote, local) = gateways(&dir).await;
+    let _reload = agw_http::reload::Reloader::new(
+        local.state.clone(),
+        vec![agw_http::reload::WatchedDir {
+            catalog: agw_http::reload::Catalog::A2aAgents,
+            dir: dir.clone(),
+            rescan_every: Duration::from_millis(200),
+        }],
+    )
+    .start();
+    // Whether the lead's model is offered the remote agent now (one short run asks it).
+    let offered = || async {
+        local.fixture.push(Transcript::openai_text(&["ok"]));
+        local.run(&json!({"agentKey": "lead", "message": "which tools?"})).await;
+        let tools = local.fixture.requests().last().unwrap().body["tools"].to_string();
+        tools.contains("a2a__helper")
+    };
+    assert!(offered().await);
+    std::fs::remove_file(dir.join("helper.json")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while offered().await {
+        assert!(Instant::now() < deadline, "a removed declaration was still offered");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let file = json!({"url": format!("{}/a2a/helper", remote.base)});
+    std::fs::write(dir.join("helper.json"), file.to_string()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !offered().await {
+        assert!(Instant::now() < deadline, "a new declaration was never offered");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
