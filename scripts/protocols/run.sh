@@ -33,7 +33,7 @@ for _ in $(seq 100); do [ -s "$work/sdk.port" ] && break; sleep 0.1; done
 [ -s "$work/sdk.port" ] || { echo "the a2a-sdk server did not start"; cat "$work/sdk-server.log"; exit 1; }
 sdk_url="http://127.0.0.1:$(cat "$work/sdk.port")/"
 mkdir -p "$work/a2a-agents"
-echo "{\"url\": \"$sdk_url\"}" >"$work/a2a-agents/sdk.json"
+echo "{\"url\": \"$sdk_url\", \"inputRequired\": \"model\"}" >"$work/a2a-agents/sdk.json"
 echo "{\"url\": \"$sdk_url\", \"streaming\": false}" >"$work/a2a-agents/sdk_blocking.json"
 
 # start_agw: agw on the suite's agents and chat directory; sets agw_pid and base.

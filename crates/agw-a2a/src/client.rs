@@ -279,8 +279,11 @@ impl Fold {
         }
         let parts = status.pointer("/message/parts");
         let said = parts_text(parts);
-        // Progress notes (tool activity, reasoning) are not what the agent says to the caller.
-        let note = status.pointer("/message/metadata/agw").is_some();
+        // Progress notes (agw's tool activity, reasoning) are not what the agent says to the caller.
+        let note = status
+            .pointer("/message/metadata/agw/event")
+            .and_then(Value::as_str)
+            .is_some_and(|event| event != "input_required");
         if !said.is_empty() && !note {
             outcome.status_text = Some(said);
         }

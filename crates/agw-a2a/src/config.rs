@@ -24,6 +24,9 @@ pub struct RemoteAgentConfig {
     pub streaming: bool,
     /// The tool's description, instead of the card's.
     pub description: Option<String>,
+    /// A remote task that asks for input asks the user of the local run (`true`, the default:
+    /// the run pauses for them) or goes back to the model (`"inputRequired": "model"`).
+    pub ask_user: bool,
 }
 
 impl std::fmt::Debug for RemoteAgentConfig {
@@ -63,6 +66,8 @@ struct Raw {
     enabled: Option<bool>,
     #[serde(default)]
     description: Option<String>,
+    #[serde(default)]
+    input_required: Option<String>,
 }
 
 /// Default time of one call.
@@ -105,6 +110,11 @@ fn parse(name: &str, text: &str) -> Result<Option<RemoteAgentConfig>, String> {
             _ => return Err(format!("authTokenEnv names {var}, which is not set")),
         },
     };
+    let ask_user = match raw.input_required.as_deref().map(str::trim) {
+        None | Some("ask") => true,
+        Some("model") => false,
+        Some(other) => return Err(format!("inputRequired must be ask or model, not {other:?}")),
+    };
     Ok(Some(RemoteAgentConfig {
         name: name.to_owned(),
         url,
@@ -113,6 +123,7 @@ fn parse(name: &str, text: &str) -> Result<Option<RemoteAgentConfig>, String> {
         timeout: raw.timeout_ms.map_or(DEFAULT_TIMEOUT, |ms| Duration::from_millis(ms.clamp(1_000, 3_600_000))),
         streaming: raw.streaming.unwrap_or(true),
         description: raw.description.map(|d| d.trim().to_owned()).filter(|d| !d.is_empty()),
+        ask_user,
     }))
 }
 

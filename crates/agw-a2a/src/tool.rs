@@ -126,11 +126,27 @@ impl RemoteAgentTool {
         ctx: &ToolContext,
         text: Option<futures::channel::mpsc::UnboundedSender<String>>,
     ) -> Result<ToolOutput, ToolError> {
-        let message = args.get("message").and_then(Value::as_str).map(str::trim).unwrap_or_default();
+        // The user's reply to the question this call paused with goes to that remote task.
+        let replied = ctx.reply.as_ref().and_then(|reply| {
+            let task = reply.paused_with.get("taskId").and_then(Value::as_str)?.to_owned();
+            let text = match &reply.answer {
+                Value::String(text) => text.clone(),
+                Value::Object(map) => map.get("text").and_then(Value::as_str).map(str::to_owned)?,
+                other => other.to_string(),
+            };
+            Some((text, task))
+        });
+        let message = match &replied {
+            Some((text, _)) => text.trim(),
+            None => args.get("message").and_then(Value::as_str).map(str::trim).unwrap_or_default(),
+        };
         if message.is_empty() {
             return Err(ToolError::InvalidArguments("message is required".into()));
         }
-        let task_id = args.get("taskId").and_then(Value::as_str).map(str::trim).filter(|t| !t.is_empty());
+        let task_id = match &replied {
+            Some((_, task)) => Some(task.as_str()),
+            None => args.get("taskId").and_then(Value::as_str).map(str::trim).filter(|t| !t.is_empty()),
+        };
         let agent = self.remote.config.name.clone();
         let context = context_id(&ctx.chat_id, &agent);
         let task = Arc::new(Mutex::new(task_id.map(str::to_owned)));
@@ -169,6 +185,16 @@ impl RemoteAgentTool {
                     "error": format!("the agent did not answer within {} s", self.remote.config.timeout.as_secs())})));
             }
         };
+        if outcome.state == "input_required" && self.remote.config.ask_user {
+            // The run's user answers: the run pauses with the question, and the answer comes
+            // back as this call's reply.
+            let question = outcome.status_text.clone().unwrap_or_else(|| format!("{agent} asks for input"));
+            let mut data = json!({"agent": agent, "taskId": outcome.task_id, "answerWith": "text"});
+            if let Some(asked) = outcome.asked.clone() {
+                data["asked"] = asked;
+            }
+            return Ok(ToolOutput::NeedsUser(agw_tools::UserStatus::new(question).with_data(data)));
+        }
         let mut result = json!({
             "agent": agent,
             "ok": outcome.state == "completed",

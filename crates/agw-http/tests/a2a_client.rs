@@ -14,7 +14,7 @@ use common::{Gateway, LiveStream, oneshot_agent};
 use serde_json::{Value, json};
 
 const LEAD: &str = r#"{"key":"lead","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m"},
-    "toolConfig":{"a2aAgents":["helper","asker"],"subAgents":["a2a:helper"]},"react":{"systemPrompt":"You delegate.","maxSteps":4}}"#;
+    "toolConfig":{"a2aAgents":["helper","asker","asker_model"],"subAgents":["a2a:helper"]},"react":{"systemPrompt":"You delegate.","maxSteps":4}}"#;
 
 /// The remote gateway (its agents `helper` and `asker`, the latter asking with a form) and the
 /// local one that calls them; the declarations live in `dir`.
@@ -28,6 +28,9 @@ async fn gateways(dir: &std::path::Path) -> (Gateway, Gateway) {
         let file = json!({"url": format!("{}/a2a/{name}", remote.base)});
         std::fs::write(dir.join(format!("{name}.json")), file.to_string()).unwrap();
     }
+    // The same remote agent, its questions going to the model instead of the user.
+    let file = json!({"url": format!("{}/a2a/asker", remote.base), "inputRequired": "model"});
+    std::fs::write(dir.join("asker_model.json"), file.to_string()).unwrap();
     let local =
         Gateway::start(&[("lead.json".into(), LEAD.into())], &[("AGENT_A2A_EXTERNAL_DIR", dir.to_str().unwrap())])
             .await;
@@ -98,7 +101,7 @@ async fn a_remote_agent_answers_as_a_tool_and_keeps_the_chats_conversation() {
 async fn a_remote_question_goes_to_the_model_and_its_answer_back() {
     let dir = scratch("question");
     let (remote, local) = gateways(&dir).await;
-    local.fixture.push(call("call_1", "a2a__asker", json!({"message": "Book it"})));
+    local.fixture.push(call("call_1", "a2a__asker_model", json!({"message": "Book it"})));
     remote.fixture.push(call(
         "call_c",
         "confirm_dialog",
@@ -114,7 +117,7 @@ async fn a_remote_question_goes_to_the_model_and_its_answer_back() {
 
     // The model answers the remote task with its taskId; the remote run goes on to its end.
     let chat_id = first.of_type("run.start")[0]["chatId"].as_str().unwrap().to_owned();
-    local.fixture.push(call("call_2", "a2a__asker", json!({"message": "Yes", "taskId": task_id})));
+    local.fixture.push(call("call_2", "a2a__asker_model", json!({"message": "Yes", "taskId": task_id})));
     local.fixture.push(Transcript::openai_text(&["Booked."]));
     remote.fixture.push(Transcript::openai_text(&["Booking done."]));
     let second = local.run(&json!({"agentKey": "lead", "message": "yes, book", "chatId": chat_id})).await;
@@ -180,6 +183,57 @@ async fn interrupting_the_local_run_cancels_the_remote_task() {
         assert!(Instant::now() < deadline, "the remote task was not cancelled: {listed}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// By default a remote question asks the local run's user: the run pauses with it
+/// (`awaiting.ask` `mode: "status"`), and the user's `continue` with an `answer` goes back to the
+/// remote task, which goes on to its end; the model reads the final answer.
+#[tokio::test]
+async fn a_remote_question_asks_the_local_user() {
+    let dir = scratch("ask-user");
+    let (remote, local) = gateways(&dir).await;
+    local.fixture.push(call("call_1", "a2a__asker", json!({"message": "Book it"})));
+    remote.fixture.push(call(
+        "call_c",
+        "confirm_dialog",
+        json!({"question": "Really book?", "options": ["Yes", "No"]}),
+    ));
+    let resp = local.post_query(&json!({"agentKey": "lead", "message": "book"})).await;
+    let mut stream = LiveStream::new(resp);
+    let run_id = stream.until(|e| e["type"] == "run.start").await["runId"].as_str().unwrap().to_owned();
+    let ask = stream.until(|e| e["type"] == "awaiting.ask").await;
+    assert_eq!(ask["mode"], "status", "{ask}");
+    assert!(ask["status"]["message"].as_str().unwrap().contains("confirm_dialog asks for input"), "{ask}");
+    assert_eq!(ask["status"]["data"]["answerWith"], "text");
+    assert_eq!(ask["status"]["data"]["asked"]["arguments"]["question"], "Really book?", "what was asked, for a client");
+    local.fixture.push(Transcript::openai_text(&["Booked, as you said."]));
+    remote.fixture.push(Transcript::openai_text(&["Booking done."]));
+    let submitted: Value = local
+        .client
+        .post(format!("{}/api/ap/submit", local.base))
+        .json(&json!({"runId": run_id, "awaitingId": ask["awaitingId"], "params": {"action": "continue", "answer": "Yes"}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(submitted["data"]["accepted"], true, "{submitted}");
+    let rest = stream.rest().await;
+    assert_eq!(rest.last().unwrap()["type"], "run.complete", "{rest:?}");
+    let result = rest.iter().find(|e| e["type"] == "tool.result").unwrap()["result"].as_str().unwrap().to_owned();
+    let result: Value = serde_json::from_str(&result).unwrap();
+    assert_eq!(
+        (result["state"].as_str(), result["answer"].as_str()),
+        (Some("completed"), Some("Booking done.")),
+        "{result}"
+    );
+    // The remote task got the user's answer as its form's submit.
+    let remote_last =
+        remote.fixture.requests().last().unwrap().body["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(remote_last["role"], "tool");
+    assert!(remote_last["content"].to_string().contains("Yes"), "{remote_last}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

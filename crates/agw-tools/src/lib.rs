@@ -62,6 +62,6 @@ pub use registry::{LoadProblem, ToolRegistry};
 pub use templates::{RecordedCall, resolve};
 pub use tool::{
     CONTINUE_CODE, CodeGrants, NEEDS_USER_CODE, Tool, ToolContext, ToolError, ToolOutput, USER_STATUS_DATA_MAX_BYTES,
-    USER_STATUS_MESSAGE_MAX_CHARS, UserStatus,
+    USER_STATUS_MESSAGE_MAX_CHARS, UserReply, UserStatus,
 };
 pub use viewport::{Viewport, ViewportFileError, ViewportKind, ViewportPayload, ViewportRegistry};

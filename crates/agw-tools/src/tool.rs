@@ -254,12 +254,31 @@ pub struct ToolContext {
     /// differently now (look at the balance again; the bundled `mock_image_generate` goes on
     /// once it is 1 or more).
     pub continued: u32,
+    /// What the user answered the pause with, when the answer carried one (`continue` with an
+    /// `answer`, `docs/pausing-tools.md`): the tool asked something and gets the reply.
+    pub reply: Option<UserReply>,
+}
+
+/// The user's reply to a paused call: their `answer`, and the status data the call paused with
+/// (so the tool knows what was asked, across a restart too).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserReply {
+    /// The `answer` of the submit (any JSON; usually text).
+    pub answer: Value,
+    /// The [`UserStatus::data`] the call paused with.
+    pub paused_with: Value,
 }
 
 impl ToolContext {
     /// A context that grants nothing; add grants with [`Self::with_grants`].
     pub fn new(run_id: impl Into<String>, chat_id: impl Into<String>) -> ToolContext {
-        ToolContext { run_id: run_id.into(), chat_id: chat_id.into(), grants: CodeGrants::default(), continued: 0 }
+        ToolContext {
+            run_id: run_id.into(),
+            chat_id: chat_id.into(),
+            grants: CodeGrants::default(),
+            continued: 0,
+            reply: None,
+        }
     }
 
     /// The same context with the calling agent's grants.
@@ -271,6 +290,12 @@ impl ToolContext {
     /// The same context for a call the user continued `continued` times.
     pub fn with_continued(mut self, continued: u32) -> ToolContext {
         self.continued = continued;
+        self
+    }
+
+    /// The same context carrying the user's reply to the call's last pause.
+    pub fn with_reply(mut self, reply: Option<UserReply>) -> ToolContext {
+        self.reply = reply;
         self
     }
 }

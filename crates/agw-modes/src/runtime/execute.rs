@@ -52,7 +52,8 @@ pub(crate) enum Answers {
     Live(HashMap<String, PendingSubmit>),
     /// A batch continued in a new process after it waited there (durable waiting): its ends
     /// were streamed, some of its calls ran, one waited and has its answer now.
-    Resumed(Resumed),
+    /// Boxed: it is rare, and the live variant is what every batch holds.
+    Resumed(Box<Resumed>),
 }
 
 /// See [`Answers::Resumed`].
@@ -69,6 +70,8 @@ pub(crate) struct Resumed {
     pub kind: WaitKind,
     /// A status wait: the message of the status the user was shown.
     pub status_message: String,
+    /// A status wait: the status data the call paused with (its reply carries it back).
+    pub status_data: Value,
     /// A batch resumed after its process stopped (crash recovery): the call that was running
     /// then. It runs again only if its tool is idempotent; else its result says it was
     /// interrupted.
@@ -86,15 +89,16 @@ impl Answers {
         running: Option<String>,
         children: Vec<agw_protocol::history::RecoveredTask>,
     ) -> Self {
-        Self::Resumed(Resumed {
+        Self::Resumed(Box::new(Resumed {
             done: results.into_iter().map(|r| (r.id, r.result)).collect(),
             awaiting_id: String::new(),
             answer: None,
             kind: WaitKind::Form,
             status_message: String::new(),
+            status_data: Value::Null,
             interrupted: running,
             children,
-        })
+        }))
     }
 
     /// The sub-agents of `agent_invoke` call `id`, which was running when its process stopped
@@ -143,12 +147,14 @@ impl Answers {
     /// The answer of a backend call that paused for the user in the process that stopped, once:
     /// how often it had been continued before, the status message shown, and the answer
     /// (`None`: the wait timed out).
-    pub(super) fn answered_status(&mut self, id: &str) -> Option<(u32, String, Option<Value>)> {
+    pub(super) fn answered_status(&mut self, id: &str) -> Option<(u32, agw_tools::UserStatus, Option<Value>)> {
         match self {
             Self::Resumed(resumed) if resumed.awaiting_id == id => {
                 let WaitKind::Status { continued } = resumed.kind else { return None };
                 resumed.awaiting_id.clear();
-                Some((continued, std::mem::take(&mut resumed.status_message), resumed.answer.take()))
+                let mut status = agw_tools::UserStatus::new(std::mem::take(&mut resumed.status_message));
+                status.data = std::mem::take(&mut resumed.status_data);
+                Some((continued, status, resumed.answer.take()))
             }
             _ => None,
         }

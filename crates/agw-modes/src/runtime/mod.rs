@@ -566,15 +566,16 @@ pub async fn resume<S: DeltaSink>(ctx: RunContext, resume: Resume, sink: &mut S)
     state.handoffs = handoffs;
     let calls: Vec<calls::StreamedCall> = calls.iter().map(calls::StreamedCall::restored).collect();
     restore_calls(&ctx, &mut state, &so_far, &calls);
-    let answers = execute::Answers::Resumed(execute::Resumed {
+    let answers = execute::Answers::Resumed(Box::new(execute::Resumed {
         done: results.into_iter().map(|r| (r.id, r.result)).collect(),
         awaiting_id,
         answer,
         kind: wait,
-        status_message: status.map(|s| s.message).unwrap_or_default(),
+        status_message: status.as_ref().map(|s| s.message.clone()).unwrap_or_default(),
+        status_data: status.map(|s| s.data).unwrap_or_default(),
         interrupted: None,
         children: Vec::new(),
-    });
+    }));
     let mut conversation = ctx.history.clone();
     conversation.extend(so_far);
     let fut = async {

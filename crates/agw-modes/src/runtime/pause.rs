@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use agw_protocol::AgentDelta;
 use agw_protocol::event::{AwaitingAnswer, AwaitingAsk, AwaitingExpired, AwaitingStatus, EventPayload, StatusOption};
-use agw_tools::{CONTINUE_CODE, Tool, ToolContext, UserStatus, exec};
+use agw_tools::{CONTINUE_CODE, Tool, ToolContext, UserReply, UserStatus, exec};
 
 use super::calls::StreamedCall;
 use super::execute::{Answers, BatchSoFar, TOOL_DURATION_METRIC};
@@ -123,9 +123,14 @@ pub(super) async fn run_backend<S: DeltaSink>(
     sink: &mut S,
 ) -> Result<String, RunFailure> {
     let mut continued = 0;
-    if let Some((before, message, answer)) = answers.answered_status(&call.id) {
-        match settle(ctx, &call.id, &message, answer, sink).await? {
-            Ok(()) => continued = before + 1,
+    // The user's reply to the last pause, with what the call paused with.
+    let mut reply = None;
+    if let Some((before, paused, answer)) = answers.answered_status(&call.id) {
+        match settle(ctx, &call.id, &paused.message, answer, sink).await? {
+            Ok(answer) => {
+                continued = before + 1;
+                reply = answer.map(|answer| UserReply { answer, paused_with: paused.data });
+            }
             Err(result) => return Ok(result),
         }
     }
@@ -133,7 +138,8 @@ pub(super) async fn run_backend<S: DeltaSink>(
     loop {
         let tool_ctx = ToolContext::new(ctx.run_id.clone(), ctx.chat_id.clone())
             .with_grants(ctx.agent.code_grants())
-            .with_continued(continued);
+            .with_continued(continued)
+            .with_reply(reply.take());
         let started = Instant::now();
         let outcome = exec::execute_backend(
             tool,
@@ -169,21 +175,25 @@ pub(super) async fn run_backend<S: DeltaSink>(
         let answer = waiter.wait(ctx.services.frontend_timeout).await;
         sink.wait_over();
         match settle(ctx, &call.id, &status.message, answer, sink).await? {
-            Ok(()) => continued += 1,
+            Ok(answer) => {
+                continued += 1;
+                reply = answer.map(|answer| UserReply { answer, paused_with: status.data.clone() });
+            }
             Err(result) => return Ok(result),
         }
     }
 }
 
-/// What the answer to a pause means: `Ok` to run the call again, else the call's result (after
-/// `awaiting.answer` or `awaiting.expired`). `message` is the status the user was shown.
+/// What the answer to a pause means: `Ok` to run the call again (with the `answer` the user
+/// gave, when they gave one), else the call's result (after `awaiting.answer` or
+/// `awaiting.expired`). `message` is the status the user was shown.
 async fn settle<S: DeltaSink>(
     ctx: &RunContext,
     call_id: &str,
     message: &str,
     answer: Option<Value>,
     sink: &mut S,
-) -> Result<Result<(), String>, RunFailure> {
+) -> Result<Result<Option<Value>, String>, RunFailure> {
     let Some(params) = answer else {
         let expired = AwaitingExpired { awaiting_id: call_id.to_owned() };
         sink.emit(AgentDelta::Awaiting(EventPayload::AwaitingExpired(expired))).await?;
@@ -201,7 +211,7 @@ async fn settle<S: DeltaSink>(
     };
     sink.emit(AgentDelta::Awaiting(EventPayload::AwaitingAnswer(answer))).await?;
     Ok(match action {
-        Some(StatusAction::Continue) => Ok(()),
+        Some(StatusAction::Continue) => Ok(params.get("answer").filter(|a| !a.is_null()).cloned()),
         Some(StatusAction::Cancel) => Err(not_run("declined", format!("the user declined: {message}"))),
         None => Err(not_run(
             "invalid_answer",
