@@ -122,7 +122,7 @@ impl ChatStore {
         // where the mode cannot go on (a plan stage's) is begun again with its stage.
         let batch = mark.batch.clone().filter(|b| {
             let written_after = steps.iter().any(|s| s.sub_agent.is_none() && s.seq > b.steps_written);
-            !written_after && b.batch.resume_at != history::ResumeAt::Nowhere
+            !written_after && b.resume_at != history::ResumeAt::Nowhere
         });
         let handed_off = steps.iter().any(|s| s.handoff.is_some());
         // A round of parallel plan tasks is current until its tasks' lines are written; the
@@ -130,7 +130,7 @@ impl ChatStore {
         // written when the last one ended, then stand for them).
         let round = mark.round.clone().filter(|r| match &r.call_id {
             None => !steps.iter().any(|s| s.sub_agent.is_none() && s.seq > r.steps_written),
-            Some(call) => batch.as_ref().is_some_and(|b| b.batch.running.as_ref() == Some(call)),
+            Some(call) => batch.as_ref().is_some_and(|b| b.running.as_ref() == Some(call)),
         });
         let written = |task: &str| steps.iter().find(|s| s.sub_agent.is_some() && s.task_id.as_deref() == Some(task));
         let tasks = round

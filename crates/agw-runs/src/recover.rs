@@ -161,7 +161,7 @@ pub(crate) async fn resume_run(
     let shown = |kind: StreamedAs| -> Vec<String> {
         batch
             .into_iter()
-            .flat_map(|b| b.batch.calls.iter())
+            .flat_map(|b| b.calls.iter())
             .filter(|c| c.streamed_as.unwrap_or(StreamedAs::Tool) == kind)
             .map(|c| c.id.clone())
             .collect()
@@ -231,11 +231,11 @@ pub(crate) async fn resume_run(
         crate::continued::continued_part(core, &mut sink, conversation, steps, &pending).await;
     let at = match batch {
         Some(b) => RecoverAt::Batch {
-            resume_at: b.batch.resume_at,
-            calls: b.batch.calls,
-            results: b.batch.results,
-            running: b.batch.running,
-            done: b.batch.done,
+            resume_at: b.resume_at,
+            calls: b.calls,
+            results: b.results,
+            running: b.running,
+            done: b.done,
         },
         None => RecoverAt::NextTurn { steps_done: react_steps(&steps) },
     };
@@ -293,8 +293,8 @@ pub(crate) fn covering_history(mut entry: LedgerEntry, run: &InFlightRun) -> Led
 /// ([`agw_protocol::ids::task_id_for_call`]).
 fn superseded_tasks(batch: Option<&agw_protocol::history::BatchCheckpoint>) -> Vec<String> {
     let Some(running) = batch.and_then(|b| {
-        let id = b.batch.running.as_deref()?;
-        b.batch.calls.iter().find(|c| c.id == id && c.name == agw_modes::runtime::AGENT_INVOKE_TOOL)
+        let id = b.running.as_deref()?;
+        b.calls.iter().find(|c| c.id == id && c.name == agw_modes::runtime::AGENT_INVOKE_TOOL)
     }) else {
         return Vec::new();
     };

@@ -9,7 +9,9 @@ use crate::RunHandle;
 use crate::webhook::RunTrigger;
 use agw_modes::runtime::{BatchPoint, DeltaSink, EmitError, TaskPoint, WaitPoint};
 use agw_protocol::event::{ChatStart, RequestQuery};
-use agw_protocol::history::{AwaitingLine, BatchCheckpoint, HistoryLine, RoundCheckpoint, RunMark, TaskCheckpoint};
+use agw_protocol::history::{
+    AwaitingLine, BatchCheckpoint, HistoryLine, RoundCheckpoint, RunMark, TaskBatch, TaskCheckpoint,
+};
 use agw_protocol::{AgentDelta, Assembler, ErrorCode, Event, RunErrorInfo};
 
 /// Where a run's history goes.
@@ -477,9 +479,13 @@ impl DeltaSink for RunSink {
     async fn checkpoint(&mut self, point: &BatchPoint) {
         let (Some(recovery), Some(p)) = (self.recovery.as_mut(), self.persistence.as_mut()) else { return };
         recovery.mark.batch = Some(BatchCheckpoint {
+            resume_at: point.resume_at.clone(),
             steps_written: p.recorder.steps_written(),
             step: p.recorder.checkpoint(),
-            batch: point.clone().into(),
+            calls: point.calls.clone(),
+            results: point.results.clone(),
+            running: point.running.clone(),
+            done: point.done,
         });
         self.write_mark(true).await;
     }
@@ -503,8 +509,9 @@ impl DeltaSink for RunSink {
         match point {
             TaskPoint::Batch { point, .. } => {
                 entry.step = p.recorder.task_checkpoint(&task_id).unwrap_or_default();
-                entry.task = point.forked_plan.clone().and_then(|plan| plan.into_iter().find(|t| t.task_id == task_id));
-                entry.batch = Some(point.into());
+                entry.task = point.forked_plan.and_then(|plan| plan.into_iter().find(|t| t.task_id == task_id));
+                let BatchPoint { resume_at, calls, results, running, done, .. } = point;
+                entry.batch = Some(TaskBatch { resume_at, calls, results, running, done });
             }
             TaskPoint::Ended { task, .. } => {
                 entry.ended = p.recorder.ended_task(&task_id).map(Box::new);

@@ -66,13 +66,6 @@ pub struct BatchPoint {
     pub forked_plan: Option<Vec<agw_protocol::PlanTask>>,
 }
 
-impl From<BatchPoint> for agw_protocol::history::TaskBatch {
-    fn from(point: BatchPoint) -> Self {
-        let BatchPoint { resume_at, calls, results, running, done, forked_plan: _ } = point;
-        Self { resume_at, calls, results, running, done }
-    }
-}
-
 /// Child tasks running side by side (a parallel plan round, an `agent_invoke` call's
 /// sub-agents) reached a point a run could be resumed from after its process stopped (crash recovery; [`DeltaSink::task_checkpoint`]). Each arrives
 /// after every delta its task emitted before it.

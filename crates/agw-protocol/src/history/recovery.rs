@@ -98,13 +98,12 @@ pub struct TaskCheckpoint {
     pub ended: Option<Box<super::StepLine>>,
 }
 
-/// A tool batch as far as it got: a task's (a [`TaskCheckpoint`]'s), or the run's own (in a
-/// [`BatchCheckpoint`]).
+/// A task's tool batch as far as it got (see [`BatchCheckpoint`], whose fields these are).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskBatch {
-    /// The batch's step (`react-step-2`, `oneshot`; a sub-agent's in its own run); nowhere where
-    /// the mode cannot go on from it in another process (a plan task beside others).
+    /// The batch's step in the task's own run (a sub-agent's `react-step-2`); nowhere for a plan
+    /// task.
     #[serde(default)]
     pub resume_at: ResumeAt,
     /// The batch's calls, in call order.
@@ -121,22 +120,33 @@ pub struct TaskBatch {
     pub done: bool,
 }
 
-/// A tool batch as far as it got (the run mark's `batch`): where it is ([`TaskBatch`]'s fields,
-/// flattened), and the step it belongs to.
+/// A tool batch as far as it got (the run mark's `batch`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BatchCheckpoint {
-    /// Step lines of the run written before the batch's step: when the run has more, the batch's
-    /// step was written whole and this checkpoint is stale.
+    /// The step of the batch (`react-step-2`, `oneshot`); empty where the mode cannot go on
+    /// from a batch in another process.
+    #[serde(default)]
+    pub resume_at: ResumeAt,
+    /// Step lines of the run written before the batch's step: when the run has more, the
+    /// batch's step was written whole and this checkpoint is stale.
     #[serde(default)]
     pub steps_written: i64,
     /// The batch's step as recorded so far (its text and calls).
     pub step: PendingStep,
-    /// Its calls, results, running call, and whether it is done; `resume_at` is the step of the
-    /// batch (`react-step-2`, `oneshot`), empty where the mode cannot go on from it in another
-    /// process.
-    #[serde(flatten)]
-    pub batch: TaskBatch,
+    /// The batch's calls, in call order.
+    #[serde(default)]
+    pub calls: Vec<AwaitingCall>,
+    /// Results of the calls that finished, in call order.
+    #[serde(default)]
+    pub results: Vec<AwaitingResult>,
+    /// The call that was running when the checkpoint was written: it started and has no
+    /// result. Run again only if its tool is idempotent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<String>,
+    /// Every call finished and every result was streamed: the run goes on with its next turn.
+    #[serde(default)]
+    pub done: bool,
 }
 
 impl RunMark {
