@@ -805,7 +805,8 @@ async fn subscribe(state: &AppState, call: &Call<'_>, task_id: Result<String, Rp
             mapper.start(now_ms(), &mut out);
             first.extend(out.into_iter().map(|frame| (mapper.last_seq(), frame)));
         }
-        Some(_) => mapper.mark_started(),
+        // Right after an event the client saw: no task first.
+        Some(_) => {}
     }
     for event in &after {
         let mut out = Vec::new();

@@ -82,8 +82,6 @@ pub struct A2aMapper {
     artifacts: Vec<Artifact>,
     /// Epoch ms of the last status change.
     updated: i64,
-    /// The first stream response (the task) was given ([`Self::start`]).
-    started: bool,
     /// Calls of the run's own so far (frontend ones wait for their submit at their end).
     calls: HashMap<String, Call>,
     /// What the run waits for now (`INPUT_REQUIRED`): the wait's id and what is asked.
@@ -130,7 +128,6 @@ impl A2aMapper {
             status_message: None,
             artifacts: Vec::new(),
             updated: 0,
-            started: false,
             calls: HashMap::new(),
             waiting: None,
             last_seq: 0,
@@ -251,16 +248,6 @@ impl A2aMapper {
         }
     }
 
-    /// Whether [`Self::start`] was called.
-    pub fn started(&self) -> bool {
-        self.started
-    }
-
-    /// A stream that goes on after an event its client saw (`Last-Event-ID`) gives no task first.
-    pub fn mark_started(&mut self) {
-        self.started = true;
-    }
-
     /// The client answered the wait: the task works again.
     pub fn input_given(&mut self, at: i64) {
         self.waiting = None;
@@ -275,10 +262,12 @@ impl A2aMapper {
         mapper
     }
 
-    /// The first stream response: the task, `SUBMITTED`.
+    /// The first stream response: the task as it stands (`SUBMITTED` for a new one, which takes
+    /// `at` as its status time).
     pub fn start(&mut self, at: i64, out: &mut Vec<Value>) {
-        self.updated = at;
-        self.started = true;
+        if self.updated == 0 {
+            self.updated = at;
+        }
         out.push(json!({"task": self.task()}));
     }
 
