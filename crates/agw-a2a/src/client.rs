@@ -363,13 +363,8 @@ async fn read_capped(mut response: reqwest::Response, cap: usize) -> Result<Vec<
 
 /// A fresh message id.
 fn new_id() -> String {
-    use sha2::Digest;
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let count = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    hex::encode(&sha2::Sha256::digest(format!("{nanos}:{count}:{}", std::process::id()))[..16])
+    uuid::Uuid::new_v4().to_string()
 }
-
-static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 #[cfg(test)]
 mod tests {
