@@ -298,13 +298,6 @@ async fn parallel_round<S: DeltaSink>(
     let ended = run_children(sink, children, checkpoints, |(offset, work), mut child_sink| async move {
         let TaskWork { step, task, mut context, mut fork, calls, answers } = work;
         let worked = match super::children::show_again(ctx, &calls, &mut child_sink).await {
-            // It had updated its status when its process stopped: it ends now.
-            Ok(())
-                if answers.is_none()
-                    && let Some(end) = settled(&fork, &task.task_id) =>
-            {
-                Ok(end)
-            }
             Ok(()) => {
                 let batch = answers.map(|answers| (calls.as_slice(), answers));
                 tasks.work(ctx, step, task, batch, &mut context, &mut fork, &mut child_sink).await

@@ -402,7 +402,15 @@ impl<'a> TaskLoop<'a> {
         let task_id = task.task_id.as_str();
         let rounds = TaskRounds { model: &self.model, system: &self.system, tools: self.tools, choice: self.choice };
         let span = super::trace::task(task_id, &task.description);
-        let end = match rounds.run(ctx, step, task_id, batch, execute, state, sink).instrument(span.clone()).await {
+        // A task resumed after its process stopped may have settled its status there, after its
+        // last batch: it ends now, with no further round.
+        let settled = batch.is_none() && state.plan.status_of(task_id).is_some_and(|s| s != TaskStatus::Init);
+        let worked = if settled {
+            Ok(TaskEnd::Updated)
+        } else {
+            rounds.run(ctx, step, task_id, batch, execute, state, sink).instrument(span.clone()).await
+        };
+        let end = match worked {
             Ok(end) => end,
             Err(failure) => {
                 let info = failure.to_error_info();
