@@ -69,6 +69,7 @@ mod tests {
             temperature: None,
             top_p: None,
             max_tokens: None,
+            prompt_cache: Default::default(),
         };
         let result = r#"{"messages":[{"messageId":"361","senderName":"Coral","content":"Bug"},{"messageId":7}]}"#;
         let answer = answer(&request, &[("mock_chat_messages", result)]).unwrap();

@@ -23,6 +23,7 @@
 //!     temperature: None,
 //!     top_p: None,
 //!     max_tokens: None,
+//!     prompt_cache: Default::default(),
 //! };
 //! // Same request, same reply: the whole stream is known before it is sent.
 //! let deltas = agw_demo::script(&request);

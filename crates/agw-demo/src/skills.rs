@@ -325,6 +325,7 @@ mod tests {
             temperature: None,
             top_p: None,
             max_tokens: None,
+            prompt_cache: Default::default(),
         }
     }
 

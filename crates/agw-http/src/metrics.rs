@@ -74,7 +74,7 @@ fn describe() {
     );
     metrics::describe_counter!(
         TOKENS,
-        "tokens by agent, provider, model and kind (input, output, cached_input, reasoning)"
+        "tokens by agent, provider, model and kind (input, output, cached_input, cache_write_input, reasoning)"
     );
     metrics::describe_counter!(
         COST,

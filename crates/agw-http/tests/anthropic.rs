@@ -103,8 +103,12 @@ async fn react_run_with_thinking_and_a_tool_call() {
         assert!(request.header("authorization").is_none());
         assert_eq!(request.body["model"], "claude-sonnet-4-5");
         assert_eq!(request.body["thinking"], json!({"type": "enabled", "budget_tokens": 1024}));
-        assert!(request.body["system"].as_str().unwrap_or_default().starts_with("You are a weather assistant."));
+        // Prompt caching is on by default: the system prompt is one marked block, so is the tool.
+        let system = &request.body["system"][0];
+        assert!(system["text"].as_str().unwrap_or_default().starts_with("You are a weather assistant."));
+        assert_eq!(system["cache_control"], json!({"type": "ephemeral"}));
         assert_eq!(request.body["tools"][0]["name"], "mock_city_weather");
+        assert_eq!(request.body["tools"][0]["cache_control"], json!({"type": "ephemeral"}));
         assert_eq!(request.body["tool_choice"], json!({"type": "auto"}));
     }
     // The second request carries the tool_use / tool_result pair, with the signed thinking.
@@ -120,7 +124,8 @@ async fn react_run_with_thinking_and_a_tool_call() {
     assert_eq!(
         messages[n - 1],
         json!({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_01Weather", "content": result_text},
+            {"type": "tool_result", "tool_use_id": "toolu_01Weather", "content": result_text,
+             "cache_control": {"type": "ephemeral"}},
         ]})
     );
 }

@@ -53,6 +53,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         temperature: None,
         top_p: None,
         max_tokens: Some(512),
+        prompt_cache: Default::default(),
     };
     let options = CallOptions { inactivity_timeout: Duration::from_secs(60), ..Default::default() };
 

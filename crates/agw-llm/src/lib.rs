@@ -41,6 +41,7 @@
 //!     temperature: None,
 //!     top_p: None,
 //!     max_tokens: None,
+//!     prompt_cache: Default::default(),
 //! };
 //! // One upstream chunk, one delta, as soon as it arrives.
 //! let mut stream = provider.stream(request, CallOptions::default()).await.unwrap();

@@ -58,6 +58,8 @@ pub struct OpenAiCompatibleProvider {
     http: reqwest::Client,
     path: StreamPath,
     limits: ResponseLimits,
+    /// Whether calls carry `prompt_cache_key`.
+    cache_key: bool,
 }
 
 /// How responses are read (see the module documentation).
@@ -102,6 +104,8 @@ impl OpenAiCompatibleProvider {
         } else {
             StreamPath::Direct
         };
+        // OpenAI's own API takes the key; another server may reject a field it does not know.
+        let cache_key = reqwest::Url::parse(&url).is_ok_and(|u| u.host_str() == Some("api.openai.com"));
         Ok(Self {
             key: key.to_owned(),
             default_model: default_model.to_owned(),
@@ -110,7 +114,15 @@ impl OpenAiCompatibleProvider {
             http,
             path,
             limits: ResponseLimits::default(),
+            cache_key,
         })
+    }
+
+    /// The same provider, sending `prompt_cache_key` with calls that cache (`true`) or never
+    /// (`false`), whatever its host.
+    pub fn with_prompt_cache_key(mut self, send: bool) -> Self {
+        self.cache_key = send;
+        self
     }
 
     /// The same provider with other caps on what one response may hold.
@@ -145,7 +157,7 @@ impl OpenAiCompatibleProvider {
 
 impl ChatProvider for OpenAiCompatibleProvider {
     fn stream(&self, request: ChatRequest, options: CallOptions) -> BoxFuture<'static, Result<DeltaStream, LlmError>> {
-        let body = request_body(&request, &self.default_model);
+        let body = request_body(&request, &self.default_model, self.cache_key);
         let this = self.clone();
         Box::pin(async move {
             let started = Instant::now();

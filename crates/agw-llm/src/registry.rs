@@ -67,6 +67,9 @@ pub struct ProviderConfig {
     pub model: String,
     /// Context window and output cap of the provider's models.
     pub limits: ModelLimits,
+    /// OpenAI-compatible only: whether calls carry `prompt_cache_key` (docs/models.md); `None`:
+    /// only to `api.openai.com`, since other servers may reject a field they do not know.
+    pub prompt_cache_key: Option<bool>,
 }
 
 impl std::fmt::Debug for ProviderConfig {
@@ -78,6 +81,7 @@ impl std::fmt::Debug for ProviderConfig {
             .field("api_key", &if self.api_key.is_empty() { "" } else { "***" })
             .field("model", &self.model)
             .field("limits", &self.limits)
+            .field("prompt_cache_key", &self.prompt_cache_key)
             .finish()
     }
 }
@@ -110,6 +114,7 @@ impl ProviderConfig {
                     api_key: String::new(),
                     model: String::new(),
                     limits: ModelLimits::default(),
+                    prompt_cache_key: None,
                 };
                 (config, None)
             });
@@ -263,8 +268,13 @@ fn open_provider(
     match config.protocol {
         ProviderProtocol::OpenAiCompatible => {
             #[cfg(feature = "openai")]
-            return crate::openai::OpenAiCompatibleProvider::new(key, url, api_key, model)
-                .map(|p| Arc::new(p.with_limits(limits)) as _);
+            return crate::openai::OpenAiCompatibleProvider::new(key, url, api_key, model).map(|p| {
+                let p = match config.prompt_cache_key {
+                    Some(send) => p.with_prompt_cache_key(send),
+                    None => p,
+                };
+                Arc::new(p.with_limits(limits)) as _
+            });
             #[cfg(not(feature = "openai"))]
             return Err(missing_feature(key, "OPENAI_COMPATIBLE", "openai"));
         }
@@ -333,6 +343,7 @@ mod tests {
             api_key: "sk-secret".into(),
             model: "m".into(),
             limits: ModelLimits::default(),
+            prompt_cache_key: None,
         };
         let text = format!("{config:?}");
         assert!(!text.contains("sk-secret") && text.contains("***"));
@@ -349,6 +360,7 @@ mod tests {
             api_key: "sk".into(),
             model: "m".into(),
             limits: ModelLimits::default(),
+            prompt_cache_key: None,
         };
         let mut registry = ProviderRegistry::new([
             config("bailian", ProviderProtocol::OpenAiCompatible),

@@ -58,6 +58,7 @@ async fn anthropic_providers_speak_the_messages_api() {
         api_key: "sk-ant-secret".into(),
         model: "claude-sonnet".into(),
         limits: Default::default(),
+        prompt_cache_key: None,
     };
     let registry = ProviderRegistry::new([config]);
     let provider: Arc<dyn ChatProvider> = registry.get("claude").expect("registered");
@@ -77,6 +78,7 @@ async fn anthropic_providers_speak_the_messages_api() {
         api_key: "k".into(),
         model: "m".into(),
         limits: Default::default(),
+        prompt_cache_key: None,
     };
     assert!(ProviderRegistry::new([bad]).get("broken").is_err(), "invalid configs are skipped");
 }

@@ -146,4 +146,21 @@ pub struct ChatRequest {
     pub top_p: Option<f64>,
     /// Sent only when set (agw does not force the reference's 4096).
     pub max_tokens: Option<u32>,
+    /// Prompt caching for this call (docs/models.md): off unless asked for.
+    #[serde(default)]
+    pub prompt_cache: PromptCache,
+}
+
+/// Prompt caching of one call. Providers that cache by prefix need a prefix that does not change
+/// between calls: agw always sends tools sorted by name and the system prompt first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptCache {
+    /// Anthropic: `cache_control` breakpoints on the tools, the system prompt and the
+    /// conversation. OpenAI-compatible: the cache key below, where the provider takes one.
+    pub enabled: bool,
+    /// Routes calls of one conversation to the same cache (OpenAI's `prompt_cache_key`): a
+    /// digest of the chat, never the chat id itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }

@@ -29,6 +29,9 @@ pub use recovery::{
 pub use snapshot::{PlanSnapshot, SystemMessage, SystemSnapshot, SystemTool};
 
 /// One line of a history file, tagged by `_type`.
+// Most lines are steps, read and written one at a time: boxing them would add an allocation per
+// line to save bytes on the rarer variants.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "_type")]
 pub enum HistoryLine {

@@ -4,7 +4,9 @@
 //!
 //! Normalisation: `inputTokens` counts every input token, cached ones included (OpenAI's
 //! `prompt_tokens`; Anthropic's `input_tokens + cache_read_input_tokens +
-//! cache_creation_input_tokens`); `cachedInputTokens` the cache reads among them;
+//! cache_creation_input_tokens`); `cachedInputTokens` the cache reads among them,
+//! `cacheWriteInputTokens` the cache writes (Anthropic's `cache_creation_input_tokens`; OpenAI
+//! does not report writes);
 //! `outputTokens` every output token, reasoning included (`completion_tokens` /
 //! `output_tokens`); `reasoningTokens` those among them the provider reported as reasoning.
 
@@ -27,6 +29,9 @@ pub struct TokenCounts {
     /// Input tokens read from the provider's prompt cache.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cached_input_tokens: u64,
+    /// Input tokens written to the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_input_tokens: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -53,14 +58,17 @@ impl TokenCounts {
                 output_tokens: n(&["completion_tokens"]),
                 reasoning_tokens: n(&["completion_tokens_details", "reasoning_tokens"]),
                 cached_input_tokens: n(&["prompt_tokens_details", "cached_tokens"]),
+                cache_write_input_tokens: 0,
             };
         }
         let cache_read = n(&["cache_read_input_tokens"]);
+        let cache_write = n(&["cache_creation_input_tokens"]);
         Self {
-            input_tokens: n(&["input_tokens"]) + cache_read + n(&["cache_creation_input_tokens"]),
+            input_tokens: n(&["input_tokens"]) + cache_read + cache_write,
             output_tokens: n(&["output_tokens"]),
             reasoning_tokens: 0,
             cached_input_tokens: cache_read,
+            cache_write_input_tokens: cache_write,
         }
     }
 
@@ -74,6 +82,7 @@ impl TokenCounts {
         self.output_tokens += other.output_tokens;
         self.reasoning_tokens += other.reasoning_tokens;
         self.cached_input_tokens += other.cached_input_tokens;
+        self.cache_write_input_tokens += other.cache_write_input_tokens;
     }
 }
 
@@ -199,12 +208,14 @@ pub struct Price {
     pub provider: String,
     /// Model name; `*` prices every model of the provider without a price of its own.
     pub model: String,
-    /// Per million input tokens that were not cache reads.
+    /// Per million input tokens that were neither cache reads nor cache writes.
     pub input: f64,
     /// Per million output tokens (reasoning included).
     pub output: f64,
     /// Per million cached input tokens; `None`: charged as input.
     pub cached_input: Option<f64>,
+    /// Per million input tokens written to the cache; `None`: charged as input.
+    pub cache_write: Option<f64>,
     /// ISO 4217 code.
     pub currency: String,
 }
@@ -213,9 +224,11 @@ impl Price {
     /// What `tokens` cost at this price.
     pub fn charge(&self, tokens: &TokenCounts) -> f64 {
         let cached = tokens.cached_input_tokens.min(tokens.input_tokens);
-        let fresh = tokens.input_tokens - cached;
+        let written = tokens.cache_write_input_tokens.min(tokens.input_tokens - cached);
+        let fresh = tokens.input_tokens - cached - written;
         (fresh as f64 * self.input
             + cached as f64 * self.cached_input.unwrap_or(self.input)
+            + written as f64 * self.cache_write.unwrap_or(self.input)
             + tokens.output_tokens as f64 * self.output)
             / 1e6
     }
@@ -257,13 +270,25 @@ mod tests {
             "prompt_tokens_details": {"cached_tokens": 200}, "completion_tokens_details": {"reasoning_tokens": 100}});
         assert_eq!(
             TokenCounts::from_usage(&openai),
-            TokenCounts { input_tokens: 1000, output_tokens: 300, reasoning_tokens: 100, cached_input_tokens: 200 }
+            TokenCounts {
+                input_tokens: 1000,
+                output_tokens: 300,
+                reasoning_tokens: 100,
+                cached_input_tokens: 200,
+                cache_write_input_tokens: 0
+            }
         );
         let anthropic = json!({"input_tokens": 50, "cache_read_input_tokens": 900, "cache_creation_input_tokens": 50,
             "output_tokens": 70});
         assert_eq!(
             TokenCounts::from_usage(&anthropic),
-            TokenCounts { input_tokens: 1000, output_tokens: 70, reasoning_tokens: 0, cached_input_tokens: 900 }
+            TokenCounts {
+                input_tokens: 1000,
+                output_tokens: 70,
+                reasoning_tokens: 0,
+                cached_input_tokens: 900,
+                cache_write_input_tokens: 50
+            }
         );
         assert_eq!(TokenCounts::from_usage(&json!({})), TokenCounts::default());
     }
@@ -275,8 +300,25 @@ mod tests {
             input,
             output,
             cached_input: Some(input / 10.0),
+            cache_write: None,
             currency: "USD".into(),
         }
+    }
+
+    #[test]
+    fn cache_writes_are_priced_apart_when_the_table_says_so() {
+        // Anthropic's dialect: 100 fresh, 800 read, 100 written, all counted as input.
+        let tokens = TokenCounts::from_usage(&json!({"input_tokens": 100, "cache_read_input_tokens": 800,
+            "cache_creation_input_tokens": 100, "output_tokens": 0}));
+        let mut priced = price("anthropic", "*", 3.0, 15.0);
+        // Without a write price, writes cost what input costs.
+        assert!((priced.charge(&tokens) - (200.0 * 3.0 + 800.0 * 0.3) / 1e6).abs() < 1e-12);
+        priced.cache_write = Some(3.75);
+        assert!((priced.charge(&tokens) - (100.0 * 3.0 + 800.0 * 0.3 + 100.0 * 3.75) / 1e6).abs() < 1e-12);
+        // A provider reporting more cached tokens than input never makes a negative charge.
+        let odd =
+            TokenCounts { input_tokens: 10, cached_input_tokens: 8, cache_write_input_tokens: 8, ..Default::default() };
+        assert!(priced.charge(&odd) >= 0.0);
     }
 
     #[test]

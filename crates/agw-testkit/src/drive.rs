@@ -31,6 +31,7 @@ pub fn request(user: &str) -> ChatRequest {
         temperature: None,
         top_p: None,
         max_tokens: None,
+        prompt_cache: Default::default(),
     }
 }
 

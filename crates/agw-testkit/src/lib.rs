@@ -16,6 +16,8 @@
 //! * [`FixtureServer`] — serves transcripts chosen by a responder function, stage header,
 //!   user-message substring or a queue, records every request ([`RecordedRequest`]) with frame
 //!   write times and whether the client hung up early ([`StreamOutcome`]).
+//! * [`prompt_cache::PromptCacheSim`] — an Anthropic prompt cache, simulated: checks a request's
+//!   `cache_control` breakpoints and answers with the cache reads and writes they would give.
 //! * [`otlp::OtlpReceiver`] — an OTLP trace receiver (HTTP/protobuf and gRPC on one port) that
 //!   decodes the exported spans, for tests of tracing.
 
@@ -41,6 +43,7 @@
 pub mod drive;
 mod logs;
 pub mod otlp;
+pub mod prompt_cache;
 mod server;
 mod slow_client;
 mod temp;

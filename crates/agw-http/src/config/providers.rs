@@ -43,6 +43,9 @@ pub(super) fn load(src: &Source) -> Result<(Vec<ProviderConfig>, PriceTable), Co
                     Some(toml::Value::Integer(n)) if matches!(field.key, "context-window" | "max-output-tokens") => {
                         entry.insert(field.key, n.to_string());
                     }
+                    Some(toml::Value::Boolean(b)) if field.key == "prompt-cache-key" => {
+                        entry.insert(field.key, b.to_string());
+                    }
                     // Prices are a table of models; kept as JSON, the form the variable takes.
                     Some(prices @ toml::Value::Table(_)) if field.key == "prices" => {
                         let json = serde_json::to_string(prices)
@@ -96,6 +99,17 @@ pub(super) fn load(src: &Source) -> Result<(Vec<ProviderConfig>, PriceTable), Co
             context_window: tokens("context-window")?,
             max_output_tokens: tokens("max-output-tokens")?,
         };
+        let prompt_cache_key = match fields.get("prompt-cache-key").map(|v| v.trim().to_ascii_lowercase()) {
+            None => None,
+            Some(v) if v == "true" => Some(true),
+            Some(v) if v == "false" => Some(false),
+            Some(v) => {
+                return Err(ConfigError::Provider {
+                    key: key.clone(),
+                    message: format!("prompt-cache-key must be true or false, not {v:?}"),
+                });
+            }
+        };
         out.push(ProviderConfig {
             key,
             protocol,
@@ -103,12 +117,13 @@ pub(super) fn load(src: &Source) -> Result<(Vec<ProviderConfig>, PriceTable), Co
             api_key: get("api-key"),
             model: get("model"),
             limits,
+            prompt_cache_key,
         });
     }
     Ok((out, PriceTable::new(prices)))
 }
 
-/// `{"<model>|*": {"input": …, "output": …, "cached-input"?: …, "currency"?: "USD"}}`, per
+/// `{"<model>|*": {"input": …, "output": …, "cached-input"?: …, "cache-write"?: …, "currency"?: "USD"}}`, per
 /// million tokens.
 fn parse_prices(key: &str, json: &str) -> Result<Vec<Price>, ConfigError> {
     let invalid =
@@ -120,11 +135,12 @@ fn parse_prices(key: &str, json: &str) -> Result<Vec<Price>, ConfigError> {
         let Some(fields) = entry.as_object() else {
             return Err(invalid(format!("{model} must be a table with input and output")));
         };
-        if let Some(unknown) =
-            fields.keys().find(|k| !["input", "output", "cached-input", "currency"].contains(&k.as_str()))
+        if let Some(unknown) = fields
+            .keys()
+            .find(|k| !["input", "output", "cached-input", "cache-write", "currency"].contains(&k.as_str()))
         {
             return Err(invalid(format!(
-                "{model}.{unknown} is not a price field (input, output, cached-input, currency)"
+                "{model}.{unknown} is not a price field (input, output, cached-input, cache-write, currency)"
             )));
         }
         let amount = |name: &str| -> Result<Option<f64>, ConfigError> {
@@ -149,7 +165,16 @@ fn parse_prices(key: &str, json: &str) -> Result<Vec<Price>, ConfigError> {
             }
         };
         let cached_input = amount("cached-input")?;
-        out.push(Price { provider: key.to_owned(), model: model.clone(), input, output, cached_input, currency });
+        let cache_write = amount("cache-write")?;
+        out.push(Price {
+            provider: key.to_owned(),
+            model: model.clone(),
+            input,
+            output,
+            cached_input,
+            cache_write,
+            currency,
+        });
     }
     Ok(out)
 }

@@ -340,6 +340,7 @@ pub const PROVIDER_FIELDS: &[ProviderField] = &[
     ProviderField { key: "context-window", env_suffix: "_CONTEXT_WINDOW" },
     ProviderField { key: "max-output-tokens", env_suffix: "_MAX_OUTPUT_TOKENS" },
     ProviderField { key: "prices", env_suffix: "_PRICES" },
+    ProviderField { key: "prompt-cache-key", env_suffix: "_PROMPT_CACHE_KEY" },
 ];
 
 /// Variables with a setting prefix that agw reads but that are not settings (listed by

@@ -13,7 +13,11 @@
 //!   budget. Thinking is left out when the call forces tool use (`tool_choice: any` is rejected
 //!   with manual thinking) and when the tool-use loop in progress has an assistant turn whose
 //!   signed thinking blocks are unknown (the API requires them back verbatim). With thinking on,
-//!   `temperature`/`top_p` are not sent (the API only accepts their defaults then).
+//!   `temperature`/`top_p` are not sent (the API only accepts their defaults then);
+//! * prompt caching (on unless the agent turns it off): `cache_control` breakpoints on the last
+//!   tool, the system prompt (then sent as one text block) and two in the conversation (see
+//!   [`mark_conversation`]) — four, the API's maximum. Tools are always sorted by name, so the
+//!   prefix does not change between calls.
 
 use serde_json::{Map, Value, json};
 
@@ -73,12 +77,24 @@ pub fn request_body(request: &ChatRequest, default_model: &str, thinking: &Think
             _ => None,
         })
         .collect();
+    let cache = request.prompt_cache.enabled;
     if !system.is_empty() {
-        body.insert("system".into(), json!(system.join("\n\n")));
+        let system = system.join("\n\n");
+        let system =
+            if cache { json!([{"type": "text", "text": system, "cache_control": ephemeral()}]) } else { json!(system) };
+        body.insert("system".into(), system);
+    }
+    let mut messages = messages;
+    if cache {
+        mark_conversation(&mut messages);
     }
     body.insert("messages".into(), Value::Array(messages));
     if tools_offered {
-        body.insert("tools".into(), Value::Array(wire_tools(&request.tools)));
+        let mut tools = wire_tools(&request.tools);
+        if cache && let Some(Value::Object(last)) = tools.last_mut() {
+            last.insert("cache_control".into(), ephemeral());
+        }
+        body.insert("tools".into(), Value::Array(tools));
         let choice = if forced { "any" } else { "auto" };
         body.insert("tool_choice".into(), json!({"type": choice}));
     }
@@ -93,6 +109,42 @@ pub fn request_body(request: &ChatRequest, default_model: &str, thinking: &Think
         }
     }
     Value::Object(body)
+}
+
+/// The cache breakpoint marker (five minutes, the API's default lifetime).
+fn ephemeral() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// Puts the conversation's two cache breakpoints: on the last message (this call's whole prompt,
+/// read back by the next call of the conversation) and on the message before the last assistant
+/// turn — where the previous call's prompt ended — so that call's cache entry is found however
+/// many blocks the last turn added (the API looks back only 20 blocks from a breakpoint). With
+/// the tools' and the system prompt's, that makes four, the API's maximum.
+fn mark_conversation(messages: &mut [Value]) {
+    let last = messages.len().checked_sub(1);
+    let previous = messages.iter().rposition(|m| m["role"] == "assistant").and_then(|i| i.checked_sub(1));
+    for index in [previous, last].into_iter().flatten() {
+        if Some(index) == previous && previous == last {
+            continue;
+        }
+        mark_message(&mut messages[index]);
+    }
+}
+
+/// Marks a message's last block that may carry a breakpoint (not a thinking block), turning
+/// plain string content into one text block first.
+fn mark_message(message: &mut Value) {
+    let Some(content) = message.get_mut("content") else { return };
+    if let Value::String(text) = content {
+        *content = json!([{"type": "text", "text": std::mem::take(text)}]);
+    }
+    let Value::Array(blocks) = content else { return };
+    let markable =
+        blocks.iter_mut().rev().find(|b| !matches!(b["type"].as_str(), Some("thinking" | "redacted_thinking")));
+    if let Some(Value::Object(block)) = markable {
+        block.insert("cache_control".into(), ephemeral());
+    }
 }
 
 /// The `messages` array, and whether the tool-use loop in progress (the assistant turns after
@@ -206,6 +258,7 @@ mod tests {
             temperature: None,
             top_p: None,
             max_tokens: None,
+            prompt_cache: Default::default(),
         }
     }
 
@@ -231,6 +284,84 @@ mod tests {
             body.to_string(),
             r#"{"model":"claude-x","max_tokens":4096,"stream":true,"messages":[{"role":"user","content":"hi"}]}"#
         );
+    }
+
+    /// Where a body's breakpoints are: `tools[i]`, `system`, `messages[i]` (its last marked block).
+    fn breakpoints(body: &Value) -> Vec<String> {
+        let marked = |v: &Value| v.get("cache_control").is_some();
+        let mut out = Vec::new();
+        for (i, tool) in body["tools"].as_array().into_iter().flatten().enumerate() {
+            if marked(tool) {
+                out.push(format!("tools[{i}]"));
+            }
+        }
+        if body["system"].as_array().is_some_and(|blocks| blocks.iter().any(marked)) {
+            out.push("system".into());
+        }
+        for (i, message) in body["messages"].as_array().into_iter().flatten().enumerate() {
+            if message["content"].as_array().is_some_and(|blocks| blocks.iter().any(marked)) {
+                out.push(format!("messages[{i}]"));
+            }
+        }
+        out
+    }
+
+    fn tool(name: &str) -> ToolSpec {
+        ToolSpec { name: name.into(), description: String::new(), parameters: json!({"type": "object"}) }
+    }
+
+    #[test]
+    fn prompt_caching_marks_tools_system_and_the_conversation() {
+        let mut req = request(vec![
+            ChatMessage::System { content: "You help.".into() },
+            ChatMessage::User { content: "q".into() },
+            ChatMessage::Assistant { content: "Looking.".into(), tool_calls: vec![call("t1")] },
+            ChatMessage::Tool { tool_call_id: "t1".into(), name: "f".into(), content: "r1".into() },
+        ]);
+        req.tools = vec![tool("zeta"), tool("alpha")];
+        req.tool_choice = Some(ToolChoice::Auto);
+        let plain = request_body(&req, "d", &ThinkingCache::default());
+        assert!(breakpoints(&plain).is_empty(), "off unless asked for");
+        assert_eq!(plain["system"], "You help.");
+
+        req.prompt_cache = crate::request::PromptCache { enabled: true, key: None };
+        let body = request_body(&req, "d", &ThinkingCache::default());
+        // The last tool in name order, the system prompt, the message before the last assistant
+        // turn (where the previous call ended) and the last message: four, the API's maximum.
+        assert_eq!(breakpoints(&body), ["tools[1]", "system", "messages[0]", "messages[2]"]);
+        assert_eq!(body["tools"][1]["name"], "zeta");
+        assert_eq!(
+            body["system"],
+            json!([{"type": "text", "text": "You help.", "cache_control": {"type": "ephemeral"}}])
+        );
+        assert_eq!(
+            body["messages"][0]["content"],
+            json!([{"type": "text", "text": "q", "cache_control": {"type": "ephemeral"}}])
+        );
+        assert_eq!(body["messages"][2]["content"][0]["type"], "tool_result");
+        assert!(body["messages"][2]["content"][0].get("cache_control").is_some());
+
+        // A first call: one user message, no tools, no system: one breakpoint.
+        let mut first = request(vec![ChatMessage::User { content: "hi".into() }]);
+        first.prompt_cache.enabled = true;
+        let body = request_body(&first, "d", &ThinkingCache::default());
+        assert_eq!(breakpoints(&body), ["messages[0]"]);
+        // Nothing to mark: no breakpoint, no empty block.
+        let mut empty = request(vec![]);
+        empty.prompt_cache.enabled = true;
+        assert!(breakpoints(&request_body(&empty, "d", &ThinkingCache::default())).is_empty());
+    }
+
+    #[test]
+    fn a_breakpoint_never_lands_on_a_thinking_block() {
+        let mut message = json!({"role": "assistant", "content": [
+            {"type": "text", "text": "a"}, {"type": "thinking", "thinking": "…", "signature": "s"}]});
+        mark_message(&mut message);
+        assert!(message["content"][0].get("cache_control").is_some());
+        assert!(message["content"][1].get("cache_control").is_none());
+        let mut only_thinking = json!({"role": "assistant", "content": [{"type": "redacted_thinking", "data": "x"}]});
+        mark_message(&mut only_thinking);
+        assert!(only_thinking["content"][0].get("cache_control").is_none());
     }
 
     #[test]

@@ -27,8 +27,9 @@ pub(crate) fn api_base(base_url: &str) -> String {
 }
 
 /// The JSON body for one streaming call. `model` is the request's model, or the provider's
-/// default when the request names none.
-pub fn request_body(request: &ChatRequest, default_model: &str) -> Value {
+/// default when the request names none. `cache_key`: whether the provider takes
+/// `prompt_cache_key` (sent only when the request caches and has a key).
+pub fn request_body(request: &ChatRequest, default_model: &str, cache_key: bool) -> Value {
     let model = if request.model.trim().is_empty() { default_model } else { request.model.as_str() };
     let bailian = request.provider_key.eq_ignore_ascii_case("bailian");
     let tools_offered = !request.tools.is_empty() && request.tool_choice.is_some();
@@ -45,6 +46,11 @@ pub fn request_body(request: &ChatRequest, default_model: &str) -> Value {
         tools: tools_offered.then(|| wire_tools(&request.tools)),
         tool_choice: if tools_offered { request.tool_choice.map(choice_name) } else { None },
         parallel_tool_calls: tools_offered.then_some(false),
+        prompt_cache_key: if cache_key && request.prompt_cache.enabled {
+            request.prompt_cache.key.as_deref()
+        } else {
+            None
+        },
     };
     // Serialising plain structs of strings, numbers and `Value`s cannot fail.
     serde_json::to_value(&body).unwrap_or(Value::Null)
@@ -72,6 +78,8 @@ struct WireBody<'a> {
     tool_choice: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     parallel_tool_calls: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -185,6 +193,7 @@ mod tests {
             temperature: None,
             top_p: None,
             max_tokens: None,
+            prompt_cache: Default::default(),
         }
     }
 
@@ -202,7 +211,7 @@ mod tests {
 
     #[test]
     fn minimal_body_has_only_required_keys_and_drops_blank_system() {
-        let body = request_body(&request(), "default");
+        let body = request_body(&request(), "default", false);
         assert_eq!(
             serde_json::to_string(&body).unwrap(),
             r#"{"model":"gpt-x","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}"#
@@ -213,17 +222,17 @@ mod tests {
     fn blank_model_falls_back_to_provider_default() {
         let mut req = request();
         req.model = " ".into();
-        assert_eq!(request_body(&req, "qwen3-max")["model"], "qwen3-max");
+        assert_eq!(request_body(&req, "qwen3-max", false)["model"], "qwen3-max");
     }
 
     #[test]
     fn tools_need_a_tool_choice() {
         let mut req = request();
         req.tools = vec![ToolSpec { name: "b".into(), description: String::new(), parameters: Value::Null }];
-        let body = request_body(&req, "m");
+        let body = request_body(&req, "m", false);
         assert!(body.get("tools").is_none() && body.get("parallel_tool_calls").is_none());
         req.tool_choice = Some(ToolChoice::Auto);
-        let body = request_body(&req, "m");
+        let body = request_body(&req, "m", false);
         assert_eq!(body["tools"][0]["function"]["parameters"]["additionalProperties"], true);
         assert!(body["tools"][0]["function"].get("description").is_none());
         assert_eq!(body["parallel_tool_calls"], false);
@@ -241,10 +250,20 @@ mod tests {
                 arguments: "{}".into(),
             }],
         });
-        let body = request_body(&req, "m");
+        let body = request_body(&req, "m", false);
         assert_eq!(
             body["messages"][1].to_string(),
             r#"{"role":"assistant","content":"","tool_calls":[{"id":"call_1","type":"function","function":{"name":"switch_theme","arguments":"{}"}}]}"#
         );
+    }
+
+    #[test]
+    fn the_cache_key_goes_only_to_providers_that_take_it() {
+        let mut req = request();
+        req.prompt_cache = crate::request::PromptCache { enabled: true, key: Some("agw-k1".into()) };
+        assert_eq!(request_body(&req, "m", true)["prompt_cache_key"], "agw-k1");
+        assert!(request_body(&req, "m", false).get("prompt_cache_key").is_none(), "a provider that may reject it");
+        req.prompt_cache.enabled = false;
+        assert!(request_body(&req, "m", true).get("prompt_cache_key").is_none(), "caching off for this agent");
     }
 }

@@ -46,6 +46,7 @@ fn request() -> ChatRequest {
         temperature: None,
         top_p: None,
         max_tokens: None,
+        prompt_cache: Default::default(),
     }
 }
 

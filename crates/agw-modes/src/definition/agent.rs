@@ -178,6 +178,7 @@ impl AgentDefinition {
             max_tokens: effective.and_then(|c| c.max_tokens),
             context_window: effective.and_then(|c| c.context_window),
             max_output_tokens: effective.and_then(|c| c.max_output_tokens),
+            prompt_cache: effective.and_then(|c| c.prompt_cache).unwrap_or(true),
         }
     }
 

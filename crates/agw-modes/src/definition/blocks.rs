@@ -32,6 +32,7 @@ pub fn model_config(obj: &Obj<'_>) -> Result<ModelConfig, DefinitionError> {
         top_p: obj.f64("top_p")?,
         // A non-positive limit cannot be sent to a provider; it reads as "not set".
         max_tokens: tokens("max_tokens")?,
+        prompt_cache: obj.bool("promptCache")?,
     })
 }
 

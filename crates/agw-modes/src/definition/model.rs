@@ -106,6 +106,8 @@ pub struct ModelConfig {
     pub context_window: Option<u32>,
     /// agw: `maxOutputTokens`, the model's longest answer (else the provider's, else 4,096).
     pub max_output_tokens: Option<u32>,
+    /// agw: `promptCache` (docs/models.md); `None`: on.
+    pub prompt_cache: Option<bool>,
 }
 
 /// `modelConfig.reasoning`; `effort` defaults to MEDIUM.
@@ -281,4 +283,6 @@ pub struct ResolvedModel {
     pub context_window: Option<u32>,
     /// From the effective `modelConfig`; `None`: the provider's configured limit or the default.
     pub max_output_tokens: Option<u32>,
+    /// From the effective `modelConfig`; on unless it says `"promptCache": false`.
+    pub prompt_cache: bool,
 }

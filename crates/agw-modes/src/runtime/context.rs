@@ -393,6 +393,7 @@ async fn summarise(
         temperature: None,
         top_p: None,
         max_tokens: Some(policy.summary_max_tokens),
+        prompt_cache: Default::default(),
     };
     let options = CallOptions {
         inactivity_timeout: call.timeout,

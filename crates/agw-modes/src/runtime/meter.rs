@@ -13,7 +13,7 @@ use super::{CallSpend, RunContext, RunState};
 /// (`ok`, `error`).
 pub const MODEL_CALL_DURATION_METRIC: &str = "agw_model_call_duration_seconds";
 /// Counter: tokens by `agent`, `provider`, `model`, `kind` (`input`, `output`, `cached_input`,
-/// `reasoning`).
+/// `cache_write_input`, `reasoning`).
 pub const TOKENS_METRIC: &str = "agw_tokens_total";
 /// Counter: cost in millionths of the `currency`, by `agent`, `provider`, `model` (only calls
 /// whose model has a price).
@@ -28,6 +28,7 @@ pub(crate) fn usage(ctx: &RunContext, state: &mut RunState, call: &CallUsage) ->
         ("input", tokens.input_tokens),
         ("output", tokens.output_tokens),
         ("cached_input", tokens.cached_input_tokens),
+        ("cache_write_input", tokens.cache_write_input_tokens),
         ("reasoning", tokens.reasoning_tokens),
     ] {
         if n > 0 {

@@ -129,6 +129,7 @@ pub(crate) async fn open_chat(
         gen_ai.usage.input_tokens = Empty,
         gen_ai.usage.output_tokens = Empty,
         gen_ai.usage.cache_read.input_tokens = Empty,
+        gen_ai.usage.cache_creation.input_tokens = Empty,
         agw.usage.reasoning_tokens = Empty,
         agw.response.time_to_first_chunk_ms = Empty,
         error.type = Empty,
@@ -202,6 +203,7 @@ impl Stream for TracedStream {
                         span.record("gen_ai.usage.input_tokens", int(counts.input_tokens));
                         span.record("gen_ai.usage.output_tokens", int(counts.output_tokens));
                         span.record("gen_ai.usage.cache_read.input_tokens", int(counts.cached_input_tokens));
+                        span.record("gen_ai.usage.cache_creation.input_tokens", int(counts.cache_write_input_tokens));
                         span.record("agw.usage.reasoning_tokens", int(counts.reasoning_tokens));
                     }
                     LlmDelta::Content { text } => {

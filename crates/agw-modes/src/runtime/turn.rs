@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use agw_llm::{CallOptions, ChatMessage, ChatRequest, LlmDelta, ToolChoice};
+use agw_protocol::chat::PromptCache;
 use agw_protocol::citation::Piece;
 use agw_protocol::guard::{GuardStage, Revocation};
 use agw_protocol::history::StreamedAs;
@@ -101,6 +102,7 @@ pub(crate) async fn model_turn<S: DeltaSink>(
         temperature: spec.model.temperature,
         top_p: spec.model.top_p,
         max_tokens: spec.model.max_tokens,
+        prompt_cache: prompt_cache(spec.model, &ctx.chat_id),
     };
     let options = CallOptions {
         inactivity_timeout: Duration::from_millis(state.budget.budget().model.timeout_ms),
@@ -269,6 +271,17 @@ pub(crate) async fn model_turn<S: DeltaSink>(
     meter::call_duration(provider_key, model_name, true, started.elapsed());
     out.calls = calls.into_calls().into_iter().filter(|c| !c.name.trim().is_empty()).collect();
     Ok(out)
+}
+
+/// The turn's prompt caching: on unless the stage's model says `"promptCache": false`, keyed by
+/// a digest of the chat (the provider learns nothing of its id).
+fn prompt_cache(model: &ResolvedModel, chat_id: &str) -> PromptCache {
+    if !model.prompt_cache {
+        return PromptCache::default();
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("agw-prompt-cache\0{chat_id}"));
+    PromptCache { enabled: true, key: Some(format!("agw-{}", hex::encode(&digest[..16]))) }
 }
 
 /// What the turn's loop waits for next.
