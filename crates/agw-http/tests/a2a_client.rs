@@ -14,7 +14,7 @@ use common::{Gateway, LiveStream, oneshot_agent};
 use serde_json::{Value, json};
 
 const LEAD: &str = r#"{"key":"lead","mode":"REACT","modelConfig":{"providerKey":"fixture","model":"m"},
-    "toolConfig":{"a2aAgents":["helper","asker","asker_model"],"subAgents":["a2a:helper"]},"react":{"systemPrompt":"You delegate.","maxSteps":4}}"#;
+    "toolConfig":{"a2aAgents":["helper","asker","asker_model"],"subAgents":["a2a:helper","a2a:asker"]},"react":{"systemPrompt":"You delegate.","maxSteps":4}}"#;
 
 /// The remote gateway (its agents `helper` and `asker`, the latter asking with a form) and the
 /// local one that calls them; the declarations live in `dir`.
@@ -45,6 +45,15 @@ fn scratch(test: &str) -> std::path::PathBuf {
 
 fn call(id: &str, tool: &str, args: Value) -> Transcript {
     Transcript::openai_tool_call(id, tool, &[&args.to_string()])
+}
+
+/// The remote `asker`'s next turn: a form asking to confirm (its task then waits for input).
+fn asks_to_confirm(remote: &Gateway) {
+    remote.fixture.push(call(
+        "call_c",
+        "confirm_dialog",
+        json!({"question": "Really book?", "options": ["Yes", "No"]}),
+    ));
 }
 
 /// The tool result the local run got for its remote call.
@@ -102,11 +111,7 @@ async fn a_remote_question_goes_to_the_model_and_its_answer_back() {
     let dir = scratch("question");
     let (remote, local) = gateways(&dir).await;
     local.fixture.push(call("call_1", "a2a__asker_model", json!({"message": "Book it"})));
-    remote.fixture.push(call(
-        "call_c",
-        "confirm_dialog",
-        json!({"question": "Really book?", "options": ["Yes", "No"]}),
-    ));
+    asks_to_confirm(&remote);
     local.fixture.push(Transcript::openai_text(&["The agent asks whether to book."]));
     let first = local.run(&json!({"agentKey": "lead", "message": "book"})).await;
     let result = remote_result(&first);
@@ -194,11 +199,7 @@ async fn a_remote_question_asks_the_local_user() {
     let dir = scratch("ask-user");
     let (remote, local) = gateways(&dir).await;
     local.fixture.push(call("call_1", "a2a__asker", json!({"message": "Book it"})));
-    remote.fixture.push(call(
-        "call_c",
-        "confirm_dialog",
-        json!({"question": "Really book?", "options": ["Yes", "No"]}),
-    ));
+    asks_to_confirm(&remote);
     let resp = local.post_query(&json!({"agentKey": "lead", "message": "book"})).await;
     let mut stream = LiveStream::new(resp);
     let run_id = stream.until(|e| e["type"] == "run.start").await["runId"].as_str().unwrap().to_owned();
@@ -209,17 +210,8 @@ async fn a_remote_question_asks_the_local_user() {
     assert_eq!(ask["status"]["data"]["asked"]["arguments"]["question"], "Really book?", "what was asked, for a client");
     local.fixture.push(Transcript::openai_text(&["Booked, as you said."]));
     remote.fixture.push(Transcript::openai_text(&["Booking done."]));
-    let submitted: Value = local
-        .client
-        .post(format!("{}/api/ap/submit", local.base))
-        .json(&json!({"runId": run_id, "awaitingId": ask["awaitingId"], "params": {"action": "continue", "answer": "Yes"}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(submitted["data"]["accepted"], true, "{submitted}");
+    let answer = json!({"action": "continue", "answer": "Yes"});
+    local.submit_accepted(&run_id, ask["awaitingId"].as_str().unwrap(), answer).await;
     let rest = stream.rest().await;
     assert_eq!(rest.last().unwrap()["type"], "run.complete", "{rest:?}");
     let result = rest.iter().find(|e| e["type"] == "tool.result").unwrap()["result"].as_str().unwrap().to_owned();
@@ -265,6 +257,61 @@ async fn a_remote_agent_is_a_sub_agent_streaming_into_its_lane() {
     assert!(result.contains("Sunny today.") && result.contains("completed"), "{result}");
     let offered = local.fixture.requests()[0].body.to_string();
     assert!(offered.contains("a2a:helper"), "agent_invoke names the remote agent: {offered}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A remote sub-agent that asks (`INPUT_REQUIRED`) pauses its child like a local child's paused
+/// tool: `awaiting.ask` in the child's lane, answered through the root run; the answer goes to the
+/// remote task, which finishes, and the child completes. A declined question fails the child.
+#[tokio::test]
+async fn a_remote_sub_agents_question_asks_the_local_user_in_its_lane() {
+    let dir = scratch("sub-agent-ask");
+    let (remote, local) = gateways(&dir).await;
+    for (answer, completes) in [(json!({"action": "continue", "answer": "Yes"}), true), (json!("cancel"), false)] {
+        let tasks = json!({"tasks": [{"subAgentKey": "a2a:asker", "task": "Book it"}]});
+        local.fixture.push(call("call_inv", "agent_invoke", tasks));
+        asks_to_confirm(&remote);
+        let resp = local.post_query(&json!({"agentKey": "lead", "message": "book"})).await;
+        let mut stream = LiveStream::new(resp);
+        let run_id = stream.until(|e| e["type"] == "run.start").await["runId"].as_str().unwrap().to_owned();
+        let start = stream.until(|e| e["type"] == "task.start").await;
+        assert_eq!(start["subAgentKey"], "a2a:asker");
+        let task_id = start["taskId"].as_str().unwrap().to_owned();
+        let ask = stream.until(|e| e["type"] == "awaiting.ask").await;
+        assert_eq!(ask["taskId"], task_id.as_str(), "the ask is in the child's lane: {ask}");
+        assert_eq!(ask["runId"], run_id.as_str(), "answered through the root run");
+        assert_eq!(ask["mode"], "status");
+        assert!(ask["awaitingId"].as_str().unwrap().starts_with(&task_id), "{ask}");
+        assert!(ask["status"]["message"].as_str().unwrap().contains("confirm_dialog asks for input"), "{ask}");
+        assert_eq!(ask["status"]["data"]["asked"]["arguments"]["question"], "Really book?");
+        if completes {
+            remote.fixture.push(Transcript::openai_text(&["Booking ", "done."]));
+        }
+        local.fixture.push(Transcript::openai_text(&["Done."]));
+        local.submit_accepted(&run_id, ask["awaitingId"].as_str().unwrap(), answer).await;
+        let rest = stream.rest().await;
+        assert_eq!(rest.last().unwrap()["type"], "run.complete", "{rest:?}");
+        let result = rest.iter().find(|e| e["type"] == "tool.result").unwrap()["result"].as_str().unwrap().to_owned();
+        if completes {
+            let lane: String = rest
+                .iter()
+                .filter(|e| e["type"] == "content.delta" && e["taskId"] == task_id.as_str())
+                .map(|e| e["delta"].as_str().unwrap())
+                .collect();
+            assert_eq!(lane, "Booking done.", "{rest:?}");
+            assert!(rest.iter().any(|e| e["type"] == "task.complete"), "{rest:?}");
+            assert!(result.contains("completed") && result.contains("Booking done."), "{result}");
+            // The remote task got the user's answer as its form's submit.
+            let remote_last =
+                remote.fixture.requests().last().unwrap().body["messages"].as_array().unwrap().last().unwrap().clone();
+            assert_eq!(remote_last["role"], "tool");
+            assert!(remote_last["content"].to_string().contains("Yes"), "{remote_last}");
+        } else {
+            let failed = rest.iter().find(|e| e["type"] == "task.fail").expect("the child fails");
+            assert!(failed["error"]["message"].as_str().unwrap().contains("declined"), "{failed}");
+            assert!(result.contains("failed"), "{result}");
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -211,7 +211,7 @@ pub(crate) async fn invoke<S: DeltaSink>(
             let outcome = match (local, before) {
                 (Ok(child_ctx), None) => Box::pin(super::execute(child_ctx, &mut child_sink)).await,
                 (Ok(child_ctx), Some(before)) => resume_child(child_ctx, before, &mut child_sink).await,
-                (Err(tool), None) => remote_child(ctx, tool.as_ref(), &task.arg, &mut child_sink).await,
+                (Err(tool), None) => remote_child(ctx, tool.as_ref(), &task.task_id, &task.arg, &mut child_sink).await,
                 (Err(_), Some(_)) => {
                     let message = "agw stopped while the remote agent worked on this task; the message was not sent \
                                    again";
@@ -235,36 +235,50 @@ pub(crate) async fn invoke<S: DeltaSink>(
 
 /// A task of a remote A2A agent: its tool called with the task as the message, the remote
 /// answer streamed into the child's lane as it arrives (the remote task's progress in this run's
-/// stream), its end the remote task's.
+/// stream), its end the remote task's. A remote question (`INPUT_REQUIRED`, with the declaration's
+/// default `inputRequired: "ask"`) asks the run's user like a paused tool of a local child:
+/// `awaiting.ask` in the child's lane, answered through the root run, the answer sent to the
+/// remote task, which goes on (it may ask again, at most [`super::pause::MAX_PAUSES`] times).
 async fn remote_child<S: DeltaSink>(
     ctx: &RunContext,
     tool: &dyn agw_tools::Tool,
+    task_id: &str,
     arg: &TaskArg,
     sink: &mut S,
 ) -> RunOutcome {
-    use futures::StreamExt;
-    let (text, mut texts) = futures::channel::mpsc::unbounded::<String>();
-    let tool_ctx = agw_tools::ToolContext::new(ctx.run_id.clone(), ctx.chat_id.clone());
-    let call = tool.call_streaming(json!({"message": arg.task}), &tool_ctx, text);
-    tokio::pin!(call);
+    let args = json!({"message": arg.task});
+    let mut continued = 0;
+    let mut reply = None;
     let output = loop {
-        tokio::select! {
-            biased;
-            Some(delta) = texts.next() => {
-                if sink.emit(AgentDelta::Content(delta)).await.is_err() {
-                    return RunOutcome::Disconnected;
-                }
+        let tool_ctx = agw_tools::ToolContext::new(ctx.run_id.clone(), ctx.chat_id.clone())
+            .with_continued(continued)
+            .with_reply(reply.take());
+        let Some(output) = remote_call(tool, &args, &tool_ctx, sink).await else {
+            return RunOutcome::Disconnected;
+        };
+        let status = match output {
+            Ok(agw_tools::ToolOutput::NeedsUser(status)) if continued < super::pause::MAX_PAUSES => status,
+            other => break other,
+        };
+        // Unique in the run: a child's ids carry its task id.
+        let awaiting_id = format!("{task_id}_ask_{continued}");
+        match super::pause::ask_child_user(ctx, &awaiting_id, tool.name(), &args, &status, sink).await {
+            Err(_) => return RunOutcome::Disconnected,
+            Ok(Ok(answer)) => {
+                continued += 1;
+                reply = answer.map(|answer| agw_tools::UserReply { answer, paused_with: status.data.clone() });
             }
-            output = &mut call => break output,
+            Ok(Err(not_run)) => {
+                let message = format!("the remote agent asked for input and got none: {not_run}");
+                return RunOutcome::Failed(RunErrorInfo::new(ErrorCode::ProviderError, message, false));
+            }
         }
     };
-    while let Ok(delta) = texts.try_recv() {
-        if sink.emit(AgentDelta::Content(delta)).await.is_err() {
-            return RunOutcome::Disconnected;
-        }
-    }
     let result = match output {
         Ok(agw_tools::ToolOutput::Json(value)) => value,
+        Ok(agw_tools::ToolOutput::NeedsUser(status)) => {
+            json!({"state": "input_required", "question": format!("still asking after {continued} answers: {}", status.message)})
+        }
         Ok(other) => json!({"state": "failed", "error": format!("{other:?}")}),
         Err(error) => json!({"state": "failed", "error": error.to_string()}),
     };
@@ -275,6 +289,33 @@ async fn remote_child<S: DeltaSink>(
     let why = result["question"].as_str().or(result["error"].as_str()).unwrap_or_default();
     let message = format!("the remote agent's task ended {state}: {why}");
     RunOutcome::Failed(RunErrorInfo::new(ErrorCode::ProviderError, message, false))
+}
+
+/// One call of a remote agent's tool, its streamed text emitted into the child's lane as it
+/// arrives; `None` when the sink is gone.
+async fn remote_call<S: DeltaSink>(
+    tool: &dyn agw_tools::Tool,
+    args: &Value,
+    tool_ctx: &agw_tools::ToolContext,
+    sink: &mut S,
+) -> Option<Result<agw_tools::ToolOutput, agw_tools::ToolError>> {
+    use futures::StreamExt;
+    let (text, mut texts) = futures::channel::mpsc::unbounded::<String>();
+    let call = tool.call_streaming(args.clone(), tool_ctx, text);
+    tokio::pin!(call);
+    let output = loop {
+        tokio::select! {
+            biased;
+            Some(delta) = texts.next() => {
+                sink.emit(AgentDelta::Content(delta)).await.ok()?;
+            }
+            output = &mut call => break output,
+        }
+    };
+    while let Ok(delta) = texts.try_recv() {
+        sink.emit(AgentDelta::Content(delta)).await.ok()?;
+    }
+    Some(output)
 }
 
 /// What a sub-agent that ended before its process stopped left: its answer (the text of its

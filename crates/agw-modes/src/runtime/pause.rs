@@ -184,6 +184,28 @@ pub(super) async fn run_backend<S: DeltaSink>(
     }
 }
 
+/// Asks the run's user what a child's paused work (a remote agent's question) needs and waits
+/// for the answer: `Ok` to go on (with the user's answer, when they gave one), else why it does
+/// not. A child's wait is not durable (its sink keeps no wait point): it lasts as long as this
+/// process, like a local child's.
+pub(super) async fn ask_child_user<S: DeltaSink>(
+    ctx: &RunContext,
+    awaiting_id: &str,
+    name: &str,
+    args: &Value,
+    status: &UserStatus,
+    sink: &mut S,
+) -> Result<Result<Option<Value>, String>, RunFailure> {
+    let Some(waiter) = ctx.services.submits.register(&ctx.run_id, awaiting_id) else {
+        return Ok(Err(format!("a wait for {awaiting_id} is already pending")));
+    };
+    tracing::info!(run_id = %ctx.run_id, tool = %name, awaiting_id, "a child pauses for the user");
+    let ask = ask(ctx, awaiting_id, name, args, status);
+    sink.emit(AgentDelta::Awaiting(EventPayload::AwaitingAsk(ask))).await?;
+    let answer = waiter.wait(ctx.services.frontend_timeout).await;
+    settle(ctx, awaiting_id, &status.message, answer, sink).await
+}
+
 /// What the answer to a pause means: `Ok` to run the call again (with the `answer` the user
 /// gave, when they gave one), else the call's result (after `awaiting.answer` or
 /// `awaiting.expired`). `message` is the status the user was shown.
