@@ -81,6 +81,14 @@ async fn a_remote_agent_answers_as_a_tool_and_keeps_the_chats_conversation() {
         "{result}"
     );
     assert_eq!(result["ok"], true);
+    // The remote answer showed while the call ran: one tool.progress per remote artifact update,
+    // between the call's tool.end and its tool.result.
+    let progress: Vec<&str> = first.of_type("tool.progress").iter().map(|e| e["delta"].as_str().unwrap()).collect();
+    assert_eq!(progress, ["Sunny ", "today."], "{:?}", first.types());
+    assert!(first.of_type("tool.progress").iter().all(|e| e["toolId"] == first.of_type("tool.result")[0]["toolId"]));
+    let types = first.types();
+    let at = |ty: &str| types.iter().position(|t| t == ty).unwrap();
+    assert!(at("tool.end") < at("tool.progress") && at("tool.progress") < at("tool.result"), "{types:?}");
     let asked = remote.fixture.requests().last().unwrap().body.to_string();
     assert!(asked.contains("What is the weather?"), "{asked}");
 

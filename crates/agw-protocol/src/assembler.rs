@@ -27,8 +27,8 @@ use crate::event::{
     ActionArgs, ActionEnd, ActionResult, ActionStart, AgentHandoff, ChatStart, ContentDelta, ContentEnd, ContentRevoke,
     ContentStart, ErrorCode, Event, EventPayload, GuardBlock, GuardWarning, PlanTask, PlanUpdate, ReasoningDelta,
     ReasoningEnd, ReasoningStart, RequestQuery, RequestSteer, RunCancel, RunComplete, RunError, RunErrorInfo,
-    RunResume, RunStart, TaskCancel, TaskComplete, TaskError, TaskFail, TaskStart, ToolArgs, ToolEnd, ToolResult,
-    ToolStart,
+    RunResume, RunStart, TaskCancel, TaskComplete, TaskError, TaskFail, TaskStart, ToolArgs, ToolEnd, ToolProgress,
+    ToolResult, ToolStart,
 };
 use crate::guard::{GuardNotice, GuardStage, Revocation, STATUS_BLOCK_AND_REVOKE, STATUS_SAFETY_WARNING};
 use crate::ids;
@@ -443,6 +443,13 @@ impl Assembler {
                 self.close_text(out);
                 self.tools.end(&tool_id);
                 self.emit(ToolEnd { tool_id }, out);
+            }
+            AgentDelta::ToolProgress { tool_id, delta } => {
+                self.tools.check_result(&tool_id)?;
+                if !delta.is_empty() {
+                    self.close_text(out);
+                    self.emit(ToolProgress { tool_id, delta }, out);
+                }
             }
             AgentDelta::ToolResult { tool_id, result } => {
                 let still_open = self.tools.check_result(&tool_id)?;

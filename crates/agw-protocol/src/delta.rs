@@ -124,6 +124,14 @@ pub enum AgentDelta {
         /// The call whose arguments are complete.
         tool_id: String,
     },
+    /// `tool.progress` (agw): text a running tool streams before its result (a remote A2A
+    /// agent's answer as it arrives). Needs a started call without a result.
+    ToolProgress {
+        /// The running call.
+        tool_id: String,
+        /// One piece of text, as the tool sent it (never empty).
+        delta: String,
+    },
     /// `tool.result`; closes the tool first if it is still open.
     ToolResult {
         /// The call answered.

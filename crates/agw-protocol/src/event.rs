@@ -194,6 +194,8 @@ event_payloads! {
     ToolArgs = "tool.args",
     /// The tool call's arguments are complete.
     ToolEnd = "tool.end",
+    /// agw: text a running tool streams before its result (docs/protocols.md "Tool progress").
+    ToolProgress = "tool.progress",
     /// The tool's output.
     ToolResult = "tool.result",
     /// Replay only.

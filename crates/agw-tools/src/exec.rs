@@ -56,11 +56,39 @@ pub async fn execute_backend(
     timeout: Duration,
     retries: u32,
 ) -> BackendOutcome {
+    execute(tool, args, ctx, timeout, retries, None).await
+}
+
+/// [`execute_backend`], the text a tool streams while it runs ([`Tool::call_streaming`]) sent to
+/// `progress` as it arrives. A retried attempt streams again.
+pub async fn execute_backend_streaming(
+    tool: &dyn Tool,
+    args: Value,
+    ctx: &ToolContext,
+    timeout: Duration,
+    retries: u32,
+    progress: futures::channel::mpsc::UnboundedSender<String>,
+) -> BackendOutcome {
+    execute(tool, args, ctx, timeout, retries, Some(progress)).await
+}
+
+async fn execute(
+    tool: &dyn Tool,
+    args: Value,
+    ctx: &ToolContext,
+    timeout: Duration,
+    retries: u32,
+    progress: Option<futures::channel::mpsc::UnboundedSender<String>>,
+) -> BackendOutcome {
     let args = if args.is_object() { args } else { Value::Object(Map::new()) };
     let name = tool.name();
     let mut last_error = String::new();
     for attempt in 0..=retries {
-        match tokio::time::timeout(timeout, tool.call(args.clone(), ctx)).await {
+        let call = match &progress {
+            Some(progress) => tool.call_streaming(args.clone(), ctx, progress.clone()),
+            None => tool.call(args.clone(), ctx),
+        };
+        match tokio::time::timeout(timeout, call).await {
             Ok(Ok(ToolOutput::NeedsUser(status))) => {
                 tracing::debug!(tool = %name, code = status.code, continued = ctx.continued, "backend tool needs the user");
                 return BackendOutcome::NeedsUser(status.bounded());

@@ -57,7 +57,10 @@ pub use definition::{
 pub fn glob_matches(pattern: &str, text: &str) -> bool {
     builtin::bash::glob::matches(pattern, text)
 }
-pub use exec::{BackendOutcome, DEFAULT_RESULT_LIMIT_BYTES, error_result, execute_backend, truncate_output};
+pub use exec::{
+    BackendOutcome, DEFAULT_RESULT_LIMIT_BYTES, error_result, execute_backend, execute_backend_streaming,
+    truncate_output,
+};
 pub use registry::{LoadProblem, ToolRegistry};
 pub use templates::{RecordedCall, resolve};
 pub use tool::{

@@ -299,23 +299,9 @@ async fn remote_call<S: DeltaSink>(
     tool_ctx: &agw_tools::ToolContext,
     sink: &mut S,
 ) -> Option<Result<agw_tools::ToolOutput, agw_tools::ToolError>> {
-    use futures::StreamExt;
-    let (text, mut texts) = futures::channel::mpsc::unbounded::<String>();
+    let (text, texts) = futures::channel::mpsc::unbounded::<String>();
     let call = tool.call_streaming(args.clone(), tool_ctx, text);
-    tokio::pin!(call);
-    let output = loop {
-        tokio::select! {
-            biased;
-            Some(delta) = texts.next() => {
-                sink.emit(AgentDelta::Content(delta)).await.ok()?;
-            }
-            output = &mut call => break output,
-        }
-    };
-    while let Ok(delta) = texts.try_recv() {
-        sink.emit(AgentDelta::Content(delta)).await.ok()?;
-    }
-    Some(output)
+    super::progress::forward(call, texts, sink, AgentDelta::Content).await.ok()
 }
 
 /// What a sub-agent that ended before its process stopped left: its answer (the text of its

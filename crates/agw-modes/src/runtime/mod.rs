@@ -26,6 +26,7 @@ mod parallel;
 mod pause;
 mod plan;
 mod plan_execute;
+mod progress;
 mod prompt;
 mod quota;
 mod react;

@@ -141,14 +141,21 @@ pub(super) async fn run_backend<S: DeltaSink>(
             .with_continued(continued)
             .with_reply(reply.take());
         let started = Instant::now();
-        let outcome = exec::execute_backend(
+        let (progress, texts) = futures::channel::mpsc::unbounded();
+        let execution = exec::execute_backend_streaming(
             tool,
             args.clone(),
             &tool_ctx,
             std::time::Duration::from_millis(scope.timeout_ms),
             scope.retry_count,
-        )
-        .await;
+            progress,
+        );
+        let tool_id = &call.id;
+        let outcome = super::progress::forward(execution, texts, sink, |delta| AgentDelta::ToolProgress {
+            tool_id: tool_id.clone(),
+            delta,
+        })
+        .await?;
         tracing::debug!(tool = %name, ms = started.elapsed().as_millis() as u64, continued, "backend tool ran");
         metrics::histogram!(TOOL_DURATION_METRIC, "tool" => name.to_owned()).record(started.elapsed().as_secs_f64());
         let status = match outcome {

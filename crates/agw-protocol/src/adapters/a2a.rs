@@ -367,6 +367,12 @@ impl A2aMapper {
                     self.agent_message(vec![json!({"data": data})], Some(json!({"agw": {"event": "tool.start"}})));
                 out.push(self.status_update(Some(message)));
             }
+            EventPayload::ToolProgress(e) if own => {
+                let data = json!({"kind": "tool_progress", "toolCallId": e.tool_id, "delta": e.delta});
+                let message =
+                    self.agent_message(vec![json!({"data": data})], Some(json!({"agw": {"event": "tool.progress"}})));
+                out.push(self.status_update(Some(message)));
+            }
             EventPayload::ToolResult(e) if own => {
                 // A frontend call's result is its submit.
                 self.answered(&e.tool_id, at, out);

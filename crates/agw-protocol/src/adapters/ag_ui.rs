@@ -383,6 +383,8 @@ impl AgUiMapper {
                 "value": {"steerId": e.steer_id, "message": e.message}})),
             EventPayload::ContextCompact(e) => values.push(json!({"type": "CUSTOM", "name": "agw.context_compact",
                 "value": super::compact_summary(e)})),
+            EventPayload::ToolProgress(e) => values.push(json!({"type": "CUSTOM", "name": "agw.tool_progress",
+                "value": {"toolCallId": e.tool_id, "delta": e.delta}})),
             EventPayload::AgentHandoff(e) => values.push(json!({"type": "CUSTOM", "name": "agw.handoff",
                 "value": {"fromAgentKey": e.from_agent_key, "toAgentKey": e.to_agent_key, "toolCallId": e.tool_id}})),
             // A run resumed after a crash (issue 37): the messages named are superseded.

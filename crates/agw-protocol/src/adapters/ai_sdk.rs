@@ -583,6 +583,9 @@ impl UiMessageMapper {
             EventPayload::ContextCompact(e) => {
                 out.push(json!({"type": "data-context-compact", "data": super::compact_summary(e)}));
             }
+            // Live only, like the native event: transient, so not kept in the message.
+            EventPayload::ToolProgress(e) => out.push(json!({"type": "data-tool-progress", "transient": true,
+                "data": {"toolCallId": e.tool_id, "delta": e.delta}})),
             EventPayload::AgentHandoff(e) => out.push(json!({"type": "data-handoff", "id": e.tool_id,
                 "data": {"fromAgentKey": e.from_agent_key, "toAgentKey": e.to_agent_key, "toolCallId": e.tool_id}})),
             // A run resumed after a crash (issue 37): the text parts named are superseded.

@@ -865,6 +865,20 @@ fn a_handoff_closes_the_open_text_block_and_names_both_agents() {
     assert_eq!(rig.push(content("b")), ["content.start c_2", "content.delta c_2"]);
 }
 
+#[test]
+fn tool_progress_needs_a_running_call_and_streams_each_piece() {
+    let mut rig = Rig::new();
+    let progress = |id: &str, text: &str| AgentDelta::ToolProgress { tool_id: id.into(), delta: text.into() };
+    assert!(matches!(rig.push_err(progress("t1", "x")), ProtocolError::NotStarted { .. }));
+    rig.push(args("t1", "{}"));
+    rig.push(AgentDelta::ToolEnd { tool_id: "t1".into() });
+    assert_eq!(rig.push(progress("t1", "Sunny ")), ["tool.progress t1"]);
+    assert_eq!(rig.json(0)["delta"], "Sunny ");
+    assert!(rig.push(progress("t1", "")).is_empty(), "an empty piece is nothing");
+    rig.push(AgentDelta::ToolResult { tool_id: "t1".into(), result: "Sunny today.".into() });
+    assert!(matches!(rig.push_err(progress("t1", "late")), ProtocolError::DuplicateResult { .. }));
+}
+
 // -- child tasks (sub-agents, parallel plan tasks) ------------------------------------------
 
 fn child_start(task: &str) -> AgentDelta {

@@ -1048,6 +1048,17 @@ pub struct ToolArgs {
     pub chunk_index: u32,
 }
 
+/// `tool.progress` (agw): text a running tool streams before its result, in order; the result
+/// still carries the whole output. Live only: neither stored nor replayed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolProgress {
+    /// The running call.
+    pub tool_id: String,
+    /// One piece of text, as the tool sent it (never empty).
+    pub delta: String,
+}
+
 /// `tool.end`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
