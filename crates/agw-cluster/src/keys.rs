@@ -56,6 +56,11 @@ impl Keys {
         format!("{}:limit:{key}", self.prefix)
     }
 
+    /// A cool-down: `{prefix}:cooldown:{name}`.
+    pub(crate) fn cooldown(&self, name: &str) -> String {
+        format!("{}:cooldown:{name}", self.prefix)
+    }
+
     /// A fixed-window hit counter: `{prefix}:window:{key}`.
     pub(crate) fn window(&self, key: &str) -> String {
         format!("{}:window:{key}", self.prefix)

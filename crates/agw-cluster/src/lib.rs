@@ -22,7 +22,9 @@
 //! - exactly-once claims `{prefix}:claim:{key}` ([`Cluster::claim`]) and shared quotas: member
 //!   sets `{prefix}:limit:{key}`, fixed windows `{prefix}:window:{key}`, counters
 //!   `{prefix}:counter:{key}` and reservations against a limit `{prefix}:reserve:{key}` (a hash
-//!   of `node|member` fields, [`Cluster::reserve`]).
+//!   of `node|member` fields, [`Cluster::reserve`]);
+//! - cool-downs `{prefix}:cooldown:{name}` with a PX expiry ([`Cluster::set_cooldown`],
+//!   [`Cluster::cooling`]): agw keeps a model that just failed aside for every replica.
 //!
 //! Invariants:
 //! - Redis is not trusted with authority: whatever a node acts on or forwards for another node
@@ -51,6 +53,7 @@ mod cluster;
 mod config;
 mod conn;
 mod control;
+mod cooldowns;
 mod envelope;
 mod error;
 mod frames;

@@ -162,8 +162,10 @@ fn references(agents: &AgentCatalog, state: &crate::AppState) -> Vec<Finding> {
         let mut providers = BTreeSet::new();
         for kind in [StageKind::Plain, StageKind::React, StageKind::Plan, StageKind::Execute, StageKind::Summary] {
             if agent.stage(kind).is_some() {
-                providers
-                    .insert(agent.resolve_model(kind, |k| state.catalogs().providers.default_model(k)).provider_key);
+                // A fallback's provider is checked like the stage's own: it is called the same way.
+                let model = agent.resolve_model(kind, |k| state.catalogs().providers.default_model(k));
+                providers.extend(model.fallbacks.into_iter().map(|f| f.provider_key));
+                providers.insert(model.provider_key);
             }
         }
         for key in providers {

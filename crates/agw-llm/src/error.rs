@@ -36,7 +36,8 @@ pub enum LlmError {
     Http {
         /// The HTTP status code (outside 200..=299).
         status: u16,
-        /// `Retry-After` in seconds, when the provider sent one.
+        /// How long the provider asked to wait (`retry-after-ms`, or `Retry-After` in seconds or
+        /// as an HTTP date), when it said.
         retry_after: Option<Duration>,
         /// At most [`BODY_EXCERPT_CHARS`] characters of the response body, API key redacted.
         body: String,
@@ -140,8 +141,8 @@ impl LlmError {
         }
     }
 
-    /// `Retry-After` of an HTTP error.
-    pub(crate) fn retry_after(&self) -> Option<Duration> {
+    /// How long the provider asked to wait, for an HTTP error that said.
+    pub fn retry_after(&self) -> Option<Duration> {
         match self {
             LlmError::Http { retry_after, .. } => *retry_after,
             _ => None,

@@ -71,6 +71,7 @@ pub mod interaction;
 #[cfg(feature = "openai")]
 pub mod openai;
 pub mod provider;
+pub mod reason;
 pub mod registry;
 pub mod tokens;
 mod transport;
@@ -88,5 +89,6 @@ pub use error::{LlmError, TimeoutPhase};
 #[cfg(feature = "openai")]
 pub use openai::OpenAiCompatibleProvider;
 pub use provider::{CallOptions, ChatProvider, DeltaStream};
+pub use reason::{FallbackReason, ReasonSet};
 pub use registry::{ModelLimits, ProviderConfig, ProviderProtocol, ProviderRegistry};
 pub use transport::{FIRST_TOKEN_METRIC, RUN_ID_HEADER, ResponseLimits, ResponseMeter, STAGE_HEADER};

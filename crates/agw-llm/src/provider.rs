@@ -24,6 +24,9 @@ pub struct CallOptions {
     pub stage: String,
     /// Run id: sent as header `x-agw-run-id`, logged.
     pub run_id: String,
+    /// Failures with these reasons are returned at once instead of retried: the caller has
+    /// another model to go to (`modelConfig.fallbacks`). Empty by default.
+    pub fail_fast: crate::ReasonSet,
     /// Extra request headers: the caller's trace context (W3C `traceparent`, `tracestate`).
     /// A name or value that is not valid header text is left out rather than failing the call.
     pub headers: Vec<(String, String)>,
@@ -36,6 +39,7 @@ impl Default for CallOptions {
             max_retries: 2,
             stage: String::new(),
             run_id: String::new(),
+            fail_fast: crate::ReasonSet::EMPTY,
             headers: Vec::new(),
         }
     }

@@ -11,7 +11,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use agw_protocol::sse::{SseDecoder, SseFrame};
 use bytes::Bytes;
@@ -138,7 +138,10 @@ where
                 LlmError::Timeout { phase: TimeoutPhase::BeforeFirstChunk, ms: millis(options.inactivity_timeout) }
             }
         };
-        if tries >= options.max_retries || !error.auto_retry() {
+        // A failure the caller has another model for goes back at once: waiting out a rate limit
+        // here would only delay the fallback.
+        let handed_off = error.fallback_reason().is_some_and(|r| options.fail_fast.contains(r));
+        if tries >= options.max_retries || !error.auto_retry() || handed_off {
             tracing::debug!(
                 provider = %provider, stage = %options.stage, run_id = %options.run_id,
                 attempt = tries, error = %error, "provider call failed"
@@ -218,16 +221,11 @@ pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     message
 }
 
-/// A non-2xx answer: status, `Retry-After` (seconds) and a bounded body excerpt with `secret`
+/// A non-2xx answer: status, the wait the provider asked for ([`retry_after`]) and a bounded body excerpt with `secret`
 /// (the API key, should the body echo it) redacted.
 pub(crate) async fn http_error(mut response: reqwest::Response, secret: &str) -> LlmError {
     let status = response.status().as_u16();
-    let retry_after = response
-        .headers()
-        .get(RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs);
+    let retry_after = retry_after(response.headers(), SystemTime::now());
     let mut body = Vec::new();
     // A failure while reading the error body still leaves a useful status error.
     while body.len() < MAX_ERROR_BODY_BYTES {
@@ -238,6 +236,32 @@ pub(crate) async fn http_error(mut response: reqwest::Response, secret: &str) ->
     }
     let text = String::from_utf8_lossy(&body);
     LlmError::Http { status, retry_after, body: excerpt(&redact(text.trim(), secret), BODY_EXCERPT_CHARS) }
+}
+
+/// The non-standard header some providers (OpenAI, Azure) send next to `Retry-After`, in
+/// milliseconds.
+const RETRY_AFTER_MS: &str = "retry-after-ms";
+
+/// How long the provider asked to wait before the next request: `retry-after-ms` (milliseconds,
+/// the more precise, when present and valid), else `Retry-After` as seconds or as an HTTP date
+/// (the time left until it, relative to `now`; a date in the past is no wait at all). Fractions
+/// are accepted; an invalid or negative value is ignored, as if the header were absent.
+pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    let seconds = |text: &str, scale: f64| {
+        text.parse::<f64>()
+            .ok()
+            .filter(|n| n.is_finite() && *n >= 0.0)
+            .and_then(|n| Duration::try_from_secs_f64(n * scale).ok())
+    };
+    if let Some(wait) = text(RETRY_AFTER_MS).and_then(|t| seconds(t, 0.001)) {
+        return Some(wait);
+    }
+    let value = text(RETRY_AFTER.as_str())?;
+    seconds(value, 1.0).or_else(|| {
+        let at = httpdate::parse_http_date(value).ok()?;
+        Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+    })
 }
 
 /// Caps on what one provider response may make agw hold or do. A provider (or a proxy in front
@@ -653,6 +677,57 @@ mod tests {
         assert_eq!(retry_delay(&e, 30), MAX_BACKOFF);
         let e = LlmError::Http { status: 429, retry_after: Some(Duration::from_secs(99)), body: String::new() };
         assert_eq!(retry_delay(&e, 0), MAX_RETRY_AFTER);
+    }
+
+    fn wait(headers: &[(&'static str, &str)]) -> Option<Duration> {
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            map.insert(*name, HeaderValue::from_str(value).unwrap());
+        }
+        // Sun, 06 Nov 1994 08:49:37 GMT, the RFC's example date.
+        retry_after(&map, SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_777))
+    }
+
+    #[test]
+    fn retry_after_in_seconds_as_a_date_or_in_milliseconds() {
+        assert_eq!(wait(&[]), None);
+        assert_eq!(wait(&[("retry-after", "7")]), Some(Duration::from_secs(7)));
+        assert_eq!(wait(&[("retry-after", " 1.5 ")]), Some(Duration::from_millis(1500)));
+        assert_eq!(wait(&[("retry-after", "0")]), Some(Duration::ZERO));
+        // HTTP dates: IMF-fixdate, and the obsolete RFC 850 and asctime forms.
+        assert_eq!(wait(&[("retry-after", "Sun, 06 Nov 1994 08:50:07 GMT")]), Some(Duration::from_secs(30)));
+        assert_eq!(wait(&[("retry-after", "Sunday, 06-Nov-94 08:49:47 GMT")]), Some(Duration::from_secs(10)));
+        assert_eq!(wait(&[("retry-after", "Sun Nov  6 08:49:38 1994")]), Some(Duration::from_secs(1)));
+        assert_eq!(wait(&[("retry-after", "Sun, 06 Nov 1994 08:00:00 GMT")]), Some(Duration::ZERO), "in the past");
+        // retry-after-ms is the more precise and wins; an invalid one is ignored.
+        assert_eq!(wait(&[("retry-after-ms", "250"), ("retry-after", "1")]), Some(Duration::from_millis(250)));
+        assert_eq!(wait(&[("retry-after-ms", "12.5")]), Some(Duration::from_micros(12_500)));
+        assert_eq!(wait(&[("retry-after-ms", "soon"), ("retry-after", "2")]), Some(Duration::from_secs(2)));
+        for bad in ["-1", "soon", "NaN", "inf", "1e400", "Sun, 99 Nov 1994 08:49:37 GMT"] {
+            assert_eq!(wait(&[("retry-after", bad)]), None, "{bad}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_the_caller_falls_back_on_is_not_retried() {
+        let limited = || LlmError::Http { status: 429, retry_after: Some(Duration::from_secs(5)), body: String::new() };
+        async fn run(fail_fast: crate::ReasonSet, error: impl Fn() -> LlmError) -> (bool, u32) {
+            let body = serde_json::json!({});
+            let options = CallOptions { fail_fast, max_retries: 2, ..CallOptions::default() };
+            let site = CallSite { provider: "p", url: "http://x", options: &options };
+            let mut tries = 0;
+            let result: Result<(), LlmError> = open_with_retries(site, &body, || {
+                tries += 1;
+                std::future::ready(Err(error()))
+            })
+            .await;
+            (result.is_err(), tries)
+        }
+        assert_eq!(run(crate::ReasonSet::EMPTY, limited).await, (true, 3), "retried as before");
+        let rate = crate::ReasonSet::EMPTY.with(crate::FallbackReason::RateLimit);
+        assert_eq!(run(rate, limited).await, (true, 1), "handed back at once");
+        let reset = || LlmError::Connection { message: "reset".into() };
+        assert_eq!(run(rate, reset).await, (true, 3), "other failures keep their retries");
     }
 
     #[test]

@@ -687,6 +687,85 @@ fn context_config_and_model_limits_default_and_override() {
 }
 
 #[test]
+fn fallbacks_resolve_with_the_settings_of_their_model_config() {
+    use agw_llm::{FallbackReason, ReasonSet};
+    use agw_modes::definition::ModelRef;
+    let model = |p: &str, m: &str| ModelRef { provider_key: p.into(), model: m.into() };
+    let def = agent(
+        r#"{"mode":"PLAN_EXECUTE","modelConfig":{"providerKey":"main","model":"big","temperature":0.2,
+              "fallbacks":[{"providerKey":"spare","model":"small"},{"model":"big-2"},{"providerKey":"other"},
+                           {"providerKey":"MAIN","model":"big"},{"providerKey":"spare","model":"small"}],
+              "fallbackOn":["rate_limit","overloaded"]},
+            "planExecute":{"plan":{"systemPrompt":"p"},
+              "execute":{"systemPrompt":"e","modelConfig":{"providerKey":"solo","model":"one"}}}}"#,
+    );
+    let plan = resolve(&def, StageKind::Plan, &[("other", "other-default")]);
+    // No repeat of the primary or of an earlier entry; a missing provider is the config's own,
+    // a missing model the provider's configured one.
+    assert_eq!(plan.fallbacks, [model("spare", "small"), model("main", "big-2"), model("other", "other-default")]);
+    assert_eq!(plan.fallback_on, [FallbackReason::RateLimit, FallbackReason::Overloaded].into_iter().collect());
+    assert_eq!(plan.temperature, Some(0.2), "the other settings are the config's, for every model in it");
+    // A stage's own modelConfig replaces the top-level one, fallbacks included.
+    let execute = resolve(&def, StageKind::Execute, &[]);
+    assert!(execute.fallbacks.is_empty());
+    assert_eq!(execute.fallback_on, ReasonSet::all(), "the default: every reason");
+}
+
+#[test]
+fn fallbacks_that_cannot_work_are_refused_with_the_field_named() {
+    let with = |model_config: &str| {
+        parse_err(&format!(
+            r#"{{"mode":"ONESHOT","modelConfig":{{"providerKey":"p","model":"m",{model_config}}},"plain":{{"systemPrompt":"s"}}}}"#
+        ))
+    };
+    let cases = [
+        (
+            r#""fallbacks":{"model":"x"}"#,
+            "field \"modelConfig.fallbacks\" must be an array of objects, found an object",
+        ),
+        (r#""fallbacks":["gpt-4o"]"#, "field \"modelConfig.fallbacks\" must be an array of objects, found a string"),
+        (r#""fallbacks":[{}]"#, "field \"modelConfig.fallbacks[0]\" must name a providerKey, a model or both"),
+        (
+            r#""fallbacks":[{"model":"a"},{"providerKey":" "}]"#,
+            "field \"modelConfig.fallbacks[1]\" must name a providerKey, a model or both",
+        ),
+        (
+            r#""fallbacks":[{"provider":"x"}]"#,
+            "field \"modelConfig.fallbacks[0].provider\" is not supported (expected one of providerKey, model)",
+        ),
+        (r#""fallbacks":[{"model":5}]"#, "field \"modelConfig.fallbacks[0].model\" must be a string, found an integer"),
+        (
+            r#""fallbacks":[{"model":"x"}],"fallbackOn":["rate_limit","RateLimit"]"#,
+            "field \"modelConfig.fallbackOn\" has invalid value \"RateLimit\" (expected one of rate_limit, overloaded, server_error, timeout, context_window, connection)",
+        ),
+        (
+            r#""fallbacks":[{"model":"x"}],"fallbackOn":[]"#,
+            "field \"modelConfig.fallbackOn\" must name at least one reason (leave it out to fall back on all of them)",
+        ),
+        (
+            r#""fallbacks":[{"model":"x"}],"fallbackOn":"timeout""#,
+            "field \"modelConfig.fallbackOn\" must be an array of strings, found a string",
+        ),
+        (
+            r#""fallbackOn":["timeout"]"#,
+            "field \"modelConfig.fallbackOn\" has no effect without fallbacks in the same modelConfig",
+        ),
+    ];
+    for (config, expected) in cases {
+        assert_eq!(with(config), expected, "{config}");
+    }
+    let many = [r#"{"model":"x"}"#; 9].join(",");
+    assert_eq!(
+        with(&format!(r#""fallbacks":[{many}]"#)),
+        "field \"modelConfig.fallbacks\" lists 9 models; at most 8 are tried"
+    );
+    // Null reads as absent, like every optional field.
+    agent(
+        r#"{"mode":"ONESHOT","modelConfig":{"model":"m","fallbacks":null,"fallbackOn":null},"plain":{"systemPrompt":"s"}}"#,
+    );
+}
+
+#[test]
 fn arbitrary_input_never_panics() {
     let pieces = [
         "{",

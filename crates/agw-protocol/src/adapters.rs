@@ -28,6 +28,12 @@ pub(crate) fn compact_summary(e: &crate::event::ContextCompact) -> serde_json::V
     serde_json::json!({"level": e.level.as_str(), "tokensBefore": e.tokens_before, "tokensAfter": e.tokens_after, "budget": e.budget})
 }
 
+/// What a `model.fallback` tells a client of another protocol: the whole event but its `runId`
+/// (`{from: {providerKey, model}, to: {…}, reason, message}`).
+pub(crate) fn fallback_fields(e: &crate::event::ModelFallback) -> serde_json::Value {
+    serde_json::json!({"from": e.from, "to": e.to, "reason": e.reason, "message": e.message})
+}
+
 /// A `content.citation` as one flat JSON object (`contentId, index, messageId, content?,
 /// senderName?, senderId?, timestamp?, chatId?, url?, title?, offset, toolId?`): what the other
 /// protocols' citations carry (docs/protocols.md "Citations"). The native event nests the record
@@ -350,6 +356,31 @@ mod tests {
         let mut out = Vec::new();
         super::openai_chat::ChunkMapper::new("r", "m", 7).map(&event, &mut out);
         assert!(out.is_empty(), "the OpenAI façade carries only text");
+    }
+
+    #[test]
+    fn a_fallback_reaches_every_protocol_with_a_place_for_custom_data() {
+        use crate::event::{ModelFallback, ModelRef};
+        let model = |p: &str, m: &str| ModelRef { provider_key: p.into(), model: m.into() };
+        let fallback = ModelFallback {
+            run_id: "r".into(),
+            from: model("main", "big"),
+            to: model("spare", "small"),
+            reason: "overloaded".into(),
+            message: "provider answered HTTP 529: Overloaded".into(),
+        };
+        let event = Event::new(9, 7, fallback);
+        let fields = json!({"from": {"providerKey": "main", "model": "big"}, "to": {"providerKey": "spare",
+            "model": "small"}, "reason": "overloaded", "message": "provider answered HTTP 529: Overloaded"});
+        let mut out = Vec::new();
+        super::ai_sdk::UiMessageMapper::new().map(&event, &mut out);
+        assert_eq!(out, [json!({"type": "data-agw-fallback", "data": fields})]);
+        let mut out = Vec::new();
+        super::ag_ui::AgUiMapper::default().map(&event, &mut out);
+        assert_eq!(out, [json!({"type": "CUSTOM", "name": "agw.model_fallback", "value": fields, "timestamp": 7})]);
+        let mut out = Vec::new();
+        super::openai_chat::ChunkMapper::new("r", "m", 7).map(&event, &mut out);
+        assert_eq!(out.last().unwrap()["choices"][0]["delta"]["agw"]["fallback"], fields, "{out:?}");
     }
 
     #[test]

@@ -498,6 +498,13 @@ impl Assembler {
                 compact.run_id.clone_from(&self.run_id);
                 self.emit(compact, out);
             }
+            AgentDelta::Fallback(mut fallback) => {
+                // A turn starts again on the next model: what follows is a new turn's text.
+                self.close_text(out);
+                self.turn_content = None;
+                fallback.run_id.clone_from(&self.run_id);
+                self.emit(fallback, out);
+            }
             AgentDelta::Handoff { from_agent_key, to_agent_key, tool_id } => {
                 self.close_text(out);
                 self.turn_content = None;

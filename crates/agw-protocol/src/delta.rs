@@ -229,6 +229,10 @@ pub enum AgentDelta {
         /// The transfer call.
         tool_id: String,
     },
+    /// `model.fallback`: the turn's model call failed before it streamed anything and the turn
+    /// goes on with another model; emitted with the assembler's run id after closing an open text
+    /// block.
+    Fallback(crate::event::ModelFallback),
     /// A citation the model made (issue 35): the text before it was streamed as `Content`;
     /// becomes `content.citation` in the open content block (one opens if none is).
     Citation(crate::citation::Citation),

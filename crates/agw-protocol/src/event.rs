@@ -134,6 +134,9 @@ event_payloads! {
     ContextCompact = "context.compact",
     /// agw: one agent handed the conversation to another inside the run (docs/multi-agent.md).
     AgentHandoff = "agent.handoff",
+    /// agw: a model call failed before it streamed anything and the turn goes on with a
+    /// fallback model (docs/models.md).
+    ModelFallback = "model.fallback",
     /// A new chat was created by this query (first run of a chat only).
     ChatStart = "chat.start",
     /// Protocol only, never emitted.

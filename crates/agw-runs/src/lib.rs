@@ -25,6 +25,7 @@ mod chats;
 mod cluster;
 mod continued;
 mod control;
+mod cooldowns;
 mod drive;
 mod durable;
 mod error;

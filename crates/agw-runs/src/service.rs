@@ -53,6 +53,11 @@ pub struct ServiceSettings {
     pub guards: crate::guards::GuardSettings,
     /// `agw.recovery.*`: runs in flight are resumed after a crash (`docs/run-lifecycle.md`).
     pub recovery: RecoverySettings,
+    /// `agw.provider.fallback-cooldown`: the least time a model that failed is skipped by calls
+    /// that have other models to try (docs/models.md, "Fallbacks").
+    pub fallback_cooldown: Duration,
+    /// `agw.provider.fallback-cooldown-max`: the most, whatever `Retry-After` asked.
+    pub fallback_cooldown_max: Duration,
 }
 
 /// Crash recovery (`agw.recovery.*`, `docs/run-lifecycle.md`).
@@ -158,6 +163,8 @@ pub(crate) struct Core {
     pub(crate) cluster: OnceLock<Arc<Node>>,
     /// The seq ledger of this process, once runs are recovered (`crate::recover`).
     pub(crate) ledger: OnceLock<Arc<agw_memory::SeqLedger>>,
+    /// Models that failed recently, as this process knows them (clustered: also in Redis).
+    pub(crate) cooldowns: Arc<crate::cooldowns::CooldownMemory>,
 }
 
 impl RunService {
@@ -176,6 +183,7 @@ impl RunService {
             telemetry,
             cluster: OnceLock::new(),
             ledger: OnceLock::new(),
+            cooldowns: Arc::default(),
             settings,
         };
         Self { core: Arc::new(core) }
@@ -304,6 +312,12 @@ impl Core {
             sub_agents: self.settings.sub_agents,
             guards: self.guards.clone(),
             guard_rules: self.catalogs.guard_rules.load_full(),
+            cooldowns: crate::cooldowns::for_run(
+                self.cluster(),
+                &self.cooldowns,
+                self.settings.fallback_cooldown,
+                self.settings.fallback_cooldown_max,
+            ),
         })
     }
 }

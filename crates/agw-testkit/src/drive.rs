@@ -42,7 +42,7 @@ pub fn options(stage: &str) -> CallOptions {
         max_retries: 2,
         stage: stage.into(),
         run_id: "run_test_1".into(),
-        headers: Vec::new(),
+        ..CallOptions::default()
     }
 }
 

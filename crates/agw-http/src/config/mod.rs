@@ -43,6 +43,7 @@ pub use guardrails::GuardrailSettings;
 pub use logging::LoggingSettings;
 pub use mcp::McpSettings;
 pub use memory::MemorySettings;
+pub use providers::FallbackCooldown;
 pub use quotas::{QuotaLimits, QuotaSettings};
 pub use resources::{CatalogDir, ResourceSettings};
 pub use runs::{ChatConcurrency, RunSettings};
@@ -173,6 +174,8 @@ pub struct Settings {
     pub prices: std::sync::Arc<agw_protocol::usage::PriceTable>,
     /// `agw.provider.*`: caps on what one provider response may make agw hold.
     pub provider_limits: agw_llm::ResponseLimits,
+    /// `agw.provider.fallback-cooldown*`: how long a model that failed is skipped.
+    pub fallback_cooldown: providers::FallbackCooldown,
     /// `agw.mcp.*`: caps on what an MCP server may make agw hold and offer to models.
     pub mcp: McpSettings,
     /// `agent.llm.interaction-log.*`: whether provider traffic is logged, and masked.
@@ -215,6 +218,8 @@ impl Settings {
             callers_authenticated: self.auth.enforced(),
             guards: self.guardrails.guards.clone(),
             recovery: self.recovery,
+            fallback_cooldown: self.fallback_cooldown.min,
+            fallback_cooldown_max: self.fallback_cooldown.max,
         }
     }
 
@@ -291,6 +296,7 @@ impl Settings {
             providers,
             prices: std::sync::Arc::new(prices),
             provider_limits: providers::limits(&src)?,
+            fallback_cooldown: providers::cooldown(&src)?,
             mcp: mcp::load(&src)?,
             logging: logging::load(&src)?,
             demo: demo::load(&src)?,

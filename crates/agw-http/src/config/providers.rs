@@ -9,8 +9,9 @@ use agw_protocol::usage::{Price, PriceTable};
 
 use super::source::Source;
 use super::table::{
-    AGW_PROVIDER_MAX_LINE_BYTES, AGW_PROVIDER_MAX_OUTPUT_BYTES, AGW_PROVIDER_MAX_RESPONSE_BYTES,
-    AGW_PROVIDER_MAX_TOOL_CALLS, PROVIDER_FIELDS, PROVIDERS_ENV, ProviderField,
+    AGW_PROVIDER_FALLBACK_COOLDOWN, AGW_PROVIDER_FALLBACK_COOLDOWN_MAX, AGW_PROVIDER_MAX_LINE_BYTES,
+    AGW_PROVIDER_MAX_OUTPUT_BYTES, AGW_PROVIDER_MAX_RESPONSE_BYTES, AGW_PROVIDER_MAX_TOOL_CALLS, PROVIDER_FIELDS,
+    PROVIDERS_ENV, ProviderField,
 };
 use super::{ConfigError, value};
 
@@ -23,6 +24,24 @@ pub(super) fn limits(src: &Source) -> Result<agw_llm::ResponseLimits, ConfigErro
         max_tool_calls: src.parse(&AGW_PROVIDER_MAX_TOOL_CALLS, value::whole)?,
         max_output_bytes: src.parse(&AGW_PROVIDER_MAX_OUTPUT_BYTES, value::whole)?,
     })
+}
+
+/// `agw.provider.fallback-cooldown` and `…-max`: how long a model that failed is skipped
+/// (docs/models.md, "Fallbacks").
+pub(super) fn cooldown(src: &Source) -> Result<FallbackCooldown, ConfigError> {
+    Ok(FallbackCooldown {
+        min: src.parse(&AGW_PROVIDER_FALLBACK_COOLDOWN, value::duration)?,
+        max: src.parse(&AGW_PROVIDER_FALLBACK_COOLDOWN_MAX, value::duration)?,
+    })
+}
+
+/// How long a model that failed is skipped by calls with fallbacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FallbackCooldown {
+    /// At least this long (`agw.provider.fallback-cooldown`).
+    pub min: std::time::Duration,
+    /// At most this long, whatever `Retry-After` asks (`agw.provider.fallback-cooldown-max`).
+    pub max: std::time::Duration,
 }
 
 /// The providers, and the prices their `prices` fields declare.

@@ -157,6 +157,10 @@ settings! {
             "most bytes of text (answer, reasoning, tool arguments) one model response may stream; bounds what a run holds of a turn (provider_error beyond)";
         AGW_PROVIDER_MAX_TOOL_CALLS: "agw.provider.max-tool-calls" = Some("64"),
             "most tool calls a model may make in one turn (provider_error beyond)";
+        AGW_PROVIDER_FALLBACK_COOLDOWN: "agw.provider.fallback-cooldown" = Some("30s"),
+            "least time a model that failed (rate limit, overload, server error, timeout, connection) is skipped by calls that have fallbacks; longer when its Retry-After says so";
+        AGW_PROVIDER_FALLBACK_COOLDOWN_MAX: "agw.provider.fallback-cooldown-max" = Some("10m"),
+            "most time a failed model is skipped, whatever its Retry-After asks";
         AGW_SANDBOX_ALLOW_UNCONFINED: "agw.sandbox.allow-unconfined" = Some("false"),
             "run _bash_ and _skill_run_script_ even when the kernel lacks Landlock or seccomp (unconfined; not recommended); false refuses them";
         AGW_SANDBOX_CPU_SECONDS: "agw.sandbox.cpu-seconds" = Some("60"),

@@ -57,6 +57,7 @@ fn options() -> CallOptions {
         stage: "parity".into(),
         run_id: "run_parity".into(),
         headers: vec![("traceparent".into(), "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into())],
+        ..CallOptions::default()
     }
 }
 

@@ -1,11 +1,11 @@
 //! [`AgentDefinition`] and the values derived from it (docs/contract/agent-definitions.md §4–§5).
 
-use agw_llm::ReasoningSetting;
+use agw_llm::{ReasonSet, ReasoningSetting};
 
 use super::budget::Budget;
 use super::model::{
-    AgentMode, ModeDef, ModelConfig, PLAN_ADD_TASKS_TOOL, PLAN_UPDATE_TASK_TOOL, ResolvedModel, Stage, StageKind,
-    StageTools, ToolChoicePolicy, ToolConfig,
+    AgentMode, ModeDef, ModelConfig, ModelRef, PLAN_ADD_TASKS_TOOL, PLAN_UPDATE_TASK_TOOL, ResolvedModel, Stage,
+    StageKind, StageTools, ToolChoicePolicy, ToolConfig,
 };
 use super::prompts::RuntimePrompts;
 
@@ -169,9 +169,15 @@ impl AgentDefinition {
             Some(model) => model,
             None => self.agent_model(provider_default(&agent_provider).as_deref()),
         };
+        let provider_key = effective.and_then(|c| c.provider_key.clone()).unwrap_or(agent_provider);
+        let primary = ModelRef { provider_key, model };
+        let fallbacks = effective.map(|c| c.fallback_models(&primary, &provider_default)).unwrap_or_default();
+        let ModelRef { provider_key, model } = primary;
         ResolvedModel {
-            provider_key: effective.and_then(|c| c.provider_key.clone()).unwrap_or(agent_provider),
+            provider_key,
             model,
+            fallbacks,
+            fallback_on: effective.and_then(|c| c.fallback_on).unwrap_or(ReasonSet::all()),
             reasoning: effective.and_then(|c| c.reasoning).map(ReasoningSetting::from).unwrap_or_default(),
             temperature: effective.and_then(|c| c.temperature),
             top_p: effective.and_then(|c| c.top_p),

@@ -1,10 +1,13 @@
 //! Reading the reusable blocks of the schema: `modelConfig`, `toolConfig` and the stage blocks,
 //! and assembling the active mode from them (docs/contract/agent-definitions.md §3, §5, §6).
 
-use agw_llm::ReasoningEffort;
+use agw_llm::{FallbackReason, ReasonSet, ReasoningEffort};
 
 use super::error::DefinitionError;
-use super::model::{AgentMode, McpSelection, ModeDef, ModelConfig, ReasoningConfig, Stage, StageTools, ToolConfig};
+use super::model::{
+    AgentMode, FallbackEntry, MAX_FALLBACKS, McpSelection, ModeDef, ModelConfig, ReasoningConfig, Stage, StageTools,
+    ToolConfig,
+};
 use super::raw::{Either, Obj, named, non_blank, normalize_names};
 
 const DEFAULT_REACT_MAX_STEPS: u32 = 6;
@@ -33,7 +36,72 @@ pub fn model_config(obj: &Obj<'_>) -> Result<ModelConfig, DefinitionError> {
         // A non-positive limit cannot be sent to a provider; it reads as "not set".
         max_tokens: tokens("max_tokens")?,
         prompt_cache: obj.bool("promptCache")?,
+        fallbacks: fallbacks(obj)?,
+        fallback_on: fallback_on(obj)?,
     })
+}
+
+/// The `fallbackOn` names, for messages.
+pub(crate) const FALLBACK_REASON_NAMES: &str =
+    "rate_limit, overloaded, server_error, timeout, context_window, connection";
+
+/// `modelConfig.fallbacks`: objects `{providerKey?, model?}`, at least one of the two set, at most
+/// [`MAX_FALLBACKS`].
+fn fallbacks(obj: &Obj<'_>) -> Result<Vec<FallbackEntry>, DefinitionError> {
+    let entries = obj.obj_list("fallbacks")?;
+    if entries.len() > MAX_FALLBACKS {
+        return Err(DefinitionError::InvalidValue {
+            field: obj.field("fallbacks"),
+            reason: format!("lists {} models; at most {MAX_FALLBACKS} are tried", entries.len()),
+        });
+    }
+    entries
+        .iter()
+        .map(|entry| {
+            entry.only(&["providerKey", "model"])?;
+            let provider_key = non_blank(entry.str("providerKey")?).map(|p| p.trim().to_owned());
+            let model = non_blank(entry.str("model")?).map(str::to_owned);
+            if provider_key.is_none() && model.is_none() {
+                return Err(DefinitionError::InvalidValue {
+                    field: entry.path().to_owned(),
+                    reason: "must name a providerKey, a model or both".into(),
+                });
+            }
+            Ok(FallbackEntry { provider_key, model })
+        })
+        .collect()
+}
+
+/// `modelConfig.fallbackOn`: reason names, exact; absent means all of them.
+fn fallback_on(obj: &Obj<'_>) -> Result<Option<ReasonSet>, DefinitionError> {
+    if !obj.is_set("fallbackOn") {
+        return Ok(None);
+    }
+    let field = obj.field("fallbackOn");
+    let names = obj.str_list("fallbackOn")?;
+    if names.is_empty() {
+        return Err(DefinitionError::InvalidValue {
+            field,
+            reason: "must name at least one reason (leave it out to fall back on all of them)".into(),
+        });
+    }
+    if obj.obj_list("fallbacks")?.is_empty() {
+        return Err(DefinitionError::InvalidValue {
+            field,
+            reason: "has no effect without fallbacks in the same modelConfig".into(),
+        });
+    }
+    names
+        .iter()
+        .map(|name| {
+            name.parse::<FallbackReason>().map_err(|()| DefinitionError::InvalidEnum {
+                field: field.clone(),
+                value: (*name).to_owned(),
+                expected: FALLBACK_REASON_NAMES,
+            })
+        })
+        .collect::<Result<ReasonSet, _>>()
+        .map(Some)
 }
 
 /// The `reasoning.effort` names (exact, upper-case: [`ReasoningEffort`]'s serde names), for messages.

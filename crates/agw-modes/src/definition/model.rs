@@ -4,7 +4,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-use agw_llm::{ReasoningEffort, ReasoningSetting, ToolChoice};
+use agw_llm::{ReasonSet, ReasoningEffort, ReasoningSetting, ToolChoice};
+pub use agw_protocol::event::ModelRef;
 use serde::{Deserialize, Serialize};
 
 /// Name of the plan tool forced into the plan stage of PLAN_EXECUTE.
@@ -108,6 +109,54 @@ pub struct ModelConfig {
     pub max_output_tokens: Option<u32>,
     /// agw: `promptCache` (docs/models.md); `None`: on.
     pub prompt_cache: Option<bool>,
+    /// agw: `fallbacks`, the models tried in order when a call to this one fails before it
+    /// streamed anything (docs/models.md, "Fallbacks"). Each takes every other setting of this
+    /// `modelConfig`.
+    pub fallbacks: Vec<FallbackEntry>,
+    /// agw: `fallbackOn`, the failures that move on to the next model; `None`: all six.
+    pub fallback_on: Option<ReasonSet>,
+}
+
+/// Most entries of `modelConfig.fallbacks`: each is a whole model call's wait on failure.
+pub const MAX_FALLBACKS: usize = 8;
+
+/// One entry of `modelConfig.fallbacks` as written; at least one of the two is set.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FallbackEntry {
+    /// Trimmed; `None`: the provider of the `modelConfig` it is in.
+    pub provider_key: Option<String>,
+    /// As written; `None`: the provider's configured model.
+    pub model: Option<String>,
+}
+
+impl ModelConfig {
+    /// The fallback models after `primary` (the model this config resolved to): absent fields
+    /// filled in (`provider_default` maps a provider key to its configured model), entries that
+    /// name `primary` or an earlier entry again left out.
+    pub fn fallback_models(
+        &self,
+        primary: &ModelRef,
+        provider_default: impl Fn(&str) -> Option<String>,
+    ) -> Vec<ModelRef> {
+        let mut out: Vec<ModelRef> = Vec::new();
+        for entry in &self.fallbacks {
+            let provider_key = entry.provider_key.clone().unwrap_or_else(|| primary.provider_key.clone());
+            let model = match &entry.model {
+                Some(model) => model.clone(),
+                None => provider_default(&provider_key)
+                    .filter(|m| !m.trim().is_empty())
+                    .unwrap_or_else(|| super::agent::DEFAULT_MODEL.to_owned()),
+            };
+            let candidate = ModelRef { provider_key, model };
+            let same = |other: &ModelRef| {
+                other.provider_key.eq_ignore_ascii_case(&candidate.provider_key) && other.model == candidate.model
+            };
+            if !same(primary) && !out.iter().any(same) {
+                out.push(candidate);
+            }
+        }
+        out
+    }
 }
 
 /// `modelConfig.reasoning`; `effort` defaults to MEDIUM.
@@ -285,4 +334,15 @@ pub struct ResolvedModel {
     pub max_output_tokens: Option<u32>,
     /// From the effective `modelConfig`; on unless it says `"promptCache": false`.
     pub prompt_cache: bool,
+    /// The effective `modelConfig`'s `fallbacks`, resolved; empty: none.
+    pub fallbacks: Vec<ModelRef>,
+    /// The effective `modelConfig`'s `fallbackOn` (all six reasons when it has none).
+    pub fallback_on: ReasonSet,
+}
+
+impl ResolvedModel {
+    /// This model's provider and name.
+    pub fn model_ref(&self) -> ModelRef {
+        ModelRef { provider_key: self.provider_key.clone(), model: self.model.clone() }
+    }
 }

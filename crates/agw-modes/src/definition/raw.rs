@@ -46,6 +46,11 @@ impl<'a> Obj<'a> {
         }
     }
 
+    /// Whether `key` is present and not `null`.
+    pub fn is_set(&self, key: &str) -> bool {
+        self.value(key).is_some()
+    }
+
     /// The value of `key`; absent and `null` both read as `None` (use [`Self::contains`] to
     /// tell them apart).
     fn value(&self, key: &str) -> Option<&'a Value> {
@@ -97,6 +102,25 @@ impl<'a> Obj<'a> {
                 Value::String(s) => out.push(Either::Left(s.as_str())),
                 Value::Object(map) => out.push(Either::Right(Obj { map, path: format!("{}[{i}]", self.field(key)) })),
                 other => return Err(self.wrong_type(key, "an array of strings or objects", other)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// A list of objects (`null` items skipped); each carries its path (`field[i]`).
+    pub fn obj_list(&self, key: &str) -> Result<Vec<Obj<'a>>, DefinitionError> {
+        let Some(value) = self.value(key) else {
+            return Ok(Vec::new());
+        };
+        let Value::Array(items) = value else {
+            return Err(self.wrong_type(key, "an array of objects", value));
+        };
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            match item {
+                Value::Null => {}
+                Value::Object(map) => out.push(Obj { map, path: format!("{}[{i}]", self.field(key)) }),
+                other => return Err(self.wrong_type(key, "an array of objects", other)),
             }
         }
         Ok(out)

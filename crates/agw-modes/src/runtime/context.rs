@@ -32,7 +32,11 @@ use agw_protocol::{AgentDelta, CallUsage};
 use futures::StreamExt;
 use serde_json::Value;
 
-use crate::definition::{AgentDefinition, AgentMode, ContextPolicy, ResolvedModel, StageKind};
+use agw_llm::ReasonSet;
+
+use crate::definition::{AgentDefinition, AgentMode, ContextPolicy, ModelRef, ResolvedModel, StageKind};
+
+use super::fallback::Fallbacks;
 
 use super::{DeltaSink, RunContext, RunFailure, RunServices, RunState};
 
@@ -158,16 +162,18 @@ pub(crate) async fn fit<S: DeltaSink>(
                 timeout: Duration::from_millis(state.budget.budget().model.timeout_ms),
                 run_id: &ctx.run_id,
             };
-            let summarised = summarise(call, &messages[..cut]).await;
-            // What the summary cost counts like any model call's usage.
-            let (Ok((_, usages)) | Err((_, usages))) = &summarised;
-            for call in usages {
-                let spend = super::meter::usage(ctx, state, call);
-                super::quota::spent(ctx, spend).await;
-                sink.emit(AgentDelta::Usage(call.clone())).await?;
+            let Summarised { result, usages, fallbacks } = summarise(call, &messages[..cut]).await;
+            for fallback in fallbacks {
+                sink.emit(fallback).await?;
             }
-            match summarised {
-                Ok((summary, _)) => {
+            // What the summary cost counts like any model call's usage.
+            for call in usages {
+                let spend = super::meter::usage(ctx, state, &call);
+                super::quota::spent(ctx, spend).await;
+                sink.emit(AgentDelta::Usage(call)).await?;
+            }
+            match result {
+                Ok(summary) => {
                     messages.splice(..cut, summary_turn(&summary));
                     let after = state.context.scaled(raw(messages));
                     let compact = ContextCompact {
@@ -180,7 +186,7 @@ pub(crate) async fn fit<S: DeltaSink>(
                     current = after;
                     String::new()
                 }
-                Err((reason, _)) => {
+                Err(reason) => {
                     tracing::warn!(run_id = %ctx.run_id, %reason, "summary failed; dropping older turns instead");
                     reason.to_string()
                 }
@@ -351,8 +357,6 @@ struct SummaryCall<'a> {
     run_id: &'a str,
 }
 
-/// One summary call: the older turns as a transcript, no tools, output capped. Returns the
-/// summary, or why there is none, with the usage the provider reported either way.
 /// Why a summary call produced no summary. The display text is the reason the compaction event
 /// and `POST /api/ap/compact`'s error give.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -365,62 +369,106 @@ pub enum SummaryError {
     Empty,
 }
 
-async fn summarise(
-    call: SummaryCall<'_>,
-    older: &[ChatMessage],
-) -> Result<(String, Vec<CallUsage>), (SummaryError, Vec<CallUsage>)> {
+/// What one summary call made: the summary or why there is none, the usage the providers
+/// reported (of every model tried), and a `model.fallback` delta per model that failed.
+struct Summarised {
+    result: Result<String, SummaryError>,
+    usages: Vec<CallUsage>,
+    fallbacks: Vec<AgentDelta>,
+}
+
+/// One summary: the older turns as a transcript, no tools, output capped; each model of the
+/// summary's `modelConfig` in turn while they fail for a reason it falls back on.
+async fn summarise(call: SummaryCall<'_>, older: &[ChatMessage]) -> Summarised {
     let policy = call.policy;
-    let chosen = policy.summary_model.as_ref();
-    let provider_key = chosen.and_then(|c| c.provider_key.clone()).unwrap_or_else(|| call.model.provider_key.clone());
-    let model_name = chosen.and_then(|c| c.model.clone()).unwrap_or_else(|| call.model.model.clone());
-    let mut usages = Vec::new();
-    let provider = match call.services.providers.get(&provider_key) {
-        Ok(provider) => provider,
-        Err(e) => return Err((e.into(), usages)),
+    // `summaryModel` with its own fallbacks, else the stage's model with the stage's.
+    let chosen = match &policy.summary_model {
+        None => call.model.clone(),
+        Some(config) => {
+            let primary = ModelRef {
+                provider_key: config.provider_key.clone().unwrap_or_else(|| call.model.provider_key.clone()),
+                model: config.model.clone().unwrap_or_else(|| call.model.model.clone()),
+            };
+            let fallbacks = config.fallback_models(&primary, |key| call.services.providers.default_model(key));
+            ResolvedModel {
+                provider_key: primary.provider_key,
+                model: primary.model,
+                fallbacks,
+                fallback_on: config.fallback_on.unwrap_or(ReasonSet::all()),
+                ..call.model.clone()
+            }
+        }
     };
+    let cooldowns = &call.services.cooldowns;
+    let mut models = Fallbacks::plan(cooldowns, &chosen).await;
     // The transcript must fit the summary call itself: its oldest part goes first.
     let room = call.budget.saturating_sub(u64::from(policy.summary_max_tokens) + estimate_text(SUMMARY_PROMPT) + 64);
+    let messages = vec![
+        ChatMessage::System { content: SUMMARY_PROMPT.to_owned() },
+        ChatMessage::User { content: format!("The conversation to summarise:\n\n{}", transcript(older, room)) },
+    ];
+    let mut out = Summarised { result: Err(SummaryError::Empty), usages: Vec::new(), fallbacks: Vec::new() };
+    loop {
+        // Nothing of a summary streams to the client, so even a failure mid-stream may move on.
+        let error = match summary_attempt(&call, models.current(), &messages, models.fail_fast(), &mut out.usages).await
+        {
+            Ok(summary) => {
+                let summary = summary.trim();
+                out.result = if summary.is_empty() { Err(SummaryError::Empty) } else { Ok(summary.to_owned()) };
+                return out;
+            }
+            Err(error) => error,
+        };
+        match models.next(cooldowns, call.run_id, &error).await {
+            Some(fallback) => out.fallbacks.push(fallback),
+            None => {
+                out.result = Err(error.into());
+                return out;
+            }
+        }
+    }
+}
+
+/// One summary call to `model`: the text it streamed, its usage added to `usages`.
+async fn summary_attempt(
+    call: &SummaryCall<'_>,
+    model: &ModelRef,
+    messages: &[ChatMessage],
+    fail_fast: agw_llm::ReasonSet,
+    usages: &mut Vec<CallUsage>,
+) -> Result<String, agw_llm::LlmError> {
+    let provider = call.services.providers.get(&model.provider_key)?;
     let request = ChatRequest {
-        provider_key: provider_key.clone(),
-        model: model_name.clone(),
-        messages: vec![
-            ChatMessage::System { content: SUMMARY_PROMPT.to_owned() },
-            ChatMessage::User { content: format!("The conversation to summarise:\n\n{}", transcript(older, room)) },
-        ],
+        provider_key: model.provider_key.clone(),
+        model: model.model.clone(),
+        messages: messages.to_vec(),
         tools: Vec::new(),
         tool_choice: None,
         reasoning: Default::default(),
         temperature: None,
         top_p: None,
-        max_tokens: Some(policy.summary_max_tokens),
+        max_tokens: Some(call.policy.summary_max_tokens),
         prompt_cache: Default::default(),
     };
     let options = CallOptions {
         inactivity_timeout: call.timeout,
         stage: SUMMARY_STAGE.to_owned(),
         run_id: call.run_id.to_owned(),
+        fail_fast,
         ..CallOptions::default()
     };
-    let mut stream = match super::trace::open_chat(call.services, provider, request, options).await {
-        Ok(stream) => stream,
-        Err(e) => return Err((e.into(), usages)),
-    };
+    let mut stream = super::trace::open_chat(call.services, provider, request, options).await?;
     let mut summary = String::new();
     while let Some(item) = stream.next().await {
-        match item {
-            Ok(LlmDelta::Content { text }) => summary.push_str(&text),
-            Ok(LlmDelta::Usage { usage }) => {
-                usages.push(CallUsage { provider: provider_key.clone(), model: model_name.clone(), usage });
+        match item? {
+            LlmDelta::Content { text } => summary.push_str(&text),
+            LlmDelta::Usage { usage } => {
+                usages.push(CallUsage { provider: model.provider_key.clone(), model: model.model.clone(), usage });
             }
-            Ok(_) => {}
-            Err(e) => return Err((e.into(), usages)),
+            _ => {}
         }
     }
-    let summary = summary.trim();
-    if summary.is_empty() {
-        return Err((SummaryError::Empty, usages));
-    }
-    Ok((summary.to_owned(), usages))
+    Ok(summary)
 }
 
 /// What [`compact_history`] made.
@@ -468,7 +516,9 @@ pub async fn compact_history(
         timeout: Duration::from_millis(agent.budget.model.timeout_ms),
         run_id,
     };
-    let (summary, usage) = summarise(call, &history[..cut]).await.map_err(|(error, _)| error)?;
+    // A fallback here has no stream to be shown in: the log has it (`Fallbacks::next`).
+    let Summarised { result, usages: usage, .. } = summarise(call, &history[..cut]).await;
+    let summary = result?;
     let tokens_before = estimate_messages(history);
     let tokens_after = estimate_messages(&summary_turn(&summary)) + estimate_messages(&history[cut..]);
     Ok(Some(HistoryCompaction {

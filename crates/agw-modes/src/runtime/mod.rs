@@ -17,6 +17,7 @@ mod context;
 mod doom;
 mod execute;
 mod failure;
+mod fallback;
 mod guard;
 mod handoff;
 mod invoke;
@@ -59,6 +60,9 @@ pub use context::{
     SummaryError, compact_history, pruned_marker, usable_tokens,
 };
 pub use failure::RunFailure;
+pub use fallback::{
+    CooldownStore, Cooldowns, DEFAULT_COOLDOWN, DEFAULT_MAX_COOLDOWN, FALLBACKS_METRIC, LocalCooldowns, cooldown_key,
+};
 pub use guard::{
     ClassifyError, ClassifyRequest, FailMode, GUARD_CHECK_DURATION_METRIC, GUARD_VERDICTS_METRIC, GuardClassifier,
     GuardServices, missing_rule_sets,
@@ -121,12 +125,17 @@ pub struct RunServices {
     pub guards: Arc<GuardServices>,
     /// The guardrails catalog's rule sets (`rules:<set>`), as of the run's start.
     pub guard_rules: Arc<agw_guard::GuardCatalog>,
+    /// Models that failed recently and how long a failure keeps a model aside
+    /// (`modelConfig.fallbacks`, docs/models.md); shared by every run of the process, or of a
+    /// cluster.
+    pub cooldowns: Cooldowns,
 }
 
 impl RunServices {
     /// Services with these providers and tools and the rest at its default: no viewports,
     /// skills, MCP servers, sub-agents, guards or prices; a frontend tool waits 5 minutes (the
-    /// server's default); results are cut at [`DEFAULT_TOOL_OUTPUT_LIMIT`]. For embedders and
+    /// server's default); results are cut at [`DEFAULT_TOOL_OUTPUT_LIMIT`]; model cool-downs are
+    /// kept in a store of their own. For embedders and
     /// tests (the run service builds its own from the settings); change a field with
     /// `RunServices { frontend_timeout, ..RunServices::new(providers, tools) }`.
     pub fn new(providers: Arc<ProviderRegistry>, tools: Arc<ToolRegistry>) -> Self {
@@ -148,6 +157,7 @@ impl RunServices {
             sub_agents: SubAgentLimits::default(),
             guards: Arc::default(),
             guard_rules: Arc::default(),
+            cooldowns: Cooldowns::local(),
         }
     }
 }

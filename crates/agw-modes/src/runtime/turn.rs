@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use agw_llm::{CallOptions, ChatMessage, ChatRequest, LlmDelta, ToolChoice};
+use agw_llm::{CallOptions, ChatMessage, ChatRequest, DeltaStream, LlmDelta, ToolChoice};
 use agw_protocol::chat::PromptCache;
 use agw_protocol::citation::Piece;
 use agw_protocol::guard::{GuardStage, Revocation};
@@ -16,6 +16,7 @@ use crate::definition::ResolvedModel;
 
 use super::calls::{CallAccumulator, FragmentEffect, StreamedCall};
 use super::citations::Resolved;
+use super::fallback::Fallbacks;
 use super::guard::checks::Classified;
 use super::guard::output::OutputGuard;
 use super::prompt::StagePrompt;
@@ -75,7 +76,11 @@ pub(crate) async fn model_turn<S: DeltaSink>(
 ) -> Result<TurnOutput, RunFailure> {
     state.budget.begin_model_call()?;
     quota::before_call(ctx, state).await?;
-    let provider = ctx.services.providers.get(&spec.model.provider_key)?;
+    // The models this turn may try: the first is the one the request is fitted to.
+    let cooldowns = &ctx.services.cooldowns;
+    let mut models = Fallbacks::plan(cooldowns, spec.model).await;
+    let first = models.resolved(spec.model);
+    let mut provider = ctx.services.providers.get(&first.provider_key)?;
     // The model-turn boundary: steers pushed so far join the conversation now (never mid-tool).
     let steers = take_steers(ctx, state, spec.messages, sink).await?;
 
@@ -86,43 +91,63 @@ pub(crate) async fn model_turn<S: DeltaSink>(
     let tools = if offer_tools { spec.tools.specs() } else { Vec::new() };
     // The mode keeps the compacted conversation for its later turns.
     let fixed = context::Fixed { system: &system_prompt, tools: &tools };
-    let estimate = context::fit(ctx, spec.model, fixed, spec.messages, state, sink).await?;
+    let estimate = context::fit(ctx, &first, fixed, spec.messages, state, sink).await?;
     let mut messages = Vec::with_capacity(spec.messages.len() + 1);
     if !system_prompt.is_empty() {
         messages.push(ChatMessage::System { content: system_prompt });
     }
     messages.extend_from_slice(spec.messages.as_slice());
-    let request = ChatRequest {
-        provider_key: spec.model.provider_key.clone(),
-        model: spec.model.model.clone(),
-        messages,
-        tools,
-        tool_choice: if offer_tools { spec.tool_choice } else { None },
-        reasoning: spec.model.reasoning,
-        temperature: spec.model.temperature,
-        top_p: spec.model.top_p,
-        max_tokens: spec.model.max_tokens,
-        prompt_cache: prompt_cache(spec.model, &ctx.chat_id),
-    };
-    let options = CallOptions {
-        inactivity_timeout: Duration::from_millis(state.budget.budget().model.timeout_ms),
-        stage: spec.stage_name.to_string(),
-        run_id: ctx.run_id.clone(),
-        ..CallOptions::default()
-    };
-    tracing::debug!(stage = spec.stage_name, model = %request.model, provider = %request.provider_key, tools = request.tools.len(), "model turn");
+    let mut tools = Some(tools);
+    let cache = prompt_cache(spec.model, &ctx.chat_id);
+    tracing::debug!(stage = spec.stage_name, model = %first.model, provider = %first.provider_key, tools = offer_tools, "model turn");
 
     // An agent with output guards: each delta passes its rules before anything else sees it.
     let mut guard = OutputGuard::for_turn(ctx)?;
-    let started = std::time::Instant::now();
-    let (provider_key, model_name) = (spec.model.provider_key.as_str(), spec.model.model.as_str());
-    let mut stream = match super::trace::open_chat(&ctx.services, provider, request, options).await {
-        Ok(stream) => stream,
-        Err(e) => {
-            meter::call_duration(provider_key, model_name, false, started.elapsed());
-            return Err(e.into());
+    // Each model in turn until one opens a stream whose first item is not a failure the
+    // agent falls back on: until then nothing of this turn reached the client, so the next
+    // model gets the very same request and nothing is sent twice.
+    let (mut stream, started) = loop {
+        let model = models.current().clone();
+        // The last model tried takes the request itself; the others a copy.
+        let last = !models.has_next();
+        let request = ChatRequest {
+            provider_key: model.provider_key.clone(),
+            model: model.model.clone(),
+            messages: if last { std::mem::take(&mut messages) } else { messages.clone() },
+            tools: if last { tools.take().unwrap_or_default() } else { tools.clone().unwrap_or_default() },
+            tool_choice: if offer_tools { spec.tool_choice } else { None },
+            reasoning: spec.model.reasoning,
+            temperature: spec.model.temperature,
+            top_p: spec.model.top_p,
+            max_tokens: spec.model.max_tokens,
+            prompt_cache: cache.clone(),
+        };
+        let options = CallOptions {
+            inactivity_timeout: Duration::from_millis(state.budget.budget().model.timeout_ms),
+            stage: spec.stage_name.to_string(),
+            run_id: ctx.run_id.clone(),
+            fail_fast: models.fail_fast(),
+            ..CallOptions::default()
+        };
+        let started = std::time::Instant::now();
+        let error = match super::trace::open_chat(&ctx.services, provider, request, options).await {
+            Ok(mut stream) => match stream.next().await {
+                Some(Err(error)) => error,
+                // The first item is not a failure: it is processed below like every later one.
+                first => break (replay_first(first, stream), started),
+            },
+            Err(error) => error,
+        };
+        meter::call_duration(&model.provider_key, &model.model, false, started.elapsed());
+        match models.next(cooldowns, &ctx.run_id, &error).await {
+            Some(fallback) => sink.emit(fallback).await?,
+            None => return Err(error.into()),
         }
+        provider = ctx.services.providers.get(&models.current().provider_key)?;
     };
+    // Usage, metrics and failures name the model that answers.
+    let answering = models.current().clone();
+    let (provider_key, model_name) = (answering.provider_key.as_str(), answering.model.as_str());
     let mut out = TurnOutput { steers, ..TurnOutput::default() };
     let mut calls = CallAccumulator::default();
     // An agent with citable tools: `[cite:<id>]` markers leave the text as it streams.
@@ -149,6 +174,9 @@ pub(crate) async fn model_turn<S: DeltaSink>(
         let item = match item {
             Ok(item) => item,
             Err(e) => {
+                // Output has started: the run ends here (nothing streamed is sent again), but
+                // later calls give this model a rest.
+                models.failed(cooldowns, &e).await;
                 meter::call_duration(provider_key, model_name, false, started.elapsed());
                 return Err(e.into());
             }
@@ -231,8 +259,7 @@ pub(crate) async fn model_turn<S: DeltaSink>(
             LlmDelta::Finish { reason } => out.finish_reason = Some(reason),
             LlmDelta::Usage { usage } => {
                 state.context.calibrate(estimate, &usage);
-                let (provider, model) = (spec.model.provider_key.clone(), spec.model.model.clone());
-                let call = CallUsage { provider, model, usage };
+                let call = CallUsage { provider: provider_key.to_owned(), model: model_name.to_owned(), usage };
                 let spend = meter::usage(ctx, state, &call);
                 // Counted where other runs see it before this run goes on.
                 quota::spent(ctx, spend).await;
@@ -282,6 +309,16 @@ fn prompt_cache(model: &ResolvedModel, chat_id: &str) -> PromptCache {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(format!("agw-prompt-cache\0{chat_id}"));
     PromptCache { enabled: true, key: Some(format!("agw-{}", hex::encode(&digest[..16]))) }
+}
+
+/// The stream of an open call whose first item was already read: that item, then the rest.
+/// A stream that ended at once is not polled again (some streams panic when polled after
+/// their end).
+fn replay_first(first: Option<Result<LlmDelta, agw_llm::LlmError>>, rest: DeltaStream) -> DeltaStream {
+    match first {
+        Some(item) => Box::pin(futures::stream::once(async move { item }).chain(rest)),
+        None => Box::pin(futures::stream::empty()),
+    }
 }
 
 /// What the turn's loop waits for next.

@@ -390,6 +390,8 @@ impl AgUiMapper {
             // A run resumed after a crash (issue 37): the messages named are superseded.
             EventPayload::RunResume(e) => values.push(json!({"type": "CUSTOM", "name": "agw.resume",
                 "value": super::resume_fields(e)})),
+            EventPayload::ModelFallback(e) => values.push(json!({"type": "CUSTOM", "name": "agw.model_fallback",
+                "value": super::fallback_fields(e)})),
             EventPayload::AwaitingAsk(e) if e.mode == "status" => {
                 self.interrupts.retain(|i| i["id"] != e.awaiting_id.as_str());
                 self.interrupts.push(interrupt(e, task.as_deref()));

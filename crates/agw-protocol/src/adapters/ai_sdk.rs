@@ -590,6 +590,9 @@ impl UiMessageMapper {
                 "data": {"fromAgentKey": e.from_agent_key, "toAgentKey": e.to_agent_key, "toolCallId": e.tool_id}})),
             // A run resumed after a crash (issue 37): the text parts named are superseded.
             EventPayload::RunResume(e) => out.push(json!({"type": "data-agw-resume", "data": super::resume_fields(e)})),
+            EventPayload::ModelFallback(e) => {
+                out.push(json!({"type": "data-agw-fallback", "data": super::fallback_fields(e)}));
+            }
             EventPayload::RunComplete(e) => {
                 self.finish_step(out);
                 out.push(json!({"type": "finish", "finishReason": finish_reason(&e.finish_reason)}));

@@ -211,6 +211,11 @@ impl ChunkMapper {
                     self.ending = Some(Ending::Finished(CONTENT_FILTER));
                 }
             }
+            // The `agw` extension, like a guard's event: clients that do not know it ignore it.
+            EventPayload::ModelFallback(e) => {
+                self.role(out);
+                out.push(self.chunk(json!({"agw": {"fallback": super::fallback_fields(e)}}), None));
+            }
             EventPayload::AwaitingAsk(e) if e.mode == "status" => {
                 self.role(out);
                 let mut awaiting = json!({"mode": "status", "runId": e.run_id, "toolId": e.awaiting_id,
@@ -248,7 +253,8 @@ impl ChunkMapper {
     }
 }
 
-/// A child task's text, reasoning, citation or guard event: not part of the assistant message.
+/// A child task's text, reasoning, citation, guard or fallback event: not part of the assistant
+/// message.
 fn is_child_part(event: &Event) -> bool {
     matches!(
         event.payload,
@@ -259,6 +265,7 @@ fn is_child_part(event: &Event) -> bool {
             | EventPayload::ContentRevoke(_)
             | EventPayload::GuardWarning(_)
             | EventPayload::GuardBlock(_)
+            | EventPayload::ModelFallback(_)
     ) && event.task().is_some()
 }
 

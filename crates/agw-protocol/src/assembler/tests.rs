@@ -879,6 +879,30 @@ fn tool_progress_needs_a_running_call_and_streams_each_piece() {
     assert!(matches!(rig.push_err(progress("t1", "late")), ProtocolError::DuplicateResult { .. }));
 }
 
+#[test]
+fn a_fallback_closes_the_open_text_block_and_names_both_models() {
+    use crate::event::{ModelFallback, ModelRef};
+    let mut rig = Rig::new();
+    rig.push(content("a"));
+    let model = |p: &str, m: &str| ModelRef { provider_key: p.into(), model: m.into() };
+    let fallback = ModelFallback {
+        run_id: "whatever the mode said".into(),
+        from: model("main", "big"),
+        to: model("spare", "small"),
+        reason: "rate_limit".into(),
+        message: "provider answered HTTP 429: slow down".into(),
+    };
+    assert_eq!(rig.push(AgentDelta::Fallback(fallback)), ["content.end c_1", "model.fallback"]);
+    assert_eq!(
+        rig.json(0),
+        json!({"seq": 4, "type": "model.fallback", "timestamp": rig.events[3].timestamp, "runId": "run",
+            "from": {"providerKey": "main", "model": "big"}, "to": {"providerKey": "spare", "model": "small"},
+            "reason": "rate_limit", "message": "provider answered HTTP 429: slow down"})
+    );
+    // The fallback model's text is a new block.
+    assert_eq!(rig.push(content("b")), ["content.start c_2", "content.delta c_2"]);
+}
+
 // -- child tasks (sub-agents, parallel plan tasks) ------------------------------------------
 
 fn child_start(task: &str) -> AgentDelta {

@@ -357,6 +357,43 @@ pub struct AgentHandoff {
     pub tool_id: String,
 }
 
+/// `model.fallback` (agw): a model call failed before anything of it was streamed, for a reason
+/// the stage's `modelConfig.fallbackOn` lists, and the same turn goes on with the next model of
+/// `modelConfig.fallbacks` (docs/models.md, "Fallbacks"). The transcript sent is the same; nothing
+/// is repeated. An open text block is ended first. Not kept in chat history: the usage of the
+/// answer names the model that gave it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelFallback {
+    /// The run whose model call failed.
+    pub run_id: String,
+    /// The model that failed.
+    pub from: ModelRef,
+    /// The model tried next.
+    pub to: ModelRef,
+    /// Why: `rate_limit`, `overloaded`, `server_error`, `timeout`, `context_window` or `connection`.
+    pub reason: String,
+    /// The failure as the provider client reported it (status and a bounded excerpt of the
+    /// provider's answer; API keys redacted).
+    pub message: String,
+}
+
+/// A model by provider: `{providerKey, model}`, as agent files name one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelRef {
+    /// The key in the provider registry.
+    pub provider_key: String,
+    /// The model's name at that provider.
+    pub model: String,
+}
+
+impl std::fmt::Display for ModelRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.provider_key, self.model)
+    }
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
