@@ -241,6 +241,7 @@ mod tests {
             max_output_tokens: None,
             fallbacks: fallbacks.to_vec(),
             fallback_on: reasons,
+            prompt_cache: true,
         }
     }
 
