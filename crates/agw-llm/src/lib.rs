@@ -69,6 +69,7 @@ pub mod error;
 pub mod interaction;
 #[cfg(feature = "openai")]
 pub mod openai;
+pub mod prompted;
 pub mod provider;
 pub mod registry;
 pub mod tokens;
