@@ -46,7 +46,8 @@ pub use guardrails::{BadGuardRef, GuardLists, GuardRef, GuardrailPolicy};
 pub use handoffs::{Handoff, INPUT_FILTER_NAMES, InputFilter, TRANSFER_TOOL_PREFIX, transfer_tool_name};
 pub use model::{
     AgentMode, McpSelection, ModeDef, ModelConfig, PLAN_ADD_TASKS_TOOL, PLAN_GET_TASKS_TOOL, PLAN_TOOL_PREFIX,
-    PLAN_UPDATE_TASK_TOOL, ReasoningConfig, ResolvedModel, Stage, StageKind, StageTools, ToolChoicePolicy, ToolConfig,
+    PLAN_UPDATE_TASK_TOOL, ReasoningConfig, ResolvedModel, Stage, StageKind, StageTools, ToolCalling, ToolChoicePolicy,
+    ToolConfig,
 };
 pub use prompts::{
     DEFAULT_AFTER_CALL_HINT_TITLE, DEFAULT_SKILL_CATALOG_HEADER, DEFAULT_SKILL_DISCLOSURE_HEADER,
