@@ -26,6 +26,8 @@
 //!   markers never do; calls become [`LlmDelta::ToolCall`] fragments as they stream. A marker
 //!   split across chunks is handled by holding back only a tail that could still become one (at
 //!   most 13 bytes, and only when it starts with `✿`). [`CallParser`] is the pure core.
+//!   [`strip_calls`] does the same for a reply that offered no tools: a call written anyway
+//!   ends the answer.
 //!
 //! A call the model got wrong (no name, arguments that are not a JSON object) still becomes a
 //! call; [`check_call`] says what is wrong with it, in words meant for the model, so the caller
@@ -42,7 +44,7 @@ use serde_json::Value;
 use crate::{ChatMessage, ChatRequest, ToolCallMessage, ToolChoice, ToolSpec};
 
 pub use parse::CallParser;
-pub use stream::parse_calls;
+pub use stream::{parse_calls, strip_calls};
 
 /// Starts a call: `✿FUNCTION✿: <tool name>`.
 pub const FUNCTION: &str = "✿FUNCTION✿";

@@ -45,6 +45,8 @@ pub struct CallParser {
     fragments: Vec<ToolCallFragment>,
     /// A marker ended the answer: everything after it is dropped.
     ended: bool,
+    /// False in a reply that may not call tools: a call ends the answer there.
+    calls_allowed: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,7 +82,14 @@ impl CallParser {
             content: String::new(),
             fragments: Vec::new(),
             ended: false,
+            calls_allowed: true,
         }
+    }
+
+    /// A parser for a reply that may not call tools (none were offered): a call the model
+    /// writes anyway ends its answer, so nothing is shown or run that cannot get a result.
+    pub fn without_calls() -> Self {
+        Self { calls_allowed: false, ..Self::new("") }
     }
 
     /// How many calls the answer has begun so far.
@@ -269,6 +278,10 @@ impl CallParser {
     }
 
     fn marker(&mut self, marker: &str) {
+        if !self.calls_allowed && (marker == FUNCTION || marker == ARGS) {
+            self.end_answer();
+            return;
+        }
         match marker {
             FUNCTION => {
                 self.flush_args();

@@ -23,12 +23,18 @@ use super::CallParser;
 /// was about to make up — and the stream ends with a finish (usage the provider would have sent
 /// at the end does not arrive).
 pub fn parse_calls(upstream: DeltaStream, id_prefix: impl Into<String>) -> DeltaStream {
-    Box::pin(PromptedStream {
-        upstream: Some(upstream),
-        parser: CallParser::new(id_prefix),
-        ready: VecDeque::new(),
-        finished: false,
-    })
+    wrap(upstream, CallParser::new(id_prefix))
+}
+
+/// `upstream` (the answer of a request made by [`super::prompt_request`] that offered no
+/// tools) with the markers kept out of its content: a call the model writes anyway ends the
+/// answer, like a made-up result, so nothing reaches the client that could never be run.
+pub fn strip_calls(upstream: DeltaStream) -> DeltaStream {
+    wrap(upstream, CallParser::without_calls())
+}
+
+fn wrap(upstream: DeltaStream, parser: CallParser) -> DeltaStream {
+    Box::pin(PromptedStream { upstream: Some(upstream), parser, ready: VecDeque::new(), finished: false })
 }
 
 struct PromptedStream {

@@ -506,3 +506,30 @@ async fn held_text_is_released_at_the_end_and_errors_pass() {
     assert_eq!(items.len(), 2);
     assert!(matches!(items[1], Err(LlmError::Upstream { .. })), "an error ends the stream");
 }
+
+#[tokio::test]
+async fn a_reply_without_tools_ends_where_a_call_begins() {
+    let items = drain(strip_calls(upstream(vec![
+        content("It is 21 °C ✿ in Tokyo.\n✿FUNC"),
+        content("TION✿: get_weather\n✿ARGS✿: {}"),
+        Ok(LlmDelta::Finish { reason: "stop".into() }),
+    ])))
+    .await;
+    let items: Vec<LlmDelta> = items.into_iter().map(Result::unwrap).collect();
+    assert_eq!(
+        items,
+        vec![
+            LlmDelta::Content { text: "It is 21 °C ✿ in Tokyo.\n".into() },
+            LlmDelta::Finish { reason: "stop".into() }
+        ]
+    );
+    let items = drain(strip_calls(upstream(vec![content("✿RETURN✿: Sunny."), content(" Warm.")]))).await;
+    let text: String = items
+        .into_iter()
+        .filter_map(|d| match d.unwrap() {
+            LlmDelta::Content { text } => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, "Sunny. Warm.");
+}
