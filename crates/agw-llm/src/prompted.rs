@@ -25,7 +25,7 @@
 //! * [`parse_calls`] wraps the provider's [`DeltaStream`]: answer text passes on as content, the
 //!   markers never do; calls become [`LlmDelta::ToolCall`] fragments as they stream. A marker
 //!   split across chunks is handled by holding back only a tail that could still become one (at
-//!   most 13 bytes, and only when it starts with `✿`). [`CallParser`] is the pure core.
+//!   most 11 bytes, and only when it starts with `✿`). [`CallParser`] is the pure core.
 //!   [`strip_calls`] does the same for a reply that offered no tools: a call written anyway
 //!   ends the answer.
 //!
