@@ -22,10 +22,11 @@
 //!   earlier assistant calls become assistant text in the same format and tool results become
 //!   user text, consecutive messages of one role are joined (chat templates of small models
 //!   often insist on alternating roles).
-//! * [`parse_calls`] wraps the provider's [`DeltaStream`]: answer text passes on as content, the
-//!   markers never do; calls become [`LlmDelta::ToolCall`] fragments as they stream. A marker
-//!   split across chunks is handled by holding back only a tail that could still become one (at
-//!   most 11 bytes, and only when it starts with `✿`). [`CallParser`] is the pure core.
+//! * [`parse_calls`] wraps the provider's [`DeltaStream`](crate::DeltaStream): answer text
+//!   passes on as content, the markers never do; calls become
+//!   [`LlmDelta::ToolCall`](crate::LlmDelta::ToolCall) fragments as they stream. A marker split
+//!   across chunks is handled by holding back only a tail that could still become one (at most
+//!   11 bytes, and only when it starts with `✿`). [`CallParser`] is the pure core.
 //!   [`strip_calls`] does the same for a reply that offered no tools: a call written anyway
 //!   ends the answer.
 //!
