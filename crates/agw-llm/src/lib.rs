@@ -70,6 +70,7 @@ pub mod error;
 pub mod interaction;
 #[cfg(feature = "openai")]
 pub mod openai;
+pub mod prompted;
 pub mod provider;
 pub mod reason;
 pub mod registry;

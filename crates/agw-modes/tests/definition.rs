@@ -766,6 +766,40 @@ fn fallbacks_that_cannot_work_are_refused_with_the_field_named() {
 }
 
 #[test]
+fn tool_calling_is_native_unless_the_effective_model_config_says_prompted() {
+    use agw_modes::definition::ToolCalling;
+    let plain = r#"{"mode":"REACT","modelConfig":{"providerKey":"p","model":"m"},"react":{"systemPrompt":"s"}}"#;
+    assert_eq!(resolve(&agent(plain), StageKind::React, &[]).tool_calling, ToolCalling::Native);
+    let prompted = plain.replace(r#""model":"m""#, r#""model":"m","toolCalling":"prompted""#);
+    assert_eq!(resolve(&agent(&prompted), StageKind::React, &[]).tool_calling, ToolCalling::Prompted);
+    let native = plain.replace(r#""model":"m""#, r#""model":"m","toolCalling":"native""#);
+    assert_eq!(resolve(&agent(&native), StageKind::React, &[]).tool_calling, ToolCalling::Native);
+
+    // A stage's modelConfig replaces the top-level one as a whole, toolCalling included.
+    let staged = plan_execute(
+        r#""plan":{"systemPrompt":"p","modelConfig":{"providerKey":"local","model":"qwen","toolCalling":"prompted"}}"#,
+        "",
+        "",
+    );
+    let def = agent(&staged);
+    assert_eq!(resolve(&def, StageKind::Plan, &[]).tool_calling, ToolCalling::Prompted);
+    assert_eq!(resolve(&def, StageKind::Execute, &[]).tool_calling, ToolCalling::Native);
+
+    for bad in ["Prompted", "text", ""] {
+        let file = plain.replace(r#""model":"m""#, &format!(r#""model":"m","toolCalling":"{bad}""#));
+        let error = parse_err(&file);
+        assert!(
+            error.contains("modelConfig.toolCalling") && error.contains("native, prompted") && error.contains(bad),
+            "{error}"
+        );
+    }
+    let error = parse_err(&plain.replace(r#""model":"m""#, r#""model":"m","toolCalling":true"#));
+    assert!(error.contains("modelConfig.toolCalling") && error.contains("string"), "{error}");
+    let staged = plan_execute(r#""plan":{"systemPrompt":"p","modelConfig":{"toolCalling":"xml"}}"#, "", "");
+    assert!(parse_err(&staged).contains("planExecute.plan.modelConfig.toolCalling"), "{}", parse_err(&staged));
+}
+
+#[test]
 fn arbitrary_input_never_panics() {
     let pieces = [
         "{",

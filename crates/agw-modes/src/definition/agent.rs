@@ -181,6 +181,7 @@ impl AgentDefinition {
             reasoning: effective.and_then(|c| c.reasoning).map(ReasoningSetting::from).unwrap_or_default(),
             temperature: effective.and_then(|c| c.temperature),
             top_p: effective.and_then(|c| c.top_p),
+            tool_calling: effective.and_then(|c| c.tool_calling).unwrap_or_default(),
             max_tokens: effective.and_then(|c| c.max_tokens),
             context_window: effective.and_then(|c| c.context_window),
             max_output_tokens: effective.and_then(|c| c.max_output_tokens),

@@ -6,7 +6,7 @@ use agw_llm::{FallbackReason, ReasonSet, ReasoningEffort};
 use super::error::DefinitionError;
 use super::model::{
     AgentMode, FallbackEntry, MAX_FALLBACKS, McpSelection, ModeDef, ModelConfig, ReasoningConfig, Stage, StageTools,
-    ToolConfig,
+    TOOL_CALLING_NAMES, ToolConfig,
 };
 use super::raw::{Either, Obj, named, non_blank, normalize_names};
 
@@ -33,6 +33,16 @@ pub fn model_config(obj: &Obj<'_>) -> Result<ModelConfig, DefinitionError> {
         reasoning: obj.obj("reasoning")?.map(|r| reasoning(&r)).transpose()?,
         temperature: obj.f64("temperature")?,
         top_p: obj.f64("top_p")?,
+        tool_calling: obj
+            .str("toolCalling")?
+            .map(|name| {
+                named(name).ok_or_else(|| DefinitionError::InvalidEnum {
+                    field: obj.field("toolCalling"),
+                    value: name.to_owned(),
+                    expected: TOOL_CALLING_NAMES,
+                })
+            })
+            .transpose()?,
         // A non-positive limit cannot be sent to a provider; it reads as "not set".
         max_tokens: tokens("max_tokens")?,
         prompt_cache: obj.bool("promptCache")?,

@@ -47,7 +47,7 @@ pub use handoffs::{Handoff, INPUT_FILTER_NAMES, InputFilter, TRANSFER_TOOL_PREFI
 pub use model::{
     AgentMode, FallbackEntry, MAX_FALLBACKS, McpSelection, ModeDef, ModelConfig, ModelRef, PLAN_ADD_TASKS_TOOL,
     PLAN_GET_TASKS_TOOL, PLAN_TOOL_PREFIX, PLAN_UPDATE_TASK_TOOL, ReasoningConfig, ResolvedModel, Stage, StageKind,
-    StageTools, ToolChoicePolicy, ToolConfig,
+    StageTools, ToolCalling, ToolChoicePolicy, ToolConfig,
 };
 pub use prompts::{
     DEFAULT_AFTER_CALL_HINT_TITLE, DEFAULT_SKILL_CATALOG_HEADER, DEFAULT_SKILL_DISCLOSURE_HEADER,

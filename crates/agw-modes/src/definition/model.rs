@@ -87,6 +87,22 @@ impl ToolChoicePolicy {
     }
 }
 
+/// agw: `modelConfig.toolCalling`, how the model is offered tools. Its serde names are the
+/// file's spelling, exact and lower-case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolCalling {
+    /// The provider's own function calling (`tools[]`, `tool_calls`).
+    #[default]
+    Native,
+    /// Tools described in the system prompt and calls parsed from the model's text
+    /// (`agw_llm::prompted`), for models served without function calling (docs/models.md).
+    Prompted,
+}
+
+/// The `toolCalling` names, for messages.
+pub(crate) const TOOL_CALLING_NAMES: &str = "native, prompted";
+
 /// `modelConfig` as written (blank strings already read as absent, `providerKey` trimmed).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ModelConfig {
@@ -100,6 +116,8 @@ pub struct ModelConfig {
     pub temperature: Option<f64>,
     /// Nucleus sampling cut-off; sent when set.
     pub top_p: Option<f64>,
+    /// agw: `toolCalling`; `None`: native.
+    pub tool_calling: Option<ToolCalling>,
     /// Cap on generated tokens; sent when set.
     pub max_tokens: Option<u32>,
     /// agw: `contextWindow`, the model's context in tokens (else the provider's configured
@@ -326,6 +344,8 @@ pub struct ResolvedModel {
     pub temperature: Option<f64>,
     /// From the effective `modelConfig`; `None`: not sent.
     pub top_p: Option<f64>,
+    /// From the effective `modelConfig`; native when it has none.
+    pub tool_calling: ToolCalling,
     /// From the effective `modelConfig`; `None`: the provider's default.
     pub max_tokens: Option<u32>,
     /// From the effective `modelConfig`; `None`: the provider's configured limit or the default.

@@ -33,6 +33,10 @@ pub struct StreamedCall {
     /// action, everything else as a tool). `Some(Withheld)`: held back until its approval rule
     /// is satisfied (`approval::withholds`).
     pub streamed_as: Option<StreamedAs>,
+    /// What is wrong with a call a prompted model wrote (`modelConfig.toolCalling: prompted`):
+    /// it is answered with this error, not run. Native calls keep the contract's reading
+    /// (invalid arguments become `{}`) and never have one.
+    pub problem: Option<agw_llm::prompted::CallProblem>,
 }
 
 impl StreamedCall {
@@ -45,6 +49,7 @@ impl StreamedCall {
             arguments: call.arguments.clone(),
             started: true,
             streamed_as: call.streamed_as,
+            problem: None,
         }
     }
 
@@ -144,6 +149,7 @@ impl CallAccumulator {
             arguments: String::new(),
             started: false,
             streamed_as: None,
+            problem: None,
         };
         self.calls.push(call);
         self.calls.len() - 1
@@ -278,6 +284,7 @@ mod tests {
             arguments: "[1]".into(),
             started: true,
             streamed_as: None,
+            problem: None,
         };
         assert_eq!(call.arguments_object(), serde_json::json!({}));
         assert_eq!(call.normalized_name(), "echo");

@@ -318,6 +318,9 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
                 done
             } else if handed.is_some() {
                 handoff::not_executed()
+            } else if let Some(problem) = &call.problem {
+                tracing::debug!(run_id = %ctx.run_id, tool = %name, %problem, "prompted call not run");
+                exec::error_result(&name, &format!("Invalid tool call: {problem}"))
             } else if let Doom::Refused(text) | Doom::Stop(text) = &doom {
                 tracing::warn!(run_id = %ctx.run_id, tool = %name, "doom loop: the same call again, not executed");
                 if matches!(doom, Doom::Stop(_)) {
@@ -465,13 +468,16 @@ pub(crate) async fn execute_batch<S: DeltaSink>(
         state
             .recorded
             .push(RecordedCall { name: name.clone(), result_json: serde_json::from_str::<Value>(&result).ok() });
+        // A call that was not run for its arguments goes back as the model wrote it, so it sees
+        // what its error is about.
+        let arguments = if call.problem.is_some() { call.arguments.clone() } else { args.to_string() };
         conversation.push(ChatMessage::Assistant {
             content: String::new(),
             tool_calls: vec![ToolCallMessage {
                 id: call.id.clone(),
                 call_type: "function".into(),
                 name: name.clone(),
-                arguments: args.to_string(),
+                arguments,
             }],
         });
         conversation.push(ChatMessage::Tool {

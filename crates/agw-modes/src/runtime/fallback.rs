@@ -242,6 +242,7 @@ mod tests {
             fallbacks: fallbacks.to_vec(),
             fallback_on: reasons,
             prompt_cache: true,
+            tool_calling: Default::default(),
         }
     }
 

@@ -12,7 +12,7 @@ use agw_protocol::history::StreamedAs;
 use agw_protocol::{AgentDelta, CallUsage};
 use futures::StreamExt;
 
-use crate::definition::ResolvedModel;
+use crate::definition::{ResolvedModel, ToolCalling};
 
 use super::calls::{CallAccumulator, FragmentEffect, StreamedCall};
 use super::citations::Resolved;
@@ -100,6 +100,8 @@ pub(crate) async fn model_turn<S: DeltaSink>(
     let mut tools = Some(tools);
     let cache = prompt_cache(spec.model, &ctx.chat_id);
     tracing::debug!(stage = spec.stage_name, model = %first.model, provider = %first.provider_key, tools = offer_tools, "model turn");
+    // A model without function calling gets its tools and transcript as text (docs/models.md).
+    let prompted = spec.model.tool_calling == ToolCalling::Prompted;
 
     // An agent with output guards: each delta passes its rules before anything else sees it.
     let mut guard = OutputGuard::for_turn(ctx)?;
@@ -122,6 +124,7 @@ pub(crate) async fn model_turn<S: DeltaSink>(
             max_tokens: spec.model.max_tokens,
             prompt_cache: cache.clone(),
         };
+        let request = if prompted { agw_llm::prompted::prompt_request(request) } else { request };
         let options = CallOptions {
             inactivity_timeout: Duration::from_millis(state.budget.budget().model.timeout_ms),
             stage: spec.stage_name.to_string(),
@@ -148,6 +151,15 @@ pub(crate) async fn model_turn<S: DeltaSink>(
     // Usage, metrics and failures name the model that answers.
     let answering = models.current().clone();
     let (provider_key, model_name) = (answering.provider_key.as_str(), answering.model.as_str());
+    if prompted && offer_tools {
+        // The calls are parsed out of the text; numbered by the run's model call, their ids
+        // stay apart from other turns' without renaming.
+        let ids = format!("call_prompted_{}_", state.budget.model_calls());
+        stream = agw_llm::prompted::parse_calls(stream, ids);
+    } else if prompted {
+        // Markers still never reach the client, and a call nothing could answer is not shown.
+        stream = agw_llm::prompted::strip_calls(stream);
+    }
     let mut out = TurnOutput { steers, ..TurnOutput::default() };
     let mut calls = CallAccumulator::default();
     // An agent with citable tools: `[cite:<id>]` markers leave the text as it streams.
@@ -297,6 +309,12 @@ pub(crate) async fn model_turn<S: DeltaSink>(
     }
     meter::call_duration(provider_key, model_name, true, started.elapsed());
     out.calls = calls.into_calls().into_iter().filter(|c| !c.name.trim().is_empty()).collect();
+    if prompted {
+        // A call the model wrote wrong is answered with what is wrong, so it can correct it.
+        for call in &mut out.calls {
+            call.problem = agw_llm::prompted::check_call(&call.name, &call.arguments).err();
+        }
+    }
     Ok(out)
 }
 
