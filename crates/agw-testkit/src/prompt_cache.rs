@@ -34,6 +34,11 @@ pub struct CacheUse {
     pub breakpoints: usize,
 }
 
+/// Why the API would refuse a request's breakpoints (its 400's message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
 /// The simulated cache; share one between the requests of a test.
 #[derive(Debug, Default)]
 pub struct PromptCacheSim {
@@ -48,7 +53,7 @@ impl PromptCacheSim {
 
     /// Looks `body` (a Messages API request) up in the cache and stores its breakpoints'
     /// prefixes. `Err`: why the API would refuse the request.
-    pub fn check(&self, body: &Value) -> Result<CacheUse, String> {
+    pub fn check(&self, body: &Value) -> Result<CacheUse, Refused> {
         let blocks = prompt_blocks(body);
         let mut marked = Vec::new();
         for (index, block) in blocks.iter().enumerate() {
@@ -57,19 +62,19 @@ impl PromptCacheSim {
             }
             match block["type"].as_str() {
                 Some("thinking" | "redacted_thinking") => {
-                    return Err("cache_control cannot be set on a thinking block".into());
+                    return Err(Refused("cache_control cannot be set on a thinking block".into()));
                 }
                 Some("text") if block["text"].as_str().is_none_or(str::is_empty) => {
-                    return Err("cache_control cannot be set on an empty text block".into());
+                    return Err(Refused("cache_control cannot be set on an empty text block".into()));
                 }
                 _ => marked.push(index),
             }
         }
         if marked.len() > MAX_BREAKPOINTS {
-            return Err(format!(
+            return Err(Refused(format!(
                 "A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {}.",
                 marked.len()
-            ));
+            )));
         }
         let keys: Vec<String> = (0..blocks.len()).map(|end| prefix_key(&blocks[..=end])).collect();
         let tokens = |end: usize| keys[end].len() as u64 / 4;
@@ -99,7 +104,7 @@ impl PromptCacheSim {
     /// API's 400 when the request's breakpoints are wrong.
     pub fn answer(&self, body: &Value, text: &str) -> Transcript {
         match self.check(body) {
-            Err(message) => Transcript::http_error(
+            Err(Refused(message)) => Transcript::http_error(
                 400,
                 &json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}}).to_string(),
             ),
@@ -212,7 +217,7 @@ mod tests {
         let five = json!({"tools": [{"name": "a", "cache_control": marker}, {"name": "b", "cache_control": marker},
             {"name": "c", "cache_control": marker}, {"name": "d", "cache_control": marker},
             {"name": "e", "cache_control": marker}], "messages": []});
-        assert!(cache.check(&five).unwrap_err().contains("maximum of 4"));
+        assert!(cache.check(&five).unwrap_err().0.contains("maximum of 4"));
         let thinking = json!({"messages": [{"role": "assistant", "content": [
             {"type": "thinking", "thinking": "…", "signature": "s", "cache_control": marker}]}]});
         assert!(cache.check(&thinking).is_err());

@@ -47,7 +47,23 @@ fn env_overrides_file_and_providers_merge_per_field() {
     assert_eq!(bailian.api_key, "sk-secret");
     assert_eq!(bailian.model, "qwen");
     assert!(s.providers.iter().any(|p| p.key == "my_lab" && p.model == "m"));
+    assert_eq!(bailian.prompt_cache_key, None, "unset: decided by the provider's host");
     std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn the_prompt_cache_key_switch_is_a_boolean() {
+    let with = |value: &str| {
+        Settings::load(
+            None,
+            env(&[("AGENT_PROVIDERS_LAB_MODEL", "m"), ("AGENT_PROVIDERS_LAB_PROMPT_CACHE_KEY", value)]),
+        )
+    };
+    let lab = |s: Settings| s.providers.into_iter().find(|p| p.key == "lab").unwrap().prompt_cache_key;
+    assert_eq!(lab(with("TRUE").unwrap()), Some(true));
+    assert_eq!(lab(with(" false ").unwrap()), Some(false));
+    let err = with("sometimes").unwrap_err().to_string();
+    assert!(err.contains("lab") && err.contains("prompt-cache-key must be true or false"), "{err}");
 }
 
 #[test]

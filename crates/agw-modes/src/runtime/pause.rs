@@ -202,16 +202,22 @@ pub(super) async fn ask_child_user<S: DeltaSink>(
     args: &Value,
     status: &UserStatus,
     sink: &mut S,
-) -> Result<Result<Option<Value>, String>, RunFailure> {
+) -> Result<Result<Option<Value>, NotAnswered>, RunFailure> {
     let Some(waiter) = ctx.services.submits.register(&ctx.run_id, awaiting_id) else {
-        return Ok(Err(format!("a wait for {awaiting_id} is already pending")));
+        return Ok(Err(NotAnswered(format!("a wait for {awaiting_id} is already pending"))));
     };
     tracing::info!(run_id = %ctx.run_id, tool = %name, awaiting_id, "a child pauses for the user");
     let ask = ask(ctx, awaiting_id, name, args, status);
     sink.emit(AgentDelta::Awaiting(EventPayload::AwaitingAsk(ask))).await?;
     let answer = waiter.wait(ctx.services.frontend_timeout).await;
-    settle(ctx, awaiting_id, &status.message, answer, sink).await
+    Ok(settle(ctx, awaiting_id, &status.message, answer, sink).await?.map_err(NotAnswered))
 }
+
+/// Why a child's question got no answer to go on with (declined, expired, not understood): the
+/// text of the result a paused call would have given.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(super) struct NotAnswered(String);
 
 /// What the answer to a pause means: `Ok` to run the call again (with the `answer` the user
 /// gave, when they gave one), else the call's result (after `awaiting.answer` or
