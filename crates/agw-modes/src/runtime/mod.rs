@@ -290,6 +290,9 @@ pub(crate) struct RunState {
     /// The mode writes a step line right after each tool batch (REACT: the next step begins):
     /// a batch needs no crash-recovery checkpoint once its results streamed.
     pub step_follows_batch: bool,
+    /// The chat's prompt-cache key, worked out at the run's first cached call (a digest: not per
+    /// turn).
+    pub prompt_cache_key: Option<String>,
 }
 
 impl RunState {
@@ -312,6 +315,7 @@ impl RunState {
             citations: self.citations.clone(),
             handoffs: self.handoffs,
             step_follows_batch: false,
+            prompt_cache_key: self.prompt_cache_key.clone(),
         }
     }
 
@@ -376,6 +380,7 @@ fn new_state(ctx: &RunContext) -> RunState {
         handoffs: 0,
         citations: Default::default(),
         step_follows_batch: false,
+        prompt_cache_key: None,
     }
 }
 

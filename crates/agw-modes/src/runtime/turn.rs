@@ -98,7 +98,7 @@ pub(crate) async fn model_turn<S: DeltaSink>(
     }
     messages.extend_from_slice(spec.messages.as_slice());
     let mut tools = Some(tools);
-    let cache = prompt_cache(spec.model, &ctx.chat_id);
+    let cache = prompt_cache(spec.model, &ctx.chat_id, &mut state.prompt_cache_key);
     tracing::debug!(stage = spec.stage_name, model = %first.model, provider = %first.provider_key, tools = offer_tools, "model turn");
     // A model without function calling gets its tools and transcript as text (docs/models.md).
     let prompted = spec.model.tool_calling == ToolCalling::Prompted;
@@ -319,14 +319,18 @@ pub(crate) async fn model_turn<S: DeltaSink>(
 }
 
 /// The turn's prompt caching: on unless the stage's model says `"promptCache": false`, keyed by
-/// a digest of the chat (the provider learns nothing of its id).
-fn prompt_cache(model: &ResolvedModel, chat_id: &str) -> PromptCache {
+/// a digest of the chat (the provider learns nothing of its id), worked out once per run into
+/// `key`.
+fn prompt_cache(model: &ResolvedModel, chat_id: &str, key: &mut Option<String>) -> PromptCache {
     if !model.prompt_cache {
         return PromptCache::default();
     }
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(format!("agw-prompt-cache\0{chat_id}"));
-    PromptCache { enabled: true, key: Some(format!("agw-{}", hex::encode(&digest[..16]))) }
+    let key = key.get_or_insert_with(|| {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(format!("agw-prompt-cache\0{chat_id}"));
+        format!("agw-{}", hex::encode(&digest[..16]))
+    });
+    PromptCache { enabled: true, key: Some(key.clone()) }
 }
 
 /// The stream of an open call whose first item was already read: that item, then the rest.
