@@ -70,6 +70,7 @@ mod tests {
             top_p: None,
             max_tokens: None,
             prompt_cache: Default::default(),
+            response_format: None,
         };
         let result = r#"{"messages":[{"messageId":"361","senderName":"Coral","content":"Bug"},{"messageId":7}]}"#;
         let answer = answer(&request, &[("mock_chat_messages", result)]).unwrap();

@@ -24,6 +24,7 @@
 //!     top_p: None,
 //!     max_tokens: None,
 //!     prompt_cache: Default::default(),
+//!     response_format: None,
 //! };
 //! // Same request, same reply: the whole stream is known before it is sent.
 //! let deltas = agw_demo::script(&request);

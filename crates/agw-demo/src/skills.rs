@@ -326,6 +326,7 @@ mod tests {
             top_p: None,
             max_tokens: None,
             prompt_cache: Default::default(),
+            response_format: None,
         }
     }
 

@@ -388,6 +388,10 @@ async fn follow(
     let mut new_block = false;
     // Where the current block starts in `answer`, in UTF-16 units (citation offsets count from it).
     let mut block_base = 0u64;
+    // The current block's id and where it starts in `answer` (bytes, before its separator): a
+    // revoked block leaves the result.
+    let mut block: Option<(String, usize)> = None;
+    let mut opened = String::new();
     let mut cancel_deadline: Option<tokio::time::Instant> = None;
     loop {
         let batch = match cancel_deadline {
@@ -413,12 +417,16 @@ async fn follow(
         };
         for event in batch {
             match &event.payload {
-                EventPayload::ContentStart(_) => new_block = true,
+                EventPayload::ContentStart(e) => {
+                    new_block = true;
+                    opened.clone_from(&e.content_id);
+                }
                 // A child task's text (a sub-agent's, a parallel plan task's) is its parent's
                 // business: the answer is the run's own text.
                 EventPayload::ContentDelta(_) if event.task_id.is_some() => {}
                 EventPayload::ContentDelta(d) => {
                     if std::mem::take(&mut new_block) {
+                        block = Some((opened.clone(), answer.len()));
                         block_base = begin_block(&mut answer, progress);
                     }
                     answer.push_str(&d.delta);
@@ -429,12 +437,21 @@ async fn follow(
                 EventPayload::ContentCitation(_) if event.task_id.is_some() => {}
                 EventPayload::ContentCitation(c) => {
                     if std::mem::take(&mut new_block) {
+                        block = Some((opened.clone(), answer.len()));
                         block_base = begin_block(&mut answer, progress);
                     }
                     let mut fields = agw_protocol::adapters::citation_fields(c);
                     fields.remove("contentId");
                     fields.insert("offset".into(), json!(block_base + c.offset));
                     citations.push(Value::Object(fields));
+                }
+                // A withdrawn answer (a guard's, or one that broke the output schema before its
+                // repair) is not part of the result; progress already sent cannot be taken back.
+                EventPayload::ContentRevoke(r) if event.task_id.is_none() => {
+                    if let Some((_, start)) = block.take_if(|(id, _)| *id == r.content_id) {
+                        answer.truncate(start);
+                        citations.retain(|c| c["offset"].as_u64().is_some_and(|offset| offset < block_base));
+                    }
                 }
                 EventPayload::RunComplete(_) => return Outcome { answer, citations, end: End::Completed },
                 EventPayload::RunError(e) => return Outcome { answer, citations, end: End::Failed(e.error.clone()) },

@@ -3,14 +3,12 @@
 
 mod common;
 
-use agw_testkit::{FixtureServer, Transcript};
+use agw_testkit::Transcript;
 use common::Gateway;
 use serde_json::json;
 
 #[tokio::test]
 async fn react_run_with_thinking_and_a_tool_call() {
-    let claude = FixtureServer::start().await.expect("anthropic fixture");
-    let base_url = claude.base_url();
     let agent = json!({
         "key": "claudeReact",
         "mode": "REACT",
@@ -18,16 +16,7 @@ async fn react_run_with_thinking_and_a_tool_call() {
         "toolConfig": {"backends": ["mock_city_weather"]},
         "react": {"systemPrompt": "You are a weather assistant.", "maxSteps": 3}
     });
-    let gw = Gateway::start(
-        &[("claudeReact.json".to_string(), agent.to_string())],
-        &[
-            ("AGENT_PROVIDERS_CLAUDE_BASE_URL", base_url.as_str()),
-            ("AGENT_PROVIDERS_CLAUDE_API_KEY", "sk-ant-e2e-secret"),
-            ("AGENT_PROVIDERS_CLAUDE_MODEL", "claude-sonnet-4-5"),
-            ("AGENT_PROVIDERS_CLAUDE_PROTOCOL", "ANTHROPIC"),
-        ],
-    )
-    .await;
+    let (gw, claude) = Gateway::start_with_claude(&[("claudeReact.json".to_string(), agent.to_string())], &[]).await;
 
     claude.on_stage(
         "agent-react-step-1",
@@ -98,7 +87,7 @@ async fn react_run_with_thinking_and_a_tool_call() {
     assert_eq!(requests.len(), 2);
     for request in &requests {
         assert_eq!(request.path, "/v1/messages");
-        assert_eq!(request.header("x-api-key"), Some("sk-ant-e2e-secret"));
+        assert_eq!(request.header("x-api-key"), Some(common::CLAUDE_API_KEY));
         assert_eq!(request.header("anthropic-version"), Some("2023-06-01"));
         assert!(request.header("authorization").is_none());
         assert_eq!(request.body["model"], "claude-sonnet-4-5");

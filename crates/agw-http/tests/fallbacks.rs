@@ -176,22 +176,11 @@ async fn a_failure_after_output_started_does_not_fall_back() {
 /// as the stream's first item, before any output, it moves on like a 529 would.
 #[tokio::test]
 async fn an_anthropic_overloaded_error_in_the_stream_falls_back() {
-    let claude = FixtureServer::start().await.expect("anthropic fixture");
-    let base_url = claude.base_url();
     let agent = json!({"key": "c", "mode": "ONESHOT",
         "modelConfig": {"providerKey": "claude", "model": "claude-sonnet-4-5",
             "fallbacks": [{"providerKey": FIXTURE_PROVIDER, "model": "gpt-spare"}]},
         "plain": {"systemPrompt": "Answer briefly."}});
-    let gw = Gateway::start(
-        &[("c.json".to_string(), agent.to_string())],
-        &[
-            ("AGENT_PROVIDERS_CLAUDE_BASE_URL", base_url.as_str()),
-            ("AGENT_PROVIDERS_CLAUDE_API_KEY", "sk-ant-fallback-secret"),
-            ("AGENT_PROVIDERS_CLAUDE_MODEL", "claude-sonnet-4-5"),
-            ("AGENT_PROVIDERS_CLAUDE_PROTOCOL", "ANTHROPIC"),
-        ],
-    )
-    .await;
+    let (gw, claude) = Gateway::start_with_claude(&[("c.json".to_string(), agent.to_string())], &[]).await;
     claude.set_default(
         Transcript::new()
             .anthropic_start(10)
@@ -206,7 +195,7 @@ async fn an_anthropic_overloaded_error_in_the_stream_falls_back() {
     assert_eq!(event["to"], json!({"providerKey": FIXTURE_PROVIDER, "model": "gpt-spare"}));
     assert_eq!(event["reason"], "overloaded");
     assert!(event["message"].as_str().unwrap().contains("overloaded_error: Overloaded"), "{event}");
-    assert!(!event.to_string().contains("sk-ant-fallback-secret"));
+    assert!(!event.to_string().contains(common::CLAUDE_API_KEY));
     assert_eq!(claude.request_count(), 1);
     assert_eq!(gw.fixture.requests()[0].body["model"], "gpt-spare");
 }

@@ -22,20 +22,7 @@ fn claude_agent(key: &str, extra: &str) -> (String, String) {
 }
 
 async fn claude_gateway(agents: &[(String, String)], prices: &str) -> (Gateway, FixtureServer) {
-    let claude = FixtureServer::start().await.expect("anthropic fixture");
-    let base_url = claude.base_url();
-    let gw = Gateway::start(
-        agents,
-        &[
-            ("AGENT_PROVIDERS_CLAUDE_BASE_URL", base_url.as_str()),
-            ("AGENT_PROVIDERS_CLAUDE_API_KEY", "sk-ant-cache"),
-            ("AGENT_PROVIDERS_CLAUDE_MODEL", "claude-x"),
-            ("AGENT_PROVIDERS_CLAUDE_PROTOCOL", "ANTHROPIC"),
-            ("AGENT_PROVIDERS_CLAUDE_PRICES", prices),
-        ],
-    )
-    .await;
-    (gw, claude)
+    Gateway::start_with_claude(agents, &[("AGENT_PROVIDERS_CLAUDE_PRICES", prices)]).await
 }
 
 async fn ask(gw: &Gateway, agent: &str, message: &str, chat: Option<&str>) -> Vec<Value> {

@@ -54,6 +54,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         top_p: None,
         max_tokens: Some(512),
         prompt_cache: Default::default(),
+        response_format: None,
     };
     let options = CallOptions { inactivity_timeout: Duration::from_secs(60), ..Default::default() };
 

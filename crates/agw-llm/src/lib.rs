@@ -42,6 +42,7 @@
 //!     top_p: None,
 //!     max_tokens: None,
 //!     prompt_cache: Default::default(),
+//!     response_format: None,
 //! };
 //! // One upstream chunk, one delta, as soon as it arrives.
 //! let mut stream = provider.stream(request, CallOptions::default()).await.unwrap();
@@ -74,6 +75,7 @@ pub mod prompted;
 pub mod provider;
 pub mod reason;
 pub mod registry;
+pub mod structured;
 pub mod tokens;
 mod transport;
 
@@ -92,4 +94,5 @@ pub use openai::OpenAiCompatibleProvider;
 pub use provider::{CallOptions, ChatProvider, DeltaStream};
 pub use reason::{FallbackReason, ReasonSet};
 pub use registry::{ModelLimits, ProviderConfig, ProviderProtocol, ProviderRegistry};
+pub use structured::StructuredOutput;
 pub use transport::{FIRST_TOKEN_METRIC, RUN_ID_HEADER, ResponseLimits, ResponseMeter, STAGE_HEADER};

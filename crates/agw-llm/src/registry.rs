@@ -70,6 +70,9 @@ pub struct ProviderConfig {
     /// OpenAI-compatible only: whether calls carry `prompt_cache_key` (docs/models.md); `None`:
     /// only to `api.openai.com`, since other servers may reject a field they do not know.
     pub prompt_cache_key: Option<bool>,
+    /// OpenAI-compatible only: how calls with an output schema are sent (docs/models.md);
+    /// `None`: natively (`response_format`). Anthropic always takes the answer as a tool call.
+    pub structured_output: Option<crate::StructuredOutput>,
 }
 
 impl std::fmt::Debug for ProviderConfig {
@@ -82,6 +85,7 @@ impl std::fmt::Debug for ProviderConfig {
             .field("model", &self.model)
             .field("limits", &self.limits)
             .field("prompt_cache_key", &self.prompt_cache_key)
+            .field("structured_output", &self.structured_output)
             .finish()
     }
 }
@@ -115,6 +119,7 @@ impl ProviderConfig {
                     model: String::new(),
                     limits: ModelLimits::default(),
                     prompt_cache_key: None,
+                    structured_output: None,
                 };
                 (config, None)
             });
@@ -155,6 +160,7 @@ struct Entry {
     name: String,
     model: String,
     limits: ModelLimits,
+    structured: crate::StructuredOutput,
 }
 
 /// The providers a server can call, by lower-cased key.
@@ -201,8 +207,17 @@ impl ProviderRegistry {
                 ProviderProtocol::OpenAiCompatible => "openai",
                 ProviderProtocol::Anthropic => "anthropic",
             };
-            let entry =
-                Entry { provider, name: name.to_owned(), model: config.model.trim().to_owned(), limits: config.limits };
+            let structured = match config.protocol {
+                ProviderProtocol::OpenAiCompatible => config.structured_output.unwrap_or_default(),
+                ProviderProtocol::Anthropic => crate::StructuredOutput::Tool,
+            };
+            let entry = Entry {
+                provider,
+                name: name.to_owned(),
+                model: config.model.trim().to_owned(),
+                limits: config.limits,
+                structured,
+            };
             entries.insert(key, entry);
         }
         Self { entries }
@@ -233,6 +248,19 @@ impl ProviderRegistry {
         self.entries.get(&key.trim().to_ascii_lowercase()).map(|entry| entry.limits).unwrap_or_default()
     }
 
+    /// How `key`'s provider takes an output schema (natively for an unknown key).
+    pub fn structured_output(&self, key: &str) -> crate::StructuredOutput {
+        self.entries.get(&key.trim().to_ascii_lowercase()).map(|entry| entry.structured).unwrap_or_default()
+    }
+
+    /// Sets how a registered provider takes an output schema (no-op for an unknown key): an
+    /// embedder's provider without a JSON-schema mode takes [`crate::StructuredOutput::Tool`].
+    pub fn set_structured_output(&mut self, key: &str, mode: crate::StructuredOutput) {
+        if let Some(entry) = self.entries.get_mut(&key.trim().to_ascii_lowercase()) {
+            entry.structured = mode;
+        }
+    }
+
     /// Registered keys, sorted (lower-cased).
     pub fn keys(&self) -> Vec<String> {
         self.entries.keys().cloned().collect()
@@ -241,7 +269,13 @@ impl ProviderRegistry {
     /// Registers (or replaces) a provider directly — for embedders and tests.
     pub fn insert(&mut self, key: &str, model: &str, provider: Arc<dyn ChatProvider>) {
         let key = key.trim().to_ascii_lowercase();
-        let entry = Entry { provider, name: key.clone(), model: model.to_owned(), limits: ModelLimits::default() };
+        let entry = Entry {
+            provider,
+            name: key.clone(),
+            model: model.to_owned(),
+            limits: ModelLimits::default(),
+            structured: crate::StructuredOutput::default(),
+        };
         self.entries.insert(key, entry);
     }
 
@@ -344,6 +378,7 @@ mod tests {
             model: "m".into(),
             limits: ModelLimits::default(),
             prompt_cache_key: None,
+            structured_output: None,
         };
         let text = format!("{config:?}");
         assert!(!text.contains("sk-secret") && text.contains("***"));
@@ -361,6 +396,7 @@ mod tests {
             model: "m".into(),
             limits: ModelLimits::default(),
             prompt_cache_key: None,
+            structured_output: None,
         };
         let mut registry = ProviderRegistry::new([
             config("bailian", ProviderProtocol::OpenAiCompatible),

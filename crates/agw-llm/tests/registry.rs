@@ -59,6 +59,7 @@ async fn anthropic_providers_speak_the_messages_api() {
         model: "claude-sonnet".into(),
         limits: Default::default(),
         prompt_cache_key: None,
+        structured_output: None,
     };
     let registry = ProviderRegistry::new([config]);
     let provider: Arc<dyn ChatProvider> = registry.get("claude").expect("registered");
@@ -79,6 +80,7 @@ async fn anthropic_providers_speak_the_messages_api() {
         model: "m".into(),
         limits: Default::default(),
         prompt_cache_key: None,
+        structured_output: None,
     };
     assert!(ProviderRegistry::new([bad]).get("broken").is_err(), "invalid configs are skipped");
 }

@@ -74,6 +74,8 @@ pub struct Recorder {
     pending: Vec<HistoryLine>,
     /// Usage and cost from the run's terminal event, for its last step line.
     totals: RunTotals,
+    /// The run's structured answer from `run.complete`, for its last step line.
+    output: Option<serde_json::Value>,
     finished: bool,
     /// Sub-agent tasks running now, each recorded as its own step line when it ends.
     children: Vec<ChildRecord>,
@@ -221,6 +223,7 @@ impl Recorder {
             asked: HashMap::new(),
             pending: Vec::new(),
             totals: RunTotals::default(),
+            output: None,
             finished: false,
             children: Vec::new(),
             ended_children: Vec::new(),
@@ -395,6 +398,11 @@ impl Recorder {
         self.totals = totals;
     }
 
+    /// The run's structured answer, for its last step line (see [`Self::set_totals`]).
+    pub fn set_output(&mut self, output: Option<serde_json::Value>) {
+        self.output = output;
+    }
+
     /// Feeds the events of the run's terminal call and flushes the last step.
     pub fn finish(&mut self, events: &[Event]) -> Vec<HistoryLine> {
         if self.finished {
@@ -497,6 +505,7 @@ impl Recorder {
             // The run's last line carries what the whole run used.
             run_usage: if self.finished { self.totals.usage.take() } else { None },
             run_cost: if self.finished { self.totals.cost.take() } else { None },
+            run_output: if self.finished { self.output.take() } else { None },
             sub_agent: None,
             handoff: step.handoff,
         };
@@ -664,6 +673,7 @@ impl Recorder {
             guards,
             run_usage: None,
             run_cost: None,
+            run_output: None,
             sub_agent,
             handoff: None,
         })
@@ -746,7 +756,10 @@ impl Recorder {
                 self.settle(ts);
                 self.step.handoff = Some(StepHandoff { ts, event: e.clone() });
             }
-            EventPayload::RunComplete(e) => self.totals = e.totals.clone(),
+            EventPayload::RunComplete(e) => {
+                self.totals = e.totals.clone();
+                self.output.clone_from(&e.output);
+            }
             EventPayload::RunError(e) => self.totals = e.totals.clone(),
             EventPayload::RunCancel(e) => self.totals = e.totals.clone(),
             EventPayload::RequestSteer(e) => {

@@ -166,7 +166,7 @@ pub(crate) fn cited_run() -> Vec<crate::Event> {
     events.push(crate::Event::new(
         0,
         0,
-        RunComplete { run_id: "r".into(), finish_reason: "stop".into(), totals: Default::default() },
+        RunComplete { run_id: "r".into(), finish_reason: "stop".into(), output: None, totals: Default::default() },
     ));
     for (seq, event) in events.iter_mut().enumerate() {
         event.seq = seq as u64 + 1;
@@ -315,7 +315,10 @@ pub(crate) fn children_run() -> Vec<crate::Event> {
         parent(text("r_c_2").into()),
         parent(delta("r_c_2", "Team done.").into()),
         parent(ContentEnd { content_id: "r_c_2".into() }.into()),
-        parent(RunComplete { run_id: "r".into(), finish_reason: "stop".into(), totals: Default::default() }.into()),
+        parent(
+            RunComplete { run_id: "r".into(), finish_reason: "stop".into(), output: None, totals: Default::default() }
+                .into(),
+        ),
     ];
     for (seq, event) in events.iter_mut().enumerate() {
         event.seq = seq as u64 + 1;

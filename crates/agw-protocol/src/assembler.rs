@@ -235,6 +235,8 @@ pub struct Assembler {
     finished: bool,
     /// Every model call's usage so far; on the terminal event.
     usage: RunUsage,
+    /// The answer as JSON (structured output), for `run.complete`.
+    output: Option<serde_json::Value>,
     /// Prices the terminal event's `cost` is computed with.
     prices: Arc<PriceTable>,
     /// Block ids are `{id_base}_c_{n}`: `None` for the run id; for a child task the parent's
@@ -281,6 +283,7 @@ impl Assembler {
             plan_seen: false,
             active_task: None,
             finished: false,
+            output: None,
             usage: RunUsage::default(),
             prices: Arc::default(),
             lane: None,
@@ -385,6 +388,11 @@ impl Assembler {
     /// The chat written into `run.start` and `plan.update`.
     pub fn chat_id(&self) -> &str {
         &self.chat_id
+    }
+
+    /// The run's structured answer so far ([`AgentDelta::Output`]), for `run.complete`.
+    pub fn output(&self) -> Option<&serde_json::Value> {
+        self.output.as_ref()
     }
 
     /// True once a terminal event (`run.complete` / `run.error`) was emitted: later calls emit
@@ -511,6 +519,7 @@ impl Assembler {
                 let run_id = self.run_id.clone();
                 self.emit(AgentHandoff { run_id, from_agent_key, to_agent_key, tool_id }, out);
             }
+            AgentDelta::Output(output) => self.output = Some(output),
             AgentDelta::ChildStart(child) => self.child_start(child, out)?,
             AgentDelta::Child { task_id, delta } => self.child_delta(&task_id, *delta, out)?,
             AgentDelta::ChildEnd { task_id, end } => self.child_end(&task_id, end, out)?,
@@ -532,7 +541,8 @@ impl Assembler {
             self.emit(TaskComplete { task_id }, out);
         }
         let run_id = self.run_id.clone();
-        self.emit(RunComplete { run_id, finish_reason: finish_reason.to_owned(), totals: self.totals() }, out);
+        let output = self.output.take();
+        self.emit(RunComplete { run_id, finish_reason: finish_reason.to_owned(), output, totals: self.totals() }, out);
         self.finished = true;
     }
 

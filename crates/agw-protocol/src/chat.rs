@@ -149,6 +149,21 @@ pub struct ChatRequest {
     /// Prompt caching for this call (docs/models.md): off unless asked for.
     #[serde(default)]
     pub prompt_cache: PromptCache,
+    /// The answer must be JSON of this shape (structured output, docs/models.md).
+    /// OpenAI-compatible providers send it as `response_format` (`json_schema`); providers
+    /// without a native mode never see it: the caller offers the schema as a tool instead
+    /// (`agw_llm::structured`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<ResponseFormat>,
+}
+
+/// The JSON an answer must be: a named JSON Schema (structured output).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResponseFormat {
+    /// A name for the shape: 1–64 of `A-Z a-z 0-9 _ -` (what OpenAI accepts).
+    pub name: String,
+    /// A JSON Schema whose root describes an object.
+    pub schema: Value,
 }
 
 /// Prompt caching of one call. Providers that cache by prefix need a prefix that does not change

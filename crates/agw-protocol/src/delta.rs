@@ -248,6 +248,10 @@ pub enum AgentDelta {
     GuardWarning(crate::guard::GuardNotice),
     /// `guard.block` (its `reason` is the notice's `message`): ends an open text block.
     GuardBlock(crate::guard::GuardNotice),
+    /// The run's answer matched its output schema (structured output, docs/models.md): this is
+    /// the answer as JSON. No event of its own; the last one before the end is `run.complete`'s
+    /// `output`. A child's is the child's own and never the run's.
+    Output(Value),
     /// A child task opens beside the run's own work (a sub-agent of `agent_invoke`, a plan task
     /// run in parallel): `task.start` with the child's fields. Its deltas follow as
     /// [`AgentDelta::Child`], interleaved with other children's, until [`AgentDelta::ChildEnd`].

@@ -62,7 +62,8 @@ impl std::fmt::Display for GuardStage {
 /// history) as `{guard, rule?, reason}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Revocation {
-    /// The guard that decided: `rules:<set>`, `webhook` or `judge:<agentKey>`.
+    /// The guard that decided: `rules:<set>`, `webhook` or `judge:<agentKey>`; `output-schema`
+    /// when an answer did not match the run's output schema (a repair turn follows).
     pub guard: String,
     /// The rule that matched (rule guards only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -70,6 +71,10 @@ pub struct Revocation {
     /// What a person is told.
     pub reason: String,
 }
+
+/// [`Revocation::guard`] of an answer withdrawn because it did not match the run's output schema
+/// (structured output): the run goes on with a repair turn, so the answer is not over.
+pub const OUTPUT_SCHEMA_GUARD: &str = "output-schema";
 
 /// A guard's warning or block that withdraws nothing ([`crate::AgentDelta::GuardWarning`],
 /// [`crate::AgentDelta::GuardBlock`]).

@@ -647,6 +647,10 @@ pub struct StepLine {
     /// agw (`_runCost`, next to `_runUsage`): what the run cost, when prices were configured.
     #[serde(rename = "_runCost", skip_serializing_if = "Option::is_none")]
     pub run_cost: Option<crate::usage::Cost>,
+    /// agw (`_runOutput`, on a run's last step line): the answer as JSON when the run had an
+    /// output schema, as `run.complete` carried it.
+    #[serde(rename = "_runOutput", skip_serializing_if = "Option::is_none")]
+    pub run_output: Option<Value>,
     /// agw (`_subAgent`): this step is a sub-agent's whole task (docs/multi-agent.md), not a
     /// step of the run's own conversation: replayed inside its `task.start`/`task.*` frame,
     /// never sent to the run's model.
@@ -713,6 +717,8 @@ impl<'de> Deserialize<'de> for StepLine {
             run_usage: Option<Value>,
             #[serde(default, rename = "_runCost")]
             run_cost: Option<Value>,
+            #[serde(default, rename = "_runOutput")]
+            run_output: Option<Value>,
             #[serde(default, rename = "_subAgent")]
             sub_agent: Option<Value>,
             #[serde(default, rename = "_handoff")]
@@ -739,6 +745,7 @@ impl<'de> Deserialize<'de> for StepLine {
             guards: wire.guards.into_iter().filter_map(|v| StepGuard::deserialize(v).ok()).collect(),
             run_usage: wire.run_usage.and_then(|v| crate::usage::RunUsage::deserialize(v).ok()),
             run_cost: wire.run_cost.and_then(|v| crate::usage::Cost::deserialize(v).ok()),
+            run_output: wire.run_output,
             sub_agent: wire.sub_agent.and_then(|v| SubAgentStep::deserialize(v).ok()).map(Box::new),
             handoff: wire.handoff.and_then(|v| StepHandoff::deserialize(v).ok()),
         })

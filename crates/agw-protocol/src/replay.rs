@@ -124,6 +124,11 @@ impl<'a> Run<'a> {
             .unwrap_or_default()
     }
 
+    /// The run's structured answer, as its last step line recorded it.
+    fn output(&self) -> Option<serde_json::Value> {
+        self.steps.iter().rev().find_map(|s| s.run_output.clone())
+    }
+
     /// Max step `updatedAt`.
     fn updated_at(&self) -> i64 {
         self.steps.iter().map(|s| s.updated_at).max().unwrap_or(0)
@@ -298,6 +303,7 @@ fn replay_run(run: &Run<'_>, chat_id: &str, chat_start: Option<&str>, now_ms: i6
             run_id: run_id.to_owned(),
             finish_reason: REPLAY_FINISH_REASON.to_owned(),
             // What the live terminal event carried.
+            output: run.output(),
             totals: run.totals(),
         },
     );

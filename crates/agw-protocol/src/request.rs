@@ -97,6 +97,11 @@ pub struct QueryRequest {
     /// never echoed or persisted.
     #[serde(default, skip_serializing)]
     pub on_disconnect: Option<OnDisconnect>,
+    /// agw extension: a JSON Schema the run's answer must match (structured output,
+    /// docs/models.md); replaces the agent's `outputSchema` for this run. Persisted with the
+    /// query (a run continued after a restart keeps it), never echoed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
 }
 
 /// The query's `onDisconnect` (see [`QueryRequest::on_disconnect`]).
@@ -128,6 +133,11 @@ impl QueryRequest {
             },
             stream: take(&mut map, "stream")?,
             on_disconnect: take(&mut map, "onDisconnect")?,
+            output_schema: match map.remove("outputSchema") {
+                None | Some(Value::Null) => None,
+                Some(schema @ Value::Object(_)) => Some(schema),
+                Some(_) => return Err(RequestError::field("outputSchema", "must be a JSON Schema object")),
+            },
         })
     }
 

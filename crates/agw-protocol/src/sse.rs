@@ -236,7 +236,12 @@ mod tests {
             let frame = event_frame(&Event::new(
                 seq,
                 0,
-                RunComplete { run_id: "r".into(), finish_reason: "stop".into(), totals: Default::default() },
+                RunComplete {
+                    run_id: "r".into(),
+                    finish_reason: "stop".into(),
+                    output: None,
+                    totals: Default::default(),
+                },
             ));
             assert!(String::from_utf8(frame).unwrap().starts_with(&format!("id:{seq}\nevent:message\n")));
         }
@@ -262,7 +267,7 @@ mod tests {
         stream.extend_from_slice(&event_frame(&Event::new(
             8,
             1,
-            RunComplete { run_id: "r".into(), finish_reason: "stop".into(), totals: Default::default() },
+            RunComplete { run_id: "r".into(), finish_reason: "stop".into(), output: None, totals: Default::default() },
         )));
         for split in 1..stream.len() {
             let mut decoder = SseDecoder::new();

@@ -235,6 +235,7 @@ async fn wait_again(
         end_run(&mut sink, Ended::Mode(runtime::RunOutcome::Failed(fail(message))), &handle.steers).await;
         return;
     };
+    let agent = crate::output::continued_agent(agent, &awaiting.query);
     // An agent the run was handed over to waited: it goes on, from its own part of the run.
     let (conversation, steps, handoff) =
         crate::continued::continued_part(core, &mut sink, conversation, steps, &pending).await;

@@ -34,6 +34,7 @@ pub mod guards;
 mod handle;
 mod locate;
 mod node;
+mod output;
 mod principal;
 pub mod quotas;
 mod recover;

@@ -219,6 +219,7 @@ pub(crate) async fn resume_run(
         return;
     };
     count("resumed");
+    let agent = crate::output::continued_agent(agent, &mark.query);
     // The MCP servers the agent uses start now, as for a new run.
     if let Some(sources) = &core.tool_sources {
         sources.prepare(&agent, &core.catalogs.tools).await;

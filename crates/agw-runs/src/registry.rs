@@ -405,8 +405,12 @@ mod tests {
             };
             handle.publish([delta(1, "Hel"), delta(2, "lo")]);
             let first = observer.next_events().await.expect("a batch");
-            let complete =
-                RunComplete { run_id: run_id.into(), finish_reason: "stop".into(), totals: Default::default() };
+            let complete = RunComplete {
+                run_id: run_id.into(),
+                finish_reason: "stop".into(),
+                output: None,
+                totals: Default::default(),
+            };
             handle.publish([agw_protocol::Event::new(3, 0, complete)]);
             let second = observer.next_events().await.expect("the terminal event");
             assert!(observer.next_events().await.is_none(), "the end after the terminal event");

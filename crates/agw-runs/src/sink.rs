@@ -220,6 +220,7 @@ impl RunSink {
     pub async fn complete(&mut self, finish_reason: &str) -> Result<(), EmitError> {
         if let Some(p) = self.persistence.as_mut() {
             p.recorder.set_totals(self.assembler.totals());
+            p.recorder.set_output(self.assembler.output().cloned());
         }
         match self.persist_final(&[]).await {
             Ok(()) => self.assembler.complete(finish_reason, &mut self.events),

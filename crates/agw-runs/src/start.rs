@@ -80,6 +80,8 @@ impl RunService {
                 }
             }
         }
+        let agent = crate::output::with_output_schema(agent, &request)
+            .map_err(|e| RunError::invalid(format!("outputSchema {e}")))?;
         let chat_id = given.unwrap_or_else(ids::new_chat_id);
         let run_id = ids::new_run_id();
         let settings = core.tracker.settings();

@@ -32,6 +32,7 @@ pub fn request(user: &str) -> ChatRequest {
         top_p: None,
         max_tokens: None,
         prompt_cache: Default::default(),
+        response_format: None,
     }
 }
 

@@ -129,6 +129,13 @@ pub(super) fn load(src: &Source) -> Result<(Vec<ProviderConfig>, PriceTable), Co
                 });
             }
         };
+        let structured_output = match fields.get("structured-output").map(|v| v.trim()) {
+            None | Some("") => None,
+            Some(v) => Some(v.parse::<agw_llm::StructuredOutput>().map_err(|()| ConfigError::Provider {
+                key: key.clone(),
+                message: format!("structured-output must be native or tool, not {v:?}"),
+            })?),
+        };
         out.push(ProviderConfig {
             key,
             protocol,
@@ -137,6 +144,7 @@ pub(super) fn load(src: &Source) -> Result<(Vec<ProviderConfig>, PriceTable), Co
             model: get("model"),
             limits,
             prompt_cache_key,
+            structured_output,
         });
     }
     Ok((out, PriceTable::new(prices)))

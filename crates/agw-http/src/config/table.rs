@@ -345,6 +345,7 @@ pub const PROVIDER_FIELDS: &[ProviderField] = &[
     ProviderField { key: "max-output-tokens", env_suffix: "_MAX_OUTPUT_TOKENS" },
     ProviderField { key: "prices", env_suffix: "_PRICES" },
     ProviderField { key: "prompt-cache-key", env_suffix: "_PROMPT_CACHE_KEY" },
+    ProviderField { key: "structured-output", env_suffix: "_STRUCTURED_OUTPUT" },
 ];
 
 /// Variables with a setting prefix that agw reads but that are not settings (listed by

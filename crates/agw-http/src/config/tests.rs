@@ -67,6 +67,22 @@ fn the_prompt_cache_key_switch_is_a_boolean() {
 }
 
 #[test]
+fn the_structured_output_route_is_native_or_tool() {
+    let with = |value: &str| {
+        Settings::load(
+            None,
+            env(&[("AGENT_PROVIDERS_LAB_MODEL", "m"), ("AGENT_PROVIDERS_LAB_STRUCTURED_OUTPUT", value)]),
+        )
+    };
+    let lab = |s: Settings| s.providers.into_iter().find(|p| p.key == "lab").unwrap().structured_output;
+    assert_eq!(lab(with("tool").unwrap()), Some(agw_llm::StructuredOutput::Tool));
+    assert_eq!(lab(with(" native ").unwrap()), Some(agw_llm::StructuredOutput::Native));
+    assert_eq!(lab(with("").unwrap()), None);
+    let err = with("json").unwrap_err().to_string();
+    assert!(err.contains("lab") && err.contains("structured-output must be native or tool"), "{err}");
+}
+
+#[test]
 fn invalid_values_name_the_setting() {
     let err = Settings::load(None, env(&[("SERVER_PORT", "eighty")])).unwrap_err().to_string();
     assert!(err.contains("server.port") && err.contains("SERVER_PORT"), "{err}");

@@ -464,7 +464,7 @@ fn task_id(params: &Value) -> Result<String, RpcError> {
 /// What a `SendMessageRequest` asks for.
 enum Sent {
     /// A new task, with a push-notification webhook when the request registers one.
-    New { query: QueryRequest, return_immediately: bool, push: Option<Box<push::PushConfig>> },
+    New { query: Box<QueryRequest>, return_immediately: bool, push: Option<Box<push::PushConfig>> },
     /// The next message of a task that waits for input (`taskId`): its answer.
     Answer { task_id: String, params: Value, return_immediately: bool },
 }
@@ -528,7 +528,7 @@ fn read_message(
         Some(config) => Some(Box::new(push::PushConfig::parse(config, "")?)),
         None => None,
     };
-    Ok(Sent::New { query, return_immediately, push })
+    Ok(Sent::New { query: Box::new(query), return_immediately, push })
 }
 
 /// How a new task began: its run, or its refusal (a quota): a `REJECTED` task.
@@ -581,7 +581,7 @@ async fn send(
 ) -> Result<Value, RpcError> {
     let (immediately, mut mapper, mut events) = match read_message(state, agent_key, params, principal)? {
         Sent::New { query, return_immediately, push } => {
-            match start(state, agent_key, (query, return_immediately, push), principal).await? {
+            match start(state, agent_key, (*query, return_immediately, push), principal).await? {
                 Began::Rejected(mapper) => return Ok(json!({"task": mapper.task()})),
                 Began::Run(handle, observer) => {
                     let mapper = A2aMapper::new(&handle.run_id, &handle.chat_id);
@@ -761,7 +761,7 @@ async fn stream(state: &AppState, call: &Call<'_>, params: &Value) -> HandlerRes
     };
     let (mut mapper, events) = match sent {
         Sent::New { query, return_immediately, push } => {
-            match start(state, agent_key, (query, return_immediately, push), principal).await {
+            match start(state, agent_key, (*query, return_immediately, push), principal).await {
                 Ok(Began::Run(handle, observer)) => {
                     (A2aMapper::new(&handle.run_id, &handle.chat_id), super::events::observed(observer))
                 }

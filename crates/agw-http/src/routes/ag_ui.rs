@@ -46,6 +46,9 @@ struct RunAgentInput {
     /// Answers to the interrupts the previous stream ended with: `{interruptId, status, payload?}`.
     #[serde(default)]
     resume: Vec<ResumeEntry>,
+    /// `forwardedProps.outputSchema` (agw): the answer's JSON Schema for this run.
+    #[serde(default)]
+    forwarded_props: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -163,6 +166,7 @@ pub async fn run(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
         chat_id: Some(chat_id.clone()),
         message: Some(message),
         on_disconnect: Some(OnDisconnect::Continue),
+        output_schema: input.forwarded_props.as_ref().map(|p| p["outputSchema"].clone()).filter(|s| !s.is_null()),
         ..QueryRequest::default()
     };
     let (handle, observer) =

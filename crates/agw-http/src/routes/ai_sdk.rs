@@ -67,6 +67,10 @@ struct ChatRequest {
     messages: Vec<Value>,
     #[serde(default)]
     trigger: Option<String>,
+    /// agw: the answer's JSON Schema for this run (structured output; the transport's `body`
+    /// option sends it).
+    #[serde(default, rename = "outputSchema")]
+    output_schema: Option<Value>,
 }
 
 /// The text of a UIMessage (its `text` parts).
@@ -185,6 +189,7 @@ pub async fn chat(state: &AppState, agent_key: &str, req: Request<RequestBody>) 
         message: Some(message),
         // The stream ends at a client-side tool call while the run waits: leaving is normal.
         on_disconnect: Some(OnDisconnect::Continue),
+        output_schema: request.output_schema,
         ..QueryRequest::default()
     };
     let (handle, observer) =

@@ -43,7 +43,8 @@ fn invalid(message: impl Into<String>) -> Response<BoxBody> {
 /// The status of an OpenAI error body for an agw error code.
 fn status_of(code: &str) -> StatusCode {
     match code {
-        "provider_error" => StatusCode::BAD_GATEWAY,
+        // The model's answer broke the response format even after the repair turn.
+        "provider_error" | "output_invalid" => StatusCode::BAD_GATEWAY,
         "provider_timeout" => StatusCode::GATEWAY_TIMEOUT,
         // A guard refused the question: the request's fault, as OpenAI answers a refused prompt.
         "guardrail_blocked" => StatusCode::BAD_REQUEST,
@@ -83,6 +84,29 @@ struct CompletionRequest {
     stream: bool,
     #[serde(default)]
     stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    response_format: Option<Value>,
+}
+
+/// `response_format` as the run's output schema: `json_schema` gives its schema (named by its
+/// `name` when the schema has no `title`), `json_object` any object, `text` none.
+fn output_schema_of(format: Option<&Value>) -> Result<Option<Value>, &'static str> {
+    let Some(format) = format.filter(|f| !f.is_null()) else { return Ok(None) };
+    match format["type"].as_str() {
+        Some("text") => Ok(None),
+        Some("json_object") => Ok(Some(json!({"type": "object"}))),
+        Some("json_schema") => {
+            let spec = &format["json_schema"];
+            let Some(mut schema) = spec["schema"].as_object().cloned() else {
+                return Err("response_format.json_schema.schema must be a JSON Schema object");
+            };
+            if let Some(name) = spec["name"].as_str().filter(|_| !schema.contains_key("title")) {
+                schema.insert("title".into(), Value::from(name));
+            }
+            Ok(Some(Value::Object(schema)))
+        }
+        _ => Err("response_format.type must be text, json_object or json_schema"),
+    }
 }
 
 /// The text of an OpenAI message's `content`: a string, or the text parts of an array.
@@ -169,6 +193,7 @@ async fn completions_inner(
         Some(_) => None,
         None => Some(history_of(&request.messages[..last_user])),
     };
+    let output_schema = output_schema_of(request.response_format.as_ref()).map_err(invalid)?;
     let query = QueryRequest {
         agent_key: Some(agent.key.clone()),
         chat_id,
@@ -176,6 +201,7 @@ async fn completions_inner(
         stream: Some(request.stream),
         // An OpenAI client cannot re-attach: when it goes away the run stops.
         on_disconnect: Some(OnDisconnect::Cancel),
+        output_schema,
         ..QueryRequest::default()
     };
     query.validate().map_err(|e| invalid(e.to_string()))?;

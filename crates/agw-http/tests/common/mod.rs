@@ -26,6 +26,11 @@ pub const FIXTURE_PROVIDER: &str = "fixture";
 /// The key of the optional second fixture provider ([`Gateway::start_with_second_provider`]).
 pub const SECOND_FIXTURE_PROVIDER: &str = "fixture2";
 
+/// The key of the `ANTHROPIC` provider of [`Gateway::start_with_claude`].
+pub const CLAUDE_PROVIDER: &str = "claude";
+/// Its API key, as the fixture receives it in `x-api-key`.
+pub const CLAUDE_API_KEY: &str = "sk-ant-e2e-secret";
+
 /// A running gateway plus the fixture provider behind it.
 pub struct Gateway {
     pub base: String,
@@ -159,6 +164,21 @@ impl Gateway {
     /// (in [`Gateway::fixture2`]).
     pub async fn start_with_second_provider(agents: &[(String, String)], env: &[(&str, &str)]) -> Gateway {
         Self::start_inner(agents, env, true).await
+    }
+
+    /// Like [`Gateway::start`], plus an Anthropic Messages API fixture (returned) configured as
+    /// provider [`CLAUDE_PROVIDER`] (protocol `ANTHROPIC`, default model `claude-sonnet-4-5`).
+    pub async fn start_with_claude(agents: &[(String, String)], env: &[(&str, &str)]) -> (Gateway, FixtureServer) {
+        let claude = FixtureServer::start().await.expect("anthropic fixture");
+        let base_url = claude.base_url();
+        let mut vars = vec![
+            ("AGENT_PROVIDERS_CLAUDE_BASE_URL", base_url.as_str()),
+            ("AGENT_PROVIDERS_CLAUDE_API_KEY", CLAUDE_API_KEY),
+            ("AGENT_PROVIDERS_CLAUDE_MODEL", "claude-sonnet-4-5"),
+            ("AGENT_PROVIDERS_CLAUDE_PROTOCOL", "ANTHROPIC"),
+        ];
+        vars.extend_from_slice(env);
+        (Self::start_inner(agents, &vars, false).await, claude)
     }
 
     /// Like [`Gateway::start`], with `script` run on the fixture before the gateway starts: for

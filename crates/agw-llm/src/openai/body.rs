@@ -46,6 +46,10 @@ pub fn request_body(request: &ChatRequest, default_model: &str, cache_key: bool)
         tools: tools_offered.then(|| wire_tools(&request.tools)),
         tool_choice: if tools_offered { request.tool_choice.map(choice_name) } else { None },
         parallel_tool_calls: tools_offered.then_some(false),
+        response_format: request.response_format.as_ref().map(|format| WireResponseFormat {
+            kind: "json_schema",
+            json_schema: WireJsonSchema { name: &format.name, schema: &format.schema, strict: false },
+        }),
         prompt_cache_key: if cache_key && request.prompt_cache.enabled {
             request.prompt_cache.key.as_deref()
         } else {
@@ -79,7 +83,26 @@ struct WireBody<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     parallel_tool_calls: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<WireResponseFormat<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     prompt_cache_key: Option<&'a str>,
+}
+
+/// `{"type":"json_schema","json_schema":{"name","schema","strict":false}}`: not strict, since
+/// OpenAI's strict mode refuses most schemas people write (every property required, no
+/// `additionalProperties`); agw checks the answer against the schema itself.
+#[derive(Serialize)]
+struct WireResponseFormat<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    json_schema: WireJsonSchema<'a>,
+}
+
+#[derive(Serialize)]
+struct WireJsonSchema<'a> {
+    name: &'a str,
+    schema: &'a Value,
+    strict: bool,
 }
 
 #[derive(Serialize)]
@@ -194,6 +217,7 @@ mod tests {
             top_p: None,
             max_tokens: None,
             prompt_cache: Default::default(),
+            response_format: None,
         }
     }
 
@@ -236,6 +260,22 @@ mod tests {
         assert_eq!(body["tools"][0]["function"]["parameters"]["additionalProperties"], true);
         assert!(body["tools"][0]["function"].get("description").is_none());
         assert_eq!(body["parallel_tool_calls"], false);
+    }
+
+    #[test]
+    fn an_output_schema_is_sent_as_a_json_schema_response_format_after_the_tools() {
+        let mut req = request();
+        req.tools = vec![ToolSpec { name: "b".into(), description: String::new(), parameters: Value::Null }];
+        req.tool_choice = Some(ToolChoice::Auto);
+        let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}});
+        req.response_format = Some(crate::request::ResponseFormat { name: "weather".into(), schema: schema.clone() });
+        let body = request_body(&req, "m", false);
+        assert_eq!(
+            body["response_format"],
+            json!({"type": "json_schema", "json_schema": {"name": "weather", "schema": schema, "strict": false}})
+        );
+        let keys: Vec<&str> = body.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys[keys.len() - 1], "response_format", "after the tools: {keys:?}");
     }
 
     #[test]

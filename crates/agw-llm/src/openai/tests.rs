@@ -47,6 +47,7 @@ fn request() -> ChatRequest {
         top_p: None,
         max_tokens: None,
         prompt_cache: Default::default(),
+        response_format: None,
     }
 }
 

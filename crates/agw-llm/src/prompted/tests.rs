@@ -322,6 +322,7 @@ fn request(messages: Vec<ChatMessage>, tools: Vec<ToolSpec>, choice: Option<Tool
         top_p: None,
         max_tokens: None,
         prompt_cache: Default::default(),
+        response_format: None,
     }
 }
 

@@ -66,6 +66,9 @@ pub struct AgentDefinition {
     pub guardrails: super::GuardrailPolicy,
     /// `a2a.enabled` (agw extension, default `true`): the agent is served over A2A.
     pub a2a_enabled: bool,
+    /// `outputSchema` (agw extension, docs/models.md "Structured output"): the JSON the run's
+    /// answer must be; a request may bring its own.
+    pub output_schema: Option<super::OutputSchema>,
     /// `phaseStream.messages` (agw extension): what this agent's `phase_change` events say.
     pub phase_messages: agw_protocol::adapters::phase::PhaseMessages,
     /// `runtimePrompts` with agw's defaults filled in.

@@ -25,6 +25,7 @@ mod file;
 mod guardrails;
 mod handoffs;
 mod model;
+mod output;
 mod parse;
 mod phase_stream;
 mod preprocess;
@@ -49,6 +50,7 @@ pub use model::{
     PLAN_GET_TASKS_TOOL, PLAN_TOOL_PREFIX, PLAN_UPDATE_TASK_TOOL, ReasoningConfig, ResolvedModel, Stage, StageKind,
     StageTools, ToolCalling, ToolChoicePolicy, ToolConfig,
 };
+pub use output::{AnswerMismatch, MAX_OUTPUT_SCHEMA_BYTES, OutputSchema, OutputSchemaError};
 pub use prompts::{
     DEFAULT_AFTER_CALL_HINT_TITLE, DEFAULT_SKILL_CATALOG_HEADER, DEFAULT_SKILL_DISCLOSURE_HEADER,
     DEFAULT_SKILL_INSTRUCTIONS_LABEL, DEFAULT_TASK_EXECUTION_PROMPT_TEMPLATE, DEFAULT_TOOL_DESCRIPTION_TITLE,

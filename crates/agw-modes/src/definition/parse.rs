@@ -91,6 +91,7 @@ fn build(root: &Obj<'_>, file_name: &str) -> Result<AgentDefinition, DefinitionE
             Some(a2a) => a2a.bool("enabled")?.unwrap_or(true),
             None => true,
         },
+        output_schema: output_schema(root)?,
         phase_messages: super::phase_stream::parse(root.obj("phaseStream")?.as_ref())?,
         runtime_prompts: prompts::parse(root.obj("runtimePrompts")?.as_ref())?,
         source_file: file_name.to_owned(),
@@ -98,6 +99,14 @@ fn build(root: &Obj<'_>, file_name: &str) -> Result<AgentDefinition, DefinitionE
     };
     definition.tool_choice = explicit_tool_choice.unwrap_or_else(|| default_tool_choice(&definition));
     Ok(definition)
+}
+
+/// `outputSchema`: absent or `null` → none.
+fn output_schema(root: &Obj<'_>) -> Result<Option<super::OutputSchema>, DefinitionError> {
+    let Some(schema) = root.value("outputSchema") else { return Ok(None) };
+    super::OutputSchema::compile(schema.clone())
+        .map(Some)
+        .map_err(|e| DefinitionError::InvalidValue { field: root.field("outputSchema"), reason: e.to_string() })
 }
 
 /// `key` as written when non-blank (not trimmed, like the reference), else the trimmed file stem.

@@ -53,7 +53,7 @@ impl<'a> Obj<'a> {
 
     /// The value of `key`; absent and `null` both read as `None` (use [`Self::contains`] to
     /// tell them apart).
-    fn value(&self, key: &str) -> Option<&'a Value> {
+    pub fn value(&self, key: &str) -> Option<&'a Value> {
         self.map.get(key).filter(|v| !v.is_null())
     }
 

@@ -449,6 +449,7 @@ async fn summary_attempt(
         top_p: None,
         max_tokens: Some(call.policy.summary_max_tokens),
         prompt_cache: Default::default(),
+        response_format: None,
     };
     let options = CallOptions {
         inactivity_timeout: call.timeout,

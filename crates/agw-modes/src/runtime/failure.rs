@@ -40,6 +40,10 @@ pub enum RunFailure {
     /// guard and its reason. `run.error` code `guardrail_blocked`.
     #[error("{0}")]
     Guarded(String),
+    /// The run has an output schema and its answer broke it again after the repair turn
+    /// (docs/models.md, "Structured output"); `run.error` code `output_invalid`.
+    #[error("the answer does not match the output schema, even after a repair turn: {0}")]
+    OutputInvalid(crate::definition::AnswerMismatch),
     /// A run resumed after its process stopped is somewhere its mode cannot go on from
     /// (crash recovery); `run.error` code `recovery_exhausted`.
     #[error("{0}")]
@@ -90,6 +94,8 @@ impl RunFailure {
             RunFailure::Quota(_) => (ErrorCode::QuotaExceeded, true),
             // The same query would be blocked again.
             RunFailure::Guarded(_) => (ErrorCode::GuardrailBlocked, false),
+            // Another run may well answer in shape: the model is not deterministic.
+            RunFailure::OutputInvalid(_) => (ErrorCode::OutputInvalid, true),
             RunFailure::Unrecoverable(_) => (ErrorCode::RecoveryExhausted, false),
             RunFailure::Internal(_) | RunFailure::HandedOff(_) | RunFailure::Disconnected => {
                 (ErrorCode::Internal, false)

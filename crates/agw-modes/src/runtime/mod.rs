@@ -23,6 +23,7 @@ mod handoff;
 mod invoke;
 mod meter;
 mod oneshot;
+mod output;
 mod parallel;
 mod pause;
 mod plan;

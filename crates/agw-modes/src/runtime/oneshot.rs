@@ -128,6 +128,7 @@ impl Turns<'_> {
             tools: self.tools,
             tool_choice,
             emit_reasoning: self.model.reasoning.enabled,
+            answer: true,
         }
     }
 }

@@ -67,6 +67,7 @@ impl Replan {
             tools: &self.tools,
             tool_choice: Some(agw_llm::ToolChoice::Auto),
             emit_reasoning: self.model.reasoning.enabled,
+            answer: false,
         };
         let out = model_turn(ctx, spec, state, sink).await?;
         execute.extend(out.steers.iter().cloned());

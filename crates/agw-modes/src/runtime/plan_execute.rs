@@ -251,6 +251,7 @@ async fn plan_stage<S: DeltaSink>(
             tools: &callable,
             tool_choice: None,
             emit_reasoning: true,
+            answer: false,
         };
         let draft = model_turn(ctx, spec, state, sink).await?;
         execute.extend(draft.steers.iter().cloned());
@@ -267,6 +268,7 @@ async fn plan_stage<S: DeltaSink>(
         tools: &callable,
         tool_choice: Some(ToolChoice::Required),
         emit_reasoning: false,
+        answer: false,
     };
     let generated = model_turn(ctx, spec, state, sink).await?;
     // A steer the plan saw stays in the conversation of the tasks and the summary.
@@ -558,6 +560,7 @@ impl TaskRounds<'_> {
             tools: self.tools,
             tool_choice: Some(choice),
             emit_reasoning: self.model.reasoning.enabled,
+            answer: false,
         };
         let out = model_turn(ctx, spec, state, sink).await?;
         push_text(execute, &out);
@@ -635,6 +638,7 @@ async fn summary_stage<S: DeltaSink>(
         tools: &tools,
         tool_choice: None,
         emit_reasoning: model.reasoning.enabled,
+        answer: true,
     };
     let out = model_turn(ctx, spec, state, sink).await?;
     if out.text.trim().is_empty() {

@@ -95,6 +95,7 @@ pub(super) async fn steps_from<S: DeltaSink>(
                 tools: &tools,
                 tool_choice: choice,
                 emit_reasoning: model.reasoning.enabled,
+                answer: true,
             };
             let out = model_turn(ctx, spec, state, sink).await?;
             // Only REQUIRED retries within a step; AUTO takes whatever the turn gave.
@@ -140,6 +141,7 @@ pub(super) async fn steps_from<S: DeltaSink>(
         tools: &tools,
         tool_choice: None,
         emit_reasoning: model.reasoning.enabled,
+        answer: true,
     };
     let last = model_turn(ctx, spec, state, sink).await?;
     if last.text.trim().is_empty() && !answered {

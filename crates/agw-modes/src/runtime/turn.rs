@@ -12,7 +12,7 @@ use agw_protocol::history::StreamedAs;
 use agw_protocol::{AgentDelta, CallUsage};
 use futures::StreamExt;
 
-use crate::definition::{ResolvedModel, ToolCalling};
+use crate::definition::{OutputSchema, ResolvedModel, ToolCalling};
 
 use super::calls::{CallAccumulator, FragmentEffect, StreamedCall};
 use super::citations::Resolved;
@@ -41,6 +41,9 @@ pub(crate) struct TurnSpec<'a> {
     /// Whether reasoning text is streamed (and persisted). Reasoning of a stage with reasoning
     /// off is never emitted.
     pub emit_reasoning: bool,
+    /// Whether the turn's answer may be the run's (ONESHOT's and REACT's turns, PLAN_EXECUTE's
+    /// summary): with an output schema it is shaped and checked (`super::output`).
+    pub answer: bool,
 }
 
 /// The accumulated result of a turn.
@@ -65,12 +68,30 @@ impl TurnOutput {
     }
 }
 
-/// Streams one model turn. Every upstream chunk is forwarded to the sink the moment it arrives —
-/// the sink's `emit` is awaited before the next chunk is read, so a slow client slows the
-/// provider stream instead of growing a buffer.
+/// Runs one model turn ([`stream_turn`]); an answer turn of a run with an output schema is
+/// then checked, and repaired once when it does not match (`super::output`).
 pub(crate) async fn model_turn<S: DeltaSink>(
     ctx: &RunContext,
-    spec: TurnSpec<'_>,
+    mut spec: TurnSpec<'_>,
+    state: &mut RunState,
+    sink: &mut S,
+) -> Result<TurnOutput, RunFailure> {
+    let schema = if spec.answer { ctx.agent.output_schema.as_ref() } else { None };
+    let out = stream_turn(ctx, &mut spec, schema, state, sink).await?;
+    match schema {
+        None => Ok(out),
+        Some(schema) => super::output::checked(ctx, spec, schema, out, state, sink).await,
+    }
+}
+
+/// Streams one model turn. Every upstream chunk is forwarded to the sink the moment it arrives —
+/// the sink's `emit` is awaited before the next chunk is read, so a slow client slows the
+/// provider stream instead of growing a buffer. `schema`: the answer's output schema, sent the
+/// way the answering provider takes it.
+pub(super) async fn stream_turn<S: DeltaSink>(
+    ctx: &RunContext,
+    spec: &mut TurnSpec<'_>,
+    schema: Option<&OutputSchema>,
     state: &mut RunState,
     sink: &mut S,
 ) -> Result<TurnOutput, RunFailure> {
@@ -86,7 +107,12 @@ pub(crate) async fn model_turn<S: DeltaSink>(
 
     // A disclosure that is due goes into this turn only (docs/contract/modes.md §6.3).
     let disclosure = state.skills.take_disclosure(ctx);
-    let system_prompt = spec.system_prompt.effective(state.skills.catalog(), &disclosure);
+    let mut system_prompt = spec.system_prompt.effective(state.skills.catalog(), &disclosure);
+    // A model without function calling gets its tools and transcript as text (docs/models.md).
+    let prompted = spec.model.tool_calling == ToolCalling::Prompted;
+    if prompted && let Some(schema) = schema {
+        system_prompt.push_str(&super::output::prompted_instruction(schema));
+    }
     let offer_tools = spec.tool_choice.is_some() && !spec.tools.is_empty();
     let tools = if offer_tools { spec.tools.specs() } else { Vec::new() };
     // The mode keeps the compacted conversation for its later turns.
@@ -100,8 +126,8 @@ pub(crate) async fn model_turn<S: DeltaSink>(
     let mut tools = Some(tools);
     let cache = prompt_cache(spec.model, &ctx.chat_id, &mut state.prompt_cache_key);
     tracing::debug!(stage = spec.stage_name, model = %first.model, provider = %first.provider_key, tools = offer_tools, "model turn");
-    // A model without function calling gets its tools and transcript as text (docs/models.md).
-    let prompted = spec.model.tool_calling == ToolCalling::Prompted;
+    // A prompted model must stay free to write its calls where tools are offered.
+    let format = schema.filter(|_| !(prompted && offer_tools)).map(OutputSchema::response_format);
 
     // An agent with output guards: each delta passes its rules before anything else sees it.
     let mut guard = OutputGuard::for_turn(ctx)?;
@@ -123,8 +149,15 @@ pub(crate) async fn model_turn<S: DeltaSink>(
             top_p: spec.model.top_p,
             max_tokens: spec.model.max_tokens,
             prompt_cache: cache.clone(),
+            response_format: format.clone(),
         };
-        let request = if prompted { agw_llm::prompted::prompt_request(request) } else { request };
+        let request = if prompted {
+            agw_llm::prompted::prompt_request(request)
+        } else if answers_by_tool(ctx, &model.provider_key, schema) {
+            agw_llm::structured::answer_tool_request(request)
+        } else {
+            request
+        };
         let options = CallOptions {
             inactivity_timeout: Duration::from_millis(state.budget.budget().model.timeout_ms),
             stage: spec.stage_name.to_string(),
@@ -151,7 +184,10 @@ pub(crate) async fn model_turn<S: DeltaSink>(
     // Usage, metrics and failures name the model that answers.
     let answering = models.current().clone();
     let (provider_key, model_name) = (answering.provider_key.as_str(), answering.model.as_str());
-    if prompted && offer_tools {
+    if !prompted && answers_by_tool(ctx, provider_key, schema) {
+        // The answer tool's arguments are the answer's text.
+        stream = agw_llm::structured::answer_from_tool(stream);
+    } else if prompted && offer_tools {
         // The calls are parsed out of the text; numbered by the run's model call, their ids
         // stay apart from other turns' without renaming.
         let ids = format!("call_prompted_{}_", state.budget.model_calls());
@@ -316,6 +352,12 @@ pub(crate) async fn model_turn<S: DeltaSink>(
         }
     }
     Ok(out)
+}
+
+/// Whether a turn with `schema` sent to `provider_key` gets its answer as a tool call
+/// (`agw_llm::structured`), the provider having no JSON-schema mode of its own.
+fn answers_by_tool(ctx: &RunContext, provider_key: &str, schema: Option<&OutputSchema>) -> bool {
+    schema.is_some() && ctx.services.providers.structured_output(provider_key) == agw_llm::StructuredOutput::Tool
 }
 
 /// The turn's prompt caching: on unless the stage's model says `"promptCache": false`, keyed by

@@ -304,6 +304,9 @@ impl A2aMapper {
                     "append": append, "lastChunk": false,
                 }}));
             }
+            // A withdrawn block (a guard's revoke, an answer that broke the output schema) is
+            // not among the task's artifacts; its streamed updates cannot be taken back.
+            EventPayload::ContentRevoke(e) if own => self.artifacts.retain(|a| a.id != e.content_id),
             EventPayload::ContentEnd(e) if own => {
                 if let Some(a) = self.artifacts.iter().find(|a| a.id == e.content_id) {
                     let mut last = artifact(&a.id, "");
@@ -442,7 +445,13 @@ mod tests {
         let mut run = answer(&["Hello", " there."]);
         run.push(ContentEnd { content_id: "run-1_c_1".into() }.into());
         run.push(
-            RunComplete { run_id: "run-1".into(), finish_reason: "stop".into(), totals: Default::default() }.into(),
+            RunComplete {
+                run_id: "run-1".into(),
+                finish_reason: "stop".into(),
+                output: None,
+                totals: Default::default(),
+            }
+            .into(),
         );
         let mut mapper = A2aMapper::new("run-1", "chat-1");
         let mut out = Vec::new();
@@ -465,6 +474,33 @@ mod tests {
         assert_eq!(task["artifacts"][0]["parts"][0]["text"], "Hello there.");
         assert_eq!(task["contextId"], "chat-1");
         assert_eq!(task["status"]["timestamp"], "2026-02-13T16:26:40.000Z");
+    }
+
+    #[test]
+    fn a_withdrawn_block_is_not_among_the_tasks_artifacts() {
+        let mut run = answer(&["Sunny"]);
+        run.push(ContentEnd { content_id: "run-1_c_1".into() }.into());
+        run.push(
+            crate::event::ContentRevoke {
+                content_id: "run-1_c_1".into(),
+                stage: crate::guard::GuardStage::Output,
+                guard: crate::guard::OUTPUT_SCHEMA_GUARD.into(),
+                rule: None,
+                reason: "the answer is not JSON".into(),
+                status_code: -1006,
+            }
+            .into(),
+        );
+        run.push(ContentStart { content_id: "run-1_c_2".into(), run_id: "run-1".into(), task_id: None }.into());
+        run.push(ContentDelta { content_id: "run-1_c_2".into(), delta: "{}".into() }.into());
+        let mut mapper = A2aMapper::new("run-1", "chat-1");
+        let mut out = Vec::new();
+        for e in &events(run) {
+            mapper.map(e, &mut out);
+        }
+        let task = mapper.task();
+        assert_eq!(task["artifacts"].as_array().map(Vec::len), Some(1), "{task}");
+        assert_eq!(task["artifacts"][0]["parts"][0]["text"], "{}");
     }
 
     #[test]

@@ -404,9 +404,13 @@ impl AgUiMapper {
                 if !self.pending.is_empty() {
                     outcome["pendingToolCallIds"] = json!(self.pending);
                 }
-                values.push(
-                    json!({"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": e.run_id, "outcome": outcome}),
-                )
+                let mut finished =
+                    json!({"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": e.run_id, "outcome": outcome});
+                // Structured output: AG-UI's own field for a run's result.
+                if let Some(output) = &e.output {
+                    finished["result"] = output.clone();
+                }
+                values.push(finished)
             }
             EventPayload::RunCancel(e) => {
                 self.finished = true;
@@ -483,7 +487,12 @@ mod tests {
             ev(ContentStart { content_id: "r_c_1".into(), run_id: "r".into(), task_id: None }),
             ev(ContentDelta { content_id: "r_c_1".into(), delta: "Hi".into() }),
             ev(ContentEnd { content_id: "r_c_1".into() }),
-            ev(RunComplete { run_id: "r".into(), finish_reason: "stop".into(), totals: Default::default() }),
+            ev(RunComplete {
+                run_id: "r".into(),
+                finish_reason: "stop".into(),
+                output: None,
+                totals: Default::default(),
+            }),
             ev(ContentDelta { content_id: "r_c_1".into(), delta: "late".into() }),
         ] {
             mapper.map(&event, &mut out);
@@ -506,6 +515,21 @@ mod tests {
         );
         assert_eq!(out[0], json!({"type": "RUN_STARTED", "threadId": "c", "runId": "r", "timestamp": 7}));
         assert_eq!(out[9]["outcome"], json!({"type": "success"}));
+        assert!(out[9].get("result").is_none(), "no output schema, no result");
+    }
+
+    #[test]
+    fn a_structured_answer_is_the_runs_result() {
+        let mut mapper = AgUiMapper::default();
+        let mut out = Vec::new();
+        let output = Some(json!({"city": "Paris"}));
+        mapper.map(&ev(RunStart { run_id: "r".into(), chat_id: "c".into() }), &mut out);
+        mapper.map(
+            &ev(RunComplete { run_id: "r".into(), finish_reason: "stop".into(), output, totals: Default::default() }),
+            &mut out,
+        );
+        assert_eq!(out[1]["type"], "RUN_FINISHED");
+        assert_eq!(out[1]["result"], json!({"city": "Paris"}));
     }
 
     #[test]

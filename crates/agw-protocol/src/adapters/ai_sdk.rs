@@ -594,6 +594,10 @@ impl UiMessageMapper {
                 out.push(json!({"type": "data-agw-fallback", "data": super::fallback_fields(e)}));
             }
             EventPayload::RunComplete(e) => {
+                // Structured output: the answer as JSON, kept in the message beside its text.
+                if let Some(output) = &e.output {
+                    out.push(json!({"type": "data-output", "data": output}));
+                }
                 self.finish_step(out);
                 out.push(json!({"type": "finish", "finishReason": finish_reason(&e.finish_reason)}));
                 self.finished = true;
@@ -656,7 +660,15 @@ mod tests {
             ev(4, ContentDelta { content_id: "r_c_1".into(), delta: "Hel".into() }),
             ev(5, ContentDelta { content_id: "r_c_1".into(), delta: "lo".into() }),
             ev(6, ContentEnd { content_id: "r_c_1".into() }),
-            ev(7, RunComplete { run_id: "r".into(), finish_reason: "stop".into(), totals: Default::default() }),
+            ev(
+                7,
+                RunComplete {
+                    run_id: "r".into(),
+                    finish_reason: "stop".into(),
+                    output: None,
+                    totals: Default::default(),
+                },
+            ),
         ]);
         let types: Vec<&str> = out.iter().map(|c| c["type"].as_str().unwrap()).collect();
         assert_eq!(
@@ -668,6 +680,28 @@ mod tests {
         assert_eq!(out[7]["finishReason"], "stop");
         assert!(mapper.is_finished());
         assert_eq!(frame(&out[3]), b"data: {\"type\":\"text-delta\",\"id\":\"r_c_1\",\"delta\":\"Hel\"}\n\n".to_vec());
+    }
+
+    #[test]
+    fn a_structured_answer_is_a_data_output_part_before_the_step_ends() {
+        let (_, out) = map_all(vec![
+            ev(2, RunStart { run_id: "r".into(), chat_id: "c".into() }),
+            ev(3, ContentStart { content_id: "r_c_1".into(), run_id: "r".into(), task_id: None }),
+            ev(4, ContentDelta { content_id: "r_c_1".into(), delta: "{\"a\":1}".into() }),
+            ev(5, ContentEnd { content_id: "r_c_1".into() }),
+            ev(
+                6,
+                RunComplete {
+                    run_id: "r".into(),
+                    finish_reason: "stop".into(),
+                    output: Some(json!({"a": 1})),
+                    totals: Default::default(),
+                },
+            ),
+        ]);
+        let types: Vec<&str> = out.iter().map(|c| c["type"].as_str().unwrap()).collect();
+        assert_eq!(types[types.len() - 3..], ["data-output", "finish-step", "finish"]);
+        assert_eq!(out[out.len() - 3]["data"], json!({"a": 1}));
     }
 
     /// The chunks without the step boundaries (tested on their own).
@@ -735,7 +769,10 @@ mod tests {
     }
 
     fn complete(seq: u64) -> Event {
-        ev(seq, RunComplete { run_id: "r".into(), finish_reason: "stop".into(), totals: Default::default() })
+        ev(
+            seq,
+            RunComplete { run_id: "r".into(), finish_reason: "stop".into(), output: None, totals: Default::default() },
+        )
     }
 
     /// Issue 32: a model turn after tool outputs is a step of its own.
@@ -849,7 +886,15 @@ mod tests {
         };
         let (mapper, out) = map_all(vec![
             ev(1, error),
-            ev(2, RunComplete { run_id: "r".into(), finish_reason: "stop".into(), totals: Default::default() }),
+            ev(
+                2,
+                RunComplete {
+                    run_id: "r".into(),
+                    finish_reason: "stop".into(),
+                    output: None,
+                    totals: Default::default(),
+                },
+            ),
         ]);
         assert_eq!(
             out,

@@ -270,10 +270,11 @@ fn is_child_part(event: &Event) -> bool {
 }
 
 /// A guard's event that ends the answer as filtered: a revoke, or a block of the answer before
-/// it showed anything (the run fails right after either).
+/// it showed anything (the run fails right after either). An answer withdrawn for its output
+/// schema is not filtered: the repaired one follows.
 fn ends_answer(payload: &EventPayload) -> bool {
     match payload {
-        EventPayload::ContentRevoke(_) => true,
+        EventPayload::ContentRevoke(e) => e.guard != crate::guard::OUTPUT_SCHEMA_GUARD,
         EventPayload::GuardBlock(e) => e.stage == crate::guard::GuardStage::Output,
         _ => false,
     }
@@ -401,7 +402,12 @@ mod tests {
             }),
             ev(ContentDelta { content_id: "r_c_1".into(), delta: "Sun".into() }),
             ev(ContentDelta { content_id: "r_c_1".into(), delta: "ny".into() }),
-            ev(RunComplete { run_id: "r".into(), finish_reason: "stop".into(), totals: Default::default() }),
+            ev(RunComplete {
+                run_id: "r".into(),
+                finish_reason: "stop".into(),
+                output: None,
+                totals: Default::default(),
+            }),
         ]
     }
 
@@ -597,6 +603,53 @@ mod tests {
         assert_eq!(message["agw"]["revoke"]["offset"], 13);
         assert_eq!(message["agw"]["warnings"].as_array().map(Vec::len), Some(2));
         assert!(message["agw"].get("blocks").is_none(), "the child's block is not the answer's");
+    }
+
+    /// Structured output: an answer withdrawn for its schema does not end the answer (its repair
+    /// follows); the completion keeps only the repaired text.
+    #[test]
+    fn an_answer_withdrawn_for_its_schema_is_followed_by_its_repair() {
+        use crate::event::{ContentEnd, ContentRevoke, ContentStart};
+        let start = |id: &str| ev(ContentStart { content_id: id.into(), run_id: "r".into(), task_id: None });
+        let revoke = ContentRevoke {
+            content_id: "r_c_1".into(),
+            stage: crate::guard::GuardStage::Output,
+            guard: crate::guard::OUTPUT_SCHEMA_GUARD.into(),
+            rule: None,
+            reason: "the answer is not JSON".into(),
+            status_code: -1006,
+        };
+        let events = [
+            ev(RunStart { run_id: "r".into(), chat_id: "c".into() }),
+            start("r_c_1"),
+            ev(ContentDelta { content_id: "r_c_1".into(), delta: "Sunny".into() }),
+            ev(ContentEnd { content_id: "r_c_1".into() }),
+            ev(revoke),
+            start("r_c_2"),
+            ev(ContentDelta { content_id: "r_c_2".into(), delta: "{\"a\":1}".into() }),
+            ev(ContentEnd { content_id: "r_c_2".into() }),
+            ev(RunComplete {
+                run_id: "r".into(),
+                finish_reason: "stop".into(),
+                output: Some(json!({"a": 1})),
+                totals: Default::default(),
+            }),
+        ];
+        let mut mapper = ChunkMapper::new("r", "m", 1);
+        let mut aggregate = CompletionAggregate::new("r", "m", 1);
+        let mut out = Vec::new();
+        for event in &events {
+            mapper.map(event, &mut out);
+            aggregate.push(event);
+        }
+        let revoked = &out[2]["choices"][0];
+        assert_eq!(revoked["delta"]["agw"]["revoke"]["length"], 5);
+        assert_eq!(revoked["finish_reason"], Value::Null, "not filtered: {revoked}");
+        assert_eq!(out[3]["choices"][0]["delta"]["content"], "{\"a\":1}");
+        assert_eq!(out.last().unwrap()["choices"][0]["finish_reason"], "stop");
+        let body = aggregate.finish(0, 0).unwrap().unwrap();
+        assert_eq!(body["choices"][0]["message"]["content"], "{\"a\":1}");
+        assert_eq!(body["choices"][0]["finish_reason"], "stop");
     }
 
     /// Issue 36: an answer blocked before its first word is filtered too; a blocked question is

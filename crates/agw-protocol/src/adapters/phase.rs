@@ -405,6 +405,11 @@ impl PhaseMapper {
             EventPayload::AwaitingAnswer(e) => self.answered(&e.awaiting_id),
             EventPayload::AwaitingExpired(e) => self.answered(&e.awaiting_id),
             EventPayload::RunComplete(e) => {
+                // Structured output: the design's `structured` line, in the phase the answer
+                // streamed in.
+                if let Some(output) = &e.output {
+                    out.push(self.line("structured", json!({"dataType": "output", "output": output})));
+                }
                 self.set_phase(Phase::Completed, out);
                 let stats = self.stats(&e.totals);
                 out.push(self.line("done", json!({"finishReason": e.finish_reason, "stats": stats})));

@@ -546,6 +546,17 @@ fn complete_closes_everything_completes_the_task_then_run_complete() {
 }
 
 #[test]
+fn the_last_output_before_the_end_is_run_completes_and_emits_nothing_itself() {
+    let mut rig = Rig::new();
+    rig.push(content("{\"a\":"));
+    assert!(rig.push(AgentDelta::Output(json!({"a": 0}))).is_empty());
+    assert!(rig.push(AgentDelta::Output(json!({"a": 1}))).is_empty(), "a repaired answer replaces it");
+    assert_eq!(rig.asm.output(), Some(&json!({"a": 1})));
+    assert_eq!(rig.complete(), ["content.end c_1", "run.complete"]);
+    assert_eq!(rig.json(0)["output"], json!({"a": 1}));
+}
+
+#[test]
 fn fail_closes_everything_fails_the_task_then_run_error() {
     let mut rig = Rig::new();
     rig.push(plan());

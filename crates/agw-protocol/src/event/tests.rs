@@ -117,7 +117,8 @@ fn catalogue() -> Vec<(Event, &'static str)> {
             r#"{"seq":3,"type":"run.start","timestamp":1771000000000,"runId":"run","chatId":"c"}"#,
         ),
         (
-            ev(RunComplete { run_id: s("run"), finish_reason: s("stop"), totals: Default::default() }.into()),
+            ev(RunComplete { run_id: s("run"), finish_reason: s("stop"), output: None, totals: Default::default() }
+                .into()),
             r#"{"seq":3,"type":"run.complete","timestamp":1771000000000,"runId":"run","finishReason":"stop"}"#,
         ),
         (
@@ -392,7 +393,11 @@ fn standalone_payload_is_internally_tagged() {
 
 #[test]
 fn terminal_events() {
-    let done = Event::new(1, 0, RunComplete { run_id: s("r"), finish_reason: s("stop"), totals: Default::default() });
+    let done = Event::new(
+        1,
+        0,
+        RunComplete { run_id: s("r"), finish_reason: s("stop"), output: None, totals: Default::default() },
+    );
     let err = Event::new(
         1,
         0,
@@ -421,6 +426,7 @@ fn error_codes_are_snake_case_and_unknown_codes_parse_as_internal() {
         "node_lost",
         "quota_exceeded",
         "guardrail_blocked",
+        "output_invalid",
         "recovery_exhausted",
         "internal",
     ];

@@ -495,6 +495,10 @@ pub struct RunComplete {
     /// from other implementations (the reference's `timeout`). Parsed as `""` when absent.
     #[serde(default)]
     pub finish_reason: String,
+    /// agw: the answer as JSON when the run had an output schema (structured output,
+    /// docs/models.md) — the same text as the answer's content, parsed and validated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<serde_json::Value>,
     /// agw: what the run's model calls used and cost.
     #[serde(flatten)]
     pub totals: RunTotals,
@@ -594,6 +598,9 @@ pub enum ErrorCode {
     /// `guardrail_blocked` (agw): a guard blocked the user's message or the model's answer
     /// (`guard.block` or `content.revoke` came before; `docs/contract/sse-events.md` §3.3a).
     GuardrailBlocked,
+    /// `output_invalid` (agw): the run has an output schema and its answer did not match it,
+    /// even after the one repair turn in which the model saw what was wrong (docs/models.md).
+    OutputInvalid,
     /// `recovery_exhausted` (agw): the process running the run stopped more often than
     /// `agw.recovery.max-attempts` allows (each time it was resumed from its last completed
     /// step), or the run was older than `agw.recovery.max-age` when it could be resumed
@@ -606,7 +613,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in declaration order.
-    pub const ALL: [ErrorCode; 14] = [
+    pub const ALL: [ErrorCode; 15] = [
         Self::ProviderError,
         Self::ProviderTimeout,
         Self::BudgetExceeded,
@@ -619,6 +626,7 @@ impl ErrorCode {
         Self::NodeLost,
         Self::QuotaExceeded,
         Self::GuardrailBlocked,
+        Self::OutputInvalid,
         Self::RecoveryExhausted,
         Self::Internal,
     ];
@@ -638,6 +646,7 @@ impl ErrorCode {
             Self::NodeLost => "node_lost",
             Self::QuotaExceeded => "quota_exceeded",
             Self::GuardrailBlocked => "guardrail_blocked",
+            Self::OutputInvalid => "output_invalid",
             Self::RecoveryExhausted => "recovery_exhausted",
             Self::Internal => "internal",
         }

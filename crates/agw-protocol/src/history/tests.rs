@@ -81,6 +81,7 @@ fn built_lines_use_the_contract_key_order_and_omit_nulls() {
         guards: Vec::new(),
         run_usage: None,
         run_cost: None,
+        run_output: None,
         sub_agent: None,
         handoff: None,
     });

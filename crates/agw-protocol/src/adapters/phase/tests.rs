@@ -489,3 +489,19 @@ fn guard_lines_say_what_to_take_back_and_keep_the_phase() {
     let kinds = types(&out);
     assert_eq!(kinds.iter().filter(|k| *k == "warning").count(), 1, "only the answer's: {kinds:?}");
 }
+
+#[test]
+fn a_structured_answer_is_the_designs_structured_line_before_done() {
+    let mut events = start();
+    events.extend(text("r_c_1", &["{\"n\":", "3}"]));
+    let mut done = complete(None);
+    done["output"] = json!({"n": 3});
+    events.push(done);
+    let out = run(&mut default_mapper(), &events);
+    let n = out.len();
+    assert_eq!(types(&out)[n - 3..], ["structured", "phase_change", "done"]);
+    assert_eq!(
+        out[n - 3],
+        json!({"type": "structured", "phase": "generating", "data": {"dataType": "output", "output": {"n": 3}}})
+    );
+}
