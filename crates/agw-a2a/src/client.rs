@@ -196,7 +196,7 @@ impl Remote {
                 let value: Value =
                     serde_json::from_str(&data).map_err(|e| format!("a stream frame is not JSON: {e}"))?;
                 let result = rpc_result(value)?;
-                if let Some(delta) = result.pointer("/artifactUpdate/artifact/parts").map(|p| parts_text(Some(p))) {
+                if let Some(delta) = result.pointer("/artifactUpdate/artifact/parts").map(|p| answer_text(Some(p))) {
                     on_text(&delta);
                 }
                 fold.apply(&result, &mut outcome, on_task);
@@ -268,7 +268,7 @@ impl Fold {
         } else if let Some(message) = result.get("message") {
             // A direct answer, no task.
             outcome.state = "completed".into();
-            self.artifacts.push((String::new(), parts_text(message.get("parts"))));
+            self.artifacts.push((String::new(), answer_text(message.get("parts"))));
         }
     }
 
@@ -296,7 +296,7 @@ impl Fold {
 
     fn artifact(&mut self, artifact: &Value, append: bool) {
         let id = artifact.get("artifactId").and_then(Value::as_str).unwrap_or_default().to_owned();
-        let text = parts_text(artifact.get("parts"));
+        let text = answer_text(artifact.get("parts"));
         match self.artifacts.iter_mut().find(|(a, _)| *a == id) {
             Some((_, existing)) if append => existing.push_str(&text),
             Some((_, existing)) => *existing = text,
@@ -318,7 +318,7 @@ impl Fold {
     }
 }
 
-/// The text parts of a `parts` array, joined.
+/// The text parts of a `parts` array, joined (a status message's: its data parts are read apart).
 fn parts_text(parts: Option<&Value>) -> String {
     parts
         .and_then(Value::as_array)
@@ -327,6 +327,30 @@ fn parts_text(parts: Option<&Value>) -> String {
         .filter_map(|p| p.get("text").and_then(Value::as_str))
         .collect::<Vec<_>>()
         .join("")
+}
+
+/// An answer's `parts` as the text the model reads: text parts as they are, a data part as a
+/// JSON block, a file part as a line that names it (the model gets no bytes of a remote file:
+/// the answer is a tool result, which is text).
+fn answer_text(parts: Option<&Value>) -> String {
+    parts.and_then(Value::as_array).into_iter().flatten().filter_map(part_text).collect::<Vec<_>>().join("")
+}
+
+fn part_text(part: &Value) -> Option<String> {
+    if let Some(text) = part.get("text").and_then(Value::as_str) {
+        return Some(text.to_owned());
+    }
+    if let Some(data) = part.get("data") {
+        return Some(format!("\n```json\n{data}\n```\n"));
+    }
+    let name = part.get("filename").and_then(Value::as_str).unwrap_or("unnamed");
+    let media_type = part.get("mediaType").and_then(Value::as_str).unwrap_or("unknown type");
+    if let Some(raw) = part.get("raw").and_then(Value::as_str) {
+        // Base64 is 4/3 of the bytes.
+        return Some(format!("\n[file {name} ({media_type}, {} bytes)]\n", raw.len() * 3 / 4));
+    }
+    let url = part.get("url").and_then(Value::as_str)?;
+    Some(format!("\n[file {name} ({media_type}) at {url}]\n"))
 }
 
 /// A JSON-RPC response's `result`, or its error as text.
@@ -398,5 +422,20 @@ mod tests {
         assert_eq!(seen, ["t1"]);
         assert_eq!(frame_end(b"data: x\r\n\r\nrest"), Some((7, 4)));
         assert!(rpc_result(json!({"error": {"code": -32001, "message": "no task"}})).unwrap_err().contains("-32001"));
+    }
+
+    #[test]
+    fn an_answers_data_and_file_parts_reach_the_model_as_text() {
+        let parts = json!([
+            {"text": "Here:"},
+            {"data": {"n": 1}},
+            {"raw": "aGVsbG8h", "mediaType": "text/plain", "filename": "a.txt"},
+            {"url": "https://example.com/r.pdf", "mediaType": "application/pdf"},
+        ]);
+        assert_eq!(
+            answer_text(Some(&parts)),
+            "Here:\n```json\n{\"n\":1}\n```\n\n[file a.txt (text/plain, 6 bytes)]\n\n[file unnamed (application/pdf) at https://example.com/r.pdf]\n"
+        );
+        assert_eq!(parts_text(Some(&parts)), "Here:", "a status message's text is its text parts");
     }
 }

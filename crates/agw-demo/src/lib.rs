@@ -16,7 +16,7 @@
 //! let request = ChatRequest {
 //!     provider_key: "demo".into(),
 //!     model: "agw-demo".into(),
-//!     messages: vec![ChatMessage::User { content: "What is carbon?".into() }],
+//!     messages: vec![ChatMessage::user("What is carbon?")],
 //!     tools: vec![],
 //!     tool_choice: None,
 //!     reasoning: Default::default(),
@@ -259,7 +259,7 @@ impl ChatProvider for DemoProvider {
 
 fn last_user_message(request: &ChatRequest) -> Option<&str> {
     request.messages.iter().rev().find_map(|m| match m {
-        ChatMessage::User { content } if !content.trim().is_empty() => Some(content.as_str()),
+        ChatMessage::User { content, .. } if !content.trim().is_empty() => Some(content.as_str()),
         _ => None,
     })
 }
@@ -278,7 +278,7 @@ fn quote(text: &str) -> String {
 fn message_text(message: &ChatMessage) -> &str {
     match message {
         ChatMessage::System { content }
-        | ChatMessage::User { content }
+        | ChatMessage::User { content, .. }
         | ChatMessage::Assistant { content, .. }
         | ChatMessage::Tool { content, .. } => content,
     }

@@ -176,7 +176,7 @@ fn question(request: &ChatRequest) -> String {
         .iter()
         .rev()
         .find_map(|m| match m {
-            ChatMessage::User { content } if !content.contains(TASK_ID_MARKER) => Some(content.clone()),
+            ChatMessage::User { content, .. } if !content.contains(TASK_ID_MARKER) => Some(content.clone()),
             _ => None,
         })
         .unwrap_or_default()
@@ -184,7 +184,7 @@ fn question(request: &ChatRequest) -> String {
 
 fn last_user(request: &ChatRequest) -> Option<&str> {
     request.messages.iter().rev().find_map(|m| match m {
-        ChatMessage::User { content } => Some(content.as_str()),
+        ChatMessage::User { content, .. } => Some(content.as_str()),
         _ => None,
     })
 }
@@ -241,11 +241,9 @@ mod tests {
     }
 
     fn task_prompt(id: &str, description: &str) -> ChatMessage {
-        ChatMessage::User {
-            content: format!(
-                "Task list:\n- {id} | init | {description}\n{TASK_ID_MARKER} {id}\n{TASK_DESCRIPTION_MARKER} {description}\n"
-            ),
-        }
+        ChatMessage::user(format!(
+            "Task list:\n- {id} | init | {description}\n{TASK_ID_MARKER} {id}\n{TASK_DESCRIPTION_MARKER} {description}\n"
+        ))
     }
 
     #[test]
@@ -261,7 +259,7 @@ mod tests {
         );
 
         let req = request(
-            vec![ChatMessage::User { content: "Check Tokyo weather, then plan the trip".into() }],
+            vec![ChatMessage::user("Check Tokyo weather, then plan the trip")],
             vec![spec(ADD_TASKS, "create tasks", json!({}))],
             Some(ToolChoice::Required),
         );
@@ -275,10 +273,8 @@ mod tests {
     #[test]
     fn a_task_calls_a_fitting_tool_then_completes() {
         let tools = vec![spec(UPDATE_TASK, "update", json!({})), weather()];
-        let mut messages = vec![
-            ChatMessage::User { content: "Weather in Tokyo and a packing list".into() },
-            task_prompt("a1b2c3d4", "Weather in Tokyo"),
-        ];
+        let mut messages =
+            vec![ChatMessage::user("Weather in Tokyo and a packing list"), task_prompt("a1b2c3d4", "Weather in Tokyo")];
         let first = turn(&request(messages.clone(), tools.clone(), Some(ToolChoice::Auto))).unwrap();
         let call = first.tool_call.unwrap();
         assert_eq!(call.name, "mock_city_weather");
@@ -330,9 +326,9 @@ mod tests {
 
     #[test]
     fn other_requests_are_not_plan_turns() {
-        let plain = request(vec![ChatMessage::User { content: "hi".into() }], vec![weather()], Some(ToolChoice::Auto));
+        let plain = request(vec![ChatMessage::user("hi")], vec![weather()], Some(ToolChoice::Auto));
         assert!(turn(&plain).is_none());
-        let none = request(vec![ChatMessage::User { content: "hi".into() }], vec![], None);
+        let none = request(vec![ChatMessage::user("hi")], vec![], None);
         assert!(turn(&none).is_none());
     }
 }

@@ -331,7 +331,7 @@ mod tests {
     }
 
     fn args_for(system: &str, question: &str) -> Option<Value> {
-        let req = request(system, vec![ChatMessage::User { content: question.into() }]);
+        let req = request(system, vec![ChatMessage::user(question)]);
         next_call(&req, question).map(|c| serde_json::from_str(&c.arguments).unwrap())
     }
 
@@ -383,12 +383,12 @@ mod tests {
         let req = request(
             CATALOG,
             vec![
-                ChatMessage::User { content: "12 * 7".into() },
+                ChatMessage::user("12 * 7"),
                 ChatMessage::Tool { tool_call_id: "c".into(), name: RUN_SCRIPT.into(), content: "{}".into() },
             ],
         );
         assert!(next_call(&req, "12 * 7").is_none());
-        let mut req = request(CATALOG, vec![ChatMessage::User { content: "12 * 7".into() }]);
+        let mut req = request(CATALOG, vec![ChatMessage::user("12 * 7")]);
         req.tool_choice = None;
         assert!(next_call(&req, "12 * 7").is_none());
     }
@@ -403,7 +403,7 @@ mod tests {
             let req = request(
                 CATALOG,
                 vec![
-                    ChatMessage::User { content: "q".into() },
+                    ChatMessage::user("q"),
                     ChatMessage::Tool { tool_call_id: "c".into(), name: RUN_SCRIPT.into(), content },
                 ],
             );

@@ -190,7 +190,7 @@ mod tests {
 
     #[test]
     fn picks_the_matching_tool_and_builds_arguments_from_the_schema() {
-        let req = request(vec![ChatMessage::User { content: "What's the weather in Tokyo?".into() }]);
+        let req = request(vec![ChatMessage::user("What's the weather in Tokyo?")]);
         let call = next_call(&req, "What's the weather in Tokyo?").unwrap();
         assert_eq!(call.name, "mock_city_weather");
         assert_eq!(call.id, "call_demo_1");
@@ -203,7 +203,7 @@ mod tests {
     #[test]
     fn no_second_call_once_a_result_is_in() {
         let req = request(vec![
-            ChatMessage::User { content: "time?".into() },
+            ChatMessage::user("time?"),
             ChatMessage::Tool { tool_call_id: "c".into(), name: "city_datetime".into(), content: "{}".into() },
         ]);
         assert!(next_call(&req, "time?").is_none());

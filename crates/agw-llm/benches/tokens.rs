@@ -22,7 +22,7 @@ fn chat(turns: usize) -> Vec<ChatMessage> {
     let mut messages = Vec::with_capacity(turns * 4);
     for turn in 0..turns {
         let id = format!("call_{turn}");
-        messages.push(ChatMessage::User { content: format!("What is the weather in Shanghai on day {turn}?") });
+        messages.push(ChatMessage::user(format!("What is the weather in Shanghai on day {turn}?")));
         messages.push(ChatMessage::Assistant {
             content: String::new(),
             tool_calls: vec![ToolCallMessage {
@@ -57,7 +57,7 @@ fn text_bytes(messages: &[ChatMessage]) -> usize {
     messages
         .iter()
         .map(|m| match m {
-            ChatMessage::Tool { content, .. } | ChatMessage::User { content } | ChatMessage::System { content } => {
+            ChatMessage::Tool { content, .. } | ChatMessage::User { content, .. } | ChatMessage::System { content } => {
                 content.len()
             }
             ChatMessage::Assistant { content, tool_calls } => {

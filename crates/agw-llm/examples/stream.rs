@@ -46,7 +46,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let request = ChatRequest {
         provider_key: "example".into(),
         model: String::new(), // the provider's default model
-        messages: vec![ChatMessage::User { content: question }],
+        messages: vec![ChatMessage::user(question)],
         tools: vec![],
         tool_choice: None,
         reasoning: ReasoningSetting { enabled: true, ..Default::default() },

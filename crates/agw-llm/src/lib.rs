@@ -34,7 +34,7 @@
 //! let request = ChatRequest {
 //!     provider_key: "lab".into(),
 //!     model: String::new(), // the provider's default model
-//!     messages: vec![ChatMessage::User { content: "Hello".into() }],
+//!     messages: vec![ChatMessage::user("Hello")],
 //!     tools: vec![],
 //!     tool_choice: None,
 //!     reasoning: Default::default(),
@@ -67,6 +67,7 @@
 
 #[cfg(feature = "anthropic")]
 pub mod anthropic;
+pub mod attachments;
 pub mod error;
 pub mod interaction;
 #[cfg(feature = "openai")]
@@ -88,6 +89,7 @@ pub use agw_protocol::chat::{
 pub use agw_protocol::delta::{LlmDelta, ToolCallFragment};
 #[cfg(feature = "anthropic")]
 pub use anthropic::AnthropicProvider;
+pub use attachments::AttachmentSupport;
 pub use error::{LlmError, TimeoutPhase};
 #[cfg(feature = "openai")]
 pub use openai::OpenAiCompatibleProvider;

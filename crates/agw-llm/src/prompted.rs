@@ -215,11 +215,17 @@ fn text_transcript(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
                 }
                 ChatMessage::Assistant { content: text, tool_calls: Vec::new() }
             }
-            ChatMessage::Tool { content, .. } => ChatMessage::User { content: format!("{RESULT}: {content}") },
+            ChatMessage::Tool { content, .. } => ChatMessage::user(format!("{RESULT}: {content}")),
             other => other,
         };
         match (out.last_mut(), message) {
-            (Some(ChatMessage::User { content: last }), ChatMessage::User { content }) => join(last, &content),
+            (
+                Some(ChatMessage::User { content: last, attachments: kept }),
+                ChatMessage::User { content, attachments },
+            ) => {
+                join(last, &content);
+                kept.extend(attachments);
+            }
             (Some(ChatMessage::Assistant { content: last, .. }), ChatMessage::Assistant { content, .. }) => {
                 join(last, &content)
             }

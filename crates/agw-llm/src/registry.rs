@@ -73,6 +73,8 @@ pub struct ProviderConfig {
     /// OpenAI-compatible only: how calls with an output schema are sent (docs/models.md);
     /// `None`: natively (`response_format`). Anthropic always takes the answer as a tool call.
     pub structured_output: Option<crate::StructuredOutput>,
+    /// Which attachments its models take besides text (docs/models.md); `None`: images and PDFs.
+    pub attachments: Option<crate::AttachmentSupport>,
 }
 
 impl std::fmt::Debug for ProviderConfig {
@@ -86,6 +88,7 @@ impl std::fmt::Debug for ProviderConfig {
             .field("limits", &self.limits)
             .field("prompt_cache_key", &self.prompt_cache_key)
             .field("structured_output", &self.structured_output)
+            .field("attachments", &self.attachments)
             .finish()
     }
 }
@@ -120,6 +123,7 @@ impl ProviderConfig {
                     limits: ModelLimits::default(),
                     prompt_cache_key: None,
                     structured_output: None,
+                    attachments: None,
                 };
                 (config, None)
             });
@@ -161,6 +165,7 @@ struct Entry {
     model: String,
     limits: ModelLimits,
     structured: crate::StructuredOutput,
+    attachments: crate::AttachmentSupport,
 }
 
 /// The providers a server can call, by lower-cased key.
@@ -217,6 +222,7 @@ impl ProviderRegistry {
                 model: config.model.trim().to_owned(),
                 limits: config.limits,
                 structured,
+                attachments: config.attachments.unwrap_or(crate::AttachmentSupport::ALL),
             };
             entries.insert(key, entry);
         }
@@ -261,6 +267,20 @@ impl ProviderRegistry {
         }
     }
 
+    /// Which attachments `key`'s models take besides text (text only for an unknown key).
+    pub fn attachments(&self, key: &str) -> crate::AttachmentSupport {
+        self.entries
+            .get(&key.trim().to_ascii_lowercase())
+            .map_or(crate::AttachmentSupport::TEXT, |entry| entry.attachments)
+    }
+
+    /// Sets which attachments a registered provider's models take (no-op for an unknown key).
+    pub fn set_attachments(&mut self, key: &str, support: crate::AttachmentSupport) {
+        if let Some(entry) = self.entries.get_mut(&key.trim().to_ascii_lowercase()) {
+            entry.attachments = support;
+        }
+    }
+
     /// Registered keys, sorted (lower-cased).
     pub fn keys(&self) -> Vec<String> {
         self.entries.keys().cloned().collect()
@@ -275,6 +295,7 @@ impl ProviderRegistry {
             model: model.to_owned(),
             limits: ModelLimits::default(),
             structured: crate::StructuredOutput::default(),
+            attachments: crate::AttachmentSupport::TEXT,
         };
         self.entries.insert(key, entry);
     }
@@ -379,6 +400,7 @@ mod tests {
             limits: ModelLimits::default(),
             prompt_cache_key: None,
             structured_output: None,
+            attachments: None,
         };
         let text = format!("{config:?}");
         assert!(!text.contains("sk-secret") && text.contains("***"));
@@ -397,6 +419,7 @@ mod tests {
             limits: ModelLimits::default(),
             prompt_cache_key: None,
             structured_output: None,
+            attachments: None,
         };
         let mut registry = ProviderRegistry::new([
             config("bailian", ProviderProtocol::OpenAiCompatible),

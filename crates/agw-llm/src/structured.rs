@@ -154,12 +154,8 @@ mod tests {
             messages: Vec::new(),
             tools,
             tool_choice: choice,
-            reasoning: Default::default(),
-            temperature: None,
-            top_p: None,
-            max_tokens: None,
-            prompt_cache: Default::default(),
             response_format: Some(ResponseFormat { name: "city".into(), schema: json!({"type": "object"}) }),
+            ..ChatRequest::default()
         }
     }
 

@@ -40,7 +40,10 @@ pub fn estimate_text(text: &str) -> u64 {
 pub fn estimate_message(message: &ChatMessage) -> u64 {
     PER_MESSAGE_OVERHEAD
         + match message {
-            ChatMessage::System { content } | ChatMessage::User { content } => estimate_text(content),
+            ChatMessage::System { content } => estimate_text(content),
+            ChatMessage::User { content, attachments } => {
+                estimate_text(content) + attachments.iter().map(estimate_attachment).sum::<u64>()
+            }
             ChatMessage::Assistant { content, tool_calls } => {
                 estimate_text(content)
                     + tool_calls
@@ -50,6 +53,24 @@ pub fn estimate_message(message: &ChatMessage) -> u64 {
             }
             ChatMessage::Tool { content, name, .. } => estimate_text(content) + estimate_text(name),
         }
+}
+
+/// Tokens an image is counted as without knowing its size: Anthropic's for a 1.15-megapixel
+/// image (its largest before downscaling), OpenAI's high detail is within it.
+pub const IMAGE_TOKENS: u64 = 1_600;
+
+/// Estimated tokens of an attachment: [`IMAGE_TOKENS`] for an image; a PDF as its bytes over 20
+/// (providers read each page as text and as an image: ~1,500–3,000 tokens for a page of ~50 KB);
+/// a text file as its text.
+pub fn estimate_attachment(attachment: &agw_protocol::chat::Attachment) -> u64 {
+    use agw_protocol::chat::{AttachmentKind, AttachmentSource};
+    match (&attachment.source, attachment.kind()) {
+        (AttachmentSource::Text(text), _) => estimate_text(text),
+        (_, AttachmentKind::Image) => IMAGE_TOKENS,
+        // Base64 is 4/3 of the bytes.
+        (AttachmentSource::Base64(data), _) => (data.len() as u64 * 3 / 4) / 20,
+        (AttachmentSource::Url(_), _) => IMAGE_TOKENS,
+    }
 }
 
 /// Estimated tokens of a conversation.
@@ -104,6 +125,27 @@ fn is_cjk(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attachments_count_as_an_image_a_pdfs_size_or_a_files_text() {
+        use agw_protocol::chat::{Attachment, AttachmentSource};
+        let of = |media_type: &str, source: AttachmentSource| {
+            estimate_attachment(&Attachment { media_type: media_type.into(), name: None, source })
+        };
+        assert_eq!(of("image/png", AttachmentSource::Base64("AAAA".into())), IMAGE_TOKENS);
+        assert_eq!(of("image/jpeg", AttachmentSource::Url("https://x/y.jpg".into())), IMAGE_TOKENS);
+        assert_eq!(of("application/pdf", AttachmentSource::Base64("A".repeat(80_000))), 3_000);
+        assert_eq!(of("text/plain", AttachmentSource::Text("abcd".into())), 1);
+        let user = ChatMessage::User {
+            content: String::new(),
+            attachments: vec![Attachment {
+                media_type: "image/png".into(),
+                name: None,
+                source: AttachmentSource::Base64("AAAA".into()),
+            }],
+        };
+        assert_eq!(estimate_message(&user), PER_MESSAGE_OVERHEAD + IMAGE_TOKENS);
+    }
 
     #[test]
     fn classes_are_weighted_as_documented() {

@@ -60,6 +60,7 @@ async fn anthropic_providers_speak_the_messages_api() {
         limits: Default::default(),
         prompt_cache_key: None,
         structured_output: None,
+        attachments: None,
     };
     let registry = ProviderRegistry::new([config]);
     let provider: Arc<dyn ChatProvider> = registry.get("claude").expect("registered");
@@ -81,6 +82,7 @@ async fn anthropic_providers_speak_the_messages_api() {
         limits: Default::default(),
         prompt_cache_key: None,
         structured_output: None,
+        attachments: None,
     };
     assert!(ProviderRegistry::new([bad]).get("broken").is_err(), "invalid configs are skipped");
 }

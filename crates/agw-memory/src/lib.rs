@@ -87,7 +87,7 @@ pub use pg::PgConfig;
 pub use recorder::{Recorder, RecorderInit};
 pub use recovery::{FoundRun, InFlightRun};
 pub use store::{ChatContext, ChatStore, WaitingRun};
-pub use window::{UNRECORDED_RESULT, Window, history_messages, window};
+pub use window::{UNRECORDED_RESULT, Window, history_messages, restore_attachments, window};
 
 // The HTTP layer shares one store between tasks and moves a recorder into each run task.
 const _: () = {

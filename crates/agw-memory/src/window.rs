@@ -46,14 +46,37 @@ pub fn window(lines: &[HistoryLine], k: usize) -> Window {
         out.messages.extend(summary_turn(&checkpoint.summary));
     }
     for (run_id, steps) in last_runs_with_steps(&lines, k.max(1)) {
-        let messages = conversation(steps.iter().flat_map(|step| not_refused(step)));
+        let mut messages = conversation(steps.iter().flat_map(|step| not_refused(step)));
         if messages.is_empty() {
             continue;
+        }
+        let query = lines.iter().filter_map(|l| l.as_query()).find(|q| q.run_id == run_id);
+        if let Some(query) = query {
+            restore_attachments(&mut messages, &query.query);
         }
         out.runs.push(HistoryRun { run_id: run_id.to_owned(), start: out.messages.len() });
         out.messages.extend(messages);
     }
     out
+}
+
+/// The images and files of a run's query go back with its message, the run's first user
+/// message (docs/models.md "Images and files"): they were checked when the run started; should
+/// one no longer pass, the run's message goes without them.
+pub fn restore_attachments(messages: &mut [ChatMessage], query: &agw_protocol::QueryRequest) {
+    let Some(references) = query.references.as_deref().filter(|r| !r.is_empty()) else { return };
+    let attachments = match agw_protocol::attachment::from_references(references) {
+        Ok(attachments) => attachments,
+        Err(error) => {
+            tracing::warn!(run_id = ?query.request_id, %error, "a stored query's attachments no longer pass; left out");
+            return;
+        }
+    };
+    if let Some(ChatMessage::User { attachments: slot, .. }) =
+        messages.iter_mut().find(|m| matches!(m, ChatMessage::User { .. }))
+    {
+        *slot = attachments;
+    }
 }
 
 /// The latest checkpoint and the lines of the runs after the one it goes through (in the
@@ -127,7 +150,7 @@ fn last_runs_with_steps<'a>(lines: &[&'a HistoryLine], k: usize) -> Vec<(&'a str
 fn convert(message: &StoredMessage) -> Option<ChatMessage> {
     let text = if message.is_assistant() && message.is_revoked() { "" } else { message.text() };
     if message.is_user() {
-        return (!text.is_empty()).then(|| ChatMessage::User { content: text.to_owned() });
+        return (!text.is_empty()).then(|| ChatMessage::user(text.to_owned()));
     }
     if message.is_tool() {
         let tool_call_id = message.tool_call_id.clone().filter(|id| !id.trim().is_empty())?;
@@ -250,7 +273,7 @@ mod tests {
                 }
                 ChatMessage::Assistant { tool_calls, .. } => format!("call:{}", tool_calls[0].id),
                 ChatMessage::Tool { tool_call_id, content, .. } => format!("result:{tool_call_id}:{content}"),
-                ChatMessage::User { content } => format!("user:{content}"),
+                ChatMessage::User { content, .. } => format!("user:{content}"),
                 ChatMessage::System { content } => format!("system:{content}"),
             })
             .collect()

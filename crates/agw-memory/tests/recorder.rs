@@ -525,11 +525,11 @@ fn a_steer_is_a_user_message_at_its_position_in_the_step() {
     assert_eq!(
         window,
         [
-            ChatMessage::User { content: "weather?".into() },
+            ChatMessage::user("weather?"),
             ChatMessage::Assistant { content: "Looking it up.".into(), tool_calls: vec![] },
             window[2].clone(),
             ChatMessage::Tool { tool_call_id: "call_1".into(), name: "w".into(), content: "20C".into() },
-            ChatMessage::User { content: "in Fahrenheit, please".into() },
+            ChatMessage::user("in Fahrenheit, please"),
             ChatMessage::Assistant { content: "68F".into(), tool_calls: vec![] },
         ]
     );
@@ -617,7 +617,7 @@ fn a_steer_in_a_task_writes_unanswered_calls_before_it_and_is_recorded_from_even
     let kinds: Vec<String> = history
         .iter()
         .map(|m| match m {
-            ChatMessage::User { content } => format!("user:{content}"),
+            ChatMessage::User { content, .. } => format!("user:{content}"),
             ChatMessage::Assistant { tool_calls, content } => {
                 tool_calls.first().map_or_else(|| format!("assistant:{content}"), |c| format!("call:{}", c.id))
             }
@@ -759,11 +759,11 @@ fn a_summary_is_kept_with_its_step_becomes_the_checkpoint_and_the_next_window_st
     assert_eq!(
         window.messages,
         [
-            ChatMessage::User { content: agw_protocol::chat::SUMMARY_REQUEST.into() },
+            ChatMessage::user(agw_protocol::chat::SUMMARY_REQUEST),
             ChatMessage::Assistant { content: "They said one.".into(), tool_calls: vec![] },
-            ChatMessage::User { content: "second".into() },
+            ChatMessage::user("second"),
             ChatMessage::Assistant { content: "two".into(), tool_calls: vec![] },
-            ChatMessage::User { content: "third".into() },
+            ChatMessage::user("third"),
             ChatMessage::Assistant { content: "three".into(), tool_calls: vec![] },
         ]
     );

@@ -36,7 +36,7 @@ fn texts(messages: &[ChatMessage]) -> Vec<String> {
     messages
         .iter()
         .map(|m| match m {
-            ChatMessage::User { content } => format!("user {content}"),
+            ChatMessage::User { content, .. } => format!("user {content}"),
             ChatMessage::Assistant { content, .. } => format!("assistant {content}"),
             ChatMessage::Tool { content, .. } => format!("tool {content}"),
             ChatMessage::System { content } => format!("system {content}"),

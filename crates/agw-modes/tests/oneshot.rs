@@ -35,7 +35,7 @@ async fn streams_reasoning_and_content_and_captures_usage() {
     let fixture =
         FixtureServer::with_default(Transcript::openai_reasoning_text(&["think"], &["an", "swer"])).await.unwrap();
     let history = vec![
-        ChatMessage::User { content: "earlier question".into() },
+        ChatMessage::user("earlier question"),
         ChatMessage::Assistant { content: "earlier answer".into(), tool_calls: vec![] },
     ];
     let mut sink = CollectingSink::default();

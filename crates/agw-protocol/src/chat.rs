@@ -18,6 +18,10 @@ pub enum ChatMessage {
     User {
         /// The user's message text.
         content: String,
+        /// Images and files sent with it, in order (docs/models.md "Images and files"); omitted
+        /// when none.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attachments: Vec<Attachment>,
     },
     /// `content` is `""` when the turn only called tools.
     Assistant {
@@ -38,6 +42,79 @@ pub enum ChatMessage {
     },
 }
 
+impl ChatMessage {
+    /// A user turn of text alone.
+    pub fn user(content: impl Into<String>) -> Self {
+        ChatMessage::User { content: content.into(), attachments: Vec::new() }
+    }
+}
+
+/// An image or file a user turn carries, checked (`crate::attachment`) before it gets here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attachment {
+    /// What it is: `image/png`, `image/jpeg`, `image/gif`, `image/webp`, `application/pdf`, or
+    /// text (`text/plain`, …).
+    pub media_type: String,
+    /// The file name the client gave, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The content itself, or where the provider fetches it.
+    pub source: AttachmentSource,
+}
+
+impl Attachment {
+    /// What kind of input it is for a provider.
+    pub fn kind(&self) -> AttachmentKind {
+        AttachmentKind::of(&self.media_type)
+    }
+}
+
+/// Where an attachment's bytes are.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum AttachmentSource {
+    /// Standard base64 of the bytes (no `data:` prefix).
+    Base64(String),
+    /// An `https` URL the provider fetches (agw never does).
+    Url(String),
+    /// The text of a text file, decoded (UTF-8).
+    Text(String),
+}
+
+/// The three kinds of input providers tell apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AttachmentKind {
+    /// `image/*` (PNG, JPEG, GIF, WebP).
+    Image,
+    /// A PDF document.
+    Pdf,
+    /// A text file: every provider takes it, as text.
+    Text,
+}
+
+impl AttachmentKind {
+    /// The kind of `media_type` (anything not an image or a PDF is text).
+    pub fn of(media_type: &str) -> Self {
+        if media_type.starts_with("image/") {
+            Self::Image
+        } else if media_type == "application/pdf" {
+            Self::Pdf
+        } else {
+            Self::Text
+        }
+    }
+
+    /// `image`, `pdf` or `text`: how settings and errors spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Image => "image",
+            Self::Pdf => "pdf",
+            Self::Text => "text",
+        }
+    }
+}
+
 /// Where one stored run begins in a run's history (the chat's earlier turns, as sent to the
 /// model): context compaction summarises whole runs, so it needs their boundaries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,10 +133,7 @@ pub const SUMMARY_REQUEST: &str = "[Context compaction] The earlier part of this
 /// The two messages that stand for older turns once they were summarised (or dropped):
 /// [`SUMMARY_REQUEST`] and the summary.
 pub fn summary_turn(summary: &str) -> [ChatMessage; 2] {
-    [
-        ChatMessage::User { content: SUMMARY_REQUEST.to_owned() },
-        ChatMessage::Assistant { content: summary.to_owned(), tool_calls: Vec::new() },
-    ]
+    [ChatMessage::user(SUMMARY_REQUEST), ChatMessage::Assistant { content: summary.to_owned(), tool_calls: Vec::new() }]
 }
 
 /// `{"id","type","function":{"name","arguments"}}` inside an assistant message.
@@ -122,8 +196,9 @@ pub struct ReasoningSetting {
 }
 
 /// Everything one model turn needs; the provider turns it into its wire body
-/// (`docs/contract/agent-definitions.md` §10.1).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// (`docs/contract/agent-definitions.md` §10.1). The default is an empty request to the
+/// provider's default model with no options set.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChatRequest {
     /// The provider key the agent named (used for per-provider switches such as
     /// `enable_thinking` for `bailian`).

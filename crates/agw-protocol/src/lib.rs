@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 pub mod adapters;
 pub mod assembler;
+pub mod attachment;
 pub mod chat;
 pub mod citation;
 pub mod delta;

@@ -136,7 +136,9 @@ async fn wait_again(
     ready: Option<tokio::sync::oneshot::Sender<()>>,
 ) {
     let core: &Core = &service.core;
-    let WaitingRun { awaiting, conversation, steps, pending, context, blocks } = run;
+    let WaitingRun { awaiting, mut conversation, steps, pending, context, blocks } = run;
+    // The run's message takes its images and files back.
+    agw_memory::restore_attachments(&mut conversation, &awaiting.query);
     let (run_id, chat_id) = (handle.run_id.clone(), handle.chat_id.clone());
     let tools = core.catalogs.tools.load();
     // How the client had been shown each call; a call withheld until its approval is neither.
@@ -249,6 +251,7 @@ async fn wait_again(
         chat_id,
         agent,
         user_message: awaiting.query.message.clone().unwrap_or_default(),
+        user_attachments: crate::attachments::of_stored(&awaiting.query),
         history: context.history,
         history_runs: context.history_runs,
         initial_plan: context.plan,

@@ -19,6 +19,7 @@
 
 #![forbid(unsafe_code)]
 
+mod attachments;
 mod buffer;
 mod calls;
 mod chats;

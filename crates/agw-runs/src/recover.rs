@@ -226,7 +226,9 @@ pub(crate) async fn resume_run(
     }
     // The checkpoints of child tasks: a parallel plan round's, or the running call's sub-agents'.
     let of_call = run.mark.round.as_ref().is_some_and(|r| r.call_id.is_some());
-    let InFlightRun { conversation, context, steps, pending, batch, plan, tasks, .. } = *run;
+    let InFlightRun { mut conversation, context, steps, pending, batch, plan, tasks, .. } = *run;
+    // The run's message takes its images and files back.
+    agw_memory::restore_attachments(&mut conversation, &mark.query);
     let (round, sub_agents) = if of_call { (Vec::new(), tasks) } else { (tasks, Vec::new()) };
     let (conversation, steps, handoff) =
         crate::continued::continued_part(core, &mut sink, conversation, steps, &pending).await;
@@ -245,6 +247,7 @@ pub(crate) async fn resume_run(
     let steers = handle.steers.clone();
     let ctx = RunContext {
         user_message: mark.query.message.clone().unwrap_or_default(),
+        user_attachments: crate::attachments::of_stored(&mark.query),
         history: context.history,
         history_runs: context.history_runs,
         // The plan as the run's own steps last recorded it, else the chat's.

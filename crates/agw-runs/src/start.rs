@@ -82,6 +82,9 @@ impl RunService {
         }
         let agent = crate::output::with_output_schema(agent, &request)
             .map_err(|e| RunError::invalid(format!("outputSchema {e}")))?;
+        // Images and files are checked, and the agent's models asked whether they take them,
+        // before anything runs.
+        let attachments = crate::attachments::for_run(core, &agent, &request)?;
         let chat_id = given.unwrap_or_else(ids::new_chat_id);
         let run_id = ids::new_run_id();
         let settings = core.tracker.settings();
@@ -125,6 +128,7 @@ impl RunService {
         let run = Box::new(RunStart {
             agent,
             request,
+            attachments,
             principal,
             handle: handle.clone(),
             slot,
@@ -153,6 +157,8 @@ enum StartFailure {
 struct RunStart {
     agent: Arc<AgentDefinition>,
     request: QueryRequest,
+    /// The images and files of the request, checked.
+    attachments: Vec<agw_llm::request::Attachment>,
     principal: Option<Principal>,
     handle: Arc<RunHandle>,
     /// The chat, when already held (`reject` policy); `None`: queue for it in the task.
@@ -342,6 +348,7 @@ async fn start_phase(core: &Core, run: RunStart) -> Option<Box<LiveRun>> {
     let RunStart {
         agent,
         request,
+        attachments,
         principal,
         handle,
         slot,
@@ -440,6 +447,7 @@ async fn start_phase(core: &Core, run: RunStart) -> Option<Box<LiveRun>> {
         chat_id,
         agent,
         user_message: message,
+        user_attachments: attachments,
         history: prepared.history,
         history_runs: prepared.history_runs,
         // The runtime shows a stored plan first (any mode) and continues it.

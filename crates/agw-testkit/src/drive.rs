@@ -21,10 +21,7 @@ pub fn request(user: &str) -> ChatRequest {
     ChatRequest {
         provider_key: "fixture".into(),
         model: "gpt-test".into(),
-        messages: vec![
-            ChatMessage::System { content: "You are terse.".into() },
-            ChatMessage::User { content: user.into() },
-        ],
+        messages: vec![ChatMessage::System { content: "You are terse.".into() }, ChatMessage::user(user)],
         tools: vec![],
         tool_choice: None,
         reasoning: ReasoningSetting::default(),

@@ -136,6 +136,14 @@ pub(super) fn load(src: &Source) -> Result<(Vec<ProviderConfig>, PriceTable), Co
                 message: format!("structured-output must be native or tool, not {v:?}"),
             })?),
         };
+        let attachments = match fields.get("attachments").map(|v| v.trim().to_ascii_lowercase()) {
+            None => None,
+            Some(v) if v.is_empty() => None,
+            Some(v) => Some(v.parse::<agw_llm::AttachmentSupport>().map_err(|reason| ConfigError::Provider {
+                key: key.clone(),
+                message: format!("attachments: {reason}"),
+            })?),
+        };
         out.push(ProviderConfig {
             key,
             protocol,
@@ -145,6 +153,7 @@ pub(super) fn load(src: &Source) -> Result<(Vec<ProviderConfig>, PriceTable), Co
             limits,
             prompt_cache_key,
             structured_output,
+            attachments,
         });
     }
     Ok((out, PriceTable::new(prices)))

@@ -346,6 +346,7 @@ pub const PROVIDER_FIELDS: &[ProviderField] = &[
     ProviderField { key: "prices", env_suffix: "_PRICES" },
     ProviderField { key: "prompt-cache-key", env_suffix: "_PROMPT_CACHE_KEY" },
     ProviderField { key: "structured-output", env_suffix: "_STRUCTURED_OUTPUT" },
+    ProviderField { key: "attachments", env_suffix: "_ATTACHMENTS" },
 ];
 
 /// Variables with a setting prefix that agw reads but that are not settings (listed by

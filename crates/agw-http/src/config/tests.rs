@@ -83,6 +83,18 @@ fn the_structured_output_route_is_native_or_tool() {
 }
 
 #[test]
+fn the_attachments_a_provider_takes_are_listed() {
+    let with = |value: &str| {
+        Settings::load(None, env(&[("AGENT_PROVIDERS_LAB_MODEL", "m"), ("AGENT_PROVIDERS_LAB_ATTACHMENTS", value)]))
+    };
+    let lab = |s: Settings| s.providers.into_iter().find(|p| p.key == "lab").unwrap().attachments;
+    assert_eq!(lab(with("none").unwrap()), Some(agw_llm::AttachmentSupport::TEXT));
+    assert_eq!(lab(with("Image").unwrap()), Some(agw_llm::AttachmentSupport { image: true, pdf: false }));
+    let err = with("video").unwrap_err().to_string();
+    assert!(err.contains("lab") && err.contains("attachments") && err.contains("video"), "{err}");
+}
+
+#[test]
 fn invalid_values_name_the_setting() {
     let err = Settings::load(None, env(&[("SERVER_PORT", "eighty")])).unwrap_err().to_string();
     assert!(err.contains("server.port") && err.contains("SERVER_PORT"), "{err}");

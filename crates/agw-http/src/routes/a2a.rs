@@ -174,6 +174,20 @@ fn host_of(headers: &HeaderMap) -> &str {
     headers.get(http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("127.0.0.1")
 }
 
+/// What a message to `agent` may carry: text and JSON, and the images and PDFs its model takes
+/// (docs/models.md "Images and files").
+fn input_modes(state: &AppState, agent: &agw_modes::definition::AgentDefinition) -> Vec<&'static str> {
+    let support = state.catalogs().providers.attachments(&agent.agent_provider_key());
+    let mut modes = vec!["text/plain", "application/json"];
+    if support.image {
+        modes.extend(agw_protocol::attachment::IMAGE_TYPES);
+    }
+    if support.pdf {
+        modes.push("application/pdf");
+    }
+    modes
+}
+
 /// The public card of `agent`, reached at `host`.
 fn card_json(state: &AppState, agent: &agw_modes::definition::AgentDefinition, host: &str) -> Value {
     let url = format!("http://{host}{PREFIX}{}", agent.key);
@@ -192,7 +206,7 @@ fn card_json(state: &AppState, agent: &agw_modes::definition::AgentDefinition, h
             "extendedAgentCard": state.auth.is_some(),
             "extensions": [{"uri": SEQ_EXTENSION, "required": false,
                 "description": "Each stream response's SSE id is the run's seq; SubscribeToTask with Last-Event-ID continues right after it, with no gap and no duplicate."}]},
-        "defaultInputModes": ["text/plain"],
+        "defaultInputModes": input_modes(state, agent),
         "defaultOutputModes": ["text/plain"],
         "skills": [{
             "id": agent.key,
@@ -485,6 +499,7 @@ fn read_message(
         message.get("parts").and_then(Value::as_array).ok_or_else(|| invalid("params.message.parts is required"))?;
     let mut texts: Vec<String> = Vec::new();
     let mut data = None;
+    let mut files = Vec::new();
     for part in parts {
         match (part.get("text").and_then(Value::as_str), part.get("data")) {
             (Some(text), _) => texts.push(text.to_owned()),
@@ -493,12 +508,16 @@ fn read_message(
                 texts.push(format!("```json\n{value}\n```"));
                 data.get_or_insert_with(|| value.clone());
             }
-            _ => {
-                return Err(RpcError::new(
-                    code::CONTENT_TYPE_NOT_SUPPORTED,
-                    "only text and data parts are accepted (files are not offered yet)",
-                ));
-            }
+            // A file (`raw` or `url`): an image or file of the message (docs/models.md).
+            _ => match super::files::a2a(part) {
+                Some(file) => files.push(file),
+                None => {
+                    return Err(RpcError::new(
+                        code::CONTENT_TYPE_NOT_SUPPORTED,
+                        "a part must hold text, data, or a file (raw or url)",
+                    ));
+                }
+            },
         }
     }
     let text = texts.join("\n");
@@ -521,8 +540,13 @@ fn read_message(
         Some(context) => Some(chat_id_for(context, principal)),
     };
     let agent = state.runs.agent(Some(agent_key)).map_err(|e| RpcError::of_run(e, false))?;
-    let query =
-        QueryRequest { agent_key: Some(agent.key.clone()), chat_id, message: Some(text), ..QueryRequest::default() };
+    let query = QueryRequest {
+        agent_key: Some(agent.key.clone()),
+        chat_id,
+        message: Some(text),
+        references: Some(files).filter(|f| !f.is_empty()),
+        ..QueryRequest::default()
+    };
     // Checked before the task starts; it gets the task's id once there is one.
     let push = match params.pointer("/configuration/taskPushNotificationConfig").filter(|c| c.is_object()) {
         Some(config) => Some(Box::new(push::PushConfig::parse(config, "")?)),

@@ -167,6 +167,7 @@ pub async fn run(state: &AppState, agent_key: &str, req: Request<RequestBody>) -
         message: Some(message),
         on_disconnect: Some(OnDisconnect::Continue),
         output_schema: input.forwarded_props.as_ref().map(|p| p["outputSchema"].clone()).filter(|s| !s.is_null()),
+        references: Some(super::files::ag_ui(last)).filter(|r| !r.is_empty()),
         ..QueryRequest::default()
     };
     let (handle, observer) =

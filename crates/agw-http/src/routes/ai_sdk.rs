@@ -190,6 +190,7 @@ pub async fn chat(state: &AppState, agent_key: &str, req: Request<RequestBody>) 
         // The stream ends at a client-side tool call while the run waits: leaving is normal.
         on_disconnect: Some(OnDisconnect::Continue),
         output_schema: request.output_schema,
+        references: Some(super::files::ai_sdk(last)).filter(|r| !r.is_empty()),
         ..QueryRequest::default()
     };
     let (handle, observer) =

@@ -9,6 +9,7 @@ mod compact;
 mod continuation;
 mod data;
 mod events;
+mod files;
 mod openai;
 mod ops;
 pub mod phase;

@@ -128,7 +128,7 @@ fn history_of(messages: &[Value]) -> Vec<ChatMessage> {
     for m in messages {
         let content = text_of(&m["content"]);
         match m["role"].as_str() {
-            Some("user") => out.push(ChatMessage::User { content }),
+            Some("user") => out.push(ChatMessage::user(content)),
             Some("assistant") => {
                 let tool_calls = m["tool_calls"]
                     .as_array()
@@ -202,6 +202,7 @@ async fn completions_inner(
         // An OpenAI client cannot re-attach: when it goes away the run stops.
         on_disconnect: Some(OnDisconnect::Cancel),
         output_schema,
+        references: Some(super::files::openai(&request.messages[last_user])).filter(|r| !r.is_empty()),
         ..QueryRequest::default()
     };
     query.validate().map_err(|e| invalid(e.to_string()))?;

@@ -22,7 +22,9 @@
 use serde_json::{Map, Value, json};
 
 use super::thinking::ThinkingCache;
-use crate::request::{ChatMessage, ChatRequest, ReasoningEffort, ToolChoice, ToolSpec};
+use crate::request::{
+    Attachment, AttachmentKind, AttachmentSource, ChatMessage, ChatRequest, ReasoningEffort, ToolChoice, ToolSpec,
+};
 
 /// `max_tokens` when the request sets none (the API requires the field).
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
@@ -156,7 +158,12 @@ fn wire_messages(messages: &[ChatMessage], thinking: &ThinkingCache) -> (Vec<Val
     for (position, message) in messages.iter().enumerate() {
         let (role, blocks) = match message {
             ChatMessage::System { .. } => continue,
-            ChatMessage::User { content } => ("user", text_block(content).into_iter().collect()),
+            ChatMessage::User { content, attachments } => {
+                // Images and documents before the text, as Anthropic recommends.
+                let mut blocks: Vec<Value> = attachments.iter().map(attachment_block).collect();
+                blocks.extend(text_block(content));
+                ("user", blocks)
+            }
             ChatMessage::Assistant { content, tool_calls } => {
                 let mut blocks = Vec::new();
                 if let Some(first) = tool_calls.first() {
@@ -206,6 +213,31 @@ fn wire_messages(messages: &[ChatMessage], thinking: &ThinkingCache) -> (Vec<Val
 
 fn is_tool_result(block: &Value) -> bool {
     block["type"] == "tool_result"
+}
+
+/// An image (`image`) or a file (`document`) block.
+fn attachment_block(attachment: &Attachment) -> Value {
+    let media_type = attachment.media_type.as_str();
+    let mut block = match (&attachment.source, attachment.kind()) {
+        (AttachmentSource::Url(url), AttachmentKind::Image) => {
+            json!({"type": "image", "source": {"type": "url", "url": url}})
+        }
+        (AttachmentSource::Url(url), _) => json!({"type": "document", "source": {"type": "url", "url": url}}),
+        (AttachmentSource::Base64(data), AttachmentKind::Image) => {
+            json!({"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}})
+        }
+        (AttachmentSource::Base64(data), _) => {
+            json!({"type": "document", "source": {"type": "base64", "media_type": media_type, "data": data}})
+        }
+        // Plain-text documents are `text/plain` whatever the file's text type.
+        (AttachmentSource::Text(text), _) => {
+            json!({"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": text}})
+        }
+    };
+    if let (Some(name), false) = (&attachment.name, attachment.kind() == AttachmentKind::Image) {
+        block["title"] = json!(name);
+    }
+    block
 }
 
 fn text_block(text: &str) -> Option<Value> {
@@ -277,7 +309,7 @@ mod tests {
     #[test]
     fn minimal_body() {
         let body = request_body(
-            &request(vec![ChatMessage::System { content: " ".into() }, ChatMessage::User { content: "hi".into() }]),
+            &request(vec![ChatMessage::System { content: " ".into() }, ChatMessage::user("hi")]),
             "d",
             &ThinkingCache::default(),
         );
@@ -315,7 +347,7 @@ mod tests {
     fn prompt_caching_marks_tools_system_and_the_conversation() {
         let mut req = request(vec![
             ChatMessage::System { content: "You help.".into() },
-            ChatMessage::User { content: "q".into() },
+            ChatMessage::user("q"),
             ChatMessage::Assistant { content: "Looking.".into(), tool_calls: vec![call("t1")] },
             ChatMessage::Tool { tool_call_id: "t1".into(), name: "f".into(), content: "r1".into() },
         ]);
@@ -343,7 +375,7 @@ mod tests {
         assert!(body["messages"][2]["content"][0].get("cache_control").is_some());
 
         // A first call: one user message, no tools, no system: one breakpoint.
-        let mut first = request(vec![ChatMessage::User { content: "hi".into() }]);
+        let mut first = request(vec![ChatMessage::user("hi")]);
         first.prompt_cache.enabled = true;
         let body = request_body(&first, "d", &ThinkingCache::default());
         assert_eq!(breakpoints(&body), ["messages[0]"]);
@@ -369,11 +401,11 @@ mod tests {
     fn tool_results_merge_and_go_first() {
         let body = request_body(
             &request(vec![
-                ChatMessage::User { content: "q".into() },
+                ChatMessage::user("q"),
                 ChatMessage::Assistant { content: String::new(), tool_calls: vec![call("t1"), call("t2")] },
                 ChatMessage::Tool { tool_call_id: "t1".into(), name: "f".into(), content: "r1".into() },
                 ChatMessage::Tool { tool_call_id: "t2".into(), name: "f".into(), content: "r2".into() },
-                ChatMessage::User { content: "more".into() },
+                ChatMessage::user("more"),
             ]),
             "d",
             &ThinkingCache::default(),
@@ -389,7 +421,7 @@ mod tests {
 
     #[test]
     fn thinking_budget_raises_max_tokens_and_drops_sampling() {
-        let mut req = request(vec![ChatMessage::User { content: "q".into() }]);
+        let mut req = request(vec![ChatMessage::user("q")]);
         req.reasoning = ReasoningSetting { enabled: true, effort: ReasoningEffort::High };
         req.temperature = Some(0.2);
         let body = request_body(&req, "d", &ThinkingCache::default());
@@ -402,7 +434,7 @@ mod tests {
 
     #[test]
     fn thinking_is_dropped_for_forced_tools_and_unknown_loop_thinking() {
-        let mut req = request(vec![ChatMessage::User { content: "q".into() }]);
+        let mut req = request(vec![ChatMessage::user("q")]);
         req.reasoning = ReasoningSetting { enabled: true, effort: ReasoningEffort::Low };
         req.tools = vec![ToolSpec { name: "f".into(), description: String::new(), parameters: Value::Null }];
         req.tool_choice = Some(ToolChoice::Required);

@@ -7,7 +7,11 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::request::{ChatMessage, ChatRequest, ReasoningEffort, ToolChoice, ToolSpec};
+use agw_protocol::attachment::data_url;
+
+use crate::request::{
+    Attachment, AttachmentKind, AttachmentSource, ChatMessage, ChatRequest, ReasoningEffort, ToolChoice, ToolSpec,
+};
 
 /// `POST` target for a configured base URL: `<base>/chat/completions` when the trimmed,
 /// lower-cased base ends with `/v1` or `/v1/`, else `<base>/v1/chat/completions`.
@@ -136,7 +140,16 @@ fn wire_message(message: &ChatMessage) -> Option<Value> {
     Some(match message {
         ChatMessage::System { content } if content.trim().is_empty() => return None,
         ChatMessage::System { content } => json!({"role": "system", "content": content}),
-        ChatMessage::User { content } => json!({"role": "user", "content": content}),
+        ChatMessage::User { content, attachments } if attachments.is_empty() => {
+            json!({"role": "user", "content": content})
+        }
+        ChatMessage::User { content, attachments } => {
+            let mut parts: Vec<Value> = attachments.iter().map(attachment_part).collect();
+            if !content.is_empty() {
+                parts.push(json!({"type": "text", "text": content}));
+            }
+            json!({"role": "user", "content": parts})
+        }
         ChatMessage::Assistant { content, tool_calls } if tool_calls.is_empty() => {
             json!({"role": "assistant", "content": content})
         }
@@ -162,6 +175,25 @@ fn wire_message(message: &ChatMessage) -> Option<Value> {
             "content": content,
         }),
     })
+}
+
+/// An image (`image_url`), a PDF (`file`) or a text file (a `text` part holding it).
+fn attachment_part(attachment: &Attachment) -> Value {
+    let media_type = attachment.media_type.as_str();
+    match &attachment.source {
+        AttachmentSource::Url(url) => json!({"type": "image_url", "image_url": {"url": url}}),
+        AttachmentSource::Base64(data) if attachment.kind() == AttachmentKind::Image => {
+            json!({"type": "image_url", "image_url": {"url": data_url(media_type, data)}})
+        }
+        AttachmentSource::Base64(data) => {
+            let filename = attachment.name.as_deref().unwrap_or("document.pdf");
+            json!({"type": "file", "file": {"filename": filename, "file_data": data_url(media_type, data)}})
+        }
+        AttachmentSource::Text(text) => {
+            let name = attachment.name.as_deref().unwrap_or("file");
+            json!({"type": "text", "text": format!("<file name=\"{name}\" type=\"{media_type}\">\n{text}\n</file>")})
+        }
+    }
 }
 
 fn wire_tools(tools: &[ToolSpec]) -> Vec<WireTool<'_>> {
@@ -209,7 +241,7 @@ mod tests {
         ChatRequest {
             provider_key: "openai".into(),
             model: "gpt-x".into(),
-            messages: vec![ChatMessage::System { content: "  ".into() }, ChatMessage::User { content: "hi".into() }],
+            messages: vec![ChatMessage::System { content: "  ".into() }, ChatMessage::user("hi")],
             tools: vec![],
             tool_choice: None,
             reasoning: ReasoningSetting::default(),

@@ -36,10 +36,7 @@ fn request() -> ChatRequest {
     ChatRequest {
         provider_key: "fixture".into(),
         model: "gpt-test".into(),
-        messages: vec![
-            crate::ChatMessage::System { content: "You are terse.".into() },
-            crate::ChatMessage::User { content: "hi".into() },
-        ],
+        messages: vec![crate::ChatMessage::System { content: "You are terse.".into() }, crate::ChatMessage::user("hi")],
         tools: vec![],
         tool_choice: None,
         reasoning: Default::default(),

@@ -329,7 +329,7 @@ fn request(messages: Vec<ChatMessage>, tools: Vec<ToolSpec>, choice: Option<Tool
 fn text_of(message: &ChatMessage) -> (&'static str, &str) {
     match message {
         ChatMessage::System { content } => ("system", content),
-        ChatMessage::User { content } => ("user", content),
+        ChatMessage::User { content, .. } => ("user", content),
         ChatMessage::Assistant { content, tool_calls } => {
             assert!(tool_calls.is_empty(), "no native calls are left");
             ("assistant", content)
@@ -342,10 +342,7 @@ fn text_of(message: &ChatMessage) -> (&'static str, &str) {
 fn the_tools_go_into_the_system_prompt() {
     let other = ToolSpec { name: "city_time".into(), description: String::new(), parameters: serde_json::Value::Null };
     let sent = prompt_request(request(
-        vec![
-            ChatMessage::System { content: "You are helpful.".into() },
-            ChatMessage::User { content: "Weather?".into() },
-        ],
+        vec![ChatMessage::System { content: "You are helpful.".into() }, ChatMessage::user("Weather?")],
         vec![weather_tool(), other],
         Some(ToolChoice::Auto),
     ));
@@ -363,16 +360,13 @@ fn the_tools_go_into_the_system_prompt() {
     assert_eq!(text_of(&sent.messages[1]), ("user", "Weather?"));
 
     // No system message: one is made; a required choice becomes an instruction.
-    let sent = prompt_request(request(
-        vec![ChatMessage::User { content: "Plan it.".into() }],
-        vec![weather_tool()],
-        Some(ToolChoice::Required),
-    ));
+    let sent =
+        prompt_request(request(vec![ChatMessage::user("Plan it.")], vec![weather_tool()], Some(ToolChoice::Required)));
     let (role, system) = text_of(&sent.messages[0]);
     assert_eq!(role, "system");
     assert!(system.starts_with("# Tools\n") && system.ends_with("In this reply you must call the tool get_weather."));
     let sent = prompt_request(request(
-        vec![ChatMessage::User { content: "x".into() }],
+        vec![ChatMessage::user("x")],
         vec![weather_tool(), ToolSpec { name: "b".into(), ..weather_tool() }],
         Some(ToolChoice::Required),
     ));
@@ -389,13 +383,13 @@ fn the_transcript_becomes_text_in_the_same_format() {
     };
     let messages = vec![
         ChatMessage::System { content: "Be brief.".into() },
-        ChatMessage::User { content: "Weather in Tokyo and Paris?".into() },
+        ChatMessage::user("Weather in Tokyo and Paris?"),
         ChatMessage::Assistant { content: "Checking.".into(), tool_calls: vec![] },
         ChatMessage::Assistant { content: String::new(), tool_calls: vec![call("c1", "{\"city\":\"Tokyo\"}")] },
         ChatMessage::Tool { tool_call_id: "c1".into(), name: "get_weather".into(), content: "{\"temp\":21}".into() },
         ChatMessage::Assistant { content: String::new(), tool_calls: vec![call("c2", "{\"city\":\"Paris\"}")] },
         ChatMessage::Tool { tool_call_id: "c2".into(), name: "get_weather".into(), content: "{\"temp\":17}".into() },
-        ChatMessage::User { content: "And now?".into() },
+        ChatMessage::user("And now?"),
     ];
     let sent = prompt_request(request(messages.clone(), vec![weather_tool()], Some(ToolChoice::Auto)));
     let texts: Vec<(&str, &str)> = sent.messages.iter().map(text_of).collect();
@@ -418,7 +412,7 @@ fn the_transcript_becomes_text_in_the_same_format() {
     assert!(system.starts_with("Be brief.\n\n# Tools\n\nYou cannot call tools in this reply."), "{system}");
     assert!(!system.contains("## get_weather"));
     // … and a conversation without calls or tools is left as it is.
-    let plain = vec![ChatMessage::System { content: "S".into() }, ChatMessage::User { content: "U".into() }];
+    let plain = vec![ChatMessage::System { content: "S".into() }, ChatMessage::user("U")];
     assert_eq!(prompt_request(request(plain.clone(), vec![], Some(ToolChoice::Auto))).messages, plain);
 }
 

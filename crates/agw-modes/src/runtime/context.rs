@@ -323,7 +323,7 @@ fn same_message(a: &ChatMessage, b: &ChatMessage) -> bool {
 }
 
 fn is_summary_request(message: &ChatMessage) -> bool {
-    matches!(message, ChatMessage::User { content } if content == SUMMARY_REQUEST)
+    matches!(message, ChatMessage::User { content, .. } if content == SUMMARY_REQUEST)
 }
 
 /// The fallback: everything before the newest `keep_turns` user turns becomes a marker. Returns
@@ -405,7 +405,7 @@ async fn summarise(call: SummaryCall<'_>, older: &[ChatMessage]) -> Summarised {
     let room = call.budget.saturating_sub(u64::from(policy.summary_max_tokens) + estimate_text(SUMMARY_PROMPT) + 64);
     let messages = vec![
         ChatMessage::System { content: SUMMARY_PROMPT.to_owned() },
-        ChatMessage::User { content: format!("The conversation to summarise:\n\n{}", transcript(older, room)) },
+        ChatMessage::user(format!("The conversation to summarise:\n\n{}", transcript(older, room))),
     ];
     let mut out = Summarised { result: Err(SummaryError::Empty), usages: Vec::new(), fallbacks: Vec::new() };
     loop {
@@ -540,7 +540,7 @@ fn transcript(messages: &[ChatMessage], room: u64) -> String {
     for message in messages.iter().rev() {
         let part = match message {
             ChatMessage::System { content } => format!("System: {content}"),
-            ChatMessage::User { content } => format!("User: {content}"),
+            ChatMessage::User { content, .. } => format!("User: {content}"),
             ChatMessage::Assistant { content, tool_calls } => {
                 let mut text = if content.is_empty() { String::new() } else { format!("Assistant: {content}") };
                 for call in tool_calls {

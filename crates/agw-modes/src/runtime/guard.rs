@@ -281,7 +281,7 @@ pub(crate) async fn input<S: DeltaSink>(
     if !guards.rules.is_empty() {
         // What was redacted in an earlier run is redacted again in the window.
         for message in &mut ctx.history {
-            if let agw_llm::ChatMessage::User { content } = message
+            if let agw_llm::ChatMessage::User { content, .. } = message
                 && let (Some(text), _) = checks::redact(&guards.rules, content)
             {
                 *content = text;

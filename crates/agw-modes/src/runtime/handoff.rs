@@ -184,9 +184,9 @@ mod tests {
 
     fn conversation() -> Vec<ChatMessage> {
         vec![
-            ChatMessage::User { content: "earlier".into() },
+            ChatMessage::user("earlier"),
             ChatMessage::Assistant { content: "earlier answer".into(), tool_calls: Vec::new() },
-            ChatMessage::User { content: "my invoice is wrong".into() },
+            ChatMessage::user("my invoice is wrong"),
             ChatMessage::Assistant {
                 content: String::new(),
                 tool_calls: vec![ToolCallMessage {
@@ -212,7 +212,7 @@ mod tests {
         let texts: Vec<&str> = kept
             .iter()
             .map(|m| match m {
-                ChatMessage::User { content } | ChatMessage::Assistant { content, .. } => content.as_str(),
+                ChatMessage::User { content, .. } | ChatMessage::Assistant { content, .. } => content.as_str(),
                 _ => panic!("no tool messages: {m:?}"),
             })
             .collect();
@@ -221,9 +221,6 @@ mod tests {
 
     #[test]
     fn last_user_message_keeps_only_it() {
-        assert_eq!(
-            filtered(conversation(), InputFilter::LastUserMessage),
-            [ChatMessage::User { content: "my invoice is wrong".into() }]
-        );
+        assert_eq!(filtered(conversation(), InputFilter::LastUserMessage), [ChatMessage::user("my invoice is wrong")]);
     }
 }

@@ -384,7 +384,7 @@ async fn resume_child_from<S: DeltaSink>(ctx: RunContext, before: RecoveredTask,
         // REACT: the steps it went through are done (its open one is asked again).
         None => RecoverAt::NextTurn { steps_done: stages.iter().filter(|s| s.stage == "react").count() as u32 },
     };
-    let mut conversation = vec![agw_llm::ChatMessage::User { content: ctx.user_message.clone() }];
+    let mut conversation = vec![agw_llm::ChatMessage::user(ctx.user_message.clone())];
     conversation.extend(messages);
     let recovery = Recovery {
         conversation,
@@ -490,6 +490,7 @@ fn child_context(ctx: &RunContext, arg: &TaskArg, task_id: &str, agent: &AgentDe
         chat_id: ctx.chat_id.clone(),
         agent: Arc::new(agent),
         user_message: arg.task.clone(),
+        user_attachments: Vec::new(),
         history: Vec::new(),
         history_runs: Vec::new(),
         initial_plan: None,

@@ -177,6 +177,8 @@ pub struct RunContext {
     pub agent: Arc<AgentDefinition>,
     /// The user's message, sent verbatim as the last user turn.
     pub user_message: String,
+    /// The images and files sent with it, checked (`agw_protocol::attachment`).
+    pub user_attachments: Vec<agw_llm::request::Attachment>,
     /// Earlier turns of this chat (already windowed), inserted between system prompt and message.
     pub history: Vec<ChatMessage>,
     /// Where each stored run begins in `history` (context compaction summarises whole runs);
@@ -220,6 +222,7 @@ impl RunContext {
             chat_id: chat_id.into(),
             agent,
             user_message: user_message.into(),
+            user_attachments: Vec::new(),
             history: Vec::new(),
             history_runs: Vec::new(),
             initial_plan: None,
@@ -238,7 +241,10 @@ impl RunContext {
         let mut conversation = Vec::with_capacity(self.history.len() + 1);
         conversation.extend_from_slice(&self.history);
         if self.handed_from.is_none() {
-            conversation.push(ChatMessage::User { content: self.user_message.clone() });
+            conversation.push(ChatMessage::User {
+                content: self.user_message.clone(),
+                attachments: self.user_attachments.clone(),
+            });
         }
         conversation
     }

@@ -41,7 +41,7 @@ pub(super) async fn checked<S: DeltaSink>(
     .await?;
     // The model sees what it wrote and what is wrong with it, and must answer now.
     spec.messages.push(ChatMessage::Assistant { content: out.text, tool_calls: Vec::new() });
-    spec.messages.push(ChatMessage::User { content: repair_request(&problem) });
+    spec.messages.push(ChatMessage::user(repair_request(&problem)));
     let stage = format!("{}-output-repair", spec.stage_name);
     spec.stage_name = &stage;
     spec.tool_choice = None;

@@ -57,7 +57,7 @@ impl Replan {
         sink.emit(AgentDelta::StageMarker(format!("plan-replan-{round}"))).await?;
         let mut messages = execute.clone();
         let prompt = REPLAN_PROMPT.replace("{{task_list}}", &state.plan.task_list_text());
-        messages.push(ChatMessage::User { content: prompt });
+        messages.push(ChatMessage::user(prompt));
         let name = format!("agent-plan-replan-{round}");
         let spec = TurnSpec {
             stage_name: &name,
@@ -188,7 +188,7 @@ pub(super) async fn recover<S: DeltaSink>(
             };
             if let Some(index) = index {
                 let task = state.plan.tasks[index].clone();
-                execute.push(ChatMessage::User { content: rounds.tasks.prompt(&state.plan, &task) });
+                execute.push(ChatMessage::user(rounds.tasks.prompt(&state.plan, &task)));
             }
             execute.extend(line.messages.iter().cloned());
             step += 1;
@@ -211,7 +211,7 @@ pub(super) async fn recover<S: DeltaSink>(
     {
         step += 1;
         let task = state.plan.tasks[index].clone();
-        execute.push(ChatMessage::User { content: rounds.tasks.prompt(&state.plan, &task) });
+        execute.push(ChatMessage::user(rounds.tasks.prompt(&state.plan, &task)));
         execute.extend(pending);
         rounds.tasks.resume(ctx, step, index, batch, execute, state, sink).await?;
         replan_pending = true;
@@ -264,7 +264,7 @@ async fn parallel_round<S: DeltaSink>(
     let mut children = Vec::new();
     for (offset, task) in chosen.iter().enumerate() {
         let mut context = execute.clone();
-        context.push(ChatMessage::User { content: tasks.prompt(&state.plan, task) });
+        context.push(ChatMessage::user(tasks.prompt(&state.plan, task)));
         let mut fork = state.fork(ctx, &format!("{}_", task.task_id));
         let mut calls = Vec::new();
         let mut answers = None;

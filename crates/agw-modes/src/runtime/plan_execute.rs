@@ -164,7 +164,7 @@ pub(super) async fn recover<S: DeltaSink>(
     for step in steps.iter().filter(|s| s.stage == "execute") {
         let Some(index) = plan.first_open() else { break };
         done += 1;
-        execute.push(ChatMessage::User { content: tasks.prompt(&plan, &plan.tasks[index]) });
+        execute.push(ChatMessage::user(tasks.prompt(&plan, &plan.tasks[index])));
         execute.extend(step.messages.iter().cloned());
         if let Some(snapshot) = &step.plan {
             plan = super::plan::PlanState::restored(snapshot, &ctx.chat_id);
@@ -178,7 +178,7 @@ pub(super) async fn recover<S: DeltaSink>(
             // The task's step is begun again (nothing of it was recorded).
             sink.emit(AgentDelta::StageMarker(format!("execute-task-{step}"))).await?;
         }
-        execute.push(ChatMessage::User { content: tasks.prompt(&state.plan, &task) });
+        execute.push(ChatMessage::user(tasks.prompt(&state.plan, &task)));
         execute.extend(pending);
         tasks.resume(ctx, step, index, batch, &mut execute, state, sink).await?;
         done = step;
@@ -336,7 +336,7 @@ impl<'a> TaskLoop<'a> {
         sink.emit(AgentDelta::TaskStart { task_id: task.task_id.clone(), description: Some(task.description.clone()) })
             .await?;
         sink.emit(AgentDelta::StageMarker(format!("execute-task-{step}"))).await?;
-        execute.push(ChatMessage::User { content: self.prompt(&state.plan, &task) });
+        execute.push(ChatMessage::user(self.prompt(&state.plan, &task)));
         self.finish(ctx, step, &task, None, execute, state, sink).await
     }
 

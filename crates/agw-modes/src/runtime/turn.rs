@@ -151,6 +151,8 @@ pub(super) async fn stream_turn<S: DeltaSink>(
             prompt_cache: cache.clone(),
             response_format: format.clone(),
         };
+        // Images or files this model cannot take (earlier turns', a fallback's) become a note.
+        let request = agw_llm::attachments::fit(request, ctx.services.providers.attachments(&model.provider_key));
         let request = if prompted {
             agw_llm::prompted::prompt_request(request)
         } else if answers_by_tool(ctx, &model.provider_key, schema) {
@@ -467,7 +469,7 @@ async fn take_steers<S: DeltaSink>(
         ctx.steers.confirm(&steer.steer_id);
         tracing::debug!(run_id = %ctx.run_id, steer_id = %steer.steer_id, "steer taken");
         let content = super::guard::steered(ctx, state, steer.message, sink).await?;
-        let message = ChatMessage::User { content };
+        let message = ChatMessage::user(content);
         messages.push(message.clone());
         taken.push(message);
     }

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use super::*;
 
 fn user(text: &str) -> ChatMessage {
-    ChatMessage::User { content: text.into() }
+    ChatMessage::user(text)
 }
 
 fn call(id: &str, name: &str) -> ChatMessage {
@@ -28,7 +28,9 @@ fn result(id: &str, name: &str, tokens: usize) -> ChatMessage {
 
 fn content_of(message: &ChatMessage) -> &str {
     match message {
-        ChatMessage::Tool { content, .. } | ChatMessage::User { content } | ChatMessage::System { content } => content,
+        ChatMessage::Tool { content, .. } | ChatMessage::User { content, .. } | ChatMessage::System { content } => {
+            content
+        }
         ChatMessage::Assistant { content, .. } => content,
     }
 }
@@ -74,7 +76,7 @@ fn truncate_keeps_the_newest_turns_behind_a_marker_and_never_drops_only_a_summar
     let mut messages = four_turns(10, "t");
     assert_eq!(truncate(&mut messages, 2), Some(6));
     assert_eq!(messages.len(), 2 + 6);
-    assert!(matches!(&messages[0], ChatMessage::User { content } if content == SUMMARY_REQUEST));
+    assert!(matches!(&messages[0], ChatMessage::User { content, .. } if content == SUMMARY_REQUEST));
     assert!(content_of(&messages[1]).contains("6 earlier messages"));
     assert_eq!(content_of(&messages[2]), "question 3");
     // Now only the marker is before the kept turns.
