@@ -6,6 +6,7 @@ failure raises.
 """
 
 import asyncio
+import base64
 import json
 import os
 import threading
@@ -30,6 +31,8 @@ from a2a.types.a2a_pb2 import (
 
 BASE = os.environ["AGW_BASE"]
 SDK_URL = os.environ.get("SDK_URL", "")
+# A 1×1 PNG.
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 passed = 0
 
 
@@ -124,6 +127,18 @@ async def main():
         assert listed.total_size == 2 and {t.id for t in listed.tasks} >= {task_id}, listed
         assert all(t.context_id == context_id for t in listed.tasks), listed
         check("ListTasks by context: both tasks of the conversation")
+
+        # A file part is an image of the message, read by the agent's model (issue 39).
+        assert "image/png" in card.default_input_modes, card
+        picture = Message(
+            message_id="m-picture",
+            role=Role.ROLE_USER,
+            parts=[Part(text="describe the picture"), Part(raw=base64.b64decode(PNG), media_type="image/png", filename="dot.png")],
+        )
+        [event] = [event async for event in blocking.send_message(SendMessageRequest(message=picture))]
+        assert event.task.status.state == TaskState.TASK_STATE_COMPLETED, event
+        assert answer(event.task) == "A single dot.", event
+        check("a file part (an image) reaches the agent's model with the message; the card lists image/png")
 
         # An approval is INPUT_REQUIRED; the task's next message (a word) answers it.
         guarded_card = await A2ACardResolver(http, f"{BASE}/a2a/guarded").get_agent_card()

@@ -7,6 +7,7 @@ Each check prints one line; any failure raises.
 import os
 
 import openai
+import pydantic
 
 BASE = os.environ["AGW_BASE"]
 client = openai.OpenAI(base_url=f"{BASE}/v1", api_key="not-needed", max_retries=0)
@@ -191,5 +192,30 @@ def _():
     r = client.chat.completions.create(model="revoked", messages=[{"role": "user", "content": "say something dangerous"}])
     assert r.choices[0].finish_reason == "content_filter", r
     assert "nerve" not in (r.choices[0].message.content or ""), r
+
+class Weather(pydantic.BaseModel):
+    city: str
+    celsius: float
+
+
+@check("structured output: the SDK's parse() sends a Pydantic model as response_format and reads it back")
+def _():
+    # `parse` left `beta` in later SDK versions.
+    parse = getattr(client.chat.completions, "parse", None) or client.beta.chat.completions.parse
+    r = parse(model="plain", messages=[{"role": "user", "content": "report the weather as json"}], response_format=Weather)
+    parsed = r.choices[0].message.parsed
+    assert parsed == Weather(city="Paris", celsius=21), r
+
+
+@check("an image_url content part reaches the agent's model")
+def _():
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+    content = [
+        {"type": "text", "text": "describe the picture"},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{png}"}},
+    ]
+    r = client.chat.completions.create(model="plain", messages=[{"role": "user", "content": content}])
+    assert r.choices[0].message.content == "A single dot.", r
+
 
 print(f"openai-sdk: {len(passed)} passed")

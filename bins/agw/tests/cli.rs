@@ -136,6 +136,27 @@ async fn the_demo_model_drives_tools_viewports_and_the_frontend_round_trip() {
         events.iter().filter(|e| e["type"] == "content.delta").map(|e| e["delta"].as_str().unwrap()).collect();
     assert!(answer.contains("```viewport\ntype=html, key=show_weather_card\n{"), "{answer}");
 
+    // Structured output: the weather tool, then a JSON answer of the agent's outputSchema, typed on
+    // run.complete.
+    let events = events_of(
+        query(serde_json::json!({"agentKey": "demoStructuredOutput", "message": "Weather in Paris?"})).await.unwrap(),
+    )
+    .await;
+    assert!(events.iter().any(|e| e["type"] == "tool.result"), "the tool ran first");
+    let done = events.last().unwrap();
+    assert_eq!(done["type"], "run.complete", "{done}");
+    let output = &done["output"];
+    assert!(output["city"].is_string() && output["temperatureC"].is_number(), "{output}");
+    assert!(output["advice"].as_str().unwrap().contains("offline demo model"), "{output}");
+    // The last text block is the answer (the first said it would call the tool).
+    let last_block = &events.iter().rfind(|e| e["type"] == "content.start").unwrap()["contentId"];
+    let answer: String = events
+        .iter()
+        .filter(|e| e["type"] == "content.delta" && e["contentId"] == *last_block)
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(serde_json::from_str::<Value>(&answer).unwrap(), *output, "the streamed text is the same JSON");
+
     // A team: one agent_invoke runs two demo agents at once, each framed by its task.
     let events = events_of(
         query(serde_json::json!({"agentKey": "demoTeam", "message": "What's the weather in Tokyo?"})).await.unwrap(),

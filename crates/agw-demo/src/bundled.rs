@@ -15,6 +15,7 @@ pub const AGENT_FILES: &[(&str, &str)] = &[
     ("demoModePlanExecute.json", include_str!("../agents/demoModePlanExecute.json")),
     ("demoModeReact.json", include_str!("../agents/demoModeReact.json")),
     ("demoModeThinking.json", include_str!("../agents/demoModeThinking.json")),
+    ("demoStructuredOutput.json", include_str!("../agents/demoStructuredOutput.json")),
     ("demoTeam.json", include_str!("../agents/demoTeam.json")),
     ("demoViewport.json", include_str!("../agents/demoViewport.json")),
 ];

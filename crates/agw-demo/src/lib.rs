@@ -54,6 +54,7 @@ mod citations;
 mod images;
 mod plan;
 mod skills;
+mod structured;
 mod team;
 mod tools;
 use agw_llm::{CallOptions, ChatProvider, ChatRequest, DeltaStream, LlmDelta, LlmError};
@@ -142,6 +143,11 @@ pub fn plan_turn(request: &ChatRequest) -> DemoTurn {
         return DemoTurn { reasoning, content, tool_call: Some(call), finish_reason: "tool_calls" };
     }
     let results = tools::results(request);
+    // Structured output: the answer is JSON of the requested schema.
+    if let Some(content) = structured::answer(request, &results) {
+        let reasoning = request.reasoning.enabled.then(|| "The answer must be JSON of the given schema.".to_owned());
+        return DemoTurn { reasoning, content, tool_call: None, finish_reason: "stop" };
+    }
     if !results.is_empty() {
         return answer_from_results(request, &question, &results);
     }

@@ -9,8 +9,8 @@
 //! It writes `http://127.0.0.1:<port>` to `addr-file` once it listens, and serves until killed.
 //! A scenario is `{"rules":[…]}`; the first rule whose `whenMessage` is contained in one of the
 //! request's user messages (and whose `whenStage`, if given, equals the `x-agw-stage` header, and
-//! whose `whenToolResult`, if given, says whether the request's last message is a tool result)
-//! answers. `updateCurrentTask` answers a PLAN_EXECUTE task round with `_plan_update_task_` for
+//! whose `whenToolResult`, if given, says whether the request's last message is a tool result,
+//! and whose `whenImage`, if given, says whether that user message carries an image) answers. `updateCurrentTask` answers a PLAN_EXECUTE task round with `_plan_update_task_` for
 //! the task the request names (`Current task ID: …`):
 //!
 //! ```json
@@ -45,6 +45,8 @@ struct Rule {
     #[serde(default)]
     when_tool_result: Option<bool>,
     #[serde(default)]
+    when_image: Option<bool>,
+    #[serde(default)]
     reasoning: Vec<String>,
     #[serde(default)]
     text: Vec<String>,
@@ -70,9 +72,11 @@ impl Rule {
         let mentioned = messages
             .iter()
             .filter(|m| m["role"] == "user")
-            .any(|m| m["content"].as_str().is_some_and(|t| t.contains(&self.when_message)));
+            .find(|m| agw_testkit::message_text(&m["content"]).is_some_and(|t| t.contains(&self.when_message)));
         let has_tool_result = messages.last().is_some_and(|m| m["role"] == "tool");
-        mentioned
+        let has_image =
+            |m: &Value| m["content"].as_array().is_some_and(|parts| parts.iter().any(|p| p["type"] == "image_url"));
+        mentioned.is_some_and(|m| self.when_image.is_none_or(|want| want == has_image(m)))
             && self.when_stage.as_deref().is_none_or(|s| Some(s) == stage)
             && self.when_tool_result.is_none_or(|want| want == has_tool_result)
     }

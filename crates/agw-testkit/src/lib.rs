@@ -52,7 +52,9 @@ mod transcript;
 use std::path::PathBuf;
 
 pub use logs::LogCapture;
-pub use server::{FIXTURE_API_KEY, FIXTURE_MODEL, FixtureServer, RecordedRequest, Responder, StreamOutcome};
+pub use server::{
+    FIXTURE_API_KEY, FIXTURE_MODEL, FixtureServer, RecordedRequest, Responder, StreamOutcome, message_text,
+};
 pub use slow_client::slow_client;
 pub use temp::TempDir;
 pub use transcript::{
