@@ -196,7 +196,7 @@ async fn the_protocols_errors() {
         ("SendMessage", json!({"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "x"}]}}), -32602),
         (
             "SendMessage",
-            json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"url": "http://x/y"}]}}),
+            json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}, {"video": true}]}}),
             -32005,
         ),
     ];
@@ -559,7 +559,8 @@ async fn the_http_json_binding_serves_the_same_methods() {
     assert_eq!(plain.status(), 415);
 }
 
-/// A new task's data parts reach the model as JSON beside its text; file parts are refused.
+/// A new task's data parts reach the model as JSON beside its text, its file parts as files
+/// (docs/models.md); a part that is none of these is refused.
 #[tokio::test]
 async fn a_data_part_is_json_the_model_reads() {
     let gw = gateway().await;
@@ -570,6 +571,13 @@ async fn a_data_part_is_json_the_model_reads() {
     assert_eq!(body["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{body}");
     let sent = gw.fixture.requests().last().unwrap().body["messages"].to_string();
     assert!(sent.contains("book this") && sent.contains(r#"\"flight\":\"LH 400\""#), "{sent}");
-    let file = json!({"message": {"messageId": "m2", "role": "ROLE_USER", "parts": [{"raw": "aGk=", "mediaType": "text/plain"}]}});
-    assert_eq!(rpc(&gw, "a", "SendMessage", file).await["error"]["code"], -32005);
+    gw.fixture.push(Transcript::openai_text(&["Read it."]));
+    let file = json!({"message": {"messageId": "m2", "role": "ROLE_USER",
+        "parts": [{"text": "read this"}, {"raw": "aGk=", "mediaType": "text/plain", "filename": "n.txt"}]}});
+    let body = rpc(&gw, "a", "SendMessage", file).await;
+    assert_eq!(body["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{body}");
+    let sent = gw.fixture.requests().last().unwrap().body["messages"].to_string();
+    assert!(sent.contains(r#"<file name=\"n.txt\" type=\"text/plain\">\nhi\n</file>"#), "{sent}");
+    let odd = json!({"message": {"messageId": "m3", "role": "ROLE_USER", "parts": [{"text": "x"}, {"video": true}]}});
+    assert_eq!(rpc(&gw, "a", "SendMessage", odd).await["error"]["code"], -32005);
 }
