@@ -240,6 +240,10 @@ async fn serve(port: Option<u16>, config: Option<PathBuf>) -> anyhow::Result<()>
     let addr = server.local_addr()?;
     // The integration tests read this line to find the port when started with --port 0.
     println!("agw listening on http://{addr}");
+    if state.settings.console_enabled {
+        // Logged, not printed: whoever reads stdout for the line above may close it after.
+        tracing::info!("the console: open http://{addr}/");
+    }
     tracing::info!(%addr, "agw listening");
     server.run(shutdown_signal()).await;
     // Stopped accepting: runs get the grace period, then the cluster and MCP servers are left.

@@ -5,12 +5,14 @@
 //! `{code,msg,data}` envelope; one module per protocol — native (`routes::query`, `runs`,
 //! `submit`, `compact`), AI SDK, AG-UI, OpenAI, the MCP server — each decoding a request, calling
 //! [`runs::RunService`] and mapping its [`runs::RunError`] to a status; the SSE response body
-//! with heartbeats; reloading catalogs; the MCP client glue; OpenTelemetry and Prometheus; and
+//! with heartbeats; reloading catalogs; the MCP client glue; OpenTelemetry and Prometheus; the
+//! browser console's static files ([`console`], which call the API like any client); and
 //! [`Gateway`], which starts and stops all of it in one order.
 //!
 //! Must never: keep a run's state or decide a run's life (the run service does: a run outlives
 //! its connection by design), contain mode logic, provider wire formats or event-shaping rules
-//! (agw-modes, agw-llm, agw-protocol), or merge stream frames.
+//! (agw-modes, agw-llm, agw-protocol), or merge stream frames; give the console an endpoint of
+//! its own (it is a client of the public API).
 
 #![forbid(unsafe_code)]
 // What an embedder reaches is re-exported below or lives in one of the `pub` modules; the rest
@@ -21,6 +23,7 @@ mod body;
 pub mod check;
 mod code_roots;
 pub mod config;
+pub mod console;
 mod cors;
 mod cross_site;
 mod envelope;

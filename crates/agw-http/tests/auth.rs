@@ -655,3 +655,14 @@ async fn metrics_need_a_verified_token_when_auth_is_on() {
     let open = start(&[]).await;
     assert_eq!(open.client.get(format!("{}/metrics", open.base)).send().await.unwrap().status(), 200);
 }
+
+/// The browser console's page needs no token (it asks for one); the API it calls does.
+#[tokio::test]
+async fn the_console_page_is_served_without_a_token_and_its_api_calls_need_one() {
+    let key = TestKey::generate("local");
+    let gw = start(&local_key_env(&key.public_pem())).await;
+    let page = gw.client.get(format!("{}/console/", gw.base)).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert_eq!(agents(&gw, None).await.0, 401);
+    assert_eq!(with_token(&gw, &key.token(&claims(json!({})))).await.0, 200);
+}

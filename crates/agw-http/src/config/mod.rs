@@ -161,6 +161,8 @@ pub struct Settings {
     pub recovery: agw_runs::RecoverySettings,
     /// `agw.a2a.enabled`: agents are served over A2A (docs/protocols.md §7).
     pub a2a_enabled: bool,
+    /// `agw.console.enabled`: `/` and `/console/` serve the browser console (docs/console.md).
+    pub console_enabled: bool,
     /// `agw.a2a.push.*`: A2A push-notification webhooks.
     pub a2a_push: A2aPushSettings,
     /// `agw.quotas.*`: runs, tokens and cost per subject and per agent.
@@ -287,6 +289,7 @@ impl Settings {
             runs: runs::load(&src)?,
             recovery: runs::load_recovery(&src)?,
             a2a_enabled: src.parse(&table::AGW_A2A_ENABLED, value::bool)?,
+            console_enabled: src.parse(&table::AGW_CONSOLE_ENABLED, value::bool)?,
             a2a_push: A2aPushSettings {
                 enabled: src.parse(&table::AGW_A2A_PUSH_ENABLED, value::bool)?,
                 allow_private_networks: src.parse(&table::AGW_A2A_PUSH_ALLOW_PRIVATE_NETWORKS, value::bool)?,

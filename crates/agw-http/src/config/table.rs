@@ -234,6 +234,8 @@ settings! {
             "most open streams (query + attaches) of one run; more attaches get 429";
         AGW_RUNS_CHAT_CONCURRENCY: "agw.runs.chat-concurrency" = Some("reject"),
             "a query into a chat with a run in flight: reject (409 chat_busy naming the run) | queue (starts when that run ends)";
+        AGW_CONSOLE_ENABLED: "agw.console.enabled" = Some("true"),
+            "the browser console at / and /console/ (static pages of the binary that use the API like any client); false: both answer 404";
         AGW_A2A_ENABLED: "agw.a2a.enabled" = Some("true"),
             "every agent is served over A2A 1.0 (its card and JSON-RPC endpoint under /a2a/<agentKey>); false: those paths and /.well-known/agent-card.json answer 404 (an agent opts out alone with \"a2a\": {\"enabled\": false})";
         AGW_A2A_PUSH_ENABLED: "agw.a2a.push.enabled" = Some("true"),

@@ -185,6 +185,9 @@ async fn route(state: AppState, req: Request<RequestBody>) -> Response<BoxBody> 
         (&Method::GET, "/api/ap/chat") => chats::detail(&state, &params, principal).await,
         (&Method::DELETE, "/api/ap/chat") => chats::delete(&state, &params, principal).await,
         (&Method::GET, "/api/ap/viewport") => viewport::get(&state, &params),
+        (&Method::GET, p) if state.settings.console_enabled && crate::console::is_console_path(p) => {
+            crate::console::serve(p).ok_or_else(|| unrouted(p))
+        }
         (&Method::GET, "/healthz") => Ok(ops::healthz()),
         (&Method::GET, "/readyz") => Ok(ops::readyz(&state).await),
         (&Method::GET, "/metrics") => Ok(ops::metrics()),

@@ -1,0 +1,94 @@
+//! The browser console (docs/console.md): three static files compiled into the binary and served
+//! at `/console/` (`/` and `/console` redirect there). The page uses agw's HTTP API like any
+//! client, so serving it needs no token: it asks for one and sends it with its API calls. A
+//! Content-Security-Policy lets it load and call nothing but agw's own origin.
+
+use http::{HeaderValue, Response, StatusCode, header};
+
+use crate::body::{BoxBody, full};
+
+const INDEX: &str = include_str!("../console/index.html");
+const SCRIPT: &str = include_str!("../console/console.js");
+const STYLE: &str = include_str!("../console/console.css");
+
+/// Scripts, styles and API calls from agw's own origin only; no inline script or style, no
+/// framing of the console, no form posts elsewhere. Images may come from `https:` and `data:`
+/// (an answer's Markdown images; they run no code).
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+     img-src 'self' data: https:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// Where the console lives.
+pub const PATH: &str = "/console/";
+
+/// The console's answer to a `GET` of `path`; `None` for any other path.
+pub(crate) fn serve(path: &str) -> Option<Response<BoxBody>> {
+    let (body, content_type) = match path {
+        "/" | "/console" => return Some(redirect()),
+        "/console/" | "/console/index.html" => (INDEX, "text/html; charset=utf-8"),
+        "/console/console.js" => (SCRIPT, "text/javascript; charset=utf-8"),
+        "/console/console.css" => (STYLE, "text/css; charset=utf-8"),
+        _ => return None,
+    };
+    let mut resp = Response::new(full(body));
+    let headers = resp.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CONTENT_SECURITY_POLICY));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    // A new binary may bring a new console: the browser asks again each time.
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    Some(resp)
+}
+
+fn redirect() -> Response<BoxBody> {
+    let mut resp = Response::new(full(""));
+    *resp.status_mut() = StatusCode::FOUND;
+    resp.headers_mut().insert(header::LOCATION, HeaderValue::from_static(PATH));
+    resp
+}
+
+/// Whether `path` is one of the console's (for the 405/404 choice of other methods).
+pub(crate) fn is_console_path(path: &str) -> bool {
+    matches!(
+        path,
+        "/" | "/console" | "/console/" | "/console/index.html" | "/console/console.js" | "/console/console.css"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_loads_only_its_own_files_and_no_inline_code() {
+        // The policy forbids inline scripts and styles: the page must not need them.
+        assert!(!INDEX.contains("<script>") && !INDEX.contains("style="), "no inline script or style");
+        assert!(INDEX.contains(r#"<script type="module" src="console.js"></script>"#));
+        assert!(INDEX.contains(r#"href="console.css""#));
+        // Only agw's own API, relative paths: no other origin is ever called.
+        for url in ["https://", "http://"] {
+            assert!(!SCRIPT.contains(&format!("fetch(\"{url}")), "{url}");
+        }
+        assert!(
+            !SCRIPT.contains("innerHTML = event") && !SCRIPT.contains("eval("),
+            "text is escaped before it is HTML"
+        );
+    }
+
+    #[test]
+    fn each_file_has_its_type_and_the_policy() {
+        let page = serve("/console/").unwrap();
+        assert_eq!(page.headers()[header::CONTENT_TYPE], "text/html; charset=utf-8");
+        assert_eq!(page.headers()[header::CONTENT_SECURITY_POLICY], CONTENT_SECURITY_POLICY);
+        assert_eq!(
+            serve("/console/console.js").unwrap().headers()[header::CONTENT_TYPE],
+            "text/javascript; charset=utf-8"
+        );
+        let root = serve("/").unwrap();
+        assert_eq!(
+            (root.status(), &root.headers()[header::LOCATION]),
+            (StatusCode::FOUND, &HeaderValue::from_static(PATH))
+        );
+        assert!(serve("/console/other.js").is_none());
+    }
+}
