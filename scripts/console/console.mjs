@@ -39,14 +39,24 @@ async function pick(page, agentKey) {
   await page.click(`[data-agent="${agentKey}"]`);
 }
 
+// Sends `text`; the run's end is the next end line after the ones shown now.
+let endsBefore = 0;
 async function ask(page, text) {
+  endsBefore = await page.locator("[data-run-end]").count();
   await page.fill("#message", text);
   await page.click("#send");
 }
 
-// The run's end line (`run.complete`, `run.error`, `run.cancel`) of the last run shown.
+// The end line (`run.complete`, `run.error`, `run.cancel`) of the run last asked for.
 async function ended(page, type = "run.complete", timeout = 30_000) {
-  await page.locator(`[data-run-end="${type}"]`).last().waitFor({ timeout });
+  await page.waitForFunction(
+    ([before, type]) => {
+      const ends = document.querySelectorAll("[data-run-end]");
+      return ends.length > before && ends[ends.length - 1].dataset.runEnd === type;
+    },
+    [endsBefore, type],
+    { timeout },
+  );
 }
 
 {
@@ -81,16 +91,57 @@ async function ended(page, type = "run.complete", timeout = 30_000) {
     if (!statuses.length || statuses.some((s) => s !== "completed")) throw new Error(statuses.join(","));
   });
 
-  await check("a frontend tool waits for the form and goes on with its answer", page, async () => {
+  await check("a frontend tool shows its viewport in a sandboxed frame and goes on with what it submits", page, async () => {
     await pick(page, "demoConfirmDialog");
     await ask(page, "Should we go hiking?");
+    const frame = page.frameLocator('iframe[data-viewport="confirm_dialog"]');
+    await frame.getByRole("button", { name: "Yes" }).click();
+    await ended(page);
+    const result = await page.locator('pre[aria-label="Result"]').last().innerText();
+    if (!result.includes('"selectedOption": "Yes"')) throw new Error(result);
+    // The frame is an opaque origin: it cannot reach the page (or its token).
+    const sandbox = await page.locator("iframe.viewport").first().getAttribute("sandbox").catch(() => "gone");
+    if (sandbox !== "gone" && sandbox.includes("allow-same-origin")) throw new Error(sandbox);
+  });
+
+  await check("the same tool answered with the JSON form", page, async () => {
+    await ask(page, "Should we go hiking again?");
     const form = page.locator('form[aria-label="Answer the tool"]');
-    await form.waitFor();
-    await form.locator("textarea").fill('{"selectedOption":"Yes","selectedIndex":1}');
+    await form.waitFor({ state: "attached" });
+    await page.locator("details", { hasText: "Answer as JSON" }).last().locator("summary").click();
+    await form.locator("textarea").fill('{"selectedOption":"No","selectedIndex":2}');
     await form.locator("button").click();
     await ended(page);
     const result = await page.locator('pre[aria-label="Result"]').last().innerText();
-    if (!result.includes("selectedOption")) throw new Error(result);
+    if (!result.includes('"selectedOption": "No"')) throw new Error(result);
+  });
+
+  await check("an answer's viewport block is rendered in a sandboxed frame", page, async () => {
+    await pick(page, "demoViewport");
+    await ask(page, "Weather in Paris?");
+    await ended(page);
+    // The card shows the tool's result it was handed: its temperature, in °C.
+    const card = page.frameLocator('iframe[data-viewport="show_weather_card"]').locator("#card");
+    await card.getByText(/°C/).waitFor();
+  });
+
+  await check("sub-agents stream in nested panels", page, async () => {
+    await pick(page, "demoTeam");
+    await ask(page, "What is the weather in Tokyo?");
+    await ended(page, "run.complete", 60_000);
+    const panels = await page.locator("section.child").count();
+    if (panels < 2) throw new Error(`${panels} panels`);
+    await page.locator('section.child article[aria-label="Tool call mock_city_weather"]').first().waitFor();
+  });
+
+  await check("an approval is answered with its options, and the call runs", page, async () => {
+    await pick(page, "demoApprovals");
+    await ask(page, "What is the weather in Paris?");
+    const waiting = page.locator('article[aria-label="Waiting for you"]');
+    await waiting.waitFor();
+    await waiting.getByRole("button", { name: "Allow once" }).click();
+    await ended(page);
+    await page.locator('pre[aria-label="Result"]', { hasText: "temperatureC" }).waitFor();
   });
 
   await check("a paused tool's question is answered with its own buttons", page, async () => {
@@ -123,6 +174,7 @@ async function ended(page, type = "run.complete", timeout = 30_000) {
     await ask(page, "Explain carbon again, slowly, in detail");
     await page.locator("details.reasoning").last().waitFor();
     await page.reload();
+    endsBefore = 0;
     await page.locator("#transcript[data-attached]").waitFor();
     await ended(page);
     const users = await page.locator(".user").allInnerTexts();
@@ -141,6 +193,9 @@ async function ended(page, type = "run.complete", timeout = 30_000) {
     await ended(page);
     const after = await page.locator(".user").count();
     if (after !== before + 1) throw new Error(`${before} → ${after} messages`);
+    // Compacting the chat now: summarised, or nothing old enough to summarise yet.
+    await page.click("#compact");
+    await page.locator("#status", { hasText: /Compacted|compact/i }).waitFor();
   });
 
   await check("the page is usable in a narrow window at 200 % text", page, async () => {

@@ -5,6 +5,7 @@
 /// `(file name, contents)` of every bundled agent file (`agents/`, also at `fixtures/agents/`).
 pub const AGENT_FILES: &[(&str, &str)] = &[
     ("demoAction.json", include_str!("../agents/demoAction.json")),
+    ("demoApprovals.json", include_str!("../agents/demoApprovals.json")),
     ("demoCitations.json", include_str!("../agents/demoCitations.json")),
     ("demoConfirmDialog.json", include_str!("../agents/demoConfirmDialog.json")),
     ("demoCredits.json", include_str!("../agents/demoCredits.json")),

@@ -133,6 +133,47 @@ function markdown(source) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Viewports: a frontend tool's form, or an answer's ```viewport block, in a frame sandboxed
+// without allow-same-origin (frame.html hosts it: no access to this page, its token or the API).
+
+const viewportFrames = new Map(); // the frame's window → {html, init, onSubmit}
+
+window.addEventListener("message", (event) => {
+  const entry = viewportFrames.get(event.source);
+  if (!entry) return;
+  const data = event.data;
+  if (data && data.type === "agw_viewport_ready") {
+    event.source.postMessage({ type: "agw_viewport", html: entry.html, init: entry.init }, "*");
+  } else if (data && data.type === "frontend_submit" && entry.onSubmit) {
+    entry.onSubmit(data.params);
+  }
+});
+
+// Appends the viewport `key` to `parent`, handed `init`; `onSubmit` takes what it submits.
+// Resolves false when there is no such viewport (or it is not HTML).
+async function viewport(parent, key, init, onSubmit) {
+  let data;
+  try { data = await api("GET", `/api/ap/viewport?viewportKey=${encodeURIComponent(key)}`); } catch { return false; }
+  if (!data || typeof data.html !== "string") return false;
+  const frame = el("iframe", { class: "viewport", sandbox: "allow-scripts allow-forms", src: "frame.html", title: `Viewport ${key}`, "data-viewport": key });
+  parent.append(frame);
+  viewportFrames.set(frame.contentWindow, { html: data.html, init, onSubmit });
+  return true;
+}
+
+// The ```viewport blocks of a finished answer: `type=html, key=<key>` then the JSON it shows.
+function answerViewports(block) {
+  const pattern = /```viewport\n([^\n]*)\n([\s\S]*?)\n```/g;
+  for (const match of block.text.matchAll(pattern)) {
+    const key = (match[1].match(/key=([\w-]+)/) || [])[1];
+    if (!key) continue;
+    let payload = match[2];
+    try { payload = JSON.parse(payload); } catch { /* shown as text */ }
+    viewport(block.node, key, payload, null);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Rendering one run's events
 
 // Where a run's events go: its own lane, or a child task's panel inside it.
@@ -208,6 +249,12 @@ function render(event) {
       const block = { node, text: event.text || "" };
       node.innerHTML = markdown(block.text);
       lane.blocks.set(event.contentId, block);
+      if (event.type === "content.snapshot") answerViewports(block);
+      break;
+    }
+    case "content.end": {
+      const block = lane.blocks.get(event.contentId);
+      if (block) answerViewports(block);
       break;
     }
     case "content.delta": {
@@ -241,7 +288,7 @@ function render(event) {
       const card = lane.calls.get(event.toolId || event.actionId);
       if (!card) break;
       try { card.argsNode.textContent = JSON.stringify(JSON.parse(card.args || "{}"), null, 2); } catch { /* as streamed */ }
-      if (card.frontend) frontendForm(card, event.toolId);
+      if (card.frontend) frontendAnswer(card, event.toolId);
       break;
     }
     case "tool.progress": {
@@ -259,6 +306,7 @@ function render(event) {
       card.result.textContent = shown;
       card.node.classList.remove("waiting");
       card.form?.remove();
+      card.node.querySelector("iframe.viewport")?.remove();
       if (event.timestamp && card.started) card.meta.textContent = `${event.timestamp - card.started} ms`;
       break;
     }
@@ -329,12 +377,25 @@ function toolCard(lane, event) {
   lane.root.append(node);
   const frontend = Boolean(event.toolKey);
   if (frontend) node.classList.add("waiting");
-  lane.calls.set(id, { node, args: "", argsNode, result, progress, meta, frontend, started: event.timestamp, form: null });
+  lane.calls.set(id, { node, args: "", argsNode, result, progress, meta, frontend, toolKey: event.toolKey, started: event.timestamp, form: null });
 }
 
-// A frontend tool waits for the person: a form of JSON values (the tool's own viewport form is
-// the client application's; this console offers the generic one).
-function frontendForm(card, toolId) {
+// A frontend tool waits for the person: its viewport, handed the call's arguments, when it has
+// one; a form of JSON values otherwise (and always, folded away, for a keyboard or a test).
+async function frontendAnswer(card, toolId) {
+  const runId = state.runId;
+  let params = {};
+  try { params = JSON.parse(card.args || "{}"); } catch { /* the viewport gets {} */ }
+  const submit = async (answer) => {
+    try {
+      await api("POST", "/api/ap/submit", { runId, toolId, params: answer ?? {} });
+    } catch (err) { statusLine(err.message); }
+  };
+  const shown = card.toolKey && await viewport(card.node, card.toolKey, { type: "tool_init", data: { params } }, submit);
+  frontendForm(card, toolId, shown);
+}
+
+function frontendForm(card, toolId, folded) {
   const runId = state.runId;
   const area = el("textarea", { rows: 3, "aria-label": "Answer as JSON" });
   area.value = "{}";
@@ -347,11 +408,11 @@ function frontendForm(card, toolId) {
     try { params = JSON.parse(area.value); } catch (err) { statusLine(`Not JSON: ${err.message}`); return; }
     try {
       await api("POST", "/api/ap/submit", { runId, toolId, params });
-      form.remove();
+      card.form.remove();
     } catch (err) { statusLine(err.message); }
   });
-  card.form = form;
-  card.node.append(form);
+  card.form = folded ? el("details", {}, el("summary", {}, "Answer as JSON"), form) : form;
+  card.node.append(card.form);
 }
 
 function awaitingCard(lane, event) {
@@ -477,6 +538,9 @@ function selectAgent(agent, fresh = true) {
 }
 
 function newChat() {
+  // The run being watched goes on in agw (it can be re-opened from Chats); this page stops reading it.
+  if (state.abort) state.abort.abort();
+  sessionStorage.removeItem("agw.run");
   state.chatId = null;
   state.runId = null;
   resetTranscript();

@@ -1,4 +1,4 @@
-//! The browser console (docs/console.md): three static files compiled into the binary and served
+//! The browser console (docs/console.md): four static files compiled into the binary and served
 //! at `/console/` (`/` and `/console` redirect there). The page uses agw's HTTP API like any
 //! client, so serving it needs no token: it asks for one and sends it with its API calls. A
 //! Content-Security-Policy lets it load and call nothing but agw's own origin.
@@ -10,12 +10,20 @@ use crate::body::{BoxBody, full};
 const INDEX: &str = include_str!("../console/index.html");
 const SCRIPT: &str = include_str!("../console/console.js");
 const STYLE: &str = include_str!("../console/console.css");
+const FRAME: &str = include_str!("../console/frame.html");
 
 /// Scripts, styles and API calls from agw's own origin only; no inline script or style, no
 /// framing of the console, no form posts elsewhere. Images may come from `https:` and `data:`
-/// (an answer's Markdown images; they run no code).
+/// (an answer's Markdown images; they run no code). Frames: the viewport host only.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
-     img-src 'self' data: https:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+     img-src 'self' data: https:; connect-src 'self'; frame-src 'self'; base-uri 'none'; form-action 'none'; \
+     frame-ancestors 'none'";
+
+/// The viewport host's: a viewport is HTML with inline script and style, so those run — in an
+/// iframe sandboxed without `allow-same-origin` (an opaque origin), with no network at all and
+/// framed by the console only.
+pub const FRAME_POLICY: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+     img-src data: https:; font-src data:; form-action 'none'; base-uri 'none'; frame-ancestors 'self'";
 
 /// Where the console lives.
 pub const PATH: &str = "/console/";
@@ -27,12 +35,14 @@ pub(crate) fn serve(path: &str) -> Option<Response<BoxBody>> {
         "/console/" | "/console/index.html" => (INDEX, "text/html; charset=utf-8"),
         "/console/console.js" => (SCRIPT, "text/javascript; charset=utf-8"),
         "/console/console.css" => (STYLE, "text/css; charset=utf-8"),
+        "/console/frame.html" => (FRAME, "text/html; charset=utf-8"),
         _ => return None,
     };
+    let policy = if body == FRAME { FRAME_POLICY } else { CONTENT_SECURITY_POLICY };
     let mut resp = Response::new(full(body));
     let headers = resp.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CONTENT_SECURITY_POLICY));
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(policy));
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     // A new binary may bring a new console: the browser asks again each time.
@@ -51,7 +61,12 @@ fn redirect() -> Response<BoxBody> {
 pub(crate) fn is_console_path(path: &str) -> bool {
     matches!(
         path,
-        "/" | "/console" | "/console/" | "/console/index.html" | "/console/console.js" | "/console/console.css"
+        "/" | "/console"
+            | "/console/"
+            | "/console/index.html"
+            | "/console/console.js"
+            | "/console/console.css"
+            | "/console/frame.html"
     )
 }
 
@@ -90,5 +105,8 @@ mod tests {
             (StatusCode::FOUND, &HeaderValue::from_static(PATH))
         );
         assert!(serve("/console/other.js").is_none());
+        let frame = serve("/console/frame.html").unwrap();
+        assert_eq!(frame.headers()[header::CONTENT_SECURITY_POLICY], FRAME_POLICY);
+        assert!(!FRAME_POLICY.contains("connect-src") && FRAME_POLICY.contains("default-src 'none'"), "no network");
     }
 }
