@@ -80,6 +80,10 @@ async function ended(page, type = "run.complete", timeout = 30_000) {
     if (!answer.includes("mock_city_weather")) throw new Error(answer);
     const events = await page.locator("#timeline li").count();
     if (events < 10) throw new Error(`${events} events in the inspector`);
+    // Each model call's tokens and the trace the console started the run in.
+    await page.locator("#run-facts dt", { hasText: "call 2" }).waitFor();
+    const trace = await page.locator("#run-facts dt", { hasText: "trace" }).locator("xpath=following-sibling::dd[1]").innerText();
+    if (!/^[0-9a-f]{32}$/.test(trace)) throw new Error(`trace ${trace}`);
   });
 
   await check("a PLAN_EXECUTE run shows its plan as a checklist that completes", page, async () => {

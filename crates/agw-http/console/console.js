@@ -26,7 +26,16 @@ const state = {
   lastSeq: 0,
   events: [], // the current run's (or replayed chat's) events, for the inspector
   abort: null,
+  traceId: null, // the W3C trace the console started the run in (its spans, when agw exports traces)
+  calls: [], // the finished run's model calls: [{tokens in, out}] from its stored messages
 };
+
+// A new W3C trace for a run the console starts: agw makes the run's spans its children.
+function traceparent() {
+  const hex = (bytes) => Array.from(crypto.getRandomValues(new Uint8Array(bytes)), (b) => b.toString(16).padStart(2, "0")).join("");
+  state.traceId = hex(16);
+  return `00-${state.traceId}-${hex(8)}-01`;
+}
 
 // ---------------------------------------------------------------------------------------------
 // The API
@@ -464,6 +473,23 @@ function runEnded(lane, text, event, error = false) {
   sessionStorage.removeItem("agw.run");
   facts(event);
   loadChats();
+  callUsage(event);
+}
+
+// Each model call's usage, as the chat's stored messages keep it (the stream carries the run's
+// totals only): one row per call of the run in the inspector.
+async function callUsage(end) {
+  if (!state.chatId || !state.runId) return;
+  const runId = state.runId;
+  try {
+    const detail = await api("GET", `/api/ap/chat?chatId=${encodeURIComponent(state.chatId)}&includeRawMessages=true`);
+    const usages = (detail.rawMessages || []).filter((m) => m.runId === runId && m._usage).map((m) => m._usage);
+    state.calls = usages.map((u) => ({
+      input: u.prompt_tokens ?? u.input_tokens ?? 0,
+      output: u.completion_tokens ?? u.output_tokens ?? 0,
+    }));
+    facts(end);
+  } catch { /* chat memory off: totals only */ }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -482,6 +508,8 @@ function facts(end) {
     for (const model of end.usage.byModel || []) rows.push([`${model.provider}/${model.model}`, `${model.calls} call(s)`]);
   }
   if (end?.cost) rows.push(["cost", `${end.cost.amount} ${end.cost.currency}`]);
+  state.calls.forEach((call, i) => rows.push([`call ${i + 1}`, `${call.input} in / ${call.output} out`]));
+  if (state.traceId) rows.push(["trace", state.traceId]);
   if (end?.error) rows.push(["error", `${end.error.code}: ${end.error.message}`]);
   $("run-facts").replaceChildren(...rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
   $("copy-run").disabled = state.events.length === 0;
@@ -502,6 +530,8 @@ function remember() {
 }
 
 function resetTranscript() {
+  state.calls = [];
+  state.traceId = null;
   $("transcript").replaceChildren();
   $("timeline").replaceChildren();
   transcriptLane = new Lane($("transcript"));
@@ -586,7 +616,8 @@ async function send(message) {
   const body = { agentKey: state.agent?.key, message };
   if (state.chatId) body.chatId = state.chatId;
   setRunning(true);
-  await stream((signal) => fetch("/api/ap/query", { method: "POST", headers: headers(true), body: JSON.stringify(body), signal }));
+  const sent = { ...headers(true), traceparent: traceparent() };
+  await stream((signal) => fetch("/api/ap/query", { method: "POST", headers: sent, body: JSON.stringify(body), signal }));
 }
 
 async function attach(saved) {
