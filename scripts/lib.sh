@@ -56,3 +56,24 @@ record() {
         tail -30 "$3"
     fi
 }
+
+# auth_key: an RSA key made here, for a suite's agw with auth on: the key in $work/auth.key, its
+# public PEM (AGENT_AUTH_LOCAL_PUBLIC_KEY) in $auth_public.
+auth_key() {
+    openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$work/auth.key" 2>/dev/null || { echo "openssl failed"; exit 1; }
+    auth_public=$(openssl pkey -in "$work/auth.key" -pubout)
+}
+
+# auth_token SUB: a bearer token for SUB, signed with auth_key's key (RS256, valid an hour).
+auth_token() {
+    SUB="$1" KEY="$work/auth.key" python3 - <<'PY'
+import base64, json, os, subprocess, time
+def b64(raw): return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+now = int(time.time())
+header = b64(json.dumps({"alg": "RS256", "typ": "JWT"}).encode())
+claims = b64(json.dumps({"sub": os.environ["SUB"], "iat": now, "exp": now + 3600}).encode())
+signed = subprocess.run(["openssl", "dgst", "-sha256", "-sign", os.environ["KEY"]],
+                        input=f"{header}.{claims}".encode(), capture_output=True, check=True).stdout
+print(f"{header}.{claims}.{b64(signed)}")
+PY
+}

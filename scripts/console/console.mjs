@@ -173,16 +173,19 @@ async function ended(page, type = "run.complete", timeout = 30_000) {
     if (!JSON.parse(output).city) throw new Error(output);
   });
 
-  await check("a reload re-attaches to the running run", page, async () => {
+  await check("a reload re-attaches to the running run, below the chat's earlier runs", page, async () => {
     await pick(page, "demoModeThinking");
+    await ask(page, "What is carbon, in one line?");
+    await ended(page);
     await ask(page, "Explain carbon again, slowly, in detail");
     await page.locator("details.reasoning").last().waitFor();
     await page.reload();
-    endsBefore = 0;
+    endsBefore = 1; // the chat's earlier run is replayed above the running one
     await page.locator("#transcript[data-attached]").waitFor();
     await ended(page);
     const users = await page.locator(".user").allInnerTexts();
-    if (!users.some((u) => u.includes("Explain carbon again"))) throw new Error(users.join("|"));
+    const count = (text) => users.filter((u) => u.includes(text)).length;
+    if (count("Explain carbon again") !== 1 || count("What is carbon, in one line?") !== 1) throw new Error(users.join("|"));
   });
 
   await check("a chat reopens with its history replayed and goes on", page, async () => {

@@ -30,19 +30,9 @@ serve open
 open_base=$base
 
 # Auth on: an RSA key made here; the token is signed with it (RS256).
-key=$(mktemp -p "$work")
-openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$key" 2>/dev/null || { echo "openssl failed"; exit 1; }
-public=$(openssl pkey -in "$key" -pubout)
-token=$(KEY="$key" python3 - <<'PY'
-import base64, json, os, subprocess, time
-def b64(raw): return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
-header = b64(json.dumps({"alg": "RS256", "typ": "JWT"}).encode())
-claims = b64(json.dumps({"sub": "console-tester", "iat": int(time.time()), "exp": int(time.time()) + 3600}).encode())
-signed = subprocess.run(["openssl", "dgst", "-sha256", "-sign", os.environ["KEY"]], input=f"{header}.{claims}".encode(), capture_output=True, check=True).stdout
-print(f"{header}.{claims}.{b64(signed)}")
-PY
-)
-serve auth AGENT_AUTH_LOCAL_PUBLIC_KEY="$public"
+auth_key
+token=$(auth_token console-tester)
+serve auth AGENT_AUTH_LOCAL_PUBLIC_KEY="$auth_public"
 auth_base=$base
 
 export npm_config_cache="$here/.cache/npm" npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false

@@ -237,5 +237,44 @@ async def main():
         check("interrupting agw's run cancels the a2a-sdk's task")
 
 
+async def with_auth():
+    """The same SDK against an agw with auth on (AGW_AUTH_BASE, a token in AGW_TOKEN): the card is
+    public and names the bearer scheme; a call without the token is refused; with it the task
+    runs, and the extended card is read."""
+    base, token = os.environ["AGW_AUTH_BASE"], os.environ["AGW_TOKEN"]
+    async with httpx.AsyncClient(timeout=30) as anonymous, httpx.AsyncClient(
+        timeout=30, headers={"Authorization": f"Bearer {token}"}
+    ) as signed:
+        card = await A2ACardResolver(anonymous, f"{base}/a2a/plain").get_agent_card()
+        card_dict = MessageToDict(card)
+        assert "bearer" in card_dict.get("securitySchemes", {}), card_dict
+        assert card.capabilities.extended_agent_card, card
+        refused = await create_client(card, ClientConfig(httpx_client=anonymous, streaming=False))
+        try:
+            [event async for event in refused.send_message(request("say hello"))]
+            raise AssertionError("a call without a token was served")
+        except AssertionError:
+            raise
+        except Exception as error:  # the SDK's HTTP error for the 401
+            assert "401" in str(error) or "nauthorized" in str(error), repr(error)
+        check("auth on: the card is public and names bearer; a call without a token is refused")
+
+        client = await create_client(card, ClientConfig(httpx_client=signed, streaming=False))
+        [event] = [event async for event in client.send_message(request("say hello"))]
+        assert event.task.status.state == TaskState.TASK_STATE_COMPLETED, event
+        assert answer(event.task) == "Hello there.", event
+        extended = (
+            await signed.post(
+                f"{base}/a2a/plain",
+                headers={"A2A-Version": "1.0"},
+                json={"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard", "params": {}},
+            )
+        ).json()
+        assert extended["result"]["name"], extended
+        check("auth on: with the bearer token the task runs and the extended card is read")
+
+
 asyncio.run(main())
+if os.environ.get("AGW_AUTH_BASE"):
+    asyncio.run(with_auth())
 print(f"a2a-sdk: {passed} passed")

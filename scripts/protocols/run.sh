@@ -52,6 +52,22 @@ start_agw() {
 }
 start_agw
 
+# A second agw with auth on (a local RSA key made here) for the a2a-sdk's signed calls.
+auth_key
+token=$(auth_token a2a-sdk)
+env -i PATH="$PATH" HOME="$work" \
+    SERVER_PORT=0 AGENT_EXTERNAL_DIR="$here/agents" AGW_RESOURCES_SYNC_BUNDLED=false \
+    MEMORY_CHAT_DIR="$work/chats-auth" AGENT_DATA_EXTERNAL_DIR="$work/data" \
+    AGENT_BASH_WORKING_DIRECTORY="$work/bash" AGENT_CHAT_EVENT_CALLBACK_ENABLED=false \
+    AGENT_PROVIDERS_FIXTURE_BASE_URL="$(cat "$work/fixture.addr")" AGENT_PROVIDERS_FIXTURE_API_KEY=sk-fixture \
+    AGENT_PROVIDERS_FIXTURE_MODEL=fixture-model AGW_LOG=warn \
+    AGENT_AUTH_LOCAL_PUBLIC_KEY="$auth_public" \
+    "$target/debug/agw" serve >"$work/agw-auth.out" 2>>"$work/agw-auth.log" &
+pids+=($!)
+for _ in $(seq 100); do grep -q "listening on" "$work/agw-auth.out" 2>/dev/null && break; sleep 0.1; done
+auth_base=$(sed -n 's/.*listening on \(http[^ ]*\).*/\1/p' "$work/agw-auth.out" | head -1)
+[ -n "$auth_base" ] || { echo "the auth agw did not start"; cat "$work/agw-auth.log"; exit 1; }
+
 
 # Python: the openai SDK.
 python_venv "$here"
@@ -61,7 +77,8 @@ cat "$work/openai.out"
 record openai-sdk "$status" "$work/openai.out"
 
 # Python: the a2a-sdk's client against agw's A2A server, and agw calling the a2a-sdk's server.
-AGW_BASE="$base" SDK_URL="$sdk_url" "$here/a2a/.venv/bin/python" "$here/a2a_sdk.py" >"$work/a2a.out" 2>&1
+AGW_BASE="$base" SDK_URL="$sdk_url" AGW_AUTH_BASE="$auth_base" AGW_TOKEN="$token" \
+    "$here/a2a/.venv/bin/python" "$here/a2a_sdk.py" >"$work/a2a.out" 2>&1
 status=$?
 cat "$work/a2a.out"
 record a2a-sdk "$status" "$work/a2a.out"

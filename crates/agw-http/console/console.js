@@ -621,8 +621,19 @@ async function send(message) {
 }
 
 async function attach(saved) {
-  // The page lost what it showed: the run's events again from its first (the run holds them).
+  // The page lost what it showed: the chat's earlier runs from its history, then the running
+  // run's events again from its first (the run holds them).
   resetTranscript();
+  if (saved.chatId) {
+    try {
+      const detail = await api("GET", `/api/ap/chat?chatId=${encodeURIComponent(saved.chatId)}`);
+      const events = detail.events || [];
+      // The running run's part of the history (what it flushed so far) comes from the run.
+      const start = events.findIndex((e) => e.type === "run.start" && e.runId === saved.runId);
+      const cut = start < 0 ? events.length : events.slice(0, start).map((e) => e.type).lastIndexOf("request.query");
+      for (const event of events.slice(0, cut < 0 ? start : cut)) render(event);
+    } catch { /* a new chat has no history yet */ }
+  }
   state.chatId = saved.chatId;
   state.runId = saved.runId;
   setRunning(true);
@@ -659,7 +670,12 @@ function wire() {
   $("steer").addEventListener("click", async () => {
     const message = $("message").value.trim();
     if (!message || !state.runId) return;
-    try { await api("POST", "/api/ap/steer", { runId: state.runId, message }); $("message").value = ""; } catch (err) { statusLine(err.message); }
+    try {
+      const queued = await api("POST", "/api/ap/steer", { runId: state.runId, message });
+      $("message").value = "";
+      // Taken at the run's next model turn (shown then as "You (steer)"); a run that ends first never takes it.
+      statusLine(queued.detail || "Steer queued");
+    } catch (err) { statusLine(err.message); }
   });
   $("interrupt").addEventListener("click", async () => {
     if (!state.runId) return;
