@@ -49,6 +49,12 @@ impl std::str::FromStr for AttachmentSupport {
     }
 }
 
+/// Whether any message of `request` carries an attachment: most requests have none, and need no
+/// look-up of what their provider takes.
+pub fn any(request: &ChatRequest) -> bool {
+    request.messages.iter().any(|m| matches!(m, ChatMessage::User { attachments, .. } if !attachments.is_empty()))
+}
+
 /// `request` with every attachment `support` does not take replaced by a line in its message's
 /// text: `[image cat.png not shown: this model does not take images]`. Untouched (no copy)
 /// when nothing needs replacing.
@@ -98,6 +104,8 @@ mod tests {
             }],
             ..ChatRequest::default()
         };
+        assert!(any(&request));
+        assert!(!any(&ChatRequest { messages: vec![ChatMessage::user("hi")], ..ChatRequest::default() }));
         assert_eq!(fit(request.clone(), AttachmentSupport::ALL), request);
         let ChatMessage::User { content, attachments } =
             &fit(request, AttachmentSupport { image: false, pdf: true }).messages[0]

@@ -37,7 +37,7 @@ pub enum AnswerMismatch {
     /// The answer does not parse as JSON.
     #[error("the answer is not JSON ({0})")]
     NotJson(String),
-    /// It parses, but breaks these rules of the schema (at most [`MAX_PROBLEMS`]).
+    /// It parses, but breaks these rules of the schema (the first eight).
     #[error("the answer does not match the schema: {}", .0.join("; "))]
     Invalid(Vec<String>),
 }

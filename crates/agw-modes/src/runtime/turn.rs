@@ -152,7 +152,11 @@ pub(super) async fn stream_turn<S: DeltaSink>(
             response_format: format.clone(),
         };
         // Images or files this model cannot take (earlier turns', a fallback's) become a note.
-        let request = agw_llm::attachments::fit(request, ctx.services.providers.attachments(&model.provider_key));
+        let request = if agw_llm::attachments::any(&request) {
+            agw_llm::attachments::fit(request, ctx.services.providers.attachments(&model.provider_key))
+        } else {
+            request
+        };
         let request = if prompted {
             agw_llm::prompted::prompt_request(request)
         } else if answers_by_tool(ctx, &model.provider_key, schema) {
