@@ -39,6 +39,9 @@ const LAYERS: &[(&str, &[&str])] = &[
             "agw-runs",
         ],
     ),
+    // Evaluations: the format and the scores read runs' events; the runner (issue 42, to come)
+    // starts runs through agw-http.
+    ("agw-eval", &["agw-protocol"]),
     ("agw", &["agw-http", "agw-llm"]),
     // Test and benchmark support, never depended on by the crates above.
     ("agw-fuzz", &["agw-protocol", "agw-llm", "agw-modes", "agw-tools", "agw-skills", "agw-memory", "agw-demo"]),

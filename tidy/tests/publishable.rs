@@ -34,6 +34,7 @@ fn the_library_crates_are_the_published_ones() {
         "agw-a2a",
         "agw-cluster",
         "agw-demo",
+        "agw-eval",
         "agw-guard",
         "agw-http",
         "agw-llm",
