@@ -39,10 +39,10 @@ const LAYERS: &[(&str, &[&str])] = &[
             "agw-runs",
         ],
     ),
-    // Evaluations: the format and the scores read runs' events; the runner (issue 42, to come)
-    // starts runs through agw-http.
+    // Evaluations: the format, the scores of runs' events, and a runner that plays cases over
+    // agw's public HTTP API (so no server crate below it).
     ("agw-eval", &["agw-protocol"]),
-    ("agw", &["agw-http", "agw-llm"]),
+    ("agw", &["agw-http", "agw-llm", "agw-eval"]),
     // Test and benchmark support, never depended on by the crates above.
     ("agw-fuzz", &["agw-protocol", "agw-llm", "agw-modes", "agw-tools", "agw-skills", "agw-memory", "agw-demo"]),
     ("agw-bench", &["agw-testkit"]),

@@ -2,6 +2,9 @@
 //! server from agw-http, stop on SIGINT/SIGTERM.
 
 #![forbid(unsafe_code)]
+
+mod eval;
+
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -76,6 +79,11 @@ enum Command {
         #[arg(long, env = "AGW_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Evaluate agents with evalsets (docs/evals.md).
+    Eval {
+        #[command(subcommand)]
+        command: EvalCommand,
+    },
     /// Probe a running server: exit 0 when the URL answers 200 within the timeout, else 1 (a
     /// container HEALTHCHECK that needs no curl in the image).
     Health {
@@ -85,6 +93,38 @@ enum Command {
         /// How long to wait for the answer, e.g. 3s or 500ms.
         #[arg(long, default_value = "3s", value_parser = agw_http::config::parse_duration)]
         timeout: Duration,
+    },
+}
+
+#[derive(Subcommand)]
+enum EvalCommand {
+    /// Play evalsets against agw (in-process on a loopback port, or --server), print a table per
+    /// set, write JSON / JUnit XML when asked; exit 1 when a set misses its pass-rate threshold.
+    Run {
+        /// Evalset files (JSON, version 1).
+        #[arg(required = true)]
+        sets: Vec<PathBuf>,
+        /// A running agw to evaluate instead of an in-process one, e.g. http://127.0.0.1:8080.
+        #[arg(long)]
+        server: Option<String>,
+        /// Bearer token for agw's API (when auth is on).
+        #[arg(long, env = "AGW_EVAL_TOKEN")]
+        token: Option<String>,
+        /// Runs played at the same time.
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
+        /// Runs per case (a pass rate per case for models that vary).
+        #[arg(long, default_value_t = 1)]
+        repeat: usize,
+        /// Write the results as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Write the results as JUnit XML here.
+        #[arg(long)]
+        junit: Option<PathBuf>,
+        /// TOML config file of the in-process agw (as for `serve`).
+        #[arg(long, env = "AGW_CONFIG")]
+        config: Option<PathBuf>,
     },
 }
 
@@ -155,6 +195,9 @@ async fn main() -> anyhow::Result<()> {
         Command::Health { url, timeout } => health(url, timeout).await,
         Command::McpStdio { config } => mcp_stdio(config).await,
         Command::MigrateChats { from, limit, config } => migrate_chats(from, limit, config).await,
+        Command::Eval {
+            command: EvalCommand::Run { sets, server, token, concurrency, repeat, json, junit, config },
+        } => eval::run(eval::RunArgs { sets, server, token, concurrency, repeat, json, junit, config }).await,
     };
     if let Some(telemetry) = telemetry {
         // Flushing blocks on the exporter thread.

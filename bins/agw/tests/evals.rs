@@ -1,151 +1,100 @@
-//! The example evalset of the bundled demo agents (`crates/agw-eval/evalsets/demo.json`, issue
-//! 42) played against the real binary on the offline demo model, offline: every case's turns are
-//! sent, the waits answered as the case says, each last run's events scored with agw-eval. All
-//! pass; a changed expectation (a tool the agent never calls) fails with its reason. This loop is
-//! the seed of `agw eval run`'s runner.
+//! `agw eval run` and its runner (issue 42, docs/evals.md) against the real binary on the
+//! offline demo model: the example evalset of the bundled demo agents
+//! (`crates/agw-eval/evalsets/demo.json`) passes, in-process and against a server, writing a
+//! table, JSON and well-formed JUnit XML; a set with an expectation the agent does not meet
+//! (a tool it never calls) fails with its reason and exit status 1.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use agw_eval::{Case, EvalSet, Observed, score};
-use agw_protocol::event::Event;
-use agw_protocol::sse::SseDecoder;
 use serde_json::{Value, json};
 
-struct Running {
-    child: Child,
-    base: String,
-    scratch: std::path::PathBuf,
+const DEMO_SET: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../crates/agw-eval/evalsets/demo.json");
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("agw-evals-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.scratch);
-    }
-}
-
-fn start() -> Running {
-    let scratch = std::env::temp_dir().join(format!("agw-evals-test-{}", std::process::id()));
+/// `agw` with a clean configuration, the demo model without delays, chats under `dir`.
+fn agw(dir: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_agw"));
     for var in ["AGENT_EXTERNAL_DIR", "AGW_CONFIG", "SERVER_ADDRESS", "SERVER_PORT", "AGENT_AUTH_ENABLED"] {
         cmd.env_remove(var);
     }
-    cmd.args(["serve", "--port", "0"])
-        .env("AGW_DEMO_CHUNK_DELAY_MS", "0")
-        .env("MEMORY_CHAT_DIR", scratch.join("chats"))
-        .env("AGENT_DATA_EXTERNAL_DIR", scratch.join("data"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().expect("spawn agw");
+    cmd.env("AGW_DEMO_CHUNK_DELAY_MS", "0")
+        .env("MEMORY_CHAT_DIR", dir.join("chats"))
+        .env("AGENT_DATA_EXTERNAL_DIR", dir.join("data"))
+        .env("AGENT_CHAT_EVENT_CALLBACK_ENABLED", "false");
+    cmd
+}
+
+fn eval(dir: &Path, args: &[&str]) -> Output {
+    agw(dir).args(["eval", "run"]).args(args).output().expect("agw eval run")
+}
+
+#[test]
+fn the_demo_evalset_passes_in_process_with_a_table_json_and_junit() {
+    let dir = scratch("pass");
+    let (json_path, junit_path) = (dir.join("out.json"), dir.join("out.xml"));
+    let out = eval(&dir, &[DEMO_SET, "--json", json_path.to_str().unwrap(), "--junit", junit_path.to_str().unwrap()]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{table}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(table.contains("bundled demo agents: 100% of runs passed (at least 100% needed): PASS"), "{table}");
+    for case in
+        ["react-weather", "plan-weather-and-time", "structured-report", "approved-tool", "ask-the-user", "two-turns"]
+    {
+        assert!(table.lines().any(|l| l.starts_with(case) && l.contains("100%")), "{case}: {table}");
+    }
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let cases = json["sets"][0]["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 6);
+    assert!(cases.iter().all(|c| c["runs"][0]["pass"] == true && c["runs"][0]["tokens"].as_u64() > Some(0)), "{json}");
+    // Well-formed JUnit XML, read back by Python's own parser.
+    let parsed = Command::new("python3")
+        .args(["-c", "import sys, xml.etree.ElementTree as E; s = E.parse(sys.argv[1]).getroot()[0]; print(s.get('tests'), s.get('failures'), len(s))"])
+        .arg(&junit_path)
+        .output()
+        .expect("python3");
+    assert_eq!(String::from_utf8_lossy(&parsed.stdout).trim(), "6 0 6", "{}", String::from_utf8_lossy(&parsed.stderr));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_tool_the_agent_never_calls_fails_the_set_against_a_server() {
+    let dir = scratch("fail");
+    // A server of its own, as a user would point `--server` at one.
+    let mut server: Child =
+        agw(&dir).args(["serve", "--port", "0"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("listening line");
-    let base = line.trim().strip_prefix("agw listening on ").expect("listening line").to_string();
-    Running { child, base, scratch }
-}
+    BufReader::new(server.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let base = line.trim().strip_prefix("agw listening on ").unwrap().to_owned();
 
-/// Plays `case`'s turns in one chat; returns the last run's events. A wait (a frontend tool's
-/// `tool.end`, an `awaiting.ask`) takes the case's next answer for that tool.
-async fn play(agw: &Running, set: &EvalSet, case: &Case) -> Vec<Event> {
-    let client = reqwest::Client::new();
-    let mut chat: Option<String> = None;
-    let mut events = Vec::new();
-    for turn in &case.turns {
-        let mut answers = turn.answers.iter();
-        let mut body = json!({"agentKey": set.agent_of(case), "message": turn.message});
-        if let Some(chat) = &chat {
-            body["chatId"] = json!(chat);
-        }
-        let mut resp = client.post(format!("{}/api/ap/query", agw.base)).json(&body).send().await.unwrap();
-        assert_eq!(resp.status(), 200, "case {}", case.id);
-        let (mut decoder, mut frames) = (SseDecoder::new(), Vec::new());
-        events.clear();
-        // Frontend calls by id, with their tool name.
-        let mut frontend: Vec<(String, String)> = Vec::new();
-        while let Some(chunk) = tokio::time::timeout(Duration::from_secs(30), resp.chunk()).await.unwrap().unwrap() {
-            decoder.feed(&chunk, &mut frames);
-            for frame in frames.drain(..).filter(|f| !f.is_heartbeat()) {
-                let value: Value = serde_json::from_str(&frame.data).unwrap();
-                let wait = match value["type"].as_str() {
-                    Some("tool.start") if value["toolKey"].is_string() => {
-                        frontend.push((
-                            value["toolId"].as_str().unwrap().into(),
-                            value["toolName"].as_str().unwrap().into(),
-                        ));
-                        None
-                    }
-                    Some("tool.end") => frontend
-                        .iter()
-                        .find(|(id, _)| value["toolId"] == *id)
-                        .map(|(id, name)| (json!({"toolId": id}), name.clone())),
-                    Some("awaiting.ask") => {
-                        // An approval names its tool in its approval; a paused tool at the top.
-                        let tool = value["toolName"].as_str().or_else(|| value["approvals"][0]["toolName"].as_str());
-                        Some((json!({"awaitingId": value["awaitingId"]}), tool.unwrap_or_default().into()))
-                    }
-                    _ => None,
-                };
-                if let Some((mut target, tool)) = wait {
-                    let answer = answers.next().unwrap_or_else(|| panic!("case {}: no answer for {tool}", case.id));
-                    assert_eq!(answer.tool, tool, "case {}: the run waits for another tool", case.id);
-                    target["runId"] = value["runId"].clone();
-                    if target["runId"].is_null() {
-                        target["runId"] = json!(run_id(&events));
-                    }
-                    target["params"] = answer.params.clone();
-                    let submitted =
-                        client.post(format!("{}/api/ap/submit", agw.base)).json(&target).send().await.unwrap();
-                    assert_eq!(submitted.status(), 200, "case {}", case.id);
-                }
-                events.push(serde_json::from_value::<Event>(value).unwrap());
-            }
-        }
-        chat = events.iter().find_map(|e| match &e.payload {
-            agw_protocol::event::EventPayload::RunStart(start) => Some(start.chat_id.clone()),
-            _ => None,
-        });
-    }
-    events
-}
-
-fn run_id(events: &[Event]) -> String {
-    events
-        .iter()
-        .find_map(|e| match &e.payload {
-            agw_protocol::event::EventPayload::RunStart(start) => Some(start.run_id.clone()),
-            _ => None,
-        })
-        .unwrap_or_default()
-}
-
-#[tokio::test]
-async fn the_demo_evalset_passes_offline_and_a_changed_expectation_fails() {
-    let text =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../crates/agw-eval/evalsets/demo.json"))
-            .expect("the example evalset");
-    let set = EvalSet::from_json(&text).expect("a valid evalset");
-    let agw = start();
-    let mut observed = Vec::new();
-    for case in &set.cases {
-        let events = play(&agw, &set, case).await;
-        let seen = Observed::from_events(&events);
-        let scored = score(&case.expect, &seen);
-        assert!(
-            scored.pass,
-            "case {}: {:?} (calls {:?}, answer {:?})",
-            case.id, scored.failures, seen.calls, seen.answer
-        );
-        observed.push(seen);
-    }
-    assert_eq!(observed.len(), 6);
-
-    // The same run against an expectation the agent does not meet: a second tool, exactly.
-    let mut changed = set.cases[0].expect.clone();
-    changed.trajectory.as_mut().unwrap().calls.push(serde_json::from_value(json!({"name": "city_datetime"})).unwrap());
-    let scored = score(&changed, &observed[0]);
-    assert!(!scored.pass);
-    assert_eq!(scored.trajectory, Some(0.5));
-    assert!(scored.failures[0].starts_with("trajectory scored 0.50"), "{:?}", scored.failures);
+    let set = json!({"version": 1, "name": "changed", "agentKey": "demoModeReact", "cases": [{"id": "weather-and-time",
+        "turns": [{"message": "What is the weather in Tokyo?"}],
+        "expect": {"trajectory": {"calls": [{"name": "mock_city_weather"}, {"name": "city_datetime"}]}}}]});
+    let path = dir.join("changed.json");
+    std::fs::write(&path, set.to_string()).unwrap();
+    let junit = dir.join("out.xml");
+    let out =
+        eval(&dir, &[path.to_str().unwrap(), "--server", &base, "--repeat", "2", "--junit", junit.to_str().unwrap()]);
+    let _ = server.kill();
+    let _ = server.wait();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{table}");
+    assert!(table.contains("changed: 0% of runs passed (at least 100% needed): FAIL"), "{table}");
+    assert!(
+        table.contains("✗ trajectory scored 0.50 (at least 1.00 needed); the calls were [mock_city_weather]"),
+        "{table}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("failures=\"1\"") && xml.contains("<failure message=\"trajectory scored 0.50"), "{xml}");
+    // Two runs of the case, both scored.
+    assert!(String::from_utf8_lossy(&out.stderr).matches("FAIL weather-and-time").count() == 2);
+    std::thread::sleep(Duration::from_millis(10));
+    std::fs::remove_dir_all(&dir).ok();
 }

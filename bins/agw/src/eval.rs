@@ -1,0 +1,78 @@
+//! `agw eval run`: plays evalsets (docs/evals.md) against agw — started in-process on a loopback
+//! port from the usual configuration, or a server given by `--server` — prints a table per set,
+//! writes JSON and JUnit XML when asked, and exits non-zero when a set misses its threshold.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+
+/// What `agw eval run` was asked.
+pub struct RunArgs {
+    pub sets: Vec<PathBuf>,
+    pub server: Option<String>,
+    pub token: Option<String>,
+    pub concurrency: usize,
+    pub repeat: usize,
+    pub json: Option<PathBuf>,
+    pub junit: Option<PathBuf>,
+    pub config: Option<PathBuf>,
+}
+
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let mut sets = Vec::new();
+    for path in &args.sets {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        sets.push(agw_eval::EvalSet::from_json(&text).with_context(|| format!("evalset {}", path.display()))?);
+    }
+    // In-process: agw on a loopback port of its own, with the configuration `serve` would use.
+    let mut local = None;
+    let base = match &args.server {
+        Some(url) => url.trim_end_matches('/').to_owned(),
+        None => {
+            let mut settings =
+                agw_http::Settings::load(args.config.as_deref(), std::env::vars()).context("invalid configuration")?;
+            settings.server.address = std::net::IpAddr::from([127, 0, 0, 1]);
+            settings.server.port = 0;
+            let gateway = agw_http::Gateway::start(settings).await?;
+            let server = gateway.bind().await.context("cannot listen on a loopback port")?;
+            let addr = server.local_addr()?;
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let serving = tokio::spawn(server.run(async move {
+                let _ = stopped.await;
+            }));
+            local = Some((gateway, stop, serving));
+            format!("http://{addr}")
+        }
+    };
+    let target = agw_eval::Target { base, token: args.token.clone(), idle_timeout: Duration::from_secs(120) };
+    let client = reqwest::Client::new();
+    let mut reports = Vec::new();
+    for set in &sets {
+        eprintln!("{}: {} case(s) × {}", set.name, set.cases.len(), args.repeat.max(1));
+        let report = agw_eval::run_set(&client, &target, set, args.concurrency, args.repeat, |case, result| {
+            let verdict = if result.pass { "ok  " } else { "FAIL" };
+            eprintln!("{verdict} {} ({} ms)", case.id, result.elapsed_ms);
+        })
+        .await;
+        print!("{}", report.table());
+        reports.push(report);
+    }
+    if let Some((gateway, stop, serving)) = local {
+        let _ = stop.send(());
+        let _ = serving.await;
+        gateway.shutdown().await;
+    }
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&serde_json::json!({"sets": reports}))?;
+        std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &args.junit {
+        let xml: String = reports.iter().map(agw_eval::SetReport::junit).collect::<Vec<_>>().join("");
+        std::fs::write(path, xml).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if reports.iter().any(|r| !r.passed()) {
+        std::process::exit(1);
+    }
+    Ok(())
+}
