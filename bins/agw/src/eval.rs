@@ -1,6 +1,7 @@
 //! `agw eval run`: plays evalsets (docs/evals.md) against agw — started in-process on a loopback
 //! port from the usual configuration, or a server given by `--server` — prints a table per set,
 //! writes JSON and JUnit XML when asked, and exits non-zero when a set misses its threshold.
+//! `agw eval compare`: two such JSON files side by side, regressions first.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -72,6 +73,21 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         std::fs::write(path, xml).with_context(|| format!("writing {}", path.display()))?;
     }
     if reports.iter().any(|r| !r.passed()) {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+pub fn compare(before: &std::path::Path, after: &std::path::Path) -> anyhow::Result<()> {
+    let read = |path: &std::path::Path| -> anyhow::Result<agw_eval::compare::Results> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a results file of agw eval run --json", path.display()))
+    };
+    let (a, b) = (read(before)?, read(after)?);
+    let deltas = agw_eval::compare::compare(&a, &b);
+    print!("{}", agw_eval::compare::table(&deltas, &a, &b));
+    if deltas.iter().any(agw_eval::compare::CaseDelta::regressed) {
         std::process::exit(1);
     }
     Ok(())

@@ -126,6 +126,14 @@ enum EvalCommand {
         #[arg(long, env = "AGW_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Compare two result files of `agw eval run --json` (before, after): per case the change of
+    /// pass rate and scores, regressions first; exit 1 when a case regressed.
+    Compare {
+        /// The earlier results.
+        before: PathBuf,
+        /// The later results.
+        after: PathBuf,
+    },
 }
 
 fn settings_help() -> String {
@@ -198,6 +206,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Eval {
             command: EvalCommand::Run { sets, server, token, concurrency, repeat, json, junit, config },
         } => eval::run(eval::RunArgs { sets, server, token, concurrency, repeat, json, junit, config }).await,
+        Command::Eval { command: EvalCommand::Compare { before, after } } => eval::compare(&before, &after),
     };
     if let Some(telemetry) = telemetry {
         // Flushing blocks on the exporter thread.

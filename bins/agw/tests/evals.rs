@@ -80,8 +80,9 @@ fn a_tool_the_agent_never_calls_fails_the_set_against_a_server() {
     let path = dir.join("changed.json");
     std::fs::write(&path, set.to_string()).unwrap();
     let junit = dir.join("out.xml");
-    let out =
-        eval(&dir, &[path.to_str().unwrap(), "--server", &base, "--repeat", "2", "--junit", junit.to_str().unwrap()]);
+    let after = dir.join("after.json");
+    let args = [path.to_str().unwrap(), "--server", &base, "--repeat", "2", "--junit", junit.to_str().unwrap()];
+    let out = eval(&dir, &[&args[..], &["--json", after.to_str().unwrap()]].concat());
     let _ = server.kill();
     let _ = server.wait();
     let table = String::from_utf8_lossy(&out.stdout);
@@ -95,6 +96,21 @@ fn a_tool_the_agent_never_calls_fails_the_set_against_a_server() {
     assert!(xml.contains("failures=\"1\"") && xml.contains("<failure message=\"trajectory scored 0.50"), "{xml}");
     // Two runs of the case, both scored.
     assert!(String::from_utf8_lossy(&out.stderr).matches("FAIL weather-and-time").count() == 2);
+
+    // Compared with a passing result of the same case (the expectation before the change):
+    // the case regressed, first in the table, and the exit status says so.
+    let mut before: Value = serde_json::from_str(&std::fs::read_to_string(&after).unwrap()).unwrap();
+    for run in before["sets"][0]["cases"][0]["runs"].as_array_mut().unwrap() {
+        *run = json!({"pass": true, "trajectory": 1.0, "tokens": 1, "elapsedMs": 1});
+    }
+    let before_path = dir.join("before.json");
+    std::fs::write(&before_path, before.to_string()).unwrap();
+    let compared = agw(&dir).args(["eval", "compare"]).arg(&before_path).arg(&after).output().unwrap();
+    let text = String::from_utf8_lossy(&compared.stdout);
+    assert_eq!(compared.status.code(), Some(1), "{text}");
+    assert!(text.lines().nth(1).unwrap().starts_with("✗ changed / weather-and-time"), "{text}");
+    assert!(text.contains("100% → 0%") && text.contains("1.00 → 0.50"), "{text}");
+    assert!(text.contains("total: 100% → 0% of runs passed; 1 case(s) regressed"), "{text}");
     std::thread::sleep(Duration::from_millis(10));
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -14,6 +14,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod compare;
 mod evalset;
 mod observed;
 mod report;

@@ -1,31 +1,31 @@
 //! The results of a set (docs/evals.md): per case and run, a table for people, JSON for
 //! machines (and `agw eval compare`), JUnit XML for CI; whether the set met its threshold.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::score::CaseScore;
 
 /// One run of a case (a case runs `--repeat` times).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunResult {
     /// Every expectation met.
     pub pass: bool,
     /// The trajectory score, when expected.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trajectory: Option<f64>,
     /// The answer's ROUGE-1 F, when a reference was given.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<f64>,
     /// Input and output tokens.
     pub tokens: u64,
     /// What it cost, when priced.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<f64>,
     /// From the last turn's query to its run's end.
     pub elapsed_ms: u64,
     /// Why it failed.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failures: Vec<String>,
 }
 
@@ -58,7 +58,7 @@ impl RunResult {
 }
 
 /// A case's runs.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CaseResult {
     /// The case's id.
@@ -93,7 +93,7 @@ impl CaseResult {
 }
 
 /// A set's results.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SetReport {
     /// The set's name.
