@@ -50,10 +50,26 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let client = reqwest::Client::new();
     let mut reports = Vec::new();
     for set in &sets {
+        let total = set.cases.len() * args.repeat.max(1);
         eprintln!("{}: {} case(s) × {}", set.name, set.cases.len(), args.repeat.max(1));
+        let done = std::sync::atomic::AtomicUsize::new(0);
+        let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
         let report = agw_eval::run_set(&client, &target, set, args.concurrency, args.repeat, |case, result| {
-            let verdict = if result.pass { "ok  " } else { "FAIL" };
-            eprintln!("{verdict} {} ({} ms)", case.id, result.elapsed_ms);
+            let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            if terminal {
+                // A bar that redraws in place; a failure keeps its own line above it.
+                if !result.pass {
+                    eprintln!("\r\x1b[KFAIL {} ({} ms)", case.id, result.elapsed_ms);
+                }
+                let filled = n * 30 / total.max(1);
+                eprint!("\r\x1b[K[{}{}] {n}/{total} {}", "#".repeat(filled), ".".repeat(30 - filled), case.id);
+                if n == total {
+                    eprintln!();
+                }
+            } else {
+                let verdict = if result.pass { "ok  " } else { "FAIL" };
+                eprintln!("{verdict} {} ({} ms)", case.id, result.elapsed_ms);
+            }
         })
         .await;
         print!("{}", report.table());

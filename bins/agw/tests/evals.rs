@@ -54,6 +54,10 @@ fn the_demo_evalset_passes_in_process_with_a_table_json_and_junit() {
     let cases = json["sets"][0]["cases"].as_array().unwrap();
     assert_eq!(cases.len(), 6);
     assert!(cases.iter().all(|c| c["runs"][0]["pass"] == true && c["runs"][0]["tokens"].as_u64() > Some(0)), "{json}");
+    // The rubric, judged by another agent asked for {score, reason} with an output schema.
+    let judged = &cases[0]["runs"][0];
+    assert_eq!(judged["judge"], 1.0, "{judged}");
+    assert!(judged["judgeReason"].as_str().unwrap().contains("offline demo model"), "{judged}");
     // Well-formed JUnit XML, read back by Python's own parser.
     let parsed = Command::new("python3")
         .args(["-c", "import sys, xml.etree.ElementTree as E; s = E.parse(sys.argv[1]).getroot()[0]; print(s.get('tests'), s.get('failures'), len(s))"])

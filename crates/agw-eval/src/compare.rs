@@ -125,6 +125,8 @@ mod tests {
                     pass: *pass,
                     trajectory: Some(*trajectory),
                     answer: None,
+                    judge: None,
+                    judge_reason: None,
                     tokens: 1,
                     cost: None,
                     elapsed_ms: 1,

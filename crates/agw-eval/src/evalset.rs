@@ -115,6 +115,23 @@ pub struct Expectations {
     /// Most steps, tokens, cost and time.
     #[serde(default)]
     pub limits: Option<Limits>,
+    /// A rubric an agent judges the answer by.
+    #[serde(default)]
+    pub judge: Option<JudgeExpectation>,
+}
+
+/// A rubric judged by an agent: the judge is asked, with an output schema, for a score from 0 to
+/// 1 and its reason.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JudgeExpectation {
+    /// The agent that judges (any agent key).
+    pub agent_key: String,
+    /// What a good answer is.
+    pub rubric: String,
+    /// Least score that passes (default 0.5).
+    #[serde(default = "half")]
+    pub threshold: f64,
 }
 
 /// The expected tool calls and how they are compared.

@@ -22,8 +22,8 @@ pub mod runner;
 mod score;
 
 pub use evalset::{
-    AnswerExpectation, ArgsMatch, Case, EVALSET_VERSION, EvalSet, EvalSetError, Expectations, ExpectedCall, Limits,
-    Order, Thresholds, ToolAnswer, TrajectoryExpectation, Turn,
+    AnswerExpectation, ArgsMatch, Case, EVALSET_VERSION, EvalSet, EvalSetError, Expectations, ExpectedCall,
+    JudgeExpectation, Limits, Order, Thresholds, ToolAnswer, TrajectoryExpectation, Turn,
 };
 pub use observed::{Observed, ObservedCall};
 pub use report::{CaseResult, RunResult, SetReport};

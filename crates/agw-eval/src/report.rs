@@ -17,6 +17,12 @@ pub struct RunResult {
     /// The answer's ROUGE-1 F, when a reference was given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<f64>,
+    /// The judge's score, when the case has a rubric.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<f64>,
+    /// The judge's reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_reason: Option<String>,
     /// Input and output tokens.
     pub tokens: u64,
     /// What it cost, when priced.
@@ -36,6 +42,8 @@ impl RunResult {
             pass: score.pass,
             trajectory: score.trajectory,
             answer: score.answer,
+            judge: None,
+            judge_reason: None,
             tokens,
             cost,
             elapsed_ms,
@@ -49,6 +57,8 @@ impl RunResult {
             pass: false,
             trajectory: None,
             answer: None,
+            judge: None,
+            judge_reason: None,
             tokens: 0,
             cost: None,
             elapsed_ms: 0,
@@ -123,18 +133,19 @@ impl SetReport {
     /// A table for a terminal: one line per case, then the set's line.
     pub fn table(&self) -> String {
         let mut out = format!(
-            "{:<28} {:>6} {:>6} {:>6} {:>8} {:>9} {:>8} {:>8}\n",
-            "case", "pass", "traj", "answer", "tokens", "cost", "p50 ms", "p95 ms"
+            "{:<28} {:>6} {:>6} {:>6} {:>6} {:>8} {:>9} {:>8} {:>8}\n",
+            "case", "pass", "traj", "answer", "judge", "tokens", "cost", "p50 ms", "p95 ms"
         );
         let opt = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.2}"));
         for case in &self.cases {
             let tokens: u64 = case.runs.iter().map(|r| r.tokens).sum::<u64>() / case.runs.len().max(1) as u64;
             out.push_str(&format!(
-                "{:<28} {:>6} {:>6} {:>6} {:>8} {:>9} {:>8} {:>8}\n",
+                "{:<28} {:>6} {:>6} {:>6} {:>6} {:>8} {:>9} {:>8} {:>8}\n",
                 truncate(&case.id, 28),
                 format!("{:.0}%", case.pass_rate() * 100.0),
                 opt(case.mean(|r| r.trajectory)),
                 opt(case.mean(|r| r.answer)),
+                opt(case.mean(|r| r.judge)),
                 tokens,
                 opt(case.mean(|r| r.cost)),
                 case.percentile_ms(50.0),
@@ -217,6 +228,8 @@ mod tests {
             pass,
             trajectory: Some(if pass { 1.0 } else { 0.5 }),
             answer: None,
+            judge: None,
+            judge_reason: None,
             tokens: 10,
             cost: None,
             elapsed_ms: ms,

@@ -175,7 +175,27 @@ pub async fn run_set(
                     let observed = crate::Observed::from_events(&played.events);
                     let score = crate::score(&case.expect, &observed);
                     let ms = u64::try_from(played.elapsed.as_millis()).unwrap_or(u64::MAX);
-                    crate::RunResult::scored(score, observed.tokens, observed.cost, ms)
+                    let mut result = crate::RunResult::scored(score, observed.tokens, observed.cost, ms);
+                    if let Some(rubric) = &case.expect.judge {
+                        match judge(client, target, rubric, case, &observed.answer).await {
+                            Ok((score, reason)) => {
+                                if score < rubric.threshold {
+                                    result.pass = false;
+                                    result.failures.push(format!(
+                                        "the judge scored {score:.2} (at least {:.2} needed): {reason}",
+                                        rubric.threshold
+                                    ));
+                                }
+                                result.judge = Some(score);
+                                result.judge_reason = Some(reason);
+                            }
+                            Err(error) => {
+                                result.pass = false;
+                                result.failures.push(format!("not judged: {error}"));
+                            }
+                        }
+                    }
+                    result
                 }
                 Err(error) => crate::RunResult::unplayed(error.to_string()),
             };
@@ -196,4 +216,104 @@ pub async fn run_set(
         cases[i].runs.push(result);
     }
     crate::SetReport { name: set.name.clone(), threshold: set.thresholds.pass_rate, cases }
+}
+
+/// The judge's question: the rubric, the user's turns and the answer; its answer must be
+/// `{score, reason}` (asked for with an output schema).
+fn judge_query(judge: &crate::JudgeExpectation, case: &Case, answer: &str) -> Value {
+    let turns: Vec<&str> = case.turns.iter().map(|t| t.message.as_str()).collect();
+    let message = format!(
+        "Judge an assistant's answer by this rubric.\n\nRubric:\n{}\n\nThe user wrote:\n{}\n\nThe answer:\n{}\n\n\
+         Give a score from 0 (fails the rubric) to 1 (meets it fully) and the reason, in one or two sentences.",
+        judge.rubric,
+        turns.join("\n"),
+        answer
+    );
+    json!({
+        "agentKey": judge.agent_key,
+        "message": message,
+        "outputSchema": {
+            "title": "judgement",
+            "type": "object",
+            "properties": {"score": {"type": "number", "minimum": 0, "maximum": 1}, "reason": {"type": "string"}},
+            "required": ["score", "reason"]
+        }
+    })
+}
+
+/// Asks the case's judge about `answer`: its score and reason.
+///
+/// # Errors
+/// The judge's run could not be made, or it gave no structured answer.
+pub async fn judge(
+    client: &reqwest::Client,
+    target: &Target,
+    judge: &crate::JudgeExpectation,
+    case: &Case,
+    answer: &str,
+) -> Result<(f64, String), PlayError> {
+    let mut resp = post(client, target, "/api/ap/query", &judge_query(judge, case, answer)).send().await?;
+    if !resp.status().is_success() {
+        let status = resp.status().as_u16();
+        return Err(PlayError::Refused {
+            what: "the judge's query",
+            status,
+            body: resp.text().await.unwrap_or_default(),
+        });
+    }
+    let (mut decoder, mut frames) = (SseDecoder::new(), Vec::new());
+    let mut output = None;
+    loop {
+        let chunk = match tokio::time::timeout(target.idle_timeout, resp.chunk()).await {
+            Ok(chunk) => chunk?,
+            Err(_) => return Err(PlayError::Idle(target.idle_timeout)),
+        };
+        let Some(chunk) = chunk else { break };
+        decoder.feed(&chunk, &mut frames);
+        for frame in frames.drain(..).filter(|f| !f.is_heartbeat()) {
+            let event: Value = serde_json::from_str(&frame.data)?;
+            if event["type"] == "run.complete" {
+                output = Some(event["output"].clone());
+            }
+        }
+    }
+    let output = output.unwrap_or(Value::Null);
+    match (output["score"].as_f64(), output["reason"].as_str()) {
+        (Some(score), Some(reason)) => Ok((score.clamp(0.0, 1.0), reason.to_owned())),
+        _ => Err(PlayError::Unanswered(format!("the judge's score (it answered {output})"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_judge_gets_the_rubric_the_turns_and_the_answer_and_must_answer_score_and_reason() {
+        let case: Case = serde_json::from_value(
+            json!({"id": "c", "turns": [{"message": "Weather?"}, {"message": "And tomorrow?"}]}),
+        )
+        .unwrap();
+        let judge =
+            crate::JudgeExpectation { agent_key: "judge".into(), rubric: "Names the city.".into(), threshold: 0.5 };
+        let query = judge_query(&judge, &case, "Sunny in Paris.");
+        assert_eq!(query["agentKey"], "judge");
+        let message = query["message"].as_str().unwrap();
+        assert!(
+            message.contains("Names the city.")
+                && message.contains("Weather?\nAnd tomorrow?")
+                && message.contains("Sunny in Paris.")
+        );
+        assert_eq!(query["outputSchema"]["required"], json!(["score", "reason"]));
+        let mut frontend = Vec::new();
+        let ask = json!({"type": "awaiting.ask", "awaitingId": "a1", "approvals": [{"toolName": "t"}]});
+        assert_eq!(waits(&ask, &mut frontend), Some(("awaitingId", "a1".into(), "t".into())));
+        let start = json!({"type": "tool.start", "toolId": "c1", "toolName": "form", "toolKey": "form"});
+        assert_eq!(waits(&start, &mut frontend), None);
+        assert_eq!(
+            waits(&json!({"type": "tool.end", "toolId": "c1"}), &mut frontend),
+            Some(("toolId", "c1".into(), "form".into()))
+        );
+        assert_eq!(waits(&json!({"type": "tool.end", "toolId": "backend"}), &mut frontend), None);
+    }
 }
