@@ -286,3 +286,41 @@ async fn oneshot_required_repair_turn() {
     assert_text_only(&last);
     assert!(messages(&last, "user").last().unwrap().starts_with("✿RESULT✿: {"));
 }
+
+/// Prompted tool calling on the Anthropic protocol: the Messages API request carries no
+/// `tools` and no `tool_use` / `tool_result` blocks — the tools are in `system`, the call and
+/// its result are text — and the call parsed out of Claude's text runs like a native one.
+#[tokio::test]
+async fn an_anthropic_model_is_prompted_the_same_way() {
+    let agent = json!({"key": "claudeLocal", "mode": "REACT",
+        "modelConfig": {"providerKey": common::CLAUDE_PROVIDER, "model": "claude-x", "toolCalling": "prompted"},
+        "toolConfig": {"backends": ["mock_city_weather"]},
+        "react": {"systemPrompt": "You are a weather assistant.", "maxSteps": 4}});
+    let (gw, claude) = Gateway::start_with_claude(&[("claudeLocal.json".into(), agent.to_string())], &[]).await;
+    claude.on_stage(
+        "agent-react-step-1",
+        Transcript::anthropic_text(&[
+            "✿FUNCTION✿: mock_city_weather\n✿ARGS✿: ",
+            r#"{"city": "Paris", "date": "2026-02-13"}"#,
+        ]),
+    );
+    claude.on_stage("agent-react-step-2", Transcript::anthropic_text(&["Sunny in Paris."]));
+
+    let stream = gw.run(&json!({"agentKey": "claudeLocal", "message": "Weather in Paris?"})).await;
+    assert_eq!(stream.last()["type"], "run.complete", "{:?}", stream.types());
+    let start = &stream.of_type("tool.start")[0];
+    assert_eq!(start["toolName"], "mock_city_weather");
+    assert_eq!(stream.of_type("tool.result").len(), 1);
+    let text: String = stream.of_type("content.delta").iter().map(|e| e["delta"].as_str().unwrap()).collect();
+    assert!(!text.contains('✿'), "markers never reach the client: {text}");
+
+    let requests = claude.requests();
+    let first = &requests[0].body;
+    assert!(first.get("tools").is_none() && first.get("tool_choice").is_none(), "{first}");
+    let system = first["system"].to_string();
+    assert!(system.contains("# Tools") && system.contains("## mock_city_weather"), "{system}");
+    let second = &requests[1].body;
+    let sent = second["messages"].to_string();
+    assert!(!sent.contains("tool_use") && !sent.contains("tool_result"), "{sent}");
+    assert!(sent.contains("✿FUNCTION✿: mock_city_weather") && sent.contains("✿RESULT✿:"), "{sent}");
+}
