@@ -165,6 +165,25 @@ async function ended(page, type = "run.complete", timeout = 30_000) {
     await ended(page, "run.cancel");
   });
 
+  await check("a file attached from the page goes with the message", page, async () => {
+    await pick(page, "demoModePlain");
+    await page.setInputFiles("#files", { name: "notes.txt", mimeType: "text/plain", buffer: Buffer.from("Pack water.") });
+    await ask(page, "What do my notes say?");
+    await ended(page);
+    await page.locator(".user .files", { hasText: "📎 notes.txt" }).waitFor();
+  });
+
+  await check("an image the demo model cannot read is refused before anything runs", page, async () => {
+    const png = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==", "base64");
+    await page.setInputFiles("#files", { name: "dot.png", mimeType: "image/png", buffer: png });
+    await page.fill("#message", "What is in the picture?");
+    await page.click("#send");
+    await page.locator("#status", { hasText: "does not take images (dot.png)" }).waitFor();
+    // The browser logs the refused request (HTTP 400) as an error: this one was expected.
+    const expected = problems.findIndex((p) => p.includes("status of 400"));
+    if (expected >= 0) problems.splice(expected, 1);
+  });
+
   await check("structured output shows the typed answer", page, async () => {
     await pick(page, "demoStructuredOutput");
     await ask(page, "Weather in Paris?");

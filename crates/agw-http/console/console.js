@@ -222,10 +222,15 @@ function render(event) {
   }
   const lane = top.lane(event);
   switch (event.type) {
-    case "request.query":
-      lane.root.append(el("div", { class: "turn user" }, el("span", { class: "who" }, "You"), event.message));
+    case "request.query": {
+      // The message's images and files are its references that carry content (docs/models.md).
+      const files = (event.references || []).filter((r) => r && r.url && /^(data:|https:)/.test(r.url));
+      const names = files.map((f) => `📎 ${f.name || f.mimeType || "file"}`).join("  ");
+      lane.root.append(el("div", { class: "turn user" }, el("span", { class: "who" }, "You"), event.message,
+        names ? el("span", { class: "files" }, names) : null));
       state.chatId = event.chatId;
       break;
+    }
     case "request.steer":
       lane.root.append(el("div", { class: "turn user" }, el("span", { class: "who" }, "You (steer)"), event.message));
       break;
@@ -607,14 +612,31 @@ async function stream(request) {
     const resp = await request(abort.signal);
     await readEvents(resp, render);
   } catch (err) {
-    if (err.name !== "AbortError") statusLine(err.message);
     setRunning(false);
+    // After setRunning, which clears the status line: the reason stays readable.
+    if (err.name !== "AbortError") statusLine(err.message);
   }
+}
+
+// The chosen files as references with `data:` URLs: agw checks them and sends them to the model.
+async function attachments() {
+  const input = $("files");
+  const read = (file) => new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve({ id: crypto.randomUUID(), type: "file", name: file.name, mimeType: file.type || "text/plain", sizeBytes: file.size, url: reader.result });
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(file);
+  });
+  const files = await Promise.all(Array.from(input.files || []).map(read));
+  input.value = "";
+  return files;
 }
 
 async function send(message) {
   const body = { agentKey: state.agent?.key, message };
   if (state.chatId) body.chatId = state.chatId;
+  const files = await attachments();
+  if (files.length) body.references = files;
   setRunning(true);
   const sent = { ...headers(true), traceparent: traceparent() };
   await stream((signal) => fetch("/api/ap/query", { method: "POST", headers: sent, body: JSON.stringify(body), signal }));
