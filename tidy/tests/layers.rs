@@ -42,7 +42,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     // Evaluations: the format, the scores of runs' events, and a runner that plays cases over
     // agw's public HTTP API (so no server crate below it).
     ("agw-eval", &["agw-protocol"]),
-    ("agw", &["agw-http", "agw-llm", "agw-eval"]),
+    ("agw", &["agw-http", "agw-llm", "agw-eval", "agw-protocol"]),
     // Test and benchmark support, never depended on by the crates above.
     ("agw-fuzz", &["agw-protocol", "agw-llm", "agw-modes", "agw-tools", "agw-skills", "agw-memory", "agw-demo"]),
     ("agw-bench", &["agw-testkit"]),

@@ -26,26 +26,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         sets.push(agw_eval::EvalSet::from_json(&text).with_context(|| format!("evalset {}", path.display()))?);
     }
-    // In-process: agw on a loopback port of its own, with the configuration `serve` would use.
-    let mut local = None;
-    let base = match &args.server {
-        Some(url) => url.trim_end_matches('/').to_owned(),
-        None => {
-            let mut settings =
-                agw_http::Settings::load(args.config.as_deref(), std::env::vars()).context("invalid configuration")?;
-            settings.server.address = std::net::IpAddr::from([127, 0, 0, 1]);
-            settings.server.port = 0;
-            let gateway = agw_http::Gateway::start(settings).await?;
-            let server = gateway.bind().await.context("cannot listen on a loopback port")?;
-            let addr = server.local_addr()?;
-            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            let serving = tokio::spawn(server.run(async move {
-                let _ = stopped.await;
-            }));
-            local = Some((gateway, stop, serving));
-            format!("http://{addr}")
-        }
-    };
+    let (base, local) = agw_for(args.server.as_deref(), args.config.as_deref()).await?;
     let target = agw_eval::Target { base, token: args.token.clone(), idle_timeout: Duration::from_secs(120) };
     let client = reqwest::Client::new();
     let mut reports = Vec::new();
@@ -75,10 +56,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         print!("{}", report.table());
         reports.push(report);
     }
-    if let Some((gateway, stop, serving)) = local {
-        let _ = stop.send(());
-        let _ = serving.await;
-        gateway.shutdown().await;
+    if let Some(local) = local {
+        local.stop().await;
     }
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&serde_json::json!({"sets": reports}))?;
@@ -107,4 +86,92 @@ pub fn compare(before: &std::path::Path, after: &std::path::Path) -> anyhow::Res
         std::process::exit(1);
     }
     Ok(())
+}
+
+/// An agw started in-process for `agw eval`, stopped with [`LocalAgw::stop`].
+pub struct LocalAgw {
+    gateway: agw_http::Gateway,
+    stop: tokio::sync::oneshot::Sender<()>,
+    serving: tokio::task::JoinHandle<()>,
+}
+
+impl LocalAgw {
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.serving.await;
+        self.gateway.shutdown().await;
+    }
+}
+
+/// The agw to talk to: `server`, or one started in-process on a loopback port with the
+/// configuration `serve` would use.
+async fn agw_for(server: Option<&str>, config: Option<&std::path::Path>) -> anyhow::Result<(String, Option<LocalAgw>)> {
+    if let Some(url) = server {
+        return Ok((url.trim_end_matches('/').to_owned(), None));
+    }
+    let mut settings = agw_http::Settings::load(config, std::env::vars()).context("invalid configuration")?;
+    settings.server.address = std::net::IpAddr::from([127, 0, 0, 1]);
+    settings.server.port = 0;
+    let gateway = agw_http::Gateway::start(settings).await?;
+    let server = gateway.bind().await.context("cannot listen on a loopback port")?;
+    let addr = server.local_addr()?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(server.run(async move {
+        let _ = stopped.await;
+    }));
+    Ok((format!("http://{addr}"), Some(LocalAgw { gateway, stop, serving })))
+}
+
+/// `agw eval record`: a one-case evalset from a recorded chat, printed as JSON.
+pub async fn record(
+    chat: &str,
+    id: Option<String>,
+    server: Option<&str>,
+    token: Option<&str>,
+    config: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let (base, local) = agw_for(server, config).await?;
+    let read = read_chat(&base, chat, token).await;
+    if let Some(local) = local {
+        local.stop().await;
+    }
+    let (events, frontend_tools) = read?;
+    let id = id.unwrap_or_else(|| format!("chat-{chat}"));
+    let case = agw_eval::record::case_from_chat(&id, &events, &frontend_tools).context("the chat has no run")?;
+    let set = serde_json::json!({"version": agw_eval::EVALSET_VERSION, "name": format!("recorded from chat {chat}"), "cases": [case]});
+    println!("{}", serde_json::to_string_pretty(&set)?);
+    Ok(())
+}
+
+/// The chat's replayed events, and the frontend tools of the agent it began with.
+async fn read_chat(
+    base: &str,
+    chat: &str,
+    token: Option<&str>,
+) -> anyhow::Result<(Vec<agw_protocol::event::Event>, Vec<String>)> {
+    let client = reqwest::Client::new();
+    let get = |path: &str, param: (&str, &str)| {
+        let request = client.get(format!("{base}{path}")).query(&[param]);
+        match token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+    };
+    let body: serde_json::Value =
+        get("/api/ap/chat", ("chatId", chat)).send().await?.error_for_status()?.json().await?;
+    let events: Vec<agw_protocol::event::Event> = serde_json::from_value(body["data"]["events"].clone())
+        .context("the chat's replay does not parse as agw events")?;
+    let agent = events.iter().find_map(|e| match &e.payload {
+        agw_protocol::event::EventPayload::RequestQuery(q) => q.agent_key.clone(),
+        _ => None,
+    });
+    let frontend_tools = match agent {
+        Some(agent) => {
+            let detail: serde_json::Value =
+                get("/api/ap/agent", ("agentKey", &agent)).send().await?.error_for_status()?.json().await?;
+            serde_json::from_value(detail["data"]["frontendTools"].clone()).unwrap_or_default()
+        }
+        None => Vec::new(),
+    };
+    Ok((events, frontend_tools))
 }

@@ -126,6 +126,26 @@ enum EvalCommand {
         #[arg(long, env = "AGW_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Print a one-case evalset made from a recorded chat (its user turns, the answers its
+    /// frontend tools received, its last run's calls as the expected trajectory and its answer as
+    /// the reference), read through agw's API in-process or from --server.
+    Record {
+        /// The chat's id.
+        #[arg(long)]
+        chat: String,
+        /// The case's id [default: chat-<id>].
+        #[arg(long)]
+        id: Option<String>,
+        /// A running agw to read the chat from instead of an in-process one.
+        #[arg(long)]
+        server: Option<String>,
+        /// Bearer token for agw's API (when auth is on).
+        #[arg(long, env = "AGW_EVAL_TOKEN")]
+        token: Option<String>,
+        /// TOML config file of the in-process agw (as for `serve`).
+        #[arg(long, env = "AGW_CONFIG")]
+        config: Option<PathBuf>,
+    },
     /// Compare two result files of `agw eval run --json` (before, after): per case the change of
     /// pass rate and scores, regressions first; exit 1 when a case regressed.
     Compare {
@@ -207,6 +227,9 @@ async fn main() -> anyhow::Result<()> {
             command: EvalCommand::Run { sets, server, token, concurrency, repeat, json, junit, config },
         } => eval::run(eval::RunArgs { sets, server, token, concurrency, repeat, json, junit, config }).await,
         Command::Eval { command: EvalCommand::Compare { before, after } } => eval::compare(&before, &after),
+        Command::Eval { command: EvalCommand::Record { chat, id, server, token, config } } => {
+            eval::record(&chat, id, server.as_deref(), token.as_deref(), config.as_deref()).await
+        }
     };
     if let Some(telemetry) = telemetry {
         // Flushing blocks on the exporter thread.

@@ -118,3 +118,63 @@ fn a_tool_the_agent_never_calls_fails_the_set_against_a_server() {
     std::thread::sleep(Duration::from_millis(10));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `agw eval record`: a chat a person had (a frontend tool answered) becomes a case — its
+/// message, that answer, the run's calls, its answer as the reference — which then passes when
+/// played again.
+#[test]
+fn a_recorded_chat_becomes_a_case_that_passes_when_played_again() {
+    let dir = scratch("record");
+    let mut server: Child =
+        agw(&dir).args(["serve", "--port", "0"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let base = line.trim().strip_prefix("agw listening on ").unwrap().to_owned();
+
+    // The chat, as a person has it: the question, then the dialog answered.
+    let set = json!({"version": 1, "name": "live", "agentKey": "demoConfirmDialog", "cases": [{"id": "hike",
+        "turns": [{"message": "Should we go hiking?",
+                   "answers": [{"tool": "confirm_dialog", "params": {"selectedOption": "No", "selectedIndex": 2}}]}]}]});
+    let live = dir.join("live.json");
+    std::fs::write(&live, set.to_string()).unwrap();
+    let results = dir.join("live-results.json");
+    let out = eval(&dir, &[live.to_str().unwrap(), "--server", &base, "--json", results.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let chats: Value = serde_json::from_str(
+        &Command::new("python3")
+            .args(["-c", "import json,sys,urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())"])
+            .arg(format!("{base}/api/ap/chats"))
+            .output()
+            .unwrap()
+            .stdout
+            .iter()
+            .map(|b| *b as char)
+            .collect::<String>(),
+    )
+    .unwrap();
+    let chat = chats["data"][0]["chatId"].as_str().unwrap().to_owned();
+
+    let recorded =
+        agw(&dir).args(["eval", "record", "--chat", &chat, "--id", "hike-again", "--server", &base]).output().unwrap();
+    assert!(recorded.status.success(), "{}", String::from_utf8_lossy(&recorded.stderr));
+    let case_set: Value = serde_json::from_slice(&recorded.stdout).unwrap();
+    let case = &case_set["cases"][0];
+    assert_eq!(case["agentKey"], "demoConfirmDialog");
+    assert_eq!(case["turns"][0]["message"], "Should we go hiking?");
+    assert_eq!(
+        case["turns"][0]["answers"][0],
+        json!({"tool": "confirm_dialog", "params": {"selectedOption": "No", "selectedIndex": 2}})
+    );
+    assert_eq!(case["expect"]["trajectory"]["calls"][0]["name"], "confirm_dialog");
+    assert!(case["expect"]["answer"]["reference"].as_str().unwrap().contains("No"), "{case}");
+
+    let path = dir.join("recorded.json");
+    std::fs::write(&path, case_set.to_string()).unwrap();
+    let again = eval(&dir, &[path.to_str().unwrap(), "--server", &base]);
+    let _ = server.kill();
+    let _ = server.wait();
+    let table = String::from_utf8_lossy(&again.stdout);
+    assert!(again.status.success(), "{table}");
+    assert!(table.lines().any(|l| l.starts_with("hike-again") && l.contains("100%")), "{table}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -17,6 +17,7 @@
 pub mod compare;
 mod evalset;
 mod observed;
+pub mod record;
 mod report;
 pub mod runner;
 mod score;

@@ -60,6 +60,15 @@ impl Observed {
                     out.calls.push(ObservedCall { name: e.action_name.clone().unwrap_or_default(), args: Value::Null });
                     args.push((e.action_id.clone(), String::new()));
                 }
+                // A replay gives each call whole.
+                EventPayload::ToolSnapshot(e) => {
+                    out.calls.push(ObservedCall { name: e.tool_name.clone(), args: Value::Null });
+                    args.push((e.tool_id.clone(), e.arguments.clone()));
+                }
+                EventPayload::ActionSnapshot(e) => {
+                    out.calls.push(ObservedCall { name: e.action_name.clone(), args: Value::Null });
+                    args.push((e.action_id.clone(), e.arguments.clone()));
+                }
                 EventPayload::ToolArgs(e) => append(&mut args, &e.tool_id, &e.delta),
                 EventPayload::ActionArgs(e) => append(&mut args, &e.action_id, &e.delta),
                 EventPayload::ToolResult(_) | EventPayload::ActionResult(_) => blocks.clear(),

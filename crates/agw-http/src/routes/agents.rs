@@ -37,6 +37,10 @@ struct Detail<'a> {
     instructions: &'a str,
     capabilities: Option<()>,
     meta: Meta<'a>,
+    /// agw: the agent's tools that wait for a person's answer (`POST /api/ap/submit`), so a
+    /// client (the console, `agw eval record`) knows which calls a person answered.
+    #[serde(rename = "frontendTools")]
+    frontend_tools: Vec<String>,
 }
 
 fn meta<'a>(state: &AppState, agent: &'a AgentDefinition) -> Meta<'a> {
@@ -91,5 +95,9 @@ pub fn detail(state: &AppState, params: &HashMap<String, String>) -> HandlerResu
         instructions: agent.primary_system_prompt(),
         capabilities: None,
         meta: meta(state, &agent),
+        frontend_tools: {
+            let tools = state.catalogs().tools.load();
+            agent.tool_names().into_iter().filter(|t| tools.kind_of(t) == agw_tools::ToolKind::Frontend).collect()
+        },
     }))
 }
