@@ -133,7 +133,7 @@ enum EvalCommand {
         /// The chat's id.
         #[arg(long)]
         chat: String,
-        /// The case's id [default: chat-<id>].
+        /// The case's id [default: chat- and the chat id].
         #[arg(long)]
         id: Option<String>,
         /// A running agw to read the chat from instead of an in-process one.
