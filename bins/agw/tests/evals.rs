@@ -33,6 +33,16 @@ fn agw(dir: &Path) -> Command {
     cmd
 }
 
+/// `agw serve` on a port of its own, as a user would point `--server` at it: the child and its URL.
+fn serve(dir: &Path) -> (Child, String) {
+    let mut server =
+        agw(dir).args(["serve", "--port", "0"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let base = line.trim().strip_prefix("agw listening on ").unwrap().to_owned();
+    (server, base)
+}
+
 fn eval(dir: &Path, args: &[&str]) -> Output {
     agw(dir).args(["eval", "run"]).args(args).output().expect("agw eval run")
 }
@@ -72,11 +82,7 @@ fn the_demo_evalset_passes_in_process_with_a_table_json_and_junit() {
 fn a_tool_the_agent_never_calls_fails_the_set_against_a_server() {
     let dir = scratch("fail");
     // A server of its own, as a user would point `--server` at one.
-    let mut server: Child =
-        agw(&dir).args(["serve", "--port", "0"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let base = line.trim().strip_prefix("agw listening on ").unwrap().to_owned();
+    let (mut server, base) = serve(&dir);
 
     let set = json!({"version": 1, "name": "changed", "agentKey": "demoModeReact", "cases": [{"id": "weather-and-time",
         "turns": [{"message": "What is the weather in Tokyo?"}],
@@ -125,11 +131,7 @@ fn a_tool_the_agent_never_calls_fails_the_set_against_a_server() {
 #[test]
 fn a_recorded_chat_becomes_a_case_that_passes_when_played_again() {
     let dir = scratch("record");
-    let mut server: Child =
-        agw(&dir).args(["serve", "--port", "0"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let base = line.trim().strip_prefix("agw listening on ").unwrap().to_owned();
+    let (mut server, base) = serve(&dir);
 
     // The chat, as a person has it: the question, then the dialog answered.
     let set = json!({"version": 1, "name": "live", "agentKey": "demoConfirmDialog", "cases": [{"id": "hike",
@@ -140,16 +142,13 @@ fn a_recorded_chat_becomes_a_case_that_passes_when_played_again() {
     let results = dir.join("live-results.json");
     let out = eval(&dir, &[live.to_str().unwrap(), "--server", &base, "--json", results.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
-    let chats: Value = serde_json::from_str(
+    let chats: Value = serde_json::from_slice(
         &Command::new("python3")
             .args(["-c", "import json,sys,urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())"])
             .arg(format!("{base}/api/ap/chats"))
             .output()
             .unwrap()
-            .stdout
-            .iter()
-            .map(|b| *b as char)
-            .collect::<String>(),
+            .stdout,
     )
     .unwrap();
     let chat = chats["data"][0]["chatId"].as_str().unwrap().to_owned();

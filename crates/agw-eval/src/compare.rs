@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 
-use crate::report::{CaseResult, RunResult, SetReport};
+use crate::report::{CaseResult, SetReport, pass_rate};
 
 /// A results file: `{"sets": [...]}`.
 #[derive(Debug, Clone, Deserialize)]
@@ -61,8 +61,8 @@ pub fn compare(before: &Results, after: &Results) -> Vec<CaseDelta> {
             let both = |f: &dyn Fn(&CaseResult) -> Option<f64>| (x.as_ref().and_then(f), y.as_ref().and_then(f));
             CaseDelta {
                 pass_rate: both(&|c| Some(c.pass_rate())),
-                trajectory: both(&|c| mean(&c.runs, |r| r.trajectory)),
-                answer: both(&|c| mean(&c.runs, |r| r.answer)),
+                trajectory: both(&|c| c.mean(|r| r.trajectory)),
+                answer: both(&|c| c.mean(|r| r.answer)),
                 name,
             }
         })
@@ -70,11 +70,6 @@ pub fn compare(before: &Results, after: &Results) -> Vec<CaseDelta> {
     deltas.sort_by(|x, y| y.loss().total_cmp(&x.loss()).then_with(|| x.name.cmp(&y.name)));
     deltas.sort_by_key(|d| !d.regressed());
     deltas
-}
-
-fn mean(runs: &[RunResult], value: impl Fn(&RunResult) -> Option<f64>) -> Option<f64> {
-    let values: Vec<f64> = runs.iter().filter_map(value).collect();
-    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
 }
 
 /// The comparison as a table, with the totals' line.
@@ -98,10 +93,7 @@ pub fn table(deltas: &[CaseDelta], before: &Results, after: &Results) -> String 
             cell(d.answer, false),
         ));
     }
-    let rate = |r: &Results| {
-        let runs: Vec<&RunResult> = r.sets.iter().flat_map(|s| s.cases.iter().flat_map(|c| &c.runs)).collect();
-        if runs.is_empty() { 0.0 } else { runs.iter().filter(|r| r.pass).count() as f64 / runs.len() as f64 }
-    };
+    let rate = |r: &Results| pass_rate(r.sets.iter().flat_map(|s| s.cases.iter().flat_map(|c| &c.runs)));
     let regressions = deltas.iter().filter(|d| d.regressed()).count();
     out.push_str(&format!(
         "total: {:.0}% → {:.0}% of runs passed; {regressions} case(s) regressed\n",
@@ -114,6 +106,7 @@ pub fn table(deltas: &[CaseDelta], before: &Results, after: &Results) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::RunResult;
 
     fn results(pass: &[(&str, bool, f64)]) -> Results {
         let cases = pass

@@ -82,7 +82,7 @@ pub struct CaseResult {
 impl CaseResult {
     /// Share of its runs that passed.
     pub fn pass_rate(&self) -> f64 {
-        share(self.runs.iter().filter(|r| r.pass).count(), self.runs.len())
+        pass_rate(&self.runs)
     }
 
     /// The `p`th percentile (0..=100, nearest rank) of its runs' times, in ms.
@@ -96,7 +96,8 @@ impl CaseResult {
         times[rank.clamp(1, times.len()) - 1]
     }
 
-    fn mean(&self, value: impl Fn(&RunResult) -> Option<f64>) -> Option<f64> {
+    /// The mean of `value` over the runs that have one.
+    pub(crate) fn mean(&self, value: impl Fn(&RunResult) -> Option<f64>) -> Option<f64> {
         let values: Vec<f64> = self.runs.iter().filter_map(value).collect();
         (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
     }
@@ -114,15 +115,16 @@ pub struct SetReport {
     pub cases: Vec<CaseResult>,
 }
 
-fn share(part: usize, whole: usize) -> f64 {
-    if whole == 0 { 0.0 } else { part as f64 / whole as f64 }
+/// Share of `runs` that passed (0 without runs).
+pub(crate) fn pass_rate<'a>(runs: impl IntoIterator<Item = &'a RunResult>) -> f64 {
+    let (passed, all) = runs.into_iter().fold((0usize, 0usize), |(p, a), r| (p + usize::from(r.pass), a + 1));
+    if all == 0 { 0.0 } else { passed as f64 / all as f64 }
 }
 
 impl SetReport {
     /// Share of all runs that passed.
     pub fn pass_rate(&self) -> f64 {
-        let runs = self.cases.iter().flat_map(|c| &c.runs);
-        share(runs.clone().filter(|r| r.pass).count(), runs.count())
+        pass_rate(self.cases.iter().flat_map(|c| &c.runs))
     }
 
     /// Whether the set reached its threshold.

@@ -72,27 +72,18 @@ pub async fn play(client: &reqwest::Client, target: &Target, set: &EvalSet, case
             body["chatId"] = json!(chat);
         }
         let started = Instant::now();
-        let mut resp = post(client, target, "/api/ap/query", &body).send().await?;
-        if !resp.status().is_success() {
-            let status = resp.status().as_u16();
-            return Err(PlayError::Refused { what: "the query", status, body: resp.text().await.unwrap_or_default() });
-        }
-        let (mut decoder, mut frames) = (SseDecoder::new(), Vec::new());
+        let mut stream = RunStream::open(client, target, "the query", &body).await?;
         played.events.clear();
         // Frontend calls seen, with their tool names: their `tool.end` waits for an answer.
         let mut frontend: Vec<(String, String)> = Vec::new();
-        loop {
-            let chunk = match tokio::time::timeout(target.idle_timeout, resp.chunk()).await {
-                Ok(chunk) => chunk?,
-                Err(_) => return Err(PlayError::Idle(target.idle_timeout)),
-            };
-            let Some(chunk) = chunk else { break };
-            decoder.feed(&chunk, &mut frames);
-            for frame in frames.drain(..).filter(|f| !f.is_heartbeat()) {
-                let value: Value = serde_json::from_str(&frame.data)?;
+        while let Some(batch) = stream.next_batch().await? {
+            for value in batch {
                 if let Some((key, id, tool)) = waits(&value, &mut frontend) {
                     let answer = answers.next().filter(|a| a.tool == tool).ok_or(PlayError::Unanswered(tool))?;
-                    let run_id = value["runId"].as_str().map(str::to_owned).unwrap_or_else(|| run_of(&played.events));
+                    let run_id = value["runId"]
+                        .as_str()
+                        .map(str::to_owned)
+                        .or_else(|| run_start(&played.events).map(|start| start.run_id.clone()));
                     let submit = json!({"runId": run_id, key: id, "params": answer.params});
                     let sent = post(client, target, "/api/ap/submit", &submit).send().await?;
                     if !sent.status().is_success() {
@@ -108,10 +99,7 @@ pub async fn play(client: &reqwest::Client, target: &Target, set: &EvalSet, case
             }
         }
         played.elapsed = started.elapsed();
-        chat = played.events.iter().find_map(|e| match &e.payload {
-            EventPayload::RunStart(start) => Some(start.chat_id.clone()),
-            _ => None,
-        });
+        chat = run_start(&played.events).map(|start| start.chat_id.clone());
     }
     Ok(played)
 }
@@ -138,14 +126,48 @@ fn waits(event: &Value, frontend: &mut Vec<(String, String)>) -> Option<(&'stati
     }
 }
 
-fn run_of(events: &[Event]) -> String {
-    events
-        .iter()
-        .find_map(|e| match &e.payload {
-            EventPayload::RunStart(start) => Some(start.run_id.clone()),
-            _ => None,
-        })
-        .unwrap_or_default()
+/// The `run.start` of a run's events.
+fn run_start(events: &[Event]) -> Option<&agw_protocol::event::RunStart> {
+    events.iter().find_map(|e| match &e.payload {
+        EventPayload::RunStart(start) => Some(start),
+        _ => None,
+    })
+}
+
+/// A run's event stream from `POST /api/ap/query`, read a network chunk at a time.
+struct RunStream {
+    resp: reqwest::Response,
+    decoder: SseDecoder,
+    idle_timeout: Duration,
+}
+
+impl RunStream {
+    async fn open(
+        client: &reqwest::Client,
+        target: &Target,
+        what: &'static str,
+        body: &Value,
+    ) -> Result<Self, PlayError> {
+        let resp = post(client, target, "/api/ap/query", body).send().await?;
+        if !resp.status().is_success() {
+            let status = resp.status().as_u16();
+            return Err(PlayError::Refused { what, status, body: resp.text().await.unwrap_or_default() });
+        }
+        Ok(Self { resp, decoder: SseDecoder::new(), idle_timeout: target.idle_timeout })
+    }
+
+    /// The events the next chunk completed (heartbeats left out); `None` at the stream's end.
+    async fn next_batch(&mut self) -> Result<Option<Vec<Value>>, PlayError> {
+        let chunk = match tokio::time::timeout(self.idle_timeout, self.resp.chunk()).await {
+            Ok(chunk) => chunk?,
+            Err(_) => return Err(PlayError::Idle(self.idle_timeout)),
+        };
+        let Some(chunk) = chunk else { return Ok(None) };
+        let mut frames = Vec::new();
+        self.decoder.feed(&chunk, &mut frames);
+        let events = frames.into_iter().filter(|f| !f.is_heartbeat()).map(|f| serde_json::from_str(&f.data));
+        Ok(Some(events.collect::<Result<_, _>>()?))
+    }
 }
 
 fn post(client: &reqwest::Client, target: &Target, path: &str, body: &Value) -> reqwest::RequestBuilder {
@@ -252,26 +274,10 @@ pub async fn judge(
     case: &Case,
     answer: &str,
 ) -> Result<(f64, String), PlayError> {
-    let mut resp = post(client, target, "/api/ap/query", &judge_query(judge, case, answer)).send().await?;
-    if !resp.status().is_success() {
-        let status = resp.status().as_u16();
-        return Err(PlayError::Refused {
-            what: "the judge's query",
-            status,
-            body: resp.text().await.unwrap_or_default(),
-        });
-    }
-    let (mut decoder, mut frames) = (SseDecoder::new(), Vec::new());
+    let mut stream = RunStream::open(client, target, "the judge's query", &judge_query(judge, case, answer)).await?;
     let mut output = None;
-    loop {
-        let chunk = match tokio::time::timeout(target.idle_timeout, resp.chunk()).await {
-            Ok(chunk) => chunk?,
-            Err(_) => return Err(PlayError::Idle(target.idle_timeout)),
-        };
-        let Some(chunk) = chunk else { break };
-        decoder.feed(&chunk, &mut frames);
-        for frame in frames.drain(..).filter(|f| !f.is_heartbeat()) {
-            let event: Value = serde_json::from_str(&frame.data)?;
+    while let Some(batch) = stream.next_batch().await? {
+        for event in batch {
             if event["type"] == "run.complete" {
                 output = Some(event["output"].clone());
             }

@@ -28,17 +28,43 @@ pub const FRAME_POLICY: &str = "default-src 'none'; script-src 'unsafe-inline'; 
 /// Where the console lives.
 pub const PATH: &str = "/console/";
 
+/// What a console path is.
+enum Asset {
+    /// `/` and `/console` lead to [`PATH`].
+    Redirect,
+    /// A file: its body, content type and policy.
+    File(&'static str, &'static str, &'static str),
+}
+
+/// The one table of the console's paths.
+fn asset(path: &str) -> Option<Asset> {
+    const HTML: &str = "text/html; charset=utf-8";
+    Some(match path {
+        "/" | "/console" => Asset::Redirect,
+        "/console/" | "/console/index.html" => Asset::File(INDEX, HTML, CONTENT_SECURITY_POLICY),
+        "/console/console.js" => Asset::File(SCRIPT, "text/javascript; charset=utf-8", CONTENT_SECURITY_POLICY),
+        "/console/console.css" => Asset::File(STYLE, "text/css; charset=utf-8", CONTENT_SECURITY_POLICY),
+        "/console/frame.html" => Asset::File(FRAME, HTML, FRAME_POLICY),
+        _ => return None,
+    })
+}
+
+/// Whether `path` is one of the console's (the router sends its `GET`s to [`serve`]).
+pub(crate) fn is_console_path(path: &str) -> bool {
+    asset(path).is_some()
+}
+
 /// The console's answer to a `GET` of `path`; `None` for any other path.
 pub(crate) fn serve(path: &str) -> Option<Response<BoxBody>> {
-    let (body, content_type) = match path {
-        "/" | "/console" => return Some(redirect()),
-        "/console/" | "/console/index.html" => (INDEX, "text/html; charset=utf-8"),
-        "/console/console.js" => (SCRIPT, "text/javascript; charset=utf-8"),
-        "/console/console.css" => (STYLE, "text/css; charset=utf-8"),
-        "/console/frame.html" => (FRAME, "text/html; charset=utf-8"),
-        _ => return None,
+    let (body, content_type, policy) = match asset(path)? {
+        Asset::Redirect => {
+            let mut resp = Response::new(full(""));
+            *resp.status_mut() = StatusCode::FOUND;
+            resp.headers_mut().insert(header::LOCATION, HeaderValue::from_static(PATH));
+            return Some(resp);
+        }
+        Asset::File(body, content_type, policy) => (body, content_type, policy),
     };
-    let policy = if body == FRAME { FRAME_POLICY } else { CONTENT_SECURITY_POLICY };
     let mut resp = Response::new(full(body));
     let headers = resp.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -48,26 +74,6 @@ pub(crate) fn serve(path: &str) -> Option<Response<BoxBody>> {
     // A new binary may bring a new console: the browser asks again each time.
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     Some(resp)
-}
-
-fn redirect() -> Response<BoxBody> {
-    let mut resp = Response::new(full(""));
-    *resp.status_mut() = StatusCode::FOUND;
-    resp.headers_mut().insert(header::LOCATION, HeaderValue::from_static(PATH));
-    resp
-}
-
-/// Whether `path` is one of the console's (for the 405/404 choice of other methods).
-pub(crate) fn is_console_path(path: &str) -> bool {
-    matches!(
-        path,
-        "/" | "/console"
-            | "/console/"
-            | "/console/index.html"
-            | "/console/console.js"
-            | "/console/console.css"
-            | "/console/frame.html"
-    )
 }
 
 #[cfg(test)]
