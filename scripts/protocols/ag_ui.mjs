@@ -59,6 +59,29 @@ await check('plain answer', async () => {
   assert.equal(reply.content, 'Hello there.');
 });
 
+await check('an image content part (AG-UI 1.0, a data source) is an image of the message the model reads', async () => {
+  const a = agent('plain', 'thread-picture');
+  a.addMessage({ id: 'user-picture', role: 'user', content: [
+    { type: 'text', text: 'describe the picture' },
+    { type: 'image', source: { type: 'data', mimeType: 'image/png',
+      value: 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==' } },
+  ] });
+  const { finished } = await run(a);
+  assert.equal(finished.outcome, 'success');
+  assert.equal(a.messages.find((m) => m.role === 'assistant').content, 'A single dot.');
+});
+
+await check('forwardedProps.outputSchema: the JSON is RUN_FINISHED result', async () => {
+  const a = agent('plain', 'thread-structured');
+  a.addMessage(user('report the weather as json'));
+  let finished;
+  await a.runAgent(
+    { forwardedProps: { outputSchema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } },
+    { onRunFinishedEvent: (params) => { finished = params; } },
+  );
+  assert.deepEqual(finished.result, { city: 'Paris', celsius: 21 });
+});
+
 await check('reasoning events', async () => {
   const a = agent('plain', 'thread-think');
   a.addMessage(user('think first'));

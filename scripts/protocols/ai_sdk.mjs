@@ -63,6 +63,31 @@ await check('plain answer', async () => {
   assert.equal(message.metadata.chatId.length, 36);
 });
 
+const PNG = 'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';
+
+await check('a file part is an image of the message the model reads', async () => {
+  const picture = { id: 'user-picture', role: 'user',
+    parts: [{ type: 'file', mediaType: 'image/png', url: PNG, filename: 'dot.png' }, { type: 'text', text: 'describe the picture' }] };
+  const { message, errors } = await send('plain', 'chat-picture', [picture]);
+  assert.deepEqual(errors, []);
+  assert.equal(text(message), 'A single dot.');
+});
+
+await check('an outputSchema in the transport body gives a data-output part with the JSON', async () => {
+  const transport = new DefaultChatTransport({
+    api: `${BASE}/api/ai-sdk/plain/chat`,
+    body: { outputSchema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
+  });
+  const stream = await transport.sendMessages({
+    chatId: 'chat-structured', messages: [user('report the weather as json')], trigger: 'submit-message',
+    messageId: undefined, abortSignal: undefined,
+  });
+  let message;
+  for await (const m of readUIMessageStream({ stream })) message = m;
+  const output = message.parts.find((p) => p.type === 'data-output');
+  assert.deepEqual(output?.data, { city: 'Paris', celsius: 21 });
+});
+
 await check('reasoning parts', async () => {
   const { message } = await send('plain', 'chat-think', [user('think first')]);
   const reasoning = message.parts.filter((p) => p.type === 'reasoning');

@@ -36,19 +36,31 @@ pub(super) fn ai_sdk(message: &Value) -> Vec<Reference> {
         .collect()
 }
 
-/// AG-UI's binary parts of a user message's `content`: `{type: "binary", mimeType, data?, url?,
-/// filename?}` (`data` base64).
+/// AG-UI's media parts of a user message's `content`: 1.0's `{type: "image" | "document",
+/// source: {type: "data" | "url", value, mimeType}}` (`data` base64), and the `{type: "binary",
+/// mimeType, data?, url?, filename?}` of clients before 1.0.
 pub(super) fn ag_ui(message: &Value) -> Vec<Reference> {
     parts(&message["content"])
-        .filter(|p| p["type"] == "binary")
-        .filter_map(|p| {
-            let media_type = p["mimeType"].as_str()?;
-            let name = p["filename"].as_str();
-            match (p["data"].as_str(), p["url"].as_str()) {
-                (Some(data), _) => Some(inline(media_type, data, name)),
-                (None, Some(url)) => Some(linked(Some(media_type), url, name)),
-                (None, None) => None,
+        .filter_map(|p| match p["type"].as_str()? {
+            "image" | "document" => {
+                let source = &p["source"];
+                let (media_type, value) = (source["mimeType"].as_str(), source["value"].as_str()?);
+                match source["type"].as_str()? {
+                    "data" => Some(inline(media_type?, value, None)),
+                    "url" => Some(linked(media_type, value, None)),
+                    _ => None,
+                }
             }
+            "binary" => {
+                let media_type = p["mimeType"].as_str()?;
+                let name = p["filename"].as_str();
+                match (p["data"].as_str(), p["url"].as_str()) {
+                    (Some(data), _) => Some(inline(media_type, data, name)),
+                    (None, Some(url)) => Some(linked(Some(media_type), url, name)),
+                    (None, None) => None,
+                }
+            }
+            _ => None,
         })
         .collect()
 }
@@ -110,6 +122,14 @@ mod tests {
 
         let ag = ag_ui(&json!({"content": [{"type": "binary", "mimeType": "application/pdf", "data": "JVBERi0="}]}));
         assert_eq!(ag[0].url.as_deref(), Some("data:application/pdf;base64,JVBERi0="));
+        let ag = ag_ui(&json!({"content": [{"type": "text", "text": "x"},
+            {"type": "image", "source": {"type": "data", "value": "AAAA", "mimeType": "image/png"}},
+            {"type": "document", "source": {"type": "url", "value": "https://example.com/r.pdf", "mimeType": "application/pdf"}}]}));
+        assert_eq!(ag[0].url.as_deref(), Some("data:image/png;base64,AAAA"));
+        assert_eq!(
+            (ag[1].url.as_deref(), ag[1].mime_type.as_deref()),
+            (Some("https://example.com/r.pdf"), Some("application/pdf"))
+        );
 
         let oa = openai(&json!({"content": [{"type": "text", "text": "x"},
             {"type": "image_url", "image_url": {"url": "https://example.com/cat.PNG?x=1"}},
